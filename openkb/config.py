@@ -1,0 +1,182 @@
+"""One settings object for the whole appliance.
+
+Every variable of spec docs/13 plus the appliance's own (``OPENKB_HOME``, secret key, limits).
+A variable left unset means "embedded": the supervisor runs that component itself under
+``$OPENKB_HOME``. ``describe()`` is what ``openkb config show`` prints, secrets masked.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from openkb.errors import ConfigError
+
+SECRET_FIELDS = {"s3_secret_key", "milvus_token", "smtp_password", "secret_key", "database_url"}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+
+    # --- spec docs/13 -----------------------------------------------------------------
+    database_url: str | None = Field(None, description="PostgreSQL URL; unset = embedded pgserver")
+    redis_url: str | None = Field(None, description="Redis URL for huey; unset = SQLite huey file")
+    s3_endpoint: str | None = Field(None, description="S3/MinIO endpoint; unset = local blob folder")
+    s3_bucket: str | None = Field(None, description="S3 bucket for assets")
+    s3_access_key: str | None = None
+    s3_secret_key: str | None = None
+    s3_region: str = "us-east-1"
+    milvus_uri: str | None = Field(None, description="Milvus 2.6 URI; unset = Milvus Lite server")
+    milvus_token: str | None = None
+    milvus_database: str = "default"
+    milvus_active_alias: str = "openkb_chunks_active"
+    smtp_host: str | None = Field(None, description="SMTP host; unset = outbox folder")
+    smtp_port: int = 587
+    smtp_user: str | None = None
+    smtp_password: str | None = None
+    smtp_from: str = "OpenKB <no-reply@openkb.local>"
+    app_base_url: str = "http://127.0.0.1:8000"
+
+    # --- appliance ----------------------------------------------------------------------
+    openkb_home: Path = Field(default_factory=lambda: Path("~/.openkb").expanduser())
+    openkb_env: Literal["development", "production", "test"] = "development"
+    openkb_secret_key: str | None = Field(None, description="unset = generated into OPENKB_HOME")
+    openkb_embedder_url: str | None = Field(
+        None, description="OpenAI-compatible /v1 base URL used by Milvus TEXTEMBEDDING; unset = embedded"
+    )
+    openkb_embedder_model: str = "use-multilingual-v3"
+    openkb_log_level: str = "INFO"
+
+    # --- limits (spec/issue figures) ------------------------------------------------------
+    max_markdown_chars: int = 5_000_000
+    max_title_chars: int = 1_000
+    max_name_chars: int = 1_000
+    max_metadata_bytes: int = 64 * 1024
+    max_folder_depth: int = 10
+    max_upload_bytes: int = 50 * 1024 * 1024
+    session_ttl_hours: int = 24 * 14
+
+    @field_validator("openkb_home", mode="before")
+    @classmethod
+    def _expand_home(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return Path(v).expanduser()
+        if isinstance(v, Path):
+            return v.expanduser()
+        return v
+
+    # --- derived ------------------------------------------------------------------------
+    @property
+    def secret_key(self) -> str:
+        if self.openkb_secret_key:
+            return self.openkb_secret_key
+        if self.openkb_env == "production":
+            raise ConfigError(
+                "OPENKB_SECRET_KEY must be set when OPENKB_ENV=production "
+                "(replicas must share it); generate one with `python -c 'import secrets;print(secrets.token_urlsafe(48))'`"
+            )
+        return ensure_secret_file(self.openkb_home)
+
+    def embedded(self, component: str) -> bool:
+        return {
+            "postgresql": self.database_url is None,
+            "milvus": self.milvus_uri is None,
+            "queue": self.redis_url is None,
+            "blobs": self.s3_endpoint is None,
+            "mail": self.smtp_host is None,
+            "embedder": self.openkb_embedder_url is None,
+        }[component]
+
+    def validate_urls(self) -> None:
+        """Catch malformed URLs up front, naming the variable and the fix."""
+        if self.database_url is not None:
+            u = urlparse(self.database_url)
+            if u.scheme not in ("postgresql", "postgres", "postgresql+psycopg") or not (u.hostname or "host=" in (u.query or "")):
+                raise ConfigError(
+                    f"DATABASE_URL is malformed ({mask_url(self.database_url)}): expected "
+                    "postgresql://user:password@host:5432/dbname, or unset it for the embedded database"
+                )
+        if self.milvus_uri is not None:
+            u = urlparse(self.milvus_uri)
+            if u.scheme not in ("http", "https", "tcp", "grpc", "unix") or not u.hostname:
+                raise ConfigError(
+                    f"MILVUS_URI is malformed ({self.milvus_uri}): expected http://host:19530, "
+                    "or unset it for the embedded Milvus Lite"
+                )
+        if self.redis_url is not None:
+            u = urlparse(self.redis_url)
+            if u.scheme not in ("redis", "rediss", "unix"):
+                raise ConfigError(f"REDIS_URL is malformed ({mask_url(self.redis_url)}): expected redis://host:6379/0")
+        if self.s3_endpoint is not None and not self.s3_bucket:
+            raise ConfigError("S3_ENDPOINT is set but S3_BUCKET is not: set S3_BUCKET to the asset bucket")
+        u = urlparse(self.app_base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ConfigError(f"APP_BASE_URL is malformed ({self.app_base_url}): expected https://kb.example.com")
+
+    def describe(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        comp_of = {
+            "database_url": "postgresql", "redis_url": "queue", "s3_endpoint": "blobs",
+            "s3_bucket": "blobs", "s3_access_key": "blobs", "s3_secret_key": "blobs",
+            "milvus_uri": "milvus", "milvus_token": "milvus", "milvus_database": "milvus",
+            "milvus_active_alias": "milvus", "smtp_host": "mail", "smtp_user": "mail",
+            "smtp_password": "mail", "smtp_port": "mail", "smtp_from": "mail",
+            "openkb_embedder_url": "embedder", "openkb_embedder_model": "embedder",
+        }
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            comp = comp_of.get(name)
+            mode = ("embedded" if self.embedded(comp) else "external") if comp else "-"
+            shown: Any = value
+            if name in SECRET_FIELDS and value:
+                shown = mask_url(value) if "://" in str(value) else "********"
+            if name == "openkb_secret_key":
+                shown = "********" if value else f"(generated in {self.openkb_home}/secret_key)"
+            if isinstance(shown, Path):
+                shown = str(shown)
+            if shown is None:
+                shown = {
+                    "database_url": f"(embedded pgserver in {self.openkb_home}/pg)",
+                    "redis_url": f"(embedded SQLite huey in {self.openkb_home}/queue.db)",
+                    "s3_endpoint": f"(local blob folder {self.openkb_home}/blobs)",
+                    "milvus_uri": f"(embedded Milvus Lite server, data in {self.openkb_home}/milvus)",
+                    "smtp_host": f"(outbox folder {self.openkb_home}/outbox)",
+                    "openkb_embedder_url": "(embedded embedder started by the supervisor)",
+                }.get(name, None)
+            rows.append({"name": name.upper(), "value": shown, "mode": mode})
+        return rows
+
+
+def mask_url(url: str) -> str:
+    u = urlparse(url)
+    if u.password:
+        return url.replace(f":{u.password}@", ":****@")
+    return url
+
+
+def ensure_secret_file(home: Path) -> str:
+    path = home / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    home.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(48)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+    return key
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def reset_settings_cache() -> None:
+    get_settings.cache_clear()

@@ -1,0 +1,120 @@
+"""Assets, imports, chunks (the PostgreSQL truth Milvus copies), index profiles and rebuild jobs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, CheckConstraint, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from openkb.models._base import check_in, fk, id_field, jsonb, text_array, ts
+from openkb.models.enums import IMPORT_STATUSES, PROFILE_STATUSES, REBUILD_STATUSES
+
+
+class DocumentAsset(SQLModel, table=True):
+    __tablename__ = "document_assets"
+    __table_args__ = (
+        CheckConstraint("size_bytes >= 0", name="document_assets_size_check"),
+        Index("ix_document_assets_document", "document_id"),
+    )
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
+    document_id: uuid.UUID | None = fk("documents.id", nullable=True, ondelete="SET NULL")
+    object_key: str
+    filename: str | None = None
+    mime_type: str
+    size_bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    sha256: str | None = None
+    created_by: uuid.UUID = fk("users.id")
+    created_at: datetime = ts()
+
+
+class ImportJob(SQLModel, table=True):
+    __tablename__ = "import_jobs"
+    __table_args__ = (CheckConstraint(check_in("status", IMPORT_STATUSES), name="import_jobs_status_check"),)
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
+    workspace_id: uuid.UUID = fk("workspaces.id", ondelete="CASCADE")
+    knowledge_base_id: uuid.UUID = fk("knowledge_bases.id", ondelete="CASCADE")
+    source_asset_id: uuid.UUID = fk("document_assets.id")
+    status: str
+    converter: str
+    error: str | None = None
+    warnings: list[str] = text_array()
+    document_id: uuid.UUID | None = fk("documents.id", nullable=True, ondelete="SET NULL")
+    created_by: uuid.UUID = fk("users.id")
+    created_at: datetime = ts()
+    updated_at: datetime = ts()
+
+
+class DocumentChunk(SQLModel, table=True):
+    __tablename__ = "document_chunks"
+    __table_args__ = (
+        UniqueConstraint("version_id", "ordinal", name="document_chunks_version_ordinal_key"),
+        Index("ix_document_chunks_document_version", "document_id", "version_id"),
+    )
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
+    workspace_id: uuid.UUID = fk("workspaces.id", ondelete="CASCADE")
+    knowledge_base_id: uuid.UUID = fk("knowledge_bases.id", ondelete="CASCADE")
+    document_id: uuid.UUID = fk("documents.id", ondelete="CASCADE")
+    version_id: uuid.UUID = fk("document_versions.id", ondelete="CASCADE")
+    ordinal: int
+    heading_path: list[str] = text_array()
+    content_text: str
+    content_markdown: str
+    token_count: int | None = None
+    meta: dict[str, Any] = jsonb("metadata")
+    created_at: datetime = ts()
+
+
+class MilvusIndexProfile(SQLModel, table=True):
+    """What OpenKB knows of a collection: names and function shapes, never provider keys."""
+
+    __tablename__ = "milvus_index_profiles"
+    __table_args__ = (
+        CheckConstraint(check_in("status", PROFILE_STATUSES), name="milvus_index_profiles_status_check"),
+        CheckConstraint("vector_dim >= 0", name="milvus_index_profiles_dim_check"),
+        UniqueConstraint("collection_name", name="milvus_index_profiles_collection_key"),
+    )
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID | None = fk("tenants.id", nullable=True, ondelete="CASCADE")
+    name: str = Field(unique=True)
+    alias: str
+    collection_name: str
+    schema_version: str
+    vector_dim: int
+    embedding_function_name: str
+    bm25_function_name: str | None = None
+    rerank_function_name: str | None = None
+    status: str
+    function_metadata: dict[str, Any] = jsonb("function_metadata")
+    created_by: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
+    created_at: datetime = ts()
+    activated_at: datetime | None = ts(nullable=True)
+
+
+class IndexRebuildJob(SQLModel, table=True):
+    __tablename__ = "index_rebuild_jobs"
+    __table_args__ = (CheckConstraint(check_in("status", REBUILD_STATUSES), name="index_rebuild_jobs_status_check"),)
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID | None = fk("tenants.id", nullable=True, ondelete="CASCADE")
+    profile_id: uuid.UUID | None = fk("milvus_index_profiles.id", nullable=True, ondelete="SET NULL")
+    target_collection: str
+    target_alias: str
+    status: str
+    switch_on_success: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
+    total_chunks: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    processed_chunks: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    last_chunk_id: uuid.UUID | None = None
+    started_by: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
+    started_at: datetime = ts()
+    finished_at: datetime | None = ts(nullable=True)
+    error: str | None = None

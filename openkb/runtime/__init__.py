@@ -1,0 +1,1 @@
+"""Where the appliance keeps its state and how processes find the embedded services."""

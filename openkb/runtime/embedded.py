@@ -1,0 +1,290 @@
+"""Start or find the embedded services (PostgreSQL, Milvus Lite, the embedder).
+
+A component configured by env var is external and used as is. An embedded one is owned by the
+first process that locks it (see ``home.py``); ``openkb up`` insists on owning them all, while
+short commands (``doctor``, ``user create`` ...) borrow whatever a live ``openkb up`` runs and
+only start their own when nothing is running. Children get PDEATHSIG so a killed owner never
+leaves a Milvus or embedder process behind holding the data directory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from openkb.config import Settings
+from openkb.errors import ConfigError, ServiceUnavailable
+from openkb.runtime.home import Home, OwnerLock, read_record, write_record
+
+log = logging.getLogger("openkb.runtime")
+
+COMPONENTS = ("postgresql", "milvus", "embedder")
+
+
+@dataclass
+class Endpoints:
+    database_url: str
+    milvus_uri: str
+    milvus_token: str | None
+    embedder_url: str | None
+    queue: str
+    home: Path
+    sources: dict[str, str] = field(default_factory=dict)  # component -> embedded-own|embedded-shared|external
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.3)
+        return s.connect_ex((host, port)) == 0
+
+
+def stable_port(home: Home, name: str) -> int:
+    """A port remembered in ``$OPENKB_HOME/ports.json``.
+
+    The embedder's URL is baked into Milvus collection functions, so it must not change
+    between restarts; a port taken by something else is a clear error, not a silent move.
+    """
+    path = home.root / "ports.json"
+    try:
+        ports = json.loads(path.read_text())
+    except (OSError, ValueError):
+        ports = {}
+    if name not in ports:
+        ports[name] = free_port()
+        path.write_text(json.dumps(ports))
+    return int(ports[name])
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    fh = open(log_path, "ab")
+    return subprocess.Popen(
+        cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
+               log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-800:] if log_path and log_path.exists() else ""
+            raise ServiceUnavailable(f"{what} exited during start (code {proc.returncode}); log {log_path}: {tail.strip()}")
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - readiness probes fail until ready
+            pass
+        time.sleep(0.1)
+    raise ServiceUnavailable(f"{what} did not become ready within {timeout:.0f}s (log: {log_path})")
+
+
+def milvus_ready(uri: str, token: str | None = None, timeout: float = 2.0) -> bool:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri, token=token or "", timeout=timeout)
+    try:
+        client.list_collections()
+        return True
+    finally:
+        client.close()
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    import httpx
+
+    return httpx.get(url, timeout=timeout).status_code == 200
+
+
+class EmbeddedServices:
+    """Context manager resolving every component to a usable endpoint."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        components: Iterable[str] = COMPONENTS,
+        *,
+        require_owner: bool = False,
+        owner_wait: float = 120.0,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.home = Home(settings.openkb_home)
+        self.components = tuple(components)
+        self.require_owner = require_owner
+        self.owner_wait = owner_wait
+        self.say = say or (lambda msg: log.info(msg))
+        self._locks: list[OwnerLock] = []
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._pg: Any = None
+        self.endpoints: Endpoints | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> Endpoints:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> Endpoints:
+        s = self.settings
+        s.validate_urls()
+        self.home.ensure()
+        sources: dict[str, str] = {}
+        try:
+            pending: dict[str, Callable[[], dict[str, Any]]] = {}
+            resolved: dict[str, dict[str, Any]] = {}
+            for comp in self.components:
+                if not s.embedded(comp):
+                    sources[comp] = "external"
+                    continue
+                rec = None if self.require_owner else read_record(self.home, comp)
+                if rec is not None:
+                    resolved[comp] = rec
+                    sources[comp] = "embedded-shared"
+                    continue
+                lock = OwnerLock(self.home, comp)
+                if self.require_owner:
+                    ok = lock.acquire(self.owner_wait, on_wait=lambda r, c=comp: self.say(
+                        f"waiting for process {r.get('pid') if r else '?'} to release the embedded {c}"))
+                    if not ok:
+                        raise ServiceUnavailable(f"the embedded {comp} in {self.home.root} is held by another process")
+                elif not lock.try_acquire():
+                    resolved[comp] = self._wait_record(comp)
+                    sources[comp] = "embedded-shared"
+                    continue
+                self._locks.append(lock)
+                sources[comp] = "embedded-own"
+                pending[comp] = getattr(self, f"_start_{comp}")
+            # Spawn subprocess services first so they boot while PostgreSQL starts in-process.
+            waiters: dict[str, Callable[[], dict[str, Any]]] = {}
+            for comp in ("embedder", "milvus", "postgresql"):
+                if comp in pending:
+                    waiters[comp] = pending[comp]()  # type: ignore[assignment]
+            for comp, wait in waiters.items():
+                rec = wait() if callable(wait) else wait
+                write_record(self.home, comp, rec)
+                resolved[comp] = rec
+        except BaseException:
+            self.stop()
+            raise
+
+        self.endpoints = Endpoints(
+            database_url=s.database_url or resolved.get("postgresql", {}).get("url", ""),
+            milvus_uri=(s.milvus_uri or resolved.get("milvus", {}).get("uri", "")),
+            milvus_token=s.milvus_token,
+            embedder_url=(s.openkb_embedder_url or resolved.get("embedder", {}).get("url")),
+            queue=s.redis_url or str(self.home.queue_path),
+            home=self.home.root,
+            sources=sources,
+        )
+        return self.endpoints
+
+    def stop(self) -> None:
+        for name in ("milvus", "embedder"):
+            stop_process(self._procs.pop(name, None))
+        if self._pg is not None:
+            try:
+                self._pg.cleanup()
+            except Exception:  # noqa: BLE001
+                log.exception("stopping embedded PostgreSQL")
+            self._pg = None
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
+
+    def _wait_record(self, comp: str, timeout: float = 120.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rec = read_record(self.home, comp)
+            if rec is not None:
+                return rec
+            time.sleep(0.2)
+        raise ServiceUnavailable(f"the embedded {comp} of {self.home.root} is being started by another process that never finished")
+
+    # -- components -----------------------------------------------------------------------
+    def _start_postgresql(self) -> Callable[[], dict[str, Any]]:
+        def wait() -> dict[str, Any]:
+            import pgserver
+
+            try:
+                self._pg = pgserver.get_server(self.home.pg_dir, cleanup_mode="stop")
+            except Exception as exc:  # noqa: BLE001
+                raise ServiceUnavailable(
+                    f"embedded PostgreSQL failed to start in {self.home.pg_dir}: {exc} (see {self.home.pg_dir}/log)"
+                ) from None
+            return {"url": self._pg.get_uri(), "version": "16 (pgserver)"}
+
+        return wait
+
+    def _start_milvus(self) -> Callable[[], dict[str, Any]]:
+        port = free_port()
+        log_path = self.home.log_dir / "milvus.log"
+        exe = Path(sys.executable).with_name("milvus-lite")
+        cmd = [str(exe) if exe.exists() else "milvus-lite", "server", "--data-dir", str(self.home.milvus_dir),
+               "--host", "127.0.0.1", "--port", str(port)]
+        # Milvus' TEXTEMBEDDING (provider openai) wants a key; the local embedder ignores it.
+        proc = spawn(cmd, log_path, env={"OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder")})
+        self._procs["milvus"] = proc
+        uri = f"http://127.0.0.1:{port}"
+
+        def wait() -> dict[str, Any]:
+            wait_until(lambda: milvus_ready(uri), 90, "embedded Milvus Lite", proc, log_path)
+            return {"uri": uri, "port": port, "child_pid": proc.pid}
+
+        return wait
+
+    def _start_embedder(self) -> Callable[[], dict[str, Any]]:
+        port = stable_port(self.home, "embedder")
+        if port_in_use(port):
+            raise ConfigError(
+                f"port {port} (the embedded embedder's port, remembered in {self.home.root}/ports.json) is in use "
+                "by another program: stop it, or edit ports.json and rebuild the index"
+            )
+        log_path = self.home.log_dir / "embedder.log"
+        cmd = [sys.executable, "-m", "openkb.embedder", "--host", "127.0.0.1", "--port", str(port),
+               "--model", self.settings.openkb_embedder_model]
+        proc = spawn(cmd, log_path)
+        self._procs["embedder"] = proc
+        base = f"http://127.0.0.1:{port}"
+
+        def wait() -> dict[str, Any]:
+            wait_until(lambda: http_ok(base + "/health"), 120, "embedded embedder", proc, log_path)
+            return {"url": base + "/v1", "port": port, "child_pid": proc.pid, "model": self.settings.openkb_embedder_model}
+
+        return wait

@@ -1,0 +1,150 @@
+"""Real components for every test: embedded PostgreSQL (pgserver) and Milvus Lite.
+
+The schema is built by running the Alembic migrations into a fresh database (never
+``create_all``). Service tests get a ``db`` session inside a transaction that is rolled back;
+tests that need committed data (HTTP, workers) use ``committed`` sessions and make their own
+tenant so they don't see each other.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_HOME = Path(tempfile.mkdtemp(prefix="openkb-test-home-"))
+os.environ["OPENKB_HOME"] = str(_HOME)
+os.environ["OPENKB_ENV"] = "test"
+os.environ.setdefault("APP_BASE_URL", "http://127.0.0.1:8000")
+for _var in ("DATABASE_URL", "MILVUS_URI", "REDIS_URL", "S3_ENDPOINT", "SMTP_HOST", "OPENKB_EMBEDDER_URL"):
+    os.environ.pop(_var, None)
+
+from sqlalchemy import text  # noqa: E402
+from sqlmodel import Session  # noqa: E402
+
+from openkb.config import Settings, reset_settings_cache  # noqa: E402
+from openkb.db import get_engine  # noqa: E402
+from openkb.runtime.embedded import EmbeddedServices  # noqa: E402
+
+reset_settings_cache()
+
+
+@pytest.fixture(scope="session")
+def test_home() -> Path:
+    return _HOME
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture(scope="session")
+def pg_server(settings: Settings) -> Iterator[str]:
+    svc = EmbeddedServices(settings, components=("postgresql",))
+    ep = svc.start()
+    yield ep.database_url
+    svc.stop()
+
+
+def _with_db(url: str, dbname: str) -> str:
+    # pgserver URIs look like postgresql://postgres:@/postgres?host=/socket/dir
+    head, _, query = url.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{dbname}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_server: str) -> str:
+    import psycopg
+
+    from openkb.migrate import upgrade
+
+    dbname = f"openkb_test_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    url = _with_db(pg_server, dbname)
+    upgrade(url)
+    os.environ["DATABASE_URL"] = url
+    reset_settings_cache()
+    return url
+
+
+@pytest.fixture(scope="session")
+def engine(database_url: str):
+    return get_engine(database_url)
+
+
+@pytest.fixture()
+def db(engine) -> Iterator[Session]:
+    """A session whose every write is rolled back at the end of the test."""
+    conn = engine.connect()
+    trans = conn.begin()
+    session = Session(bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False)
+    try:
+        yield session
+    finally:
+        session.close()
+        trans.rollback()
+        conn.close()
+
+
+@pytest.fixture()
+def committed(engine):
+    """Factory of ordinary sessions on the test database (writes persist)."""
+
+    def make() -> Session:
+        return Session(engine, expire_on_commit=False)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def milvus_services(settings: Settings, database_url: str) -> Iterator[dict[str, str | None]]:
+    svc = EmbeddedServices(settings, components=("milvus", "embedder"))
+    ep = svc.start()
+    os.environ["MILVUS_URI"] = ep.milvus_uri
+    if ep.embedder_url:
+        os.environ["OPENKB_EMBEDDER_URL"] = ep.embedder_url
+    reset_settings_cache()
+    yield {"milvus_uri": ep.milvus_uri, "embedder_url": ep.embedder_url}
+    svc.stop()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001
+    from openkb.db import dispose_engines
+
+    dispose_engines()
+    shutil.rmtree(_HOME, ignore_errors=True)
+
+
+@pytest.fixture()
+def count_queries(engine):
+    """Context manager counting SQL statements issued on ``engine`` (for constant-query checks)."""
+    import contextlib
+
+    from sqlalchemy import event
+
+    @contextlib.contextmanager
+    def counter():
+        box = {"n": 0}
+
+        def before(*_a, **_k):
+            box["n"] += 1
+
+        event.listen(engine, "before_cursor_execute", before)
+        try:
+            yield box
+        finally:
+            event.remove(engine, "before_cursor_execute", before)
+
+    return counter
+
+
+def exec_sql(session: Session, sql: str, **params):
+    return session.execute(text(sql), params)
