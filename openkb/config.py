@@ -84,6 +84,13 @@ class Settings(BaseSettings):
             )
         return ensure_secret_file(self.openkb_home)
 
+    @property
+    def embedder_url(self) -> str | None:
+        """``OPENKB_EMBEDDER_URL=off`` means no embedding service at all (BM25-only search)."""
+        if self.openkb_embedder_url in (None, "", "off", "none"):
+            return None
+        return self.openkb_embedder_url
+
     def embedded(self, component: str) -> bool:
         return {
             "postgresql": self.database_url is None,

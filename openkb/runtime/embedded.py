@@ -197,7 +197,19 @@ class EmbeddedServices:
                 if comp in pending:
                     waiters[comp] = pending[comp]()  # type: ignore[assignment]
             for comp, wait in waiters.items():
-                rec = wait() if callable(wait) else wait
+                try:
+                    rec = wait()
+                except ServiceUnavailable as exc:
+                    if comp != "embedder":
+                        raise
+                    # No embedding model: search still works, BM25-only (doctor reports it).
+                    self.say(f"embedded embedder unavailable, search will be BM25-only: {exc.detail}")
+                    stop_process(self._procs.pop("embedder", None))
+                    sources[comp] = "unavailable"
+                    rec = {"url": None, "unavailable": str(exc.detail)[:300]}
+                    write_record(self.home, comp, rec)
+                    resolved[comp] = rec
+                    continue
                 write_record(self.home, comp, rec)
                 resolved[comp] = rec
         except BaseException:
@@ -208,7 +220,7 @@ class EmbeddedServices:
             database_url=s.database_url or resolved.get("postgresql", {}).get("url", ""),
             milvus_uri=(s.milvus_uri or resolved.get("milvus", {}).get("uri", "")),
             milvus_token=s.milvus_token,
-            embedder_url=(s.openkb_embedder_url or resolved.get("embedder", {}).get("url")),
+            embedder_url=(s.embedder_url if not s.embedded("embedder") else resolved.get("embedder", {}).get("url")),
             queue=s.redis_url or str(self.home.queue_path),
             home=self.home.root,
             sources=sources,
@@ -240,6 +252,9 @@ class EmbeddedServices:
     # -- components -----------------------------------------------------------------------
     def _start_postgresql(self) -> Callable[[], dict[str, Any]]:
         def wait() -> dict[str, Any]:
+            import warnings
+
+            warnings.filterwarnings("ignore", module="platformdirs")  # pgserver's XDG_RUNTIME_DIR notice
             import pgserver
 
             try:

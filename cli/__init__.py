@@ -1,0 +1,1 @@
+"""Typer adapter: the ``openkb`` command."""

@@ -1,0 +1,174 @@
+"""Appliance lifecycle: up, serve, worker, init, migrate, doctor, config."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from cli.context import appliance, unit_of_work
+from cli.output import console, emit_json, err_console, table
+from openkb.config import get_settings
+from openkb.errors import ValidationError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up")(up)
+    app.command("serve")(serve)
+    app.command("worker")(worker)
+    app.command("init")(init)
+    app.command("migrate")(migrate)
+    app.command("doctor")(doctor)
+    config_app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True)
+    config_app.command("show")(config_show)
+    app.add_typer(config_app, name="config")
+
+
+def up(
+    host: Annotated[str, typer.Option(help="Address the API listens on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port the API listens on.")] = 8000,
+    workers: Annotated[int, typer.Option(help="Worker threads in the queue consumer.")] = 2,
+) -> None:
+    """Start the whole appliance (embedded PostgreSQL, Milvus Lite, embedder, worker, API)."""
+    from cli.supervisor import Supervisor
+
+    settings = get_settings()
+    sup = Supervisor(settings, host, port, say=lambda m: err_console.print(m, highlight=False), workers=workers)
+    console.print(f"starting OpenKB in {settings.openkb_home} ...")
+    sup.start()
+    console.print(f"[bold green]OpenKB is ready[/] at {sup.url}  (ready in {sup.timings['ready_s']:.1f}s)")
+    console.print("The first user to register becomes system_admin. Ctrl-C stops everything.")
+    raise typer.Exit(sup.run_forever())
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Run the API server only (for topologies with separate API and worker processes)."""
+    import uvicorn
+
+    from cli.supervisor import check_port
+    from server.app import create_app
+
+    check_port(host, port)
+    with appliance(migrate=not os.environ.get("OPENKB_SUPERVISED")) as ctx:
+        app = create_app(ctx)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
+
+
+def worker(
+    workers: Annotated[int, typer.Option(help="Worker threads.")] = 2,
+) -> None:
+    """Run the queue consumer only."""
+    from server.logs import configure_logging
+    from workers.consumer import run_consumer
+
+    configure_logging(get_settings().openkb_log_level)
+    with appliance(migrate=not os.environ.get("OPENKB_SUPERVISED")) as ctx:
+        run_consumer(ctx, workers=workers)
+
+
+def init(
+    email: Annotated[Optional[str], typer.Option(help="Email of the first system administrator.")] = None,
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    display_name: Annotated[Optional[str], typer.Option(help="Display name of the administrator.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Scripted setup: migrate, default tenant, first system_admin. Safe to run again."""
+    from openkb.accounts.users import create_user, has_system_admin, normalize_email
+    from openkb.bootstrap import ensure_instance
+
+    with appliance(components=("postgresql",)) as ctx:
+        with unit_of_work(ctx) as s:
+            boot = ensure_instance(s)
+            created_admin = None
+            if email:
+                email = normalize_email(email)
+                if has_system_admin(s):
+                    from openkb.accounts.users import find_user
+
+                    try:
+                        existing = find_user(s, email)
+                        created_admin = None
+                        note = f"system_admin already exists ({existing.email}); nothing created"
+                    except Exception:  # noqa: BLE001
+                        note = "a system_admin already exists; nothing created"
+                else:
+                    password = _read_password(password_stdin)
+                    u = create_user(s, tenant=boot.tenant, email=email, password=password,
+                                    display_name=display_name, role="system_admin", status="active")
+                    created_admin = u.email
+                    note = f"created system_admin {u.email}"
+            else:
+                note = "no --email given: the first user to register becomes system_admin"
+    result = {"tenant": boot.tenant.slug, "created_tenant": boot.created_tenant,
+              "created_auth_settings": boot.created_auth_settings, "created_admin": created_admin, "note": note}
+    if json_out:
+        emit_json(result)
+        return
+    if not (boot.created_tenant or boot.created_auth_settings or created_admin):
+        console.print(f"already initialised (tenant '{boot.tenant.slug}'); {note}")
+    else:
+        console.print(f"initialised tenant '{boot.tenant.slug}'; {note}")
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        pw = sys.stdin.readline().rstrip("\n")
+    elif sys.stdin.isatty():
+        pw = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    else:
+        raise ValidationError("no password: pass --password-stdin and pipe it, or run interactively")
+    if not pw:
+        raise ValidationError("empty password")
+    return pw
+
+
+def migrate(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Apply database migrations up to the version this code expects."""
+    from openkb.migrate import current_revision, head_revision
+
+    with appliance(components=("postgresql",), migrate=False) as ctx:
+        before = current_revision(ctx.endpoints.database_url)
+        from openkb.migrate import upgrade
+
+        upgrade(ctx.endpoints.database_url)
+        after = current_revision(ctx.endpoints.database_url)
+    if json_out:
+        emit_json({"before": before, "after": after, "head": head_revision()})
+    else:
+        console.print(f"schema {before or '(empty)'} -> {after}" if before != after else f"schema already at {after}")
+
+
+def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Check PostgreSQL, Milvus, the queue, the blob store and mail; exit non-zero if any is down."""
+    from openkb.health import run_checks
+
+    t = time.perf_counter()
+    with appliance(migrate=False) as ctx:
+        checks = run_checks(ctx)
+        search_mode = "hybrid (dense + BM25)" if checks[-1].ok else "BM25-only"
+    core_ok = all(c.ok for c in checks if c.name != "embedder")
+    if json_out:
+        emit_json({"ok": core_ok, "search_mode": search_mode, "checks": [c.as_dict() for c in checks],
+                   "elapsed_ms": round((time.perf_counter() - t) * 1000)})
+    else:
+        table("openkb doctor", ["component", "status", "mode", "version", "detail", "fix"],
+              [(c.name, "[green]ok[/]" if c.ok else "[red]DOWN[/]", c.mode, c.version, c.detail, c.fix) for c in checks])
+        console.print(f"search mode: {search_mode}")
+    if not core_ok:
+        raise typer.Exit(1)
+
+
+def config_show(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Print the effective settings (secrets masked), each marked embedded or external."""
+    rows = get_settings().describe()
+    if json_out:
+        emit_json(rows)
+    else:
+        table("effective configuration", ["variable", "value", "mode"], [(r["name"], r["value"], r["mode"]) for r in rows])
+

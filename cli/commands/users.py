@@ -1,0 +1,136 @@
+"""Tenants and users from the command line (acting as the system principal, audited)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from cli.context import appliance, unit_of_work
+from cli.output import console, emit_json, table
+
+
+def register(app: typer.Typer) -> None:
+    tenant = typer.Typer(help="Manage tenants.", no_args_is_help=True)
+    tenant.command("create")(tenant_create)
+    tenant.command("list")(tenant_list)
+    app.add_typer(tenant, name="tenant")
+    user = typer.Typer(help="Manage users.", no_args_is_help=True)
+    user.command("create")(user_create)
+    user.command("list")(user_list)
+    user.command("activate")(user_activate)
+    user.command("suspend")(user_suspend)
+    app.add_typer(user, name="user")
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def tenant_create(
+    slug: Annotated[str, typer.Argument(help="URL-safe tenant id, e.g. acme.")],
+    name: Annotated[Optional[str], typer.Option(help="Display name (defaults to the slug).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a tenant."""
+    from openkb.accounts.users import create_tenant
+    from openkb.audit import record_audit
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = create_tenant(s, name=name or slug, slug=slug)
+        record_audit(s, tenant_id=t.id, actor=None, action="tenant.create", object_type="tenant", object_id=t.id,
+                     metadata={"slug": t.slug, "via": "cli"})
+        out = {"id": str(t.id), "slug": t.slug, "name": t.name}
+    emit_json(out) if json_out else console.print(f"created tenant {out['slug']} ({out['id']})")
+
+
+def tenant_list(json_out: JsonOpt = False) -> None:
+    """List tenants with their member counts."""
+    from openkb.accounts.users import list_tenants
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        rows = [{"id": str(t.id), "slug": t.slug, "name": t.name, "members": n, "created_at": t.created_at.isoformat()}
+                for t, n in list_tenants(s)]
+    if json_out:
+        emit_json(rows)
+    else:
+        table("tenants", ["slug", "name", "members", "id"], [(r["slug"], r["name"], r["members"], r["id"]) for r in rows])
+
+
+def user_create(
+    email: Annotated[str, typer.Argument(help="Email address (the login).")],
+    tenant: Annotated[str, typer.Option(help="Tenant slug or id.")] = "default",
+    role: Annotated[str, typer.Option(help="Tenant role: member, tenant_admin or system_admin.")] = "member",
+    display_name: Annotated[Optional[str], typer.Option(help="Display name.")] = None,
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    no_password: Annotated[bool, typer.Option("--no-password", help="Create without a password (must reset).")] = False,
+    status: Annotated[str, typer.Option(help="Initial status.")] = "active",
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a user (active and verified unless --status says otherwise)."""
+    from openkb.accounts.users import create_user, get_tenant
+    from openkb.audit import record_audit
+    from openkb.errors import ValidationError
+
+    password: str | None = None
+    if not no_password:
+        if password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        elif sys.stdin.isatty():
+            password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+        else:
+            raise ValidationError("no password: pass --password-stdin (and pipe it) or --no-password")
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant)
+        u = create_user(s, tenant=t, email=email, password=password, display_name=display_name, role=role,
+                        status=status)
+        record_audit(s, tenant_id=t.id, actor=None, action="user.create", object_type="user", object_id=u.id,
+                     metadata={"email": u.email, "role": role, "status": status, "via": "cli"})
+        out = {"id": str(u.id), "email": u.email, "tenant": t.slug, "role": role, "status": u.status}
+    emit_json(out) if json_out else console.print(f"created {out['role']} {out['email']} in {out['tenant']} ({out['id']})")
+
+
+def user_list(
+    status: Annotated[Optional[str], typer.Option(help="Only users with this status.")] = None,
+    tenant: Annotated[Optional[str], typer.Option(help="Only this tenant (slug or id).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List users."""
+    from openkb.accounts.users import get_tenant, list_users
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant) if tenant else None
+        rows = [{"id": str(r.user.id), "email": r.user.email, "display_name": r.user.display_name,
+                 "status": r.user.status, "tenant": r.tenant_slug, "role": r.role,
+                 "created_at": r.user.created_at.isoformat()} for r in list_users(s, status=status, tenant=t)]
+    if json_out:
+        emit_json(rows)
+    else:
+        table("users", ["email", "status", "tenant", "role", "id"],
+              [(r["email"], r["status"], r["tenant"], r["role"], r["id"]) for r in rows])
+
+
+def _set_status(email: str, status: str, json_out: bool) -> None:
+    from openkb.accounts.users import find_user, set_status
+    from openkb.audit import record_audit
+    from openkb.models import TenantMembership
+    from sqlmodel import select
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        u = find_user(s, email)
+        before, after = set_status(s, u, status)
+        tm = s.exec(select(TenantMembership).where(TenantMembership.user_id == u.id)).first()
+        record_audit(s, tenant_id=tm.tenant_id if tm else None, actor=None, action=f"user.{'activate' if status == 'active' else 'suspend'}",
+                     object_type="user", object_id=u.id, metadata={"before": before, "after": after, "via": "cli"})
+        out = {"id": str(u.id), "email": u.email, "before": before, "status": after}
+    emit_json(out) if json_out else console.print(f"{out['email']}: {before} -> {after}")
+
+
+def user_activate(email: Annotated[str, typer.Argument(help="Email or id.")], json_out: JsonOpt = False) -> None:
+    """Activate a user (pending or suspended -> active)."""
+    _set_status(email, "active", json_out)
+
+
+def user_suspend(email: Annotated[str, typer.Argument(help="Email or id.")], json_out: JsonOpt = False) -> None:
+    """Suspend a user: their sessions and tokens stop working on the next request."""
+    _set_status(email, "suspended", json_out)

@@ -1,0 +1,65 @@
+"""The ``openkb`` command. Subcommand groups live in ``cli/commands``; this file wires them and
+turns domain errors into one line on stderr plus the error class's exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from openkb.errors import OpenKBError
+
+app = typer.Typer(name="openkb", help="OpenKB: self-hosted Markdown knowledge base.", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+
+COMMAND_MODULES = (
+    "cli.commands.system",
+    "cli.commands.users",
+    "cli.commands.profiles",
+    "cli.commands.index",
+    "cli.commands.search",
+    "cli.commands.dify",
+)
+
+
+def _register() -> None:
+    from openkb.runtime import optional_module
+
+    for name in COMMAND_MODULES:
+        mod = optional_module(name)
+        if mod is not None:
+            mod.register(app)
+
+
+_register()
+
+
+def run() -> None:
+    from cli.output import err_console
+
+    try:
+        app(standalone_mode=False)
+    except OpenKBError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.detail}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors and friends
+        import click
+
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            err_console.print("aborted")
+            sys.exit(1)
+        raise
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,32 @@
+"""Console helpers: one-line errors, tables, ``--json``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=str, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    console.print(t)
+
+
+def fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise SystemExit(code)

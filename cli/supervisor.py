@@ -1,0 +1,181 @@
+"""``openkb up``: one process tree running the whole appliance.
+
+Order: take the home's ``up`` lock -> check the port -> own every embedded service -> migrate
+and bootstrap -> start the worker and the API as children -> wait for ``/readyz``. Any failure
+before "ready" tears down whatever was started. SIGINT/SIGTERM stop the children first (so no
+request is cut mid-transaction), then Milvus, the embedder and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable
+
+import httpx
+
+from openkb.config import Settings
+from openkb.context import child_env
+from openkb.db import dispose_engines, get_engine, session_scope
+from openkb.errors import AlreadyRunning, ConfigError, ServiceUnavailable
+from openkb.runtime.embedded import EmbeddedServices, spawn, stop_process
+from openkb.runtime.home import Home, OwnerLock, read_record, write_record
+
+
+def check_port(host: str, port: int) -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"port {port} on {host} is in use ({exc.strerror}): stop the program using it or pass --port"
+            ) from None
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, host: str, port: int, say: Callable[[str], None], workers: int = 2) -> None:
+        self.settings = settings
+        self.host = host
+        self.port = port
+        self.say = say
+        self.workers = workers
+        self.home = Home(settings.openkb_home)
+        self.lock = OwnerLock(self.home, "up")
+        self.services: EmbeddedServices | None = None
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self._stopping = False
+        self.timings: dict[str, float] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        self.settings.validate_urls()
+        self.home.ensure()
+        if not self.lock.try_acquire():
+            rec = read_record(self.home, "up") or {}
+            raise AlreadyRunning(
+                f"OpenKB is already running on {self.home.root} (pid {rec.get('pid', '?')}, {rec.get('url', '?')}); "
+                "stop it first or use another OPENKB_HOME"
+            )
+        try:
+            check_port(self.host, self.port)
+            self.services = EmbeddedServices(self.settings, require_owner=True, say=self.say)
+            endpoints = self.services.start()
+            self.timings["services_s"] = time.perf_counter() - t0
+            if endpoints.embedder_url is None and self.settings.embedded("embedder"):
+                self.say("embedder unavailable: search runs BM25-only (see openkb doctor)")
+            from openkb.bootstrap import ensure_instance
+            from openkb.migrate import upgrade
+
+            upgrade(endpoints.database_url)
+            with session_scope(get_engine(endpoints.database_url)) as s:
+                ensure_instance(s)
+            self._ensure_default_profile(endpoints)
+            dispose_engines()
+            self.timings["migrate_s"] = time.perf_counter() - t0
+            env = child_env(endpoints)
+            logs = self.home.log_dir
+            self.children["worker"] = spawn([sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)],
+                                            logs / "worker.log", env)
+            self.children["api"] = spawn([sys.executable, "-m", "cli.main", "serve", "--host", self.host,
+                                          "--port", str(self.port)], logs / "api.log", env)
+            self._wait_ready()
+            self.timings["ready_s"] = time.perf_counter() - t0
+            write_record(self.home, "up", {"url": self.url, "children": {k: p.pid for k, p in self.children.items()}})
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ensure_default_profile(self, endpoints) -> None:  # type: ignore[no-untyped-def]
+        from openkb.runtime import optional_module
+
+        indexing = optional_module("openkb.indexing.service")
+        if indexing is None:
+            return
+        from openkb.context import AppContext
+
+        ctx = AppContext.build(self.settings, endpoints)
+        try:
+            with session_scope(ctx.engine) as s:
+                indexing.ensure_default_profile(ctx, s)
+        finally:
+            ctx.close()
+
+    def _wait_ready(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.children.items():
+                if proc.poll() is not None:
+                    tail = (self.home.log_dir / f"{name}.log").read_text(errors="replace")[-600:]
+                    raise ServiceUnavailable(f"the {name} process exited during start (code {proc.returncode}): {tail.strip()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise ServiceUnavailable(f"the API did not become ready within {timeout:.0f}s (see {self.home.log_dir}/api.log)")
+
+    def run_forever(self) -> int:
+        """Watch the children; restart a crashed worker, stop everything if the API dies."""
+        stop = {"sig": None}
+
+        def handler(signum: int, _frame: object) -> None:
+            stop["sig"] = signum
+
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+        restarts = 0
+        while stop["sig"] is None:
+            api = self.children.get("api")
+            if api is not None and api.poll() is not None:
+                self.say(f"the API process exited (code {api.returncode}); stopping")
+                self.stop()
+                return 1
+            worker = self.children.get("worker")
+            if worker is not None and worker.poll() is not None and restarts < 5:
+                restarts += 1
+                self.say(f"worker exited (code {worker.returncode}); restarting ({restarts}/5)")
+                assert self.services is not None and self.services.endpoints is not None
+                self.children["worker"] = spawn([sys.executable, "-m", "cli.main", "worker"],
+                                                self.home.log_dir / "worker.log", child_env(self.services.endpoints))
+            time.sleep(0.5)
+        self.say("stopping OpenKB ...")
+        self.stop()
+        return 0
+
+    def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for name in ("api", "worker"):
+            proc = self.children.get(name)
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for name in ("api", "worker"):
+            stop_process(self.children.pop(name, None), timeout=15)
+        if self.services is not None:
+            self.services.stop()
+        if self.lock.held:
+            self.lock.release()
+
+
+def rss_of_tree(pid: int | None = None) -> int:
+    import psutil
+
+    p = psutil.Process(pid or os.getpid())
+    total = p.memory_info().rss
+    for c in p.children(recursive=True):
+        try:
+            total += c.memory_info().rss
+        except psutil.Error:
+            pass
+    return total

@@ -1,0 +1,1 @@
+"""Users, tenants and memberships (the operator-facing side; registration lives in ``registration``)."""

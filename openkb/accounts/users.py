@@ -1,0 +1,144 @@
+"""Operator actions on users and tenants, shared by ``openkb user|tenant|init`` and the admin API.
+
+These take an acting principal too: the CLI acts as the system principal, the admin routes as
+the signed-in administrator; every status change is audited (docs/06 §5).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from openkb.errors import AlreadyExists, NotFound, ValidationError
+from openkb.models import Tenant, TenantMembership, User
+from openkb.models._base import utcnow
+from openkb.models.enums import TENANT_ROLES, USER_STATUSES
+
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+MIN_PASSWORD = 8
+
+
+def normalize_email(email: str) -> str:
+    e = (email or "").strip().lower()
+    if len(e) > 320 or not EMAIL_RE.match(e):
+        raise ValidationError(f"not a valid email address: {email!r}", field="email")
+    return e
+
+
+def check_password(password: str) -> None:
+    if password is None or len(password) < MIN_PASSWORD:
+        raise ValidationError(f"password must be at least {MIN_PASSWORD} characters", field="password")
+    if len(password) > 1024:
+        raise ValidationError("password is too long (1024 characters at most)", field="password")
+
+
+def get_tenant(session: Session, slug_or_id: str) -> Tenant:
+    t: Tenant | None = None
+    try:
+        t = session.get(Tenant, uuid.UUID(slug_or_id))
+    except ValueError:
+        t = session.exec(select(Tenant).where(Tenant.slug == slug_or_id)).first()
+    if t is None:
+        raise NotFound(f"no tenant {slug_or_id!r}")
+    return t
+
+
+def create_tenant(session: Session, *, name: str, slug: str) -> Tenant:
+    slug = slug.strip().lower()
+    if not SLUG_RE.match(slug):
+        raise ValidationError("tenant slug must be lowercase letters, digits and dashes (1-63)", field="slug")
+    if not name.strip() or len(name) > 1000:
+        raise ValidationError("tenant name must be 1-1000 characters", field="name")
+    if session.exec(select(Tenant).where(Tenant.slug == slug)).first() is not None:
+        raise AlreadyExists(f"tenant {slug!r} already exists")
+    t = Tenant(name=name.strip(), slug=slug)
+    session.add(t)
+    session.flush()
+    return t
+
+
+def list_tenants(session: Session) -> list[tuple[Tenant, int]]:
+    rows = session.exec(
+        select(Tenant, func.count(TenantMembership.id))  # type: ignore[arg-type]
+        .join(TenantMembership, TenantMembership.tenant_id == Tenant.id, isouter=True)
+        .group_by(Tenant.id).order_by(Tenant.created_at)
+    ).all()
+    return [(t, int(n)) for t, n in rows]
+
+
+@dataclass
+class UserRow:
+    user: User
+    tenant_slug: str
+    role: str
+
+
+def find_user(session: Session, email_or_id: str) -> User:
+    u: User | None = None
+    try:
+        u = session.get(User, uuid.UUID(email_or_id))
+    except ValueError:
+        u = session.exec(select(User).where(User.email == email_or_id.strip().lower())).first()
+    if u is None:
+        raise NotFound(f"no user {email_or_id!r}")
+    return u
+
+
+def create_user(session: Session, *, tenant: Tenant, email: str, password: str | None, display_name: str | None = None,
+                role: str = "member", status: str = "active", verified: bool = True) -> User:
+    from openkb.security import hash_password
+
+    email = normalize_email(email)
+    if role not in TENANT_ROLES:
+        raise ValidationError(f"role must be one of {', '.join(TENANT_ROLES)}", field="role")
+    if status not in USER_STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
+    if password is not None:
+        check_password(password)
+    if session.exec(select(User).where(User.email == email)).first() is not None:
+        raise AlreadyExists(f"a user with email {email} already exists")
+    name = (display_name or email.split("@")[0]).strip()
+    if not name or len(name) > 1000:
+        raise ValidationError("display name must be 1-1000 characters", field="display_name")
+    u = User(email=email, display_name=name, status=status,
+             password_hash=hash_password(password) if password is not None else None,
+             email_verified_at=utcnow() if verified else None)
+    session.add(u)
+    session.flush()
+    session.add(TenantMembership(tenant_id=tenant.id, user_id=u.id, role=role))
+    session.flush()
+    return u
+
+
+def list_users(session: Session, *, status: str | None = None, tenant: Tenant | None = None) -> list[UserRow]:
+    q = (select(User, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
+         .join(TenantMembership, TenantMembership.user_id == User.id)
+         .join(Tenant, Tenant.id == TenantMembership.tenant_id))
+    if status:
+        if status not in USER_STATUSES:
+            raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
+        q = q.where(User.status == status)
+    if tenant is not None:
+        q = q.where(TenantMembership.tenant_id == tenant.id)
+    return [UserRow(u, slug, role) for u, slug, role in session.exec(q.order_by(User.created_at)).all()]
+
+
+def has_system_admin(session: Session) -> bool:
+    return session.exec(select(TenantMembership.id).where(TenantMembership.role == "system_admin").limit(1)).first() is not None
+
+
+def set_status(session: Session, user: User, status: str) -> tuple[str, str]:
+    """Returns (before, after). Sessions of a suspended user die on their next request (checked there)."""
+    if status not in USER_STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
+    before = user.status
+    user.status = status
+    user.updated_at = utcnow()
+    session.add(user)
+    session.flush()
+    return before, status

@@ -1,0 +1,164 @@
+"""Dependency checks behind ``openkb doctor`` and ``/readyz``.
+
+Each check returns a row with status, version, embedded/external and — when down — the fix an
+operator should apply, so a failing doctor tells you what to do, not just what broke.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from sqlalchemy import text
+
+from openkb.context import AppContext
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    mode: str
+    version: str = ""
+    detail: str = ""
+    fix: str = ""
+    ms: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _timed(fn: Callable[[], Check]) -> Check:
+    t = time.perf_counter()
+    c = fn()
+    c.ms = round((time.perf_counter() - t) * 1000, 1)
+    return c
+
+
+def check_postgresql(ctx: AppContext) -> Check:
+    mode = "embedded" if ctx.settings.embedded("postgresql") else "external"
+    try:
+        with ctx.engine.connect() as conn:
+            version = conn.execute(text("SHOW server_version")).scalar_one()
+            try:
+                rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one_or_none()
+            except Exception:  # noqa: BLE001
+                rev = None
+        from openkb.migrate import head_revision
+
+        head = head_revision()
+        if rev != head:
+            return Check("postgresql", False, mode, f"PostgreSQL {version}", f"schema at {rev}, code expects {head}",
+                         "run `openkb migrate`")
+        return Check("postgresql", True, mode, f"PostgreSQL {version}", f"schema {rev}")
+    except Exception as exc:  # noqa: BLE001
+        fix = ("check DATABASE_URL and that the server accepts connections" if mode == "external"
+               else "run `openkb up`, or see $OPENKB_HOME/pg/log")
+        return Check("postgresql", False, mode, "", str(exc).splitlines()[0][:200], fix)
+
+
+def check_milvus(ctx: AppContext) -> Check:
+    mode = "embedded" if ctx.settings.embedded("milvus") else "external"
+    try:
+        client = ctx.milvus
+        cols = client.list_collections()
+        try:
+            version = client.get_server_version()
+        except Exception:  # noqa: BLE001
+            version = "?"
+        kind = "Milvus Lite" if mode == "embedded" else "Milvus"
+        alias = ctx.settings.milvus_active_alias
+        target = alias_target_quiet(client, alias)
+        detail = f"{len(cols)} collections; {alias} -> {target or '(not set)'}"
+        if mode == "embedded":
+            detail += "; embedded Milvus Lite is for small knowledge bases, use Milvus 2.6 (MILVUS_URI) at scale"
+        return Check("milvus", True, mode, f"{kind} {version}", detail)
+    except Exception as exc:  # noqa: BLE001
+        fix = ("check MILVUS_URI / MILVUS_TOKEN and that Milvus 2.6 is up" if mode == "external"
+               else "run `openkb up`, or see $OPENKB_HOME/logs/milvus.log")
+        return Check("milvus", False, mode, "", str(exc).splitlines()[0][:200], fix)
+
+
+def check_queue(ctx: AppContext) -> Check:
+    s = ctx.settings
+    if s.redis_url:
+        try:
+            import redis
+
+            r = redis.Redis.from_url(s.redis_url, socket_connect_timeout=3)
+            info = r.info("server")
+            return Check("queue", True, "external", f"Redis {info.get('redis_version')}", "huey on Redis")
+        except Exception as exc:  # noqa: BLE001
+            return Check("queue", False, "external", "", str(exc)[:200], "check REDIS_URL and that Redis is up")
+    path = ctx.endpoints.queue
+    try:
+        conn = sqlite3.connect(path, timeout=5)
+        conn.execute("CREATE TABLE IF NOT EXISTS doctor_probe (x)")
+        conn.execute("DROP TABLE doctor_probe")
+        conn.close()
+        return Check("queue", True, "embedded", f"SQLite {sqlite3.sqlite_version}", f"huey file {path}")
+    except Exception as exc:  # noqa: BLE001
+        return Check("queue", False, "embedded", "", str(exc)[:200], f"make {path} writable (OPENKB_HOME)")
+
+
+def check_blobs(ctx: AppContext) -> Check:
+    mode = "embedded" if ctx.settings.embedded("blobs") else "external"
+    try:
+        return Check("blobs", True, mode, ctx.blobs.kind, ctx.blobs.check())
+    except Exception as exc:  # noqa: BLE001
+        fix = "check S3_ENDPOINT, S3_BUCKET and the keys" if mode == "external" else "make $OPENKB_HOME/blobs writable"
+        return Check("blobs", False, mode, ctx.blobs.kind, str(exc)[:200], fix)
+
+
+def check_mail(ctx: AppContext) -> Check:
+    mode = "embedded" if ctx.settings.embedded("mail") else "external"
+    try:
+        return Check("mail", True, mode, "outbox" if mode == "embedded" else "SMTP", ctx.mailer.check())
+    except Exception as exc:  # noqa: BLE001
+        return Check("mail", False, mode, "", str(exc)[:200], "check SMTP_HOST, SMTP_USER, SMTP_PASSWORD")
+
+
+def check_embedder(ctx: AppContext) -> Check:
+    """Informational: without an embedder the default profile searches with BM25 only."""
+    mode = "embedded" if ctx.settings.embedded("embedder") else "external"
+    url = ctx.endpoints.embedder_url
+    if not url:
+        return Check("embedder", False, mode, "", "no embedding service: search is BM25-only",
+                     "see $OPENKB_HOME/logs/embedder.log; set OPENKB_EMBEDDER_URL to an OpenAI-compatible /v1")
+    try:
+        import httpx
+
+        r = httpx.get(url.rstrip("/") + "/models", timeout=3)
+        r.raise_for_status()
+        models = [m.get("id") for m in r.json().get("data", [])]
+        return Check("embedder", True, mode, ", ".join(str(m) for m in models), f"{url} (called by Milvus, not OpenKB)")
+    except Exception as exc:  # noqa: BLE001
+        return Check("embedder", False, mode, "", f"{url}: {exc}"[:200],
+                     "search falls back to BM25-only; see $OPENKB_HOME/logs/embedder.log")
+
+
+def alias_target_quiet(client: Any, alias: str) -> str | None:
+    """describe_alias raises (and pymilvus logs a traceback) when the alias is missing."""
+    import logging as _logging
+
+    lg = _logging.getLogger("pymilvus")
+    old = lg.level
+    lg.setLevel(_logging.CRITICAL)
+    try:
+        return client.describe_alias(alias=alias).get("collection_name")  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        lg.setLevel(old)
+
+
+CORE_CHECKS = (check_postgresql, check_milvus, check_queue, check_blobs, check_mail)
+
+
+def run_checks(ctx: AppContext, include_embedder: bool = True) -> list[Check]:
+    checks = [_timed(lambda f=f: f(ctx)) for f in CORE_CHECKS]
+    if include_embedder:
+        checks.append(_timed(lambda: check_embedder(ctx)))
+    return checks

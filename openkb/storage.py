@@ -1,0 +1,140 @@
+"""Blob store: a local folder by default, S3/MinIO when S3_ENDPOINT is set.
+
+Keys are opaque (``tenant/<id>/<uuid>``); the permission check happens before any read, in
+the service that owns the asset row — the store itself knows nothing about who asks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from openkb.config import Settings
+from openkb.errors import NotFound, ServiceUnavailable
+
+
+class BlobStore(Protocol):
+    kind: str
+
+    def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]: ...
+    def open(self, key: str) -> Iterator[bytes]: ...
+    def delete(self, key: str) -> None: ...
+    def check(self) -> str: ...
+    def signed_url(self, key: str, expires_s: int = 300) -> str | None: ...
+
+
+class LocalBlobStore:
+    kind = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        p = (self.root / key).resolve()
+        if self.root.resolve() not in p.parents:
+            raise NotFound("asset not found")
+        return p
+
+    def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        h = hashlib.sha256()
+        size = 0
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
+        with os.fdopen(fd, "wb") as out:
+            while chunk := data.read(1 << 20):
+                h.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+        os.replace(tmp, path)
+        return size, h.hexdigest()
+
+    def open(self, key: str) -> Iterator[bytes]:
+        path = self._path(key)
+        if not path.exists():
+            raise NotFound("asset not found")
+
+        def gen() -> Iterator[bytes]:
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 16):
+                    yield chunk
+
+        return gen()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def check(self) -> str:
+        self.root.mkdir(parents=True, exist_ok=True)
+        probe = self.root / ".doctor-probe"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+        usage = shutil.disk_usage(self.root)
+        return f"local folder, {usage.free // (1 << 30)} GiB free"
+
+    def signed_url(self, key: str, expires_s: int = 300) -> str | None:
+        return None
+
+
+class S3BlobStore:
+    kind = "s3"
+
+    def __init__(self, settings: Settings) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.bucket = settings.s3_bucket or ""
+        self.client = boto3.client(
+            "s3", endpoint_url=settings.s3_endpoint, aws_access_key_id=settings.s3_access_key,
+            aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region,
+            config=Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}),
+        )
+
+    def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]:
+        h = hashlib.sha256()
+        buf = tempfile.SpooledTemporaryFile(max_size=8 << 20)
+        size = 0
+        while chunk := data.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+            buf.write(chunk)
+        buf.seek(0)
+        try:
+            self.client.upload_fileobj(buf, self.bucket, key, ExtraArgs={"ContentType": content_type})
+        except Exception as exc:  # noqa: BLE001
+            raise ServiceUnavailable(f"S3 upload failed ({self.bucket}): {exc}") from None
+        return size, h.hexdigest()
+
+    def open(self, key: str) -> Iterator[bytes]:
+        try:
+            obj = self.client.get_object(Bucket=self.bucket, Key=key)
+        except self.client.exceptions.NoSuchKey:
+            raise NotFound("asset not found") from None
+        except Exception as exc:  # noqa: BLE001
+            raise ServiceUnavailable(f"S3 read failed: {exc}") from None
+        return iter(obj["Body"].iter_chunks(1 << 16))
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def check(self) -> str:
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except Exception as exc:  # noqa: BLE001
+            raise ServiceUnavailable(f"S3 bucket {self.bucket!r} at S3_ENDPOINT is not reachable: {exc}") from None
+        return f"bucket {self.bucket}"
+
+    def signed_url(self, key: str, expires_s: int = 300) -> str | None:
+        return str(self.client.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": key},
+                                                      ExpiresIn=expires_s))
+
+
+def blob_store(settings: Settings) -> BlobStore:
+    if settings.s3_endpoint:
+        return S3BlobStore(settings)
+    return LocalBlobStore(settings.openkb_home / "blobs")

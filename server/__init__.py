@@ -1,0 +1,1 @@
+"""FastAPI adapter: REST routers, MCP, Dify ``/retrieval`` and the web UI assets."""

@@ -1,0 +1,61 @@
+"""Render domain errors as ``{"error": CODE, "detail": ...}`` — never a bare 500 for user mistakes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from openkb.errors import OpenKBError
+
+log = logging.getLogger("openkb.server")
+
+_STATUS_CODES = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                 405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
+                 422: "VALIDATION_ERROR", 429: "RATE_LIMITED", 503: "SERVICE_UNAVAILABLE"}
+
+
+class ErrorBody(BaseModel):
+    """Every non-2xx response body."""
+
+    error: str
+    detail: str
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries documenting the error shape for these statuses."""
+    return {s: {"model": ErrorBody, "description": _STATUS_CODES.get(s, "error")} for s in statuses}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(OpenKBError)
+    async def _domain(request: Request, exc: OpenKBError) -> JSONResponse:
+        if exc.http_status >= 500:
+            log.warning("%s %s -> %s %s", request.method, request.url.path, exc.code, exc.detail)
+        headers = {"Retry-After": str(exc.extra.get("retry_after", 1))} if exc.http_status == 429 else None
+        return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        first = errs[0] if errs else {}
+        loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return JSONResponse({"error": "VALIDATION_ERROR", "detail": f"{loc}: {first.get('msg', 'invalid')}",
+                             "errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
+                                        for e in errs[:20]]}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
+        return JSONResponse({"error": code, "detail": str(exc.detail)}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "INTERNAL_ERROR", "detail": "internal error (see server log)"}, status_code=500)

@@ -1,0 +1,101 @@
+"""Job names -> domain handlers. The huey task only opens a unit of work and dispatches.
+
+Handlers are ``fn(ctx, session, **kwargs)`` in ``openkb``; they must be idempotent (a retried
+or duplicated job changes nothing more). Retryable domain errors (Milvus down, ...) are retried
+with exponential backoff; others fail the job once and are logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from huey import Huey
+
+from openkb.context import AppContext
+from openkb.db import session_scope
+from openkb.errors import OpenKBError
+
+log = logging.getLogger("openkb.worker")
+
+Handler = Callable[..., Any]
+JOBS: dict[str, Handler] = {}
+run_job: Any = None
+_ctx: AppContext | None = None
+
+
+def job(name: str) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        JOBS[name] = fn
+        return fn
+
+    return deco
+
+
+def set_context(ctx: AppContext) -> None:
+    global _ctx
+    _ctx = ctx
+
+
+def get_context() -> AppContext:
+    global _ctx
+    if _ctx is None:
+        from openkb.config import get_settings
+        from openkb.runtime.embedded import EmbeddedServices
+
+        settings = get_settings()
+        # A worker started by the supervisor gets every URL in its env; standalone it borrows
+        # a running instance's embedded services (or starts its own).
+        svc = EmbeddedServices(settings)
+        _ctx = AppContext.build(settings, svc.start())
+        _ctx._services = svc  # type: ignore[attr-defined]  # keep them alive for the process
+    return _ctx
+
+
+@job("ping")
+def ping(ctx: AppContext, session: Any, *, note: str = "") -> str:
+    """Proves a consumer runs: writes an audit row that a test (or doctor) can look for."""
+    from openkb.models import AuditLog
+
+    session.add(AuditLog(actor_type="system", action="worker.ping", meta={"note": note}))
+    return "pong"
+
+
+def _load_domain_jobs() -> None:
+    # Domain packages that own jobs expose ``JOB_HANDLERS = {name: fn}``; imported lazily so a
+    # missing optional part never stops the worker from serving the others.
+    from openkb.runtime import optional_module
+
+    for mod in ("openkb.indexing.jobs",):
+        m = optional_module(mod)
+        if m is None:
+            continue
+        for name, fn in getattr(m, "JOB_HANDLERS", {}).items():
+            JOBS[name] = fn
+
+
+def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
+    _load_domain_jobs()
+    fn = JOBS.get(name)
+    if fn is None:
+        raise OpenKBError(f"unknown job {name!r}")
+    ctx = get_context()
+    with session_scope(ctx.engine) as session:
+        return fn(ctx, session, **kwargs)
+
+
+def register(huey: Huey) -> None:
+    global run_job
+
+    @huey.task(retries=6, retry_delay=1, retry_backoff=2, name="openkb.run_job")
+    def _run_job(name: str, kwargs: dict[str, Any]) -> Any:
+        try:
+            return dispatch(name, kwargs)
+        except OpenKBError as exc:
+            if exc.retryable:
+                log.warning("job %s failed (%s), will retry", name, exc.detail)
+                raise
+            log.error("job %s failed permanently: %s %s", name, exc.code, exc.detail)
+            return {"error": exc.code, "detail": exc.detail}
+
+    run_job = _run_job
