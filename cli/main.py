@@ -38,7 +38,9 @@ def run() -> None:
     from cli.output import err_console
 
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except OpenKBError as exc:
         err_console.print(f"[bold red]error:[/] {exc.detail}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
@@ -47,6 +49,10 @@ def run() -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except OSError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "),
+                          highlight=False, soft_wrap=True)
+        sys.exit(74)
     except Exception as exc:  # click usage errors and friends
         import click
 
@@ -58,6 +64,13 @@ def run() -> None:
         if isinstance(exc, click.exceptions.Abort):
             err_console.print("aborted")
             sys.exit(1)
+        from sqlalchemy.exc import OperationalError
+
+        if isinstance(exc, OperationalError):
+            first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
+            err_console.print(f"[bold red]error:[/] PostgreSQL is unreachable (DATABASE_URL): {first}",
+                              highlight=False, soft_wrap=True)
+            sys.exit(69)
         raise
 
 

@@ -70,6 +70,9 @@ class Supervisor:
             self.services = EmbeddedServices(self.settings, require_owner=True, say=self.say)
             endpoints = self.services.start()
             self.timings["services_s"] = time.perf_counter() - t0
+            from openkb.health import preflight
+
+            preflight(self.settings, endpoints)
             if endpoints.embedder_url is None and self.settings.embedded("embedder"):
                 self.say("embedder unavailable: search runs BM25-only (see openkb doctor)")
             from openkb.bootstrap import ensure_instance

@@ -162,3 +162,43 @@ def run_checks(ctx: AppContext, include_embedder: bool = True) -> list[Check]:
     if include_embedder:
         checks.append(_timed(lambda: check_embedder(ctx)))
     return checks
+
+
+def preflight(settings: Any, endpoints: Any) -> None:
+    """Fail fast, naming the variable, when an external component is unreachable.
+
+    Run by ``openkb up`` before any child starts, so a typo in MILVUS_URI is one clear line
+    instead of an API that never becomes ready.
+    """
+    from openkb.errors import ServiceUnavailable
+
+    from sqlalchemy import create_engine
+
+    from openkb.db import normalize_url
+
+    eng = create_engine(normalize_url(endpoints.database_url), connect_args={"connect_timeout": 5})
+    try:
+        with eng.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # noqa: BLE001
+        var = "DATABASE_URL" if settings.database_url else "the embedded PostgreSQL"
+        raise ServiceUnavailable(f"{var} is unreachable: {str(exc).splitlines()[0][:200]}") from None
+    finally:
+        eng.dispose()
+    try:
+        from openkb.runtime.embedded import milvus_ready
+
+        milvus_ready(endpoints.milvus_uri, endpoints.milvus_token, timeout=5)
+    except Exception as exc:  # noqa: BLE001
+        var = f"MILVUS_URI={endpoints.milvus_uri}" if settings.milvus_uri else "the embedded Milvus Lite"
+        raise ServiceUnavailable(
+            f"{var} is unreachable ({str(exc).splitlines()[0][:160]}): start Milvus 2.6 there, fix the URI, "
+            "or unset MILVUS_URI for the embedded Milvus Lite"
+        ) from None
+    if settings.redis_url:
+        try:
+            import redis
+
+            redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
+        except Exception as exc:  # noqa: BLE001
+            raise ServiceUnavailable(f"REDIS_URL is unreachable: {exc}") from None

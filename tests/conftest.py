@@ -148,3 +148,79 @@ def count_queries(engine):
 
 def exec_sql(session: Session, sql: str, **params):
     return session.execute(text(sql), params)
+
+
+# --- live server and worker --------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def app_ctx(settings: Settings, database_url: str, milvus_services):
+    """AppContext over the test components (PostgreSQL + Milvus Lite + embedder)."""
+    from openkb.context import AppContext
+    from openkb.runtime.embedded import Endpoints
+
+    s = Settings()
+    ep = Endpoints(database_url=database_url, milvus_uri=milvus_services["milvus_uri"], milvus_token=None,
+                   embedder_url=milvus_services["embedder_url"], queue=str(_HOME / "queue.db"), home=_HOME)
+    ctx = AppContext.build(s, ep)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="session")
+def live_server(app_ctx):
+    """The real FastAPI app served by uvicorn on a free loopback port, for tests over HTTP."""
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from openkb.runtime.embedded import free_port
+    from server.app import create_app
+
+    port = free_port()
+    app = create_app(app_ctx)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    else:
+        raise RuntimeError("test server did not become ready")
+    yield base
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def worker(app_ctx):
+    """A real huey consumer (threads) in this process, consuming the test queue file."""
+    import threading
+
+    from workers import tasks
+    from workers.queue import get_huey
+
+    tasks.set_context(app_ctx)
+    huey = get_huey()
+    consumer = huey.create_consumer(workers=2, worker_type="thread", periodic=False, check_worker_health=False)
+    # Consumer.run() installs signal handlers (main thread only); start its threads directly.
+    consumer.start()
+    yield huey
+    consumer.stop(graceful=True)
+
+
+@pytest.fixture()
+def http(live_server):
+    import httpx
+
+    with httpx.Client(base_url=live_server, timeout=30) as c:
+        yield c

@@ -255,6 +255,7 @@ class EmbeddedServices:
             import warnings
 
             warnings.filterwarnings("ignore", module="platformdirs")  # pgserver's XDG_RUNTIME_DIR notice
+            logging.getLogger("pgserver").setLevel(logging.WARNING)
             import pgserver
 
             try:
