@@ -142,3 +142,61 @@ def set_status(session: Session, user: User, status: str) -> tuple[str, str]:
     session.add(user)
     session.flush()
     return before, status
+
+
+# --- roles and admin scope -------------------------------------------------------------------
+
+ADMIN_ROLES = ("tenant_admin", "system_admin")
+
+
+@dataclass(frozen=True)
+class TenantRole:
+    tenant_id: uuid.UUID
+    tenant_slug: str
+    role: str
+
+
+def tenant_roles(session: Session, user_id: uuid.UUID) -> list[TenantRole]:
+    rows = session.exec(
+        select(TenantMembership.tenant_id, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
+        .join(Tenant, Tenant.id == TenantMembership.tenant_id)
+        .where(TenantMembership.user_id == user_id).order_by(TenantMembership.created_at)
+    ).all()
+    return [TenantRole(tid, slug, role) for tid, slug, role in rows]
+
+
+@dataclass(frozen=True)
+class AdminScope:
+    """What an administrator may administer: every tenant (system_admin) or one tenant.
+
+    Administration never implies content access (docs/05 §4): nothing here is consulted by the
+    permission service, and no content route should accept an ``AdminScope`` as a read grant.
+    """
+
+    user_id: uuid.UUID
+    tenant_id: uuid.UUID
+    is_system_admin: bool
+
+    def can_manage_tenant(self, tenant_id: uuid.UUID | None) -> bool:
+        return self.is_system_admin or (tenant_id is not None and tenant_id == self.tenant_id)
+
+
+def access_admin(session: Session, principal) -> AdminScope:  # noqa: ANN001 - Principal (import cycle)
+    """Fetch + authorize: the caller is tenant_admin of its tenant or system_admin somewhere.
+
+    Raises PermissionDenied (admin routes are not secret, so 403 rather than 404).
+    """
+    from openkb.errors import PermissionDenied, Unauthenticated
+
+    if principal.kind != "user" or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated("sign in as an administrator")
+    roles = session.exec(
+        select(TenantMembership.tenant_id, TenantMembership.role)  # type: ignore[call-overload]
+        .join(User, User.id == TenantMembership.user_id)
+        .where(TenantMembership.user_id == principal.user_id, User.status == "active")
+    ).all()
+    system = any(role == "system_admin" for _, role in roles)
+    tenant_admin = any(tid == principal.tenant_id and role in ADMIN_ROLES for tid, role in roles)
+    if not (system or tenant_admin):
+        raise PermissionDenied("administrators only")
+    return AdminScope(user_id=principal.user_id, tenant_id=principal.tenant_id, is_system_admin=system)

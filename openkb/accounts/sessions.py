@@ -1,0 +1,219 @@
+"""Server-side login sessions: login, resolve-on-every-request, logout, revoke-all.
+
+The cookie carries an opaque token; only its SHA-256 is stored. ``resolve_session`` re-reads the
+row *and the user's status* on every request, which is what makes logout, suspension and
+password reset take effect on the very next request (no signed, self-contained cookie that
+stays valid until it expires).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import text, update
+from sqlmodel import Session, select
+
+from openkb.accounts.errors import (
+    AccountPendingActivation, AccountSuspended, EmailNotVerified, InvalidCredentials,
+)
+from openkb.accounts.users import normalize_email
+from openkb.errors import RateLimited
+from openkb.models import Tenant, TenantMembership, User, UserSession
+from openkb.models._base import utcnow
+
+log = logging.getLogger("openkb.accounts")
+
+SESSION_TOKEN_PREFIX = "kbsess"
+LAST_SEEN_EVERY = timedelta(minutes=1)
+
+# Login throttling (docs/06 + issue): failed attempts per account and per client IP, in a
+# fixed one-minute window stored in PostgreSQL so every API replica shares the count.
+# Module-level so an operator (or a test) can tune them; the window is in seconds.
+LOGIN_WINDOW_SECONDS = 60
+LOGIN_LIMIT_PER_ACCOUNT = 10
+LOGIN_LIMIT_PER_IP = 30
+
+# An argon2id hash of a random string: verifying against it when the email is unknown makes
+# "no such user" take as long as "wrong password".
+_DUMMY_HASH: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedSession:
+    row: UserSession
+    user: User
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    session: UserSession
+    token: str  # plaintext: goes into the cookie, never stored
+    user: User
+
+
+def status_error(user: User) -> Exception | None:
+    """The login refusal for a user who proved their password but may not sign in."""
+    return {
+        "pending_email_verification": EmailNotVerified("confirm your email address first (see the link we mailed you)"),
+        "pending_activation": AccountPendingActivation("an administrator has not activated this account yet"),
+        "suspended": AccountSuspended("this account is suspended"),
+        "deleted": InvalidCredentials("wrong email or password"),
+    }.get(user.status)
+
+
+def _dummy_hash() -> str:
+    global _DUMMY_HASH
+    if _DUMMY_HASH is None:
+        from openkb.security import hash_password
+
+        _DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+    return _DUMMY_HASH
+
+
+def login_tenant(session: Session, user: User, tenant_slug: str | None = None) -> uuid.UUID:
+    """Which tenant the session acts in: the requested one, else the default tenant, else the oldest."""
+    rows = session.exec(
+        select(TenantMembership.tenant_id, Tenant.slug)  # type: ignore[call-overload]
+        .join(Tenant, Tenant.id == TenantMembership.tenant_id)
+        .where(TenantMembership.user_id == user.id)
+        .order_by(TenantMembership.created_at)
+    ).all()
+    if not rows:
+        raise InvalidCredentials("wrong email or password")
+    if tenant_slug:
+        for tid, slug in rows:
+            if slug == tenant_slug or str(tid) == tenant_slug:
+                return tid  # type: ignore[no-any-return]
+        raise InvalidCredentials("wrong email or password")
+    from openkb.bootstrap import DEFAULT_TENANT_SLUG
+
+    for tid, slug in rows:
+        if slug == DEFAULT_TENANT_SLUG:
+            return tid  # type: ignore[no-any-return]
+    return rows[0][0]  # type: ignore[no-any-return]
+
+
+def _throttle_keys(email: str, ip: str | None) -> list[tuple[str, int]]:
+    keys = [(f"login:acct:{email}", LOGIN_LIMIT_PER_ACCOUNT)]
+    if ip:
+        keys.append((f"login:ip:{ip}", LOGIN_LIMIT_PER_IP))
+    return keys
+
+
+def _check_throttle(session: Session, email: str, ip: str | None) -> None:
+    """Refuse when either bucket is already full (read only: a refused attempt isn't counted)."""
+    from openkb import ratelimit
+
+    for key, limit in _throttle_keys(email, ip):
+        if ratelimit.exceeded(session, key, limit, LOGIN_WINDOW_SECONDS):
+            raise RateLimited("too many login attempts; wait a minute and try again",
+                              retry_after=LOGIN_WINDOW_SECONDS)
+
+
+def _count_failure(ctx_engine, email: str, ip: str | None) -> None:  # noqa: ANN001
+    """Count a failed attempt in its own committed transaction: the request's own unit of work
+    is rolled back by the error that follows, and the count must survive that."""
+    from openkb import ratelimit
+
+    with Session(ctx_engine) as s:
+        for key, limit in _throttle_keys(email, ip):
+            ratelimit.hit(s, key, limit, LOGIN_WINDOW_SECONDS)
+        s.commit()
+
+
+def login(session: Session, ctx, *, email: str, password: str, ip: str | None = None,  # noqa: ANN001
+          user_agent: str | None = None, tenant: str | None = None) -> LoginResult:
+    """Check the password, then the status; open a session row. Failed attempts are throttled.
+
+    Status is checked *after* the password so the status codes don't reveal which emails exist.
+    """
+    from openkb.security import verify_password
+
+    try:
+        email_n = normalize_email(email)
+    except Exception:  # noqa: BLE001 - a malformed email is simply a wrong login
+        email_n = (email or "").strip().lower()[:320]
+    _check_throttle(session, email_n, ip)
+    user = session.exec(select(User).where(User.email == email_n)).first()
+    ok = False
+    if user is None or not user.password_hash:
+        verify_password(_dummy_hash(), password)
+    else:
+        ok = verify_password(user.password_hash, password)
+    if not ok or user is None or user.status == "deleted":
+        _count_failure(ctx.engine, email_n, ip)
+        raise InvalidCredentials("wrong email or password")
+    err = status_error(user)
+    if err is not None:
+        raise err
+    tenant_id = login_tenant(session, user, tenant)
+    return open_session(session, ctx, user=user, tenant_id=tenant_id, ip=ip, user_agent=user_agent)
+
+
+def open_session(session: Session, ctx, *, user: User, tenant_id: uuid.UUID, ip: str | None = None,  # noqa: ANN001
+                 user_agent: str | None = None) -> LoginResult:
+    from openkb.security import new_token
+
+    token, token_hash = new_token(SESSION_TOKEN_PREFIX)
+    now = utcnow()
+    row = UserSession(tenant_id=tenant_id, user_id=user.id, token_hash=token_hash,
+                      csrf_token=secrets.token_urlsafe(32), ip=(ip or None) and ip[:100],
+                      user_agent=(user_agent or None) and user_agent[:500],
+                      expires_at=now + timedelta(hours=ctx.settings.session_ttl_hours), last_seen_at=now)
+    session.add(row)
+    session.flush()
+    return LoginResult(session=row, token=token, user=user)
+
+
+def resolve_session(session: Session, token: str) -> ResolvedSession | None:
+    """The live session for a cookie value, or None (unknown, revoked, expired, user not active,
+    or no longer a member of the session's tenant)."""
+    from openkb.security import hash_token
+
+    if not token or len(token) > 200:
+        return None
+    found = session.exec(
+        select(UserSession, User)  # type: ignore[call-overload]
+        .join(User, User.id == UserSession.user_id)
+        .join(TenantMembership, (TenantMembership.user_id == UserSession.user_id)
+              & (TenantMembership.tenant_id == UserSession.tenant_id))
+        .where(UserSession.token_hash == hash_token(token))
+    ).first()
+    if found is None:
+        return None
+    row, user = found
+    now = utcnow()
+    if row.revoked_at is not None or row.expires_at <= now or user.status != "active":
+        return None
+    if row.last_seen_at < now - LAST_SEEN_EVERY:
+        # Conditional UPDATE: concurrent requests of one session write at most once a minute.
+        session.execute(
+            text("UPDATE user_sessions SET last_seen_at = now() WHERE id = :id "
+                 "AND last_seen_at < now() - interval '1 minute'"),
+            {"id": row.id},
+        )
+    return ResolvedSession(row=row, user=user)
+
+
+def revoke_session(session: Session, session_id: uuid.UUID) -> None:
+    session.execute(
+        update(UserSession).where(UserSession.id == session_id, UserSession.revoked_at.is_(None))  # type: ignore[union-attr,arg-type]
+        .values(revoked_at=utcnow())
+    )
+
+
+def revoke_user_sessions(session: Session, user_id: uuid.UUID, *, except_id: uuid.UUID | None = None) -> int:
+    """Revoke every live session of a user (suspension, password reset). Returns how many."""
+    q = update(UserSession).where(UserSession.user_id == user_id, UserSession.revoked_at.is_(None))  # type: ignore[union-attr,arg-type]
+    if except_id is not None:
+        q = q.where(UserSession.id != except_id)  # type: ignore[arg-type]
+    res = session.execute(q.values(revoked_at=utcnow()))
+    return int(res.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def expires_in_seconds(row: UserSession, now: datetime | None = None) -> int:
+    return max(0, int((row.expires_at - (now or utcnow())).total_seconds()))

@@ -1,0 +1,161 @@
+"""Personal access tokens (``kbpat_...``): how scripts and MCP clients act as a user.
+
+Stored as SHA-256 only; the plaintext is returned once, at creation. Every use re-reads the
+row and the owner's status, so revocation (or the owner's suspension) takes effect on the next
+call. Scopes narrow what the token may do; they never widen what the user may do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import text
+from sqlmodel import Session, select
+
+from openkb.accounts.errors import InsufficientScope
+from openkb.errors import NotFound, Unauthenticated, ValidationError
+from openkb.models import McpPersonalAccessToken, TenantMembership, User
+from openkb.models._base import utcnow
+from openkb.permissions.principal import Principal
+
+PAT_PREFIX = "kbpat"
+# docs/10 §4 plus the write and admin scopes. ``kb:write`` is what the permission service
+# calls the knowledge-base write scope; ``admin`` lets a token use the /api/admin routes.
+PAT_SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin")
+LAST_USED_EVERY = timedelta(minutes=1)
+MAX_TOKENS_PER_USER = 100
+
+
+@dataclass(frozen=True)
+class ResolvedToken:
+    row: McpPersonalAccessToken
+    user: User
+
+
+def looks_like_pat(value: str) -> bool:
+    return value.startswith(PAT_PREFIX + "_")
+
+
+def validate_scopes(scopes: list[str]) -> list[str]:
+    unknown = sorted(set(scopes) - set(PAT_SCOPES))
+    if unknown:
+        raise ValidationError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(PAT_SCOPES)}",
+                              field="scopes")
+    if not scopes:
+        raise ValidationError("a token needs at least one scope", field="scopes")
+    return sorted(set(scopes))
+
+
+def create_pat(session: Session, principal: Principal, *, name: str, scopes: list[str],
+               expires_at: datetime | None = None) -> tuple[McpPersonalAccessToken, str]:
+    """Mint a token for the calling user. Returns (row, plaintext).
+
+    Only a browser session (``scopes is None``) may mint tokens: a token that could mint tokens
+    would outlive its own revocation.
+    """
+    if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated("sign in to create a token")
+    if principal.scopes is not None:
+        raise InsufficientScope("tokens are created from a signed-in session, not with another token")
+    name = (name or "").strip()
+    if not name or len(name) > 1000:
+        raise ValidationError("token name must be 1-1000 characters", field="name")
+    scopes = validate_scopes(scopes)
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise ValidationError("expires_at needs a timezone (e.g. 2030-01-01T00:00:00Z)", field="expires_at")
+        if expires_at <= utcnow():
+            raise ValidationError("expires_at must be in the future", field="expires_at")
+    live = session.exec(
+        select(McpPersonalAccessToken.id).where(McpPersonalAccessToken.user_id == principal.user_id,
+                                                McpPersonalAccessToken.status == "active")
+    ).all()
+    if len(live) >= MAX_TOKENS_PER_USER:
+        raise ValidationError(f"at most {MAX_TOKENS_PER_USER} active tokens per user; revoke some first")
+    return _insert(session, tenant_id=principal.tenant_id, user_id=principal.user_id, name=name, scopes=scopes,
+                   expires_at=expires_at)
+
+
+def _insert(session: Session, *, tenant_id: uuid.UUID, user_id: uuid.UUID, name: str, scopes: list[str],
+            expires_at: datetime | None) -> tuple[McpPersonalAccessToken, str]:
+    from openkb.security import new_token
+
+    plaintext, token_hash = new_token(PAT_PREFIX)
+    row = McpPersonalAccessToken(tenant_id=tenant_id, user_id=user_id, name=name, token_hash=token_hash,
+                                 scopes=scopes, status="active", expires_at=expires_at)
+    session.add(row)
+    session.flush()
+    return row, plaintext
+
+
+def issue_pat(session: Session, *, tenant_id: uuid.UUID, user_id: uuid.UUID, name: str, scopes: list[str],
+              expires_at: datetime | None = None) -> tuple[McpPersonalAccessToken, str]:
+    """Operator/test path (no calling session): the CLI and test fixtures mint tokens with it."""
+    return _insert(session, tenant_id=tenant_id, user_id=user_id, name=name, scopes=validate_scopes(scopes),
+                   expires_at=expires_at)
+
+
+def effective_status(row: McpPersonalAccessToken, now: datetime | None = None) -> str:
+    if row.status == "active" and row.expires_at is not None and row.expires_at <= (now or utcnow()):
+        return "expired"
+    return row.status
+
+
+def list_pats(session: Session, principal: Principal) -> list[McpPersonalAccessToken]:
+    if principal.user_id is None:
+        raise Unauthenticated("sign in to list tokens")
+    return list(session.exec(
+        select(McpPersonalAccessToken).where(McpPersonalAccessToken.user_id == principal.user_id)
+        .order_by(McpPersonalAccessToken.created_at.desc())  # type: ignore[attr-defined]
+    ).all())
+
+
+def revoke_pat(session: Session, principal: Principal, token_id: uuid.UUID) -> McpPersonalAccessToken:
+    """Someone else's token id is NOT_FOUND, like an unknown one."""
+    if principal.user_id is None:
+        raise Unauthenticated("sign in to revoke tokens")
+    row = session.get(McpPersonalAccessToken, token_id)
+    if row is None or row.user_id != principal.user_id:
+        raise NotFound("no such token")
+    if row.status == "active":
+        row.status = "revoked"
+        row.revoked_at = utcnow()
+        session.add(row)
+        session.flush()
+    return row
+
+
+def resolve_pat(session: Session, plaintext: str) -> ResolvedToken | None:
+    """The live token and its (active, still-member) owner, or None."""
+    from openkb.security import hash_token
+
+    if not plaintext or len(plaintext) > 200 or not looks_like_pat(plaintext):
+        return None
+    found = session.exec(
+        select(McpPersonalAccessToken, User)  # type: ignore[call-overload]
+        .join(User, User.id == McpPersonalAccessToken.user_id)
+        .join(TenantMembership, (TenantMembership.user_id == McpPersonalAccessToken.user_id)
+              & (TenantMembership.tenant_id == McpPersonalAccessToken.tenant_id))
+        .where(McpPersonalAccessToken.token_hash == hash_token(plaintext))
+    ).first()
+    if found is None:
+        return None
+    row, user = found
+    now = utcnow()
+    if row.status != "active" or row.revoked_at is not None or effective_status(row, now) != "active":
+        return None
+    if user.status != "active":
+        return None
+    if row.last_used_at is None or row.last_used_at < now - LAST_USED_EVERY:
+        session.execute(
+            text("UPDATE mcp_personal_access_tokens SET last_used_at = now() WHERE id = :id "
+                 "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"),
+            {"id": row.id},
+        )
+    return ResolvedToken(row=row, user=user)
+
+
+def principal_for(resolved: ResolvedToken) -> Principal:
+    return Principal.user(resolved.user, resolved.row.tenant_id, scopes=frozenset(resolved.row.scopes))
