@@ -33,7 +33,7 @@ from sqlmodel import Session
 from openkb.accounts.errors import CsrfFailed, InsufficientScope
 from openkb.accounts.sessions import resolve_session
 from openkb.accounts.tokens import principal_for, resolve_pat
-from openkb.accounts.users import access_admin
+from openkb.accounts.users import AdminScope, access_admin
 from openkb.permissions.principal import Principal
 from server.deps import SessionDep
 
@@ -168,3 +168,11 @@ def require_admin(request: Request, session: SessionDep, auth: AuthDep) -> Princ
 
 
 AdminDep = Annotated[Principal, Depends(require_admin)]
+
+
+def get_admin_scope(request: Request, principal: AdminDep) -> AdminScope:  # noqa: ARG001 - ordering
+    return request.state.admin_scope  # type: ignore[no-any-return]
+
+
+AdminScopeDep = Annotated[AdminScope, Depends(get_admin_scope)]
+"""What the admin may administer (``is_system_admin``, ``tenant_id``); implies ``AdminDep``."""

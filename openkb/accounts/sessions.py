@@ -21,9 +21,11 @@ from openkb.accounts.errors import (
     AccountPendingActivation, AccountSuspended, EmailNotVerified, InvalidCredentials,
 )
 from openkb.accounts.users import normalize_email
+from openkb.audit import record_audit
 from openkb.errors import RateLimited
 from openkb.models import Tenant, TenantMembership, User, UserSession
 from openkb.models._base import utcnow
+from openkb.permissions.principal import Principal
 
 log = logging.getLogger("openkb.accounts")
 
@@ -131,7 +133,7 @@ def login(session: Session, ctx, *, email: str, password: str, ip: str | None = 
 
     Status is checked *after* the password so the status codes don't reveal which emails exist.
     """
-    from openkb.security import verify_password
+    from openkb.security import hash_password, password_needs_rehash, verify_password
 
     try:
         email_n = normalize_email(email)
@@ -151,7 +153,14 @@ def login(session: Session, ctx, *, email: str, password: str, ip: str | None = 
     if err is not None:
         raise err
     tenant_id = login_tenant(session, user, tenant)
-    return open_session(session, ctx, user=user, tenant_id=tenant_id, ip=ip, user_agent=user_agent)
+    if password_needs_rehash(user.password_hash or ""):
+        user.password_hash = hash_password(password)
+        session.add(user)
+    result = open_session(session, ctx, user=user, tenant_id=tenant_id, ip=ip, user_agent=user_agent)
+    record_audit(session, tenant_id=tenant_id, actor=Principal.user(user, tenant_id), action="auth.login",
+                 object_type="user", object_id=user.id, ip=ip, user_agent=user_agent,
+                 metadata={"session_id": result.session.id})
+    return result
 
 
 def open_session(session: Session, ctx, *, user: User, tenant_id: uuid.UUID, ip: str | None = None,  # noqa: ANN001
@@ -199,11 +208,17 @@ def resolve_session(session: Session, token: str) -> ResolvedSession | None:
     return ResolvedSession(row=row, user=user)
 
 
-def revoke_session(session: Session, session_id: uuid.UUID) -> None:
-    session.execute(
-        update(UserSession).where(UserSession.id == session_id, UserSession.revoked_at.is_(None))  # type: ignore[union-attr,arg-type]
+def logout(session: Session, principal: Principal, session_id: uuid.UUID, *, ip: str | None = None,
+           user_agent: str | None = None) -> None:
+    res = session.execute(
+        update(UserSession).where(UserSession.id == session_id, UserSession.revoked_at.is_(None),  # type: ignore[union-attr,arg-type]
+                                  UserSession.user_id == principal.user_id)
         .values(revoked_at=utcnow())
     )
+    if res.rowcount:  # type: ignore[attr-defined]
+        record_audit(session, tenant_id=principal.tenant_id, actor=principal, action="auth.logout",
+                     object_type="user", object_id=principal.user_id, ip=ip, user_agent=user_agent,
+                     metadata={"session_id": session_id})
 
 
 def revoke_user_sessions(session: Session, user_id: uuid.UUID, *, except_id: uuid.UUID | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from sqlalchemy import text
 from sqlmodel import Session, select
@@ -24,6 +25,7 @@ PAT_PREFIX = "kbpat"
 # docs/10 §4 plus the write and admin scopes. ``kb:write`` is what the permission service
 # calls the knowledge-base write scope; ``admin`` lets a token use the /api/admin routes.
 PAT_SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin")
+PatScope = Literal["kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin"]
 LAST_USED_EVERY = timedelta(minutes=1)
 MAX_TOKENS_PER_USER = 100
 

@@ -1,0 +1,200 @@
+"""Administrator actions on accounts (docs/06 §5): list, activate, suspend, reject, resend mail.
+
+Every function takes the ``AdminScope`` returned by ``users.access_admin`` (so it cannot be
+called for an unchecked caller) and touches only users of the admin's tenant unless the admin is
+a system_admin; a user outside that scope is NOT_FOUND. Every status change is audited with
+before/after. Administration grants no content access (docs/05 §4).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import exists, func
+from sqlmodel import Session, select
+
+from openkb.accounts import email_tokens
+from openkb.accounts.sessions import revoke_user_sessions
+from openkb.accounts.users import AdminScope
+from openkb.audit import record_audit
+from openkb.errors import Conflict, NotFound, PermissionDenied, ValidationError
+from openkb.models import AuditLog, Tenant, TenantMembership, User
+from openkb.models._base import utcnow
+from openkb.models.enums import USER_STATUSES
+from openkb.permissions.principal import Principal
+
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class AdminUserRow:
+    user: User
+    tenant_id: uuid.UUID
+    tenant_slug: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """Who is acting, for the audit row."""
+
+    principal: Principal
+    ip: str | None = None
+    user_agent: str | None = None
+
+
+def _page(limit: int, offset: int) -> tuple[int, int]:
+    if limit < 1 or limit > MAX_PAGE:
+        raise ValidationError(f"limit must be 1-{MAX_PAGE}", field="limit")
+    if offset < 0:
+        raise ValidationError("offset must be >= 0", field="offset")
+    return limit, offset
+
+
+def list_users(session: Session, scope: AdminScope, *, status: str | None = None, tenant_id: uuid.UUID | None = None,
+               q: str | None = None, limit: int = 50, offset: int = 0) -> tuple[list[AdminUserRow], int]:
+    """Users with their membership in the admin's tenant (system_admin: every tenant, or the
+    named one). Returns (page, total)."""
+    limit, offset = _page(limit, offset)
+    if status is not None and status not in USER_STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
+    if tenant_id is not None and not scope.can_manage_tenant(tenant_id):
+        raise NotFound("no such tenant")
+    if not scope.is_system_admin:
+        tenant_id = scope.tenant_id
+    base = (select(User, TenantMembership.tenant_id, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
+            .join(TenantMembership, TenantMembership.user_id == User.id)
+            .join(Tenant, Tenant.id == TenantMembership.tenant_id))
+    if tenant_id is not None:
+        base = base.where(TenantMembership.tenant_id == tenant_id)
+    if status:
+        base = base.where(User.status == status)
+    if q:
+        like = "%" + q.strip().lower().replace("%", r"\%").replace("_", r"\_") + "%"
+        base = base.where(func.lower(User.email).like(like) | func.lower(User.display_name).like(like))
+    total = session.exec(select(func.count()).select_from(base.subquery())).one()
+    rows = session.exec(base.order_by(User.created_at, User.id, Tenant.slug).limit(limit).offset(offset)).all()
+    return [AdminUserRow(u, tid, slug, role) for u, tid, slug, role in rows], int(total)
+
+
+def access_user(session: Session, scope: AdminScope, user_id: uuid.UUID, *,
+                lock: bool = False) -> tuple[User, uuid.UUID]:
+    """Fetch + authorize a user the admin may manage; returns (user, the tenant to audit under:
+    the admin's own tenant if the user is in it, else the user's oldest membership)."""
+    q = (select(TenantMembership.tenant_id).where(TenantMembership.user_id == user_id)  # type: ignore[call-overload]
+         .order_by(TenantMembership.created_at))
+    if not scope.is_system_admin:
+        q = q.where(TenantMembership.tenant_id == scope.tenant_id)
+    tenants = list(session.exec(q).all())
+    if not tenants:
+        raise NotFound("no such user")
+    uq = select(User).where(User.id == user_id)
+    user = session.exec(uq.with_for_update() if lock else uq).first()
+    if user is None:
+        raise NotFound("no such user")
+    return user, scope.tenant_id if scope.tenant_id in tenants else tenants[0]
+
+
+def _is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
+    return bool(session.exec(select(exists().where(TenantMembership.user_id == user_id,
+                                                   TenantMembership.role == "system_admin"))).one())
+
+
+def _change_status(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID, *, to: str,
+                   allowed_from: tuple[str, ...], action: str) -> User:
+    user, audit_tenant = access_user(session, scope, user_id, lock=True)
+    if user.id == scope.user_id and to != "active":
+        raise PermissionDenied("administrators cannot change their own status")
+    if _is_system_admin(session, user.id) and not scope.is_system_admin:
+        raise PermissionDenied("only a system_admin can change the status of a system_admin")
+    before = user.status
+    if before == to:
+        return user  # idempotent: nothing changed, nothing audited
+    if before not in allowed_from:
+        raise Conflict(f"cannot {action.split('.')[-1]} a user whose status is {before}", status=before)
+    user.status = to
+    user.updated_at = utcnow()
+    session.add(user)
+    session.flush()
+    killed = revoke_user_sessions(session, user.id) if to != "active" else 0
+    record_audit(session, tenant_id=audit_tenant, actor=req.principal, action=action, object_type="user",
+                 object_id=user.id, ip=req.ip, user_agent=req.user_agent,
+                 metadata={"before": {"status": before}, "after": {"status": to}, "email": user.email,
+                           **({"sessions_revoked": killed} if killed else {})})
+    return user
+
+
+def activate(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:
+    """pending_activation/suspended -> active. An unverified user may be activated too (the admin
+    vouches for the address); email_verified_at stays empty."""
+    return _change_status(session, scope, req, user_id, to="active",
+                          allowed_from=("pending_activation", "suspended", "pending_email_verification"),
+                          action="user.activated")
+
+
+def suspend(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:
+    """Any live status -> suspended; the user's sessions are revoked and their tokens stop
+    working on the next request (both check the status on every use)."""
+    return _change_status(session, scope, req, user_id, to="suspended",
+                          allowed_from=("active", "pending_activation", "pending_email_verification"),
+                          action="user.suspended")
+
+
+def reject(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:
+    """Refuse a pending sign-up (docs/06 §5 "拒绝/删除"): status deleted, the row stays for audit."""
+    return _change_status(session, scope, req, user_id, to="deleted",
+                          allowed_from=("pending_activation", "pending_email_verification"),
+                          action="user.rejected")
+
+
+def resend_verification(session: Session, ctx, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:  # noqa: ANN001
+    user, audit_tenant = access_user(session, scope, user_id)
+    if user.status != "pending_email_verification":
+        raise Conflict(f"the user's email is already verified (status {user.status})", status=user.status)
+    email_tokens.send_verification(session, ctx, user)
+    record_audit(session, tenant_id=audit_tenant, actor=req.principal, action="user.verification_resent",
+                 object_type="user", object_id=user.id, ip=req.ip, user_agent=req.user_agent,
+                 metadata={"email": user.email})
+    return user
+
+
+def list_audit_logs(session: Session, scope: AdminScope, *, action: str | None = None,
+                    object_type: str | None = None, object_id: uuid.UUID | None = None,
+                    actor_user_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None,
+                    since: datetime | None = None, limit: int = 50, offset: int = 0) -> tuple[list[AuditLog], int]:
+    """Newest first. A tenant_admin sees their tenant's rows; a system_admin sees all rows
+    (including instance-level ones with no tenant) or the named tenant's."""
+    limit, offset = _page(limit, offset)
+    q = select(AuditLog)
+    if not scope.is_system_admin:
+        if tenant_id is not None and tenant_id != scope.tenant_id:
+            raise NotFound("no such tenant")
+        q = q.where(AuditLog.tenant_id == scope.tenant_id)
+    elif tenant_id is not None:
+        q = q.where(AuditLog.tenant_id == tenant_id)
+    if action:
+        # "user." matches every user action; an exact name matches itself.
+        q = q.where(AuditLog.action.startswith(action) if action.endswith(".") else AuditLog.action == action)  # type: ignore[attr-defined]
+    if object_type:
+        q = q.where(AuditLog.object_type == object_type)
+    if object_id:
+        q = q.where(AuditLog.object_id == object_id)
+    if actor_user_id:
+        q = q.where(AuditLog.actor_user_id == actor_user_id)
+    if since:
+        q = q.where(AuditLog.created_at >= since)
+    total = session.exec(select(func.count()).select_from(q.subquery())).one()
+    rows = session.exec(q.order_by(AuditLog.created_at.desc(), AuditLog.id.desc())  # type: ignore[attr-defined]
+                        .limit(limit).offset(offset)).all()
+    return list(rows), int(total)
+
+
+def audit_row(row: AuditLog) -> dict[str, Any]:
+    return {"id": str(row.id), "tenant_id": str(row.tenant_id) if row.tenant_id else None,
+            "actor_user_id": str(row.actor_user_id) if row.actor_user_id else None, "actor_type": row.actor_type,
+            "action": row.action, "object_type": row.object_type,
+            "object_id": str(row.object_id) if row.object_id else None, "metadata": row.meta, "ip": row.ip,
+            "user_agent": row.user_agent, "created_at": row.created_at.isoformat()}

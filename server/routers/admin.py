@@ -1,0 +1,194 @@
+"""/api/admin/*: user activation and suspension, registration settings, audit log.
+
+tenant_admin (of the caller's tenant) or system_admin; a PAT also needs the ``admin`` scope.
+Non-admins get 403 ``PERMISSION_DENIED`` (these routes are not secret); a user or tenant outside
+the admin's reach is 404. Nothing here grants content access.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from openkb.accounts import admin as admin_svc
+from openkb.accounts import auth_settings as settings_svc
+from openkb.models.enums import USER_STATUSES
+from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
+from server.deps import CtxDep, SessionDep
+from server.errors import error_responses
+from server.routers.auth import UserOut
+
+router = APIRouter(prefix="/api/admin", tags=["admin"])
+
+UserStatus = Literal["pending_email_verification", "pending_activation", "active", "suspended", "deleted"]
+assert set(UserStatus.__args__) == set(USER_STATUSES)  # type: ignore[attr-defined]
+
+_ERR = error_responses(401, 403, 422)
+_ERR_OBJ = error_responses(401, 403, 404, 409, 422)
+
+
+class AdminUserOut(UserOut):
+    tenant_id: uuid.UUID
+    tenant_slug: str
+    role: str
+
+
+class AdminUserList(BaseModel):
+    items: list[AdminUserOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class UserResult(BaseModel):
+    user: UserOut
+
+
+class AuthSettingsOut(BaseModel):
+    tenant_id: uuid.UUID | None = Field(description="null = the instance default")
+    source: str = Field(description="where the values come from: tenant | instance")
+    registration_enabled: bool
+    email_verification_required: bool
+    default_signup_status: str
+    invited_user_auto_active: bool
+    allowed_email_domains: list[str] | None
+    invite_required: bool
+    first_user_becomes_admin: bool
+
+
+Domain = Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class AuthSettingsIn(BaseModel):
+    """Partial update: only the fields sent change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    registration_enabled: bool | None = None
+    email_verification_required: bool | None = None
+    default_signup_status: Literal["active", "pending_activation"] | None = None
+    invited_user_auto_active: bool | None = None
+    allowed_email_domains: list[Domain] | None = Field(None, max_length=1000)
+    invite_required: bool | None = None
+    first_user_becomes_admin: bool | None = None
+
+
+class AuditLogOut(BaseModel):
+    id: uuid.UUID
+    tenant_id: uuid.UUID | None
+    actor_user_id: uuid.UUID | None
+    actor_type: str
+    action: str
+    object_type: str | None
+    object_id: uuid.UUID | None
+    metadata: dict[str, Any]
+    ip: str | None
+    user_agent: str | None
+    created_at: datetime
+
+
+class AuditLogList(BaseModel):
+    items: list[AuditLogOut]
+    total: int
+    next_offset: int | None
+
+
+def _req(request: Request, principal: Any) -> admin_svc.Request:
+    return admin_svc.Request(principal=principal, ip=client_ip(request), user_agent=user_agent(request))
+
+
+# --- users ---------------------------------------------------------------------------------------
+
+
+@router.get("/users", response_model=AdminUserList, responses=_ERR_OBJ)
+def list_users(session: SessionDep, scope: AdminScopeDep, status_: UserStatus | None = Query(None, alias="status"),
+               tenant_id: uuid.UUID | None = None, q: str | None = Query(None, max_length=320),
+               limit: int = Query(50, ge=1, le=admin_svc.MAX_PAGE), offset: int = Query(0, ge=0)) -> AdminUserList:
+    rows, total = admin_svc.list_users(session, scope, status=status_, tenant_id=tenant_id, q=q, limit=limit,
+                                       offset=offset)
+    items = [AdminUserOut(**UserOut.of(r.user).model_dump(), tenant_id=r.tenant_id, tenant_slug=r.tenant_slug,
+                          role=r.role) for r in rows]
+    return AdminUserList(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.post("/users/{user_id}/activate", response_model=UserResult, responses=_ERR_OBJ)
+def activate_user(user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep,
+                  scope: AdminScopeDep) -> UserResult:
+    return UserResult(user=UserOut.of(admin_svc.activate(session, scope, _req(request, principal), user_id)))
+
+
+@router.post("/users/{user_id}/suspend", response_model=UserResult, responses=_ERR_OBJ)
+def suspend_user(user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep,
+                 scope: AdminScopeDep) -> UserResult:
+    """Suspension takes effect on the user's next request (sessions revoked, tokens refused)."""
+    return UserResult(user=UserOut.of(admin_svc.suspend(session, scope, _req(request, principal), user_id)))
+
+
+@router.post("/users/{user_id}/reject", response_model=UserResult, responses=_ERR_OBJ)
+def reject_user(user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep,
+                scope: AdminScopeDep) -> UserResult:
+    """Refuse a pending sign-up (status ``deleted``)."""
+    return UserResult(user=UserOut.of(admin_svc.reject(session, scope, _req(request, principal), user_id)))
+
+
+@router.post("/users/{user_id}/resend-verification", status_code=status.HTTP_202_ACCEPTED,
+             response_model=UserResult, responses=_ERR_OBJ)
+def resend_verification(user_id: uuid.UUID, request: Request, session: SessionDep, ctx: CtxDep,
+                        principal: AdminDep, scope: AdminScopeDep) -> UserResult:
+    user = admin_svc.resend_verification(session, ctx, scope, _req(request, principal), user_id)
+    return UserResult(user=UserOut.of(user))
+
+
+# --- auth settings -------------------------------------------------------------------------------
+
+
+def _settings_out(tenant_id: uuid.UUID | None, eff: settings_svc.Effective) -> AuthSettingsOut:
+    return AuthSettingsOut(tenant_id=tenant_id, source=eff.source, **settings_svc.as_dict(eff.row))
+
+
+@router.get("/auth-settings", response_model=AuthSettingsOut, responses=error_responses(401, 403, 404, 422))
+def get_auth_settings(session: SessionDep, scope: AdminScopeDep, tenant_id: uuid.UUID | None = None) -> AuthSettingsOut:
+    """Effective settings: a system_admin without ``tenant_id`` reads the instance default; a
+    tenant_admin reads their tenant (its override, else the instance default)."""
+    target, eff = settings_svc.read_for_admin(session, scope, tenant_id)
+    return _settings_out(target, eff)
+
+
+@router.put("/auth-settings", response_model=AuthSettingsOut, responses=error_responses(401, 403, 404, 422))
+def put_auth_settings(body: AuthSettingsIn, request: Request, session: SessionDep, principal: AdminDep,
+                      scope: AdminScopeDep, tenant_id: uuid.UUID | None = None) -> AuthSettingsOut:
+    """Change the instance default (system_admin) or a tenant override (created on first write)."""
+    target, eff = settings_svc.update(session, scope, _req(request, principal), tenant_id,
+                                      body.model_dump(exclude_unset=True))
+    return _settings_out(target, eff)
+
+
+@router.delete("/auth-settings", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
+               responses=error_responses(401, 403, 404, 422))
+def delete_auth_settings_override(request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+                                  tenant_id: uuid.UUID = Query(...)) -> Response:
+    """Remove a tenant's override so the instance default applies again."""
+    settings_svc.delete_override(session, scope, _req(request, principal), tenant_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# --- audit log -----------------------------------------------------------------------------------
+
+
+@router.get("/audit-logs", response_model=AuditLogList, responses=error_responses(401, 403, 404, 422))
+def audit_logs(session: SessionDep, scope: AdminScopeDep,
+               action: str | None = Query(None, max_length=200, description="exact action, or a prefix ending in '.'"),
+               object_type: str | None = Query(None, max_length=100), object_id: uuid.UUID | None = None,
+               actor_user_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None,
+               since: datetime | None = None, limit: int = Query(50, ge=1, le=admin_svc.MAX_PAGE),
+               offset: int = Query(0, ge=0)) -> AuditLogList:
+    rows, total = admin_svc.list_audit_logs(session, scope, action=action, object_type=object_type,
+                                            object_id=object_id, actor_user_id=actor_user_id, tenant_id=tenant_id,
+                                            since=since, limit=limit, offset=offset)
+    items = [AuditLogOut(**admin_svc.audit_row(r)) for r in rows]
+    nxt = offset + len(items) if offset + len(items) < total else None
+    return AuditLogList(items=items, total=total, next_offset=nxt)
