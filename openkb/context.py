@@ -40,11 +40,10 @@ class AppContext:
         if self._milvus is None:
             with self._lock:
                 if self._milvus is None:
-                    from pymilvus import MilvusClient
+                    from openkb.runtime.embedded import milvus_client
 
-                    self._milvus = MilvusClient(uri=self.endpoints.milvus_uri, token=self.endpoints.milvus_token or "",
-                                                db_name=self.settings.milvus_database if self.settings.milvus_uri else "",
-                                                timeout=30)
+                    self._milvus = milvus_client(self.endpoints.milvus_uri, self.endpoints.milvus_token,
+                                                 db_name=self.settings.milvus_database if self.settings.milvus_uri else "")
         return self._milvus
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ The path is resolved from the installed package, so ``openkb migrate`` works fro
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from alembic import command
@@ -44,6 +45,7 @@ def current_revision(database_url: str) -> str | None:
         eng.dispose()
 
 
+@lru_cache(maxsize=1)
 def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 

@@ -25,5 +25,5 @@ def configure_logging(level: str = "INFO") -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level.upper())
-    for noisy in ("uvicorn.access",):
+    for noisy in ("uvicorn.access", "alembic", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

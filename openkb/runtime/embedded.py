@@ -114,10 +114,19 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subpr
     raise ServiceUnavailable(f"{what} did not become ready within {timeout:.0f}s (log: {log_path})")
 
 
-def milvus_ready(uri: str, token: str | None = None, timeout: float = 2.0) -> bool:
+# pymilvus pings every 10 s even when idle; gRPC servers (Milvus Lite's among them) answer an
+# idle client that pings more often than every 5 min with GOAWAY "too_many_pings".
+MILVUS_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 300_000, "grpc.keepalive_permit_without_calls": False}
+
+
+def milvus_client(uri: str, token: str | None = None, db_name: str = "", timeout: float = 30.0) -> Any:
     from pymilvus import MilvusClient
 
-    client = MilvusClient(uri=uri, token=token or "", timeout=timeout)
+    return MilvusClient(uri=uri, token=token or "", db_name=db_name, timeout=timeout, grpc_options=MILVUS_GRPC_OPTIONS)
+
+
+def milvus_ready(uri: str, token: str | None = None, timeout: float = 2.0) -> bool:
+    client = milvus_client(uri, token, timeout=timeout)
     try:
         client.list_collections()
         return True
