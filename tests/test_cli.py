@@ -182,6 +182,9 @@ def test_up_on_a_fresh_home_end_to_end(tmp_path):
         for name in ("postgresql", "milvus", "queue", "blobs", "mail"):
             assert core[name]["ok"], core[name]
             assert core[name]["mode"] == "embedded"
+        # doctor borrowed the running instance's services instead of starting its own
+        assert rep["services"]["postgresql"] == "embedded-shared"
+        assert rep["services"]["milvus"] == "embedded-shared"
         second = subprocess.run([sys.executable, "-m", "cli.main", "up", "--port", str(_free_port())], env=env,
                                 capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
         assert_one_line_error(second, 75, "already running")

@@ -152,9 +152,11 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
     with appliance(migrate=False) as ctx:
         checks = run_checks(ctx)
         search_mode = "hybrid (dense + BM25)" if checks[-1].ok else "BM25-only"
+        sources = dict(ctx.endpoints.sources)
     core_ok = all(c.ok for c in checks if c.name != "embedder")
     if json_out:
         emit_json({"ok": core_ok, "search_mode": search_mode, "checks": [c.as_dict() for c in checks],
+                   "services": sources,
                    "elapsed_ms": round((time.perf_counter() - t) * 1000)})
     else:
         table("openkb doctor", ["component", "status", "mode", "version", "detail", "fix"],

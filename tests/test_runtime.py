@@ -1,0 +1,60 @@
+"""Run files: one owner per embedded service, stale owners detected, records of the dead ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from openkb.runtime.home import Home, OwnerLock, lock_is_held, read_record, write_record
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from openkb.runtime.home import Home, OwnerLock, write_record
+h = Home(Path(sys.argv[1])).ensure()
+lock = OwnerLock(h, "milvus")
+assert lock.try_acquire()
+write_record(h, "milvus", {"uri": "http://127.0.0.1:1"})
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_second_owner_is_refused_and_killed_owner_is_cleared(tmp_path):
+    home = Home(tmp_path).ensure()
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        assert lock_is_held(home, "milvus")
+        assert not OwnerLock(home, "milvus").try_acquire()
+        rec = read_record(home, "milvus")
+        assert rec is not None and rec["pid"] == proc.pid
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # as if the owner crashed: no cleanup code runs
+        proc.wait(10)
+    # the flock died with the process; its record is still on disk but belongs to a dead pid
+    assert (tmp_path / "run" / "milvus.json").exists()
+    assert read_record(home, "milvus") is None
+    lock = OwnerLock(home, "milvus")
+    assert lock.try_acquire()
+    lock.release()
+    assert not (tmp_path / "run" / "milvus.json").exists()
+
+
+def test_record_of_a_live_process_is_read(tmp_path):
+    home = Home(tmp_path).ensure()
+    write_record(home, "postgresql", {"url": "postgresql://x"})
+    rec = read_record(home, "postgresql")
+    assert rec is not None and rec["url"] == "postgresql://x" and rec["pid"] == os.getpid()
+
+
+def test_garbage_record_is_ignored(tmp_path):
+    home = Home(tmp_path).ensure()
+    (tmp_path / "run" / "embedder.json").write_text("{not json")
+    assert read_record(home, "embedder") is None
+    (tmp_path / "run" / "embedder.json").write_text(json.dumps({"pid": 999999999, "written_at": time.time()}))
+    assert read_record(home, "embedder") is None
