@@ -1,0 +1,194 @@
+"""The change log: one ``changes`` row per write, grouped by run, listed per caller.
+
+Every row carries ``before_state``/``after_state`` (only the fields the write touched, plus the
+``knowledge_base_id``/``workspace_id`` scope) and, for body writes, the version ids, so
+``revert.py`` can undo it without guessing. Ops are ``<object>.<verb>``:
+
+* ``document.create`` / ``document.remove`` (a revert of a create) / ``document.purge`` — the
+  removing ones keep a full snapshot (fields + current body) so they can be re-created;
+* ``document.update`` (rename, move, status, permission mode, visibility, metadata, tags);
+* ``document.save`` / ``document.restore_version`` / ``document.upsert`` — a new version;
+* ``document.trash`` / ``document.untrash``;
+* ``knowledge_base.create|update|remove``, ``workspace.create|update``,
+  ``workspace_member.add|update|remove``.
+
+Visibility (docs: "own changes; all with manage rights"): a caller sees the changes it made, plus
+every change inside a knowledge base it manages (decided by the permission service's batch
+``knowledge_base_capabilities``).
+
+Trap: all rows of one transaction would share ``now()``; ordering (and so revert order) relies
+on ``created_at`` being strictly increasing within a session, which :func:`record_change`
+guarantees.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, text
+from sqlmodel import Session, col, select
+
+from openkb.content.actor import Actor, parse_run_id
+from openkb.errors import NotFound, ValidationError
+from openkb.models import Change, KnowledgeBase
+from openkb.models._base import utcnow
+from openkb.permissions import KbAction, Principal, knowledge_base_capabilities
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _created_at(session: Session) -> datetime:
+    now = utcnow()
+    last: datetime | None = session.info.get("last_change_at")
+    if last is not None and now <= last:
+        now = last + timedelta(microseconds=1)
+    session.info["last_change_at"] = now
+    return now
+
+
+def record_change(session: Session, actor: Actor, *, op: str, object_type: str, object_id: uuid.UUID,
+                  summary: str, scope: dict[str, Any], before: dict[str, Any] | None = None,
+                  after: dict[str, Any] | None = None, before_version_id: uuid.UUID | None = None,
+                  after_version_id: uuid.UUID | None = None, reverts: Change | None = None) -> Change:
+    """Append one change row. ``scope`` names ``knowledge_base_id`` and/or ``workspace_id``."""
+    sc = jsonable({k: v for k, v in scope.items() if v is not None})
+    b = {**sc, **jsonable(before or {})}
+    a = {**sc, **jsonable(after or {})}
+    if reverts is not None:
+        a["reverts_change_id"] = str(reverts.id)
+    row = Change(tenant_id=actor.tenant_id, run_id=actor.run_id, actor_type=actor.actor_type,
+                 actor_id=actor.principal.user_id, op=op, object_type=object_type, object_id=object_id,
+                 summary=summary[:500], before_version_id=before_version_id, after_version_id=after_version_id,
+                 before_state=b, after_state=a, status="applied", created_at=_created_at(session))
+    session.add(row)
+    if reverts is not None:
+        reverts.status = "reverted"
+        reverts.reverted_by_change_id = row.id
+        session.add(reverts)
+    session.flush()
+    return row
+
+
+def change_out(c: Change) -> dict[str, Any]:
+    kb = c.after_state.get("knowledge_base_id") or c.before_state.get("knowledge_base_id")
+    ws = c.after_state.get("workspace_id") or c.before_state.get("workspace_id")
+    return {
+        "id": c.id, "run_id": c.run_id, "actor_type": c.actor_type, "actor_id": c.actor_id, "op": c.op,
+        "object_type": c.object_type, "object_id": c.object_id, "summary": c.summary, "status": c.status,
+        "knowledge_base_id": kb, "workspace_id": ws,
+        "before_version_id": c.before_version_id, "after_version_id": c.after_version_id,
+        "before": _public_state(c.before_state), "after": _public_state(c.after_state),
+        "reverted_by_change_id": c.reverted_by_change_id, "created_at": c.created_at,
+    }
+
+
+def _public_state(state: dict[str, Any]) -> dict[str, Any]:
+    """States without the stored bodies of snapshots (those can be megabytes)."""
+    out = {k: v for k, v in state.items() if k not in ("markdown", "snapshot")}
+    if "markdown" in state:
+        out["markdown_chars"] = len(state["markdown"] or "")
+    return out
+
+
+_KB_OF = "coalesce(changes.after_state ->> 'knowledge_base_id', changes.before_state ->> 'knowledge_base_id')"
+
+
+def managed_kb_ids(session: Session, principal: Principal) -> set[str]:
+    """Knowledge bases of the caller's tenant it manages (one query for the ids, one decision)."""
+    if principal.kind != "user" or principal.tenant_id is None:
+        return set()
+    ids = session.exec(select(KnowledgeBase.id).where(KnowledgeBase.tenant_id == principal.tenant_id)).all()
+    caps = knowledge_base_capabilities(session, principal, ids)
+    return {str(k) for k, c in caps.items() if KbAction.MANAGE in c}
+
+
+def visible_changes_clause(session: Session, principal: Principal, kb_id: uuid.UUID | None = None) -> Any:
+    """SQL condition: the caller's own changes, or any change in a knowledge base it manages."""
+    if principal.kind != "user" or principal.user_id is None:
+        return text("false")
+    if kb_id is not None:
+        caps = knowledge_base_capabilities(session, principal, [kb_id]).get(kb_id, frozenset())
+        managed = {str(kb_id)} if KbAction.MANAGE in caps else set()
+    else:
+        managed = managed_kb_ids(session, principal)
+    own = col(Change.actor_id) == principal.user_id
+    if not managed:
+        return own
+    return or_(own, text(f"{_KB_OF} = ANY(:managed_kbs)").bindparams(managed_kbs=sorted(managed)))
+
+
+def list_changes(session: Session, principal: Principal, *, run_id: str | None = None,
+                 knowledge_base_id: uuid.UUID | None = None, object_id: uuid.UUID | None = None,
+                 status: str | None = None, since: datetime | None = None, before: datetime | None = None,
+                 limit: int = 100) -> list[Change]:
+    if principal.kind != "user" or principal.tenant_id is None:
+        return []
+    if status is not None and status not in ("applied", "reverted"):
+        raise ValidationError("status must be applied or reverted", field="status")
+    limit = max(1, min(int(limit), 500))
+    conds = [col(Change.tenant_id) == principal.tenant_id,
+             visible_changes_clause(session, principal, knowledge_base_id)]
+    rid = parse_run_id(principal.tenant_id, run_id)
+    if rid is not None:
+        conds.append(col(Change.run_id) == rid)
+    if knowledge_base_id is not None:
+        conds.append(text(f"{_KB_OF} = :kbf").bindparams(kbf=str(knowledge_base_id)))
+    if object_id is not None:
+        conds.append(col(Change.object_id) == object_id)
+    if status is not None:
+        conds.append(col(Change.status) == status)
+    if since is not None:
+        conds.append(col(Change.created_at) >= since)
+    if before is not None:
+        conds.append(col(Change.created_at) < before)
+    q = select(Change).where(and_(*conds)).order_by(col(Change.created_at).desc(), col(Change.id).desc()).limit(limit)
+    return list(session.exec(q).all())
+
+
+def access_change(session: Session, principal: Principal, change_id: uuid.UUID) -> Change:
+    """A change the caller may see (own, or in a knowledge base it manages); else 404."""
+    if principal.kind != "user" or principal.tenant_id is None:
+        raise NotFound("change not found")
+    q = select(Change).where(col(Change.id) == change_id, col(Change.tenant_id) == principal.tenant_id,
+                             visible_changes_clause(session, principal, _kb_of_change(session, change_id)))
+    row = session.exec(q).first()
+    if row is None:
+        raise NotFound("change not found")
+    return row
+
+
+def _kb_of_change(session: Session, change_id: uuid.UUID) -> uuid.UUID | None:
+    raw = session.execute(text("SELECT coalesce(after_state ->> 'knowledge_base_id', before_state ->> "
+                               "'knowledge_base_id') FROM changes WHERE id = :id"), {"id": change_id}).scalar()
+    try:
+        return uuid.UUID(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def run_changes(session: Session, principal: Principal, run_id: str | uuid.UUID) -> list[Change]:
+    """The caller-visible changes of one run, newest first (the order a revert undoes them)."""
+    if principal.kind != "user" or principal.tenant_id is None:
+        return []
+    rid = parse_run_id(principal.tenant_id, run_id)
+    q = select(Change).where(col(Change.tenant_id) == principal.tenant_id, col(Change.run_id) == rid,
+                             visible_changes_clause(session, principal)) \
+        .order_by(col(Change.created_at).desc(), col(Change.id).desc())
+    return list(session.exec(q).all())
+
+
+def kb_of(change: Change) -> uuid.UUID | None:
+    raw = change.after_state.get("knowledge_base_id") or change.before_state.get("knowledge_base_id")
+    return uuid.UUID(raw) if raw else None

@@ -1,0 +1,447 @@
+"""Documents (folders and pages): create, read, update (rename/move/status/permissions/metadata),
+trash, restore from trash and purge.
+
+Every decision goes through the permission service; the order of checks is what keeps existence
+private: first "may the caller see it" (404 otherwise), then the structural checks, then "may it
+do this" (403 — it can see the object).
+
+Decisions:
+
+* Trash marks only the deleted document (``status = 'deleted'``, ``deleted_at``); its subtree
+  is hidden because the effective status of a path is its most hidden one. Restoring puts the
+  status back (taken from the trash change) and, when an ancestor is itself in the trash, moves
+  the document to the knowledge-base root.
+* Purge is only for documents in the trash. It removes the subtree for good (versions cascade)
+  but records one ``document.purge`` change per removed document with a full snapshot (fields +
+  current body + asset ids), so a revert re-creates them (history beyond the body is gone).
+* Documents move only within their knowledge base.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+from sqlmodel import Session, col, select
+
+from openkb.config import Settings
+from openkb.content import limits, tree
+from openkb.content.actor import Actor
+from openkb.content.changes import jsonable, record_change
+from openkb.content.versions import commit_version, current_version, lock_document, prepare_markdown, scope_of
+from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.jobs import enqueue_after_commit
+from openkb.models import Change, Document, DocumentAsset, DocumentVersion, KnowledgeBase
+from openkb.models._base import utcnow
+from openkb.models.enums import DOC_TYPES, PERMISSION_MODES, VISIBILITIES
+from openkb.permissions import settings as access_settings
+from openkb.permissions import (
+    Action,
+    Principal,
+    access_document,
+    can_create_document,
+    can_move_document,
+    can_read_knowledge_base,
+    document_capabilities,
+    filter_documents,
+)
+
+
+class NotInTrash(ValidationError):
+    code = "NOT_IN_TRASH"
+
+
+CREATE_STATUSES = ("draft", "published")
+UPDATE_STATUSES = ("draft", "published", "archived")
+STATE_FIELDS = ("parent_id", "title", "status", "sort_order", "permission_mode", "visibility", "metadata", "tags",
+                "deleted_at")
+
+
+def new_slug() -> str:
+    return secrets.token_hex(6)
+
+
+def doc_state(doc: Document, fields: tuple[str, ...] | list[str] = STATE_FIELDS) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields:
+        v = doc.meta if f == "metadata" else getattr(doc, f)
+        out[f] = jsonable(v if not isinstance(v, (dict, list)) else (dict(v) if isinstance(v, dict) else list(v)))
+    return out
+
+
+def snapshot(session: Session, doc: Document) -> dict[str, Any]:
+    """Everything needed to re-create a removed document (one level; children are separate)."""
+    cur = current_version(session, doc)
+    assets = session.exec(select(DocumentAsset.id).where(col(DocumentAsset.document_id) == doc.id)).all()
+    return {
+        "id": str(doc.id), "type": doc.type, "slug": doc.slug, "external_key": doc.external_key,
+        "created_by": str(doc.created_by), "created_at": doc.created_at.isoformat(),
+        **doc_state(doc), "markdown": cur.markdown if cur else None,
+        "version_title": cur.title if cur else None, "asset_ids": [str(a) for a in assets],
+    }
+
+
+def _kb_or_404(session: Session, principal: Principal, kb_id: uuid.UUID) -> KnowledgeBase:
+    kb = session.get(KnowledgeBase, kb_id)
+    if kb is None or not can_read_knowledge_base(session, principal, kb_id):
+        raise NotFound("knowledge base not found")
+    return kb
+
+
+def _check_status(status: str | None, allowed: tuple[str, ...]) -> None:
+    if status is not None and status not in allowed:
+        raise ValidationError(f"status must be one of {', '.join(allowed)}", field="status")
+
+
+def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.UUID, title: str,
+                    type: str = "page", parent_id: uuid.UUID | None = None, markdown: str | None = None,
+                    markdown_hash: str | None = None, status: str | None = None,
+                    metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
+                    sort_order: int | None = None, external_key: str | None = None,
+                    source: str | None = None, settings: Settings | None = None,
+                    record: bool = True) -> tuple[Document, DocumentVersion | None]:
+    p = actor.principal
+    if type not in DOC_TYPES:
+        raise ValidationError("type must be page or folder", field="type")
+    _check_status(status, CREATE_STATUSES)
+    title = limits.check_title(title, settings=settings)
+    meta = limits.check_metadata(metadata, settings=settings)
+    tag_list = limits.check_tags(tags, settings=settings)
+    kb = _kb_or_404(session, p, knowledge_base_id)
+    tree.access_parent(session, p, kb.id, parent_id)
+    if not can_create_document(session, p, kb.id, parent_id=parent_id):
+        raise PermissionDenied("not allowed to create documents here")
+    body: str | None = None
+    if type == "folder":
+        if markdown:
+            raise ValidationError("folders have no body; create a page for content", field="markdown")
+    else:
+        body = prepare_markdown(markdown or "", markdown_hash, settings)
+    tree.lock_tree(session, kb.id)
+    limits.check_depth(tree.depth_of(session, parent_id) + 1, settings)
+    uid = actor.user_id
+    doc = Document(tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
+                   parent_id=parent_id, type=type, title=title, slug=new_slug(), status=status or "published",
+                   sort_order=tree.next_sort_order(session, kb.id, parent_id) if sort_order is None else 0,
+                   external_key=external_key, meta=meta, tags=tag_list,
+                   index_status="pending" if type == "page" else "indexed", created_by=uid, updated_by=uid)
+    session.add(doc)
+    session.flush()
+    if sort_order is not None:
+        doc.sort_order = tree.place_at(session, kb.id, parent_id, doc.id, sort_order)
+    version = commit_version(session, actor, doc, title=title, markdown=body, source=source) \
+        if body is not None else None
+    if record:
+        record_change(session, actor, op="document.create", object_type="document", object_id=doc.id,
+                      summary=f"created {type} {title!r}", scope=scope_of(doc), before={},
+                      after={**doc_state(doc), "type": type, "external_key": external_key},
+                      after_version_id=version.id if version else None)
+    return doc, version
+
+
+def get_document(session: Session, principal: Principal, doc_id: uuid.UUID) -> dict[str, Any]:
+    chain = tree.ancestors(session, doc_id)
+    if not chain:
+        raise NotFound("document not found")
+    caps = document_capabilities(session, principal, [r["id"] for r in chain])
+    mine = caps.get(doc_id, frozenset())
+    if not mine & {Action.READ, Action.TRASH}:
+        raise NotFound("document not found")
+    doc = session.get(Document, doc_id)
+    if doc is None:
+        raise NotFound("document not found")
+    path = [{"id": r["id"], "title": r["title"], "type": r["type"]}
+            for r in reversed(chain[1:]) if Action.READ in caps.get(r["id"], frozenset())]
+    return document_out(doc, current_version(session, doc), path=path, capabilities=mine)
+
+
+def document_out(doc: Document, version: DocumentVersion | None, *, path: list[dict[str, Any]] | None = None,
+                 capabilities: frozenset[Action] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": doc.id, "knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id,
+        "parent_id": doc.parent_id, "type": doc.type, "title": doc.title, "status": doc.status,
+        "current_version_id": doc.current_version_id, "version_no": version.version_no if version else None,
+        "markdown": version.markdown if version else None,
+        "markdown_hash": version.markdown_hash if version else None,
+        "metadata": doc.meta, "tags": list(doc.tags or []), "index_status": doc.index_status,
+        "index_error": doc.index_error, "permission_mode": doc.permission_mode, "visibility": doc.visibility,
+        "sort_order": doc.sort_order, "external_key": doc.external_key, "slug": doc.slug,
+        "deleted_at": doc.deleted_at, "created_by": doc.created_by, "updated_by": doc.updated_by,
+        "created_at": doc.created_at, "updated_at": doc.updated_at,
+    }
+    if path is not None:
+        out["path"] = path
+    if capabilities is not None:
+        out["capabilities"] = sorted(a.value for a in capabilities)
+    return out
+
+
+_EDIT_FIELDS = {"title", "status", "metadata", "tags"}
+_MOVE_FIELDS = {"parent_id", "sort_order"}
+_MANAGE_FIELDS = {"permission_mode", "visibility"}
+UPDATABLE = _EDIT_FIELDS | _MOVE_FIELDS | _MANAGE_FIELDS
+
+
+def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: dict[str, Any], *,
+                    settings: Settings | None = None, op: str = "document.update",
+                    reverts: Change | None = None) -> Document:
+    """Apply the given fields (only keys present change). Records one ``document.update``."""
+    p = actor.principal
+    unknown = set(fields) - UPDATABLE
+    if unknown:
+        raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
+    doc = access_document(session, p, doc_id, Action.READ)
+    caps = document_capabilities(session, p, [doc_id])[doc_id]
+    # validate everything before writing anything
+    if "title" in fields:
+        fields["title"] = limits.check_title(fields["title"], settings=settings)
+    if "metadata" in fields:
+        fields["metadata"] = limits.check_metadata(fields["metadata"], settings=settings)
+    if "tags" in fields:
+        fields["tags"] = limits.check_tags(fields["tags"], settings=settings)
+    if "status" in fields:
+        if fields["status"] == "deleted":
+            raise ValidationError("use DELETE /api/documents/{id} to move a document to the trash", field="status")
+        _check_status(fields["status"], UPDATE_STATUSES)
+    if "permission_mode" in fields and fields["permission_mode"] not in PERMISSION_MODES:
+        raise ValidationError("permission_mode must be inherit or custom", field="permission_mode")
+    if "visibility" in fields and fields["visibility"] is not None and fields["visibility"] not in VISIBILITIES:
+        raise ValidationError("visibility must be private, workspace, public or null", field="visibility")
+    if "sort_order" in fields and fields["sort_order"] is not None and int(fields["sort_order"]) < 0:
+        raise ValidationError("sort_order must be >= 0", field="sort_order")
+    changed = {k: v for k, v in fields.items() if _differs(doc, k, v)}
+    moving = "parent_id" in changed
+    if moving:
+        tree.access_parent(session, p, doc.knowledge_base_id, changed["parent_id"])
+        tree.check_move(session, doc.id, doc.knowledge_base_id, changed["parent_id"], settings)
+    needed: set[Action] = set()
+    if changed.keys() & _EDIT_FIELDS:
+        needed.add(Action.EDIT)
+    if changed.keys() & _MOVE_FIELDS:
+        needed.add(Action.MOVE)
+    if changed.keys() & _MANAGE_FIELDS:
+        needed.add(Action.MANAGE)
+    missing = needed - caps
+    if missing:
+        raise PermissionDenied(f"not allowed to {', '.join(sorted(a.value for a in missing))} this document")
+    if moving and not can_move_document(session, p, doc.id, new_parent_id=changed["parent_id"],
+                                        knowledge_base_id=doc.knowledge_base_id):
+        raise PermissionDenied("not allowed to move the document there")
+    if not changed:
+        return doc
+    doc = lock_document(session, doc_id)
+    before = doc_state(doc, list(changed))
+    if changed.keys() & _MOVE_FIELDS:
+        tree.lock_tree(session, doc.knowledge_base_id)
+        new_parent = changed.get("parent_id", doc.parent_id)
+        doc.parent_id = new_parent
+        session.add(doc)
+        session.flush()
+        position = fields.get("sort_order")
+        doc.sort_order = tree.place_at(session, doc.knowledge_base_id, new_parent, doc.id, position)
+    if changed.keys() & _MANAGE_FIELDS:
+        # the permission service changes (and audits) access settings
+        access_settings.update_document_access(
+            session, p, doc.id, permission_mode=changed.get("permission_mode"),
+            visibility=changed["visibility"] if "visibility" in changed else access_settings.UNSET)
+        doc = lock_document(session, doc_id)
+    for k in ("title", "status", "tags"):
+        if k in changed:
+            setattr(doc, k, changed[k])
+    if "metadata" in changed:
+        doc.meta = changed["metadata"]
+    doc.updated_by = actor.user_id
+    doc.updated_at = utcnow()
+    session.add(doc)
+    session.flush()
+    after = doc_state(doc, list(changed))
+    record_change(session, actor, op=op, object_type="document", object_id=doc.id,
+                  summary=f"updated {', '.join(sorted(changed))} of {doc.title!r}", scope=scope_of(doc),
+                  before=before, after=after, reverts=reverts)
+    _enqueue_for(session, doc, set(changed))
+    return doc
+
+
+def _differs(doc: Document, key: str, value: Any) -> bool:
+    if key == "sort_order":
+        return value is not None and int(value) != doc.sort_order
+    cur = doc.meta if key == "metadata" else getattr(doc, key)
+    if key == "tags":
+        return list(cur or []) != list(value or [])
+    return cur != value
+
+
+def _enqueue_for(session: Session, doc: Document, changed: set[str]) -> None:
+    """Index jobs for a field update (jobs contract of the indexing part)."""
+    if changed & {"parent_id", "status", "permission_mode", "visibility", "title"}:
+        # title: the ``path`` of every descendant's chunks names it
+        enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
+    elif changed & {"metadata", "tags"} and doc.type == "page":
+        enqueue_after_commit(session, "index_document", document_id=str(doc.id))
+
+
+def trash_document(session: Session, actor: Actor, doc_id: uuid.UUID, *, reverts: Change | None = None) -> Document:
+    access_document(session, actor.principal, doc_id, Action.DELETE)
+    doc = lock_document(session, doc_id)
+    before = doc_state(doc, ["status", "deleted_at"])
+    doc.status = "deleted"
+    doc.deleted_at = utcnow()
+    doc.updated_by = actor.user_id
+    doc.updated_at = utcnow()
+    session.add(doc)
+    session.flush()
+    record_change(session, actor, op="document.trash", object_type="document", object_id=doc.id,
+                  summary=f"moved {doc.title!r} to the trash", scope=scope_of(doc), before=before,
+                  after=doc_state(doc, ["status", "deleted_at"]), reverts=reverts)
+    enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
+    return doc
+
+
+def _status_before_trash(session: Session, doc_id: uuid.UUID) -> str:
+    row = session.exec(select(Change).where(col(Change.object_id) == doc_id, col(Change.op) == "document.trash")
+                       .order_by(col(Change.created_at).desc()).limit(1)).first()
+    st = (row.before_state.get("status") if row else None) or "draft"
+    return st if st in UPDATE_STATUSES else "draft"
+
+
+def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, status: str | None = None,
+                       reverts: Change | None = None) -> Document:
+    access_document(session, actor.principal, doc_id, Action.TRASH)
+    doc = lock_document(session, doc_id)
+    if doc.status != "deleted":
+        raise NotInTrash("only a document that was itself deleted can be restored; restore its trashed ancestor")
+    if status is not None:
+        _check_status(status, UPDATE_STATUSES)
+    before = doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"])
+    doc.status = status or _status_before_trash(session, doc.id)
+    doc.deleted_at = None
+    if doc.parent_id is not None and _ancestor_trashed(session, doc):
+        tree.lock_tree(session, doc.knowledge_base_id)
+        doc.parent_id = None
+        doc.sort_order = tree.next_sort_order(session, doc.knowledge_base_id, None)
+    doc.updated_by = actor.user_id
+    doc.updated_at = utcnow()
+    session.add(doc)
+    session.flush()
+    record_change(session, actor, op="document.untrash", object_type="document", object_id=doc.id,
+                  summary=f"restored {doc.title!r} from the trash", scope=scope_of(doc), before=before,
+                  after=doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"]), reverts=reverts)
+    enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
+    return doc
+
+
+def _ancestor_trashed(session: Session, doc: Document) -> bool:
+    chain = tree.ancestors(session, doc.id)
+    ids = [r["id"] for r in chain[1:]]
+    if not ids:
+        return False
+    n = session.execute(text("SELECT count(*) FROM documents WHERE id = ANY(:ids) AND status = 'deleted'"),
+                        {"ids": ids}).scalar_one()
+    return bool(n)
+
+
+def purge_document(session: Session, actor: Actor, doc_id: uuid.UUID) -> list[uuid.UUID]:
+    """Remove a trashed document and its subtree for good; returns the removed ids."""
+    access_document(session, actor.principal, doc_id, Action.TRASH)
+    doc = lock_document(session, doc_id)
+    if doc.status != "deleted":
+        raise NotInTrash("move the document to the trash first")
+    return remove_subtree(session, actor, doc, op="document.purge")
+
+
+def remove_subtree(session: Session, actor: Actor, doc: Document, *, op: str,
+                   reverts: Change | None = None) -> list[uuid.UUID]:
+    """Delete ``doc`` and its descendants, recording one snapshot change per document (deepest
+    first, so a revert — newest first — re-creates parents before children)."""
+    nodes = tree.subtree(session, doc.id, doc.knowledge_base_id)
+    nodes.sort(key=lambda n: -n[1])
+    removed: list[uuid.UUID] = []
+    for nid, _lvl in nodes:
+        d = doc if nid == doc.id else session.get(Document, nid)
+        if d is None:
+            continue
+        snap = snapshot(session, d)
+        record_change(session, actor, op=op, object_type="document", object_id=d.id,
+                      summary=f"{'purged' if op == 'document.purge' else 'removed'} {d.title!r}",
+                      scope=scope_of(d), before={**snap, "snapshot": True}, after={},
+                      before_version_id=d.current_version_id,
+                      reverts=reverts if nid == doc.id else None)
+        removed.append(d.id)
+    session.execute(text("UPDATE documents SET current_version_id = NULL WHERE id = ANY(:ids)"), {"ids": removed})
+    session.execute(text("DELETE FROM documents WHERE id = ANY(:ids)"), {"ids": removed})
+    session.expire_all()
+    for rid in removed:
+        enqueue_after_commit(session, "reindex_subtree", document_id=str(rid))
+    return removed
+
+
+def recreate_from_snapshot(session: Session, actor: Actor, snap: dict[str, Any], *,
+                           reverts: Change | None = None) -> Document:
+    """Re-create a removed document with its id, fields and last body (as version 1)."""
+    kb_id = uuid.UUID(snap["knowledge_base_id"])
+    kb = session.get(KnowledgeBase, kb_id)
+    if kb is None:
+        raise NotFound("the knowledge base of this document no longer exists")
+    doc_id = uuid.UUID(snap["id"])
+    if session.get(Document, doc_id) is not None:
+        raise ValidationError("the document exists already")
+    parent_id = uuid.UUID(snap["parent_id"]) if snap.get("parent_id") else None
+    if parent_id is not None and session.get(Document, parent_id) is None:
+        parent_id = None
+    p = actor.principal
+    allowed = can_create_document(session, p, kb.id, parent_id=parent_id)
+    if not allowed and parent_id is not None:
+        # children of a purged subtree go back under their (trashed) parent: trash rights suffice
+        allowed = bool(filter_documents(session, p, [parent_id], Action.TRASH))
+    if not allowed:
+        raise PermissionDenied("not allowed to re-create documents here")
+    tree.lock_tree(session, kb.id)
+    doc = Document(id=doc_id, tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
+                   parent_id=parent_id, type=snap["type"], title=snap["title"], slug=snap.get("slug") or new_slug(),
+                   status=snap["status"], permission_mode=snap.get("permission_mode") or "inherit",
+                   visibility=snap.get("visibility"), sort_order=int(snap.get("sort_order") or 0),
+                   external_key=snap.get("external_key"), meta=snap.get("metadata") or {}, tags=snap.get("tags") or [],
+                   index_status="pending" if snap["type"] == "page" else "indexed",
+                   deleted_at=None, created_by=_user_or(session, snap.get("created_by"), actor.user_id),
+                   updated_by=actor.user_id)
+    if snap.get("external_key"):
+        taken = session.exec(select(Document.id).where(col(Document.knowledge_base_id) == kb.id,
+                                                       col(Document.external_key) == snap["external_key"])).first()
+        if taken is not None:
+            doc.external_key = None
+    session.add(doc)
+    session.flush()
+    version = None
+    if doc.type == "page":
+        body = snap.get("markdown") or ""
+        version = commit_version(session, actor, doc, title=snap.get("title") or doc.title, markdown=body)
+    if snap.get("status") == "deleted":
+        doc.deleted_at = utcnow()
+    asset_ids = [uuid.UUID(a) for a in snap.get("asset_ids") or ()]
+    if asset_ids:
+        session.execute(text("UPDATE document_assets SET document_id = :d WHERE id = ANY(:ids) AND document_id IS NULL"),
+                        {"d": doc.id, "ids": asset_ids})
+    session.add(doc)
+    session.flush()
+    record_change(session, actor, op="document.create", object_type="document", object_id=doc.id,
+                  summary=f"re-created {doc.type} {doc.title!r}", scope=scope_of(doc), before={},
+                  after={**doc_state(doc), "type": doc.type, "external_key": doc.external_key},
+                  after_version_id=version.id if version else None, reverts=reverts)
+    enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
+    return doc
+
+
+def _user_or(session: Session, raw: str | None, fallback: uuid.UUID) -> uuid.UUID:
+    from openkb.models import User
+
+    if raw:
+        uid = uuid.UUID(raw)
+        if session.get(User, uid) is not None:
+            return uid
+    return fallback
+
+
+def version_ids(session: Session, doc_id: uuid.UUID) -> list[uuid.UUID]:
+    return list(session.exec(select(DocumentVersion.id).where(col(DocumentVersion.document_id) == doc_id)).all())

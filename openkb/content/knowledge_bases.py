@@ -1,0 +1,253 @@
+"""Knowledge bases: list (readable only), create (caller becomes owner), read, update.
+
+Visibility and the two configurable capability cells live in ``openkb.permissions.settings``
+(manager+, audited); title, slug, description and status are plain content fields (manager+
+too). Decisions:
+
+* Who may create a knowledge base: workspace owner, admin and member — not guests (docs/05 §3.1
+  "guest: restricted member").
+* ``settings`` accepts the two capability cells and other small flags, but never model or
+  provider configuration (docs/18 §3: a knowledge-base owner cannot configure models).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from sqlalchemy import func, text
+from sqlmodel import Session, col, select
+
+from openkb.config import Settings
+from openkb.content import limits
+from openkb.content.actor import Actor
+from openkb.content.changes import jsonable, record_change
+from openkb.content.workspaces import access_workspace, check_slug, slugify, unique_slug
+from openkb.errors import AlreadyExists, NotFound, PermissionDenied, ValidationError
+from openkb.jobs import enqueue_after_commit
+from openkb.models import Change, Document, KnowledgeBase
+from openkb.models._base import utcnow
+from openkb.models.enums import KB_STATUSES, VISIBILITIES
+from openkb.permissions import KbAction, ObjectRef, Principal, knowledge_base_capabilities
+from openkb.permissions import settings as access_settings
+from openkb.permissions.collaborators import do_grant
+from openkb.permissions.guards import authorize
+
+CREATOR_ROLES = ("owner", "admin", "member")
+CAPABILITY_KEYS = access_settings.KB_SETTING_KEYS
+_MODEL_KEY = re.compile(r"model|embedding|rerank|provider|api_?key|endpoint", re.I)
+
+
+class ModelSettingsForbidden(ValidationError):
+    code = "MODEL_SETTINGS_FORBIDDEN"
+
+
+def check_settings(value: Any, settings: Settings | None = None) -> dict[str, Any]:
+    s = limits.check_metadata(value, "settings", settings)
+    for k, v in s.items():
+        if _MODEL_KEY.search(k):
+            raise ModelSettingsForbidden(f"knowledge-base settings cannot configure models ({k!r}); "
+                                         "embedding and rerank are instance-level (admin)", field="settings")
+        if k in CAPABILITY_KEYS and not isinstance(v, bool):
+            raise ValidationError(f"settings.{k} must be true or false", field="settings")
+    return s
+
+
+def kb_out(kb: KnowledgeBase, caps: frozenset[KbAction] | None = None, role: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": kb.id, "workspace_id": kb.workspace_id, "title": kb.title, "slug": kb.slug,
+        "description": kb.description, "visibility": kb.visibility, "status": kb.status,
+        "settings": kb.settings or {}, "created_by": kb.created_by, "created_at": kb.created_at,
+        "updated_at": kb.updated_at,
+    }
+    if caps is not None:
+        out["capabilities"] = sorted(c.value for c in caps)
+    if role is not None or caps is not None:
+        out["role"] = role
+    return out
+
+
+def list_knowledge_bases(session: Session, principal: Principal, *,
+                         workspace_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    """Readable knowledge bases of the caller's tenant: candidate ids, one batch decision."""
+    if principal.tenant_id is None:
+        return []
+    q = select(KnowledgeBase).where(col(KnowledgeBase.tenant_id) == principal.tenant_id)
+    if workspace_id is not None:
+        q = q.where(col(KnowledgeBase.workspace_id) == workspace_id)
+    if principal.kind == "anonymous":
+        q = q.where(col(KnowledgeBase.visibility) == "public")
+    kbs = list(session.exec(q.order_by(col(KnowledgeBase.created_at), col(KnowledgeBase.id))).all())
+    caps = knowledge_base_capabilities(session, principal, [k.id for k in kbs])
+    return [kb_out(k, caps[k.id]) for k in kbs if KbAction.READ in caps.get(k.id, frozenset())]
+
+
+def access_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID,
+                          action: KbAction = KbAction.READ) -> tuple[KnowledgeBase, frozenset[KbAction]]:
+    caps = knowledge_base_capabilities(session, principal, [kb_id]).get(kb_id, frozenset())
+    kb = session.get(KnowledgeBase, kb_id) if KbAction.READ in caps else None
+    if kb is None:
+        raise NotFound("knowledge base not found")
+    if action not in caps:
+        raise PermissionDenied(f"not allowed to {action.value} this knowledge base")
+    return kb, caps
+
+
+def get_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID) -> dict[str, Any]:
+    from openkb.permissions import resolve_effective_role
+
+    kb, caps = access_knowledge_base(session, principal, kb_id)
+    role = resolve_effective_role(session, principal, kb) if principal.kind == "user" else None
+    out = kb_out(kb, caps, role)
+    out["document_count"] = session.exec(select(func.count()).select_from(Document).where(
+        col(Document.knowledge_base_id) == kb.id, col(Document.status) != "deleted")).one()
+    return out
+
+
+def create_knowledge_base(session: Session, actor: Actor, *, workspace_id: uuid.UUID, title: str,
+                          visibility: str = "private", slug: str | None = None, description: str | None = None,
+                          settings: dict[str, Any] | None = None, cfg: Settings | None = None) -> KnowledgeBase:
+    _ws, role = access_workspace(session, actor.principal, workspace_id)
+    if role not in CREATOR_ROLES or not actor.principal.has_write_scope():
+        raise PermissionDenied("only workspace owners, admins and members can create knowledge bases")
+    title = limits.check_title(title, settings=cfg)
+    if visibility not in VISIBILITIES:
+        raise ValidationError("visibility must be private, workspace or public", field="visibility")
+    desc = limits.check_name(description, "description", cfg, allow_empty=True) if description is not None else None
+    sets = check_settings(settings, cfg)
+    taken = set(session.exec(select(KnowledgeBase.slug).where(col(KnowledgeBase.workspace_id) == workspace_id)).all())
+    if slug is not None:
+        s = check_slug(slug)
+        if s in taken:
+            raise AlreadyExists(f"a knowledge base with slug {s!r} already exists in this workspace", field="slug")
+    else:
+        s = unique_slug(taken, slugify(title))
+    kb = KnowledgeBase(tenant_id=actor.tenant_id, workspace_id=workspace_id, title=title, slug=s,
+                       description=desc or None, visibility=visibility, status="active", settings=sets,
+                       created_by=actor.user_id)
+    session.add(kb)
+    session.flush()
+    do_grant(session, tenant_id=kb.tenant_id, ref=ObjectRef("knowledge_base", kb.id), subject_type="user",
+             subject_id=actor.user_id, role="owner", source="system", created_by=actor.user_id)
+    record_change(session, actor, op="knowledge_base.create", object_type="knowledge_base", object_id=kb.id,
+                  summary=f"created knowledge base {title!r}", scope=_scope(kb), before={}, after=kb_state(kb))
+    return kb
+
+
+KB_FIELDS = ("title", "slug", "description", "visibility", "status", "settings")
+
+
+def kb_state(kb: KnowledgeBase, fields: tuple[str, ...] | list[str] = KB_FIELDS) -> dict[str, Any]:
+    return {f: jsonable(dict(kb.settings or {}) if f == "settings" else getattr(kb, f)) for f in fields}
+
+
+def _scope(kb: KnowledgeBase) -> dict[str, Any]:
+    return {"knowledge_base_id": kb.id, "workspace_id": kb.workspace_id}
+
+
+def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fields: dict[str, Any], *,
+                          cfg: Settings | None = None, reverts: Change | None = None) -> KnowledgeBase:
+    p = actor.principal
+    unknown = set(fields) - set(KB_FIELDS)
+    if unknown:
+        raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
+    kb, _caps = access_knowledge_base(session, p, kb_id, KbAction.MANAGE)
+    new: dict[str, Any] = {}
+    if "title" in fields:
+        new["title"] = limits.check_title(fields["title"], settings=cfg)
+    if "description" in fields:
+        d = fields["description"]
+        new["description"] = (limits.check_name(d, "description", cfg, allow_empty=True) or None) \
+            if d is not None else None
+    if "slug" in fields:
+        s = check_slug(fields["slug"])
+        if s != kb.slug and session.exec(select(KnowledgeBase.id).where(
+                col(KnowledgeBase.workspace_id) == kb.workspace_id, col(KnowledgeBase.slug) == s)).first():
+            raise AlreadyExists(f"a knowledge base with slug {s!r} already exists in this workspace", field="slug")
+        new["slug"] = s
+    if "status" in fields:
+        if fields["status"] not in KB_STATUSES:
+            raise ValidationError("status must be active or archived", field="status")
+        new["status"] = fields["status"]
+    if "visibility" in fields:
+        if fields["visibility"] not in VISIBILITIES:
+            raise ValidationError("visibility must be private, workspace or public", field="visibility")
+        new["visibility"] = fields["visibility"]
+    if "settings" in fields:
+        new["settings"] = check_settings(fields["settings"], cfg)
+    changed = {k: v for k, v in new.items() if (dict(kb.settings or {}) if k == "settings" else getattr(kb, k)) != v}
+    if not changed:
+        return kb
+    before = kb_state(kb, list(changed))
+    if "visibility" in changed or ("settings" in changed and _cells(changed["settings"]) != _cells(kb.settings)):
+        cells = _cells(changed.get("settings", kb.settings))
+        access_settings.update_knowledge_base_access(
+            session, p, kb.id, visibility=changed.get("visibility"),
+            editor_can_delete=cells["editor_can_delete"],
+            editor_can_create_share_links=cells["editor_can_create_share_links"])
+        session.refresh(kb)
+    for k in ("title", "slug", "description", "status"):
+        if k in changed:
+            setattr(kb, k, changed[k])
+    if "settings" in changed:
+        kb.settings = {**changed["settings"], **_cells(kb.settings)}
+    kb.updated_at = utcnow()
+    session.add(kb)
+    session.flush()
+    record_change(session, actor, op="knowledge_base.update", object_type="knowledge_base", object_id=kb.id,
+                  summary=f"updated {', '.join(sorted(changed))} of knowledge base {kb.title!r}", scope=_scope(kb),
+                  before=before, after=kb_state(kb, list(changed)), reverts=reverts)
+    if changed.keys() & {"visibility", "status"}:
+        enqueue_after_commit(session, "reindex_subtree", knowledge_base_id=str(kb.id))
+    return kb
+
+
+def _cells(settings: dict[str, Any] | None) -> dict[str, bool]:
+    s = settings or {}
+    return {k: bool(s.get(k, False)) for k in CAPABILITY_KEYS}
+
+
+def delete_empty_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, *, reverts: Change) -> None:
+    """Only as the revert of ``knowledge_base.create``: refuses a knowledge base with documents."""
+    from openkb.content.revert import RevertConflict
+
+    authorize(session, actor.principal, ObjectRef("knowledge_base", kb_id), "transfer_owner")
+    kb = session.get(KnowledgeBase, kb_id)
+    if kb is None:
+        raise NotFound("knowledge base not found")
+    n = session.exec(select(func.count()).select_from(Document).where(col(Document.knowledge_base_id) == kb_id)).one()
+    if n:
+        raise RevertConflict("the knowledge base has documents; it cannot be removed by a revert")
+    record_change(session, actor, op="knowledge_base.remove", object_type="knowledge_base", object_id=kb.id,
+                  summary=f"removed knowledge base {kb.title!r}", scope=_scope(kb),
+                  before={**kb_state(kb), "created_by": kb.created_by}, after={}, reverts=reverts)
+    for table in ("collaborators", "share_links", "invitations"):
+        session.execute(text(f"DELETE FROM {table} WHERE object_type = 'knowledge_base' AND object_id = :id"),
+                        {"id": kb_id})
+    session.delete(kb)
+    session.flush()
+
+
+def recreate_knowledge_base(session: Session, actor: Actor, state: dict[str, Any], kb_id: uuid.UUID, *,
+                            reverts: Change) -> KnowledgeBase:
+    ws_id = uuid.UUID(state["workspace_id"])
+    _ws, role = access_workspace(session, actor.principal, ws_id)
+    if role not in CREATOR_ROLES or not actor.principal.has_write_scope():
+        raise PermissionDenied("only workspace owners, admins and members can create knowledge bases")
+    if session.get(KnowledgeBase, kb_id) is not None:
+        raise ValidationError("the knowledge base exists already")
+    taken = set(session.exec(select(KnowledgeBase.slug).where(col(KnowledgeBase.workspace_id) == ws_id)).all())
+    kb = KnowledgeBase(id=kb_id, tenant_id=actor.tenant_id, workspace_id=ws_id, title=state["title"],
+                       slug=unique_slug(taken, state.get("slug") or slugify(state["title"])),
+                       description=state.get("description"), visibility=state.get("visibility") or "private",
+                       status=state.get("status") or "active", settings=state.get("settings") or {},
+                       created_by=actor.user_id)
+    session.add(kb)
+    session.flush()
+    do_grant(session, tenant_id=kb.tenant_id, ref=ObjectRef("knowledge_base", kb.id), subject_type="user",
+             subject_id=actor.user_id, role="owner", source="system", created_by=actor.user_id)
+    record_change(session, actor, op="knowledge_base.create", object_type="knowledge_base", object_id=kb.id,
+                  summary=f"re-created knowledge base {kb.title!r}", scope=_scope(kb), before={},
+                  after=kb_state(kb), reverts=reverts)
+    return kb

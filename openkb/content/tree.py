@@ -1,0 +1,204 @@
+"""The document tree of a knowledge base: what a caller sees, and the structural rules of moves.
+
+Folders are ``documents.type = 'folder'``; pages may have children too (Yuque nests pages).
+Depth counts levels (a root document has depth 1) and is capped by ``max_folder_depth``.
+
+Visibility is decided by the permission service only: the tree loads the candidate ids of one
+knowledge base and asks ``filter_readable_documents`` once for all of them. An item whose parent
+the caller cannot see (a custom document more open than its folder) is hung under its nearest
+visible ancestor, or the root, so the tree never names a hidden folder.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import Integer, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlmodel import Session
+
+from openkb.config import Settings
+from openkb.content import limits
+from openkb.errors import NotFound, ValidationError
+from openkb.permissions import Action, Principal, filter_documents, filter_readable_documents
+from openkb.permissions import access_document as _access_document
+from openkb.permissions import can_read_knowledge_base
+
+
+class InvalidMove(ValidationError):
+    code = "INVALID_MOVE"
+
+
+_ANCESTORS = text(
+    """
+WITH RECURSIVE up AS (
+    SELECT id, parent_id, title, type, knowledge_base_id, 0 AS lvl FROM documents WHERE id = :id
+    UNION ALL
+    SELECT d.id, d.parent_id, d.title, d.type, d.knowledge_base_id, up.lvl + 1
+    FROM documents d JOIN up ON d.id = up.parent_id WHERE up.lvl < 10000
+)
+SELECT id, parent_id, title, type, knowledge_base_id, lvl FROM up ORDER BY lvl
+"""
+).bindparams(bindparam("id", type_=UUID(as_uuid=True)))
+
+_SUBTREE = text(
+    """
+WITH RECURSIVE down AS (
+    SELECT id, 0 AS lvl FROM documents WHERE id = :id
+    UNION ALL
+    SELECT d.id, down.lvl + 1 FROM documents d JOIN down ON d.parent_id = down.id
+    WHERE d.knowledge_base_id = :kb AND down.lvl < 10000
+)
+SELECT id, lvl FROM down
+"""
+).bindparams(bindparam("id", type_=UUID(as_uuid=True)), bindparam("kb", type_=UUID(as_uuid=True)))
+
+_TREE = text(
+    """
+SELECT id, parent_id, type, title, status, sort_order, permission_mode, visibility, external_key
+FROM documents
+WHERE knowledge_base_id = :kb AND status <> 'deleted'
+ORDER BY sort_order, created_at, id
+"""
+).bindparams(bindparam("kb", type_=UUID(as_uuid=True)))
+
+_TRASH = text(
+    """
+SELECT id, parent_id, type, title, status, sort_order, permission_mode, deleted_at, updated_by
+FROM documents WHERE knowledge_base_id = :kb AND status = 'deleted'
+ORDER BY deleted_at DESC NULLS LAST, id
+"""
+).bindparams(bindparam("kb", type_=UUID(as_uuid=True)))
+
+_SIBLINGS = text(
+    """
+SELECT id FROM documents
+WHERE knowledge_base_id = :kb AND parent_id IS NOT DISTINCT FROM :parent AND id <> :moved AND status <> 'deleted'
+ORDER BY sort_order, created_at, id
+"""
+).bindparams(bindparam("kb", type_=UUID(as_uuid=True)), bindparam("parent", type_=UUID(as_uuid=True)),
+             bindparam("moved", type_=UUID(as_uuid=True)))
+
+_RENUMBER = text(
+    """
+UPDATE documents d SET sort_order = v.ord
+FROM unnest(:ids, :ords) AS v(id, ord)
+WHERE d.id = v.id AND d.sort_order <> v.ord
+"""
+).bindparams(bindparam("ids", type_=ARRAY(UUID(as_uuid=True))), bindparam("ords", type_=ARRAY(Integer)))
+
+_NEXT_ORDER = text(
+    """
+SELECT coalesce(max(sort_order) + 1, 0) FROM documents
+WHERE knowledge_base_id = :kb AND parent_id IS NOT DISTINCT FROM :parent
+"""
+).bindparams(bindparam("kb", type_=UUID(as_uuid=True)), bindparam("parent", type_=UUID(as_uuid=True)))
+
+
+def ancestors(session: Session, doc_id: uuid.UUID) -> list[dict[str, Any]]:
+    """Self first, then parent, ..., the root document (empty if the id does not exist)."""
+    return [dict(r) for r in session.execute(_ANCESTORS, {"id": doc_id}).mappings()]
+
+
+def depth_of(session: Session, doc_id: uuid.UUID | None) -> int:
+    """Levels from the root down to ``doc_id`` inclusive; 0 for the knowledge-base root."""
+    if doc_id is None:
+        return 0
+    return len(ancestors(session, doc_id))
+
+
+def subtree(session: Session, doc_id: uuid.UUID, kb_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]:
+    """(id, level below ``doc_id``) for the document and all its descendants."""
+    return [(r[0], r[1]) for r in session.execute(_SUBTREE, {"id": doc_id, "kb": kb_id})]
+
+
+def lock_tree(session: Session, kb_id: uuid.UUID) -> None:
+    """Serialize structural changes (create/move) within one knowledge base.
+
+    Without it two concurrent moves (A under B, B under A) each pass the cycle check against the
+    other's old state and together make a cycle.
+    """
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 7))"), {"k": f"tree:{kb_id}"})
+
+
+def next_sort_order(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None) -> int:
+    return int(session.execute(_NEXT_ORDER, {"kb": kb_id, "parent": parent_id}).scalar_one())
+
+
+def place_at(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None, doc_id: uuid.UUID,
+             position: int | None) -> int:
+    """Put ``doc_id`` at ``position`` (0-based, clamped; None = last) among the live children of
+    ``parent_id`` and renumber them 0..n-1. Returns the document's new sort_order."""
+    ids = [r[0] for r in session.execute(_SIBLINGS, {"kb": kb_id, "parent": parent_id, "moved": doc_id})]
+    pos = len(ids) if position is None else max(0, min(int(position), len(ids)))
+    ids.insert(pos, doc_id)
+    session.execute(_RENUMBER, {"ids": ids, "ords": list(range(len(ids)))})
+    return pos
+
+
+def check_move(session: Session, doc_id: uuid.UUID, kb_id: uuid.UUID, new_parent_id: uuid.UUID | None,
+               settings: Settings | None = None) -> None:
+    """Structural checks of a move (the caller has checked that it may see both ends).
+
+    Raises ``InvalidMove`` for a move under itself or a descendant, or into another knowledge
+    base, and ``FolderDepthExceeded`` when the moved subtree would end up too deep.
+    """
+    if new_parent_id is None:
+        target_depth = 0
+    else:
+        chain = ancestors(session, new_parent_id)
+        if not chain:
+            raise NotFound("parent document not found")
+        if chain[0]["knowledge_base_id"] != kb_id:
+            raise InvalidMove("a document can only move within its knowledge base", field="parent_id")
+        if any(r["id"] == doc_id for r in chain):
+            raise InvalidMove("a document cannot move under itself or one of its descendants", field="parent_id")
+        target_depth = len(chain)
+    height = max(lvl for _, lvl in subtree(session, doc_id, kb_id)) + 1
+    limits.check_depth(target_depth + height, settings)
+
+
+def access_parent(session: Session, principal: Principal, kb_id: uuid.UUID, parent_id: uuid.UUID | None) -> None:
+    """The target parent must exist in ``kb_id`` and be visible, else 404 (never 403)."""
+    if parent_id is None:
+        return
+    doc = _access_document(session, principal, parent_id, Action.READ)
+    if doc.knowledge_base_id != kb_id:
+        raise InvalidMove("the parent belongs to another knowledge base", field="parent_id")
+
+
+def get_tree(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[dict[str, Any]]:
+    if not can_read_knowledge_base(session, principal, kb_id):
+        raise NotFound("knowledge base not found")
+    rows = [dict(r) for r in session.execute(_TREE, {"kb": kb_id}).mappings()]
+    if not rows:
+        return []
+    visible = filter_readable_documents(session, principal, [r["id"] for r in rows])
+    parent_of = {r["id"]: r["parent_id"] for r in rows}
+    items = []
+    for r in rows:
+        if r["id"] not in visible:
+            continue
+        p = r["parent_id"]
+        hops = 0
+        while p is not None and p not in visible and hops < 10000:
+            p = parent_of.get(p)
+            hops += 1
+        items.append({
+            "id": r["id"], "parent_id": p if p in visible else None, "type": r["type"], "title": r["title"],
+            "status": r["status"], "sort_order": r["sort_order"], "permission_mode": r["permission_mode"],
+            "visibility": r["visibility"], "external_key": r["external_key"],
+        })
+    return items
+
+
+def list_trash(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[dict[str, Any]]:
+    """Trashed documents (the roots of deleted subtrees) the caller may restore or purge."""
+    if not can_read_knowledge_base(session, principal, kb_id):
+        raise NotFound("knowledge base not found")
+    rows = [dict(r) for r in session.execute(_TRASH, {"kb": kb_id}).mappings()]
+    if not rows:
+        return []
+    allowed = filter_documents(session, principal, [r["id"] for r in rows], Action.TRASH)
+    return [r for r in rows if r["id"] in allowed]
