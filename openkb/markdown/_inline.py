@@ -1,0 +1,547 @@
+"""Inline serialization the way Milkdown does it: ProseMirror marks first, then remark-stringify.
+
+The trap this module exists for: Milkdown does not print the inline tree it parsed. It keeps
+flat text runs with *mark sets* (ProseMirror), and on save rebuilds nesting from mark priority,
+so ``[**a**](u)`` and ``**[a](u)**`` are the same document and both come out as the latter.
+Spaces at the edge of a mark are pushed outside it (``[a ](u)`` -> ``[a](u) ``), adjacent runs
+with equal marks merge (two adjacent links to one URL become one link) and the text escaper is
+mdast-util-to-markdown's, plus Milkdown's shortcut that prints text ending in whitespace raw.
+
+Only what the markdown-it token stream can express is modelled; see ``normalize`` for blocks.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+from markdown_it.token import Token
+
+# Mark kinds. Order = ProseMirror schema rank in Milkdown (commonmark marks, then gfm);
+# inline code has priority 100 so it always nests innermost.
+EM, STRONG, CODE, LINK, STRIKE = "em", "strong", "code", "link", "strike"
+_RANK = {EM: 0, STRONG: 1, LINK: 3, STRIKE: 4, CODE: 10}
+
+Mark = tuple  # (kind, *attrs); equality == ProseMirror Mark.eq
+
+
+class Leaf:
+    """One ProseMirror inline node: text, hardbreak, image, math, footnote ref or raw html."""
+
+    __slots__ = ("kind", "value", "marks", "attrs")
+
+    def __init__(self, kind: str, value: str, marks: tuple, attrs: Any = None) -> None:
+        self.kind = kind
+        self.value = value
+        self.marks = marks
+        self.attrs = attrs
+
+
+def leaves(children: list[Token]) -> list[Leaf]:
+    """Flatten markdown-it inline tokens into mark-carrying leaves (merging like ProseMirror)."""
+    out: list[Leaf] = []
+    stack: list[Mark] = []
+    marks: tuple = ()
+
+    def push(kind: str, value: str, attrs: Any = None, extra: tuple = ()) -> None:
+        m = marks + extra if extra else marks
+        if kind == "text":
+            if not value:
+                return
+            if out and out[-1].kind == "text" and out[-1].marks == m:
+                out[-1].value += value
+                return
+        out.append(Leaf(kind, value, m, attrs))
+
+    for tok in children:
+        t = tok.type
+        if t == "text" or t == "text_special":
+            push("text", tok.content)
+        elif t == "softbreak":
+            push("text", "\n")
+        elif t == "hardbreak":
+            push("break", "")
+        elif t == "code_inline":
+            push("text", tok.content, extra=((CODE,),))
+        elif t.endswith("_open") and t[:-5] in ("em", "strong", "s", "link"):
+            kind = {"em": EM, "strong": STRONG, "s": STRIKE, "link": LINK}[t[:-5]]
+            if kind == LINK:
+                mark: Mark = (LINK, tok.attrs.get("href", ""), tok.attrs.get("title") or "")
+            elif kind in (EM, STRONG):
+                mark = (kind, tok.markup[0])
+            else:
+                mark = (STRIKE,)
+            stack.append(mark)
+            marks = _ordered_set(stack)
+        elif t.endswith("_close") and t[:-6] in ("em", "strong", "s", "link"):
+            if stack:
+                stack.pop()
+            marks = _ordered_set(stack)
+        elif t == "image":
+            alt = "".join(_plain(c) for c in tok.children or [])
+            push("image", alt, (tok.attrs.get("src", ""), tok.attrs.get("title") or ""))
+        elif t in ("math_inline", "math_inline_double"):
+            push("math", tok.content)
+        elif t == "footnote_ref":
+            push("fnref", (tok.meta or {}).get("label", ""))
+        elif t == "html_inline":
+            push("html", tok.content)
+        else:  # unknown inline token: keep its text rather than dropping it
+            push("text", tok.content)
+    return out
+
+
+def _ordered_set(stack: list[Mark]) -> tuple:
+    # A ProseMirror mark set holds one mark per type (an inner link replaces an outer one).
+    by_kind: dict[str, Mark] = {}
+    for m in stack:
+        by_kind[m[0]] = m
+    return tuple(sorted(by_kind.values(), key=lambda m: _RANK[m[0]]))
+
+
+def _plain(tok: Token) -> str:
+    if tok.type in ("softbreak", "hardbreak"):
+        return "\n" if tok.type == "hardbreak" else " "
+    if tok.children:
+        return "".join(_plain(c) for c in tok.children)
+    if tok.type == "image":
+        return "".join(_plain(c) for c in tok.children or [])
+    return tok.content
+
+
+# --- mdast rebuild (Milkdown SerializerState.withMark / closeEndedMarks / moveSpaces) ---------
+
+
+class _Node:
+    __slots__ = ("mark", "children")
+
+    def __init__(self, mark: Mark) -> None:
+        self.mark = mark
+        self.children: list[Any] = []
+
+
+def build_tree(items: list[Leaf]) -> list[Any]:
+    """Leaves -> nested mark nodes; returns children of the paragraph."""
+    root = _Node(("root",))
+    open_stack: list[tuple[Mark, bool, _Node]] = []  # (mark, spanning, node)
+
+    def top() -> _Node:
+        return open_stack[-1][2] if open_stack else root
+
+    def close_top() -> None:
+        _mark, _span, node = open_stack.pop()
+        _push_trimmed(top(), node)
+
+    for i, leaf in enumerate(items):
+        open_marks = [m for m, _, _ in open_stack]
+        rest = list(leaf.marks)
+        continuing = [m for m in open_marks if m in rest]
+        order = continuing + [m for m in rest if m not in continuing]
+        for m in order:
+            if m in open_marks or m[0] == CODE:
+                continue
+            open_stack.append((m, True, _Node(m)))
+        if leaf.kind == "text" and any(m[0] == CODE for m in leaf.marks):
+            # inline code is a value-carrying mark: the text is its value
+            top().children.append(("code_value", leaf.value))
+        else:
+            top().children.append(leaf)
+        nxt = items[i + 1].marks if i + 1 < len(items) else ()
+        keep = 0
+        while keep < len(open_stack):
+            mark, spanning, _ = open_stack[keep]
+            if spanning and mark in nxt:
+                keep += 1
+            else:
+                break
+        while len(open_stack) > keep:
+            close_top()
+    while open_stack:
+        close_top()
+    return root.children
+
+
+def _push_trimmed(parent: _Node, node: _Node) -> None:
+    ch = node.children
+    start = end = ""
+    if ch and isinstance(ch[-1], Leaf) and ch[-1].kind == "text" and ch[-1].value.endswith(" "):
+        v = ch[-1].value
+        t = v.rstrip(" ")
+        end = v[len(t):]
+        ch[-1] = Leaf("text", t, ch[-1].marks)
+    if ch and isinstance(ch[0], Leaf) and ch[0].kind == "text" and ch[0].value.startswith(" "):
+        v = ch[0].value
+        t = v.lstrip(" ")
+        start = v[: len(v) - len(t)]
+        ch[0] = Leaf("text", t, ch[0].marks)
+    siblings = parent.children
+    if start:
+        siblings.append(Leaf("text", start, ()))
+    prev = siblings[-1] if siblings else None
+    if (
+        isinstance(prev, _Node)
+        and prev.mark == node.mark
+        and node.mark[0] != CODE
+        and not start
+    ):
+        prev.children.extend(node.children)  # maybeMergeChildren
+    else:
+        siblings.append(node)
+    if end:
+        siblings.append(Leaf("text", end, ()))
+
+
+# --- serialization -------------------------------------------------------------------------
+
+
+def _is_ws_or_punct(ch: str) -> bool:
+    if not ch or ch.isspace():
+        return True
+    return unicodedata.category(ch)[0] in "PS"
+
+
+_ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_CAND = re.compile(r"[\\*_\[\]`~$<&!#>=+\-.):@|]")
+_RAW_TEXT = re.compile(r"[^*_\\]*\s+\Z")
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_BREAK_ROOM = " \t"
+
+
+def _at_break(value: str, pos: int, digits: bool = False) -> bool:
+    i = pos - 1
+    if digits:
+        j = i
+        while j >= 0 and value[j].isdigit() and value[j].isascii():
+            j -= 1
+        if j == i:
+            return False
+        i = j
+    while i >= 0 and value[i] in _BREAK_ROOM:
+        i -= 1
+    return i >= 0 and value[i] in "\r\n"
+
+
+def escape(text: str, before: str, after: str, ctx: frozenset[str]) -> str:
+    """mdast-util-to-markdown ``safe()`` for phrasing text with Milkdown's unsafe list.
+
+    ``ctx`` names the constructs we are in: ``label`` (link text / alt), ``table``,
+    ``heading``.
+    """
+    value = before + text + after
+    off = len(before)
+    end = off + len(text)
+    unsafe: dict[int, tuple[bool, bool]] = {}  # position -> (has before-cond, has after-cond)
+    for m in _CAND.finditer(value):
+        p = m.start()
+        c = value[p]
+        nxt = value[p + 1] if p + 1 < len(value) else ""
+        prv = value[p - 1] if p > 0 else ""
+        hit: tuple[bool, bool] | None = None
+        if c in "*_[`~$":
+            hit = (False, False)
+        elif c == "]":
+            hit = (False, False) if "label" in ctx else None
+        elif c == "<":
+            hit = (False, True) if (nxt in "!/?" and nxt) or (nxt.isascii() and nxt.isalpha()) else None
+        elif c == "&":
+            hit = (False, True) if nxt == "#" or (nxt.isascii() and nxt.isalpha()) else None
+        elif c == "!":
+            hit = (False, True) if nxt == "[" else None
+        elif c == "\\":
+            hit = (False, True) if nxt in ("\n", "\r") and nxt else None
+        elif c == "#":
+            if _at_break(value, p):
+                hit = (True, False)
+            elif "heading" in ctx and (nxt in ("\n", "\r") or p + 1 >= len(value)):
+                hit = (False, True)
+        elif c in ">=":
+            hit = (True, False) if _at_break(value, p) else None
+        elif c == "+":
+            hit = (True, True) if nxt in (" ", "\t", "\n", "\r") and nxt and _at_break(value, p) else None
+        elif c == "-":
+            if _at_break(value, p) and nxt and nxt in " \t\r\n-:|":
+                hit = (True, True)
+        elif c == ".":
+            if _at_break(value, p, digits=True) and (not nxt or nxt in " \t\r\n"):
+                hit = (True, True)
+            elif "label" not in ctx and prv in ("w", "W") and nxt and (nxt in _WORD or nxt in "-."):
+                hit = (True, True)
+        elif c == ")":
+            hit = (True, False) if _at_break(value, p, digits=True) else None
+        elif c == ":":
+            if _at_break(value, p) and nxt == "-":
+                hit = (True, True)
+            elif "label" not in ctx and prv in ("p", "s") and nxt == "/":
+                hit = (True, True)
+        elif c == "@":
+            if "label" in ctx:
+                pass
+            elif prv and (prv in _WORD or prv in "+-.") and nxt and (nxt in _WORD or nxt in "-."):
+                hit = (True, True)
+        elif c == "|":
+            if "table" in ctx:
+                hit = (False, False)
+            elif _at_break(value, p) and nxt and nxt in "\t :-":
+                hit = (True, True)
+        if c == "(" and prv == "]":
+            hit = (True, False)
+        if hit is not None:
+            unsafe[p] = hit
+    if "(" in value:
+        for p in range(len(value)):
+            if value[p] == "(" and p > 0 and value[p - 1] == "]":
+                unsafe[p] = (True, False)
+    if not unsafe:
+        return _escape_backslashes(text, after)
+    positions = sorted(unsafe)
+    out: list[str] = []
+    start = off
+    i = 0
+    n = len(positions)
+    while i < n:
+        p = positions[i]
+        if p < start or p >= end:
+            i += 1
+            continue
+        c = value[p]
+        if c == "_" and p > 0 and not _is_ws_or_punct(value[p - 1]) and (p - 1) not in unsafe and not (
+            p - 1 == off and off > 0 and value[off - 1] in "*_"
+        ):
+            seq_end = p + 1
+            while seq_end < end and value[seq_end] == "_":
+                seq_end += 1
+            skip = seq_end - p - 1
+            if (
+                i + skip < n
+                and positions[i + skip] == seq_end - 1
+                and seq_end < len(value)
+                and not _is_ws_or_punct(value[seq_end])
+                and seq_end not in unsafe
+                and not (seq_end == end - 1 and end < len(value) and value[end] in "*_")
+            ):
+                i += skip + 1
+                continue
+        b, a = unsafe[p]
+        nxt_u = unsafe.get(p + 1)
+        prv_u = unsafe.get(p - 1)
+        if (p + 1 < end and nxt_u is not None and a and not nxt_u[0] and not nxt_u[1]) or (
+            p - 1 >= off and prv_u is not None and b and not prv_u[0] and not prv_u[1]
+        ):
+            i += 1
+            continue
+        if start != p:
+            out.append(_escape_backslashes(value[start:p], "\\"))
+        start = p + 1
+        if c in _ASCII_PUNCT:
+            out.append("\\" + c)
+        else:
+            out.append("&#x%X;" % ord(c))
+        i += 1
+    out.append(_escape_backslashes(value[start:end], after))
+    return "".join(out)
+
+
+def _escape_backslashes(s: str, after: str) -> str:
+    if "\\" not in s:
+        return s
+    whole = s + after
+    res = []
+    last = 0
+    for m in re.finditer(r"\\", s):
+        p = m.start()
+        if p + 1 < len(whole) and whole[p + 1] in _ASCII_PUNCT:
+            res.append(s[last:p])
+            res.append("\\")
+            last = p
+    res.append(s[last:])
+    return "".join(res)
+
+
+def text_out(value: str, before: str, after: str, ctx: frozenset[str]) -> str:
+    # Milkdown hands remark one text node per line (the newline starts the next one), and its
+    # text handler prints a node untouched when it has no `*`, `_`, `\` and ends in
+    # whitespace - so "x $ y" gets `\$` but "\n= z " keeps a bare `=` at line start.
+    if "\n" not in value:
+        if _RAW_TEXT.match(value):
+            return value
+        return escape(value, before, after, ctx)
+    parts = value.split("\n")
+    segs = [parts[0]] + ["\n" + p for p in parts[1:]]
+    if not segs[0]:
+        segs.pop(0)
+    out = []
+    prev = before
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1][:1] if i + 1 < len(segs) else after
+        s = seg if _RAW_TEXT.match(seg) else escape(seg, prev, nxt, ctx)
+        out.append(s)
+        if s:
+            prev = s[-1]
+    return "".join(out)
+
+
+def code_span(value: str, ctx: frozenset[str]) -> str:
+    seq = "`"
+    while re.search("(^|[^`])" + seq + "([^`]|$)", value):
+        seq += "`"
+    if re.search(r"[^ \r\n]", value) and (
+        (value[:1] in (" ", "\r", "\n") and value[-1:] in (" ", "\r", "\n"))
+        or value.startswith("`")
+        or value.endswith("`")
+    ):
+        value = " " + value + " "
+    if "table" in ctx:
+        value = value.replace("|", "\\|")
+    return seq + value + seq
+
+
+def inline_math(value: str) -> str:
+    size = 1
+    while re.search("(^|[^$])" + r"\$" * size + "([^$]|$)", value):
+        size += 1
+    if re.search(r"[^ \r\n]", value) and (
+        (value[:1] in (" ", "\r", "\n") and value[-1:] in (" ", "\r", "\n"))
+        or value.startswith("$")
+        or value.endswith("$")
+    ):
+        value = " " + value + " "
+    return "$" * size + value.replace("\n", " ") + "$" * size
+
+
+def js_to_fixed2(alt: str) -> str:
+    """``Number(alt || 1)`` then ``toFixed(2)``, as Crepe's ImageBlock does with the alt slot."""
+    s = alt.strip()
+    ratio: Decimal
+    if not alt:
+        ratio = Decimal(1)
+    else:
+        try:
+            if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", s):
+                ratio = Decimal(s)
+            elif re.fullmatch(r"0[xX][0-9a-fA-F]+", s):
+                ratio = Decimal(int(s, 16))
+            elif s == "":
+                ratio = Decimal(0)
+            else:
+                ratio = Decimal("NaN")
+        except InvalidOperation:
+            ratio = Decimal("NaN")
+        if ratio.is_nan() or ratio == 0:
+            ratio = Decimal(1)
+        ratio = Decimal(float(ratio))  # JS keeps a double, toFixed rounds its exact value
+    return str(ratio.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+_AUTOLINK_OK = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>\x00-\x20\x7f]*\Z")
+
+
+def _plain_children(children: list[Any]) -> str | None:
+    """The text of a link's content, or None if it holds anything but plain text."""
+    parts = []
+    for ch in children:
+        if isinstance(ch, Leaf) and ch.kind == "text":
+            parts.append(ch.value)
+        else:
+            return None
+    return "".join(parts)
+
+
+def destination(url: str, title: str = "") -> str:
+    if (not url and title) or re.search(r"[\x00-\x20\x7f]", url):
+        return "<" + url.replace("\\", "\\\\").replace("<", "\\<").replace(">", "\\>") + ">"
+    return re.sub(r"[()]", lambda m: "\\" + m.group(0), _escape_backslashes(url, ""))
+
+
+def title_part(title: str) -> str:
+    if not title:
+        return ""
+    return ' "' + _escape_backslashes(title, '"').replace('"', '\\"') + '"'
+
+
+def phrasing(children: list[Any], before: str, after: str, ctx: frozenset[str]) -> str:
+    """containerPhrasing: each child sees the last char before it and the first char after."""
+    out: list[str] = []
+    n = len(children)
+    prev = before
+    for i, ch in enumerate(children):
+        nxt_after = _peek(children[i + 1]) if i + 1 < n else after
+        s = _node_out(ch, prev, nxt_after, ctx)
+        out.append(s)
+        if s:
+            prev = s[-1]
+    return "".join(out)
+
+
+def _peek(node: Any) -> str:
+    if isinstance(node, Leaf):
+        if node.kind == "text":
+            return node.value[:1]
+        return {"break": "\\", "image": "!", "math": "$", "fnref": "[", "html": "<"}.get(
+            node.kind, ""
+        )
+    if isinstance(node, tuple):
+        return "`"
+    kind = node.mark[0]
+    if kind in (EM, STRONG):
+        return node.mark[1]
+    if kind == STRIKE:
+        return "~"
+    if kind == LINK:
+        return "<" if _as_autolink(node) else "["
+    return ""
+
+
+def _as_autolink(node: _Node) -> bool:
+    _, url, title = node.mark
+    if title:
+        return False
+    text = _plain_children(node.children)
+    if text is None or not _AUTOLINK_OK.match(url):
+        return False
+    return text == url or ("mailto:" + text) == url
+
+
+def _node_out(node: Any, before: str, after: str, ctx: frozenset[str]) -> str:
+    if isinstance(node, tuple):  # ("code_value", text)
+        return code_span(node[1], ctx)
+    if isinstance(node, Leaf):
+        k = node.kind
+        if k == "text":
+            return text_out(node.value, before, after, ctx)
+        if k == "break":
+            return "\\\n"
+        if k == "image":
+            src, title = node.attrs
+            alt = escape(node.value, "[", "]", ctx | {"label"}) if node.value else ""
+            return "![" + alt + "](" + destination(src, title) + title_part(title) + ")"
+        if k == "math":
+            return inline_math(node.value)
+        if k == "fnref":
+            return "[^" + node.value + "]"
+        return node.value  # raw html (rejected by validate; kept verbatim here)
+    kind = node.mark[0]
+    if kind in (EM, STRONG):
+        m = node.mark[1] * (1 if kind == EM else 2)
+        return m + phrasing(node.children, m[-1], m[0], ctx) + m
+    if kind == STRIKE:
+        return "~~" + phrasing(node.children, "~", "~", ctx) + "~~"
+    if kind == LINK:
+        _, url, title = node.mark
+        if _as_autolink(node):
+            text = _plain_children(node.children) or ""
+            return "<" + (text if url.startswith("mailto:") and text != url else url) + ">"
+        label = phrasing(node.children, "[", "]", ctx | {"label"})
+        return "[" + label + "](" + destination(url, title) + title_part(title) + ")"
+    if kind == CODE:  # pragma: no cover - code never wraps nodes
+        return ""
+    return phrasing(node.children, before, after, ctx)
+
+
+def serialize_inline(children: list[Token], before: str, after: str, ctx: frozenset[str]) -> str:
+    items = leaves(children)
+    # Milkdown drops a trailing hard break in a text block (serializeText).
+    while items and items[-1].kind == "break":
+        items.pop()
+    return phrasing(build_tree(items), before, after, ctx)

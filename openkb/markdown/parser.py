@@ -1,0 +1,159 @@
+"""The one markdown-it configuration that stands in for Milkdown's remark parser.
+
+Every module in this package parses through :func:`parse`, so a construct is either seen the
+same way by the validator, the normalizer and the extractors, or by none of them.
+
+Choices that are not obvious:
+
+* ``html`` is ON although the ``html`` feature is disabled: the parser must *see* raw HTML to
+  reject it; with it off, ``<br>`` would silently become text and the check would be blind.
+* GFM autolink literals come from ``mdit_py_plugins.gfm_autolink`` (www., http(s)://, mailto:,
+  bare e-mail), which follows the GFM extension like micromark does; markdown-it's own
+  ``linkify`` (linkify-it) recognises far more (``example.com`` without ``www.``) and would make
+  us normalize text Milkdown leaves alone.
+* Footnote definitions stay where they are written (``move_to_end=False``): Milkdown keeps
+  them in place, it does not collect them at the end.
+* ``$$x$$`` inside a paragraph is inline math (``double_inline``), as in remark-math.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.token import Token
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from mdit_py_plugins.footnote import footnote_plugin
+from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
+
+__all__ = ["get_parser", "parse", "parse_with_env", "task_marker"]
+
+
+def _identity(url: str) -> str:
+    return url
+
+
+def _accept(url: str) -> bool:
+    return True
+
+
+@lru_cache(maxsize=1)
+def get_parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    # Task checkboxes are NOT markdown-it's tasklists: it block-parses what follows `[ ]`
+    # (`- [ ] # x` becomes a heading), micromark keeps it paragraph text. See task_marker().
+    md.options["strikethrough_single_tilde"] = True
+    # Keep destinations as written (decoded, not percent-encoded): mdast stores them so and
+    # Milkdown writes them back so. Unsafe schemes are neutralised at render time instead.
+    md.normalizeLink = _identity  # type: ignore[method-assign]
+    md.normalizeLinkText = _identity  # type: ignore[method-assign]
+    md.validateLink = _accept  # type: ignore[method-assign]
+    md.use(gfm_autolink_plugin)
+    md.use(footnote_plugin, inline=False, move_to_end=False)
+    md.use(
+        dollarmath_plugin,
+        allow_labels=False,
+        allow_space=True,
+        allow_digits=True,
+        allow_blank_lines=True,
+        double_inline=True,
+    )
+    # dollarmath's block rule slices raw source, so inside a list or quote the math keeps
+    # the container's indentation and `>` markers; and it treats `$$ x $$` on one line as
+    # a block where micromark sees inline math. Use a fence-shaped rule instead (remark-math
+    # models math flow on code fences).
+    md.block.ruler.disable("math_block")
+    md.block.ruler.before(
+        "fence",
+        "math_fence",
+        _math_fence,
+        {"alt": ["paragraph", "reference", "blockquote", "list", "footnote_def"]},
+    )
+    return md
+
+
+def _math_fence(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    if state.is_code_block(start):
+        return False
+    pos = state.bMarks[start] + state.tShift[start]
+    line_end = state.eMarks[start]
+    if pos + 2 > line_end or state.src[pos] != "$":
+        return False
+    after = state.skipCharsStr(pos, "$")
+    size = after - pos
+    meta = state.src[after:line_end]
+    if size < 2 or "$" in meta:
+        return False
+    if silent:
+        return True
+    line = start
+    closed = False
+    while True:
+        line += 1
+        if line >= end:
+            break
+        p = state.bMarks[line] + state.tShift[line]
+        e = state.eMarks[line]
+        if p < e and state.sCount[line] < state.blkIndent:
+            break  # a less indented line ends the container, and the math with it
+        if p >= e or state.src[p] != "$" or state.is_code_block(line):
+            continue
+        q = state.skipCharsStr(p, "$")
+        if q - p < size or state.skipSpaces(q) < e:
+            continue
+        closed = True
+        break
+    indent = state.sCount[start]
+    state.line = line + (1 if closed else 0)
+    token = state.push("math_block", "math", 0)
+    token.info = meta.strip()
+    token.content = state.getLines(start + 1, line, indent, True)
+    token.markup = "$" * size
+    token.map = [start, state.line]
+    return True
+
+
+def parse_with_env(text: str) -> tuple[list[Token], dict[str, Any]]:
+    """Tokens plus the env, which holds reference and footnote definitions."""
+    env: dict[str, Any] = {}
+    tokens = get_parser().parse(text, env)
+    return tokens, env
+
+
+def parse(text: str) -> list[Token]:
+    return get_parser().parse(text, {})
+
+
+_TASK = re.compile(r"\[([ xX])\](?=[ \t]|$)")
+
+
+def task_marker(item_children: list[Token], open_index: int) -> bool | None:
+    """GFM task state of the list item whose first child paragraph starts at ``open_index``.
+
+    Returns True/False for a checked/unchecked task, None for a plain item. The caller strips
+    the ``[x]`` and one following space from the first text token when it acts on this.
+    """
+    if open_index + 1 >= len(item_children):
+        return None
+    inline = item_children[open_index + 1]
+    if item_children[open_index].type != "paragraph_open" or inline.type != "inline":
+        return None
+    kids = inline.children or []
+    if not kids or kids[0].type != "text":
+        return None
+    m = _TASK.match(kids[0].content)
+    if not m:
+        return None
+    return m.group(1) != " "
+
+
+def strip_task_marker(inline: Token) -> None:
+    """Remove ``[x]`` and one following blank from the paragraph (mdast-util-gfm-task-list)."""
+    first = (inline.children or [])[0]
+    first.content = first.content[4:] if len(first.content) > 3 else ""
+    if not first.content and inline.children:
+        inline.children.pop(0)

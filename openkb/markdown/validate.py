@@ -1,0 +1,276 @@
+"""Refuse Markdown the editor would silently lose; let importers transform it on the record.
+
+Two callers, two needs. A save from source mode (``mode="strict"``) must fail with
+MARKDOWN_DIALECT_ERROR naming the first offending line/column/feature. An importer
+(``mode="import"``) converts foreign files: each issue it can repair carries a ``replacement``
+(``prepare_import`` applies them) and comes back as a warning, so content is transformed
+deliberately and the change is recorded - never dropped without a trace.
+
+Accepted on purpose although it is raw HTML: ``<br />`` as the *whole* content of a paragraph
+or table cell. That is how Milkdown itself writes an empty paragraph or cell, so rejecting it
+would make the editor's own output unsaveable.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from markdown_it.token import Token
+
+from openkb.errors import MarkdownDialectError
+
+from ._inline import destination, js_to_fixed2, title_part
+from .parser import parse
+from .registry import TOKEN_FEATURES, is_enabled
+
+__all__ = ["DialectIssue", "ensure_valid", "prepare_import", "validate"]
+
+Mode = Literal["strict", "import"]
+_BR = re.compile(r"<br\s*/?>\Z", re.IGNORECASE)
+_FRONT = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\r?\n(?:.*?\r?\n)??(\1|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+
+
+@dataclass(frozen=True)
+class DialectIssue:
+    feature: str
+    line: int  # 1-based
+    column: int  # 1-based
+    message: str
+    severity: Literal["error", "warning"] = "error"
+    # import repair: replace source[start:end] with replacement (None = cannot repair)
+    start: int = -1
+    end: int = -1
+    replacement: str | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "feature": self.feature,
+            "line": self.line,
+            "column": self.column,
+            "message": self.message,
+            "severity": self.severity,
+        }
+
+
+class _Src:
+    """Offset <-> (line, column) for one document."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0]
+        for m in re.finditer("\n", text):
+            self.starts.append(m.end())
+
+    def pos(self, offset: int) -> tuple[int, int]:
+        lo, hi = 0, len(self.starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo + 1, offset - self.starts[lo] + 1
+
+    def line_start(self, line0: int) -> int:
+        return self.starts[min(line0, len(self.starts) - 1)]
+
+
+def validate(markdown: str, mode: Mode = "strict") -> list[DialectIssue]:
+    """All dialect issues in document order; empty means the editor keeps every byte of meaning."""
+    src = _Src(markdown)
+    issues: list[DialectIssue] = []
+    fm = _FRONT.match(markdown)
+    if fm:
+        body = markdown[fm.start(1) : fm.end()].split("\n")[1:-1]
+        inner = "\n".join(body[:-1]) if body and body[-1].strip() in ("---", "+++", "...") else ""
+        lang = "toml" if fm.group(1) == "+++" else "yaml"
+        issues.append(
+            DialectIssue(
+                "front_matter",
+                1,
+                1,
+                "front matter is not editable: Milkdown turns it into a divider and a heading",
+                start=0,
+                end=fm.end(),
+                replacement=f"```{lang}\n{inner}\n```\n" if inner else "",
+            )
+        )
+    tokens = parse(markdown)
+    _scan(tokens, src, issues, fm.end() if fm else 0)
+    if mode == "import":
+        issues = [
+            i if i.replacement is None else _as_warning(i) for i in issues
+        ]
+    issues.sort(key=lambda i: (i.line, i.column))
+    return issues
+
+
+def _as_warning(i: DialectIssue) -> DialectIssue:
+    return DialectIssue(
+        i.feature, i.line, i.column, i.message, "warning", i.start, i.end, i.replacement
+    )
+
+
+def _scan(tokens: list[Token], src: _Src, issues: list[DialectIssue], skip_until: int) -> None:
+    for idx, tok in enumerate(tokens):
+        t = tok.type
+        if t.endswith("_close"):
+            continue
+        if tok.map and src.line_start(tok.map[0]) < skip_until:
+            continue  # inside front matter, already reported once
+        key = TOKEN_FEATURES.get(t)
+        if t == "html_block":
+            _html_block(tok, src, issues)
+            continue
+        if t == "inline":
+            _inline(tok, tokens[idx - 1] if idx else None, src, issues)
+            continue
+        if t == "fence" and len(tok.info.split(None, 1)) > 1:
+            line0 = tok.map[0] if tok.map else 0
+            line, col = _first_char(src, line0)
+            issues.append(
+                DialectIssue(
+                    "code_block",
+                    line,
+                    col,
+                    f"only the language of a code fence is kept; {tok.info.split(None, 1)[1]!r} is dropped",
+                    start=-1,
+                    replacement="",  # normalize() drops it; recorded as a warning on import
+                )
+            )
+            continue
+        if key is None:
+            line, col = _first_char(src, tok.map[0]) if tok.map else (1, 1)
+            issues.append(DialectIssue("unknown", line, col, f"construct {t!r} is not in the editor registry"))
+        elif not is_enabled(key):
+            line, col = _first_char(src, tok.map[0]) if tok.map else (1, 1)
+            issues.append(DialectIssue(key, line, col, f"feature {key!r} is disabled in the editor"))
+
+
+def _first_char(src: _Src, line0: int) -> tuple[int, int]:
+    start = src.line_start(line0)
+    text = src.text
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    m = re.search(r"[^ \t>]", text[start:end])
+    return line0 + 1, (m.start() if m else 0) + 1
+
+
+def _html_block(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
+    content = tok.content.strip()
+    if _BR.match(content):
+        return  # Milkdown's empty paragraph
+    line0 = tok.map[0] if tok.map else 0
+    line, col = _first_char(src, line0)
+    start = src.line_start(line0) + col - 1
+    is_br = bool(re.match(r"<br\b", content, re.I))
+    if tok.level == 0 and tok.map:
+        end = src.line_start(tok.map[1]) if tok.map[1] < len(src.starts) else len(src.text)
+        body = src.text[src.line_start(line0) : end].rstrip("\n")
+        repl = "```html\n" + body + "\n```\n"
+    else:
+        end, repl = start + 1, "\\<"
+    issues.append(
+        DialectIssue(
+            "html",
+            line,
+            col,
+            ("raw <br> is deleted by the editor; end the line with a backslash instead"
+             if is_br else "raw HTML blocks cannot be edited; they are stored as an html code block on import"),
+            start=start,
+            end=end,
+            replacement=repl,
+        )
+    )
+
+
+def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIssue]) -> None:
+    children = tok.children or []
+    if not children or tok.map is None:
+        return
+    base = src.line_start(tok.map[0])
+    cursor = base
+    html = [c for c in children if c.type == "html_inline"]
+    in_cell = opener is not None and opener.type in ("th_open", "td_open")
+    if html and all(_BR.match(c.content.strip()) for c in html) and all(
+        c.type == "html_inline" or (c.type == "text" and not c.content.strip()) for c in children
+    ):
+        return  # whole paragraph/cell is `<br />`: Milkdown's empty block
+    for c in children:
+        if c.type == "html_inline":
+            at = src.text.find(c.content, cursor)
+            if at < 0:
+                at = base
+            cursor = at + len(c.content)
+            line, col = src.pos(at)
+            if _BR.match(c.content.strip()):
+                repl = " " if in_cell else "\\\n"
+                msg = "raw <br> is deleted by the editor; end the line with a backslash instead"
+            else:
+                repl = "\\" + c.content
+                msg = f"inline HTML {c.content[:30]!r} is not editable; escaped to text on import"
+            issues.append(DialectIssue("html", line, col, msg, start=at, end=at + len(c.content), replacement=repl))
+        elif c.type not in TOKEN_FEATURES and not c.type.endswith("_close"):
+            line, col = src.pos(cursor)
+            issues.append(DialectIssue("unknown", line, col, f"construct {c.type!r} is not in the editor registry"))
+    if opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
+        img = children[0]
+        alt = "".join(x.content for x in img.children or [])
+        if alt and js_to_fixed2(alt) != alt:
+            seg_end = src.text.find("\n", base)
+            line_text = src.text[base : seg_end if seg_end >= 0 else len(src.text)]
+            lead = len(line_text) - len(line_text.lstrip(" \t>"))
+            start = base + lead
+            end = src.line_start(tok.map[1]) - 1 if tok.map[1] < len(src.starts) else len(src.text)
+            title = str(img.attrs.get("title") or "") or alt
+            repl = "![" + js_to_fixed2(alt) + "](" + destination(str(img.attrs.get("src", "")), title) + title_part(title) + ")"
+            line, col = src.pos(start)
+            issues.append(
+                DialectIssue(
+                    "image_block",
+                    line,
+                    col,
+                    "an image alone in a paragraph becomes an image block whose alt slot holds the "
+                    f"resize ratio: alt text {alt!r} would be lost (put it in the title/caption)",
+                    start=start,
+                    end=end if tok.map[1] - tok.map[0] == 1 else start,
+                    replacement=repl if tok.map[1] - tok.map[0] == 1 else None,
+                )
+            )
+
+
+def ensure_valid(markdown: str) -> None:
+    """Raise MarkdownDialectError for the first problem, listing every issue."""
+    issues = [i for i in validate(markdown) if i.severity == "error"]
+    if not issues:
+        return
+    first = issues[0]
+    raise MarkdownDialectError(
+        f"line {first.line}, column {first.column}: {first.message}",
+        line=first.line,
+        column=first.column,
+        feature=first.feature,
+        issues=[i.to_dict() for i in issues],
+    )
+
+
+def prepare_import(markdown: str) -> tuple[str, list[DialectIssue]]:
+    """Apply every recorded repair; returns the repaired source and the warnings to store.
+
+    Raises MarkdownDialectError if something remains that no repair covers.
+    """
+    issues = validate(markdown, mode="import")
+    errors = [i for i in issues if i.severity == "error"]
+    if errors:
+        ensure_valid(markdown)
+    edits = sorted((i for i in issues if i.replacement is not None and i.start >= 0), key=lambda i: -i.start)
+    out = markdown
+    last_start = len(out) + 1
+    for i in edits:
+        if i.end > last_start:
+            continue  # overlapping repair (e.g. html inside front matter): first one wins
+        out = out[: i.start] + (i.replacement or "") + out[i.end :]
+        last_start = i.start
+    return out, [i for i in issues if i.severity == "warning"]

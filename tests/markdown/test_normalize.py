@@ -1,0 +1,149 @@
+"""Round-trip per enabled feature, parity with recorded Milkdown output, idempotence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openkb.markdown import enabled_features, ensure_valid, normalize
+from openkb.markdown.normalize import js_length
+
+U = "123e4567-e89b-12d3-a456-426614174000"
+
+# feature key -> (canonical Milkdown form, non-canonical variants that must normalize to it)
+ROUND_TRIP: dict[str, tuple[str, list[str]]] = {
+    "paragraph": ("中文段落 and English\nsecond line\n", ["中文段落 and English  \nsecond line"[:0] + "中文段落 and English\nsecond line"]),
+    "heading": ("# Setext\n\n## Two\n", ["Setext\n===\n\nTwo\n---", "# Setext #\n\n## Two ##"]),
+    "emphasis": ("*a* _b_\n", ["*a* _b_"]),
+    "strong": ("**a** __b__\n", ["**a** __b__"]),
+    "inline_code": ("`code` and ``a`b``\n", ["` code ` and `` a`b ``"]),
+    "code_block": ("```python\nprint(1)\n```\n\n", ["~~~python\nprint(1)\n~~~", "```python\nprint(1)"]),
+    "blockquote": ("> quote\n>\n> 引用\n\n", [">quote\n>\n>引用"]),
+    "bullet_list": ("* a\n* b\n  * c\n\n", ["- a\n- b\n  - c", "+ a\n+ b\n  + c"]),
+    "ordered_list": ("1. a\n2. b\n\n", ["1. a\n1. b", "1) a\n2) b"]),
+    "task_list": ("* [ ] todo\n* [x] done\n\n", ["- [ ] todo\n- [X] done"]),
+    "link": ("[a](http://x.com \"T\") <https://x.com>\n", ["[a][r] [https://x.com](https://x.com)\n\n[r]: http://x.com 'T'"]),
+    "internal_link": (f"[文档](openkb://document/{U})\n", [f"[文档]( openkb://document/{U} )"]),
+    "image": ("text ![alt](a.png \"t\") more\n", ["text ![alt](<a.png> 't') more"]),
+    "image_block": (f"![1.00](asset://{U} \"caption\")\n\n", [f"![](asset://{U} \"caption\")"]),
+    "hard_break": ("line\\\nnext\n", ["line  \nnext"]),
+    "thematic_break": ("a\n\n***\n\nb\n", ["a\n\n___\n\nb", "a\n\n- - -\n\nb"]),
+    "table": (
+        "| 名称 |  b  |  c |\n| :- | :-: | -: |\n| 中文 |  x  |  1 |\n\n",
+        ["|名称|b|c|\n|:--|:-:|--:|\n|中文|x|1|"],
+    ),
+    "strikethrough": ("~~del~~\n", ["~del~"]),
+    "autolink": ("[www.x.com](http://www.x.com) <https://a.b/c> <me@x.org>\n", ["www.x.com https://a.b/c me@x.org"]),
+    "footnote": ("text[^1]\n\n[^1]: note\n\n", ["text[^1]\n\n[^1]:   note"]),
+    "math_inline": ("$x^2$\n", ["$$x^2$$"]),
+    "math_block": ("$$\n\\sum x\n$$\n\n", ["```latex\n\\sum x\n```"]),
+    "empty_line": ("a\n\n<br />\n\nb\n", ["a\n\n<br>\n\nb"]),
+    "reference_link": ("[a](http://x.com)\n", ["[a][x]\n\n[x]: http://x.com"]),
+}
+
+
+def test_every_enabled_feature_has_a_round_trip_case() -> None:
+    assert {f.key for f in enabled_features()} == set(ROUND_TRIP)
+
+
+@pytest.mark.parametrize("key", sorted(ROUND_TRIP))
+def test_round_trip(key: str) -> None:
+    canonical, variants = ROUND_TRIP[key]
+    assert normalize(canonical) == canonical
+    ensure_valid(canonical)
+    for v in variants:
+        assert normalize(v) == canonical, v
+
+
+def test_escapes_and_entities() -> None:
+    assert normalize("5 * 3 \\<tag> [x] &copy; a_b _x") == "5 \\* 3 \\<tag> \\[x] © a_b \\_x\n"
+
+
+def test_adjacent_lists_alternate_marker() -> None:
+    assert normalize("* a\n+ b\n- c") == "* a\n\n- b\n\n* c\n\n"
+
+
+def test_loose_list() -> None:
+    assert normalize("- a\n\n- b") == "* a\n\n* b\n\n"
+
+
+def test_table_pads_by_js_length() -> None:
+    assert js_length("中文") == 2 and js_length("😀") == 2
+    out = normalize("| 😀 | b |\n|---|---|\n| x | y |")
+    assert out == "| 😀 | b |\n| -- | - |\n| x  | y |\n\n"
+
+
+def test_empty_cell_and_missing_body() -> None:
+    assert normalize("| a |\n|---|") == "| a      |\n| ------ |\n| <br /> |\n\n"
+
+
+def test_front_matter_is_destroyed_like_milkdown() -> None:
+    # normalize mirrors the editor; validate() is what stops this from being saved
+    assert normalize("---\ntitle: x\n---\n\nbody") == "***\n\n## title: x\n\nbody\n"
+
+
+CORPUS = json.loads((Path(__file__).parent / "milkdown_corpus.json").read_text())
+
+
+@pytest.mark.parametrize("case", CORPUS["cases"], ids=lambda c: repr(c["input"][:30]))
+def test_parity_with_recorded_milkdown(case: dict) -> None:
+    assert normalize(case["input"]) == case["milkdown"]
+
+
+def test_corpus_is_mostly_matched() -> None:
+    n, bad = len(CORPUS["cases"]), len(CORPUS["divergent"])
+    assert n >= 500 and bad / (n + bad) < 0.06
+
+
+# `<br />` placeholders (empty paragraphs before other content) are re-read as HTML blocks,
+# so those outputs are not fixed points; they are excluded here, not silently "fixed".
+@pytest.mark.parametrize(
+    "case", [c for c in CORPUS["cases"] if "<br />" not in c["milkdown"]][::5], ids=lambda c: repr(c["input"][:30])
+)
+def test_milkdown_output_is_a_fixed_point(case: dict) -> None:
+    out = case["milkdown"]
+    assert normalize(out) == out
+
+
+_INLINE = st.sampled_from(
+    ["word", "中文", "*em*", "_em_", "**b**", "`c`", "[l](http://a.b)", "~~d~~", "~d~", "$x$",
+     "www.x.com", "https://x.org/p", "a@b.co", "5 * 3", "a_b", "[y]", "<3", "&amp;", "#", "\\*",
+     "a  \nb", "a\\\nb", "|", "![i](a.png)", f"[d](openkb://document/{U})", "1. x", "- x", "+", "=", "$"]
+)
+_LINE = st.lists(_INLINE, min_size=1, max_size=5).map(" ".join)
+
+
+@st.composite
+def _block(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 8))
+    text = draw(_LINE)
+    if kind == 0:
+        return "#" * draw(st.integers(1, 6)) + " " + text
+    if kind == 1:
+        m = draw(st.sampled_from(["-", "*", "+", "1.", "- [ ]", "- [x]"]))
+        items = draw(st.lists(_LINE, min_size=1, max_size=3))
+        return draw(st.sampled_from(["\n", "\n\n"])).join(f"{m} {i}" for i in items)
+    if kind == 2:
+        return "> " + text
+    if kind == 3:
+        cells = draw(st.lists(st.sampled_from(["a", "中文", "**b**", "", "`x`"]), min_size=1, max_size=3))
+        sep = draw(st.lists(st.sampled_from(["---", ":--", "--:", ":-:"]), min_size=len(cells), max_size=len(cells)))
+        return "| " + " | ".join(cells) + " |\n| " + " | ".join(sep) + " |\n| " + " | ".join(reversed(cells)) + " |"
+    if kind == 4:
+        return "```" + draw(st.sampled_from(["", "py", "latex"])) + "\n" + text + "\n```"
+    if kind == 5:
+        return "$$\n" + text + "\n$$"
+    if kind == 6:
+        return draw(st.sampled_from(["***", "---", "___"]))
+    return text
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_block(), min_size=1, max_size=5).map("\n\n".join))
+def test_idempotent(doc: str) -> None:
+    once = normalize(doc)
+    assert normalize(once) == once
