@@ -308,10 +308,9 @@ def _status_before_trash(session: Session, doc_id: uuid.UUID) -> str:
 
 def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, status: str | None = None,
                        reverts: Change | None = None) -> Document:
-    access_document(session, actor.principal, doc_id, Action.TRASH)
+    _access_trashed(session, actor.principal, doc_id,
+                    "only a document that was itself deleted can be restored; restore its trashed ancestor")
     doc = lock_document(session, doc_id)
-    if doc.status != "deleted":
-        raise NotInTrash("only a document that was itself deleted can be restored; restore its trashed ancestor")
     if status is not None:
         _check_status(status, UPDATE_STATUSES)
     before = doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"])
@@ -332,6 +331,18 @@ def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, sta
     return doc
 
 
+def _access_trashed(session: Session, principal: Principal, doc_id: uuid.UUID, not_in_trash: str) -> None:
+    """Visible (404 otherwise), itself in the trash (NOT_IN_TRASH), and trash rights (403)."""
+    caps = document_capabilities(session, principal, [doc_id]).get(doc_id, frozenset())
+    doc = session.get(Document, doc_id) if caps & {Action.READ, Action.TRASH} else None
+    if doc is None:
+        raise NotFound("document not found")
+    if doc.status != "deleted":
+        raise NotInTrash(not_in_trash)
+    if Action.TRASH not in caps:
+        raise PermissionDenied("only managers can restore or purge documents from the trash")
+
+
 def _ancestor_trashed(session: Session, doc: Document) -> bool:
     chain = tree.ancestors(session, doc.id)
     ids = [r["id"] for r in chain[1:]]
@@ -344,10 +355,8 @@ def _ancestor_trashed(session: Session, doc: Document) -> bool:
 
 def purge_document(session: Session, actor: Actor, doc_id: uuid.UUID) -> list[uuid.UUID]:
     """Remove a trashed document and its subtree for good; returns the removed ids."""
-    access_document(session, actor.principal, doc_id, Action.TRASH)
+    _access_trashed(session, actor.principal, doc_id, "move the document to the trash first")
     doc = lock_document(session, doc_id)
-    if doc.status != "deleted":
-        raise NotInTrash("move the document to the trash first")
     return remove_subtree(session, actor, doc, op="document.purge")
 
 
@@ -371,7 +380,11 @@ def remove_subtree(session: Session, actor: Actor, doc: Document, *, op: str,
         removed.append(d.id)
     session.execute(text("UPDATE documents SET current_version_id = NULL WHERE id = ANY(:ids)"), {"ids": removed})
     session.execute(text("DELETE FROM documents WHERE id = ANY(:ids)"), {"ids": removed})
-    session.expire_all()
+    gone = set(removed)
+    for obj in list(session.identity_map.values()):
+        if (isinstance(obj, Document) and obj.id in gone) or \
+                (isinstance(obj, DocumentVersion) and obj.document_id in gone):
+            session.expunge(obj)
     for rid in removed:
         enqueue_after_commit(session, "reindex_subtree", document_id=str(rid))
     return removed

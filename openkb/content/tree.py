@@ -134,7 +134,17 @@ def place_at(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None, do
     pos = len(ids) if position is None else max(0, min(int(position), len(ids)))
     ids.insert(pos, doc_id)
     session.execute(_RENUMBER, {"ids": ids, "ords": list(range(len(ids)))})
+    _expire(session, set(ids) - {doc_id})
     return pos
+
+
+def _expire(session: Session, ids: set[uuid.UUID]) -> None:
+    """Raw UPDATEs bypass the identity map: drop stale sort_order of loaded siblings."""
+    from openkb.models import Document
+
+    for obj in list(session.identity_map.values()):
+        if isinstance(obj, Document) and obj.id in ids:
+            session.expire(obj, ["sort_order"])
 
 
 def check_move(session: Session, doc_id: uuid.UUID, kb_id: uuid.UUID, new_parent_id: uuid.UUID | None,
