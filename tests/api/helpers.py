@@ -75,12 +75,12 @@ def register_user(target: httpx.Client | Session, email: str | None = None, pass
 def login(http: httpx.Client | str, email: str, password: str = PASSWORD) -> httpx.Client:
     """A new client signed in with a session cookie that sends ``X-CSRF-Token`` on every call.
     Close it (or use it as a context manager) when done."""
-    base = http if isinstance(http, str) else str(http.base_url)
-    c = httpx.Client(base_url=base, timeout=30)
-    r = c.post("/api/auth/login", json={"email": email, "password": password})
+    base = (http if isinstance(http, str) else str(http.base_url)).rstrip("/")
+    r = httpx.post(base + "/api/auth/login", json={"email": email, "password": password}, timeout=30)
     assert r.status_code == 200, r.text
-    c.headers["X-CSRF-Token"] = r.json()["csrf_token"]
-    return c
+    # A fresh, unopened client so callers may use it as a context manager.
+    return httpx.Client(base_url=base, timeout=30, cookies=r.cookies,
+                        headers={"X-CSRF-Token": r.json()["csrf_token"]})
 
 
 def bearer_client(base_url: str | httpx.Client, token: str) -> httpx.Client:

@@ -1,0 +1,204 @@
+"""Registration over HTTP for every auth_settings combination that changes the outcome.
+
+Each test gives the default tenant (which self-registration joins) its own auth_settings
+override for the duration of the test and restores it afterwards; the instance default row is
+not touched, so tests don't leak settings into each other.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from openkb.models import AuditLog, TenantMembership, User
+from tests.api.helpers import (
+    PASSWORD, auth_settings_override, login, mailed_token, make_login_user, outbox_messages, register_user,
+    unique_email,
+)
+
+
+def _login_status(http, email, password=PASSWORD):
+    r = http.post("/api/auth/login", json={"email": email, "password": password})
+    return r.status_code, r.json().get("error") if r.status_code != 200 else None
+
+
+def test_verification_required_then_active(http, committed, test_home):
+    with auth_settings_override(committed, email_verification_required=True, default_signup_status="active"):
+        a = register_user(http, display_name="Ada")
+        body = a.response.json()
+        assert body["user"]["status"] == "pending_email_verification"
+        assert body["user"]["display_name"] == "Ada"
+        assert body["verification_required"] is True
+        assert "password" not in a.response.text and "hash" not in a.response.text
+        assert _login_status(http, a.email) == (403, "EMAIL_NOT_VERIFIED")
+
+        token = mailed_token(test_home, a.email, "/verify-email")
+        msg = outbox_messages(test_home, a.email)[-1]
+        assert "http://127.0.0.1:8000/verify-email?token=" in msg.get_content()
+        r = http.post("/api/auth/verify-email", json={"token": token})
+        assert r.status_code == 200, r.text
+        assert r.json()["user"]["status"] == "active"
+        assert r.json()["user"]["email_verified_at"] is not None
+
+        # the link is single-use
+        r = http.post("/api/auth/verify-email", json={"token": token})
+        assert r.status_code == 400 and r.json()["error"] == "INVALID_TOKEN"
+        with login(http, a.email) as c:
+            assert c.get("/api/auth/me").json()["user"]["email"] == a.email
+
+    with committed() as s:
+        actions = {row.action for row in s.exec(select(AuditLog).where(AuditLog.object_id == a.user_id))}
+    assert {"user.registered", "user.email_verified", "auth.login"} <= actions
+
+
+def test_verification_off_default_active(http, committed, test_home):
+    with auth_settings_override(committed, email_verification_required=False, default_signup_status="active"):
+        a = register_user(http)
+        assert a.status == "active"
+        assert a.response.json()["verification_required"] is False
+        assert a.response.json()["user"]["email_verified_at"] is None
+        assert outbox_messages(test_home, a.email) == []
+        assert _login_status(http, a.email) == (200, None)
+
+
+def test_default_pending_activation_needs_admin(http, committed):
+    admin = make_login_user(committed, role="tenant_admin")
+    with auth_settings_override(committed, email_verification_required=False,
+                                default_signup_status="pending_activation"):
+        a = register_user(http)
+        assert a.status == "pending_activation"
+        assert _login_status(http, a.email) == (403, "ACCOUNT_PENDING_ACTIVATION")
+        with login(http, admin.email) as ac:
+            pending = ac.get("/api/admin/users", params={"status": "pending_activation", "q": a.email}).json()
+            assert [u["email"] for u in pending["items"]] == [a.email]
+            r = ac.post(f"/api/admin/users/{a.user_id}/activate")
+            assert r.status_code == 200 and r.json()["user"]["status"] == "active"
+        assert _login_status(http, a.email) == (200, None)
+
+
+def test_verification_then_pending_activation(http, committed, test_home):
+    with auth_settings_override(committed, email_verification_required=True,
+                                default_signup_status="pending_activation"):
+        a = register_user(http)
+        assert a.status == "pending_email_verification"
+        r = http.post("/api/auth/verify-email", json={"token": mailed_token(test_home, a.email)})
+        assert r.status_code == 200
+        assert r.json()["user"]["status"] == "pending_activation"
+        assert _login_status(http, a.email) == (403, "ACCOUNT_PENDING_ACTIVATION")
+
+
+def test_registration_disabled(http, committed):
+    with auth_settings_override(committed, registration_enabled=False):
+        a = register_user(http, expect=403)
+        assert a.response.json()["error"] == "REGISTRATION_DISABLED"
+    with committed() as s:
+        assert s.exec(select(User).where(User.email == a.email)).first() is None
+
+
+def test_invite_required(http, committed):
+    with auth_settings_override(committed, invite_required=True):
+        a = register_user(http, expect=403)
+        assert a.response.json()["error"] == "REGISTRATION_INVITE_REQUIRED"
+        bad = register_user(http, expect=400, invitation_token="kbinvite_not-a-real-invitation")
+        assert bad.response.json()["error"] == "INVALID_TOKEN"
+
+
+def test_allowed_email_domains(http, committed):
+    with auth_settings_override(committed, allowed_email_domains=["corp.example"]):
+        a = register_user(http, unique_email(domain="gmail.example"), expect=422)
+        assert a.response.json()["error"] == "EMAIL_DOMAIN_NOT_ALLOWED"
+        ok = register_user(http, unique_email(domain="CORP.example"))
+        assert ok.status == "active"
+        # a look-alike subdomain is not the domain
+        sub = register_user(http, unique_email(domain="evil.corp.example.net"), expect=422)
+        assert sub.response.json()["error"] == "EMAIL_DOMAIN_NOT_ALLOWED"
+
+
+def test_duplicate_email_is_conflict(http, committed):
+    with auth_settings_override(committed):
+        a = register_user(http)
+        again = register_user(http, a.email.upper(), expect=409)
+        assert again.response.json()["error"] == "ALREADY_EXISTS"
+
+
+def test_instance_default_applies_without_override(http, committed):
+    """No tenant override: the instance row decides (its default requires verification)."""
+    from openkb.accounts import auth_settings as svc
+
+    with committed() as s:
+        from openkb.bootstrap import default_tenant
+
+        t = default_tenant(s)
+        assert svc.tenant_row(s, t.id) is None
+        inst = svc.instance_row(s)
+        s.commit()
+        expected = "pending_email_verification" if inst.email_verification_required else None
+    if expected is None:
+        pytest.skip("the instance default was changed by the operator")
+    a = register_user(http)
+    assert a.status == expected
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"email": "x@example.com", "password": "short"}, "password"),
+    ({"email": "not-an-email", "password": PASSWORD}, "email"),
+    ({"email": "a" * 330 + "@example.com", "password": PASSWORD}, "email"),
+    ({"email": "x@example.com", "password": "p" * 1025}, "password"),
+    ({"email": "x@example.com", "password": PASSWORD, "display_name": "n" * 1001}, "display_name"),
+    ({"email": "x@example.com", "password": PASSWORD, "display_name": ""}, "display_name"),
+    ({"password": PASSWORD}, "email"),
+    ({"email": "x@example.com"}, "password"),
+])
+def test_bad_input_is_422(http, committed, body, field):
+    with auth_settings_override(committed):
+        r = http.post("/api/auth/register", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "VALIDATION_ERROR"
+    assert field in r.json()["detail"]
+
+
+def test_non_json_body_is_422(http):
+    r = http.post("/api/auth/register", content=b"\xff\xfe", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
+
+
+def test_first_user_becomes_admin_over_http(http, committed):
+    """With no system_admin in the instance, the first to complete registration gets the role.
+
+    The shared test database may already have system admins: they are demoted for the length of
+    the test and restored in ``finally``.
+    """
+    with committed() as s:
+        demoted = list(s.exec(select(TenantMembership).where(TenantMembership.role == "system_admin")))
+        ids = [m.id for m in demoted]
+        for m in demoted:
+            m.role = "tenant_admin"
+            s.add(m)
+        s.commit()
+    created: list = []
+    try:
+        with auth_settings_override(committed, first_user_becomes_admin=True,
+                                    default_signup_status="pending_activation"):
+            first = register_user(http)
+            created.append(first.user_id)
+            # the first admin is active even though sign-ups otherwise wait for activation
+            assert first.status == "active"
+            second = register_user(http)
+            created.append(second.user_id)
+            assert second.status == "pending_activation"
+            with login(http, first.email) as c:
+                roles = c.get("/api/auth/me").json()["tenant_roles"]
+                assert [r["role"] for r in roles] == ["system_admin"]
+                assert c.get("/api/admin/users", params={"limit": 1}).status_code == 200
+    finally:
+        with committed() as s:
+            for uid in created:
+                if uid is None:
+                    continue
+                for m in s.exec(select(TenantMembership).where(TenantMembership.user_id == uid)):
+                    m.role = "member"
+                    s.add(m)
+            for m in s.exec(select(TenantMembership).where(TenantMembership.id.in_(ids))):  # type: ignore[attr-defined]
+                m.role = "system_admin"
+                s.add(m)
+            s.commit()
