@@ -1,0 +1,324 @@
+"""``openkb dify``: scoped keys, knowledge-id mappings and the exact endpoint to paste into Dify.
+
+The CLI acts as the system principal in one tenant (``--tenant``, default ``default``); every
+change is audited with ``via: cli``. Plaintext keys are printed once, by ``key create`` and
+``key rotate``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cli.context import appliance, unit_of_work
+from cli.output import console, emit_json, table
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+TenantOpt = Annotated[str, typer.Option(help="Tenant slug or id.")]
+
+
+def register(app: typer.Typer) -> None:
+    dify = typer.Typer(help="Dify External Knowledge: scoped API keys, knowledge-id mappings, setup info.",
+                       no_args_is_help=True)
+    key = typer.Typer(help="Scoped Dify API keys (okdify_...).", no_args_is_help=True)
+    key.command("create")(key_create)
+    key.command("list")(key_list)
+    key.command("show")(key_show)
+    key.command("update")(key_update)
+    key.command("disable")(key_disable)
+    key.command("enable")(key_enable)
+    key.command("revoke")(key_revoke)
+    key.command("rotate")(key_rotate)
+    dify.add_typer(key, name="key")
+    mapping = typer.Typer(help="Map a Dify External Knowledge ID to a knowledge base: "
+                               "`openkb dify map --knowledge-id ID --kb KB`; `map list`, `map disable ID`.",
+                          invoke_without_command=True)
+    mapping.callback()(map_create)
+    mapping.command("list")(map_list)
+    mapping.command("disable")(map_disable)
+    mapping.command("enable")(map_enable)
+    dify.add_typer(mapping, name="map")
+    dify.command("info")(info)
+    app.add_typer(dify, name="dify")
+
+
+def _audit(s: Any, tenant_id: Any, action: str, object_type: str, object_id: Any, **meta: Any) -> None:
+    from openkb.audit import record_audit
+
+    record_audit(s, tenant_id=tenant_id, actor=None, action=action, object_type=object_type, object_id=object_id,
+                 metadata={**meta, "via": "cli"})
+
+
+def _print_key(view: dict[str, Any], plaintext: str | None = None) -> None:
+    console.print(f"[bold]{view['name']}[/] ({view['id']}): {view['status']}, top-k limit {view['top_k_limit']}, "
+                  f"{len(view['knowledge_base_ids'])} knowledge base(s)", highlight=False)
+    if not view["knowledge_base_ids"]:
+        console.print("[yellow]warning:[/] this key lists no knowledge base: it will find nothing "
+                      "(add some with `openkb dify key update ID --kb KB`)", highlight=False)
+    if plaintext:
+        console.print("API key (shown once, store it in Dify now):", highlight=False)
+        console.print(plaintext, highlight=False, soft_wrap=True)
+
+
+# --- keys ----------------------------------------------------------------------------------------
+
+
+def key_create(
+    name: Annotated[str, typer.Option("--name", help="What the key is for, e.g. the Dify app's name.")],
+    kb: Annotated[Optional[list[str]], typer.Option("--kb", help="Knowledge base id or slug the key may read "
+                                                                 "(repeat; none = the key sees nothing).")] = None,
+    top_k_limit: Annotated[int, typer.Option("--top-k-limit", help="Most records one call may return.")] = 10,
+    expires: Annotated[Optional[str], typer.Option("--expires", help="90d, 12h, or 2030-01-01[T00:00:00Z].")] = None,
+    metadata_filter: Annotated[Optional[list[str]], typer.Option(
+        "--metadata-filter", help="Restrict the key to documents whose metadata/tags match: NAME=VALUE (repeat; "
+                                  "a repeated NAME means any of its values) or one metadata_condition JSON object.")] = None,
+    tenant: TenantOpt = "default",
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a scoped Dify key; the plaintext is printed once."""
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import keys as svc
+
+    expires_at = svc.parse_expires(expires)
+    filters = svc.parse_filter_args(metadata_filter or [])
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant)
+        row, plaintext = svc.create_key(s, tenant_id=t.id, name=name, knowledge_base_ids=kb or [],
+                                        top_k_limit=top_k_limit, expires_at=expires_at, metadata_filters=filters)
+        view = svc.key_view(row)
+        _audit(s, t.id, "dify.key.create", "dify_api_key", row.id, name=row.name,
+               knowledge_base_ids=view["knowledge_base_ids"], top_k_limit=row.retrieval_top_k_limit,
+               expires_at=view["expires_at"], metadata_filter=view["metadata_filter"])
+    if json_out:
+        emit_json({**view, "key": plaintext})
+    else:
+        _print_key(view, plaintext)
+
+
+def key_list(tenant: TenantOpt = "default",
+             active_only: Annotated[bool, typer.Option("--active", help="Hide revoked keys.")] = False,
+             json_out: JsonOpt = False) -> None:
+    """List the tenant's Dify keys (never their secrets)."""
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import keys as svc
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant)
+        rows = [svc.key_view(r) for r in svc.list_keys(s, t.id, include_revoked=not active_only)]
+    if json_out:
+        emit_json(rows)
+    else:
+        table("dify keys", ["name", "status", "kbs", "top-k", "expires", "last used", "id"],
+              [(r["name"], r["status"], len(r["knowledge_base_ids"]), r["top_k_limit"], r["expires_at"] or "-",
+                r["last_used_at"] or "never", r["id"]) for r in rows])
+
+
+def key_show(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
+             json_out: JsonOpt = False) -> None:
+    """Show one key's scope."""
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import keys as svc
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        view = svc.key_view(svc.access_key(s, get_tenant(s, tenant).id, key_id))
+    emit_json(view) if json_out else _print_key(view)
+
+
+def key_update(
+    key_id: Annotated[str, typer.Argument(help="Key id.")],
+    kb: Annotated[Optional[list[str]], typer.Option("--kb", help="Replace the knowledge bases (repeat).")] = None,
+    no_kb: Annotated[bool, typer.Option("--no-kb", help="Remove every knowledge base (the key sees nothing).")] = False,
+    top_k_limit: Annotated[Optional[int], typer.Option("--top-k-limit", help="New top-k limit.")] = None,
+    expires: Annotated[Optional[str], typer.Option("--expires", help="New expiry (90d, 2030-01-01, or 'never').")] = None,
+    metadata_filter: Annotated[Optional[list[str]], typer.Option("--metadata-filter",
+                                                                 help="Replace the metadata filter.")] = None,
+    clear_metadata_filter: Annotated[bool, typer.Option("--clear-metadata-filter", help="Remove the filter.")] = False,
+    name: Annotated[Optional[str], typer.Option("--name", help="New name.")] = None,
+    tenant: TenantOpt = "default",
+    json_out: JsonOpt = False,
+) -> None:
+    """Change a key's scope in place (the secret is unchanged)."""
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import keys as svc
+
+    kw: dict[str, Any] = {"name": name, "top_k_limit": top_k_limit}
+    if no_kb:
+        kw["knowledge_base_ids"] = []
+    elif kb:
+        kw["knowledge_base_ids"] = kb
+    if clear_metadata_filter:
+        kw["metadata_filters"] = {}
+    elif metadata_filter:
+        kw["metadata_filters"] = svc.parse_filter_args(metadata_filter)
+    if expires is not None:
+        kw["expires_at"] = None if expires.strip().lower() in ("never", "none", "") else svc.parse_expires(expires)
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant)
+        before = svc.key_view(svc.access_key(s, t.id, key_id))
+        view = svc.key_view(svc.do_update_key(s, t.id, key_id, **kw))
+        changed = {k: {"before": before[k], "after": view[k]} for k in
+                   ("name", "knowledge_base_ids", "top_k_limit", "expires_at", "metadata_filter") if before[k] != view[k]}
+        _audit(s, t.id, "dify.key.update", "dify_api_key", view["id"], changes=changed)
+    emit_json(view) if json_out else _print_key(view)
+
+
+def _status(key_id: str, tenant: str, json_out: bool, action: str) -> None:
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import keys as svc
+
+    fn = {"disable": svc.do_disable_key, "enable": svc.do_enable_key, "revoke": svc.do_revoke_key}[action]
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant)
+        ch = fn(s, t.id, key_id)
+        _audit(s, t.id, f"dify.key.{action}", "dify_api_key", ch.row.id, before=ch.before, after=ch.after)
+        out = {"id": str(ch.row.id), "name": ch.row.name, "before": ch.before, "status": ch.after}
+    emit_json(out) if json_out else console.print(f"{out['name']} ({out['id']}): {ch.before} -> {ch.after}",
+                                                  highlight=False)
+
+
+def key_disable(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
+                json_out: JsonOpt = False) -> None:
+    """Disable a key (reversible with `enable`); Dify calls fail from the next request."""
+    _status(key_id, tenant, json_out, "disable")
+
+
+def key_enable(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
+               json_out: JsonOpt = False) -> None:
+    """Re-enable a disabled key (a revoked key stays revoked)."""
+    _status(key_id, tenant, json_out, "enable")
+
+
+def key_revoke(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
+               json_out: JsonOpt = False) -> None:
+    """Revoke a key for good; Dify calls fail from the next request."""
+    _status(key_id, tenant, json_out, "revoke")
+
+
+def key_rotate(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
+               json_out: JsonOpt = False) -> None:
+    """Issue a new secret for a key (same scope); the old secret stops working at once."""
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import keys as svc
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        t = get_tenant(s, tenant)
+        row, plaintext = svc.do_rotate_key(s, t.id, key_id)
+        view = svc.key_view(row)
+        _audit(s, t.id, "dify.key.rotate", "dify_api_key", row.id, name=row.name)
+    if json_out:
+        emit_json({**view, "key": plaintext})
+    else:
+        _print_key(view, plaintext)
+
+
+# --- mappings ------------------------------------------------------------------------------------
+
+
+def map_create(
+    ctx: typer.Context,
+    knowledge_id: Annotated[Optional[str], typer.Option("--knowledge-id", help="The External Knowledge ID typed in Dify.")] = None,
+    kb: Annotated[Optional[str], typer.Option("--kb", help="Knowledge base id or slug it stands for.")] = None,
+    tenant: TenantOpt = "default",
+    json_out: JsonOpt = False,
+) -> None:
+    """Map a Dify External Knowledge ID to a knowledge base (re-mapping an id moves it)."""
+    if ctx.invoked_subcommand is not None:
+        if knowledge_id or kb:
+            raise typer.BadParameter("--knowledge-id/--kb go without a subcommand: openkb dify map --knowledge-id ID --kb KB")
+        ctx.obj = {"tenant": tenant, "json": json_out}
+        return
+    if not knowledge_id or not kb:
+        console.print(ctx.get_help())
+        raise typer.Exit(2)
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import mappings as svc
+
+    with appliance(components=("postgresql",)) as actx, unit_of_work(actx) as s:
+        t = get_tenant(s, tenant)
+        res = svc.do_map(s, tenant_id=t.id, knowledge_id=knowledge_id, kb=kb)
+        view = svc.mapping_view(res.row)
+        _audit(s, t.id, "dify.mapping.create" if res.created else "dify.mapping.update", "dify_knowledge_mapping",
+               res.row.id, knowledge_id=res.row.dify_knowledge_id, knowledge_base_id=view["knowledge_base_id"],
+               before=res.before)
+    if json_out:
+        emit_json({**view, "created": res.created})
+    else:
+        verb = "mapped" if res.created else "re-mapped"
+        console.print(f"{verb} knowledge id {view['knowledge_id']!r} -> knowledge base {view['knowledge_base_id']}",
+                      highlight=False)
+        console.print("remember: a key reads it only if the key lists that knowledge base (--kb)", highlight=False)
+
+
+def _opts(ctx: typer.Context, tenant: str | None, json_out: bool) -> tuple[str, bool]:
+    parent = ctx.obj or {}
+    return tenant or parent.get("tenant", "default"), json_out or bool(parent.get("json"))
+
+
+def map_list(ctx: typer.Context, tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id.")] = None,
+             json_out: JsonOpt = False) -> None:
+    """List knowledge-id mappings."""
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import mappings as svc
+
+    tenant_ref, as_json = _opts(ctx, tenant, json_out)
+    with appliance(components=("postgresql",)) as actx, unit_of_work(actx) as s:
+        rows = [svc.mapping_view(r) for r in svc.list_mappings(s, get_tenant(s, tenant_ref).id)]
+    if as_json:
+        emit_json(rows)
+    else:
+        table("dify knowledge mappings", ["knowledge id", "knowledge base", "status", "id"],
+              [(r["knowledge_id"], r["knowledge_base_id"], r["status"], r["id"]) for r in rows])
+
+
+def _map_status(ctx: typer.Context, ref: str, tenant: str | None, json_out: bool, status: str) -> None:
+    from openkb.accounts.users import get_tenant
+    from openkb.dify import mappings as svc
+
+    tenant_ref, as_json = _opts(ctx, tenant, json_out)
+    fn = svc.do_disable_mapping if status == "disabled" else svc.do_enable_mapping
+    with appliance(components=("postgresql",)) as actx, unit_of_work(actx) as s:
+        t = get_tenant(s, tenant_ref)
+        row, before = fn(s, t.id, ref)
+        _audit(s, t.id, "dify.mapping." + ("disable" if status == "disabled" else "enable"), "dify_knowledge_mapping",
+               row.id, knowledge_id=row.dify_knowledge_id, before=before, after=row.status)
+        out = {**svc.mapping_view(row), "before": before}
+    emit_json(out) if as_json else console.print(f"{out['knowledge_id']!r}: {before} -> {out['status']}",
+                                                 highlight=False)
+
+
+def map_disable(ctx: typer.Context, ref: Annotated[str, typer.Argument(help="Mapping id or knowledge id.")],
+                tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id.")] = None,
+                json_out: JsonOpt = False) -> None:
+    """Disable a mapping: Dify gets 2001 for that knowledge id from the next call."""
+    _map_status(ctx, ref, tenant, json_out, "disabled")
+
+
+def map_enable(ctx: typer.Context, ref: Annotated[str, typer.Argument(help="Mapping id or knowledge id.")],
+               tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id.")] = None,
+               json_out: JsonOpt = False) -> None:
+    """Re-enable a mapping."""
+    _map_status(ctx, ref, tenant, json_out, "active")
+
+
+# --- info ----------------------------------------------------------------------------------------
+
+
+def info(json_out: JsonOpt = False) -> None:
+    """Print the endpoint URL to paste into Dify and the setup steps (no database needed)."""
+    from openkb.config import get_settings
+    from openkb.dify.service import endpoint_info
+
+    data = endpoint_info(get_settings())
+    if json_out:
+        emit_json(data)
+        return
+    console.print("Dify -> Knowledge -> External Knowledge API -> Add", highlight=False)
+    console.print(f"  API Endpoint: [bold]{data['endpoint']}[/]", highlight=False, soft_wrap=True)
+    console.print(f"  (Dify calls {data['retrieval_url']} itself: do not add /retrieval)", highlight=False,
+                  soft_wrap=True)
+    for w in data["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    console.print("Steps:", highlight=False)
+    for i, step in enumerate(data["steps"], 1):
+        console.print(f"  {i}. {step}", highlight=False, soft_wrap=True)
