@@ -1,0 +1,155 @@
+"""Index jobs run by the huey worker (``workers/tasks.py`` dispatches ``JOB_HANDLERS``).
+
+Every handler is idempotent: it reads the current state of PostgreSQL and makes Milvus match
+(``service.sync_documents``), so a duplicated, delayed or retried job changes nothing more. A
+Milvus failure raises ``IndexError_`` (retried with backoff by the worker) after recording
+``index_status = 'failed'`` with the reason on the documents concerned; the retry that succeeds
+sets them back to ``indexed``.
+
+Enqueued by the content services after commit:
+
+* ``index_document(document_id)`` — a new current version (also: title/metadata edits).
+* ``reindex_subtree(document_id=... | knowledge_base_id=...)`` — moves, status, permission-mode,
+  visibility and delete/purge changes of a document or folder (the whole subtree's access fields
+  may change), or of a knowledge base.
+* ``index_rebuild(job_id)`` — the admin route's rebuild (``rebuild.run_rebuild``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlmodel import Session
+
+from openkb.context import AppContext
+from openkb.db import session_scope
+from openkb.errors import IndexError_, OpenKBError, ValidationError
+from openkb.indexing import milvus as mv
+from openkb.indexing.service import BATCH_DOCS, mark_failed, sync_documents, write_targets
+
+log = logging.getLogger("openkb.indexing.jobs")
+
+_UUIDS = ARRAY(UUID(as_uuid=False))
+
+_SUBTREE_SQL = text("""
+WITH RECURSIVE sub AS (
+    SELECT id FROM documents WHERE id = CAST(:root AS uuid)
+    UNION
+    SELECT d.id FROM documents d JOIN sub s ON d.parent_id = s.id
+)
+SELECT id::text FROM sub
+""")
+
+
+def _guarded(ctx: AppContext, doc_ids: list[str], fn: Any) -> Any:
+    try:
+        return fn()
+    except OpenKBError as exc:
+        mark_failed(ctx, doc_ids, f"{exc.code}: {exc.detail}" + (" (will retry)" if exc.retryable else ""))
+        raise
+    except Exception as exc:
+        mark_failed(ctx, doc_ids, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def index_document(ctx: AppContext, session: Session, *, document_id: str | uuid.UUID, **_: Any) -> dict[str, Any]:
+    """Chunk the current version (once) and make every target collection hold exactly its rows."""
+    did = str(uuid.UUID(str(document_id)))
+    report = _guarded(ctx, [did], lambda: sync_documents(ctx, session, [did]))
+    return report.as_dict()
+
+
+def subtree_ids(session: Session, document_id: str) -> list[str]:
+    return [r[0] for r in session.execute(_SUBTREE_SQL, {"root": document_id}).all()]
+
+
+def _purge_missing(ctx: AppContext, session: Session, *, document_id: str | None = None,
+                   knowledge_base_id: str | None = None) -> int:
+    """Rows of documents that no longer exist in PostgreSQL (hard delete / purge: the subtree is
+    gone, so its ids can only be found in Milvus). Reconciles the knowledge base concerned."""
+    deleted = 0
+    for t in write_targets(ctx, session, ensure=False):
+        kb_ids: set[str] = set()
+        if knowledge_base_id:
+            kb_ids.add(knowledge_base_id)
+        if document_id:
+            rows = mv.query_rows(ctx.milvus, t.collection, f'document_id == "{document_id}"',
+                                 output_fields=["knowledge_base_id"], limit=1)
+            kb_ids |= {r["knowledge_base_id"] for r in rows}
+        for kb in kb_ids:
+            exists = session.execute(text("SELECT 1 FROM knowledge_bases WHERE id = CAST(:k AS uuid)"),
+                                     {"k": kb}).first()
+            if not exists:
+                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'knowledge_base_id == "{kb}"')
+                continue
+            in_milvus = {r["document_id"] for r in mv.query_rows(ctx.milvus, t.collection,
+                                                                   f'knowledge_base_id == "{kb}"',
+                                                                   output_fields=["document_id"], limit=None)}
+            if not in_milvus:
+                continue
+            present = {r[0] for r in session.execute(text(
+                "SELECT id::text FROM documents WHERE id = ANY(:ids)").bindparams(bindparam("ids", type_=_UUIDS)),
+                {"ids": sorted(in_milvus)}).all()}
+            missing = sorted(in_milvus - present)
+            for start in range(0, len(missing), 500):
+                part = missing[start:start + 500]
+                expr = "document_id in [" + ", ".join(f'"{m}"' for m in part) + "]"
+                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=expr)
+    return deleted
+
+
+def reindex_subtree(ctx: AppContext, session: Session, *, document_id: str | uuid.UUID | None = None,
+                    knowledge_base_id: str | uuid.UUID | None = None, **_: Any) -> dict[str, Any]:
+    """Re-sync a document and everything under it (or a whole knowledge base). Access fields of
+    existing rows change by partial update (no re-embedding); big subtrees commit per batch."""
+    if (document_id is None) == (knowledge_base_id is None):
+        raise ValidationError("reindex_subtree takes document_id or knowledge_base_id")
+    if document_id is not None:
+        root = str(uuid.UUID(str(document_id)))
+        ids = subtree_ids(session, root)
+        if not ids:
+            return {"purged": _purge_missing(ctx, session, document_id=root)}
+    else:
+        kb = str(uuid.UUID(str(knowledge_base_id)))
+        ids = [r[0] for r in session.execute(text(
+            "SELECT id::text FROM documents WHERE knowledge_base_id = CAST(:k AS uuid) ORDER BY id"), {"k": kb}).all()]
+        if not ids:
+            return {"purged": _purge_missing(ctx, session, knowledge_base_id=kb)}
+    if len(ids) <= BATCH_DOCS:
+        return _guarded(ctx, ids, lambda: sync_documents(ctx, session, ids)).as_dict()  # type: ignore[no-any-return]
+    total: dict[str, Any] = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
+    for start in range(0, len(ids), BATCH_DOCS):
+        part = ids[start:start + BATCH_DOCS]
+
+        def one(part: list[str] = part) -> dict[str, Any]:
+            with session_scope(ctx.engine) as s:  # commit per batch: short locks, resumable progress
+                return sync_documents(ctx, s, part).as_dict()
+
+        rep = _guarded(ctx, part, one)
+        for k in ("documents", "inserted", "updated", "deleted"):
+            total[k] += rep[k]
+    return total
+
+
+def index_rebuild(ctx: AppContext, session: Session, *, job_id: str | uuid.UUID, **_: Any) -> dict[str, Any]:
+    """Run (or resume) a rebuild job created by the admin route."""
+    from openkb.indexing.rebuild import RebuildBusy, run_rebuild
+
+    try:
+        job = run_rebuild(ctx, uuid.UUID(str(job_id)))
+    except RebuildBusy as exc:  # another process runs it: nothing to do
+        return {"skipped": exc.detail}
+    if job.status == "failed":
+        raise IndexError_(f"rebuild {job.id} failed: {job.error}")
+    return {"job_id": str(job.id), "status": job.status, "processed": job.processed_chunks}
+
+
+JOB_HANDLERS = {
+    "index_document": index_document,
+    "reindex_subtree": reindex_subtree,
+    "index_rebuild": index_rebuild,
+}

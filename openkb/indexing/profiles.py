@@ -1,0 +1,241 @@
+"""Index profiles (``milvus_index_profiles``): which collection, which functions, which vector size.
+
+A profile is instance-wide (``tenant_id`` NULL): one Milvus collection serves every tenant, and
+only system_admin / tenant_admin may create, rebuild or switch one (docs/18 §3 — knowledge-base
+owners never configure models). The row stores function *shapes* (provider, model, endpoint,
+analyzer), never credentials: ``refuse_secrets`` runs on every input before anything is built,
+so a key cannot reach PostgreSQL, a collection's function params or an audit row.
+
+Statuses: ``building`` (created; its collection may be filling), ``active`` (the alias points
+at it), ``deprecated`` (was active; kept for rollback until dropped), ``failed`` (its last
+rebuild failed; a re-run resumes it).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from openkb.context import AppContext
+from openkb.errors import AlreadyExists, NotFound, ValidationError
+from openkb.indexing.milvus import BM25_FUNCTION, EMBED_FUNCTION, RERANK_FUNCTION, SCHEMA_VERSION, alias_target
+from openkb.indexing.profiles_spec import (
+    Backend, EmbeddingSpec, ProfileSpec, RerankSpec, collection_name_for, default_analyzer, refuse_secrets,
+)
+from openkb.models import MilvusIndexProfile
+
+log = logging.getLogger("openkb.indexing.profiles")
+
+DEFAULT_PROFILE_NAME = "default"
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+_backend_cache: dict[str, Backend] = {}
+
+
+def backend_of(ctx: AppContext) -> Backend:
+    """Lite or a 2.6 server: the analyzer (and rerank provider) choices differ. Asked of the
+    server itself (``MILVUS_URI`` may point at a Lite server too), remembered per URI."""
+    uri = ctx.endpoints.milvus_uri
+    hit = _backend_cache.get(uri)
+    if hit is not None:
+        return hit
+    try:
+        version = str(ctx.milvus.get_server_version())
+        backend: Backend = "lite" if "lite" in version.lower() else "server"
+    except Exception:  # noqa: BLE001 - unknown: guess from the settings, don't cache the guess
+        return "lite" if ctx.settings.embedded("milvus") else "server"
+    _backend_cache[uri] = backend
+    return backend
+
+
+def spec_of(profile: MilvusIndexProfile) -> ProfileSpec:
+    return ProfileSpec.from_metadata(profile.function_metadata)
+
+
+def get_profile(session: Session, ref: str | uuid.UUID) -> MilvusIndexProfile:
+    """By id, name or collection name."""
+    ref_s = str(ref)
+    try:
+        row = session.get(MilvusIndexProfile, uuid.UUID(ref_s))
+        if row is not None:
+            return row
+    except ValueError:
+        pass
+    row = session.exec(select(MilvusIndexProfile).where(
+        (MilvusIndexProfile.name == ref_s) | (MilvusIndexProfile.collection_name == ref_s))).first()
+    if row is None:
+        raise NotFound(f"no index profile {ref_s!r} (see `openkb profile list`)")
+    return row
+
+
+def find_by_collection(session: Session, collection: str | None) -> MilvusIndexProfile | None:
+    if not collection:
+        return None
+    return session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.collection_name == collection)).first()
+
+
+def list_profiles(session: Session) -> list[MilvusIndexProfile]:
+    return list(session.exec(select(MilvusIndexProfile).order_by(col(MilvusIndexProfile.created_at))).all())
+
+
+def active_profile(ctx: AppContext, session: Session) -> MilvusIndexProfile | None:
+    """The profile of the collection the active alias points at (Milvus is asked: the alias is
+    the truth of what searches hit), falling back to the row marked ``active``."""
+    target = alias_target(ctx.milvus, ctx.settings.milvus_active_alias)
+    row = find_by_collection(session, target)
+    if row is not None:
+        return row
+    return session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active")
+                        .order_by(col(MilvusIndexProfile.activated_at).desc())).first()
+
+
+def _next_version(ctx: AppContext, session: Session, model_slug: str, dim: int) -> int:
+    taken = {p.collection_name for p in list_profiles(session)}
+    try:
+        taken |= set(ctx.milvus.list_collections())
+    except Exception:  # noqa: BLE001 - PostgreSQL's list is enough to stay unique among profiles
+        pass
+    n = 1
+    while collection_name_for(model_slug, dim, n) in taken:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class ProfileInput:
+    """What an admin may say about a new profile (CLI flags / JSON body)."""
+
+    name: str | None = None
+    model: str | None = None          # None -> BM25-only
+    dim: int = 0
+    provider: str = "openai"
+    endpoint: str | None = None       # the provider's base URL (Milvus calls it, OpenKB never does)
+    params: Mapping[str, Any] | None = None         # further TEXTEMBEDDING params (never keys)
+    rerank_provider: str | None = None
+    rerank_endpoint: str | None = None
+    rerank_model: str | None = None
+    rerank_params: Mapping[str, Any] | None = None
+    analyzer: Mapping[str, Any] | None = None       # default: jieba on Lite, chinese on 2.6
+    backend: Backend | None = None
+
+
+def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileSpec:
+    """Validate ``inp`` (credentials refused first, before any other message) into a spec with the
+    next free ``openkb_chunks_<model>_<dim>_v<n>`` collection name."""
+    refuse_secrets({"params": dict(inp.params or {}), "rerank_params": dict(inp.rerank_params or {}),
+                    "analyzer": dict(inp.analyzer or {}), "endpoint": inp.endpoint or "",
+                    "rerank_endpoint": inp.rerank_endpoint or "", "model": inp.model or "",
+                    "name": inp.name or ""}, where="profile")
+    for url in (inp.endpoint, inp.rerank_endpoint):
+        if url and re.search(r"//[^/@]+:[^/@]*@", url):
+            raise ValidationError("endpoint URLs must not embed credentials (user:password@); configure them in "
+                                  "Milvus or the provider deployment", field="endpoint")
+    backend = inp.backend or backend_of(ctx)
+    dim = int(inp.dim or 0)
+    if inp.model and dim <= 0:
+        raise ValidationError("an embedding profile needs --dim (the model's vector size)", field="dim")
+    if not inp.model and dim:
+        raise ValidationError("--dim without --model: a BM25-only profile has no vectors", field="dim")
+    if inp.model and backend == "lite" and inp.provider != "openai":
+        raise ValidationError("Milvus Lite supports only the 'openai' TEXTEMBEDDING provider (any OpenAI-compatible "
+                              "/v1/embeddings endpoint); use a Milvus 2.6 server for other providers", field="provider")
+    embedding = None
+    if inp.model:
+        embedding = EmbeddingSpec(provider=inp.provider, model_name=inp.model, base_url=inp.endpoint, dimensions=dim,
+                                  extra=dict(inp.params or {}))
+    rerank = None
+    if inp.rerank_provider or inp.rerank_endpoint:
+        if not (inp.rerank_provider and inp.rerank_endpoint):
+            raise ValidationError("a rerank function needs both a provider and an endpoint", field="rerank")
+        if backend == "lite" and inp.rerank_provider != "cohere":
+            raise ValidationError("Milvus Lite supports only the 'cohere' rerank provider (with its endpoint)",
+                                  field="rerank_provider")
+        rerank = RerankSpec(provider=inp.rerank_provider, endpoint=inp.rerank_endpoint, model_name=inp.rerank_model,
+                            extra=dict(inp.rerank_params or {}))
+    slug = inp.model or "bm25"
+    collection = collection_name_for(slug, dim if embedding else 0, _next_version(ctx, session, slug,
+                                                                                   dim if embedding else 0))
+    name = inp.name or collection
+    if not _NAME_RE.match(name):
+        raise ValidationError("profile names are 1-63 characters of a-z, 0-9, '_', '.', '-'", field="name")
+    return ProfileSpec(name=name, collection_name=collection, vector_dim=dim if embedding else 0, embedding=embedding,
+                       bm25_analyzer=dict(inp.analyzer) if inp.analyzer else default_analyzer(backend),
+                       rerank=rerank, backend=backend)
+
+
+def insert_profile(session: Session, spec: ProfileSpec, *, created_by: uuid.UUID | None = None,
+                   status: str = "building") -> MilvusIndexProfile:
+    if session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.name == spec.name)).first() is not None:
+        raise AlreadyExists(f"an index profile named {spec.name!r} exists")
+    row = MilvusIndexProfile(
+        tenant_id=None, name=spec.name, alias="", collection_name=spec.collection_name,
+        schema_version=SCHEMA_VERSION, vector_dim=spec.vector_dim,
+        embedding_function_name=EMBED_FUNCTION if spec.embedding else "",
+        bm25_function_name=BM25_FUNCTION, rerank_function_name=RERANK_FUNCTION if spec.rerank else None,
+        status=status, function_metadata=spec.to_metadata(), created_by=created_by,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def create_profile(ctx: AppContext, session: Session, inp: ProfileInput, *,
+                   created_by: uuid.UUID | None = None) -> MilvusIndexProfile:
+    """Record a new profile. Its collection is created by the rebuild that fills it."""
+    spec = build_spec(ctx, session, inp)
+    return insert_profile(session, spec, created_by=created_by)
+
+
+def mark_active(session: Session, profile: MilvusIndexProfile, alias: str) -> None:
+    """PostgreSQL's record of an alias switch: the target active, every other active deprecated."""
+    now = datetime.now(UTC)
+    for other in session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active",
+                                                               MilvusIndexProfile.id != profile.id)).all():
+        other.status = "deprecated"
+        other.alias = ""
+        meta = dict(other.function_metadata)
+        meta["deactivated_at_ms"] = int(time.time() * 1000)
+        other.function_metadata = meta
+        session.add(other)
+    profile.status = "active"
+    profile.alias = alias
+    profile.activated_at = now
+    meta = dict(profile.function_metadata)
+    meta.pop("dropped_at", None)
+    profile.function_metadata = meta
+    session.add(profile)
+    session.flush()
+
+
+def describe(profile: MilvusIndexProfile, *, active_collection: str | None = None) -> dict[str, Any]:
+    """The admin view (docs/09 §10): names and shapes only; there is no key to show."""
+    meta = profile.function_metadata or {}
+    emb = meta.get("embedding") or None
+    rr = meta.get("rerank") or None
+    return {
+        "id": str(profile.id), "name": profile.name, "status": profile.status,
+        "collection": profile.collection_name, "active": profile.collection_name == active_collection,
+        "schema_version": profile.schema_version, "vector_dim": profile.vector_dim,
+        "backend": meta.get("backend"),
+        "functions": {
+            "embedding": None if not emb else {"name": profile.embedding_function_name, "type": "TEXTEMBEDDING",
+                                              "provider": emb.get("provider"), "model": emb.get("model_name"),
+                                              "endpoint": emb.get("base_url"), "dimensions": emb.get("dimensions")},
+            "bm25": {"name": profile.bm25_function_name, "type": "BM25", "analyzer": meta.get("bm25_analyzer")},
+            "rerank": None if not rr else {"name": profile.rerank_function_name, "type": "RERANK",
+                                          "provider": rr.get("provider"), "endpoint": rr.get("endpoint"),
+                                          "model": rr.get("model_name")},
+        },
+        "created_at": profile.created_at.isoformat() if profile.created_at else None,
+        "activated_at": profile.activated_at.isoformat() if profile.activated_at else None,
+        "dropped_at": meta.get("dropped_at"),
+    }

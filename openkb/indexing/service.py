@@ -1,0 +1,496 @@
+"""Keeping Milvus a faithful copy of PostgreSQL's chunks: the one sync routine every writer uses.
+
+``sync_documents`` is the whole index job: for a batch of documents it makes sure the current
+version's ``document_chunks`` exist (chunking it once; the rows and their ids are reused on
+every later run), computes each chunk's Milvus row (access fields from
+``openkb.permissions.chunk_access_many`` and nowhere else), compares with what each target
+collection holds, and then writes only the difference:
+
+* a chunk missing from Milvus (or whose title changed: the title is part of the embedded text)
+  -> full upsert, which makes Milvus call the TEXTEMBEDDING function;
+* a chunk whose scalar fields changed (move, permission mode, visibility, status, metadata)
+  -> partial upsert of the scalars only, no re-embedding;
+* a Milvus row no longer wanted (an old version, a deleted document) -> delete.
+
+Running it twice changes nothing the second time, which is what makes the huey jobs idempotent
+and lets ``verify --repair`` and the rebuild's catch-up reuse it. Targets are the collection the
+active alias points at plus every collection a running rebuild is filling (see ``Target``).
+
+Which rows exist: one per current chunk of every page whose own status is not ``deleted``. A
+page under a deleted folder keeps its rows (with the effective ``doc_status`` "deleted", so the
+prefilter skips them) — that keeps "rows == PostgreSQL chunks" a plain SQL count.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlmodel import Session, col, select
+
+from openkb.context import AppContext
+from openkb.errors import ConfigError, IndexError_, OpenKBError
+from openkb.indexing import milvus as mv
+from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
+from openkb.indexing.profiles import (
+    DEFAULT_PROFILE_NAME, active_profile, backend_of, find_by_collection, insert_profile, list_profiles,
+    mark_active, spec_of,
+)
+from openkb.indexing.profiles_spec import ProfileSpec, make_profile
+from openkb.models import DocumentChunk, IndexRebuildJob, MilvusIndexProfile
+from openkb.permissions import chunk_access_many
+
+log = logging.getLogger("openkb.indexing")
+
+BATCH_DOCS = 200
+ALL_STREAMED = "ffffffff-ffff-ffff-ffff-ffffffffffff"
+_UUIDS = ARRAY(UUID(as_uuid=False))
+# Fields compared to decide a partial update (title is compared separately: it needs a full one).
+SCALAR_FIELDS = ("tenant_id", "workspace_id", "knowledge_base_id", "version_id", "is_current", "doc_status",
+                 "scope_doc", "visibility_eff", "metadata", "access_principals", "created_at", "updated_at")
+_COMPARE_OUTPUT = ("id", "document_id", "title", *SCALAR_FIELDS)
+_PROFILE_LOCK = 0x6F6B62_01  # pg advisory lock key: creating the default profile
+
+
+def ms(t: datetime | None) -> int:
+    return int(t.timestamp() * 1000) if t else 0
+
+
+# --- targets -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    """A collection writers keep in sync.
+
+    ``upsert_upto``: for a collection a rebuild is filling, the last chunk id the rebuild has
+    streamed. Writers upsert only chunks at or below it (the rebuild inserts the rest itself,
+    reading PostgreSQL when it gets there, so nothing is inserted twice) but delete and update
+    anywhere. ``None`` = no limit (the active collection)."""
+
+    collection: str
+    spec: ProfileSpec
+    upsert_upto: str | None = None
+    rebuild_job_id: uuid.UUID | None = None
+
+    def may_insert(self, chunk_id: str) -> bool:
+        return self.upsert_upto is None or chunk_id <= self.upsert_upto
+
+
+def write_targets(ctx: AppContext, session: Session, *, ensure: bool = True) -> list[Target]:
+    """The active collection (created with the default profile if nothing is set up yet) plus
+    every collection a running rebuild fills."""
+    targets: list[Target] = []
+    prof = active_profile(ctx, session)
+    if prof is None and ensure:
+        prof = ensure_default_profile(ctx, session)
+    active = prof.collection_name if prof is not None else None
+    if prof is not None:
+        targets.append(Target(prof.collection_name, spec_of(prof)))
+    jobs = session.exec(select(IndexRebuildJob).where(IndexRebuildJob.status == "running")).all()
+    for job in jobs:
+        if job.target_collection == active or job.profile_id is None:
+            continue
+        p = session.get(MilvusIndexProfile, job.profile_id)
+        if p is None or any(t.collection == job.target_collection for t in targets):
+            continue
+        targets.append(Target(job.target_collection, spec_of(p),
+                              upsert_upto=str(job.last_chunk_id) if job.last_chunk_id else "",
+                              rebuild_job_id=job.id))
+    return targets
+
+
+# --- default profile, warm-up ------------------------------------------------------------------
+
+def default_spec(ctx: AppContext) -> ProfileSpec:
+    """The embedded default: BM25 (jieba on Lite) plus dense vectors from the local embedder
+    through a TEXTEMBEDDING function, or BM25 alone when no embedding model could be loaded."""
+    backend = backend_of(ctx)
+    url = ctx.endpoints.embedder_url
+    if url:
+        from openkb.embedder.models import REGISTRY
+
+        model = ctx.settings.openkb_embedder_model
+        info = REGISTRY.get(model)
+        if info is not None:
+            return make_profile(model_name=model, dim=info.dim, base_url=url, backend=backend,
+                                name=DEFAULT_PROFILE_NAME)
+        log.warning("embedding model %s has no known dimension; the default profile is BM25-only "
+                    "(create one with `openkb profile create --model %s --dim N --endpoint %s`)", model, model, url)
+    return make_profile(model_name=None, dim=0, backend=backend, name=DEFAULT_PROFILE_NAME)
+
+
+def ensure_default_profile(ctx: AppContext, session: Session) -> MilvusIndexProfile | None:
+    """Run on every ``openkb up`` (and by the first index job): make sure the active alias points
+    at a loaded collection with a profile row. Creates the default profile and its collection on
+    a fresh install; never replaces a configured one. Returns the active profile."""
+    session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PROFILE_LOCK})
+    client, alias = ctx.milvus, ctx.settings.milvus_active_alias
+    target = mv.alias_target(client, alias)
+    if target:
+        prof = find_by_collection(session, target)
+        if prof is None:
+            spec = default_spec(ctx)
+            if spec.collection_name != target or not client.has_collection(target):
+                log.warning("alias %s points at %s, which no index profile describes; leaving it alone", alias, target)
+                return None
+            prof = insert_profile(session, spec, status="active")
+        mv.ensure_collection(client, spec_of(prof))
+        if prof.status != "active":
+            mark_active(session, prof, alias)
+        return prof
+    prof = next((p for p in list_profiles(session) if p.name == DEFAULT_PROFILE_NAME), None)
+    if prof is None:
+        prof = insert_profile(session, default_spec(ctx))
+    spec = spec_of(prof)
+    created = mv.ensure_collection(client, spec)
+    mv.switch_alias(client, alias, spec.collection_name)
+    mark_active(session, prof, alias)
+    if created and pg_chunk_count(session):
+        log.warning("created %s while PostgreSQL already holds chunks: run `openkb index verify --repair` "
+                    "to fill it", spec.collection_name)
+    log.info("default index profile %s -> %s (%s)", prof.name, spec.collection_name,
+             "BM25 + dense" if spec.has_dense else "BM25-only")
+    return prof
+
+
+def warm_active(ctx: AppContext) -> dict[str, Any]:
+    """Load the active collection and run a search through it before the API reports ready, so no
+    user pays Milvus Lite's first-search warm-up (~13 s on a cold 100k collection)."""
+    from openkb.db import session_scope
+
+    with session_scope(ctx.engine) as s:
+        prof = active_profile(ctx, s)
+    if prof is None:
+        return {"skipped": "no active collection yet"}
+    spec = spec_of(prof)
+    seconds = mv.warm(ctx.milvus, ctx.settings.milvus_active_alias, spec)
+    return {"alias": ctx.settings.milvus_active_alias, "collection": prof.collection_name, "profile": prof.name,
+            "dense": spec.has_dense, "seconds": round(seconds, 2)}
+
+
+# --- PostgreSQL side -----------------------------------------------------------------------------
+
+_COUNT_SQL = text("""
+SELECT count(*) FROM document_chunks c
+JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
+""")
+
+
+def pg_chunk_count(session: Session) -> int:
+    """Rows the index should hold: current chunks of pages that are not deleted themselves."""
+    return int(session.execute(_COUNT_SQL).scalar_one())
+
+
+_DOCS_SQL = text("""
+SELECT d.id::text AS id, d.tenant_id::text AS tenant_id, d.workspace_id::text AS workspace_id,
+       d.knowledge_base_id::text AS knowledge_base_id, d.type, d.title, d.status, d.deleted_at,
+       d.current_version_id::text AS current_version_id, d.metadata AS meta, d.tags, d.created_at, d.updated_at
+FROM documents d WHERE d.id = ANY(:ids)
+""").bindparams(bindparam("ids", type_=_UUIDS))
+
+
+@dataclass
+class DocInfo:
+    id: str
+    tenant_id: str
+    workspace_id: str
+    knowledge_base_id: str
+    type: str
+    title: str
+    status: str
+    deleted_at: datetime | None
+    current_version_id: str | None
+    meta: dict[str, Any]
+    tags: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def wants_rows(self) -> bool:
+        return (self.type == "page" and self.current_version_id is not None and self.status != "deleted"
+                and self.deleted_at is None)
+
+
+def load_docs(session: Session, ids: Sequence[str]) -> dict[str, DocInfo]:
+    rows = session.execute(_DOCS_SQL, {"ids": list(ids)}).mappings().all()
+    return {r["id"]: DocInfo(**{k: r[k] for k in DocInfo.__dataclass_fields__}) for r in rows}
+
+
+def _lock_documents(session: Session, ids: Sequence[str]) -> None:
+    """Serialize concurrent jobs on the same documents (two saves in a row, a subtree job and a
+    save) until this transaction ends; sorted, so two batches never deadlock."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(x, 7)) FROM unnest(CAST(:ids AS text[])) x "
+                         "ORDER BY x"), {"ids": sorted(ids)})
+
+
+def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[DocumentChunk]]:
+    """The current version's chunks per document, chunking (once) where they don't exist yet or
+    were made by another chunker version; chunks of other versions are deleted."""
+    wanted = {d.id: d for d in docs if d.wants_rows}
+    if not wanted:
+        return {}
+    ids = list(wanted)
+    session.execute(text("""
+        DELETE FROM document_chunks c USING documents d
+        WHERE c.document_id = d.id AND d.id = ANY(:ids) AND c.version_id IS DISTINCT FROM d.current_version_id
+    """).bindparams(bindparam("ids", type_=_UUIDS)), {"ids": ids})
+    existing = session.exec(select(DocumentChunk).where(col(DocumentChunk.document_id).in_([uuid.UUID(i) for i in ids]))
+                            .order_by(col(DocumentChunk.document_id), col(DocumentChunk.ordinal))).all()
+    by_doc: dict[str, list[DocumentChunk]] = {i: [] for i in ids}
+    for c in existing:
+        by_doc[str(c.document_id)].append(c)
+    redo = [i for i, cs in by_doc.items() if not cs or any((c.meta or {}).get("chunker") != CHUNKER_VERSION for c in cs)]
+    if not redo:
+        return by_doc
+    versions = session.execute(text(
+        "SELECT v.document_id::text AS d, v.id::text AS v, v.markdown FROM document_versions v WHERE v.id = ANY(:vids)"
+    ).bindparams(bindparam("vids", type_=_UUIDS)), {"vids": [wanted[i].current_version_id for i in redo]}).all()
+    md_of = {d: (v, md) for d, v, md in versions}
+    stale = [c.id for i in redo for c in by_doc[i]]
+    if stale:
+        session.execute(text("DELETE FROM document_chunks WHERE id = ANY(:ids)").bindparams(
+            bindparam("ids", type_=_UUIDS)), {"ids": [str(x) for x in stale]})
+    for i in redo:
+        d = wanted[i]
+        vid, md = md_of.get(i, (d.current_version_id, ""))
+        rows = [DocumentChunk(tenant_id=uuid.UUID(d.tenant_id), workspace_id=uuid.UUID(d.workspace_id),
+                              knowledge_base_id=uuid.UUID(d.knowledge_base_id), document_id=uuid.UUID(d.id),
+                              version_id=uuid.UUID(vid), ordinal=c.ordinal, heading_path=c.heading_path,
+                              content_text=c.content_text, content_markdown=c.content_markdown,
+                              token_count=c.token_count, meta=c.metadata)
+                for c in chunk_markdown(md or "")]
+        session.add_all(rows)
+        by_doc[i] = rows
+    session.flush()
+    return by_doc
+
+
+def milvus_row(doc: DocInfo, chunk: DocumentChunk, access: Any) -> dict[str, Any]:
+    """The Milvus row of one chunk. Access fields come from ``chunk_access`` only."""
+    return mv.chunk_row(
+        chunk_id=chunk.id, tenant_id=doc.tenant_id, workspace_id=doc.workspace_id,
+        knowledge_base_id=doc.knowledge_base_id, document_id=doc.id, version_id=chunk.version_id,
+        doc_status=access.doc_status if access else "deleted",
+        visibility_eff=access.visibility_eff if access else "private",
+        scope_doc=access.scope_doc if access else "", is_current=True, title=doc.title,
+        heading_path=list(chunk.heading_path or []),
+        content_text=index_text(doc.title, chunk.heading_path or [], chunk.content_text),
+        content_markdown=chunk.content_markdown,
+        metadata={"tags": list(doc.tags or []), "ordinal": chunk.ordinal, "document": dict(doc.meta or {})},
+        access_principals=list(access.access_principals) if access else [],
+        created_at=ms(doc.created_at), updated_at=ms(doc.updated_at),
+    )
+
+
+def desired_rows(session: Session, docs: dict[str, DocInfo]) -> dict[str, dict[str, Any]]:
+    """chunk id -> Milvus row for these documents (chunking where needed)."""
+    chunks = ensure_chunks(session, docs.values())
+    if not chunks:
+        return {}
+    access = {str(k): v for k, v in chunk_access_many(session, list(chunks)).items()}
+    out: dict[str, dict[str, Any]] = {}
+    for did, cs in chunks.items():
+        for c in cs:
+            out[str(c.id)] = milvus_row(docs[did], c, access.get(did))
+    return out
+
+
+# --- Milvus side ---------------------------------------------------------------------------------
+
+@dataclass
+class SyncReport:
+    documents: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    collections: list[str] = field(default_factory=list)
+
+    def add(self, other: SyncReport) -> None:
+        self.documents += other.documents
+        self.inserted += other.inserted
+        self.updated += other.updated
+        self.deleted += other.deleted
+        self.collections = sorted(set(self.collections) | set(other.collections))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"documents": self.documents, "inserted": self.inserted, "updated": self.updated,
+                "deleted": self.deleted, "collections": self.collections}
+
+
+def _quote(ids: Iterable[str]) -> str:
+    return "[" + ", ".join(f'"{mv._check_id(i, "id")}"' for i in ids) + "]"
+
+
+def existing_rows(client: Any, collection: str, doc_ids: Sequence[str],
+                  fields: Sequence[str] = _COMPARE_OUTPUT) -> list[dict[str, Any]]:
+    if not doc_ids:
+        return []
+    expr = f"document_id in {_quote(doc_ids)}"
+    rows = mv.query_rows(client, collection, expr, output_fields=fields, limit=16384)
+    if len(rows) >= 16384:
+        rows = mv.query_rows(client, collection, expr, output_fields=fields, limit=None)
+    return rows
+
+
+def _differs(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    return any(have.get(f) != want.get(f) for f in SCALAR_FIELDS)
+
+
+def apply_rows(client: Any, target: Target, doc_ids: Sequence[str], desired: dict[str, dict[str, Any]],
+               *, batch_size: int = 256) -> SyncReport:
+    """Make ``target`` hold exactly ``desired`` for these documents (see the module docstring)."""
+    rep = SyncReport(collections=[target.collection])
+    have = {r["id"]: r for r in existing_rows(client, target.collection, doc_ids)}
+    full = [row for cid, row in desired.items() if target.may_insert(cid)
+            and (cid not in have or have[cid].get("title") != row["title"])]
+    full_ids = {r["id"] for r in full}
+    partial = [{"id": cid, **{f: row[f] for f in SCALAR_FIELDS}} for cid, row in desired.items()
+               if cid in have and cid not in full_ids and _differs(have[cid], row)]
+    gone = [cid for cid in have if cid not in desired]
+    try:
+        if full:
+            rep.inserted = mv.upsert_rows(client, target.collection, full, batch_size=batch_size, flush=False)
+        for start in range(0, len(partial), 1000):
+            client.upsert(target.collection, partial[start:start + 1000], partial_update=True)
+        rep.updated = len(partial)
+        if gone:
+            rep.deleted = mv.delete_rows(client, target.collection, gone, flush=False) or len(gone)
+        if full or partial or gone:
+            client.flush(target.collection)
+    except OpenKBError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - MilvusException and gRPC errors alike: retry the job
+        raise IndexError_(f"writing to {target.collection} failed: {exc}") from exc
+    return rep
+
+
+# --- the job body --------------------------------------------------------------------------------
+
+def sync_documents(ctx: AppContext, session: Session, doc_ids: Iterable[str | uuid.UUID], *,
+                   targets: Sequence[Target] | None = None, lock: bool = True,
+                   mark_status: bool = True) -> SyncReport:
+    """Bring these documents' Milvus rows in line with PostgreSQL in every target collection."""
+    ids = sorted({str(d) for d in doc_ids})
+    total = SyncReport()
+    if not ids:
+        return total
+    tgts = list(targets) if targets is not None else write_targets(ctx, session)
+    for start in range(0, len(ids), BATCH_DOCS):
+        batch = ids[start:start + BATCH_DOCS]
+        if lock:
+            _lock_documents(session, batch)
+        docs = load_docs(session, batch)
+        desired = desired_rows(session, docs)
+        for t in tgts:
+            total.add(apply_rows(ctx.milvus, t, batch, desired))
+        total.documents += len(batch)
+        if mark_status:
+            _mark_indexed(session, [d for d in docs.values() if d.status != "deleted" and d.deleted_at is None])
+    return total
+
+
+def _mark_indexed(session: Session, docs: Sequence[DocInfo]) -> None:
+    """indexed + indexed_version_id, only where the indexed version is still the current one (a
+    newer save has its own job and stays ``pending``). ``updated_at`` is left alone."""
+    params = [{"id": d.id, "v": d.current_version_id} for d in docs]
+    if not params:
+        return
+    session.execute(text("""
+        UPDATE documents SET index_status = 'indexed', index_error = NULL, indexed_version_id = CAST(:v AS uuid)
+        WHERE id = CAST(:id AS uuid) AND current_version_id IS NOT DISTINCT FROM CAST(:v AS uuid)
+          AND (index_status <> 'indexed' OR index_error IS NOT NULL
+               OR indexed_version_id IS DISTINCT FROM CAST(:v AS uuid))
+    """), params)
+
+
+def mark_failed(ctx: AppContext, doc_ids: Sequence[str], error: str) -> None:
+    """Record a failure in its own transaction (the job's own rolls back)."""
+    from openkb.db import session_scope
+
+    ids = [str(d) for d in doc_ids][:10_000]
+    if not ids:
+        return
+    try:
+        with session_scope(ctx.engine) as s:
+            s.execute(text("UPDATE documents SET index_status = 'failed', index_error = :e "
+                           "WHERE id = ANY(:ids) AND type = 'page'").bindparams(bindparam("ids", type_=_UUIDS)),
+                      {"ids": ids, "e": error[:2000]})
+    except Exception:  # noqa: BLE001 - never mask the original error
+        log.exception("could not record index failure for %d documents", len(ids))
+
+
+# --- status ----------------------------------------------------------------------------------------
+
+def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
+    """What ``openkb index status`` and ``GET /api/admin/milvus/status`` show."""
+    from openkb.indexing.profiles import describe
+
+    client, alias = ctx.milvus, ctx.settings.milvus_active_alias
+    out: dict[str, Any] = {"alias": alias, "backend": backend_of(ctx), "milvus_uri": _mask(ctx.endpoints.milvus_uri)}
+    try:
+        target = mv.alias_target(client, alias)
+        collections = set(client.list_collections())
+        out["milvus"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        target, collections = None, set()
+        out["milvus"] = f"unreachable: {exc}"[:300]
+    out["collection"] = target
+    prof = find_by_collection(session, target)
+    out["profile"] = describe(prof, active_collection=target) if prof else None
+    out["pg_chunks"] = pg_chunk_count(session)
+    out["milvus_rows"] = None
+    if target:
+        try:
+            out["milvus_rows"] = mv.count_rows(client, target)
+        except OpenKBError as exc:
+            out["milvus_rows_error"] = exc.detail
+    out["in_sync"] = out["milvus_rows"] == out["pg_chunks"]
+    out["embedder"] = ctx.endpoints.embedder_url
+    out["search_mode"] = (None if prof is None else ("hybrid (dense + BM25, RRF)" if prof.vector_dim else "BM25-only")
+                          + (" + rerank" if prof and prof.rerank_function_name else ""))
+    others = []
+    for p in list_profiles(session):
+        if p.collection_name == target:
+            continue
+        d = describe(p, active_collection=target)
+        d["exists"] = p.collection_name in collections
+        others.append(d)
+    out["other_profiles"] = others
+    job = session.exec(select(IndexRebuildJob).order_by(col(IndexRebuildJob.started_at).desc())).first()
+    out["last_rebuild"] = None if job is None else rebuild_view(job)
+    counts = session.execute(text("SELECT index_status, count(*) FROM documents WHERE type = 'page' "
+                                  "AND status <> 'deleted' GROUP BY index_status")).all()
+    out["documents"] = {s: int(n) for s, n in counts}
+    return out
+
+
+def rebuild_view(job: IndexRebuildJob) -> dict[str, Any]:
+    return {"id": str(job.id), "status": job.status, "target_collection": job.target_collection,
+            "target_alias": job.target_alias, "switch_on_success": job.switch_on_success,
+            "total_chunks": job.total_chunks, "processed_chunks": job.processed_chunks,
+            "started_at": job.started_at.isoformat() if job.started_at else None,
+            "finished_at": job.finished_at.isoformat() if job.finished_at else None, "error": job.error}
+
+
+def _mask(uri: str | None) -> str | None:
+    if not uri or "@" not in uri:
+        return uri
+    scheme, _, rest = uri.partition("://")
+    return f"{scheme}://***@{rest.split('@', 1)[1]}"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+__all__ = ["ConfigError", "SyncReport", "Target", "apply_rows", "default_spec", "desired_rows",
+           "ensure_default_profile", "index_status", "load_docs", "pg_chunk_count", "sync_documents", "warm_active",
+           "write_targets"]

@@ -1,0 +1,6 @@
+"""Permission-checked hybrid retrieval over the active Milvus collection (docs/09 §9)."""
+
+from openkb.retrieval.filters import SearchFilters, parse_filters
+from openkb.retrieval.service import SearchResult, forget_active_profile, search
+
+__all__ = ["SearchFilters", "SearchResult", "forget_active_profile", "parse_filters", "search"]

@@ -1,0 +1,293 @@
+"""The retrieval service (docs/09 §9): the one search every caller goes through.
+
+Web sessions, personal access tokens, share-link visitors, anonymous readers of public content,
+Dify keys and MCP users all call ``search``; the principal says who is asking and nothing else
+changes. The flow, with its cost on the hot path:
+
+1. ``readable_scope`` (one SQL statement) -> the Milvus prefilter over indexed scalar fields.
+   The prefilter may admit extra candidates, never miss a readable one.
+2. One hybrid search on the active alias (dense + BM25 fused with RRF inside Milvus; a RERANK
+   function when the profile has one, and on rerank failure the unreranked result plus a log
+   line — ``milvus.hybrid_search`` degrades, it never returns nothing because a model failed).
+   It over-fetches (``top_k * 3``) so the final check can drop candidates without starving.
+3. ``filter_readable_documents(..., for_search=True)`` (one SQL statement for all candidates):
+   PostgreSQL is the permission truth; archived/deleted, other tenants, drafts for non-editors
+   all drop out here even if the index were stale.
+4. One SQL statement for display fields (current title, folder path, metadata, tags).
+
+So a search costs three statements, whatever ``top_k`` is, plus one more when ``tags`` or
+``metadata`` filters are given (resolved to document ids so Milvus can filter on an indexed
+field). ``ctx.milvus`` is reused; the active profile is cached for a few seconds per process
+(after an alias switch a stale entry only shapes the request: the alias itself is resolved by
+Milvus on every search).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlmodel import Session
+
+from openkb.context import AppContext
+from openkb.errors import ValidationError
+from openkb.indexing import milvus as mv
+from openkb.indexing.chunker import strip_index_text
+from openkb.indexing.profiles_spec import ProfileSpec
+from openkb.permissions import Principal, filter_readable_documents, readable_scope
+from openkb.permissions import filters as F
+from openkb.retrieval.filters import SearchFilters, parse_filters
+
+log = logging.getLogger("openkb.retrieval")
+
+MAX_TOP_K = 100
+OVERFETCH = 3
+MAX_QUERY_CHARS = 2000
+PROFILE_TTL_S = 5.0
+_UUIDS = ARRAY(UUID(as_uuid=False))
+# The permission service names the knowledge-base scope field ``scope_kb``; rows call it
+# ``knowledge_base_id``.
+FIELD_MAP = {F.SCOPE_KB: "knowledge_base_id"}
+OUTPUT_FIELDS = ("chunk_id", "document_id", "knowledge_base_id", "title", "heading_path", "content_text",
+                 "updated_at")
+
+
+@dataclass
+class SearchResult:
+    document_id: str
+    chunk_id: str
+    knowledge_base_id: str
+    title: str
+    path: str
+    heading_path: list[str]
+    content: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    knowledge_base_title: str = ""
+    updated_at: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- the active profile, cached briefly ----------------------------------------------------------
+
+_cache: dict[int, tuple[float, str | None, ProfileSpec | None]] = {}
+_cache_lock = threading.Lock()
+
+
+def active_spec(ctx: AppContext, session: Session) -> tuple[str | None, ProfileSpec | None]:
+    key = id(ctx)
+    now = time.monotonic()
+    hit = _cache.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1], hit[2]
+    from openkb.indexing.profiles import active_profile, spec_of
+
+    prof = active_profile(ctx, session)
+    value = (prof.collection_name, spec_of(prof)) if prof is not None else (None, None)
+    with _cache_lock:
+        _cache[key] = (now + PROFILE_TTL_S, *value)
+    return value
+
+
+def forget_active_profile() -> None:
+    """Drop the cache (after a switch in this process, and in tests)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _uuid_strs(values: Iterable[Any] | None, what: str) -> list[str]:
+    out: list[str] = []
+    for v in values or ():
+        try:
+            out.append(str(uuid.UUID(str(v))))
+        except ValueError:
+            raise ValidationError(f"{what} must be UUIDs (got {v!r})", field=what) from None
+    return list(dict.fromkeys(out))
+
+
+def _quote(ids: Sequence[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in ids) + "]"
+
+
+_DOC_FILTER_SQL = """
+SELECT d.id::text FROM documents d
+WHERE d.type = 'page' AND d.status IN ('published', 'draft') AND d.deleted_at IS NULL
+  {tenant} {kbs} {tags} {meta}
+LIMIT :cap
+"""
+
+
+def _documents_matching(session: Session, tenant_id: str | None, kb_ids: list[str], f: SearchFilters,
+                        cap: int) -> list[str]:
+    sql = _DOC_FILTER_SQL.format(
+        tenant="AND d.tenant_id = CAST(:tenant AS uuid)" if tenant_id else "",
+        kbs="AND d.knowledge_base_id = ANY(:kbs)" if kb_ids else "",
+        tags="AND d.tags && CAST(:tags AS text[])" if f.tags else "",
+        meta="AND d.metadata @> :meta" if f.metadata else "")
+    stmt = text(sql)
+    params: dict[str, Any] = {"cap": cap}
+    if tenant_id:
+        params["tenant"] = tenant_id
+    if kb_ids:
+        stmt = stmt.bindparams(bindparam("kbs", type_=_UUIDS))
+        params["kbs"] = kb_ids
+    if f.tags:
+        params["tags"] = list(f.tags)
+    if f.metadata:
+        stmt = stmt.bindparams(bindparam("meta", type_=JSONB))
+        params["meta"] = dict(f.metadata)
+    return [r[0] for r in session.execute(stmt, params).all()]
+
+
+_DETAILS_SQL = text("""
+WITH RECURSIVE up(doc_id, anc_id, depth) AS (
+    SELECT d.id, d.parent_id, 1 FROM documents d WHERE d.id = ANY(:ids) AND d.parent_id IS NOT NULL
+    UNION ALL
+    SELECT up.doc_id, p.parent_id, up.depth + 1 FROM up JOIN documents p ON p.id = up.anc_id
+    WHERE p.parent_id IS NOT NULL AND up.depth < 64
+)
+SELECT d.id::text AS id, d.title, d.knowledge_base_id::text AS kb_id, d.metadata AS meta, d.tags, d.updated_at,
+       k.title AS kb_title,
+       (SELECT array_agg(a.title ORDER BY u.depth DESC) FROM up u JOIN documents a ON a.id = u.anc_id
+         WHERE u.doc_id = d.id) AS path
+FROM documents d JOIN knowledge_bases k ON k.id = d.knowledge_base_id
+WHERE d.id = ANY(:ids)
+""").bindparams(bindparam("ids", type_=_UUIDS))
+
+
+def _details(session: Session, doc_ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    if not doc_ids:
+        return {}
+    return {r["id"]: r for r in session.execute(_DETAILS_SQL, {"ids": list(doc_ids)}).mappings().all()}
+
+
+def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any]) -> SearchResult:
+    heading = list(hit_fields.get("heading_path") or [])
+    content = strip_index_text(hit_fields.get("title") or "", heading, hit_fields.get("content_text") or "")
+    upd = det.get("updated_at")
+    return SearchResult(
+        document_id=str(hit_fields.get("document_id")), chunk_id=str(hit_fields.get("chunk_id")),
+        knowledge_base_id=str(det.get("kb_id") or hit_fields.get("knowledge_base_id")), title=det.get("title") or "",
+        path=" / ".join(det.get("path") or []), heading_path=heading, content=content, score=float(score),
+        metadata=dict(det.get("meta") or {}), tags=list(det.get("tags") or []),
+        knowledge_base_title=det.get("kb_title") or "", updated_at=upd.isoformat() if isinstance(upd, datetime) else None,
+    )
+
+
+# --- search --------------------------------------------------------------------------------------
+
+@dataclass
+class SearchPlan:
+    """What the service decided before calling Milvus (exposed for tests and ``--explain``)."""
+
+    filter: str
+    collection: str | None
+    spec: ProfileSpec | None
+    post_filter: bool
+    nothing: bool = False
+
+
+def plan(ctx: AppContext, session: Session, principal: Principal, *, knowledge_base_ids: Iterable[Any] | None,
+         filters: SearchFilters) -> SearchPlan:
+    scope = readable_scope(session, principal)
+    collection, spec = active_spec(ctx, session)
+    if scope.filter is F.FALSE or collection is None:
+        return SearchPlan("", collection, spec, False, nothing=True)
+    parts = [scope.to_milvus_filter(FIELD_MAP), "is_current == true"]
+    kb_ids = _uuid_strs(knowledge_base_ids, "knowledge_base_ids")
+    if knowledge_base_ids is not None and not kb_ids:
+        return SearchPlan("", collection, spec, False, nothing=True)
+    if kb_ids:
+        parts.append(f"knowledge_base_id in {_quote(kb_ids)}")
+    if filters.updated_from:
+        parts.append(f"updated_at >= {int(filters.updated_from.timestamp() * 1000)}")
+    if filters.updated_to:
+        parts.append(f"updated_at <= {int(filters.updated_to.timestamp() * 1000)}")
+    post = not filters.empty
+    if filters.by_document:
+        docs = _documents_matching(session, scope.tenant_id, kb_ids, filters, mv.MAX_FILTER_IDS + 1)
+        if not docs:
+            return SearchPlan("", collection, spec, post, nothing=True)
+        if len(docs) <= mv.MAX_FILTER_IDS:
+            parts.append(f"document_id in {_quote(docs)}")
+    return SearchPlan(mv.and_filters(*parts), collection, spec, post)
+
+
+def search(ctx: AppContext, session: Session, principal: Principal, query: str,
+           knowledge_base_ids: Iterable[Any] | None = None, top_k: int = 10,
+           filters: Mapping[str, Any] | SearchFilters | None = None) -> list[SearchResult]:
+    """Chunks the principal may read, best first; an empty query lists recently updated
+    documents (one chunk each, their first)."""
+    if not isinstance(top_k, int) or top_k < 1 or top_k > MAX_TOP_K:
+        raise ValidationError(f"top_k must be between 1 and {MAX_TOP_K}", field="top_k")
+    query = (query or "").strip()
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValidationError(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+    f = parse_filters(filters)
+    p = plan(ctx, session, principal, knowledge_base_ids=knowledge_base_ids, filters=f)
+    if p.nothing or p.spec is None:
+        return []
+    alias = ctx.settings.milvus_active_alias
+    if not query:
+        return _recent(ctx, session, principal, p, alias, top_k, f)
+    limit = min(top_k * OVERFETCH, 16384)
+    results: list[SearchResult] = []
+    for attempt in range(2):
+        hits = mv.hybrid_search(ctx.milvus, alias, query, p.filter, limit, p.spec, output_fields=OUTPUT_FIELDS)
+        results = _finish(session, principal, hits, top_k, f if p.post_filter else None)
+        if len(results) >= top_k or len(hits) < limit or attempt == 1:
+            break
+        # the final check dropped too many: one wider round (rare: a stale or coarse prefilter)
+        limit = min(top_k * OVERFETCH * 10, 16384)
+    return results
+
+
+def _finish(session: Session, principal: Principal, hits: Sequence[mv.Hit], top_k: int,
+            post: SearchFilters | None) -> list[SearchResult]:
+    doc_ids = list(dict.fromkeys(str(h.document_id) for h in hits if h.document_id))
+    if not doc_ids:
+        return []
+    allowed = {str(d) for d in filter_readable_documents(session, principal, doc_ids, for_search=True)}
+    details = _details(session, [d for d in doc_ids if d in allowed])
+    out: list[SearchResult] = []
+    for h in hits:
+        det = details.get(str(h.document_id))
+        if det is None:
+            continue
+        if post is not None and not post.accepts(det.get("tags"), det.get("meta"), det.get("updated_at")):
+            continue
+        out.append(_result(h.fields, h.score, det))
+        if len(out) >= top_k:
+            break
+    return out
+
+
+def _recent(ctx: AppContext, session: Session, principal: Principal, p: SearchPlan, alias: str, top_k: int,
+            f: SearchFilters) -> list[SearchResult]:
+    rows = mv.recent(ctx.milvus, alias, p.filter, limit=top_k * 8,
+                     output_fields=(*OUTPUT_FIELDS, "metadata"))
+    first: dict[str, dict[str, Any]] = {}
+    for r in rows:  # newest documents first; keep each document's first chunk
+        d = str(r.get("document_id"))
+        cur = first.get(d)
+        if cur is None or (r.get("metadata") or {}).get("ordinal", 0) < (cur.get("metadata") or {}).get("ordinal", 0):
+            first[d] = r
+    hits = [mv.Hit(id=str(r.get("chunk_id")), score=0.0, fields=r) for r in first.values()]
+    return _finish(session, principal, hits, top_k, f if p.post_filter else None)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

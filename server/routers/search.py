@@ -1,0 +1,83 @@
+"""``POST /api/search`` (docs/08 §5): permission-checked hybrid search for any caller.
+
+Sessions, personal access tokens (scope ``kb:search``), share-link visitors and anonymous
+readers all land in the same ``openkb.retrieval.search``; the response holds only what the
+caller may read. An outsider gets ``{"results": []}`` — never a 403 that would reveal that
+something matched.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from openkb.permissions import Principal
+from openkb.retrieval import search
+from server.auth import require_scopes
+from server.deps import CtxDep, SessionDep
+from server.errors import error_responses
+
+router = APIRouter(prefix="/api", tags=["search"])
+
+SearchPrincipal = Annotated[Principal, Depends(require_scopes("kb:search"))]
+
+
+class TimeRange(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: datetime | None = Field(None, alias="from", description="updated at or after (ISO 8601)")
+    to: datetime | None = Field(None, description="updated at or before (ISO 8601)")
+
+
+class SearchFiltersIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tags: list[str] | None = Field(None, description="documents having any of these tags")
+    metadata: dict[str, Any] | None = Field(None, description="documents whose metadata contains these key/values")
+    time_range: TimeRange | None = None
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field("", max_length=2000, description="empty: the most recently updated readable documents")
+    knowledge_base_ids: list[uuid.UUID] | None = None
+    top_k: int = Field(10, ge=1, le=100)
+    filters: SearchFiltersIn | None = None
+
+
+class SearchResultOut(BaseModel):
+    document_id: uuid.UUID
+    chunk_id: uuid.UUID
+    knowledge_base_id: uuid.UUID
+    title: str
+    path: str = Field(description="titles of the folders above the document, ' / '-separated")
+    heading_path: list[str]
+    content: str
+    score: float
+    metadata: dict[str, Any]
+    tags: list[str] = []
+    knowledge_base_title: str = ""
+    updated_at: datetime | None = None
+
+
+class SearchOut(BaseModel):
+    results: list[SearchResultOut]
+
+
+@router.post("/search", response_model=SearchOut, responses=error_responses(401, 403, 422, 503))
+def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: SearchPrincipal) -> dict[str, Any]:
+    filters: dict[str, Any] | None = None
+    if body.filters is not None:
+        filters = {}
+        if body.filters.tags:
+            filters["tags"] = body.filters.tags
+        if body.filters.metadata:
+            filters["metadata"] = body.filters.metadata
+        tr = body.filters.time_range
+        if tr is not None and (tr.from_ or tr.to):
+            filters["time_range"] = {k: v for k, v in (("from", tr.from_), ("to", tr.to)) if v is not None}
+    results = search(ctx, session, principal, body.query, knowledge_base_ids=body.knowledge_base_ids,
+                     top_k=body.top_k, filters=filters)
+    return {"results": [r.as_dict() for r in results]}
