@@ -1,0 +1,50 @@
+"""Yuque-style permission service (spec docs/05): the one decision point for every reader.
+
+Import from here; the submodules are an implementation detail except for the services
+(``collaborators``, ``members``, ``invitations``, ``share_links``, ``settings``).
+"""
+
+from openkb.permissions.principal import READ_SCOPES, WRITE_SCOPES, Principal
+from openkb.permissions.rules import Action, KbAction
+from openkb.permissions.scope import (
+    ChunkAccess,
+    ReadableScope,
+    chunk_access,
+    chunk_access_many,
+    readable_scope,
+    resolve_readable_principals_for_milvus,
+)
+from openkb.permissions.service import (
+    ObjectRef,
+    access_document,
+    can,
+    can_create_document,
+    can_create_share_link,
+    can_delete_document,
+    can_edit_document,
+    can_in_knowledge_base,
+    can_invite_collaborator,
+    can_manage_document,
+    can_manage_knowledge_base,
+    can_manage_workspace,
+    can_move_document,
+    can_read_document,
+    can_read_knowledge_base,
+    document_capabilities,
+    document_roles,
+    filter_documents,
+    filter_readable_documents,
+    knowledge_base_capabilities,
+    resolve_effective_role,
+    resolve_workspace_role,
+)
+
+__all__ = [
+    "READ_SCOPES", "WRITE_SCOPES", "Action", "ChunkAccess", "KbAction", "ObjectRef", "Principal", "ReadableScope",
+    "access_document", "can", "can_create_document", "can_create_share_link", "can_delete_document",
+    "can_edit_document", "can_in_knowledge_base", "can_invite_collaborator", "can_manage_document",
+    "can_manage_knowledge_base", "can_manage_workspace", "can_move_document", "can_read_document",
+    "can_read_knowledge_base", "chunk_access", "chunk_access_many", "document_capabilities", "document_roles", "filter_documents",
+    "filter_readable_documents", "knowledge_base_capabilities", "readable_scope",
+    "resolve_effective_role", "resolve_readable_principals_for_milvus", "resolve_workspace_role",
+]

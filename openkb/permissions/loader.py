@@ -1,0 +1,146 @@
+"""One SQL statement that fetches every fact a batch of permission decisions needs.
+
+Given candidate document ids (and optionally knowledge-base / workspace ids), it returns the
+documents with their whole ancestor chain (recursive CTE over ``parent_id``), their knowledge
+bases, and the principal's facts restricted to those objects: user status and tenant
+membership, workspace roles, collaborator roles (user rows and group rows), the share link and
+the Dify key. Deciding is then pure Python (``rules.py``): one round trip per batch, whatever
+its size.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlmodel import Session
+
+from openkb.permissions.principal import Principal
+from openkb.permissions.rules import DocFacts, KbFacts, LinkFacts, Snapshot, Viewer, best_role
+
+_UUIDS = ARRAY(UUID(as_uuid=False))
+
+_SNAPSHOT_SQL = text(
+    """
+WITH RECURSIVE nodes AS (
+    SELECT d.id, d.parent_id FROM documents d
+    WHERE d.id = ANY(:doc_ids)
+       OR d.id = (SELECT s.object_id FROM share_links s WHERE s.id = :link_id AND s.object_type = 'document')
+    UNION
+    SELECT p.id, p.parent_id FROM documents p JOIN nodes n ON p.id = n.parent_id
+),
+docs AS (
+    SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type,
+           d.status, d.permission_mode AS mode, d.visibility
+    FROM documents d JOIN nodes n ON n.id = d.id
+),
+kbs AS (
+    SELECT k.id, k.workspace_id, k.tenant_id, k.visibility, k.status,
+           coalesce((k.settings ->> 'editor_can_delete')::boolean, false) AS editor_can_delete,
+           coalesce((k.settings ->> 'editor_can_create_share_links')::boolean, false) AS editor_can_share
+    FROM knowledge_bases k
+    WHERE k.id IN (SELECT kb_id FROM docs) OR k.id = ANY(:kb_ids)
+),
+link AS (
+    SELECT s.id, s.tenant_id, s.object_type, s.object_id,
+           coalesce(lk.workspace_id, ld.workspace_id) AS workspace_id,
+           (s.revoked_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > now())) AS valid,
+           s.require_login, s.restrict_to_workspace_members
+    FROM share_links s
+    LEFT JOIN knowledge_bases lk ON s.object_type = 'knowledge_base' AND lk.id = s.object_id
+    LEFT JOIN documents ld ON s.object_type = 'document' AND ld.id = s.object_id
+    WHERE s.id = :link_id
+),
+my_groups AS (
+    SELECT gm.group_id FROM group_members gm JOIN groups g ON g.id = gm.group_id
+    WHERE gm.user_id = :user_id AND g.tenant_id = :tenant_id
+)
+SELECT
+    (SELECT json_agg(docs) FROM docs) AS docs,
+    (SELECT json_agg(kbs) FROM kbs) AS kbs,
+    (SELECT u.status = 'active' FROM users u WHERE u.id = :user_id)
+        AND EXISTS (SELECT 1 FROM tenant_memberships tm WHERE tm.tenant_id = :tenant_id AND tm.user_id = :user_id)
+        AS user_active,
+    (SELECT json_agg(json_build_array(wm.workspace_id, wm.role)) FROM workspace_members wm
+      WHERE wm.user_id = :user_id AND wm.tenant_id = :tenant_id
+        AND (wm.workspace_id IN (SELECT kbs.workspace_id FROM kbs)
+             OR wm.workspace_id IN (SELECT link.workspace_id FROM link)
+             OR wm.workspace_id = ANY(:ws_ids))) AS ws_roles,
+    (SELECT json_agg(json_build_array(c.object_type, c.object_id, c.role)) FROM collaborators c
+      WHERE c.tenant_id = :tenant_id
+        AND ((c.subject_type = 'user' AND c.subject_id = :user_id)
+             OR (c.subject_type = 'group' AND c.subject_id IN (SELECT group_id FROM my_groups)))
+        AND ((c.object_type = 'knowledge_base' AND c.object_id IN (SELECT id FROM kbs))
+             OR (c.object_type = 'document' AND c.object_id IN (SELECT id FROM docs)))) AS grants,
+    (SELECT row_to_json(link) FROM link) AS link,
+    (SELECT json_build_object('allowed', k.allowed_knowledge_base_ids,
+                              'live', k.status = 'active' AND (k.expires_at IS NULL OR k.expires_at > now()))
+       FROM dify_api_keys k WHERE k.id = :dify_id AND k.tenant_id = :tenant_id) AS dify
+"""
+).bindparams(
+    bindparam("doc_ids", type_=_UUIDS),
+    bindparam("kb_ids", type_=_UUIDS),
+    bindparam("ws_ids", type_=_UUIDS),
+    bindparam("user_id", type_=UUID(as_uuid=False)),
+    bindparam("tenant_id", type_=UUID(as_uuid=False)),
+    bindparam("link_id", type_=UUID(as_uuid=False)),
+    bindparam("dify_id", type_=UUID(as_uuid=False)),
+)
+
+
+def _ids(values: Iterable[uuid.UUID | str] | None) -> list[str]:
+    return [str(v) for v in values or ()]
+
+
+def _opt(value: uuid.UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def doc_facts(row: dict[str, Any]) -> DocFacts:
+    return DocFacts(id=row["id"], parent_id=row["parent_id"], kb_id=row["kb_id"],
+                    workspace_id=row["workspace_id"], tenant_id=row["tenant_id"], type=row["type"],
+                    status=row["status"], mode=row["mode"], visibility=row["visibility"])
+
+
+def kb_facts(row: dict[str, Any]) -> KbFacts:
+    return KbFacts(id=row["id"], workspace_id=row["workspace_id"], tenant_id=row["tenant_id"],
+                   visibility=row["visibility"], status=row["status"],
+                   editor_can_delete=bool(row["editor_can_delete"]), editor_can_share=bool(row["editor_can_share"]))
+
+
+def load_snapshot(session: Session, principal: Principal, *, doc_ids: Iterable[uuid.UUID | str] = (),
+                  kb_ids: Iterable[uuid.UUID | str] = (), ws_ids: Iterable[uuid.UUID | str] = ()) -> Snapshot:
+    p = principal
+    row = session.execute(_SNAPSHOT_SQL, {
+        "doc_ids": _ids(doc_ids), "kb_ids": _ids(kb_ids), "ws_ids": _ids(ws_ids),
+        "user_id": _opt(p.user_id), "tenant_id": _opt(p.tenant_id),
+        "link_id": _opt(p.share_link_id), "dify_id": _opt(p.dify_key_id),
+    }).mappings().one()
+    docs = {r["id"]: doc_facts(r) for r in row["docs"] or ()}
+    kbs = {r["id"]: kb_facts(r) for r in row["kbs"] or ()}
+    viewer = Viewer(principal=p, user_active=bool(row["user_active"]))
+    if p.user_id is not None:
+        viewer.ws_roles = {ws: role for ws, role in row["ws_roles"] or ()}
+        grants: dict[tuple[str, str], str] = {}
+        for otype, oid, role in row["grants"] or ():
+            grants[(otype, oid)] = best_role(grants.get((otype, oid)), role) or role
+        viewer.grants = grants
+    if row["link"] is not None:
+        lk = row["link"]
+        viewer.link = LinkFacts(id=lk["id"], tenant_id=lk["tenant_id"], object_type=lk["object_type"],
+                                object_id=lk["object_id"], workspace_id=lk["workspace_id"], valid=bool(lk["valid"]),
+                                require_login=bool(lk["require_login"]),
+                                restrict_to_workspace_members=bool(lk["restrict_to_workspace_members"]))
+    if row["dify"] is not None and row["dify"]["live"]:
+        allowed = {str(k) for k in row["dify"]["allowed"] or ()}
+        if p.allowed_kb_ids is not None:
+            allowed &= {str(k) for k in p.allowed_kb_ids}
+        viewer.dify_kbs = frozenset(allowed)
+    return snapshot_of(docs, kbs, viewer)
+
+
+def snapshot_of(docs: dict[str, DocFacts], kbs: dict[str, KbFacts], viewer: Viewer) -> Snapshot:
+    return Snapshot(docs=docs, kbs=kbs, viewer=viewer)

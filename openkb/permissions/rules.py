@@ -1,0 +1,422 @@
+"""The decision table of docs/05, as pure functions over facts already loaded from PostgreSQL.
+
+Nothing here touches the database: ``loader.py`` fetches every fact a batch of decisions needs in
+one statement, and these functions decide in Python. Keeping the rules pure is what lets one
+query answer "which of these N documents can this principal read" and lets the same rules
+compute the Milvus access fields of a chunk.
+
+The rules (decisions marked DECISION are ours where docs/05 is silent; see README.md):
+
+* Region. A document's *region* is its nearest ``permission_mode = custom`` ancestor-or-self
+  document, or the knowledge base when there is none. Collaborator rows count only on the
+  region object: rows on an ``inherit`` document are dormant (DECISION: they wake up if the
+  document is switched to custom).
+* Role on a document = the principal's best collaborator role (user row or any of the user's
+  groups) on the region object, raised to ``manager`` by an owner/manager role on the knowledge
+  base or on any *outer* custom ancestor (DECISION: whoever manages a container keeps managing
+  what is inside it; viewers/editors of the container do not pass a custom boundary, which is
+  how a custom document is made narrower). ``owner`` of a custom document is only its own owner row.
+* Visibility on a document = the ``visibility`` of the nearest custom ancestor-or-self that sets
+  one, else the knowledge base's. ``visibility`` on an inherit document is ignored.
+* Access to a region = a role, OR visibility ``public``, OR visibility ``workspace`` and the user
+  is owner/admin/member (not guest) of the workspace. Admin roles (system_admin, tenant_admin,
+  workspace admin/owner) give no content by themselves (docs/05 §4-5).
+* Gates. Every outer custom ancestor is a gate: the principal needs access to each of their
+  regions too (a document under a folder you cannot open is hidden). The knowledge base is not
+  a gate, so a custom document can be more open than its knowledge base (docs/05 §7).
+* Status. The effective status is the most hidden one on the path (published < draft <
+  archived < deleted): a draft folder hides its subtree from readers. Readers without edit see
+  only published; editor+ also see drafts and (direct read, not search) archived; deleted
+  documents only appear to manager+ in the trash. Search never returns archived/deleted
+  documents, documents of an archived knowledge base, or another tenant's documents.
+* Tenants. Roles and workspace membership count only inside the principal's tenant; only
+  ``public`` content is readable across tenants (by direct read, never by search).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from openkb.models.enums import ROLE_RANK
+from openkb.permissions.principal import Principal
+
+
+class Action(StrEnum):
+    """Things a principal may do to a document (docs/05 §8 plus the read modes)."""
+
+    READ = "read"                      # open it directly
+    SEARCH = "search"                  # get it from search / MCP / Dify / export listings
+    TRASH = "trash"                    # see and restore it in the trash (deleted only)
+    EDIT = "edit"                      # edit body, rename
+    CREATE_CHILD = "create_child"      # create a document under it
+    MOVE = "move"                      # move it (the target also needs CREATE_CHILD / KbAction.CREATE)
+    DELETE = "delete"
+    MANAGE = "manage"                  # settings, permission mode, collaborators, invitations
+    SHARE = "share"                    # create share links
+    TRANSFER_OWNER = "transfer_owner"
+
+
+class KbAction(StrEnum):
+    READ = "read"                      # open the knowledge base (its home and tree)
+    CREATE = "create"                  # create documents at its root
+    MANAGE = "manage"                  # settings, visibility, collaborators
+    INVITE = "invite"
+    SHARE = "share"
+    TRANSFER_OWNER = "transfer_owner"
+
+
+READ_ACTIONS = frozenset({Action.READ, Action.SEARCH, Action.TRASH})
+ALL_ACTIONS = tuple(Action)
+ALL_KB_ACTIONS = tuple(KbAction)
+
+MEMBER_ROLES = frozenset({"owner", "admin", "member"})   # read `visibility = workspace`
+WORKSPACE_MANAGERS = frozenset({"owner", "admin"})
+STATUS_SEVERITY = {"published": 0, "draft": 1, "archived": 2, "deleted": 3}
+MANAGE_ROLES = frozenset({"owner", "manager"})
+
+
+def rank(role: str | None) -> int:
+    return ROLE_RANK.get(role, 0) if role else 0
+
+
+def best_role(a: str | None, b: str | None) -> str | None:
+    return a if rank(a) >= rank(b) else b
+
+
+# -- facts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DocFacts:
+    id: str
+    parent_id: str | None
+    kb_id: str
+    workspace_id: str
+    tenant_id: str
+    type: str
+    status: str
+    mode: str
+    visibility: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KbFacts:
+    id: str
+    workspace_id: str
+    tenant_id: str
+    visibility: str
+    status: str
+    editor_can_delete: bool = False
+    editor_can_share: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFacts:
+    id: str
+    tenant_id: str
+    object_type: str
+    object_id: str
+    workspace_id: str | None
+    valid: bool                     # not revoked, not expired
+    require_login: bool
+    restrict_to_workspace_members: bool
+
+
+@dataclass(slots=True)
+class Viewer:
+    """What PostgreSQL says about the principal, restricted to the objects of one batch."""
+
+    principal: Principal
+    user_active: bool = False       # the user exists, is active and belongs to principal.tenant_id
+    ws_roles: dict[str, str] = field(default_factory=dict)
+    grants: dict[tuple[str, str], str] = field(default_factory=dict)   # best role per object
+    link: LinkFacts | None = None
+    dify_kbs: frozenset[str] | None = None   # allowed kbs of a live key; None when dead
+
+    @property
+    def tenant(self) -> str | None:
+        t = self.principal.tenant_id
+        return str(t) if t else None
+
+
+@dataclass(slots=True)
+class Snapshot:
+    docs: dict[str, DocFacts]
+    kbs: dict[str, KbFacts]
+    viewer: Viewer
+
+
+# -- placement (principal-independent) ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    doc: DocFacts
+    kb: KbFacts
+    path: tuple[DocFacts, ...]          # self first, then parent, ..., root document
+    customs: tuple[DocFacts, ...]       # custom-mode documents of ``path``, nearest first
+    status: str                         # effective status
+
+    @property
+    def region(self) -> tuple[str, str]:
+        if self.customs:
+            return ("document", self.customs[0].id)
+        return ("knowledge_base", self.kb.id)
+
+    @property
+    def visibility(self) -> str:
+        return visibility_of(self.customs, self.kb)
+
+
+def place(snapshot: Snapshot, doc_id: str) -> Placement | None:
+    """Locate a document in its tree; None (= deny) if the tree is broken or crosses KBs."""
+    doc = snapshot.docs.get(doc_id)
+    if doc is None:
+        return None
+    kb = snapshot.kbs.get(doc.kb_id)
+    if kb is None or kb.tenant_id != doc.tenant_id:
+        return None
+    path: list[DocFacts] = []
+    seen: set[str] = set()
+    node: DocFacts | None = doc
+    while node is not None:
+        if node.id in seen or node.kb_id != doc.kb_id:
+            return None
+        seen.add(node.id)
+        path.append(node)
+        if node.parent_id is None:
+            break
+        node = snapshot.docs.get(node.parent_id)
+        if node is None:
+            return None
+    customs = tuple(n for n in path if n.mode == "custom")
+    status = max((n.status for n in path), key=lambda s: STATUS_SEVERITY.get(s, 3))
+    return Placement(doc=doc, kb=kb, path=tuple(path), customs=customs, status=status)
+
+
+def visibility_of(customs: tuple[DocFacts, ...], kb: KbFacts) -> str:
+    for c in customs:
+        if c.visibility:
+            return c.visibility
+    return kb.visibility
+
+
+# -- the principal-dependent rules --------------------------------------------------------------
+
+
+def _same_tenant(viewer: Viewer, tenant_id: str) -> bool:
+    # the logged-in person behind a user principal or a share-link visit
+    return viewer.principal.user_id is not None and viewer.user_active and viewer.tenant == tenant_id
+
+
+def _role_in(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> str | None:
+    """Role for the region whose custom chain (nearest first) is ``customs``."""
+    if not _same_tenant(viewer, kb.tenant_id):
+        return None
+    g = viewer.grants
+    if not customs:
+        return g.get(("knowledge_base", kb.id))
+    role = g.get(("document", customs[0].id))
+    outers = [("knowledge_base", kb.id)] + [("document", c.id) for c in customs[1:]]
+    for obj in outers:
+        if g.get(obj) in MANAGE_ROLES:
+            role = best_role(role, "manager")
+    return role
+
+
+def _ws_role(viewer: Viewer, kb: KbFacts) -> str | None:
+    if not _same_tenant(viewer, kb.tenant_id):
+        return None
+    return viewer.ws_roles.get(kb.workspace_id)
+
+
+def _region_open(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> bool:
+    if _role_in(viewer, customs, kb) is not None:
+        return True
+    vis = visibility_of(customs, kb)
+    if vis == "public":
+        return True
+    return vis == "workspace" and _ws_role(viewer, kb) in MEMBER_ROLES
+
+
+def _gates_open(viewer: Viewer, pl: Placement) -> bool:
+    return all(_region_open(viewer, pl.customs[i:], pl.kb) for i in range(1, len(pl.customs)))
+
+
+def document_role(viewer: Viewer, pl: Placement) -> str | None:
+    """Effective content role (None when the principal cannot get through the gates)."""
+    if viewer.principal.kind != "user" or not viewer.user_active:
+        return None
+    if not _gates_open(viewer, pl):
+        return None
+    return _role_in(viewer, pl.customs, pl.kb)
+
+
+def _status_allows(action: Action, pl: Placement, role: str | None, searcher_tenant: str | None) -> bool:
+    r = rank(role)
+    st = pl.status
+    kb_active = pl.kb.status == "active"
+    if action is Action.READ:
+        return st == "published" or (st in ("draft", "archived") and r >= 2)
+    if action is Action.SEARCH:
+        if searcher_tenant != pl.doc.tenant_id or not kb_active:
+            return False
+        return st == "published" or (st == "draft" and r >= 2)
+    if action is Action.TRASH:
+        return st == "deleted" and r >= 3
+    if st == "deleted":
+        return False
+    if action in (Action.EDIT, Action.CREATE_CHILD, Action.MOVE):
+        return kb_active and r >= 2
+    if action is Action.DELETE:
+        return kb_active and (r >= 3 or (r == 2 and pl.kb.editor_can_delete))
+    if action is Action.MANAGE:
+        return r >= 3
+    if action is Action.SHARE:
+        return r >= 3 or (r == 2 and pl.kb.editor_can_share)
+    if action is Action.TRANSFER_OWNER:
+        return r >= 4
+    return False
+
+
+def _user_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
+    p = viewer.principal
+    if not viewer.user_active:
+        return False
+    if action in READ_ACTIONS:
+        if not p.has_read_scope():
+            return False
+    elif not p.has_write_scope():
+        return False
+    if not _gates_open(viewer, pl) or not _region_open(viewer, pl.customs, pl.kb):
+        return False
+    return _status_allows(action, pl, _role_in(viewer, pl.customs, pl.kb), viewer.tenant)
+
+
+def _public_readable(pl: Placement) -> bool:
+    """Anyone on the internet: every region on the path is public."""
+    return all(visibility_of(pl.customs[i:], pl.kb) == "public" for i in range(len(pl.customs) or 1))
+
+
+def _anonymous_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
+    if action not in (Action.READ, Action.SEARCH) or not _public_readable(pl):
+        return False
+    return _status_allows(action, pl, None, viewer.tenant)
+
+
+def link_usable(viewer: Viewer) -> bool:
+    """The share link is alive and its login/membership conditions still hold."""
+    link = viewer.link
+    p = viewer.principal
+    if link is None or not link.valid or str(p.share_link_id) != link.id or viewer.tenant != link.tenant_id:
+        return False
+    if link.require_login or link.restrict_to_workspace_members:
+        if p.user_id is None or not viewer.user_active:
+            return False
+    if link.restrict_to_workspace_members:
+        return link.workspace_id is not None and link.workspace_id in viewer.ws_roles
+    return True
+
+
+def link_opens(viewer: Viewer, pl: Placement) -> bool:
+    """A link opens its object and what inherits from it; a custom sub-document stays closed
+    (DECISION: custom mode was chosen to make it narrower than its container)."""
+    link = viewer.link
+    if link is None or not link_usable(viewer) or pl.doc.tenant_id != link.tenant_id:
+        return False
+    if link.object_type == "knowledge_base":
+        return link.object_id == pl.kb.id and not pl.customs
+    for i, node in enumerate(pl.path):
+        if node.id == link.object_id:
+            return all(n.mode != "custom" for n in pl.path[:i])
+    return False
+
+
+def _link_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
+    if action not in (Action.READ, Action.SEARCH):
+        return False
+    if viewer.principal.user_id is not None and _user_allows(viewer, pl, action):
+        return True
+    if not link_opens(viewer, pl):
+        return False
+    return _status_allows(action, pl, None, viewer.tenant)
+
+
+def _dify_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
+    """DECISION: a key opens the inherited content of its knowledge bases; a custom-mode
+    document inside them only if it is public anyway (no key can be a collaborator)."""
+    if action not in (Action.READ, Action.SEARCH) or viewer.dify_kbs is None:
+        return False
+    if pl.kb.id not in viewer.dify_kbs or pl.doc.tenant_id != viewer.tenant:
+        return False
+    if pl.customs and not _public_readable(pl):
+        return False
+    return _status_allows(action, pl, None, viewer.tenant)
+
+
+def allows(viewer: Viewer, pl: Placement | None, action: Action) -> bool:
+    if pl is None:
+        return False
+    kind = viewer.principal.kind
+    if kind == "user":
+        return _user_allows(viewer, pl, action)
+    if kind == "anonymous":
+        return _anonymous_allows(viewer, pl, action)
+    if kind == "share_link":
+        return _link_allows(viewer, pl, action)
+    if kind == "dify_key":
+        return _dify_allows(viewer, pl, action)
+    if kind == "system":
+        return action in READ_ACTIONS
+    return False
+
+
+def capabilities(viewer: Viewer, pl: Placement | None) -> frozenset[Action]:
+    return frozenset(a for a in ALL_ACTIONS if allows(viewer, pl, a))
+
+
+# -- knowledge-base level -----------------------------------------------------------------------
+
+
+def kb_role(viewer: Viewer, kb: KbFacts) -> str | None:
+    if viewer.principal.kind != "user":
+        return None
+    return _role_in(viewer, (), kb)
+
+
+def kb_allows(viewer: Viewer, kb: KbFacts | None, action: KbAction) -> bool:
+    if kb is None:
+        return False
+    p = viewer.principal
+    if action is KbAction.READ:
+        if p.kind == "system":
+            return True
+        if p.kind == "dify_key":
+            return viewer.dify_kbs is not None and kb.id in viewer.dify_kbs and kb.tenant_id == viewer.tenant
+        if p.kind == "share_link":
+            link = viewer.link
+            if link is not None and link_usable(viewer) and link.object_type == "knowledge_base" \
+                    and link.object_id == kb.id:
+                return True
+        if p.kind == "anonymous":
+            return kb.visibility == "public"
+        if p.user_id is None or not viewer.user_active or not p.has_read_scope():
+            return False
+        return _region_open(viewer, (), kb)
+    if p.kind != "user" or not viewer.user_active or not p.has_write_scope():
+        return False
+    r = rank(kb_role(viewer, kb))
+    if action is KbAction.CREATE:
+        return kb.status == "active" and r >= 2
+    if action in (KbAction.MANAGE, KbAction.INVITE):
+        return r >= 3
+    if action is KbAction.SHARE:
+        return r >= 3 or (r == 2 and kb.editor_can_share)
+    if action is KbAction.TRANSFER_OWNER:
+        return r >= 4
+    return False
+
+
+def kb_capabilities(viewer: Viewer, kb: KbFacts | None) -> frozenset[KbAction]:
+    return frozenset(a for a in ALL_KB_ACTIONS if kb_allows(viewer, kb, a))

@@ -1,0 +1,72 @@
+"""Fixed-window rate limits shared by every replica, in the ``rate_limit_buckets`` table.
+
+One atomic ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING count`` per hit: concurrent callers
+serialise on the row lock, so no two of them see the same count. Windows are aligned to the
+database clock (``clock_timestamp()``), not the replica's, so skewed app servers agree.
+
+Trap: the counter is written through the caller's session. A failed attempt must be committed
+to count, so a service that records a failure returns its result instead of raising (see
+``share_links.open_share_link``) and the adapter commits, then reports the error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlmodel import Session
+
+from openkb.errors import RateLimited, ValidationError
+
+_HIT_SQL = text(
+    """
+WITH w AS (
+    SELECT to_timestamp(floor(extract(epoch FROM coalesce(CAST(:now AS timestamptz), clock_timestamp()))
+                              / :window) * :window) AS start
+)
+INSERT INTO rate_limit_buckets AS b (key, window_start, count)
+SELECT :key, w.start, 1 FROM w
+ON CONFLICT (key) DO UPDATE SET
+    count = CASE WHEN b.window_start >= EXCLUDED.window_start THEN b.count + 1 ELSE 1 END,
+    window_start = greatest(b.window_start, EXCLUDED.window_start)
+RETURNING count
+"""
+)
+
+_PEEK_SQL = text(
+    """
+SELECT b.count FROM rate_limit_buckets b
+WHERE b.key = :key
+  AND b.window_start >= to_timestamp(floor(extract(epoch FROM coalesce(CAST(:now AS timestamptz), clock_timestamp()))
+                                           / :window) * :window)
+"""
+)
+
+
+def _check(limit: int, window_s: int) -> None:
+    if limit < 1 or window_s < 1:
+        raise ValidationError("rate limit and window must be positive")
+
+
+def hit(session: Session, key: str, limit: int, window_s: int, *, now: datetime | None = None) -> bool:
+    """Count one event; True while the window's count is within ``limit``."""
+    _check(limit, window_s)
+    count = session.execute(_HIT_SQL, {"key": key, "window": window_s, "now": now}).scalar_one()
+    return int(count) <= limit
+
+
+def enforce(session: Session, key: str, limit: int, window_s: int, *, now: datetime | None = None) -> None:
+    """Count one event and raise ``RateLimited`` once the window is over ``limit``."""
+    if not hit(session, key, limit, window_s, now=now):
+        raise RateLimited("too many attempts, try again later", retry_after=window_s)
+
+
+def count(session: Session, key: str, window_s: int, *, now: datetime | None = None) -> int:
+    """Events counted in the current window, without counting one (check before an attempt)."""
+    _check(1, window_s)
+    got = session.execute(_PEEK_SQL, {"key": key, "window": window_s, "now": now}).scalar_one_or_none()
+    return int(got or 0)
+
+
+def exceeded(session: Session, key: str, limit: int, window_s: int, *, now: datetime | None = None) -> bool:
+    return count(session, key, window_s, now=now) >= limit
