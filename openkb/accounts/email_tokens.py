@@ -10,6 +10,7 @@ import logging
 import uuid
 from datetime import timedelta
 from typing import Literal
+from urllib.parse import quote
 
 from sqlalchemy import update
 from sqlmodel import Session, select
@@ -89,9 +90,13 @@ def mail_after_commit(session: Session, ctx, to: str, subject: str, body: str) -
     after_commit(session, send)
 
 
-def send_verification(session: Session, ctx, user: User) -> None:  # noqa: ANN001
+def send_verification(session: Session, ctx, user: User, *, invitation_token: str | None = None) -> None:  # noqa: ANN001
+    """Mail the verification link; a sign-up through an invitation carries the invitation token
+    in the link too, so verifying accepts it (docs/06 §6) without storing it anywhere."""
     token = issue(session, user.id, "verify_email")
     url = link(ctx, "/verify-email", token)
+    if invitation_token:
+        url += f"&invitation={quote(invitation_token, safe='')}"
     body = (f"Hello {user.display_name},\n\nconfirm your email address for OpenKB by opening this link:\n\n"
             f"{url}\n\nThe link is valid for 48 hours. If you did not sign up, ignore this mail.\n")
     mail_after_commit(session, ctx, user.email, "Confirm your email address", body)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import exists, text
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -26,8 +27,8 @@ from openkb.accounts.errors import (
 )
 from openkb.accounts.users import check_password, create_user, has_system_admin, normalize_email
 from openkb.audit import record_audit
-from openkb.errors import AlreadyExists
-from openkb.models import AuthSettings, Invitation, InvitationAcceptance, Tenant, TenantMembership, User
+from openkb.errors import AlreadyExists, OpenKBError, PermissionDenied
+from openkb.models import AuthSettings, Invitation, Tenant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
 
@@ -42,7 +43,7 @@ class Registration:
     tenant_id: uuid.UUID
     verification_sent: bool
     became_system_admin: bool
-    invitation: dict | None = None  # what the invitation service reported, if one was used
+    invitation: dict[str, Any] | None = None  # what happened to the invitation, if one was used
 
 
 def status_after_verification(settings: AuthSettings, *, invited: bool) -> str:
@@ -51,32 +52,41 @@ def status_after_verification(settings: AuthSettings, *, invited: bool) -> str:
     return settings.default_signup_status
 
 
-def _lookup_invitation(session: Session, token: str) -> Invitation:
-    """The invitation a sign-up presents; only to learn its tenant and that it is usable.
-    Accepting it (roles, approval, per-link domain rules) is the invitation service's job."""
+def _lookup_invitation(session: Session, token: str, email: str) -> Invitation:
+    """The invitation a sign-up presents, checked for *this* address (a targeted invitation for
+    someone else does not open invite-only registration). Granting is the invitation service's
+    job (``openkb.permissions.invitations.accept_invitation``), once the account is active."""
     from openkb.security import hash_token
 
     inv = None
     if token and len(token) <= 200:
         inv = session.exec(select(Invitation).where(Invitation.token_hash == hash_token(token))).first()
     now = utcnow()
-    if inv is None or inv.status not in ("pending",) or (inv.expires_at is not None and inv.expires_at <= now) \
+    if inv is None or inv.status != "pending" or (inv.expires_at is not None and inv.expires_at <= now) \
             or (inv.max_uses is not None and inv.used_count >= inv.max_uses):
         raise InvalidToken("this invitation is invalid, used up or expired")
+    if inv.email is not None and inv.email.lower() != email:
+        raise PermissionDenied("this invitation was sent to another email address")
+    if inv.allowed_email_domains and email.rsplit("@", 1)[-1] not in {d.lower() for d in inv.allowed_email_domains}:
+        raise EmailDomainNotAllowed("this invitation is not open to your email domain", field="email")
     return inv
 
 
-def _accept_invitation(session: Session, user: User, tenant_id: uuid.UUID, token: str,
-                       ip: str | None, user_agent: str | None) -> dict:
-    from openkb.permissions import invitations
+def _accept_invitation(session: Session, user: User, tenant_id: uuid.UUID, token: str) -> dict[str, Any]:
+    """Accept for a user who just became active; report what happened (never raises for the
+    invitation's own reasons: the account exists either way, the invitation can be retried)."""
+    from openkb.permissions.invitations import accept_invitation
 
-    result = invitations.accept(session, Principal.user(user, tenant_id), token, ip=ip, user_agent=user_agent)
-    status = getattr(result, "status", None) or (result.get("status") if isinstance(result, dict) else None)
-    return {"status": status or "accepted"}
-
-
-def _was_invited(session: Session, user_id: uuid.UUID) -> bool:
-    return bool(session.exec(select(exists().where(InvitationAcceptance.user_id == user_id))).one())
+    if user.status != "active":
+        return {"status": "deferred", "detail": "accept the invitation once your account is active"}
+    try:
+        with session.begin_nested():
+            result = accept_invitation(session, token, Principal.user(user, tenant_id))
+    except OpenKBError as exc:
+        return {"status": "failed", "error": exc.code, "detail": exc.detail}
+    return {"status": result.status, "invitation_id": str(result.invitation.id),
+            "object_type": result.invitation.object_type, "object_id": str(result.invitation.object_id),
+            "role": result.invitation.role}
 
 
 def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, settings: AuthSettings) -> bool:
@@ -107,7 +117,7 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
 
     email_n = normalize_email(email)
     check_password(password)
-    invitation = _lookup_invitation(session, invitation_token) if invitation_token else None
+    invitation = _lookup_invitation(session, invitation_token, email_n) if invitation_token else None
     tenant = session.get(Tenant, invitation.tenant_id) if invitation else default_tenant(session)
     assert tenant is not None
     settings = auth_settings.effective(session, tenant.id).row
@@ -127,9 +137,6 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
     except IntegrityError:
         raise AlreadyExists("an account with this email already exists") from None
 
-    inv_result = None
-    if invitation_token:
-        inv_result = _accept_invitation(session, user, tenant.id, invitation_token, ip, user_agent)
     became_admin = False
     if not verify:
         became_admin = maybe_make_first_admin(session, user, tenant.id, settings)
@@ -143,8 +150,14 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
         record_audit(session, tenant_id=tenant.id, actor=None, action="user.role_granted", object_type="user",
                      object_id=user.id, metadata={"role": "system_admin", "reason": "first_user_becomes_admin",
                                                   "before": {"role": "member"}, "after": {"role": "system_admin"}})
+    inv_result = None
     if verify:
-        email_tokens.send_verification(session, ctx, user)
+        # The invitation travels in the verification link and is accepted at verification.
+        email_tokens.send_verification(session, ctx, user, invitation_token=invitation_token)
+        if invitation_token:
+            inv_result = {"status": "pending_verification"}
+    elif invitation_token:
+        inv_result = _accept_invitation(session, user, tenant.id, invitation_token)
     return Registration(user=user, tenant_id=tenant.id, verification_sent=verify, became_system_admin=became_admin,
                         invitation=inv_result)
 
@@ -163,12 +176,20 @@ def primary_tenant_id(session: Session, user_id: uuid.UUID) -> uuid.UUID | None:
     return rows[0][0] if rows else None
 
 
-def verify_email(session: Session, ctx, token: str, *, ip: str | None = None,  # noqa: ANN001
-                 user_agent: str | None = None) -> tuple[User, bool]:
-    """Consume a verification token. Returns (user, became_system_admin).
+@dataclass(frozen=True)
+class Verification:
+    user: User
+    became_system_admin: bool
+    invitation: dict[str, Any] | None = None
+
+
+def verify_email(session: Session, ctx, token: str, *, invitation_token: str | None = None,  # noqa: ANN001
+                 ip: str | None = None, user_agent: str | None = None) -> Verification:
+    """Consume a verification token; accept the invitation the link carries, if any.
 
     Only a ``pending_email_verification`` user changes status: verifying never re-activates a
-    suspended account.
+    suspended account. An invitation that no longer works (revoked meanwhile) doesn't fail the
+    verification; the user just isn't treated as invited.
     """
     et = email_tokens.consume(session, token, "verify_email")
     user = session.exec(select(User).where(User.id == et.user_id).with_for_update()).one()
@@ -177,9 +198,16 @@ def verify_email(session: Session, ctx, token: str, *, ip: str | None = None,  #
         user.email_verified_at = utcnow()
     became_admin = False
     tenant_id = primary_tenant_id(session, user.id)
+    invited = False
+    if invitation_token:
+        try:
+            _lookup_invitation(session, invitation_token, user.email)
+            invited = True
+        except OpenKBError:
+            invitation_token = None
     if user.status == "pending_email_verification" and tenant_id is not None:
         settings = auth_settings.effective(session, tenant_id).row
-        user.status = status_after_verification(settings, invited=_was_invited(session, user.id))
+        user.status = status_after_verification(settings, invited=invited)
         user.updated_at = utcnow()
         session.add(user)
         session.flush()
@@ -194,4 +222,6 @@ def verify_email(session: Session, ctx, token: str, *, ip: str | None = None,  #
         record_audit(session, tenant_id=tenant_id, actor=None, action="user.role_granted", object_type="user",
                      object_id=user.id, metadata={"role": "system_admin", "reason": "first_user_becomes_admin",
                                                   "before": {"role": "member"}, "after": {"role": "system_admin"}})
-    return user, became_admin
+    inv_result = _accept_invitation(session, user, tenant_id, invitation_token) \
+        if invitation_token and tenant_id is not None else None
+    return Verification(user=user, became_system_admin=became_admin, invitation=inv_result)

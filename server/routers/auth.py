@@ -79,12 +79,15 @@ class MeOut(BaseModel):
     csrf_token: str | None = Field(None, description="for cookie sessions: send it as X-CSRF-Token on writes")
 
 
-class TokenIn(BaseModel):
+class VerifyIn(BaseModel):
     token: str = Field(min_length=1, max_length=200)
+    invitation_token: str | None = Field(None, min_length=1, max_length=200,
+                                         description="the link's `invitation` parameter, if present")
 
 
 class VerifyOut(BaseModel):
     user: UserOut
+    invitation: dict | None = None
 
 
 class ResetRequestIn(BaseModel):
@@ -137,7 +140,7 @@ class PatList(BaseModel):
 
 
 @router.post("/api/auth/register", status_code=status.HTTP_201_CREATED, response_model=RegisterOut,
-             responses=error_responses(400, 403, 409, 422, 429))
+             responses=error_responses(400, 403, 409, 422))
 def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDep) -> RegisterOut:
     """Create an account. 403 ``REGISTRATION_DISABLED`` / ``REGISTRATION_INVITE_REQUIRED``, 422
     ``EMAIL_DOMAIN_NOT_ALLOWED``, 409 ``ALREADY_EXISTS``, 400 ``INVALID_TOKEN`` (bad invitation)."""
@@ -148,11 +151,12 @@ def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDe
 
 
 @router.post("/api/auth/verify-email", response_model=VerifyOut, responses=error_responses(400, 422))
-def verify_email(body: TokenIn, request: Request, session: SessionDep, ctx: CtxDep) -> VerifyOut:
-    """Consume the mailed link's token. 400 ``INVALID_TOKEN`` when unknown, used or expired."""
-    user, _ = registration.verify_email(session, ctx, body.token, ip=client_ip(request),
-                                        user_agent=user_agent(request))
-    return VerifyOut(user=UserOut.of(user))
+def verify_email(body: VerifyIn, request: Request, session: SessionDep, ctx: CtxDep) -> VerifyOut:
+    """Consume the mailed link's token (and accept the invitation it carries). 400
+    ``INVALID_TOKEN`` when unknown, used or expired."""
+    v = registration.verify_email(session, ctx, body.token, invitation_token=body.invitation_token,
+                                  ip=client_ip(request), user_agent=user_agent(request))
+    return VerifyOut(user=UserOut.of(v.user), invitation=v.invitation)
 
 
 @router.post("/api/auth/password-reset/request", status_code=status.HTTP_202_ACCEPTED,

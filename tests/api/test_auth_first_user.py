@@ -76,9 +76,9 @@ def test_with_verification_admin_is_granted_at_verification(world):
     row.token_hash = token_hash
     world.db.add(row)
     world.db.flush()
-    user, became = registration.verify_email(world.db, world.ctx, plaintext)
-    assert became and user.status == "active"
-    assert _role(world.db, user.id) == "system_admin"
+    v = registration.verify_email(world.db, world.ctx, plaintext)
+    assert v.became_system_admin and v.user.status == "active"
+    assert _role(world.db, v.user.id) == "system_admin"
 
 
 def test_existing_system_admin_blocks_rule(world):
