@@ -157,6 +157,15 @@ def get_document(session: Session, principal: Principal, doc_id: uuid.UUID) -> d
     return document_out(doc, current_version(session, doc), path=path, capabilities=mine)
 
 
+def get_by_key(session: Session, principal: Principal, kb_id: uuid.UUID, key: str) -> dict[str, Any]:
+    _kb_or_404(session, principal, kb_id)
+    doc_id = session.exec(select(Document.id).where(col(Document.knowledge_base_id) == kb_id,
+                                                    col(Document.external_key) == key)).first()
+    if doc_id is None:
+        raise NotFound("document not found")
+    return get_document(session, principal, doc_id)
+
+
 def document_out(doc: Document, version: DocumentVersion | None, *, path: list[dict[str, Any]] | None = None,
                  capabilities: frozenset[Action] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {

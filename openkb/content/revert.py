@@ -49,7 +49,8 @@ class NotRevertible(ValidationError):
 
 
 def revert(session: Session, actor: Actor, *, change_id: uuid.UUID | None = None,
-           run_id: str | uuid.UUID | None = None) -> dict[str, Any]:
+           run_id: str | uuid.UUID | None = None, blobs: Any = None) -> dict[str, Any]:
+    """``blobs`` (the blob store) is needed to revert uploads (``asset.create`` deletes the asset)."""
     p = actor.principal
     if (change_id is None) == (run_id is None):
         raise ValidationError("give exactly one of change_id or run_id", field="change_id")
@@ -65,7 +66,7 @@ def revert(session: Session, actor: Actor, *, change_id: uuid.UUID | None = None
     _check_conflicts(session, actor, todo)
     done: list[dict[str, Any]] = []
     for c in todo:
-        outcome = _revert_one(session, actor, c)
+        outcome = _revert_one(session, actor, c, blobs)
         if outcome == "gone":
             skipped.append({"change_id": c.id, "reason": "object_gone"})
             continue
@@ -100,9 +101,19 @@ def _uuid(v: Any) -> uuid.UUID | None:
     return uuid.UUID(str(v)) if v else None
 
 
-def _revert_one(session: Session, actor: Actor, c: Change) -> str:
+def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
     op = c.op
     b = c.before_state
+    if op == "asset.create":
+        from openkb import assets
+        from openkb.models import DocumentAsset
+
+        if session.get(DocumentAsset, c.object_id) is None:
+            return "gone"
+        if blobs is None:
+            raise NotRevertible("reverting an upload needs the blob store")
+        assets.delete_asset(session, actor, blobs, c.object_id, reverts=c)
+        return "ok"
     if op == "document.create":
         doc = session.get(Document, c.object_id)
         if doc is None:

@@ -212,3 +212,34 @@ def list_trash(session: Session, principal: Principal, kb_id: uuid.UUID) -> list
         return []
     allowed = filter_documents(session, principal, [r["id"] for r in rows], Action.TRASH)
     return [r for r in rows if r["id"] in allowed]
+
+
+def get_subtree(session: Session, principal: Principal, doc_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The visible part of one document's subtree, the document itself first with ``parent_id``
+    null (its real parent is outside what the caller was given); hidden levels are skipped."""
+    chain = ancestors(session, doc_id)
+    if not chain:
+        raise NotFound("document not found")
+    ids = [n for n, _ in subtree(session, doc_id, chain[0]["knowledge_base_id"])]
+    visible = filter_readable_documents(session, principal, ids)
+    if doc_id not in visible:
+        raise NotFound("document not found")
+    rows = [dict(r) for r in session.execute(text(
+        "SELECT id, parent_id, type, title, status, sort_order, permission_mode, visibility, external_key "
+        "FROM documents WHERE id = ANY(:ids) AND status <> 'deleted' ORDER BY sort_order, created_at, id"),
+        {"ids": ids}).mappings()]
+    parent_of = {r["id"]: r["parent_id"] for r in rows}
+    items = []
+    for r in rows:
+        if r["id"] not in visible:
+            continue
+        if r["id"] == doc_id:
+            r["parent_id"] = None
+        else:
+            p = r["parent_id"]
+            while p is not None and p != doc_id and p not in visible:
+                p = parent_of.get(p)
+            r["parent_id"] = p if p is not None else doc_id
+        items.append(r)
+    items.sort(key=lambda r: r["id"] != doc_id)
+    return items

@@ -1,0 +1,132 @@
+"""Assets: uploaded images and attachments in the blob store, read only after a permission check.
+
+Markdown refers to them as ``asset://<id>`` (docs/04 §9). An asset attached to a document is
+readable exactly when the document is (``can_read_document``, any principal: user, anonymous,
+share-link visitor); an unattached upload (e.g. an import source) only by its uploader. The blob
+store knows nothing about callers, so every read goes through :func:`access_asset` first.
+
+Served safely: only a short list of types is shown inline; everything else (HTML, SVG, ...) is
+sent as an attachment, so an uploaded page cannot run script in the app's origin.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import uuid
+from typing import Any, BinaryIO
+
+from sqlmodel import Session
+
+from openkb.config import Settings
+from openkb.content import limits
+from openkb.content.actor import Actor
+from openkb.content.changes import record_change
+from openkb.db import after_commit
+from openkb.errors import NotFound, PermissionDenied
+from openkb.models import Document, DocumentAsset
+from openkb.permissions import Action, Principal, access_document, can_read_document
+from openkb.storage import BlobStore
+
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "application/pdf",
+                          "text/plain", "audio/mpeg", "audio/ogg", "video/mp4", "video/webm"})
+_MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
+
+
+def clean_mime(value: str | None) -> str:
+    v = (value or "").split(";", 1)[0].strip().lower()
+    return v if _MIME.match(v) else "application/octet-stream"
+
+
+def clean_filename(name: str | None) -> str | None:
+    if not name:
+        return None
+    base = re.split(r"[\\/]", name)[-1]
+    base = "".join(ch for ch in base if unicodedata.category(ch)[0] != "C").strip()
+    try:
+        base.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return base[:255] or None
+
+
+def asset_out(a: DocumentAsset) -> dict[str, Any]:
+    return {"id": a.id, "document_id": a.document_id, "filename": a.filename, "mime_type": a.mime_type,
+            "size_bytes": a.size_bytes, "sha256": a.sha256, "ref": f"asset://{a.id}", "url": f"/api/assets/{a.id}",
+            "created_by": a.created_by, "created_at": a.created_at}
+
+
+def upload_asset(session: Session, actor: Actor, blobs: BlobStore, data: BinaryIO, *, size: int | None,
+                 filename: str | None, content_type: str | None, document_id: uuid.UUID | None = None,
+                 settings: Settings | None = None) -> DocumentAsset:
+    """Store an upload; with ``document_id`` the caller must be able to edit that document."""
+    if size is not None:
+        limits.check_upload_size(size, settings)
+    doc: Document | None = None
+    if document_id is not None:
+        doc = access_document(session, actor.principal, document_id, Action.EDIT)
+    elif not actor.principal.has_write_scope():
+        raise PermissionDenied("this token may not upload (it needs doc:write)")
+    asset_id = uuid.uuid4()
+    key = f"tenant/{actor.tenant_id}/{asset_id}"
+    stored, digest = blobs.put(key, data, clean_mime(content_type))
+    try:
+        limits.check_upload_size(stored, settings)
+    except limits.UploadTooLarge:
+        blobs.delete(key)
+        raise
+    a = DocumentAsset(id=asset_id, tenant_id=actor.tenant_id, document_id=doc.id if doc else None, object_key=key,
+                      filename=clean_filename(filename), mime_type=clean_mime(content_type), size_bytes=stored,
+                      sha256=digest, created_by=actor.user_id)
+    session.add(a)
+    session.flush()
+    scope = {"knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id} if doc else {}
+    record_change(session, actor, op="asset.create", object_type="asset", object_id=a.id,
+                  summary=f"uploaded {a.filename or a.mime_type} ({stored} bytes)", scope=scope, before={},
+                  after={"document_id": a.document_id, "filename": a.filename, "size_bytes": stored})
+    return a
+
+
+def access_asset(session: Session, principal: Principal, asset_id: uuid.UUID) -> DocumentAsset:
+    """The asset if the caller may read it; 404 otherwise (existence stays private)."""
+    a = session.get(DocumentAsset, asset_id)
+    if a is None:
+        raise NotFound("asset not found")
+    if a.document_id is not None:
+        if not can_read_document(session, principal, a.document_id):
+            raise NotFound("asset not found")
+        return a
+    if principal.kind != "user" or principal.user_id != a.created_by or principal.tenant_id != a.tenant_id:
+        raise NotFound("asset not found")
+    return a
+
+
+def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uuid.UUID, *,
+                 reverts: Any = None) -> None:
+    """Delete an upload (editors of its document, or its uploader when unattached); the blob goes
+    after commit. Not revertible: the bytes are gone."""
+    a = access_asset(session, actor.principal, asset_id)
+    if a.document_id is not None:
+        access_document(session, actor.principal, a.document_id, Action.EDIT)
+    elif actor.principal.user_id != a.created_by:
+        raise NotFound("asset not found")
+    doc = session.get(Document, a.document_id) if a.document_id else None
+    scope = {"knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id} if doc else {}
+    record_change(session, actor, op="asset.delete", object_type="asset", object_id=a.id,
+                  summary=f"deleted {a.filename or a.mime_type}", scope=scope,
+                  before={"document_id": a.document_id, "filename": a.filename}, after={}, reverts=reverts)
+    key = a.object_key
+    session.delete(a)
+    session.flush()
+    after_commit(session, lambda: blobs.delete(key))
+
+
+def disposition(a: DocumentAsset, download: bool = False) -> tuple[str, str]:
+    """(Content-Type, Content-Disposition) that cannot turn an upload into active content."""
+    from urllib.parse import quote
+
+    inline = a.mime_type in INLINE_TYPES and not download
+    ctype = a.mime_type if inline else ("application/octet-stream" if a.mime_type.startswith(("text/html", "image/svg"))
+                                        or "xml" in a.mime_type or "javascript" in a.mime_type else a.mime_type)
+    name = a.filename or str(a.id)
+    return ctype, f"{'inline' if inline else 'attachment'}; filename*=UTF-8''{quote(name)}"
