@@ -403,3 +403,37 @@ def evaluate(node: Node | None, doc: DocFields) -> bool:
     if node.logic == "and":
         return all(evaluate(i, doc) for i in node.items)
     return any(evaluate(i, doc) for i in node.items)
+
+
+# --- push-down ---------------------------------------------------------------------------------
+
+
+def pushdown_tags(node: Node | None) -> tuple[tuple[str, ...], bool] | None:
+    """Tags a document *must* share (any of them) to satisfy ``node``, for the retrieval
+    service's ``filters={"tags": [...]}`` (exact, any-of overlap with ``documents.tags``).
+
+    Sound by construction: only a ``tags is|in`` condition that is AND-ed at the top (or through
+    nested ANDs) with plain, non-numeric string values qualifies (a numeric-looking value would
+    also match ``"3.0"`` under ``is``, which an exact overlap would miss). Returns
+    ``(tags, exact)``; ``exact`` is true when that condition is the whole filter, so no
+    post-filtering is needed. ``None`` when nothing can be pushed.
+    """
+    if node is None:
+        return None
+    if isinstance(node, Condition):
+        if node.name != ("tags",) or node.op not in ("is", "in"):
+            return None
+        values = node.value if isinstance(node.value, tuple) else (node.value,)
+        if not values or not all(isinstance(v, str) and v and _number(v) is None for v in values):
+            return None
+        return tuple(dict.fromkeys(values)), True  # type: ignore[arg-type]
+    if node.logic != "and" and len(node.items) != 1:
+        return None
+    best: tuple[tuple[str, ...], bool] | None = None
+    for item in node.items:
+        got = pushdown_tags(item)
+        if got is not None and (best is None or len(got[0]) < len(best[0])):
+            best = got
+    if best is None:
+        return None
+    return best[0], best[1] and len(node.items) == 1

@@ -14,8 +14,8 @@ Flow of one call (the router owns the two units of work)::
     -- commit (counter, last_used_at, failure audit): short, so hot keys don't queue on row locks
     openkb.retrieval.search(principal = this key narrowed to that one knowledge base)
         (scope prefilter -> Milvus hybrid -> PostgreSQL final check: published, readable)
-    metadata_condition AND the key's allowed_metadata_filters (conditions.py), score_threshold,
-    top_k (request's, capped by the key's limit; null -> the limit)
+    metadata_condition AND the key's allowed_metadata_filters (conditions.py), score_threshold
+    (0.0/null = off), top_k (request's, capped by the key's limit; null -> the limit)
     one audit row; commit
 
 Error table (Dify shows the body to the user; it does not parse the code):
@@ -37,13 +37,19 @@ HTTP  code    meaning
 422 is never returned: FastAPI's validation shape would be shown raw in Dify.
 
 Metadata filtering DECISION: the condition language (every Dify operator, and/or, Unicode and
-ASCII forms) is richer than the retrieval service's ``filters``, so it is evaluated here,
-exactly, in Python, on the documents' metadata and tags read from PostgreSQL (one query for the
-whole candidate set). To keep recall when the filter is selective, the candidate set is not
-"top_k hits, then filter": when a condition is present the matching document ids of the
-knowledge base are computed first (one query over the knowledge base's published documents)
-and pushed into retrieval as a document-id restriction; the returned hits are filtered again
-(belt and braces: a document edited in between is re-checked on the final rows).
+ASCII forms) is richer than the retrieval service's ``filters`` (tags any-of, metadata
+equality, updated_at range), so it is evaluated here, exactly, in Python (``conditions.py``)
+on each hit's document as the retrieval service read it from PostgreSQL for its final check
+(metadata, tags, title, updated_at: no extra query; ``created_at`` costs one when a condition
+names it). What the retrieval filters can express *soundly* is pushed down: a ``tags is|in``
+condition AND-ed at the top becomes ``filters={"tags": [...]}`` (property-tested never to
+hide a match). Otherwise the search over-fetches ``OVERFETCH x top_k`` (capped at the
+service's MAX_TOP_K, 100) and filters that. Trade-off, named: a condition matching a small
+share of a large knowledge base can return fewer than top_k records. An exact fix needs the
+retrieval service to accept a document-id restriction (it already resolves tags/metadata to
+``document_id in [...]`` internally); until then this is the documented limit.
+
+Scores: see ``RRF_MAX`` below — RRF-fused scores are rescaled to 0-1 for Dify's threshold.
 """
 
 from __future__ import annotations
@@ -82,17 +88,15 @@ UNAVAILABLE = 5001
 
 # limits -----------------------------------------------------------------------------------------
 MAX_BODY_BYTES = 256 * 1024
-MAX_QUERY_CHARS = 10_000
+MAX_QUERY_CHARS = 10_000  # refused above this; the search itself takes the first 2000
 # Generous on purpose: Dify retries 429 three times, so a 429 must mean real overload of one
 # key, not a cautious default. Overridable with OPENKB_DIFY_RATE_LIMIT_PER_MINUTE once Settings
 # has that field (read with getattr so this module does not depend on it).
 DEFAULT_RATE_LIMIT_PER_MINUTE = 1200
 RATE_WINDOW_S = 60
-# Without a pushed-down document restriction (documents matching the condition exceed
-# MAX_PUSHDOWN_DOCS), fetch this many times top_k before post-filtering.
+# With a metadata condition that can't be pushed down exactly, fetch this many times top_k
+# (at most the retrieval service's MAX_TOP_K) before filtering.
 OVERFETCH = 5
-MAX_FETCH = 200
-MAX_PUSHDOWN_DOCS = 5000
 # Keys Dify overwrites in a record's metadata; kept out of ours so nothing is silently replaced.
 DIFY_RESERVED_META = ("score", "title", "dataset_id", "dataset_name")
 
@@ -314,40 +318,24 @@ class Outcome:
     document_ids: list[str] = field(default_factory=list)
     top_k: int = 0
     fetched: int = 0
-    pushdown_docs: int | None = None
+    pushed_tags: int = 0
+    query_truncated: bool = False
 
 
-_DOC_FIELDS_SQL = text(
-    "SELECT d.id, d.metadata, d.tags, d.title, d.created_at, d.updated_at FROM documents d "
-    "WHERE d.id = ANY(:ids)"
-).bindparams(bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=True))))
-
-_KB_DOCS_SQL = text(
-    "SELECT d.id, d.metadata, d.tags, d.title, d.created_at, d.updated_at FROM documents d "
-    "WHERE d.knowledge_base_id = :kb AND d.tenant_id = :tenant AND d.status = 'published' "
-    "AND d.type = 'page' AND d.deleted_at IS NULL"
-).bindparams(bindparam("kb", type_=PG_UUID(as_uuid=True)), bindparam("tenant", type_=PG_UUID(as_uuid=True)))
+_CREATED_SQL = text("SELECT d.id::text AS id, d.created_at FROM documents d WHERE d.id = ANY(:ids)").bindparams(
+    bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=False))))
+_CREATED_NAMES = frozenset({"created_at", "upload_date"})
 
 
-def _doc_fields(row: Mapping[str, Any]) -> cond.DocFields:
-    return cond.DocFields(metadata=row["metadata"] or {}, tags=list(row["tags"] or ()),
-                          builtins={"title": row["title"], "created_at": row["created_at"],
-                                    "updated_at": row["updated_at"], "document_id": str(row["id"])})
-
-
-def load_doc_fields(session: Session, doc_ids: Sequence[str]) -> dict[str, cond.DocFields]:
-    if not doc_ids:
-        return {}
-    rows = session.execute(_DOC_FIELDS_SQL, {"ids": [uuid.UUID(d) for d in doc_ids]}).mappings().all()
-    return {str(r["id"]): _doc_fields(r) for r in rows}
-
-
-def matching_documents(session: Session, tenant_id: uuid.UUID, kb_id: uuid.UUID,
-                       condition: cond.Group) -> list[str]:
-    """Ids of the knowledge base's published pages satisfying ``condition`` (superset of what
-    the final check will allow: permissions are still decided by the retrieval service)."""
-    rows = session.execute(_KB_DOCS_SQL, {"kb": kb_id, "tenant": tenant_id}).mappings().all()
-    return [str(r["id"]) for r in rows if cond.evaluate(condition, _doc_fields(r))]
+def _doc_fields(hit: Any, created: Mapping[str, Any]) -> cond.DocFields:
+    """What a condition sees of a hit's document: the retrieval service's PostgreSQL read of its
+    metadata, tags, title and updated_at (the final check's snapshot), plus created_at if asked."""
+    doc_id = str(_attr(hit, "document_id"))
+    builtins = {"title": _attr(hit, "title"), "updated_at": _attr(hit, "updated_at"), "document_id": doc_id}
+    if doc_id in created:
+        builtins["created_at"] = created[doc_id]
+    return cond.DocFields(metadata=_attr(hit, "metadata") or {}, tags=list(_attr(hit, "tags") or ()),
+                          builtins=builtins)
 
 
 def document_url(base_url: str, kb_id: Any, doc_id: Any) -> str:
@@ -361,20 +349,20 @@ def _attr(r: Any, name: str, default: Any = None) -> Any:
 
 
 def _title(hit: Any) -> str:
-    t = (_attr(hit, "title") or "").strip()
+    t = str(_attr(hit, "title") or "").strip()
     if t:
         return t
-    hp = [h for h in (_attr(hit, "heading_path") or ()) if h]
+    hp = [h for h in (_attr(hit, "heading_path") or ()) if h and str(h).strip()]
     if hp:
-        return str(hp[-1])
-    path = (_attr(hit, "path") or "").strip("/")
+        return str(hp[-1]).strip()
+    path = str(_attr(hit, "path") or "").strip(" /")
     if path:
-        return path.rsplit("/", 1)[-1]
+        return path.rsplit("/", 1)[-1].strip() or "Untitled"
     return "Untitled"
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, (uuid.UUID,)):
+    if isinstance(v, uuid.UUID):
         return str(v)
     if isinstance(v, datetime):
         return v.isoformat()
@@ -385,26 +373,53 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def build_record(hit: Any, *, base_url: str, knowledge_id: str, doc: cond.DocFields | None) -> dict[str, Any]:
+# Milvus fuses dense + BM25 with RRFRanker(60) (openkb.indexing.milvus.hybrid_search): a chunk
+# ranked first by both routes scores 2/61. Dify's score_threshold is a 0-1 relevance slider
+# (0.5 is a common setting), so raw RRF scores (~0.016-0.033) would make any threshold drop
+# everything. DECISION: for RRF-fused results the score sent to Dify (and thresholded) is
+# raw / (2/61), clamped to 1.0: 1.0 = top of both routes, 0.5 = top of one. Reranked and
+# BM25-only scores are passed through unchanged (rerankers already answer 0-1).
+RRF_K = 60
+RRF_MAX = 2.0 / (RRF_K + 1)
+
+
+def score_scale(ctx: Any, session: Session) -> float:
+    """Factor applied to retrieval scores for Dify (1.0 = unchanged)."""
+    from openkb.retrieval.service import active_spec
+
+    _, spec = active_spec(ctx, session)
+    if spec is not None and spec.has_dense and spec.rerank is None:
+        return 1.0 / RRF_MAX
+    return 1.0
+
+
+def dify_score(raw: Any, scale: float) -> float:
+    s = float(raw or 0.0)
+    if s != s:  # NaN
+        return 0.0
+    return min(1.0, max(0.0, s * scale)) if scale != 1.0 else s
+
+
+def build_record(hit: Any, *, base_url: str, knowledge_id: str, score: float) -> dict[str, Any]:
     """One Dify record: content (str), score (float), title (non-empty), metadata (object).
 
-    The document's own metadata comes first, then ours (so ``document_id``/``chunk_id`` are
-    never shadowed by a user key). Keys Dify overwrites are left out.
+    The document's own metadata first, then ours on top (so ``document_id``/``chunk_id`` can't
+    be shadowed by a user key); keys Dify overwrites (score, title, dataset_*) are left out.
     """
     doc_id, kb_id = str(_attr(hit, "document_id")), str(_attr(hit, "knowledge_base_id"))
-    own = dict(doc.metadata) if doc is not None else dict(_attr(hit, "metadata") or {})
-    meta: dict[str, Any] = {k: v for k, v in own.items() if k not in DIFY_RESERVED_META}
-    heading_path = list(_attr(hit, "heading_path") or ())
+    own = _attr(hit, "metadata") or {}
+    meta: dict[str, Any] = {str(k): v for k, v in own.items() if k not in DIFY_RESERVED_META} \
+        if isinstance(own, Mapping) else {}
     meta.update({
         "document_id": doc_id, "chunk_id": str(_attr(hit, "chunk_id")), "knowledge_base_id": kb_id,
-        "knowledge_id": knowledge_id, "path": _attr(hit, "path") or "", "heading_path": heading_path,
-        "url": document_url(base_url, kb_id, doc_id),
+        "knowledge_id": knowledge_id, "path": str(_attr(hit, "path") or ""),
+        "heading_path": [str(h) for h in (_attr(hit, "heading_path") or ())],
+        "url": document_url(base_url, kb_id, doc_id), "tags": [str(t) for t in (_attr(hit, "tags") or ())],
     })
-    if doc is not None:
-        meta["tags"] = list(doc.tags)
-    score = _attr(hit, "score")
-    return {"content": str(_attr(hit, "content") or ""), "score": float(score) if score is not None else 0.0,
-            "title": _title(hit), "metadata": _jsonable(meta)}
+    if _attr(hit, "updated_at"):
+        meta["updated_at"] = _attr(hit, "updated_at")
+    return {"content": str(_attr(hit, "content") or ""), "score": score, "title": _title(hit),
+            "metadata": _jsonable(meta)}
 
 
 def effective_top_k(requested: int | None, limit: int) -> int:
@@ -412,53 +427,60 @@ def effective_top_k(requested: int | None, limit: int) -> int:
 
 
 def retrieve(ctx: Any, session: Session, auth: Authorized, parsed: ParsedRequest) -> Outcome:
-    """Phase 2: search through ``openkb.retrieval.search`` only, then condition/threshold/top_k."""
+    """Phase 2: ``openkb.retrieval.search`` (scope prefilter -> Milvus -> PostgreSQL final check),
+    then the metadata condition, score threshold and top_k, in that order.
+
+    The condition is exact here (conditions.py) on the documents as the final check read them.
+    What the retrieval filters can express soundly is pushed down (``tags is|in``, AND-ed), and
+    otherwise the search over-fetches ``OVERFETCH x top_k`` (at most the service's MAX_TOP_K)
+    before filtering: a very selective condition on a large knowledge base may then return
+    fewer than top_k records (the trade-off is documented in the module docstring).
+    """
     from openkb.retrieval import search
+    from openkb.retrieval.service import MAX_QUERY_CHARS as SEARCH_MAX_QUERY, MAX_TOP_K
 
     body = parsed.body
     setting = body.retrieval_setting or RetrievalSetting()
-    top_k = effective_top_k(setting.top_k, auth.top_k_limit)
+    top_k = min(effective_top_k(setting.top_k, auth.top_k_limit), MAX_TOP_K)
     out = Outcome(top_k=top_k)
     query = body.query.strip()
     if auth.knowledge_base_id is None or not query:
         return out
+    if len(query) > SEARCH_MAX_QUERY:
+        # Dify shows errors to the end user mid-chat; the first 2000 characters still retrieve.
+        query, out.query_truncated = query[:SEARCH_MAX_QUERY], True
     condition = cond.all_of(auth.key_condition, parsed.condition)
     filters: dict[str, Any] | None = None
     fetch = top_k
     if condition is not None:
-        allowed = matching_documents(session, auth.key.tenant_id, auth.knowledge_base_id, condition)
-        out.pushdown_docs = len(allowed)
-        if not allowed:
-            return out
-        if len(allowed) <= MAX_PUSHDOWN_DOCS and _supports_document_filter():
-            filters = {"document_ids": allowed}
-        else:
-            fetch = min(max(top_k * OVERFETCH, top_k), MAX_FETCH)
-            out.pushdown_docs = None
+        pushed = cond.pushdown_tags(condition)
+        exact = False
+        if pushed is not None:
+            filters = {"tags": list(pushed[0])}
+            out.pushed_tags, exact = len(pushed[0]), pushed[1]
+        if not exact:
+            fetch = min(max(top_k * OVERFETCH, top_k), MAX_TOP_K)
     hits = search(ctx, session, auth.principal, query, knowledge_base_ids=[auth.knowledge_base_id],
                   top_k=fetch, filters=filters)
     out.fetched = len(hits)
+    # the principal and knowledge_base_ids already restrict this; cheap insurance all the same
     hits = [h for h in hits if str(_attr(h, "knowledge_base_id")) == str(auth.knowledge_base_id)]
+    if condition is not None:
+        created: dict[str, Any] = {}
+        if cond.condition_names(condition) & _CREATED_NAMES and hits:
+            ids = list(dict.fromkeys(str(_attr(h, "document_id")) for h in hits))
+            created = {r["id"]: r["created_at"] for r in session.execute(_CREATED_SQL, {"ids": ids}).mappings()}
+        hits = [h for h in hits if cond.evaluate(condition, _doc_fields(h, created))]
+    scale = score_scale(ctx, session)
+    scored = [(dify_score(_attr(h, "score"), scale), h) for h in hits]
     threshold = setting.score_threshold or 0.0
     if threshold > 0:
-        hits = [h for h in hits if (_attr(h, "score") or 0.0) >= threshold]
-    docs: dict[str, cond.DocFields] = load_doc_fields(session, list(dict.fromkeys(str(_attr(h, "document_id"))
-                                                                                 for h in hits)))
-    if condition is not None:
-        hits = [h for h in hits if (d := docs.get(str(_attr(h, "document_id")))) is not None
-                and cond.evaluate(condition, d)]
-    hits = sorted(hits, key=lambda h: -(float(_attr(h, "score") or 0.0)))[:top_k]
+        scored = [(s, h) for s, h in scored if s >= threshold]
+    scored.sort(key=lambda sh: -sh[0])  # stable: the service's order among equal scores
     base = ctx.settings.app_base_url
-    out.records = [build_record(h, base_url=base, knowledge_id=auth.knowledge_id,
-                                doc=docs.get(str(_attr(h, "document_id")))) for h in hits]
+    out.records = [build_record(h, base_url=base, knowledge_id=auth.knowledge_id, score=s) for s, h in scored[:top_k]]
     out.document_ids = list(dict.fromkeys(r["metadata"]["document_id"] for r in out.records))
     return out
-
-
-def _supports_document_filter() -> bool:
-    from openkb import retrieval
-
-    return "document_ids" in getattr(retrieval, "SUPPORTED_FILTERS", ())
 
 
 # --- audit ---------------------------------------------------------------------------------------

@@ -200,3 +200,50 @@ def test_ascii_and_unicode_forms_agree(value, probe):
     doc = DocFields(metadata={"x": value})
     for uni, ascii_ in (("≠", "!="), ("≥", ">="), ("≤", "<=")):
         assert one("x", uni, probe, doc) == one("x", ascii_, probe, doc)
+
+
+def test_pushdown_tags_cases():
+    p = lambda g: c.pushdown_tags(parse_condition(g))  # noqa: E731
+    tag_is = {"name": "tags", "comparison_operator": "is", "value": "mcp"}
+    other = {"name": "lang", "comparison_operator": "is", "value": "zh"}
+    assert p({"conditions": [tag_is]}) == (("mcp",), True)
+    assert p({"logical_operator": "and", "conditions": [tag_is, other]}) == (("mcp",), False)
+    assert p({"logical_operator": "or", "conditions": [tag_is, other]}) is None
+    assert p({"conditions": [{"name": "tags", "comparison_operator": "in", "value": ["a", "b"]}]}) == (("a", "b"), True)
+    assert p({"conditions": [{"name": "tags", "comparison_operator": "contains", "value": "mc"}]}) is None
+    assert p({"conditions": [{"name": "tags", "comparison_operator": "is", "value": "3"}]}) is None
+    assert p({"conditions": [{"name": "tags", "comparison_operator": "not in", "value": ["a"]}]}) is None
+    assert c.pushdown_tags(None) is None
+
+
+tag_docs = st.builds(lambda m, t: DocFields(metadata=m, tags=t),
+                     st.dictionaries(st.sampled_from(["a", "tags"]), field_values, max_size=2),
+                     st.lists(st.sampled_from(["x", "y", "3", "3.0", "z"]), max_size=3))
+
+
+@st.composite
+def tag_groups(draw, depth=0):
+    def leaf():
+        return st.one_of(condition_dicts(), st.builds(
+            lambda op, v: {"name": "tags", "comparison_operator": op, "value": v},
+            st.sampled_from(["is", "in", "contains", "not in", "="]),
+            st.one_of(st.sampled_from(["x", "y", "3"]), st.lists(st.sampled_from(["x", "y", "z", "3"]), min_size=1,
+                                                                  max_size=2))))
+    items = draw(st.lists(leaf() if depth >= 2 else st.one_of(leaf(), tag_groups(depth=depth + 1)),
+                          min_size=1, max_size=3))
+    return {"logical_operator": draw(st.sampled_from(["and", "or", None])), "conditions": items}
+
+
+@settings(max_examples=500, deadline=None)
+@given(tag_groups(), tag_docs)
+def test_pushdown_tags_never_drops_a_match(g, doc):
+    parsed = parse_condition(g)
+    pushed = c.pushdown_tags(parsed)
+    if pushed is None:
+        return
+    tags, exact = pushed
+    overlap = bool(set(tags) & set(doc.tags))
+    if evaluate(parsed, doc):
+        assert overlap  # the push-down is a superset: it never hides a matching document
+    if exact:
+        assert evaluate(parsed, doc) == overlap

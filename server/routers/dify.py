@@ -1,0 +1,367 @@
+"""Dify External Knowledge: ``POST /retrieval`` (Dify's wire format) and ``/api/admin/dify/*``.
+
+``/retrieval`` answers in Dify's error shape ``{"error_code", "error_msg"}`` (table in
+``openkb.dify.service``), never OpenKB's ``{"error", "detail"}`` and never a 422. It owns two
+short units of work: the key/mapping/rate-limit phase commits before the search starts, so
+concurrent calls of one key never wait on its row lock while another call searches.
+
+The admin routes (tenant_admin of the caller's tenant, or system_admin with ``tenant_id``) use
+OpenKB's usual error shape and audit every change.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from openkb.audit import record_audit
+from openkb.context import AppContext
+from openkb.db import session_scope
+from openkb.dify import keys as keys_svc
+from openkb.dify import mappings as map_svc
+from openkb.dify import service as svc
+from openkb.errors import IndexError_, NotFound, ServiceUnavailable
+from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
+from server.deps import CtxDep, SessionDep
+from server.errors import error_responses
+
+log = logging.getLogger("openkb.dify")
+
+router = APIRouter()
+
+
+# --- POST /retrieval -----------------------------------------------------------------------------
+
+
+class DifyRecord(BaseModel):
+    content: str
+    score: float
+    title: str = Field(min_length=1)
+    metadata: dict[str, Any]
+
+
+class DifyRecords(BaseModel):
+    records: list[DifyRecord]
+
+
+class DifyErrorBody(BaseModel):
+    error_code: int
+    error_msg: str
+
+
+_DIFY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": DifyErrorBody, "description": "2002 malformed body"},
+    403: {"model": DifyErrorBody, "description": "1001 bad Authorization header; 1002 key invalid or not allowed"},
+    404: {"model": DifyErrorBody, "description": "2001 knowledge_id not mapped"},
+    429: {"model": DifyErrorBody, "description": "3001 rate limit of this key (Retry-After)"},
+    500: {"model": DifyErrorBody, "description": "5000 unexpected error"},
+    503: {"model": DifyErrorBody, "description": "5001 search backend unavailable"},
+}
+
+
+def _dify_error(exc: svc.DifyError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
+
+
+def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | None, ua: str | None) -> JSONResponse:
+    t0 = time.perf_counter()
+    err: svc.DifyError | None = None
+    auth: svc.Authorized | None = None
+    parsed: svc.ParsedRequest | None = None
+    with session_scope(ctx.engine) as s:
+        try:
+            auth, parsed = svc.authorize(s, ctx.settings, authorization=authorization, raw_body=raw)
+        except svc.DifyError as exc:
+            err = exc
+            if exc.key is not None:
+                kb = exc.audit.get("knowledge_base_id")
+                svc.audit_call(s, key=exc.key, knowledge_id=exc.audit.get("knowledge_id", ""),
+                               knowledge_base_id=uuid.UUID(kb) if kb else None, status=exc.status,
+                               error_code=exc.error_code, ip=ip, user_agent=ua)
+        if auth is not None and auth.knowledge_base_id is None:
+            svc.audit_call(s, key=auth.key, knowledge_id="", knowledge_base_id=None, status=200, error_code=None,
+                           ip=ip, user_agent=ua, extra={"probe": True})
+    if err is not None:
+        log.info("dify /retrieval -> %s %s (%s)", err.status, err.error_code, err.error_msg)
+        return _dify_error(err)
+    assert auth is not None and parsed is not None
+    if auth.knowledge_base_id is None:
+        return JSONResponse({"records": []})
+    try:
+        with session_scope(ctx.engine) as s:
+            out = svc.retrieve(ctx, s, auth, parsed)
+            svc.audit_call(s, key=auth.key, knowledge_id=auth.knowledge_id, knowledge_base_id=auth.knowledge_base_id,
+                           status=200, error_code=None, ip=ip, user_agent=ua, document_ids=out.document_ids,
+                           extra={"records": len(out.records), "top_k": out.top_k, "fetched": out.fetched,
+                                  "query_chars": len(parsed.body.query), "query_truncated": out.query_truncated,
+                                  "pushed_tags": out.pushed_tags,
+                                  "metadata_condition": parsed.condition is not None,
+                                  "ms": round((time.perf_counter() - t0) * 1000, 1)})
+    except (ServiceUnavailable, IndexError_) as exc:
+        log.warning("dify /retrieval: search backend unavailable: %s", exc)
+        err = svc.DifyError(503, svc.UNAVAILABLE, "the search backend is unavailable; try again shortly")
+    except Exception:  # noqa: BLE001 - Dify must get its own error shape, never a bare 500
+        log.exception("dify /retrieval failed")
+        err = svc.DifyError(500, svc.INTERNAL, "internal error (see the OpenKB server log)")
+    if err is not None:
+        try:
+            with session_scope(ctx.engine) as s:
+                svc.audit_call(s, key=auth.key, knowledge_id=auth.knowledge_id,
+                               knowledge_base_id=auth.knowledge_base_id, status=err.status, error_code=err.error_code,
+                               ip=ip, user_agent=ua)
+        except Exception:  # noqa: BLE001 - the audit of a failure must not mask it
+            log.exception("dify /retrieval: could not audit a failed call")
+        return _dify_error(err)
+    return JSONResponse({"records": out.records})
+
+
+@router.post("/retrieval", tags=["dify"], response_model=DifyRecords, responses=_DIFY_ERRORS,
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": svc.RetrievalRequest.model_json_schema()}}}})
+async def retrieval(request: Request) -> JSONResponse:
+    """Dify External Knowledge API. Register ``APP_BASE_URL`` (without ``/retrieval``) in Dify."""
+    ctx: AppContext = request.app.state.ctx
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > svc.MAX_BODY_BYTES:
+        return _dify_error(svc.DifyError(400, svc.BAD_REQUEST, f"request body larger than {svc.MAX_BODY_BYTES} bytes"))
+    raw = await request.body()
+    try:
+        return await run_in_threadpool(_handle, ctx, request.headers.get("authorization"), raw, client_ip(request),
+                                       user_agent(request))
+    except ServiceUnavailable:
+        return _dify_error(svc.DifyError(503, svc.UNAVAILABLE, "the database is unavailable; try again shortly"))
+    except Exception:  # noqa: BLE001
+        log.exception("dify /retrieval failed before the search")
+        return _dify_error(svc.DifyError(500, svc.INTERNAL, "internal error (see the OpenKB server log)"))
+
+
+# --- /api/admin/dify -----------------------------------------------------------------------------
+
+admin = APIRouter(prefix="/api/admin/dify", tags=["admin", "dify"])
+_ERR = error_responses(401, 403, 404, 409, 422)
+
+
+class KeyOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    status: str = Field(description="active | disabled | revoked | expired")
+    stored_status: str
+    tenant_id: uuid.UUID
+    knowledge_base_ids: list[uuid.UUID]
+    metadata_filter: dict[str, Any]
+    top_k_limit: int
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    created_by: uuid.UUID | None
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+class KeyWithSecret(KeyOut):
+    key: str = Field(description="the plaintext okdify_... key, shown once")
+
+
+class KeyList(BaseModel):
+    items: list[KeyOut]
+
+
+class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    knowledge_base_ids: list[str] = Field(default_factory=list, description="ids or slugs; empty = sees nothing")
+    top_k_limit: int = Field(keys_svc.DEFAULT_TOP_K_LIMIT, ge=1, le=keys_svc.MAX_TOP_K_LIMIT)
+    expires_at: datetime | None = None
+    metadata_filter: dict[str, Any] | None = Field(None, description="metadata_condition or {name: value|[values]}")
+
+
+class KeyPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    knowledge_base_ids: list[str] | None = None
+    top_k_limit: int | None = Field(None, ge=1, le=keys_svc.MAX_TOP_K_LIMIT)
+    expires_at: datetime | None = None
+    metadata_filter: dict[str, Any] | None = None
+
+
+class StatusOut(BaseModel):
+    id: uuid.UUID
+    before: str
+    status: str
+
+
+class MappingOut(BaseModel):
+    id: uuid.UUID
+    knowledge_id: str
+    knowledge_base_id: uuid.UUID
+    status: str
+    tenant_id: uuid.UUID
+    created_by: uuid.UUID | None
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+class MappingList(BaseModel):
+    items: list[MappingOut]
+
+
+class MappingIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    knowledge_id: str = Field(min_length=1, max_length=map_svc.MAX_KNOWLEDGE_ID)
+    knowledge_base_id: str = Field(min_length=1, description="id or slug")
+
+
+class MappingResult(MappingOut):
+    created: bool
+
+
+TenantQ = Annotated[uuid.UUID | None, Query(description="system_admin only: another tenant")]
+
+
+def _tenant(scope: Any, tenant_id: uuid.UUID | None) -> uuid.UUID:
+    target = tenant_id or scope.tenant_id
+    if not scope.can_manage_tenant(target):
+        raise NotFound("no such tenant")
+    return target  # type: ignore[no-any-return]
+
+
+def _audit(session: Any, request: Request, principal: Any, tenant_id: uuid.UUID, action: str, object_type: str,
+           object_id: Any, **meta: Any) -> None:
+    record_audit(session, tenant_id=tenant_id, actor=principal, action=action, object_type=object_type,
+                 object_id=object_id, metadata=meta, ip=client_ip(request), user_agent=user_agent(request))
+
+
+@admin.get("/keys", response_model=KeyList, responses=_ERR)
+def list_keys(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyList:
+    rows = keys_svc.list_keys(session, _tenant(scope, tenant_id))
+    return KeyList(items=[KeyOut(**keys_svc.key_view(r)) for r in rows])
+
+
+@admin.post("/keys", status_code=status.HTTP_201_CREATED, response_model=KeyWithSecret, responses=_ERR)
+def create_key(body: KeyIn, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+               tenant_id: TenantQ = None) -> KeyWithSecret:
+    """The response is the only time the plaintext key is shown."""
+    tid = _tenant(scope, tenant_id)
+    row, plaintext = keys_svc.create_key(session, tenant_id=tid, name=body.name,
+                                         knowledge_base_ids=body.knowledge_base_ids, top_k_limit=body.top_k_limit,
+                                         expires_at=body.expires_at, metadata_filters=body.metadata_filter,
+                                         created_by=principal.user_id)
+    view = keys_svc.key_view(row)
+    _audit(session, request, principal, tid, "dify.key.create", "dify_api_key", row.id, name=row.name,
+           knowledge_base_ids=view["knowledge_base_ids"], top_k_limit=row.retrieval_top_k_limit,
+           expires_at=view["expires_at"], metadata_filter=view["metadata_filter"])
+    return KeyWithSecret(**view, key=plaintext)
+
+
+@admin.get("/keys/{key_id}", response_model=KeyOut, responses=_ERR)
+def get_key(key_id: uuid.UUID, session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyOut:
+    return KeyOut(**keys_svc.key_view(keys_svc.access_key(session, _tenant(scope, tenant_id), key_id)))
+
+
+@admin.patch("/keys/{key_id}", response_model=KeyOut, responses=_ERR)
+def update_key(key_id: uuid.UUID, body: KeyPatch, request: Request, session: SessionDep, principal: AdminDep,
+               scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyOut:
+    """Fields left out stay as they are; ``"expires_at": null`` removes the expiry."""
+    tid = _tenant(scope, tenant_id)
+    sent = body.model_dump(exclude_unset=True)
+    before = keys_svc.key_view(keys_svc.access_key(session, tid, key_id))
+    row = keys_svc.do_update_key(session, tid, key_id, name=sent.get("name"),
+                                 knowledge_base_ids=sent.get("knowledge_base_ids"), top_k_limit=sent.get("top_k_limit"),
+                                 metadata_filters=sent["metadata_filter"] if "metadata_filter" in sent else ...,
+                                 expires_at=sent["expires_at"] if "expires_at" in sent else ...)
+    view = keys_svc.key_view(row)
+    changes = {k: {"before": before[k], "after": view[k]} for k in
+               ("name", "knowledge_base_ids", "top_k_limit", "expires_at", "metadata_filter") if before[k] != view[k]}
+    _audit(session, request, principal, tid, "dify.key.update", "dify_api_key", row.id, changes=changes)
+    return KeyOut(**view)
+
+
+def _status_route(action: str):  # noqa: ANN202
+    fn = {"disable": keys_svc.do_disable_key, "enable": keys_svc.do_enable_key, "revoke": keys_svc.do_revoke_key}[action]
+
+    def route(key_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+              tenant_id: TenantQ = None) -> StatusOut:
+        tid = _tenant(scope, tenant_id)
+        ch = fn(session, tid, key_id)
+        _audit(session, request, principal, tid, f"dify.key.{action}", "dify_api_key", ch.row.id,
+               before=ch.before, after=ch.after)
+        return StatusOut(id=ch.row.id, before=ch.before, status=ch.after)
+
+    route.__name__ = f"{action}_key"
+    route.__doc__ = {"disable": "Reversible; Dify gets 1002 from the next call.",
+                     "enable": "Re-enable a disabled key (revoked stays revoked).",
+                     "revoke": "Terminal; Dify gets 1002 from the next call."}[action]
+    return route
+
+
+for _action in ("disable", "enable", "revoke"):
+    admin.post(f"/keys/{{key_id}}/{_action}", response_model=StatusOut, responses=_ERR)(_status_route(_action))
+
+
+@admin.post("/keys/{key_id}/rotate", response_model=KeyWithSecret, responses=_ERR)
+def rotate_key(key_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+               tenant_id: TenantQ = None) -> KeyWithSecret:
+    """New secret, same scope; the old secret stops working when this request commits."""
+    tid = _tenant(scope, tenant_id)
+    row, plaintext = keys_svc.do_rotate_key(session, tid, key_id)
+    _audit(session, request, principal, tid, "dify.key.rotate", "dify_api_key", row.id, name=row.name)
+    return KeyWithSecret(**keys_svc.key_view(row), key=plaintext)
+
+
+@admin.get("/mappings", response_model=MappingList, responses=_ERR)
+def list_mappings(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = None) -> MappingList:
+    rows = map_svc.list_mappings(session, _tenant(scope, tenant_id))
+    return MappingList(items=[MappingOut(**map_svc.mapping_view(r)) for r in rows])
+
+
+@admin.post("/mappings", response_model=MappingResult, responses=_ERR)
+def create_mapping(body: MappingIn, request: Request, session: SessionDep, principal: AdminDep,
+                   scope: AdminScopeDep, tenant_id: TenantQ = None) -> MappingResult:
+    """Upsert: mapping a knowledge id again points it at the new knowledge base."""
+    tid = _tenant(scope, tenant_id)
+    res = map_svc.do_map(session, tenant_id=tid, knowledge_id=body.knowledge_id, kb=body.knowledge_base_id,
+                         created_by=principal.user_id)
+    _audit(session, request, principal, tid, "dify.mapping.create" if res.created else "dify.mapping.update",
+           "dify_knowledge_mapping", res.row.id, knowledge_id=res.row.dify_knowledge_id,
+           knowledge_base_id=str(res.row.knowledge_base_id), before=res.before)
+    return MappingResult(**map_svc.mapping_view(res.row), created=res.created)
+
+
+def _mapping_status_route(action: str):  # noqa: ANN202
+    fn = map_svc.do_disable_mapping if action == "disable" else map_svc.do_enable_mapping
+
+    def route(mapping_id: str, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+              tenant_id: TenantQ = None) -> MappingOut:
+        tid = _tenant(scope, tenant_id)
+        row, before = fn(session, tid, mapping_id)
+        _audit(session, request, principal, tid, f"dify.mapping.{action}", "dify_knowledge_mapping", row.id,
+               knowledge_id=row.dify_knowledge_id, before=before, after=row.status)
+        return MappingOut(**map_svc.mapping_view(row))
+
+    route.__name__ = f"{action}_mapping"
+    route.__doc__ = "By mapping id or knowledge id."
+    return route
+
+
+for _action in ("disable", "enable"):
+    admin.post(f"/mappings/{{mapping_id}}/{_action}", response_model=MappingOut,
+               responses=_ERR)(_mapping_status_route(_action))
+
+
+@admin.get("/info", responses=_ERR)
+def info(ctx: CtxDep, principal: AdminDep) -> dict[str, Any]:  # noqa: ARG001 - admin only
+    """The endpoint URL to paste into Dify (Dify appends /retrieval itself) and the steps."""
+    return svc.endpoint_info(ctx.settings)
+
+
+router.include_router(admin)
