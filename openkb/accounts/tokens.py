@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlmodel import Session, select
 
 from openkb.accounts.errors import InsufficientScope
+from openkb.audit import record_audit
 from openkb.errors import NotFound, Unauthenticated, ValidationError
 from openkb.models import McpPersonalAccessToken, TenantMembership, User
 from openkb.models._base import utcnow
@@ -51,7 +52,8 @@ def validate_scopes(scopes: list[str]) -> list[str]:
 
 
 def create_pat(session: Session, principal: Principal, *, name: str, scopes: list[str],
-               expires_at: datetime | None = None) -> tuple[McpPersonalAccessToken, str]:
+               expires_at: datetime | None = None, ip: str | None = None,
+               user_agent: str | None = None) -> tuple[McpPersonalAccessToken, str]:
     """Mint a token for the calling user. Returns (row, plaintext).
 
     Only a browser session (``scopes is None``) may mint tokens: a token that could mint tokens
@@ -76,8 +78,12 @@ def create_pat(session: Session, principal: Principal, *, name: str, scopes: lis
     ).all()
     if len(live) >= MAX_TOKENS_PER_USER:
         raise ValidationError(f"at most {MAX_TOKENS_PER_USER} active tokens per user; revoke some first")
-    return _insert(session, tenant_id=principal.tenant_id, user_id=principal.user_id, name=name, scopes=scopes,
-                   expires_at=expires_at)
+    row, plaintext = _insert(session, tenant_id=principal.tenant_id, user_id=principal.user_id, name=name,
+                             scopes=scopes, expires_at=expires_at)
+    record_audit(session, tenant_id=principal.tenant_id, actor=principal, action="pat.created",
+                 object_type="personal_access_token", object_id=row.id, ip=ip, user_agent=user_agent,
+                 metadata={"name": name, "scopes": scopes, "expires_at": expires_at})
+    return row, plaintext
 
 
 def _insert(session: Session, *, tenant_id: uuid.UUID, user_id: uuid.UUID, name: str, scopes: list[str],
@@ -114,7 +120,8 @@ def list_pats(session: Session, principal: Principal) -> list[McpPersonalAccessT
     ).all())
 
 
-def revoke_pat(session: Session, principal: Principal, token_id: uuid.UUID) -> McpPersonalAccessToken:
+def revoke_pat(session: Session, principal: Principal, token_id: uuid.UUID, *, ip: str | None = None,
+               user_agent: str | None = None) -> McpPersonalAccessToken:
     """Someone else's token id is NOT_FOUND, like an unknown one."""
     if principal.user_id is None:
         raise Unauthenticated("sign in to revoke tokens")
@@ -126,6 +133,9 @@ def revoke_pat(session: Session, principal: Principal, token_id: uuid.UUID) -> M
         row.revoked_at = utcnow()
         session.add(row)
         session.flush()
+        record_audit(session, tenant_id=row.tenant_id, actor=principal, action="pat.revoked",
+                     object_type="personal_access_token", object_id=row.id, ip=ip, user_agent=user_agent,
+                     metadata={"name": row.name, "before": {"status": "active"}, "after": {"status": "revoked"}})
     return row
 
 

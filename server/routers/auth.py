@@ -226,11 +226,12 @@ def me(auth: AuthDep, session: SessionDep) -> MeOut:
 
 @router.post("/api/me/tokens", status_code=status.HTTP_201_CREATED, response_model=PatCreated,
              responses=error_responses(401, 403, 422))
-def create_token(body: PatIn, principal: UserDep, session: SessionDep) -> PatCreated:
+def create_token(body: PatIn, request: Request, principal: UserDep, session: SessionDep) -> PatCreated:
     """Mint a PAT (``kbpat_...``), shown once. Only from a signed-in session (a token can't mint
     tokens: 403 ``INSUFFICIENT_SCOPE``); unknown scope -> 422."""
     row, plaintext = tokens.create_pat(session, principal, name=body.name, scopes=list(body.scopes),
-                                       expires_at=body.expires_at)
+                                       expires_at=body.expires_at, ip=client_ip(request),
+                                       user_agent=user_agent(request))
     return PatCreated(id=row.id, token=plaintext, name=row.name, scopes=list(row.scopes), expires_at=row.expires_at)
 
 
@@ -241,8 +242,8 @@ def list_tokens(principal: UserDep, session: SessionDep) -> PatList:
 
 @router.delete("/api/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=error_responses(401, 403, 404, 422))
-def revoke_token(token_id: uuid.UUID, principal: UserDep, session: SessionDep) -> Response:
+def revoke_token(token_id: uuid.UUID, request: Request, principal: UserDep, session: SessionDep) -> Response:
     """Revoke; the token fails on its next use. Another user's token is 404."""
-    tokens.revoke_pat(session, principal, token_id)
+    tokens.revoke_pat(session, principal, token_id, ip=client_ip(request), user_agent=user_agent(request))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

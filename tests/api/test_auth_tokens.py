@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -45,6 +46,12 @@ def test_create_list_revoke(live_server, user_client, committed):
         assert r.status_code == 401 and r.json()["error"] == "UNAUTHENTICATED"
         assert r.headers["www-authenticate"] == "Bearer"
     assert c.get("/api/me/tokens").json()["items"][0]["status"] == "revoked"
+    with committed() as s:
+        from openkb.models import AuditLog
+
+        acts = [r.action for r in s.exec(select(AuditLog).where(AuditLog.object_id == uuid.UUID(body["id"]))
+                                         .order_by(AuditLog.created_at))]
+    assert acts == ["pat.created", "pat.revoked"]
 
 
 def test_bearer_needs_no_csrf_and_wins_over_cookie(live_server, committed):
