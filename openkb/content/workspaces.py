@@ -178,7 +178,11 @@ def member_out(m: WorkspaceMember, user: User | None = None) -> dict[str, Any]:
 
 
 def list_members(session: Session, principal: Principal, workspace_id: uuid.UUID) -> list[dict[str, Any]]:
-    access_workspace(session, principal, workspace_id)
+    """Members with their emails: for owners, admins and members — not guests (DECISION: a
+    guest only sees what was shared with it, not who else is in the workspace)."""
+    _ws, role = access_workspace(session, principal, workspace_id)
+    if role == "guest":
+        raise PermissionDenied("guests cannot list the workspace's members")
     rows = session.exec(select(WorkspaceMember, User).join(User, col(User.id) == WorkspaceMember.user_id)
                         .where(col(WorkspaceMember.workspace_id) == workspace_id)
                         .order_by(col(WorkspaceMember.created_at))).all()

@@ -465,7 +465,8 @@ def restore_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDe
     return res.out()
 
 
-KeyPath = Annotated[str, Path(min_length=1, max_length=1000, description="the caller's stable key (may contain /)")]
+KeyPath = Annotated[str, Path(min_length=1, description=(
+    "the caller's stable key, at most 1,000 characters (NAME_TOO_LONG beyond); may contain /"))]
 
 
 @router.put("/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}", response_model=UpsertOut,

@@ -1,0 +1,106 @@
+"""Every read route, for people who must see nothing: another tenant's user, a workspace guest,
+a same-tenant user outside the workspace and an anonymous visitor get 404 or an empty list."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tests.content.http_world import HttpWorld
+
+OUTSIDERS = ("other_tenant", "guest", "outsider", "anon")
+
+
+@pytest.fixture()
+def w(live_server, committed):
+    world = HttpWorld(live_server, committed)
+    yield world
+    world.close()
+
+
+def _client(w, name):
+    return w.anon if name == "anon" else w.c[name]
+
+
+def test_outsiders_see_nothing(w):
+    o = w.c["owner"]
+    kb = w.kb
+    folder = w.doc("F", type="folder")
+    page = w.doc("Secret plan", parent_id=folder["id"], markdown="# secret\n")
+    keyed = o.put(f"/api/knowledge-bases/{kb['id']}/documents/by-key/k1", json={"title": "K", "markdown": "k\n"})
+    assert keyed.status_code == 200
+    trashed = w.doc("T")
+    o.delete(f"/api/documents/{trashed['id']}")
+    up = o.post("/api/uploads", data={"document_id": page["id"]},
+                files={"file": ("a.png", io.BytesIO(b"\x89PNG fake"), "image/png")})
+    assert up.status_code == 201, up.text
+    asset = up.json()
+    link = o.post(f"/api/objects/document/{page['id']}/share-links", json={"password": "s3cret-pass"}).json()
+    vid = page["current_version_id"]
+    ws_id = w.ws["id"]
+
+    not_found = [
+        f"/api/workspaces/{ws_id}", f"/api/workspaces/{ws_id}/members",
+        f"/api/knowledge-bases/{kb['id']}", f"/api/knowledge-bases/{kb['id']}/tree",
+        f"/api/knowledge-bases/{kb['id']}/trash", f"/api/knowledge-bases/{kb['id']}/documents/by-key/k1",
+        f"/api/documents/{page['id']}", f"/api/documents/{folder['id']}", f"/api/documents/{trashed['id']}",
+        f"/api/documents/{page['id']}/versions", f"/api/documents/{page['id']}/versions/{vid}",
+        f"/api/assets/{asset['id']}", f"/api/assets/{asset['id']}/info",
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators", f"/api/objects/document/{page['id']}/share-links",
+    ]
+    changes = o.get("/api/changes", params={"knowledge_base_id": kb["id"]}).json()["items"]
+    assert changes
+    not_found.append(f"/api/changes/{changes[0]['id']}")
+    for name in OUTSIDERS:
+        c = _client(w, name)
+        for path in not_found:
+            r = c.get(path)
+            if name == "guest" and path.startswith(f"/api/workspaces/{ws_id}"):
+                # a guest is a member of the workspace itself (not of its content): it sees the
+                # workspace but not the member list
+                assert r.status_code == (403 if path.endswith("/members") else 200), (path, r.text)
+                continue
+            if name == "anon" and path.endswith(("share-links",)):
+                assert r.status_code == 401, (name, path, r.text)  # sign-in required before anything else
+                continue
+            assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND", (name, path, r.status_code, r.text)
+        assert kb["id"] not in [k["id"] for k in c.get("/api/knowledge-bases").json()["items"]], name
+        assert (ws_id in [x["id"] for x in c.get("/api/workspaces").json()["items"]]) == (name == "guest"), name
+        assert c.get("/api/changes", params={"knowledge_base_id": kb["id"]}).json()["items"] == [], name
+        assert c.get("/api/changes").json()["items"] == [], name
+        # share links without the token, or password links without the password, reveal nothing
+        assert c.get("/api/share/kbshare_not-a-token").status_code == 404
+        r = c.get(f"/api/share/{link['token']}")
+        assert r.status_code == 401 and r.json()["error"] == "SHARE_PASSWORD_REQUIRED"
+        assert "secret" not in r.text
+        r = c.get(f"/api/share/{link['token']}/assets/{asset['id']}")
+        assert r.status_code == 401
+
+
+def test_write_routes_hide_existence_from_outsiders(w):
+    page = w.doc("P", markdown="p\n")
+    for name in ("other_tenant", "guest", "outsider"):
+        c = w.c[name]
+        assert c.put(f"/api/documents/{page['id']}", json={"title": "x"}).status_code == 404
+        assert c.delete(f"/api/documents/{page['id']}").status_code == 404
+        r = c.post(f"/api/documents/{page['id']}/versions", json={
+            "base_version_id": page["current_version_id"], "markdown": "x", "markdown_hash": "0" * 64})
+        assert r.status_code == 404
+        assert c.post(f"/api/documents/{page['id']}/restore/{page['current_version_id']}").status_code == 404
+        assert c.post("/api/documents", json={"knowledge_base_id": w.kb["id"], "title": "x"}).status_code == 404
+        assert c.put(f"/api/knowledge-bases/{w.kb['id']}", json={"title": "x"}).status_code == 404
+        assert c.post(f"/api/objects/document/{page['id']}/share-links", json={}).status_code == 404
+    r = w.anon.put(f"/api/documents/{page['id']}", json={"title": "x"})
+    assert r.status_code == 401 and r.json()["error"] == "UNAUTHENTICATED"
+
+
+def test_public_kb_is_readable_anonymously_but_drafts_are_not(w):
+    pub = w.new_kb(visibility="public")
+    published = w.doc("Open", kb=pub, markdown="# open\n")
+    draft = w.doc("Draft", kb=pub, markdown="# wip\n", status="draft")
+    ids = {i["id"] for i in w.anon.get(f"/api/knowledge-bases/{pub['id']}/tree").json()["items"]}
+    assert published["id"] in ids and draft["id"] not in ids
+    assert w.anon.get(f"/api/documents/{published['id']}").json()["markdown"] == "# open\n"
+    assert w.anon.get(f"/api/documents/{draft['id']}").status_code == 404
+    assert w.c["other_tenant"].get(f"/api/documents/{draft['id']}").status_code == 404

@@ -1,0 +1,81 @@
+"""Keyed upsert over HTTP (created/updated/unchanged, queue assertions) and every limit's code."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.content.http_world import HttpWorld, recording_queue, sha
+
+
+@pytest.fixture()
+def w(live_server, committed):
+    world = HttpWorld(live_server, committed)
+    yield world
+    world.close()
+
+
+def test_keyed_upsert(w):
+    o = w.c["owner"]
+    url = f"/api/knowledge-bases/{w.kb['id']}/documents/by-key/notion/page-1"
+    body = {"title": "日报 2026-09-29", "markdown": "# 今天\n\n- a\n", "metadata": {"date": "2026-09-29"}}
+    with recording_queue() as q:
+        r = o.put(url, json=body)
+    assert r.status_code == 200 and r.json()["status"] == "created", r.text
+    created = r.json()
+    assert q.jobs == [("index_document", {"document_id": created["document_id"]})]
+    before = o.get(f"/api/changes", params={"object_id": created["document_id"]}).json()["items"]
+
+    with recording_queue() as q:
+        r = o.put(url, json=body)
+    assert r.json() == {**r.json(), "status": "unchanged", "document_id": created["document_id"],
+                        "version_id": created["version_id"]}
+    assert q.jobs == []  # unchanged enqueues nothing
+    after = o.get(f"/api/changes", params={"object_id": created["document_id"]}).json()["items"]
+    assert len(after) == len(before)  # ... and writes nothing
+
+    with recording_queue() as q:
+        r = o.put(url, json={**body, "markdown": "# 今天\n\n- a\n- b\n"})
+    assert r.json()["status"] == "updated" and r.json()["version_id"] != created["version_id"]
+    assert q.jobs == [("index_document", {"document_id": created["document_id"]})]
+    got = o.get(url).json()
+    assert got["external_key"] == "notion/page-1" and got["version_no"] == 2 and got["metadata"] == body["metadata"]
+
+    r = w.c["member"].put(url, json=body)
+    assert r.status_code == 403
+    r = w.c["other_tenant"].put(url, json=body)
+    assert r.status_code == 404
+    r = o.put(f"/api/knowledge-bases/{w.kb['id']}/documents/by-key/hashed", json={**body, "markdown_hash": "00"})
+    assert r.status_code == 422 and r.json()["error"] == "MARKDOWN_HASH_MISMATCH"
+    o.delete(f"/api/documents/{created['document_id']}")
+    r = o.put(url, json=body)
+    assert r.status_code == 409 and r.json()["error"] == "DOCUMENT_IN_TRASH"
+
+
+def test_limits_each_with_its_code(w, settings):
+    o = w.c["owner"]
+    page = w.doc("P", markdown="x\n")
+    kb = w.kb["id"]
+    cases = [
+        (o.post("/api/documents", json={"knowledge_base_id": kb, "title": "t" * 1001}), 413, "TITLE_TOO_LONG"),
+        (o.post("/api/documents", json={"knowledge_base_id": kb, "title": "m", "metadata": {"x": "y" * 65_600}}),
+         413, "METADATA_TOO_LARGE"),
+        (o.post("/api/workspaces", json={"name": "n" * 1001}), 413, "NAME_TOO_LONG"),
+        (o.put(f"/api/knowledge-bases/{kb}/documents/by-key/{'k' * 1001}", json={"title": "t"}), 413,
+         "NAME_TOO_LONG"),
+        (o.post("/api/documents", json={"knowledge_base_id": kb, "title": "nul\u0000"}), 422, "VALIDATION_ERROR"),
+        (o.put(f"/api/documents/{page['id']}", json={"tags": ["x"] * 0 + [f"t{i}" for i in range(300)]}), 422,
+         "TOO_MANY_TAGS"),
+    ]
+    for r, code, err in cases:
+        assert (r.status_code, r.json()["error"]) == (code, err), r.text
+    assert cases[0][0].json()["max"] == settings.max_title_chars
+    big = "a" * (settings.max_markdown_chars + 1)
+    r = o.post(f"/api/documents/{page['id']}/versions", json={"base_version_id": page["current_version_id"],
+                                                               "markdown": big, "markdown_hash": sha(big)})
+    assert r.status_code == 413 and r.json()["error"] == "MARKDOWN_TOO_LARGE" and r.json()["limit"] == "max_markdown_chars"
+    # folder depth: the default limit is 10 levels
+    parent = None
+    for i in range(settings.max_folder_depth):
+        parent = w.doc(f"L{i}", type="folder", **({"parent_id": parent["id"]} if parent else {}))
+    r = o.post("/api/documents", json={"knowledge_base_id": kb, "title": "too deep", "parent_id": parent["id"]})
+    assert r.status_code == 422 and r.json()["error"] == "FOLDER_DEPTH_EXCEEDED"
