@@ -27,7 +27,8 @@ router = APIRouter(prefix="/api/admin", tags=["admin"])
 UserStatus = Literal["pending_email_verification", "pending_activation", "active", "suspended", "deleted"]
 assert set(UserStatus.__args__) == set(USER_STATUSES)  # type: ignore[attr-defined]
 
-_ERR = error_responses(401, 403, 422)
+Limit = Annotated[int, Query(ge=1, le=admin_svc.MAX_PAGE)]
+Offset = Annotated[int, Query(ge=0)]
 _ERR_OBJ = error_responses(401, 403, 404, 409, 422)
 
 
@@ -105,9 +106,11 @@ def _req(request: Request, principal: Any) -> admin_svc.Request:
 
 
 @router.get("/users", response_model=AdminUserList, responses=_ERR_OBJ)
-def list_users(session: SessionDep, scope: AdminScopeDep, status_: UserStatus | None = Query(None, alias="status"),
-               tenant_id: uuid.UUID | None = None, q: str | None = Query(None, max_length=320),
-               limit: int = Query(50, ge=1, le=admin_svc.MAX_PAGE), offset: int = Query(0, ge=0)) -> AdminUserList:
+def list_users(session: SessionDep, scope: AdminScopeDep,
+               status_: Annotated[UserStatus | None, Query(alias="status")] = None,
+               tenant_id: uuid.UUID | None = None,
+               q: Annotated[str | None, Query(max_length=320, description="email or name contains")] = None,
+               limit: Limit = 50, offset: Offset = 0) -> AdminUserList:
     rows, total = admin_svc.list_users(session, scope, status=status_, tenant_id=tenant_id, q=q, limit=limit,
                                        offset=offset)
     items = [AdminUserOut(**UserOut.of(r.user).model_dump(), tenant_id=r.tenant_id, tenant_slug=r.tenant_slug,
@@ -170,7 +173,7 @@ def put_auth_settings(body: AuthSettingsIn, request: Request, session: SessionDe
 @router.delete("/auth-settings", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=error_responses(401, 403, 404, 422))
 def delete_auth_settings_override(request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
-                                  tenant_id: uuid.UUID = Query(...)) -> Response:
+                                  tenant_id: Annotated[uuid.UUID, Query()]) -> Response:
     """Remove a tenant's override so the instance default applies again."""
     settings_svc.delete_override(session, scope, _req(request, principal), tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -181,11 +184,12 @@ def delete_auth_settings_override(request: Request, session: SessionDep, princip
 
 @router.get("/audit-logs", response_model=AuditLogList, responses=error_responses(401, 403, 404, 422))
 def audit_logs(session: SessionDep, scope: AdminScopeDep,
-               action: str | None = Query(None, max_length=200, description="exact action, or a prefix ending in '.'"),
-               object_type: str | None = Query(None, max_length=100), object_id: uuid.UUID | None = None,
-               actor_user_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None,
-               since: datetime | None = None, limit: int = Query(50, ge=1, le=admin_svc.MAX_PAGE),
-               offset: int = Query(0, ge=0)) -> AuditLogList:
+               action: Annotated[str | None, Query(max_length=200,
+                                                   description="exact action, or a prefix ending in '.'")] = None,
+               object_type: Annotated[str | None, Query(max_length=100)] = None,
+               object_id: uuid.UUID | None = None, actor_user_id: uuid.UUID | None = None,
+               tenant_id: uuid.UUID | None = None, since: datetime | None = None,
+               limit: Limit = 50, offset: Offset = 0) -> AuditLogList:
     rows, total = admin_svc.list_audit_logs(session, scope, action=action, object_type=object_type,
                                             object_id=object_id, actor_user_id=actor_user_id, tenant_id=tenant_id,
                                             since=since, limit=limit, offset=offset)

@@ -33,7 +33,7 @@ class UserOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, u: User) -> "UserOut":
+    def of(cls, u: User) -> UserOut:
         return cls(id=u.id, email=u.email, display_name=u.display_name, status=u.status,
                    email_verified_at=u.email_verified_at, created_at=u.created_at)
 
@@ -126,7 +126,7 @@ class PatOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, t: McpPersonalAccessToken) -> "PatOut":
+    def of(cls, t: McpPersonalAccessToken) -> PatOut:
         return cls(id=t.id, name=t.name, scopes=list(t.scopes), status=tokens.effective_status(t),
                    expires_at=t.expires_at, last_used_at=t.last_used_at, revoked_at=t.revoked_at,
                    created_at=t.created_at)
