@@ -527,3 +527,33 @@ def test_admin_routes(world, http, live_server, committed):
             actions = {a for (a,) in s.execute(text(
                 "SELECT action FROM audit_logs WHERE object_id = :id"), {"id": k["id"]}).all()}
         assert {"dify.key.create", "dify.key.update", "dify.key.rotate", "dify.key.revoke"} <= actions
+
+
+def test_hot_path_is_lean(world, committed, engine):
+    """One key+mapping lookup, one rate-limit hit, the retrieval service's statements, one audit
+    insert; last_used_at is written at most once a minute."""
+    from sqlalchemy import event
+
+    from server.routers.dify import _handle
+
+    with committed() as s:
+        _, key = keys.create_key(s, tenant_id=world.p.tenant.id, name="lean", knowledge_base_ids=[world.kb_a.id])
+        s.commit()
+    raw = json.dumps(ask(world)).encode()
+    seen: list[str] = []
+
+    def before(conn, cursor, statement, *a):  # noqa: ANN001
+        seen.append(" ".join(statement.split()))
+
+    assert _handle(world.ctx, f"Bearer {key}", raw, "127.0.0.1", "t").status_code == 200  # first: sets last_used_at
+    event.listen(engine, "before_cursor_execute", before)
+    try:
+        resp = _handle(world.ctx, f"Bearer {key}", raw, "127.0.0.1", "t")
+    finally:
+        event.remove(engine, "before_cursor_execute", before)
+    assert resp.status_code == 200 and len(json.loads(resp.body)["records"]) == 3
+    mine = [s for s in seen if "dify_api_keys" in s and "documents" not in s]
+    assert len(mine) == 1 and mine[0].startswith("SELECT")  # key + mapping in one statement, no UPDATE
+    assert sum("rate_limit_buckets" in s for s in seen) == 1
+    assert sum(s.startswith("INSERT INTO audit_logs") for s in seen) == 1
+    assert len(seen) <= 7, [s[:100] for s in seen]
