@@ -247,3 +247,27 @@ def test_audit_log_limits(admin_c):
     assert admin_c.get("/api/admin/audit-logs", params={"limit": 0}).status_code == 422
     assert admin_c.get("/api/admin/audit-logs", params={"limit": 10_000}).status_code == 422
     assert admin_c.get("/api/admin/audit-logs", params={"object_id": "nope"}).status_code == 422
+
+
+def test_admin_role_grants_no_content_read(http, live_server, committed, org):
+    """docs/05 §4: tenant_admin/system_admin administer users, not content. A private knowledge
+    base in the admin's own tenant stays invisible (404) to them, by session and by admin token."""
+    from openkb.models import User
+    from tests.factories import make_doc, make_kb, make_workspace
+
+    with committed() as s:
+        owner = s.get(User, org["member"].user_id)
+        ws = make_workspace(s, org["tenant"], owner)
+        kb = make_kb(s, ws, owner, visibility="private")
+        doc = make_doc(s, kb, owner)
+        s.commit()
+    sysadmin = make_login_user(committed, org["tenant"], role="system_admin")
+    _, token = make_user_with_pat(committed, org["tenant"], role="tenant_admin", scopes=list(
+        ("kb:read", "kb:search", "doc:read", "admin")))
+    with login(http, org["admin"].email) as ac, login(http, sysadmin.email) as sc, \
+            bearer_client(live_server, token) as bc:
+        for c in (ac, sc, bc):
+            assert c.get(f"/api/documents/{doc.id}").status_code == 404
+            assert c.get(f"/api/knowledge-bases/{kb.id}").status_code == 404
+    with login(http, org["member"].email) as mc:
+        assert mc.get(f"/api/documents/{doc.id}").status_code == 200  # the owner does see it
