@@ -143,6 +143,15 @@ async def retrieval(request: Request) -> JSONResponse:
         return _dify_error(svc.DifyError(500, svc.INTERNAL, "internal error (see the OpenKB server log)"))
 
 
+# Dify appends "/retrieval" to the registered endpoint without normalising it, so a base URL
+# registered with a trailing slash arrives as "//retrieval", and one registered with the suffix
+# (the most common mistake) as "/retrieval/retrieval". Both are served rather than answered
+# with a 404, which would fail Dify's registration with no hint; `openkb dify info` still
+# prints the canonical form.
+for _alias in ("//retrieval", "/retrieval/retrieval"):
+    router.add_api_route(_alias, retrieval, methods=["POST"], include_in_schema=False)
+
+
 # --- /api/admin/dify -----------------------------------------------------------------------------
 
 admin = APIRouter(prefix="/api/admin/dify", tags=["admin", "dify"])

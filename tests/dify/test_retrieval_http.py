@@ -557,3 +557,14 @@ def test_hot_path_is_lean(world, committed, engine):
     assert sum("rate_limit_buckets" in s for s in seen) == 1
     assert sum(s.startswith("INSERT INTO audit_logs") for s in seen) == 1
     assert len(seen) <= 7, [s[:100] for s in seen]
+
+
+@pytest.mark.parametrize("path", ["//retrieval", "/retrieval/retrieval"])
+def test_endpoint_registered_with_trailing_slash_or_suffix_still_works(world, live_server, path):
+    with httpx.Client(timeout=30) as c:  # no base_url: keep the double slash verbatim
+        r = c.post(live_server + path, content=json.dumps(PROBE),
+                   headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"})
+        assert r.status_code == 200 and r.json() == {"records": []}
+        r = c.post(live_server + path, content=json.dumps(ask(world)),
+                   headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"})
+        assert doc_ids(assert_dify_shape(r, world.base_url)) == world.visible
