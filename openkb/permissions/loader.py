@@ -26,55 +26,56 @@ _UUIDS = ARRAY(UUID(as_uuid=False))
 _SNAPSHOT_SQL = text(
     """
 WITH RECURSIVE nodes AS (
-    SELECT d.id, d.parent_id FROM documents d
-    WHERE d.id = ANY(:doc_ids)
-       OR d.id = (SELECT s.object_id FROM share_links s WHERE s.id = :link_id AND s.object_type = 'document')
+    SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type, d.status,
+           d.permission_mode AS mode, d.visibility
+    FROM documents d
+    WHERE d.id = ANY(:doc_ids || ARRAY(SELECT s.object_id FROM share_links s
+                                        WHERE s.id = :link_id AND s.object_type = 'document'))
     UNION
-    SELECT p.id, p.parent_id FROM documents p JOIN nodes n ON p.id = n.parent_id
-),
-docs AS (
-    SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type,
-           d.status, d.permission_mode AS mode, d.visibility
-    FROM documents d JOIN nodes n ON n.id = d.id
+    -- LIMIT 1 keeps this a per-row primary-key lookup (no hash join over the whole table)
+    SELECT p.* FROM nodes n CROSS JOIN LATERAL (
+        SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type, d.status,
+               d.permission_mode AS mode, d.visibility
+        FROM documents d WHERE d.id = n.parent_id LIMIT 1) p
 ),
 kbs AS (
     SELECT k.id, k.workspace_id, k.tenant_id, k.visibility, k.status,
            coalesce((k.settings ->> 'editor_can_delete')::boolean, false) AS editor_can_delete,
            coalesce((k.settings ->> 'editor_can_create_share_links')::boolean, false) AS editor_can_share
     FROM knowledge_bases k
-    WHERE k.id IN (SELECT kb_id FROM docs) OR k.id = ANY(:kb_ids)
+    WHERE k.id = ANY(ARRAY(SELECT DISTINCT kb_id FROM nodes) || :kb_ids)
 ),
 link AS (
     SELECT s.id, s.tenant_id, s.object_type, s.object_id,
-           coalesce(lk.workspace_id, ld.workspace_id) AS workspace_id,
+           coalesce((SELECT lk.workspace_id FROM knowledge_bases lk WHERE lk.id = s.object_id),
+                    (SELECT ld.workspace_id FROM documents ld WHERE ld.id = s.object_id)) AS workspace_id,
            (s.revoked_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > now())) AS valid,
            s.require_login, s.restrict_to_workspace_members
-    FROM share_links s
-    LEFT JOIN knowledge_bases lk ON s.object_type = 'knowledge_base' AND lk.id = s.object_id
-    LEFT JOIN documents ld ON s.object_type = 'document' AND ld.id = s.object_id
-    WHERE s.id = :link_id
+    FROM share_links s WHERE s.id = :link_id
 ),
-my_groups AS (
-    SELECT gm.group_id FROM group_members gm JOIN groups g ON g.id = gm.group_id
+subjects AS (
+    SELECT 'user' AS t, u.id FROM users u WHERE u.id = :user_id
+    UNION ALL
+    SELECT 'group', gm.group_id FROM group_members gm JOIN groups g ON g.id = gm.group_id
     WHERE gm.user_id = :user_id AND g.tenant_id = :tenant_id
 )
 SELECT
-    (SELECT json_agg(docs) FROM docs) AS docs,
-    (SELECT json_agg(kbs) FROM kbs) AS kbs,
+    (SELECT json_agg(json_build_array(n.id, n.parent_id, n.kb_id, n.workspace_id, n.tenant_id, n.type, n.status,
+                                      n.mode, n.visibility)) FROM nodes n) AS docs,
+    (SELECT json_agg(json_build_array(k.id, k.workspace_id, k.tenant_id, k.visibility, k.status,
+                                      k.editor_can_delete, k.editor_can_share)) FROM kbs k) AS kbs,
     (SELECT u.status = 'active' FROM users u WHERE u.id = :user_id)
         AND EXISTS (SELECT 1 FROM tenant_memberships tm WHERE tm.tenant_id = :tenant_id AND tm.user_id = :user_id)
         AS user_active,
     (SELECT json_agg(json_build_array(wm.workspace_id, wm.role)) FROM workspace_members wm
       WHERE wm.user_id = :user_id AND wm.tenant_id = :tenant_id
-        AND (wm.workspace_id IN (SELECT kbs.workspace_id FROM kbs)
-             OR wm.workspace_id IN (SELECT link.workspace_id FROM link)
-             OR wm.workspace_id = ANY(:ws_ids))) AS ws_roles,
-    (SELECT json_agg(json_build_array(c.object_type, c.object_id, c.role)) FROM collaborators c
+        AND wm.workspace_id = ANY(ARRAY(SELECT workspace_id FROM kbs) || ARRAY(SELECT workspace_id FROM link)
+                                  || :ws_ids)) AS ws_roles,
+    (SELECT json_agg(json_build_array(c.object_type, c.object_id, c.role))
+       FROM subjects su JOIN collaborators c ON c.subject_type = su.t AND c.subject_id = su.id
       WHERE c.tenant_id = :tenant_id
-        AND ((c.subject_type = 'user' AND c.subject_id = :user_id)
-             OR (c.subject_type = 'group' AND c.subject_id IN (SELECT group_id FROM my_groups)))
-        AND ((c.object_type = 'knowledge_base' AND c.object_id IN (SELECT id FROM kbs))
-             OR (c.object_type = 'document' AND c.object_id IN (SELECT id FROM docs)))) AS grants,
+        AND ((c.object_type = 'knowledge_base' AND c.object_id = ANY(ARRAY(SELECT id FROM kbs)))
+             OR (c.object_type = 'document' AND c.object_id = ANY(ARRAY(SELECT id FROM nodes))))) AS grants,
     (SELECT row_to_json(link) FROM link) AS link,
     (SELECT json_build_object('allowed', k.allowed_knowledge_base_ids,
                               'live', k.status = 'active' AND (k.expires_at IS NULL OR k.expires_at > now()))
@@ -99,16 +100,14 @@ def _opt(value: uuid.UUID | None) -> str | None:
     return None if value is None else str(value)
 
 
-def doc_facts(row: dict[str, Any]) -> DocFacts:
-    return DocFacts(id=row["id"], parent_id=row["parent_id"], kb_id=row["kb_id"],
-                    workspace_id=row["workspace_id"], tenant_id=row["tenant_id"], type=row["type"],
-                    status=row["status"], mode=row["mode"], visibility=row["visibility"])
+def doc_facts(row: list[Any]) -> DocFacts:
+    """From ``[id, parent_id, kb_id, workspace_id, tenant_id, type, status, mode, visibility]``."""
+    return DocFacts(*row)
 
 
-def kb_facts(row: dict[str, Any]) -> KbFacts:
-    return KbFacts(id=row["id"], workspace_id=row["workspace_id"], tenant_id=row["tenant_id"],
-                   visibility=row["visibility"], status=row["status"],
-                   editor_can_delete=bool(row["editor_can_delete"]), editor_can_share=bool(row["editor_can_share"]))
+def kb_facts(row: list[Any]) -> KbFacts:
+    """From ``[id, workspace_id, tenant_id, visibility, status, editor_can_delete, editor_can_share]``."""
+    return KbFacts(row[0], row[1], row[2], row[3], row[4], bool(row[5]), bool(row[6]))
 
 
 def load_snapshot(session: Session, principal: Principal, *, doc_ids: Iterable[uuid.UUID | str] = (),
@@ -119,8 +118,8 @@ def load_snapshot(session: Session, principal: Principal, *, doc_ids: Iterable[u
         "user_id": _opt(p.user_id), "tenant_id": _opt(p.tenant_id),
         "link_id": _opt(p.share_link_id), "dify_id": _opt(p.dify_key_id),
     }).mappings().one()
-    docs = {r["id"]: doc_facts(r) for r in row["docs"] or ()}
-    kbs = {r["id"]: kb_facts(r) for r in row["kbs"] or ()}
+    docs = {r[0]: doc_facts(r) for r in row["docs"] or ()}
+    kbs = {r[0]: kb_facts(r) for r in row["kbs"] or ()}
     viewer = Viewer(principal=p, user_active=bool(row["user_active"]))
     if p.user_id is not None:
         viewer.ws_roles = {ws: role for ws, role in row["ws_roles"] or ()}

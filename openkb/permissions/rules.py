@@ -145,6 +145,7 @@ class Snapshot:
     docs: dict[str, DocFacts]
     kbs: dict[str, KbFacts]
     viewer: Viewer
+    placements: dict[str, Placement | None] = field(default_factory=dict)
 
 
 # -- placement (principal-independent) ----------------------------------------------------------
@@ -171,6 +172,14 @@ class Placement:
 
 def place(snapshot: Snapshot, doc_id: str) -> Placement | None:
     """Locate a document in its tree; None (= deny) if the tree is broken or crosses KBs."""
+    if doc_id in snapshot.placements:
+        return snapshot.placements[doc_id]
+    pl = _place(snapshot, doc_id)
+    snapshot.placements[doc_id] = pl
+    return pl
+
+
+def _place(snapshot: Snapshot, doc_id: str) -> Placement | None:
     doc = snapshot.docs.get(doc_id)
     if doc is None:
         return None
@@ -191,8 +200,12 @@ def place(snapshot: Snapshot, doc_id: str) -> Placement | None:
         if node is None:
             return None
     customs = tuple(n for n in path if n.mode == "custom")
-    status = max((n.status for n in path), key=lambda s: STATUS_SEVERITY.get(s, 3))
+    status = max((n.status for n in path), key=_severity)
     return Placement(doc=doc, kb=kb, path=tuple(path), customs=customs, status=status)
+
+
+def _severity(status: str) -> int:
+    return STATUS_SEVERITY.get(status, 3)  # an unknown status hides like "deleted"
 
 
 def visibility_of(customs: tuple[DocFacts, ...], kb: KbFacts) -> str:

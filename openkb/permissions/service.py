@@ -76,11 +76,11 @@ def filter_documents(session: Session, principal: Principal, doc_ids: Iterable[I
                      action: Action | str = Action.READ) -> set[uuid.UUID]:
     """The subset of ``doc_ids`` on which ``action`` is allowed; one query for any N."""
     act = Action(action)
-    ids = list(dict.fromkeys(str(d) for d in doc_ids))
-    if not ids:
+    given = {str(d): d if isinstance(d, uuid.UUID) else uuid.UUID(str(d)) for d in doc_ids}
+    if not given:
         return set()
-    snap = load_snapshot(session, principal, doc_ids=ids)
-    return {uuid.UUID(d) for d in ids if rules.allows(snap.viewer, rules.place(snap, d), act)}
+    snap = load_snapshot(session, principal, doc_ids=list(given))
+    return {u for d, u in given.items() if rules.allows(snap.viewer, rules.place(snap, d), act)}
 
 
 def filter_readable_documents(session: Session, principal: Principal, doc_ids: Iterable[IdLike], *,
