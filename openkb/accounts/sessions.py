@@ -22,7 +22,7 @@ from openkb.accounts.errors import (
 )
 from openkb.accounts.users import normalize_email
 from openkb.audit import record_audit
-from openkb.errors import RateLimited
+from openkb.errors import RateLimited, ValidationError
 from openkb.models import Tenant, TenantMembership, User, UserSession
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
@@ -137,8 +137,10 @@ def login(session: Session, ctx, *, email: str, password: str, ip: str | None = 
 
     try:
         email_n = normalize_email(email)
-    except Exception:  # noqa: BLE001 - a malformed email is simply a wrong login
-        email_n = (email or "").strip().lower()[:320]
+    except ValidationError:
+        # A malformed address can't have an account: a wrong login, answered in the same time.
+        verify_password(_dummy_hash(), password)
+        raise InvalidCredentials("wrong email or password") from None
     _check_throttle(session, email_n, ip)
     user = session.exec(select(User).where(User.email == email_n)).first()
     ok = False

@@ -18,7 +18,8 @@ from openkb.models import Tenant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.models.enums import TENANT_ROLES, USER_STATUSES
 
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# No whitespace, no control characters (NUL can't even be stored in PostgreSQL text).
+EMAIL_RE = re.compile(r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+\.[^@\s\x00-\x1f\x7f]+$")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MIN_PASSWORD = 8
 
@@ -103,7 +104,7 @@ def create_user(session: Session, *, tenant: Tenant, email: str, password: str |
     if session.exec(select(User).where(User.email == email)).first() is not None:
         raise AlreadyExists(f"a user with email {email} already exists")
     name = (display_name or email.split("@")[0]).strip()
-    if not name or len(name) > 1000:
+    if not name or len(name) > 1000 or "\x00" in name:
         raise ValidationError("display name must be 1-1000 characters", field="display_name")
     u = User(email=email, display_name=name, status=status,
              password_hash=hash_password(password) if password is not None else None,

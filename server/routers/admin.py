@@ -20,7 +20,7 @@ from openkb.models.enums import USER_STATUSES
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
-from server.routers.auth import UserOut
+from server.routers.auth import NO_NUL, Body, UserOut
 
 router = APIRouter(prefix="/api/admin", tags=["admin"])
 
@@ -64,7 +64,7 @@ class AuthSettingsOut(BaseModel):
 Domain = Annotated[str, Field(min_length=1, max_length=253)]
 
 
-class AuthSettingsIn(BaseModel):
+class AuthSettingsIn(Body):
     """Partial update: only the fields sent change."""
 
     model_config = ConfigDict(extra="forbid")
@@ -109,7 +109,7 @@ def _req(request: Request, principal: Any) -> admin_svc.Request:
 def list_users(session: SessionDep, scope: AdminScopeDep,
                status_: Annotated[UserStatus | None, Query(alias="status")] = None,
                tenant_id: uuid.UUID | None = None,
-               q: Annotated[str | None, Query(max_length=320, description="email or name contains")] = None,
+               q: Annotated[str | None, Query(max_length=320, pattern=NO_NUL, description="email or name contains")] = None,
                limit: Limit = 50, offset: Offset = 0) -> AdminUserList:
     rows, total = admin_svc.list_users(session, scope, status=status_, tenant_id=tenant_id, q=q, limit=limit,
                                        offset=offset)
@@ -184,9 +184,9 @@ def delete_auth_settings_override(request: Request, session: SessionDep, princip
 
 @router.get("/audit-logs", response_model=AuditLogList, responses=error_responses(401, 403, 404, 422))
 def audit_logs(session: SessionDep, scope: AdminScopeDep,
-               action: Annotated[str | None, Query(max_length=200,
+               action: Annotated[str | None, Query(max_length=200, pattern=NO_NUL,
                                                    description="exact action, or a prefix ending in '.'")] = None,
-               object_type: Annotated[str | None, Query(max_length=100)] = None,
+               object_type: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
                object_id: uuid.UUID | None = None, actor_user_id: uuid.UUID | None = None,
                tenant_id: uuid.UUID | None = None, since: datetime | None = None,
                limit: Limit = 50, offset: Offset = 0) -> AuditLogList:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from fastapi import APIRouter, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openkb.accounts import passwords, registration, sessions, tokens
 from openkb.accounts.users import tenant_roles
@@ -22,6 +22,22 @@ router = APIRouter(tags=["auth"])
 
 
 # --- shapes ------------------------------------------------------------------------------------
+
+NO_NUL = r"^[^\x00]*$"  # for Query(pattern=...): PostgreSQL text cannot hold NUL
+
+
+class Body(BaseModel):
+    """Request bodies: refuse NUL characters up front (PostgreSQL text can't store them, and a
+    driver error would otherwise surface as a 500)."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, v: object) -> object:
+        items = v if isinstance(v, list) else [v]
+        if any(isinstance(i, str) and "\x00" in i for i in items):
+            raise ValueError("must not contain NUL characters")
+        return v
+
 
 
 class UserOut(BaseModel):
@@ -38,7 +54,7 @@ class UserOut(BaseModel):
                    email_verified_at=u.email_verified_at, created_at=u.created_at)
 
 
-class RegisterIn(BaseModel):
+class RegisterIn(Body):
     email: str = Field(min_length=3, max_length=320)
     password: str = Field(min_length=8, max_length=1024)
     display_name: str | None = Field(None, min_length=1, max_length=1000)
@@ -51,7 +67,7 @@ class RegisterOut(BaseModel):
     invitation: dict | None = None
 
 
-class LoginIn(BaseModel):
+class LoginIn(Body):
     email: str = Field(min_length=1, max_length=320)
     password: str = Field(min_length=1, max_length=1024)
     tenant: str | None = Field(None, max_length=100, description="tenant slug or id (default: the default tenant)")
@@ -79,7 +95,7 @@ class MeOut(BaseModel):
     csrf_token: str | None = Field(None, description="for cookie sessions: send it as X-CSRF-Token on writes")
 
 
-class VerifyIn(BaseModel):
+class VerifyIn(Body):
     token: str = Field(min_length=1, max_length=200)
     invitation_token: str | None = Field(None, min_length=1, max_length=200,
                                          description="the link's `invitation` parameter, if present")
@@ -90,16 +106,16 @@ class VerifyOut(BaseModel):
     invitation: dict | None = None
 
 
-class ResetRequestIn(BaseModel):
+class ResetRequestIn(Body):
     email: str = Field(min_length=1, max_length=320)
 
 
-class ResetConfirmIn(BaseModel):
+class ResetConfirmIn(Body):
     token: str = Field(min_length=1, max_length=200)
     password: str = Field(min_length=8, max_length=1024)
 
 
-class PatIn(BaseModel):
+class PatIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=1000)

@@ -202,3 +202,30 @@ def test_first_user_becomes_admin_over_http(http, committed):
                 m.role = "system_admin"
                 s.add(m)
             s.commit()
+
+
+def test_nul_characters_are_422_not_500(http, committed):
+    """PostgreSQL text can't store NUL; inputs carrying one are refused as validation errors."""
+    with auth_settings_override(committed):
+        for path, body in [
+            ("/api/auth/register", {"email": "a\x00b@example.com", "password": PASSWORD}),
+            ("/api/auth/register", {"email": unique_email(), "password": PASSWORD, "display_name": "n\x00m"}),
+            ("/api/auth/login", {"email": "a\x00b@example.com", "password": PASSWORD}),
+            ("/api/auth/password-reset/request", {"email": "a\x00b@example.com"}),
+            ("/api/auth/verify-email", {"token": "t\x00"}),
+        ]:
+            r = http.post(path, json=body)
+            assert r.status_code == 422, (path, r.status_code, r.text)
+            assert r.json()["error"] == "VALIDATION_ERROR"
+    a = make_login_user(committed, role="tenant_admin")
+    with login(http, a.email) as c:
+        assert c.get("/api/admin/users", params={"q": "a\x00"}).status_code == 422
+        assert c.get("/api/admin/audit-logs", params={"action": "a\x00"}).status_code == 422
+        assert c.post("/api/me/tokens", json={"name": "a\x00", "scopes": ["kb:read"]}).status_code == 422
+        r = c.put("/api/admin/auth-settings", json={"allowed_email_domains": ["a\x00.example"]})
+        assert r.status_code == 422
+
+
+def test_login_with_malformed_email_is_invalid_credentials(http):
+    r = http.post("/api/auth/login", json={"email": "no-at-sign", "password": PASSWORD})
+    assert r.status_code == 401 and r.json()["error"] == "INVALID_CREDENTIALS"
