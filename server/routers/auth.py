@@ -212,7 +212,7 @@ def login(body: LoginIn, request: Request, response: Response, session: SessionD
 
 
 @router.post("/api/auth/logout", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-             responses=error_responses(403))
+             responses=error_responses(401, 403))
 def logout(request: Request, auth: AuthDep, session: SessionDep, ctx: CtxDep) -> Response:
     """Revoke the cookie's session (the next request with it is anonymous). Idempotent; a
     cookie-authenticated call needs ``X-CSRF-Token`` (403 ``CSRF_FAILED``)."""
