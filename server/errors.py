@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openkb.errors import OpenKBError
@@ -54,6 +55,12 @@ def install(app: FastAPI) -> None:
         code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
         return JSONResponse({"error": code, "detail": str(exc.detail)}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError) -> JSONResponse:
+        # Values PostgreSQL refuses to store (NUL bytes, out-of-range numbers) are bad input.
+        first = str(exc.orig).splitlines()[0] if exc.orig else "invalid value"
+        return JSONResponse({"error": "VALIDATION_ERROR", "detail": f"invalid value: {first}"}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
