@@ -57,6 +57,19 @@ def backend_of(ctx: AppContext) -> Backend:
     return backend
 
 
+def current_target(client: Any, alias: str) -> str | None:
+    """The collection ``alias`` points at, or None. Checks the alias list first: a missing
+    alias makes ``describe_alias`` fail, and pymilvus logs a traceback for every such call."""
+    try:
+        listed = client.list_aliases()
+    except Exception:  # noqa: BLE001
+        listed = None
+    names = listed.get("aliases", []) if isinstance(listed, Mapping) else None
+    if names is not None and alias not in names:
+        return None
+    return alias_target(client, alias)
+
+
 def spec_of(profile: MilvusIndexProfile) -> ProfileSpec:
     return ProfileSpec.from_metadata(profile.function_metadata)
 
@@ -90,7 +103,7 @@ def list_profiles(session: Session) -> list[MilvusIndexProfile]:
 def active_profile(ctx: AppContext, session: Session) -> MilvusIndexProfile | None:
     """The profile of the collection the active alias points at (Milvus is asked: the alias is
     the truth of what searches hit), falling back to the row marked ``active``."""
-    target = alias_target(ctx.milvus, ctx.settings.milvus_active_alias)
+    target = current_target(ctx.milvus, ctx.settings.milvus_active_alias)
     row = find_by_collection(session, target)
     if row is not None:
         return row
@@ -141,6 +154,8 @@ def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileS
                                   "Milvus or the provider deployment", field="endpoint")
     backend = inp.backend or backend_of(ctx)
     dim = int(inp.dim or 0)
+    if not inp.model and inp.params:
+        raise ValidationError("--param configures the TEXTEMBEDDING function: give --model too", field="params")
     if inp.model and dim <= 0:
         raise ValidationError("an embedding profile needs --dim (the model's vector size)", field="dim")
     if not inp.model and dim:

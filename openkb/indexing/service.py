@@ -40,7 +40,7 @@ from openkb.errors import ConfigError, IndexError_, OpenKBError
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
 from openkb.indexing.profiles import (
-    DEFAULT_PROFILE_NAME, active_profile, backend_of, find_by_collection, insert_profile, list_profiles,
+    DEFAULT_PROFILE_NAME, active_profile, current_target, backend_of, find_by_collection, insert_profile, list_profiles,
     mark_active, spec_of,
 )
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
@@ -132,7 +132,7 @@ def ensure_default_profile(ctx: AppContext, session: Session) -> MilvusIndexProf
     a fresh install; never replaces a configured one. Returns the active profile."""
     session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PROFILE_LOCK})
     client, alias = ctx.milvus, ctx.settings.milvus_active_alias
-    target = mv.alias_target(client, alias)
+    target = current_target(client, alias)
     if target:
         prof = find_by_collection(session, target)
         if prof is None:
@@ -436,7 +436,7 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
     client, alias = ctx.milvus, ctx.settings.milvus_active_alias
     out: dict[str, Any] = {"alias": alias, "backend": backend_of(ctx), "milvus_uri": _mask(ctx.endpoints.milvus_uri)}
     try:
-        target = mv.alias_target(client, alias)
+        target = current_target(client, alias)
         collections = set(client.list_collections())
         out["milvus"] = "ok"
     except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,217 @@
+"""``openkb index status|rebuild|switch|rollback|drop|verify|jobs``: the Milvus index, operated.
+
+``rebuild`` runs in this process with a progress bar (rate and ETA); a killed or failed rebuild
+is resumed by running the same command again. The active alias only moves on ``--switch`` (after
+the health check), ``switch`` and ``rollback``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+from rich.text import Text
+
+from cli.context import appliance, unit_of_work
+from cli.output import console, emit_json, err_console, table
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def register(app: typer.Typer) -> None:
+    index = typer.Typer(help="The Milvus retrieval index: status, rebuild, alias switch, rollback, verify.",
+                        no_args_is_help=True)
+    index.command("status")(index_status)
+    index.command("rebuild")(index_rebuild)
+    index.command("switch")(index_switch)
+    index.command("rollback")(index_rollback)
+    index.command("drop")(index_drop)
+    index.command("verify")(index_verify)
+    index.command("jobs")(index_jobs)
+    app.add_typer(index, name="index")
+
+
+def _audit(s: Any, action: str, **meta: Any) -> None:
+    from openkb.audit import record_audit
+
+    record_audit(s, tenant_id=None, actor=None, action=action, object_type="milvus_index", object_id=None,
+                 metadata={**meta, "via": "cli"})
+
+
+def index_status(json_out: JsonOpt = False) -> None:
+    """Alias -> collection, profile, functions, Milvus rows vs PostgreSQL chunks, last rebuild."""
+    from openkb.indexing.service import index_status as status
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = status(ctx, s)
+    if json_out:
+        emit_json(out)
+        return
+    prof = out["profile"] or {}
+    f = prof.get("functions") or {}
+    emb, rr = f.get("embedding"), f.get("rerank")
+    console.print(f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}  ({out['backend']}, "
+                  f"Milvus {out['milvus']})", highlight=False)
+    if prof:
+        console.print(f"  profile     {prof['name']} ({prof['status']}), dim {prof['vector_dim'] or '-'}", highlight=False)
+        console.print(f"  functions   bm25 {f['bm25']['name']}; embedding "
+                      f"{emb['name'] + ' (' + str(emb['model']) + ')' if emb else 'none'}; rerank "
+                      f"{rr['name'] + ' (' + str(rr['provider']) + ')' if rr else 'none'}", highlight=False)
+        console.print(f"  search      {out['search_mode']}", highlight=False)
+    sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index verify`[/]"
+    console.print(f"  rows        Milvus {out['milvus_rows']} / PostgreSQL chunks {out['pg_chunks']}  {sync}")
+    docs = out.get("documents") or {}
+    console.print("  documents   " + ", ".join(f"{k} {v}" for k, v in sorted(docs.items())) if docs else
+                  "  documents   none")
+    job = out.get("last_rebuild")
+    if job:
+        console.print(f"  last rebuild {job['id'][:8]} {job['status']} -> {job['target_collection']} "
+                      f"({job['processed_chunks']}/{job['total_chunks']}){' ' + job['error'] if job['error'] else ''}",
+                      highlight=False)
+    for p in out.get("other_profiles") or []:
+        console.print(f"  other       {p['name']} ({p['status']}) {p['collection']}"
+                      f"{'' if p['exists'] else ' (no collection)'}", highlight=False)
+
+
+class _RateColumn(ProgressColumn):
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} chunks/s" if speed else "- chunks/s", style="progress.data.speed")
+
+
+def index_rebuild(
+    profile: Annotated[str, typer.Option("--profile", help="Profile to build (name, id or collection).")],
+    switch: Annotated[bool, typer.Option("--switch", help="Point the active alias at it once healthy.")] = False,
+    batch_size: Annotated[int, typer.Option(help="Chunks per insert request.", min=1, max=4096)] = 512,
+    json_out: JsonOpt = False,
+) -> None:
+    """Build the profile's collection from PostgreSQL's chunks (resumes an interrupted run)."""
+    from openkb.db import session_scope
+    from openkb.indexing.rebuild import run_rebuild, start_rebuild
+    from openkb.indexing.service import rebuild_view
+
+    with appliance() as ctx:
+        with session_scope(ctx.engine) as s:
+            job = start_rebuild(ctx, s, profile, switch=switch)
+            resumed = job.last_chunk_id is not None
+            _audit(s, "milvus.rebuild.start", job_id=str(job.id), collection=job.target_collection, switch=switch,
+                   resumed=resumed)
+        job_id = job.id
+        t0 = time.perf_counter()
+        if json_out:
+            done = run_rebuild(ctx, job_id, batch_size=batch_size)
+        else:
+            if resumed:
+                console.print(f"resuming rebuild {str(job_id)[:8]} of {job.target_collection} after "
+                              f"{job.processed_chunks} chunks")
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
+                          TextColumn("ETA"), TimeRemainingColumn(), console=err_console, transient=False) as bar:
+                task = bar.add_task(job.target_collection, total=None)
+
+                def progress(n: int, total: int) -> None:
+                    bar.update(task, completed=n, total=total)
+
+                def phase(name: str) -> None:
+                    bar.update(task, description=f"{job.target_collection}: {name}")
+
+                done = run_rebuild(ctx, job_id, batch_size=batch_size, on_progress=progress, on_phase=phase)
+        elapsed = time.perf_counter() - t0
+        out = {**rebuild_view(done), "seconds": round(elapsed, 1)}
+        with unit_of_work(ctx) as s:
+            _audit(s, "milvus.rebuild.finish", job_id=str(job_id), status=done.status)
+    if json_out:
+        emit_json(out)
+    else:
+        console.print(f"rebuild {out['status']}: {out['processed_chunks']} chunks into {out['target_collection']} "
+                      f"in {elapsed:.1f}s" + (" — alias switched" if done.switch_on_success else
+                                             f"; switch with: openkb index switch --profile {profile}"),
+                      highlight=False)
+
+
+def index_switch(
+    profile: Annotated[str, typer.Option("--profile", help="Profile whose collection becomes active.")],
+    force: Annotated[bool, typer.Option("--force", help="Switch even without a successful rebuild.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Point the active alias at a rebuilt collection (edits made since its rebuild are synced first)."""
+    from openkb.indexing.rebuild import switch
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = switch(ctx, s, profile, force=force)
+        _audit(s, "milvus.alias.switch", **{k: v for k, v in out.items() if k != "caught_up"})
+    emit_json(out) if json_out else console.print(
+        f"{out['alias']}: {out['previous']} -> {out['collection']}", highlight=False)
+
+
+def index_rollback(
+    to: Annotated[Optional[str], typer.Option("--to", help="Profile to return to (default: the previous one).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Point the active alias back at the previously active collection."""
+    from openkb.indexing.rebuild import rollback
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = rollback(ctx, s, to)
+        _audit(s, "milvus.alias.rollback", **{k: v for k, v in out.items() if k != "caught_up"})
+    emit_json(out) if json_out else console.print(
+        f"rolled back {out['alias']}: {out['previous']} -> {out['collection']}", highlight=False)
+
+
+def index_drop(
+    profile: Annotated[str, typer.Argument(help="Profile (or collection) whose collection to drop.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Drop a collection that is not active (its profile stays, marked dropped)."""
+    from openkb.indexing.rebuild import drop
+
+    if not yes and not json_out and not typer.confirm(f"drop the collection of {profile}?"):
+        raise typer.Exit(1)
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = drop(ctx, s, profile)
+        _audit(s, "milvus.collection.drop", **out)
+    emit_json(out) if json_out else console.print(f"dropped {out['dropped']}", highlight=False)
+
+
+def index_verify(
+    repair: Annotated[bool, typer.Option("--repair", help="Fix what differs.")] = False,
+    collection: Annotated[Optional[str], typer.Option(help="Collection (default: the active one).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Missing, extra and stale Milvus rows compared with PostgreSQL (exit code 1 if any, unless repaired)."""
+    from openkb.indexing.verify import verify
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = verify(ctx, s, collection=collection, repair=repair)
+        if repair and out["repaired"]:
+            _audit(s, "milvus.index.repair", collection=out["collection"], **out["repair"])
+    if json_out:
+        emit_json(out)
+    else:
+        state = "[green]ok[/]" if out["ok"] else ("[yellow]repaired[/]" if out["repaired"] else "[red]differs[/]")
+        console.print(f"{out['collection']}: {state} — Milvus rows {out['milvus_rows']}, expected {out['expected_rows']}; "
+                      f"missing {out['missing']}, extra {out['extra']}, stale {out['stale']}, "
+                      f"unchunked documents {out['unchunked_documents']}")
+        if out["repaired"]:
+            r = out["repair"]
+            console.print(f"  repaired: {r['inserted']} upserted, {r['updated']} updated, {r['deleted']} deleted "
+                          f"over {r['documents']} documents")
+    if not out["ok"] and not out["repaired"]:
+        raise typer.Exit(1)
+
+
+def index_jobs(json_out: JsonOpt = False) -> None:
+    """Recent rebuild jobs."""
+    from openkb.indexing.rebuild import list_jobs
+    from openkb.indexing.service import rebuild_view
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        rows = [rebuild_view(j) for j in list_jobs(s)]
+    if json_out:
+        emit_json(rows)
+        return
+    table("rebuild jobs", ["id", "status", "collection", "progress", "started", "error"],
+          [(r["id"][:8], r["status"], r["target_collection"], f"{r['processed_chunks']}/{r['total_chunks']}",
+            r["started_at"], (r["error"] or "")[:60]) for r in rows])

@@ -1,0 +1,128 @@
+"""``openkb profile create|list|show``: Milvus index profiles (operator = system administrator).
+
+A profile names a collection and the shapes of its functions (TEXTEMBEDDING provider, model and
+endpoint; the BM25 analyzer; an optional RERANK function). It never holds a key: a key-like
+``--param`` is refused, because embedding and rerank credentials live in the Milvus or provider
+deployment (milvus.yaml credentials, provider env), not in OpenKB.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from cli.context import appliance, unit_of_work
+from cli.output import console, emit_json, table
+from openkb.errors import ValidationError
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def register(app: typer.Typer) -> None:
+    profile = typer.Typer(help="Milvus index profiles (collection + embedding/BM25/rerank functions).",
+                          no_args_is_help=True)
+    profile.command("create")(profile_create)
+    profile.command("list")(profile_list)
+    profile.command("show")(profile_show)
+    app.add_typer(profile, name="profile")
+
+
+def _params(values: list[str] | None, what: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError(f"{what} takes KEY=VALUE (got {item!r})", field=what)
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def profile_create(
+    name: Annotated[Optional[str], typer.Argument(help="Profile name (default: the collection name).")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Embedding model name as the provider knows it; omit for "
+                                                       "a BM25-only profile.")] = None,
+    dim: Annotated[int, typer.Option(help="Vector size of the model (required with --model).")] = 0,
+    provider: Annotated[str, typer.Option(help="TEXTEMBEDDING provider (Milvus Lite: openai = any "
+                                               "OpenAI-compatible endpoint; Milvus 2.6: also tei, vllm, ...).")] = "openai",
+    endpoint: Annotated[Optional[str], typer.Option(help="Provider base URL that Milvus calls, e.g. "
+                                                         "http://tei:80/v1.")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="Extra TEXTEMBEDDING param KEY=VALUE "
+                                                                      "(repeatable; never a key).")] = None,
+    rerank_provider: Annotated[Optional[str], typer.Option(help="RERANK provider (Lite: cohere; 2.6: tei, "
+                                                                "vllm, ...).")] = None,
+    rerank_endpoint: Annotated[Optional[str], typer.Option(help="Rerank service URL.")] = None,
+    rerank_model: Annotated[Optional[str], typer.Option(help="Rerank model name.")] = None,
+    rerank_param: Annotated[Optional[list[str]], typer.Option("--rerank-param", help="Extra RERANK param "
+                                                                                    "KEY=VALUE.")] = None,
+    analyzer: Annotated[Optional[str], typer.Option(help="BM25 analyzer params as JSON (default: jieba on "
+                                                         "Milvus Lite, chinese on Milvus 2.6).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a profile. Its collection is created and filled by `openkb index rebuild --profile NAME`."""
+    from openkb.audit import record_audit
+    from openkb.indexing.profiles import ProfileInput, create_profile, describe
+
+    try:
+        analyzer_params = json.loads(analyzer) if analyzer else None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"--analyzer is not JSON: {exc}", field="analyzer") from None
+    inp = ProfileInput(name=name, model=model, dim=dim, provider=provider, endpoint=endpoint,
+                       params=_params(param, "--param"), rerank_provider=rerank_provider,
+                       rerank_endpoint=rerank_endpoint, rerank_model=rerank_model,
+                       rerank_params=_params(rerank_param, "--rerank-param"), analyzer=analyzer_params)
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        prof = create_profile(ctx, s, inp)
+        out = describe(prof)
+        record_audit(s, tenant_id=None, actor=None, action="milvus.profile.create", object_type="milvus_index_profile",
+                     object_id=prof.id, metadata={"name": prof.name, "collection": prof.collection_name, "via": "cli"})
+    if json_out:
+        emit_json(out)
+    else:
+        console.print(f"created profile [bold]{out['name']}[/] -> collection {out['collection']} "
+                      f"({'dense ' + str(out['vector_dim']) + 'd + ' if out['vector_dim'] else ''}BM25"
+                      f"{' + rerank' if out['functions']['rerank'] else ''}); next: "
+                      f"openkb index rebuild --profile {out['name']} --switch", highlight=False)
+
+
+def profile_list(json_out: JsonOpt = False) -> None:
+    """List profiles; the active one is marked."""
+    from openkb.indexing.profiles import current_target, describe, list_profiles
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        active = current_target(ctx.milvus, ctx.settings.milvus_active_alias)
+        rows = [describe(p, active_collection=active) for p in list_profiles(s)]
+    if json_out:
+        emit_json(rows)
+        return
+    table("index profiles", ["", "name", "status", "collection", "dim", "embedding", "rerank"],
+          [("*" if r["active"] else "", r["name"], r["status"], r["collection"], r["vector_dim"] or "-",
+            (r["functions"]["embedding"] or {}).get("model") or "BM25-only",
+            (r["functions"]["rerank"] or {}).get("provider") or "-") for r in rows])
+
+
+def profile_show(name: Annotated[str, typer.Argument(help="Profile name, id or collection.")],
+                 json_out: JsonOpt = False) -> None:
+    """Show one profile: collection, functions, status."""
+    from openkb.indexing.profiles import current_target, describe, get_profile
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = describe(get_profile(s, name), active_collection=current_target(ctx.milvus, ctx.settings.milvus_active_alias))
+    if json_out:
+        emit_json(out)
+        return
+    f = out["functions"]
+    console.print(f"[bold]{out['name']}[/] ({out['status']}{', the active alias points here' if out['active'] else ''})",
+                  highlight=False)
+    console.print(f"  collection  {out['collection']}  (schema {out['schema_version']}, backend {out['backend']})")
+    emb = f["embedding"]
+    console.print(f"  embedding   " + (f"{emb['name']}: {emb['provider']} {emb['model']} {emb['dimensions']}d "
+                                      f"@ {emb['endpoint']}" if emb else "none (BM25-only)"), highlight=False)
+    console.print(f"  bm25        {f['bm25']['name']}: analyzer {json.dumps(f['bm25']['analyzer'])}", highlight=False)
+    rr = f["rerank"]
+    console.print(f"  rerank      " + (f"{rr['name']}: {rr['provider']} {rr['model'] or ''} @ {rr['endpoint']}"
+                                      if rr else "none"), highlight=False)

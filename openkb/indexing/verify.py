@@ -1,0 +1,123 @@
+"""``openkb index verify [--repair]``: compare a collection with PostgreSQL, row by row.
+
+* missing: a current chunk PostgreSQL has and the collection lacks (or a page never chunked);
+* extra: a row whose chunk is not current any more (old version, deleted page, purged document);
+* stale: a row whose title or access/scalar fields differ from what ``chunk_access`` says now.
+
+``--repair`` re-syncs every document concerned (``service.sync_documents``: chunk if needed,
+upsert, partial-update, delete) and deletes rows of documents PostgreSQL no longer has. It reads
+every row id of the collection and computes access fields for every page: minutes at a million
+chunks, seconds at 100k.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import text
+from sqlmodel import Session
+
+from openkb.context import AppContext
+from openkb.db import session_scope
+from openkb.errors import NotFound
+from openkb.indexing import milvus as mv
+from openkb.indexing.profiles import current_target, find_by_collection, spec_of
+from openkb.indexing.service import (
+    SCALAR_FIELDS, Target, _differs, load_docs, milvus_row, sync_documents,
+)
+from openkb.models import DocumentChunk
+from openkb.permissions import chunk_access_many
+
+log = logging.getLogger("openkb.indexing.verify")
+
+DOC_BATCH = 2000
+_FIELDS = ("id", "document_id", "title", *SCALAR_FIELDS)
+
+
+def _doc_batches(session: Session) -> Iterator[list[str]]:
+    after = "00000000-0000-0000-0000-000000000000"
+    while True:
+        ids = [r[0] for r in session.execute(text(
+            "SELECT id::text FROM documents WHERE type = 'page' AND id > CAST(:a AS uuid) ORDER BY id LIMIT :n"),
+            {"a": after, "n": DOC_BATCH}).all()]
+        if not ids:
+            return
+        yield ids
+        after = ids[-1]
+
+
+def _expected(session: Session, doc_ids: list[str]) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """(chunk id -> expected row, documents that want rows but have no chunks yet) — read-only."""
+    docs = {k: d for k, d in load_docs(session, doc_ids).items() if d.wants_rows}
+    if not docs:
+        return {}, set()
+    from sqlmodel import col, select
+
+    chunks = session.exec(select(DocumentChunk).where(col(DocumentChunk.document_id).in_(list(docs)))).all()
+    access = {str(k): v for k, v in chunk_access_many(session, list(docs)).items()}
+    out: dict[str, dict[str, Any]] = {}
+    have_chunks: set[str] = set()
+    for c in chunks:
+        d = docs[str(c.document_id)]
+        if str(c.version_id) != d.current_version_id:
+            continue
+        have_chunks.add(d.id)
+        out[str(c.id)] = milvus_row(d, c, access.get(d.id))
+    return out, set(docs) - have_chunks
+
+
+def verify(ctx: AppContext, session: Session, *, collection: str | None = None, repair: bool = False,
+           examples: int = 5) -> dict[str, Any]:
+    client = ctx.milvus
+    collection = collection or current_target(client, ctx.settings.milvus_active_alias)
+    if not collection:
+        raise NotFound("no active collection (run `openkb up` once, or `openkb index rebuild`)")
+    prof = find_by_collection(session, collection)
+    if prof is None:
+        raise NotFound(f"no index profile describes {collection}")
+    client.flush(collection)
+    have = {r["id"]: r for r in mv.query_rows(client, collection, 'id != ""', output_fields=_FIELDS, limit=None)}
+    missing: list[str] = []
+    stale: list[str] = []
+    unchunked: set[str] = set()
+    todo_docs: set[str] = set()
+    seen: set[str] = set()
+    for batch in _doc_batches(session):
+        want, never = _expected(session, batch)
+        unchunked |= never
+        todo_docs |= never
+        for cid, row in want.items():
+            seen.add(cid)
+            got = have.get(cid)
+            if got is None:
+                missing.append(cid)
+                todo_docs.add(row["document_id"])
+            elif got.get("title") != row["title"] or _differs(got, row):
+                stale.append(cid)
+                todo_docs.add(row["document_id"])
+    extra = [cid for cid in have if cid not in seen]
+    extra_docs = {have[c]["document_id"] for c in extra}
+    report: dict[str, Any] = {
+        "collection": collection, "profile": prof.name, "milvus_rows": len(have), "expected_rows": len(seen),
+        "missing": len(missing), "extra": len(extra), "stale": len(stale), "unchunked_documents": len(unchunked),
+        "examples": {"missing": missing[:examples], "extra": extra[:examples], "stale": stale[:examples]},
+        "ok": not (missing or extra or stale or unchunked), "repaired": False,
+    }
+    if repair and not report["ok"]:
+        target = Target(collection, spec_of(prof))
+        existing = set(load_docs(session, sorted(extra_docs)).keys()) if extra_docs else set()
+        gone_rows = [c for c in extra if have[c]["document_id"] not in existing]
+        ids = sorted(todo_docs | (extra_docs & existing))
+        rep = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
+        for start in range(0, len(ids), 200):
+            with session_scope(ctx.engine) as s:
+                r = sync_documents(ctx, s, ids[start:start + 200], targets=[target]).as_dict()
+            for k in rep:
+                rep[k] += r[k]
+        if gone_rows:
+            rep["deleted"] += mv.delete_rows(client, collection, gone_rows) or len(gone_rows)
+        report["repaired"] = True
+        report["repair"] = rep
+    return report

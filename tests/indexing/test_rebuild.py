@@ -1,0 +1,298 @@
+"""Rebuild + alias switch + rollback on real PostgreSQL + Milvus Lite, with edits during the
+rebuild, a rebuild SIGKILLed mid-way and re-run, verify/repair, the admin routes and the CLI.
+
+New profiles here are BM25-only (no embedding calls, so rebuilds of the whole test database take
+seconds); the active default profile (dense + BM25) is restored by the rollback at the end of each
+test that switches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session
+
+import openkb.jobs as jobs
+from openkb.accounts.tokens import issue_pat
+from openkb.db import session_scope
+from openkb.errors import ValidationError
+from openkb.indexing import milvus as mv
+from openkb.indexing import rebuild, service
+from openkb.indexing.profiles import ProfileInput, create_profile, current_target, get_profile
+from openkb.models import Document, IndexRebuildJob
+from openkb.retrieval import forget_active_profile
+from tests.factories import make_doc
+from tests.indexing.test_index_e2e import Env, uniq
+
+pytestmark = pytest.mark.usefixtures("worker")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def env(app_ctx, engine):
+    from workers.queue import HueyQueue
+
+    previous = jobs._queue
+    jobs.set_queue(HueyQueue())
+    with session_scope(app_ctx.engine) as s:
+        service.ensure_default_profile(app_ctx, s)
+    forget_active_profile()
+    e = Env(app_ctx, engine)
+    # a few multi-chunk documents so the rebuild has several batches of this module's own
+    e.docs = [e.create("# Doc %d\n\n%s\n" % (i, "\n\n".join(f"para {j} {uniq('body')} " * 20 for j in range(3))))
+              for i in range(4)]
+    with session_scope(engine) as s:  # bulk: 60 more small pages, indexed in one sync
+        more = [make_doc(s, e.kb, e.p.owner, markdown=f"# Small {i}\n\n{uniq('small')} text.\n") for i in range(60)]
+        service.sync_documents(app_ctx, s, [d.id for d in more])
+    yield e
+    jobs.set_queue(previous)
+
+
+def new_profile(env, prefix: str = "bm25") -> str:
+    with session_scope(env.engine) as s:
+        p = create_profile(env.ctx, s, ProfileInput(name=f"{prefix}-{uuid.uuid4().hex[:6]}"))
+        return p.name
+
+
+def active(env) -> str | None:
+    return current_target(env.ctx.milvus, env.alias)
+
+
+def all_ids(env, collection: str) -> list[str]:
+    env.ctx.milvus.flush(collection)
+    return [r["id"] for r in mv.query_rows(env.ctx.milvus, collection, 'id != ""', output_fields=["id"], limit=None)]
+
+
+def pg_count(env) -> int:
+    with Session(env.engine) as s:
+        return service.pg_chunk_count(s)
+
+
+def test_rebuild_switch_rollback_with_edits_during_the_rebuild(env):
+    original = active(env)
+    name = new_profile(env)
+    a, b = env.docs[0], env.docs[1]
+    old_a, new_a, c_word, d_word = uniq("olda"), uniq("newa"), uniq("cword"), uniq("dword")
+    env.save(a.id, f"# A\n\n{old_a} before the rebuild.\n")
+    with session_scope(env.engine) as s:
+        job = rebuild.start_rebuild(env.ctx, s, name, switch=True)
+    started, go = threading.Event(), threading.Event()
+    box: dict = {}
+
+    def progress(n: int, total: int) -> None:
+        if not started.is_set():
+            started.set()
+            assert go.wait(120)
+
+    def run() -> None:
+        try:
+            box["job"] = rebuild.run_rebuild(env.ctx, job.id, batch_size=16, on_progress=progress)
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+            started.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(120) and "error" not in box, box
+    try:
+        # edits while the rebuild is mid-way: through the normal content services and worker
+        env.save(a.id, f"# A\n\n{new_a} after the edit.\n")
+        from openkb.content.documents import trash_document
+        env.write(lambda s: trash_document(s, env.actor(), b.id))
+        env.wait_rows(b.id, lambda rows: rows == [])
+        c = env.create(f"# C\n\n{c_word} created during the rebuild.\n")
+        assert active(env) == original  # nothing moves before the end
+    finally:
+        go.set()
+        t.join(300)
+    assert "error" not in box, box.get("error")
+    assert box["job"].status == "succeeded"
+    with Session(env.engine) as s:
+        prof = get_profile(s, name)
+    assert active(env) == prof.collection_name and prof.status == "active"
+    forget_active_profile()
+    ids = all_ids(env, prof.collection_name)
+    assert len(ids) == len(set(ids)) == pg_count(env)
+    m = env.p.member
+    assert env.finds(m, new_a, a.id) and env.finds(m, c_word, c.id)
+    assert not any(old_a in r.content for r in env.search(m, old_a))
+    assert not env.finds(env.p.owner, env.docs[1].title, b.id)
+
+    # an edit after the switch reaches only the new collection; rollback carries it back
+    d = env.create(f"# D\n\n{d_word} after the switch.\n")
+    with session_scope(env.engine) as s:
+        out = rebuild.rollback(env.ctx, s)
+    assert out["collection"] == original and active(env) == original
+    forget_active_profile()
+    assert env.finds(m, d_word, d.id) and env.finds(m, new_a, a.id)
+    assert len(all_ids(env, original)) == pg_count(env)
+
+    with session_scope(env.engine) as s:
+        with pytest.raises(ValidationError):
+            rebuild.drop(env.ctx, s, original)  # the active one is refused
+        rebuild.drop(env.ctx, s, name)
+    assert not env.ctx.milvus.has_collection(prof.collection_name)
+
+
+_CHILD = """
+import sys, time, uuid
+from openkb.config import Settings
+from openkb.context import AppContext
+from openkb.runtime.embedded import Endpoints
+from openkb.indexing.rebuild import run_rebuild
+from pathlib import Path
+import os
+s = Settings()
+ep = Endpoints(database_url=os.environ["DATABASE_URL"], milvus_uri=os.environ["MILVUS_URI"], milvus_token=None,
+               embedder_url=os.environ.get("OPENKB_EMBEDDER_URL"), queue="", home=Path(os.environ["OPENKB_HOME"]))
+ctx = AppContext.build(s, ep)
+run_rebuild(ctx, uuid.UUID(sys.argv[1]), batch_size=8, on_progress=lambda n, t: time.sleep(0.5))
+"""
+
+
+def test_rebuild_killed_midway_resumes_and_the_alias_never_moved(env):
+    original = active(env)
+    name = new_profile(env, "killed")
+    with session_scope(env.engine) as s:
+        job = rebuild.start_rebuild(env.ctx, s, name, switch=True)
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(job.id)], cwd=ROOT, env={**os.environ},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with Session(env.engine) as s:
+                row = s.get(IndexRebuildJob, job.id)
+                if row.processed_chunks >= 16:
+                    break
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the child rebuild made no progress"
+            time.sleep(0.05)
+        with session_scope(env.engine) as s:  # while it runs, a second runner is refused
+            with pytest.raises(rebuild.RebuildBusy):
+                rebuild.start_rebuild(env.ctx, s, name)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with Session(env.engine) as s:
+        row = s.get(IndexRebuildJob, job.id)
+        assert row.status == "running" and row.last_chunk_id is not None
+    assert active(env) == original
+    assert not rebuild.is_alive(env.ctx, job.id)
+
+    with session_scope(env.engine) as s:
+        again = rebuild.start_rebuild(env.ctx, s, name, switch=False)
+    assert again.id == job.id  # resumed, not restarted
+    done = rebuild.run_rebuild(env.ctx, job.id, batch_size=256)
+    assert done.status == "succeeded" and active(env) == original
+    with Session(env.engine) as s:
+        coll = get_profile(s, name).collection_name
+    ids = all_ids(env, coll)
+    assert len(ids) == len(set(ids)) == pg_count(env)
+    with session_scope(env.engine) as s:
+        rebuild.drop(env.ctx, s, name)
+
+
+def test_verify_finds_missing_extra_and_stale_rows_and_repairs_them(env):
+    from openkb.indexing.verify import verify
+
+    client, coll = env.ctx.milvus, active(env)
+    doc = env.create(f"# V\n\n{uniq('verify')} one.\n\n## Two\n\n{uniq('verify')} two " + "words " * 400 + "\n")
+    rows = mv.query_rows(client, coll, f'document_id == "{doc.id}"', output_fields=["id"], limit=100)
+    assert len(rows) >= 2
+    gone, stale = rows[0]["id"], rows[1]["id"]
+    mv.delete_rows(client, coll, [gone])
+    client.upsert(coll, [{"id": stale, "scope_doc": str(doc.id)}], partial_update=True)
+    bogus = mv.chunk_row(chunk_id=uuid.uuid4(), tenant_id=env.p.tenant.id, workspace_id=env.p.workspace.id,
+                         knowledge_base_id=env.kb.id, document_id=uuid.uuid4(), version_id=uuid.uuid4(),
+                         doc_status="published", visibility_eff="workspace", content_text="ghost row")
+    mv.upsert_rows(client, coll, [bogus])
+    with session_scope(env.engine) as s:
+        rep = verify(env.ctx, s)
+    assert rep["missing"] >= 1 and rep["extra"] >= 1 and rep["stale"] >= 1 and not rep["ok"]
+    with session_scope(env.engine) as s:
+        rep = verify(env.ctx, s, repair=True)
+    assert rep["repaired"]
+    client.flush(coll)
+    got = {r["id"]: r for r in mv.query_rows(client, coll, f'document_id == "{doc.id}"',
+                                              output_fields=["id", "scope_doc"], limit=100)}
+    assert gone in got and got[stale]["scope_doc"] == ""
+    assert mv.query_rows(client, coll, f'id == "{bogus["id"]}"', output_fields=["id"], limit=1) == []
+
+
+def test_admin_routes_are_for_admins_and_refuse_keys(env, http):
+    p = env.p
+
+    def tok(user, scopes=("kb:read", "kb:search", "admin")) -> dict:
+        with session_scope(env.engine) as s:
+            _, plain = issue_pat(s, tenant_id=p.tenant.id, user_id=user.id, name="t", scopes=list(scopes))
+        return {"Authorization": f"Bearer {plain}"}
+
+    admin, owner = tok(p.tenant_admin), tok(p.owner, ("kb:read", "kb:search"))
+    assert http.get("/api/admin/milvus/status").status_code == 401
+    assert http.get("/api/admin/milvus/status", headers=owner).status_code == 403  # a KB owner: no models
+    assert http.post("/api/admin/milvus/index-profiles", json={"name": "x"}, headers=owner).status_code == 403
+    r = http.get("/api/admin/milvus/status", headers=admin)
+    assert r.status_code == 200, r.text
+    st = r.json()
+    assert st["alias"] == env.alias and st["collection"] == active(env) and st["profile"]["functions"]["bm25"]
+    r = http.post("/api/admin/milvus/index-profiles", headers=admin,
+                  json={"model": "m", "dim": 8, "endpoint": "http://tei/v1", "params": {"api_key": "sk-live-123456789"}})
+    assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR" and "credential" in r.json()["detail"]
+    r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"rerank": {"provider": "cohere",
+                  "endpoint": "http://r/v1", "params": {"Authorization": "Bearer abc"}}})
+    assert r.status_code == 422 and "credential" in r.json()["detail"]
+    name = f"api-{uuid.uuid4().hex[:6]}"
+    r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"name": name})
+    assert r.status_code == 201, r.text
+    assert r.json()["collection"].startswith("openkb_chunks_bm25_0_v") and "key" not in json.dumps(r.json()).lower()
+    assert any(x["name"] == name for x in http.get("/api/admin/milvus/index-profiles", headers=admin).json()["items"])
+    r = http.post("/api/admin/milvus/rebuild-jobs", headers=admin, json={"profile": name})
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    deadline = time.monotonic() + 180
+    while True:
+        j = http.get(f"/api/admin/milvus/rebuild-jobs/{job_id}", headers=admin).json()
+        if j["status"] in ("succeeded", "failed"):
+            break
+        assert time.monotonic() < deadline, j
+        time.sleep(0.2)
+    assert j["status"] == "succeeded", j
+    original = active(env)
+    r = http.post("/api/admin/milvus/aliases/switch", headers=admin, json={"profile": name})
+    assert r.status_code == 200 and r.json()["previous"] == original, r.text
+    r = http.post("/api/admin/milvus/aliases/switch", headers=admin, json={"rollback": True})
+    assert r.status_code == 200 and r.json()["collection"] == original and active(env) == original
+    forget_active_profile()
+    with session_scope(env.engine) as s:
+        rebuild.drop(env.ctx, s, name)
+
+
+def _cli(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ}, timeout=120)
+
+
+def test_cli_status_search_as_user_and_key_refusal(env):
+    word = uniq("cliword")
+    doc = env.create(f"# CLI\n\n{word} from the command line.\n")
+    st = _cli(["index", "status", "--json"])
+    assert st.returncode == 0, st.stderr
+    out = json.loads(st.stdout)
+    assert out["collection"] == active(env) and out["pg_chunks"] >= 1 and out["profile"]["vector_dim"] >= 0
+    with Session(env.engine) as s:
+        email = s.get(type(env.p.member), env.p.member.id).email
+        assert s.get(Document, doc.id) is not None
+    got = _cli(["search", word, "--as", email, "--json"])
+    assert got.returncode == 0, got.stderr
+    assert [r["document_id"] for r in json.loads(got.stdout)["results"]][:1] == [str(doc.id)]
+    bad = _cli(["profile", "create", "x", "--model", "m", "--dim", "8", "--param", "api_key=sk-abcdefghijk"])
+    assert bad.returncode == 2 and "credential" in bad.stderr and "Traceback" not in bad.stderr
