@@ -5,7 +5,7 @@ one statement, and these functions decide in Python. Keeping the rules pure is w
 query answer "which of these N documents can this principal read" and lets the same rules
 compute the Milvus access fields of a chunk.
 
-The rules (decisions marked DECISION are ours where docs/05 is silent; see README.md):
+The rules (decisions marked DECISION are ours where docs/05 is silent; summary in README.md):
 
 * Region. A document's *region* is its nearest ``permission_mode = custom`` ancestor-or-self
   document, or the knowledge base when there is none. Collaborator rows count only on the
