@@ -1,0 +1,1 @@
+"""Indexing: the Milvus collection layer (schema, functions, rows, scope filter, search, aliases)."""

@@ -1,0 +1,651 @@
+"""The Milvus collection layer: schema + functions, rows, the readable-scope prefilter, search,
+aliases. Works the same against Milvus Lite 3.x (the embedded default) and a Milvus 2.6 server.
+
+Milvus is a retrieval index, never the permission truth (spec docs/09): every search here is a
+*prefilter* and the retrieval service must re-check each candidate in PostgreSQL.
+
+Why the scope filter looks the way it does. On Lite a filter is fast only when *every* field in
+it has an INVERTED index and the rows are flushed: then ``VARCHAR in [...]``/``==``/``not in``
+become bitmap operations (~1 ms at 20k rows). ``ARRAY_CONTAINS_ANY(access_principals, ...)``
+can't be indexed there and costs ~45 µs per row (~11 s per search at 100k rows). So
+``access_principals`` is written (spec §6.2, usable on a 2.6 server) but never filtered on; the
+readable scope is mapped onto three indexed scalar fields computed by the indexer:
+
+* ``knowledge_base_id`` (already there),
+* ``scope_doc``: id of the nearest document or folder, the chunk's own document included, whose
+  ``permission_mode`` is ``custom``; ``""`` when the chunk inherits the knowledge base,
+* ``visibility_eff``: the visibility that governs reading: that custom document's visibility
+  when it has one, otherwise the knowledge base's (``private`` | ``workspace`` | ``public``).
+
+A filter mentioning any field without an index (``metadata``, ``title``, ``access_principals``)
+silently drops Lite to per-row evaluation: keep extra conditions on ``INDEXED_SCALARS``.
+Writers must ``flush`` after each batch (``upsert_rows``/``delete_rows`` do): unflushed rows
+make every filtered search slow.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, RRFRanker
+from pymilvus.exceptions import MilvusException
+
+from openkb.errors import ConfigError, IndexError_, ServiceUnavailable, ValidationError
+from openkb.indexing.profiles_spec import ProfileSpec
+
+log = logging.getLogger("openkb.indexing.milvus")
+
+SCHEMA_VERSION = "chunks-1"
+BM25_FUNCTION = "openkb_bm25"
+EMBED_FUNCTION = "openkb_embed"
+RERANK_FUNCTION = "openkb_rerank"
+DENSE_FIELD = "dense_vector"
+SPARSE_FIELD = "sparse_vector"
+
+ID_MAX = 64
+TEXT_MAX = 65535  # Milvus' VARCHAR limit; rows are cut to this many UTF-8 bytes
+TITLE_MAX = 2048
+HEADINGS_CAP, HEADING_MAX = 32, 512
+PRINCIPALS_CAP, PRINCIPAL_MAX = 1024, 128
+VISIBILITIES = ("private", "workspace", "public")
+DOC_STATUSES = ("draft", "published", "archived", "deleted")
+
+# Fields with an INVERTED index: the only ones a fast filter may mention. Id-like fields with
+# one value per row (id, chunk_id) are left out: the pk has its own lookup path and an inverted
+# index over unique values costs memory for nothing.
+INDEXED_SCALARS = (
+    "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id",
+    "is_current", "doc_status", "scope_doc", "visibility_eff", "updated_at",
+)
+DEFAULT_OUTPUT_FIELDS = (
+    "chunk_id", "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id",
+    "doc_status", "scope_doc", "visibility_eff", "title", "heading_path", "content_text",
+    "metadata", "updated_at",
+)
+# Beyond this many ids in one list the clause is replaced by a coarser one (a superset): the
+# expression is parsed per search, and PostgreSQL does the final check anyway.
+MAX_FILTER_IDS = 5000
+_ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+HNSW_PARAMS = {"M": 16, "efConstruction": 200}
+
+
+# --- schema --------------------------------------------------------------------------------------
+
+def collection_schema(spec: ProfileSpec) -> Any:
+    """The docs/09 §6 schema plus the scope fields, with the BM25 (and TEXTEMBEDDING) functions."""
+    s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False,
+                                   description=f"openkb {SCHEMA_VERSION} profile {spec.name}")
+    s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_MAX)
+    for name in ("chunk_id", "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id"):
+        s.add_field(name, DataType.VARCHAR, max_length=ID_MAX)
+    s.add_field("is_current", DataType.BOOL)
+    s.add_field("doc_status", DataType.VARCHAR, max_length=16)
+    s.add_field("scope_doc", DataType.VARCHAR, max_length=ID_MAX)
+    s.add_field("visibility_eff", DataType.VARCHAR, max_length=16)
+    s.add_field("title", DataType.VARCHAR, max_length=TITLE_MAX)
+    s.add_field("heading_path", DataType.ARRAY, element_type=DataType.VARCHAR,
+                max_capacity=HEADINGS_CAP, max_length=HEADING_MAX)
+    s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
+                analyzer_params=dict(spec.bm25_analyzer))
+    s.add_field("content_markdown", DataType.VARCHAR, max_length=TEXT_MAX)
+    s.add_field("metadata", DataType.JSON)
+    s.add_field("access_principals", DataType.ARRAY, element_type=DataType.VARCHAR,
+                max_capacity=PRINCIPALS_CAP, max_length=PRINCIPAL_MAX)
+    if spec.embedding is not None:
+        s.add_field(DENSE_FIELD, DataType.FLOAT_VECTOR, dim=spec.vector_dim)
+    s.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
+    s.add_field("created_at", DataType.INT64)
+    s.add_field("updated_at", DataType.INT64)
+    s.add_function(Function(name=BM25_FUNCTION, function_type=FunctionType.BM25,
+                            input_field_names=["content_text"], output_field_names=[SPARSE_FIELD]))
+    if spec.embedding is not None:
+        s.add_function(Function(name=EMBED_FUNCTION, function_type=FunctionType.TEXTEMBEDDING,
+                                input_field_names=["content_text"], output_field_names=[DENSE_FIELD],
+                                params=spec.embedding.function_params()))
+    return s
+
+
+def index_params(client: MilvusClient, spec: ProfileSpec) -> Any:
+    ip = client.prepare_index_params()
+    for name in INDEXED_SCALARS:
+        ip.add_index(field_name=name, index_type="INVERTED", index_name=f"ix_{name}")
+    ip.add_index(field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                 index_name=f"ix_{SPARSE_FIELD}")
+    if spec.embedding is not None:
+        ip.add_index(field_name=DENSE_FIELD, index_type="HNSW", metric_type="COSINE",
+                     index_name=f"ix_{DENSE_FIELD}", params=dict(HNSW_PARAMS))
+    return ip
+
+
+def ensure_collection(client: MilvusClient, spec: ProfileSpec) -> bool:
+    """Create and load the profile's collection; True if it was created. An existing collection
+    whose shape differs from ``spec`` raises ``ConfigError`` instead of being written into (mixing
+    vector spaces in one collection is what the rebuild flow exists to avoid)."""
+    name = spec.collection_name
+    try:
+        if client.has_collection(name):
+            _check_compatible(client.describe_collection(name), spec)
+            client.load_collection(name)
+            return False
+        client.create_collection(name, schema=collection_schema(spec))
+        # sync=False: pymilvus otherwise polls every index with a 0.5 s sleep (6 s for these 12),
+        # and on a new, empty collection there is nothing to wait for.
+        client.create_index(name, index_params(client, spec), sync=False)
+        client.load_collection(name)
+        return True
+    except MilvusException as exc:
+        raise IndexError_(f"cannot create/load collection {name}: {exc.message}") from exc
+
+
+def _check_compatible(desc: Mapping[str, Any], spec: ProfileSpec) -> None:
+    fields = {f["name"]: f for f in desc.get("fields", [])}
+    problems = [f"missing field {n}" for n in ("id", "scope_doc", "visibility_eff", SPARSE_FIELD) if n not in fields]
+    dense = fields.get(DENSE_FIELD)
+    if spec.embedding is None and dense is not None:
+        problems.append("collection has a dense field but the profile is BM25-only")
+    if spec.embedding is not None:
+        if dense is None:
+            problems.append("collection is BM25-only but the profile has an embedding")
+        elif int((dense.get("params") or {}).get("dim", -1)) != spec.vector_dim:
+            problems.append(f"dense dim {(dense.get('params') or {}).get('dim')} != {spec.vector_dim}")
+        funcs = {f["name"]: f for f in desc.get("functions", [])}
+        emb = funcs.get(EMBED_FUNCTION)
+        if emb is None:
+            problems.append(f"function {EMBED_FUNCTION} missing")
+        else:
+            params = emb.get("params") or {}
+            for key in ("model_name", "base_url", "provider"):
+                want = getattr(spec.embedding, key)
+                if want is not None and str(params.get(key)) != str(want):
+                    problems.append(f"{EMBED_FUNCTION}.{key} is {params.get(key)!r}, profile wants {want!r}")
+    if problems:
+        raise ConfigError(f"collection {spec.collection_name} does not match profile {spec.name}: "
+                          + "; ".join(problems) + " (create a new collection version instead)")
+
+
+def drop_collection(client: MilvusClient, collection: str) -> None:
+    """Drop an old collection; refuses while any alias still points at it (rollback safety)."""
+    aliases = client.list_aliases(collection_name=collection)
+    names = aliases.get("aliases", []) if isinstance(aliases, Mapping) else list(aliases or [])
+    if names:
+        raise ValidationError(f"collection {collection} is the target of alias(es) {', '.join(names)}; switch them first")
+    client.drop_collection(collection)
+
+
+# --- rows ----------------------------------------------------------------------------------------
+
+def _cut(text: str, max_bytes: int) -> str:
+    """Cut to ``max_bytes`` UTF-8 bytes on a character boundary. Lite counts characters, a 2.6
+    server counts bytes: cutting by bytes satisfies both."""
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def _check_id(value: Any, what: str, *, allow_empty: bool = False) -> str:
+    s = str(value) if value is not None else ""
+    if s == "" and allow_empty:
+        return s
+    if not _ID_RE.match(s):
+        raise ValidationError(f"{what} {s!r} is not a valid id (UUID-like, at most {ID_MAX} chars)", field=what)
+    return s
+
+
+def chunk_row(
+    *,
+    chunk_id: Any,
+    tenant_id: Any,
+    workspace_id: Any,
+    knowledge_base_id: Any,
+    document_id: Any,
+    version_id: Any,
+    doc_status: str,
+    visibility_eff: str,
+    scope_doc: Any = "",
+    is_current: bool = True,
+    title: str = "",
+    heading_path: Sequence[str] = (),
+    content_text: str = "",
+    content_markdown: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    access_principals: Sequence[str] = (),
+    created_at: int | None = None,
+    updated_at: int | None = None,
+) -> dict[str, Any]:
+    """One Milvus row for one ``document_chunks`` row (``id == chunk_id``), sizes cut to the
+    schema. Timestamps are epoch milliseconds. See the module docstring for ``scope_doc`` and
+    ``visibility_eff``; ``access_principals`` is stored for 2.6 servers but not filtered on."""
+    if doc_status not in DOC_STATUSES:
+        raise ValidationError(f"doc_status must be one of {DOC_STATUSES} (got {doc_status!r})", field="doc_status")
+    if visibility_eff not in VISIBILITIES:
+        raise ValidationError(f"visibility_eff must be one of {VISIBILITIES} (got {visibility_eff!r})",
+                              field="visibility_eff")
+    now = int(time.time() * 1000)
+    cid = _check_id(chunk_id, "chunk_id")
+    principals = [_cut(str(p), PRINCIPAL_MAX) for p in access_principals]
+    if len(principals) > PRINCIPALS_CAP:
+        log.warning("chunk %s has %d access principals; keeping %d (the field is informational)",
+                    cid, len(principals), PRINCIPALS_CAP)
+        principals = principals[:PRINCIPALS_CAP]
+    return {
+        "id": cid,
+        "chunk_id": cid,
+        "tenant_id": _check_id(tenant_id, "tenant_id"),
+        "workspace_id": _check_id(workspace_id, "workspace_id"),
+        "knowledge_base_id": _check_id(knowledge_base_id, "knowledge_base_id"),
+        "document_id": _check_id(document_id, "document_id"),
+        "version_id": _check_id(version_id, "version_id"),
+        "is_current": bool(is_current),
+        "doc_status": doc_status,
+        "scope_doc": _check_id(scope_doc, "scope_doc", allow_empty=True),
+        "visibility_eff": visibility_eff,
+        "title": _cut(title or "", TITLE_MAX),
+        "heading_path": [_cut(str(h), HEADING_MAX) for h in heading_path][:HEADINGS_CAP],
+        "content_text": _cut(content_text or "", TEXT_MAX),
+        "content_markdown": _cut(content_markdown or "", TEXT_MAX),
+        "metadata": dict(metadata or {}),
+        "access_principals": principals,
+        "created_at": int(created_at if created_at is not None else now),
+        "updated_at": int(updated_at if updated_at is not None else now),
+    }
+
+
+def upsert_rows(client: MilvusClient, collection: str, rows: Iterable[Mapping[str, Any]], *,
+                batch_size: int = 256, flush: bool = True) -> int:
+    """Upsert in batches, then flush (filtered searches are slow over unflushed rows on Lite).
+
+    Each batch is one request from Milvus to the embedding service: with the local USE model
+    256 rows take ~2 s; keep ``batch_size`` small for slow models (Lite's HTTP timeout is 60 s)."""
+    total = 0
+    batch: list[dict[str, Any]] = []
+    try:
+        for row in rows:
+            batch.append(dict(row))
+            if len(batch) >= batch_size:
+                total += _upsert(client, collection, batch)
+                batch = []
+        if batch:
+            total += _upsert(client, collection, batch)
+        if flush and total:
+            client.flush(collection)
+    except MilvusException as exc:
+        raise IndexError_(f"upsert into {collection} failed after {total} rows: {exc.message}") from exc
+    return total
+
+
+def _upsert(client: MilvusClient, collection: str, batch: list[dict[str, Any]]) -> int:
+    res = client.upsert(collection, batch)
+    return int(res.get("upsert_count", len(batch)) if isinstance(res, Mapping) else len(batch))
+
+
+def update_scalars(client: MilvusClient, collection: str, filter: str, values: Mapping[str, Any], *,
+                   flush: bool = True, page: int = 1000) -> int:
+    """Change scalar fields (``scope_doc``, ``visibility_eff``, ``doc_status``, ``is_current``) of
+    every row matching ``filter`` with a partial upsert, without reading chunks from PostgreSQL.
+    Used when a permission mode, visibility or status changes without a new version. Milvus Lite
+    merges the stored row and re-runs the functions, so this still costs one embedding request
+    per ``page`` rows (measured: the stored vectors come back equal up to float noise)."""
+    allowed = {"scope_doc", "visibility_eff", "doc_status", "is_current", "title", "metadata",
+               "access_principals", "updated_at"}
+    bad = set(values) - allowed
+    if bad:
+        raise ValidationError(f"update_scalars cannot change {sorted(bad)}")
+    try:
+        ids = [r["id"] for r in query_rows(client, collection, filter, output_fields=["id"], limit=None)]
+        for start in range(0, len(ids), page):
+            client.upsert(collection, [{"id": i, **values} for i in ids[start:start + page]], partial_update=True)
+        if flush and ids:
+            client.flush(collection)
+    except MilvusException as exc:
+        raise IndexError_(f"partial update of {collection} failed: {exc.message}") from exc
+    return len(ids)
+
+
+def delete_rows(client: MilvusClient, collection: str, ids: Sequence[str] | None = None, *,
+                filter: str | None = None, flush: bool = True, page: int = 1000) -> int:
+    """Delete by primary keys or by a filter (exactly one of them), then flush."""
+    if (ids is None) == (filter is None):
+        raise ValidationError("delete_rows takes ids or filter, not both or neither")
+    deleted = 0
+    try:
+        if ids is not None:
+            id_list = [_check_id(i, "id") for i in ids]
+            for start in range(0, len(id_list), page):
+                res = client.delete(collection, ids=id_list[start:start + page])
+                deleted += _count(res, len(id_list[start:start + page]))
+        else:
+            if not filter or not filter.strip():
+                raise ValidationError("refusing to delete with an empty filter")
+            deleted = _count(client.delete(collection, filter=filter), 0)
+        if flush:
+            client.flush(collection)
+    except MilvusException as exc:
+        raise IndexError_(f"delete from {collection} failed: {exc.message}") from exc
+    return deleted
+
+
+def _count(res: Any, default: int) -> int:
+    """pymilvus 3 returns the deleted primary keys; older clients a ``{"delete_count": n}``."""
+    if isinstance(res, Mapping):
+        return int(res.get("delete_count", default))
+    if isinstance(res, (list, tuple)):
+        return len(res)
+    return default
+
+
+def query_rows(client: MilvusClient, collection: str, filter: str, *,
+               output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS, limit: int | None = 100) -> list[dict[str, Any]]:
+    """Scalar query; ``limit=None`` pages through everything (16,384 rows per request)."""
+    try:
+        if limit is not None:
+            return list(client.query(collection, filter=filter, output_fields=list(output_fields), limit=limit))
+        out: list[dict[str, Any]] = []
+        it = client.query_iterator(collection, filter=filter, output_fields=list(output_fields), batch_size=16384)
+        try:
+            while True:
+                page = it.next()
+                if not page:
+                    break
+                out.extend(page)
+        finally:
+            it.close()
+        return out
+    except MilvusException as exc:
+        raise ServiceUnavailable(f"query on {collection} failed: {exc.message}") from exc
+
+
+def count_rows(client: MilvusClient, collection: str, filter: str = "") -> int:
+    try:
+        res = client.query(collection, filter=filter, output_fields=["count(*)"])
+    except MilvusException as exc:
+        raise ServiceUnavailable(f"count on {collection} failed: {exc.message}") from exc
+    return int(res[0]["count(*)"]) if res else 0
+
+
+def recent(client: MilvusClient, collection: str, filter: str, limit: int = 20, *,
+           since_ms: int | None = None, scan_cap: int = 16384,
+           output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS) -> list[dict[str, Any]]:
+    """Most recently updated rows in ``filter`` (Milvus has no ORDER BY): scans up to
+    ``scan_cap`` (id, updated_at) pairs, sorts them, then fetches the top ``limit`` rows. Exact
+    when at most ``scan_cap`` rows match; pass ``since_ms`` to keep it so on big collections."""
+    expr = filter if since_ms is None else and_filters(filter, f"updated_at >= {int(since_ms)}")
+    keys = query_rows(client, collection, expr, output_fields=["id", "updated_at"], limit=scan_cap)
+    keys.sort(key=lambda r: r.get("updated_at") or 0, reverse=True)
+    top = [r["id"] for r in keys[:limit]]
+    if not top:
+        return []
+    try:
+        rows = client.get(collection, ids=top, output_fields=list(output_fields))
+    except MilvusException as exc:
+        raise ServiceUnavailable(f"get on {collection} failed: {exc.message}") from exc
+    rank = {i: n for n, i in enumerate(top)}
+    return sorted(rows, key=lambda r: rank.get(r["id"], len(rank)))
+
+
+# --- readable scope -> filter --------------------------------------------------------------------
+
+@dataclass
+class MilvusScope:
+    """What the permission service says a caller may read, as id lists (see the module docstring).
+
+    ``kb_ids``: KBs readable through collaborators (groups included). ``custom_doc_ids_readable``:
+    custom-mode documents/folders the caller may read. ``custom_doc_ids_denied``: custom-mode
+    documents inside ``kb_ids`` that the caller may not read. ``workspace_ids_member``: workspaces
+    where the caller is owner/admin/member (not guest). ``include_drafts_kb_ids``: KBs where the
+    caller is editor or above, so drafts count. ``restrict_kb_ids``: a caller-chosen narrowing
+    (RetrievalInput.knowledgeBaseIds, a Dify key's KBs); ``None`` = no narrowing.
+    """
+
+    tenant_id: str
+    workspace_ids_member: Sequence[str] = ()
+    kb_ids: Sequence[str] = ()
+    custom_doc_ids_readable: Sequence[str] = ()
+    custom_doc_ids_denied: Sequence[str] = ()
+    include_public: bool = False
+    include_drafts_kb_ids: Sequence[str] = ()
+    restrict_kb_ids: Sequence[str] | None = None
+
+
+def coarsened_lists(scope: MilvusScope) -> list[str]:
+    """Names of the scope lists too long to spell out (their clauses get wider, see below)."""
+    names = ("workspace_ids_member", "kb_ids", "custom_doc_ids_readable", "custom_doc_ids_denied",
+             "include_drafts_kb_ids", "restrict_kb_ids")
+    return [n for n in names if len(getattr(scope, n) or ()) > MAX_FILTER_IDS]
+
+
+def _quote_list(values: Iterable[str], what: str) -> str:
+    return "[" + ", ".join(f'"{_check_id(v, what)}"' for v in dict.fromkeys(values)) + "]"
+
+
+def _too_many(values: Sequence[str], what: str) -> bool:
+    if len(values) > MAX_FILTER_IDS:
+        log.info("scope filter: %d %s exceed %d; using a coarser clause", len(values), what, MAX_FILTER_IDS)
+        return True
+    return False
+
+
+def build_scope_filter(scope: MilvusScope) -> str:
+    """The prefilter expression for a caller's readable scope. Sound by construction: every row
+    the caller may read matches (a row may match without being readable; PostgreSQL decides).
+
+    Readable rows are: inheriting rows of readable KBs, rows under readable custom documents,
+    ``workspace``-visible rows of the caller's member workspaces, and ``public`` rows; all of
+    them current and published (or draft in ``include_drafts_kb_ids``). A list longer than
+    ``MAX_FILTER_IDS`` turns its clause into a wider one (see ``coarsened_lists``)."""
+    parts = [f'tenant_id == "{_check_id(scope.tenant_id, "tenant_id")}"', "is_current == true"]
+
+    drafts = list(scope.include_drafts_kb_ids)
+    if not drafts:
+        parts.append('doc_status == "published"')
+    elif _too_many(drafts, "include_drafts_kb_ids"):
+        parts.append('doc_status in ["published", "draft"]')
+    else:
+        parts.append(f'(doc_status == "published" or (doc_status == "draft" and knowledge_base_id in '
+                     f'{_quote_list(drafts, "kb_id")}))')
+
+    if scope.restrict_kb_ids is not None:
+        restrict = list(scope.restrict_kb_ids)
+        if not _too_many(restrict, "restrict_kb_ids"):
+            parts.append(f"knowledge_base_id in {_quote_list(restrict, 'kb_id')}")
+
+    ors: list[str] = []
+    kbs, denied = list(scope.kb_ids), list(scope.custom_doc_ids_denied)
+    if kbs:
+        kb_clause = "" if _too_many(kbs, "kb_ids") else f"knowledge_base_id in {_quote_list(kbs, 'kb_id')}"
+        deny_clause = ""
+        if denied and not _too_many(denied, "custom_doc_ids_denied"):
+            deny_clause = f"scope_doc not in {_quote_list(denied, 'doc_id')}"
+        joined = " and ".join(c for c in (kb_clause, deny_clause) if c)
+        ors.append(f"({joined})" if joined else 'visibility_eff in ["private", "workspace", "public"]')
+    custom = list(scope.custom_doc_ids_readable)
+    if custom:
+        ors.append('scope_doc != ""' if _too_many(custom, "custom_doc_ids_readable")
+                   else f"scope_doc in {_quote_list(custom, 'doc_id')}")
+    workspaces = list(scope.workspace_ids_member)
+    if workspaces:
+        ors.append('visibility_eff == "workspace"' if _too_many(workspaces, "workspace_ids_member")
+                   else f'(visibility_eff == "workspace" and workspace_id in {_quote_list(workspaces, "workspace_id")})')
+    if scope.include_public:
+        ors.append('visibility_eff == "public"')
+    if not ors:
+        ors.append("scope_doc in []")  # nothing readable: an indexed clause that matches no row
+    parts.append("(" + " or ".join(ors) + ")")
+    return " and ".join(parts)
+
+
+def and_filters(*exprs: str | None) -> str:
+    kept = [e.strip() for e in exprs if e and e.strip()]
+    return " and ".join(f"({e})" for e in kept)
+
+
+# --- search --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+    fields: Mapping[str, Any]
+
+    @property
+    def chunk_id(self) -> str:
+        return str(self.fields.get("chunk_id", self.id))
+
+    @property
+    def document_id(self) -> str | None:
+        return self.fields.get("document_id")
+
+    @property
+    def knowledge_base_id(self) -> str | None:
+        return self.fields.get("knowledge_base_id")
+
+    @property
+    def content_text(self) -> str:
+        return self.fields.get("content_text") or ""
+
+
+def _hits(raw: Any, *, bm25_only: bool = False) -> list[Hit]:
+    out: list[Hit] = []
+    for h in (raw[0] if raw else []):
+        entity = dict(h.get("entity") or {})
+        score = float(h.get("distance", 0.0))
+        if bm25_only:
+            score = abs(score)  # BM25 scores are >= 0; Lite reports them negated as a distance
+        out.append(Hit(id=str(h.get("id", entity.get("id"))), score=score, fields=entity))
+    return out
+
+
+def _rerank_function(spec: ProfileSpec, query_text: str) -> Function | None:
+    if spec.rerank is None:
+        return None
+    return Function(name=RERANK_FUNCTION, input_field_names=["content_text"], function_type=FunctionType.RERANK,
+                    params=spec.rerank.function_params(query_text))
+
+
+def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
+                  spec: ProfileSpec, *, candidates: int | None = None,
+                  output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS, timeout: float | None = None) -> list[Hit]:
+    """Dense (Milvus embeds the raw query through the TEXTEMBEDDING function) + BM25, fused
+    with RRF; BM25 alone for BM25-only profiles. ``collection`` may be an alias.
+
+    Degrades instead of failing, logging a warning each time: a failed rerank is retried
+    without it (spec docs/09 §5), and a failed dense route (embedding service down) is retried
+    BM25-only. Only when BM25 fails too is ``ServiceUnavailable`` raised."""
+    query_text = (query_text or "").strip()
+    if not query_text or limit <= 0:
+        return []
+    per_route = min(16384, candidates or max(limit * 4, 40))
+    fields = list(output_fields)
+    rerank = _rerank_function(spec, query_text)
+    # (label, use the dense route, ranker); tried in order until one succeeds
+    attempts: list[tuple[str, bool, Function | None]] = []
+    if spec.has_dense:
+        if rerank is not None:
+            attempts.append(("hybrid+rerank", True, rerank))
+        attempts.append(("hybrid", True, None))
+    elif rerank is not None:
+        attempts.append(("bm25+rerank", False, rerank))
+    attempts.append(("bm25", False, None))
+
+    first_error: MilvusException | None = None
+    for label, dense, ranker in attempts:
+        try:
+            if dense:
+                reqs = [
+                    AnnSearchRequest(data=[query_text], anns_field=DENSE_FIELD, limit=per_route, expr=filter or None,
+                                     param={"metric_type": "COSINE", "params": {"ef": max(64, per_route)}}),
+                    AnnSearchRequest(data=[query_text], anns_field=SPARSE_FIELD, limit=per_route, expr=filter or None,
+                                     param={"metric_type": "BM25"}),
+                ]
+                raw = client.hybrid_search(collection, reqs, ranker=ranker or RRFRanker(60), limit=limit,
+                                           output_fields=fields, timeout=timeout)
+                hits = _hits(raw)
+            else:
+                raw = client.search(collection, data=[query_text], anns_field=SPARSE_FIELD, filter=filter or "",
+                                    limit=limit if ranker is None else per_route, output_fields=fields,
+                                    search_params={"metric_type": "BM25"}, ranker=ranker, timeout=timeout)
+                hits = _hits(raw, bm25_only=ranker is None)[:limit]
+        except MilvusException as exc:
+            first_error = first_error or exc
+            log.warning("search on %s: %s failed (%s); degrading", collection, label, exc.message)
+            continue
+        if first_error is not None:
+            log.warning("search on %s served by %s after: %s", collection, label, first_error.message)
+        return hits
+    assert first_error is not None
+    raise ServiceUnavailable(f"search on {collection} failed: {first_error.message}")
+
+
+# --- aliases, load, compaction -------------------------------------------------------------------
+
+def alias_target(client: MilvusClient, alias: str) -> str | None:
+    """The collection ``alias`` points at, or None when the alias does not exist."""
+    try:
+        desc = client.describe_alias(alias)
+    except MilvusException:
+        return None
+    return (desc or {}).get("collection_name") or None
+
+
+def switch_alias(client: MilvusClient, alias: str, collection: str) -> str | None:
+    """Point ``alias`` at ``collection`` (create or alter) and return the previous target."""
+    previous = alias_target(client, alias)
+    if previous == collection:
+        return previous
+    try:
+        if previous is None:
+            client.create_alias(collection, alias)
+        else:
+            client.alter_alias(collection, alias)
+    except MilvusException as exc:
+        raise IndexError_(f"cannot point alias {alias} at {collection}: {exc.message}") from exc
+    log.info("alias %s: %s -> %s", alias, previous, collection)
+    return previous
+
+
+def warm(client: MilvusClient, collection: str, spec: ProfileSpec, *, budget_s: float = 120.0) -> float:
+    """Load the collection and run probe searches until they are fast, so the first user doesn't
+    pay Lite's warm-up (sparse index built on first search, analyzer and model start: ~13 s on a
+    cold 100k collection). After a bulk write Lite also compacts and re-indexes in a background
+    thread that no API reports on (``compact`` returns at once there), and searches stay slow
+    until it is done: so probe until two probes in a row are within 1.5x of the fastest seen, or
+    ``budget_s`` runs out. Returns the seconds spent."""
+    started = time.perf_counter()
+    try:
+        client.load_collection(collection)
+    except MilvusException as exc:
+        raise ServiceUnavailable(f"cannot load {collection}: {exc.message}") from exc
+    probe = build_scope_filter(MilvusScope(tenant_id="warmup", include_public=True))
+    hybrid_search(client, collection, "warm up 预热", "", 1, spec)
+    times: list[float] = []
+    while True:
+        t = time.perf_counter()
+        hybrid_search(client, collection, "warm up 预热", probe, 10, spec)
+        times.append(time.perf_counter() - t)
+        fastest = min(times)
+        if len(times) >= 3 and max(times[-2:]) <= 1.5 * fastest + 0.005:
+            break
+        if time.perf_counter() - started > budget_s:
+            log.warning("warm-up of %s still slow after %.0f s (last probe %.0f ms)", collection, budget_s,
+                        times[-1] * 1000)
+            break
+    return time.perf_counter() - started
+
+
+def compact(client: MilvusClient, collection: str, *, timeout: float = 600.0) -> None:
+    """Compact and wait. After bulk writes this halves search latency on Lite (which also
+    compacts by itself after flushes; there the call returns at once)."""
+    try:
+        job = client.compact(collection)
+        deadline = time.monotonic() + timeout
+        while client.get_compaction_state(job) not in ("Completed", "completed"):
+            if time.monotonic() > deadline:
+                raise IndexError_(f"compaction of {collection} did not finish within {timeout:.0f}s")
+            time.sleep(0.5)
+    except MilvusException as exc:
+        raise IndexError_(f"compaction of {collection} failed: {exc.message}") from exc
