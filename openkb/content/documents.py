@@ -191,6 +191,7 @@ _EDIT_FIELDS = {"title", "status", "metadata", "tags"}
 _MOVE_FIELDS = {"parent_id", "sort_order"}
 _MANAGE_FIELDS = {"permission_mode", "visibility"}
 UPDATABLE = _EDIT_FIELDS | _MOVE_FIELDS | _MANAGE_FIELDS
+NULLABLE = {"parent_id", "visibility"}  # null = knowledge-base root / inherited visibility
 
 
 def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: dict[str, Any], *,
@@ -204,6 +205,9 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
     doc = access_document(session, p, doc_id, Action.READ)
     caps = document_capabilities(session, p, [doc_id])[doc_id]
     # validate everything before writing anything
+    for k, v in fields.items():
+        if v is None and k not in NULLABLE:
+            raise ValidationError(f"{k} cannot be null", field=k)
     if "title" in fields:
         fields["title"] = limits.check_title(fields["title"], settings=settings)
     if "metadata" in fields:

@@ -153,6 +153,9 @@ def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fiel
     if unknown:
         raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
     kb, _caps = access_knowledge_base(session, p, kb_id, KbAction.MANAGE)
+    for k, v in fields.items():
+        if v is None and k != "description":
+            raise ValidationError(f"{k} cannot be null", field=k)
     new: dict[str, Any] = {}
     if "title" in fields:
         new["title"] = limits.check_title(fields["title"], settings=cfg)

@@ -181,25 +181,23 @@ def access_parent(session: Session, principal: Principal, kb_id: uuid.UUID, pare
 def get_tree(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[dict[str, Any]]:
     if not can_read_knowledge_base(session, principal, kb_id):
         raise NotFound("knowledge base not found")
-    rows = [dict(r) for r in session.execute(_TREE, {"kb": kb_id}).mappings()]
+    rows = session.execute(_TREE, {"kb": kb_id}).all()
     if not rows:
         return []
-    visible = filter_readable_documents(session, principal, [r["id"] for r in rows])
-    parent_of = {r["id"]: r["parent_id"] for r in rows}
+    visible = filter_readable_documents(session, principal, [r[0] for r in rows])
+    parent_of = {r[0]: r[1] for r in rows}
     items = []
-    for r in rows:
-        if r["id"] not in visible:
+    for id_, parent, type_, title, status, sort_order, mode, visibility, key in rows:
+        if id_ not in visible:
             continue
-        p = r["parent_id"]
+        p = parent
         hops = 0
         while p is not None and p not in visible and hops < 10000:
             p = parent_of.get(p)
             hops += 1
-        items.append({
-            "id": r["id"], "parent_id": p if p in visible else None, "type": r["type"], "title": r["title"],
-            "status": r["status"], "sort_order": r["sort_order"], "permission_mode": r["permission_mode"],
-            "visibility": r["visibility"], "external_key": r["external_key"],
-        })
+        items.append({"id": id_, "parent_id": p if p in visible else None, "type": type_, "title": title,
+                      "status": status, "sort_order": sort_order, "permission_mode": mode,
+                      "visibility": visibility, "external_key": key})
     return items
 
 

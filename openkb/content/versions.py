@@ -22,18 +22,19 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func, text
+from sqlalchemy.dialects.postgresql import UUID as PGUUID
 from sqlmodel import Session, col, select
 
 from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
-from openkb.errors import HashMismatch, NotFound, ValidationError, VersionConflict
+from openkb.errors import HashMismatch, NotFound, PermissionDenied, ValidationError, VersionConflict
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
-from openkb.permissions import Action, Principal, access_document
+from openkb.permissions import Action, Principal, access_document, document_capabilities
 
 
 class NotAPage(ValidationError):
@@ -76,8 +77,43 @@ def current_version(session: Session, doc: Document) -> DocumentVersion | None:
     return session.get(DocumentVersion, doc.current_version_id)
 
 
+@dataclass(frozen=True)
+class Head:
+    """The current version without its body (a save compares hashes, not megabytes)."""
+
+    id: uuid.UUID
+    version_no: int
+    markdown_hash: str
+    next_no: int
+
+
+_HEAD = text(
+    "SELECT v.id, v.version_no, v.markdown_hash, "
+    "(SELECT max(version_no) FROM document_versions m WHERE m.document_id = v.document_id) + 1 AS next_no "
+    "FROM document_versions v WHERE v.id = :id"
+).bindparams(bindparam("id", type_=PGUUID(as_uuid=True)))
+
+
+def head(session: Session, doc: Document) -> Head | None:
+    if doc.current_version_id is None:
+        return None
+    row = session.execute(_HEAD, {"id": doc.current_version_id}).first()
+    return Head(*row) if row else None
+
+
+def access(session: Session, principal: Principal, doc_id: uuid.UUID, action: Action) -> None:
+    """The permission decision alone (404 if invisible, 403 if not allowed); the caller then
+    locks the row itself, so the document is not read twice."""
+    caps = document_capabilities(session, principal, [doc_id]).get(doc_id, frozenset())
+    if not caps & {Action.READ, Action.TRASH}:
+        raise NotFound("document not found")
+    if action not in caps:
+        raise PermissionDenied(f"not allowed to {action.value} this document")
+
+
 def commit_version(session: Session, actor: Actor, doc: Document, *, title: str, markdown: str,
-                   source: str | None = None) -> DocumentVersion:
+                   source: str | None = None, version_no: int | None = None,
+                   markdown_hash: str | None = None) -> DocumentVersion:
     """Insert the next version of a locked page and make it current; index job after commit.
 
     ``markdown`` must already be prepared (validated + normalized). Records no change row: the
@@ -85,10 +121,12 @@ def commit_version(session: Session, actor: Actor, doc: Document, *, title: str,
     """
     if doc.type != "page":
         raise NotAPage("folders have no body; only pages have versions")
-    last = session.exec(select(func.max(DocumentVersion.version_no))
-                        .where(col(DocumentVersion.document_id) == doc.id)).one()
-    v = DocumentVersion(tenant_id=doc.tenant_id, document_id=doc.id, version_no=int(last or 0) + 1, title=title,
-                        markdown=markdown, markdown_hash=sha256_hex(markdown),
+    if version_no is None:
+        last = session.exec(select(func.max(DocumentVersion.version_no))
+                            .where(col(DocumentVersion.document_id) == doc.id)).one()
+        version_no = int(last or 0) + 1
+    v = DocumentVersion(tenant_id=doc.tenant_id, document_id=doc.id, version_no=version_no, title=title,
+                        markdown=markdown, markdown_hash=markdown_hash or sha256_hex(markdown),
                         source_type=source or actor.version_source, created_by=actor.user_id)
     session.add(v)
     session.flush()
@@ -98,8 +136,7 @@ def commit_version(session: Session, actor: Actor, doc: Document, *, title: str,
     doc.index_error = None
     doc.updated_by = actor.user_id
     doc.updated_at = utcnow()
-    session.add(doc)
-    session.flush()
+    session.add(doc)  # flushed with the change row the caller records next
     enqueue_after_commit(session, "index_document", document_id=str(doc.id))
     return v
 
@@ -124,29 +161,33 @@ class SaveResult:
 def save_version(session: Session, actor: Actor, doc_id: uuid.UUID, *, markdown: str, markdown_hash: str,
                  base_version_id: uuid.UUID | None = None, base_version_no: int | None = None,
                  title: str | None = None, settings: Settings | None = None) -> SaveResult:
-    access_document(session, actor.principal, doc_id, Action.EDIT)
+    access(session, actor.principal, doc_id, Action.EDIT)
     if base_version_id is None and base_version_no is None:
         raise ValidationError("base_version_id (or base_version_no) is required", field="base_version_id")
     new_title = limits.check_title(title, settings=settings) if title is not None else None
     if markdown_hash is None:
         raise ValidationError("markdown_hash is required", field="markdown_hash")
     normalized = prepare_markdown(markdown, markdown_hash, settings)
+    digest = sha256_hex(normalized)
     doc = lock_document(session, doc_id)
     if doc.type != "page":
         raise NotAPage("folders have no body; only pages have versions")
-    cur = current_version(session, doc)
+    cur = head(session, doc)
     if cur is None:
         raise NotFound("document has no current version")
     title_final = new_title if new_title is not None else doc.title
-    if cur.markdown == normalized and title_final == doc.title:
-        return SaveResult("unchanged", doc, cur, normalized != markdown)
+    if cur.markdown_hash == digest and title_final == doc.title:
+        current = session.get(DocumentVersion, cur.id)
+        assert current is not None
+        return SaveResult("unchanged", doc, current, normalized != markdown)
     stale = (base_version_id is not None and base_version_id != cur.id) or \
             (base_version_id is None and base_version_no != cur.version_no)
     if stale:
         raise VersionConflict("the document changed since your base version; reload and merge",
                               current_version_id=str(cur.id), current_version_no=cur.version_no)
     before_title = doc.title
-    v = commit_version(session, actor, doc, title=title_final, markdown=normalized)
+    v = commit_version(session, actor, doc, title=title_final, markdown=normalized, version_no=cur.next_no,
+                       markdown_hash=digest)
     record_change(session, actor, op="document.save", object_type="document", object_id=doc.id,
                   summary=f"saved version {v.version_no} of {title_final!r}", scope=scope_of(doc),
                   before={"title": before_title, "version_no": cur.version_no},

@@ -119,6 +119,9 @@ def update_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, fi
     unknown = set(fields) - {"name", "slug", "description"}
     if unknown:
         raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
+    for k, v in fields.items():
+        if v is None and k != "description":
+            raise ValidationError(f"{k} cannot be null", field=k)
     new: dict[str, Any] = {}
     if "name" in fields:
         new["name"] = limits.check_name(fields["name"])

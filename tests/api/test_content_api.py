@@ -38,7 +38,16 @@ def test_workspaces_and_members(w):
     assert w.c["guest"].get(f"/api/workspaces/{w.ws['id']}").status_code == 404
 
 
-def test_knowledge_bases(w):
+def _audit_actions(committed, object_id):
+    from sqlmodel import select
+
+    from openkb.models import AuditLog
+
+    with committed() as s:
+        return {a.action for a in s.exec(select(AuditLog).where(AuditLog.object_id == object_id)).all()}
+
+
+def test_knowledge_bases(w, committed):
     o = w.c["owner"]
     kb = w.kb
     assert kb["role"] == "owner" and "manage" in kb["capabilities"]
@@ -56,12 +65,28 @@ def test_knowledge_bases(w):
         assert r.status_code == 200, r.text
     assert r.json()["visibility"] == "private" and r.json()["settings"]["editor_can_delete"] is True
     assert ("reindex_subtree", {"knowledge_base_id": kb["id"]}) in q.jobs
+    assert "permission.knowledge_base.update" in _audit_actions(committed, kb["id"])
     r = o.put(f"/api/knowledge-bases/{kb['id']}", json={"settings": {"embedding_model": "x"}})
     assert r.status_code == 422 and r.json()["error"] == "MODEL_SETTINGS_FORBIDDEN"
     r = w.c["guest"].post("/api/knowledge-bases", json={"workspace_id": w.ws["id"], "title": "g"})
     assert r.status_code == 403
     r = w.c["outsider"].post("/api/knowledge-bases", json={"workspace_id": w.ws["id"], "title": "g"})
     assert r.status_code == 404
+
+
+def test_document_permission_settings_are_audited(w, committed):
+    page = w.doc("P", markdown="p\n")
+    r = w.c["member"].put(f"/api/documents/{page['id']}", json={"permission_mode": "custom"})
+    assert r.status_code == 403
+    with recording_queue() as q:
+        r = w.c["owner"].put(f"/api/documents/{page['id']}", json={"permission_mode": "custom",
+                                                                    "visibility": "private"})
+    assert r.status_code == 200 and r.json()["permission_mode"] == "custom" and r.json()["visibility"] == "private"
+    assert ("reindex_subtree", {"document_id": page["id"]}) in q.jobs
+    assert "permission.document.update" in _audit_actions(committed, page["id"])
+    assert w.c["member"].get(f"/api/documents/{page['id']}").status_code == 404
+    r = w.c["owner"].put(f"/api/documents/{page['id']}", json={"status": None})
+    assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
 
 
 def test_document_crud_move_and_tree(w):

@@ -181,3 +181,17 @@ def test_tree_hides_custom_private_and_reparents_open_child(world):
         tree.get_tree(world.db, anon, priv.id)
     owner_tree = {i["id"]: i for i in tree.get_tree(world.db, world.principal(world.p.owner), priv.id)}
     assert owner_tree[pub.id]["parent_id"] == folder.id
+
+
+def test_tree_is_constant_queries(world, count_queries):
+    f = _mk(world, "F")
+    for i in range(5):
+        _mk(world, f"p{i}", f, type="page")
+    member = world.principal(world.p.member)
+    with count_queries() as small:
+        tree.get_tree(world.db, member, world.kb.id)
+    for i in range(40):
+        _mk(world, f"q{i}", f, type="page")
+    with count_queries() as big:
+        items = tree.get_tree(world.db, member, world.kb.id)
+    assert len(items) >= 46 and big["n"] == small["n"] <= 3
