@@ -172,6 +172,25 @@ def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
         else:
             wss.add_member(session, actor, ws_id, user_id=user_id, role=b["role"], reverts=c)
         return "ok"
+    if op.startswith("collaborator."):
+        from openkb.content import sharing
+
+        sharing.revert_grant(session, actor, c)
+        return "ok"
+    if op == "invitation.create":
+        from openkb.content import sharing
+
+        sharing.revoke_invitation(session, actor, c.object_id, reverts=c)
+        return "ok"
+    if op == "share_link.create":
+        from openkb.content import sharing
+
+        sharing.revoke_share_link(session, actor, c.object_id, reverts=c)
+        return "ok"
+    if op in ("invitation.revoke", "share_link.revoke"):
+        raise NotRevertible("a closed invitation or share link stays closed; create a new one")
+    if op == "owner.transfer":
+        raise NotRevertible("ownership goes back only by the new owner transferring it")
     raise NotRevertible(f"changes of kind {op!r} cannot be reverted")
 
 

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.accounts.email_tokens import mail_after_commit
 from openkb.content import share_access, share_view
+from openkb.content import sharing as recorded
+from openkb.content import Actor
 from openkb.errors import NotFound, ValidationError
 from openkb.models import Document, Invitation, KnowledgeBase, ShareLink, Workspace
 from openkb.permissions import ObjectRef, Principal
@@ -27,6 +29,7 @@ from openkb.permissions import share_links as link_service
 from server.auth import PrincipalDep, UserDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
+from server.routers.content import ActorDep
 
 router = APIRouter(tags=["sharing"])
 
@@ -90,34 +93,33 @@ def list_collaborators(object_type: ContentType, object_id: uuid.UUID, session: 
 @router.post("/api/objects/{object_type}/{object_id}/collaborators", status_code=status.HTTP_201_CREATED,
              response_model=CollaboratorOut, responses=_ERR)
 def add_collaborator(object_type: ContentType, object_id: uuid.UUID, body: CollaboratorIn, session: SessionDep,
-                     principal: UserDep) -> dict[str, Any]:
+                     actor: ActorDep) -> dict[str, Any]:
     """manager/editor/viewer only (owner comes from creation or transfer). A document must be in
     custom permission mode to have its own collaborators."""
-    row = collab_service.add_collaborator(session, principal, ObjectRef(object_type, object_id),
-                                          subject_type=body.subject_type, subject_id=body.subject_id, role=body.role)
+    row = recorded.add_collaborator(session, actor, ObjectRef(object_type, object_id),
+                                    subject_type=body.subject_type, subject_id=body.subject_id, role=body.role)
     return _collab(row)
 
 
 @router.put("/api/collaborators/{collaborator_id}", response_model=CollaboratorOut, responses=_ERR)
 def update_collaborator(collaborator_id: uuid.UUID, body: CollaboratorUpdate, session: SessionDep,
-                        principal: UserDep) -> dict[str, Any]:
-    return _collab(collab_service.update_collaborator(session, principal, collaborator_id, role=body.role))
+                        actor: ActorDep) -> dict[str, Any]:
+    return _collab(recorded.update_collaborator(session, actor, collaborator_id, role=body.role))
 
 
 @router.delete("/api/collaborators/{collaborator_id}", status_code=status.HTTP_204_NO_CONTENT,
                response_class=Response, responses=_ERR)
-def remove_collaborator(collaborator_id: uuid.UUID, session: SessionDep, principal: UserDep) -> Response:
-    collab_service.remove_collaborator(session, principal, collaborator_id)
+def remove_collaborator(collaborator_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> Response:
+    recorded.remove_collaborator(session, actor, collaborator_id)
     return Response(status_code=204)
 
 
 @router.post("/api/objects/{object_type}/{object_id}/transfer-owner", status_code=status.HTTP_204_NO_CONTENT,
              response_class=Response, responses=_ERR)
-def transfer_owner(object_type: InviteType, object_id: uuid.UUID, body: TransferIn, request: Request,
-                   session: SessionDep, principal: UserDep) -> Response:
+def transfer_owner(object_type: InviteType, object_id: uuid.UUID, body: TransferIn, session: SessionDep,
+                   actor: ActorDep) -> Response:
     """Owner only; the previous owner becomes manager (workspace: admin). Audited."""
-    collab_service.transfer_owner(session, principal, ObjectRef(object_type, object_id), new_owner_id=body.user_id,
-                                  ip=client_ip(request), user_agent=user_agent(request))
+    recorded.transfer_owner(session, actor, ObjectRef(object_type, object_id), new_owner_id=body.user_id)
     return Response(status_code=204)
 
 
@@ -221,10 +223,10 @@ def _request(acc: Any) -> dict[str, Any]:
 @router.post("/api/objects/{object_type}/{object_id}/invitations", status_code=status.HTTP_201_CREATED,
              response_model=CreatedInvitationOut, responses=_ERR)
 def create_invitation(object_type: InviteType, object_id: uuid.UUID, body: InvitationIn, session: SessionDep,
-                      principal: UserDep, ctx: CtxDep) -> dict[str, Any]:
+                      actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
     """An invitation link (optionally for one email/user, with approval, domains, expiry, uses)."""
-    created = invite_service.create_invitation(
-        session, principal, ObjectRef(object_type, object_id), role=body.role, email=body.email,
+    created = recorded.create_invitation(
+        session, actor, ObjectRef(object_type, object_id), role=body.role, email=body.email,
         invited_user_id=body.user_id, require_approval=body.require_approval,
         allowed_email_domains=body.allowed_email_domains, expires_at=body.expires_at, max_uses=body.max_uses)
     url = f"{ctx.settings.app_base_url.rstrip('/')}/invitations/{created.token}"
@@ -269,15 +271,18 @@ def accept_invitation(token: TokenPath, request: Request, session: SessionDep,
         return {"status": got.get("status") or "registered", "object_type": inv.object_type,
                 "object_id": inv.object_id, "role": inv.role, "user_id": r.user.id}
     res = invite_service.accept_invitation(session, token, principal)
+    recorded.record_invitation_event(session, Actor.of(principal, request.headers.get("x-run-id")),
+                                     "invitation.accept", res.invitation, user_id=principal.user_id,
+                                     status=res.status)
     return {"status": res.status, "object_type": res.invitation.object_type, "object_id": res.invitation.object_id,
             "role": res.invitation.role, "request_id": res.acceptance.id}
 
 
 @router.post("/api/invitations/{token}/decline", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
              responses=_ERR)
-def decline_invitation(token: TokenPath, session: SessionDep,
-                       principal: UserDep) -> Response:
-    invite_service.decline_invitation(session, token, principal)
+def decline_invitation(token: TokenPath, session: SessionDep, actor: ActorDep) -> Response:
+    inv = invite_service.decline_invitation(session, token, actor.principal)
+    recorded.record_invitation_event(session, actor, "invitation.decline", inv, user_id=actor.principal.user_id)
     return Response(status_code=204)
 
 
@@ -300,33 +305,40 @@ def _acceptance_id(session: SessionDep, principal: Principal, invitation_id: uui
 
 
 @router.post("/api/invitations/{invitation_id}/approve", response_model=RequestOut, responses=_ERR)
-def approve(invitation_id: uuid.UUID, body: DecideIn, session: SessionDep, principal: UserDep) -> dict[str, Any]:
-    acc_id = _acceptance_id(session, principal, invitation_id, body)
-    res = invite_service.approve_invitation_request(session, principal, acc_id)
+def approve(invitation_id: uuid.UUID, body: DecideIn, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+    acc_id = _acceptance_id(session, actor.principal, invitation_id, body)
+    res = invite_service.approve_invitation_request(session, actor.principal, acc_id)
     if res.invitation.id != invitation_id:
         raise NotFound("request not found")
+    recorded.record_invitation_event(session, actor, "invitation.approve", res.invitation,
+                                     user_id=res.acceptance.user_id, status="accepted")
     return _request(res.acceptance)
 
 
 @router.post("/api/invitations/{invitation_id}/reject", response_model=RequestOut, responses=_ERR)
-def reject(invitation_id: uuid.UUID, body: DecideIn, session: SessionDep, principal: UserDep) -> dict[str, Any]:
-    acc_id = _acceptance_id(session, principal, invitation_id, body)
-    acc = invite_service.reject_invitation_request(session, principal, acc_id)
+def reject(invitation_id: uuid.UUID, body: DecideIn, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+    acc_id = _acceptance_id(session, actor.principal, invitation_id, body)
+    acc = invite_service.reject_invitation_request(session, actor.principal, acc_id)
     if acc.invitation_id != invitation_id:
         raise NotFound("request not found")
+    inv = session.get(Invitation, invitation_id)
+    if inv is not None:
+        recorded.record_invitation_event(session, actor, "invitation.reject", inv, user_id=acc.user_id,
+                                         status="rejected")
     return _request(acc)
 
 
 @router.post("/api/invitations/{invitation_id}/revoke", response_model=InvitationOut, responses=_ERR)
-def revoke_invitation(invitation_id: uuid.UUID, session: SessionDep, principal: UserDep) -> dict[str, Any]:
-    return _inv(invite_service.revoke_invitation(session, principal, invitation_id))
+def revoke_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+    return _inv(recorded.revoke_invitation(session, actor, invitation_id))
 
 
 @router.post("/api/invitations/{invitation_id}/reset", response_model=CreatedInvitationOut, responses=_ERR)
-def reset_invitation(invitation_id: uuid.UUID, session: SessionDep, principal: UserDep,
+def reset_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: ActorDep,
                      ctx: CtxDep) -> dict[str, Any]:
     """A new token; the old link stops working."""
-    created = invite_service.reset_invitation(session, principal, invitation_id)
+    created = invite_service.reset_invitation(session, actor.principal, invitation_id)
+    recorded.record_invitation_event(session, actor, "invitation.reset", created.invitation)
     url = f"{ctx.settings.app_base_url.rstrip('/')}/invitations/{created.token}"
     return {**_inv(created.invitation), "token": created.token, "url": url}
 
@@ -383,13 +395,13 @@ class SharedOut(Out):
 
 @router.post("/api/objects/{object_type}/{object_id}/share-links", status_code=status.HTTP_201_CREATED,
              response_model=CreatedShareLinkOut, responses=_ERR)
-def create_share_link(object_type: ContentType, object_id: uuid.UUID, body: ShareLinkIn, request: Request,
-                      session: SessionDep, principal: UserDep, ctx: CtxDep) -> dict[str, Any]:
+def create_share_link(object_type: ContentType, object_id: uuid.UUID, body: ShareLinkIn, session: SessionDep,
+                      actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
     """Read-only links only (``permission`` is always ``view``)."""
-    created = link_service.create_share_link(
-        session, principal, ObjectRef(object_type, object_id), permission=body.permission, password=body.password,
+    created = recorded.create_share_link(
+        session, actor, ObjectRef(object_type, object_id), permission=body.permission, password=body.password,
         require_login=body.require_login, restrict_to_workspace_members=body.restrict_to_workspace_members,
-        expires_at=body.expires_at, ip=client_ip(request), user_agent=user_agent(request))
+        expires_at=body.expires_at)
     url = f"{ctx.settings.app_base_url.rstrip('/')}/share/{created.token}"
     return {**share_view.link_out(created.link), "token": created.token, "url": url}
 
@@ -402,9 +414,8 @@ def list_share_links(object_type: ContentType, object_id: uuid.UUID, session: Se
 
 
 @router.post("/api/share-links/{link_id}/revoke", response_model=ShareLinkOut, responses=_ERR)
-def revoke_share_link(link_id: uuid.UUID, request: Request, session: SessionDep, principal: UserDep) -> dict[str, Any]:
-    link = link_service.revoke_share_link(session, principal, link_id, ip=client_ip(request),
-                                          user_agent=user_agent(request))
+def revoke_share_link(link_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+    link = recorded.revoke_share_link(session, actor, link_id)
     return share_view.link_out(link)
 
 

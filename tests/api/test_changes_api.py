@@ -76,3 +76,24 @@ def test_change_visibility_and_conflict(w):
     assert r.status_code == 422
     r = w.c["member"].post("/api/changes/revert", json={"run_id": "never-used"})
     assert r.status_code == 404
+
+
+def test_permission_writes_are_recorded_and_revertible(w):
+    o = w.c["owner"]
+    kb = w.new_kb(visibility="private")
+    run = {"X-Run-Id": "grant-batch"}
+    r = o.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators", headers=run,
+               json={"subject_id": str(w.users["member"]), "role": "viewer"})
+    assert r.status_code == 201
+    link = o.post(f"/api/objects/knowledge_base/{kb['id']}/share-links", headers=run, json={}).json()
+    assert w.c["member"].get(f"/api/knowledge-bases/{kb['id']}").status_code == 200
+    assert w.anon.get(f"/api/share/{link['token']}").status_code == 200
+    ops = [c["op"] for c in o.get("/api/changes", params={"run_id": "grant-batch"}).json()["items"]]
+    assert ops == ["share_link.create", "collaborator.add"]
+    r = o.post("/api/changes/revert", json={"run_id": "grant-batch"})
+    assert r.status_code == 200 and len(r.json()["reverted"]) == 2
+    assert w.c["member"].get(f"/api/knowledge-bases/{kb['id']}").status_code == 404
+    assert w.anon.get(f"/api/share/{link['token']}").status_code == 404
+    undo_run = r.json()["run_id"]
+    r = o.post("/api/changes/revert", json={"run_id": undo_run})  # the revoke of the link is final
+    assert r.status_code == 422 and r.json()["error"] == "NOT_REVERTIBLE"
