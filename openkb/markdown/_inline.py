@@ -83,7 +83,7 @@ def leaves(children: list[Token]) -> list[Leaf]:
             alt = "".join(_plain(c) for c in tok.children or [])
             push("image", alt, (tok.attrs.get("src", ""), tok.attrs.get("title") or ""))
         elif t in ("math_inline", "math_inline_double"):
-            push("math", tok.content)
+            push("math", _strip_math_padding(tok.content))
         elif t == "footnote_ref":
             push("fnref", (tok.meta or {}).get("label", ""))
         elif t == "html_inline":
@@ -91,6 +91,17 @@ def leaves(children: list[Token]) -> list[Leaf]:
         else:  # unknown inline token: keep its text rather than dropping it
             push("text", tok.content)
     return out
+
+
+def _strip_math_padding(value: str) -> str:
+    """remark-math reads ``$ x $`` like a code span: one padding space each side is not content.
+
+    Without this, the serializer's padding (added when the value starts and ends with a space)
+    would grow by one space on every save.
+    """
+    if len(value) >= 2 and value[0] == " " and value[-1] == " " and value.strip(" "):
+        return value[1:-1]
+    return value
 
 
 def _ordered_set(stack: list[Mark]) -> tuple:
