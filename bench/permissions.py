@@ -233,6 +233,8 @@ def main() -> None:
             "search100_p95_ms": search["p95_ms"],
             "scope_p50_ms": scope["p50_ms"], "scope_p95_ms": scope["p95_ms"], "scope_queries": scope["queries"],
             "chunk_access100_p95_ms": chunks["p95_ms"], "chunk_access100_queries": chunks["queries"],
+            # the machine's load while measuring: figures on a shared box are upper bounds
+            "load_avg_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
         }
         engine.dispose()
         print(json.dumps(figures))

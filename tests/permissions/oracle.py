@@ -53,18 +53,33 @@ class Who:
         return " ".join(bits)
 
 
+def _memo(fn):
+    """Cache per oracle instance (answers are pure functions of the world); logic unchanged."""
+    name = f"_memo_{fn.__name__}"
+
+    def wrapper(self, *args):
+        cache = self.__dict__.setdefault(name, {})
+        if args not in cache:
+            cache[args] = fn(self, *args)
+        return cache[args]
+
+    return wrapper
+
+
 class Oracle:
     def __init__(self, world: World) -> None:
         self.w = world
 
     # -- people --------------------------------------------------------------------------------
 
+    @_memo
     def person_ok(self, who: Who) -> bool:
         if who.user is None:
             return False
         u = self.w.user(who.user)
         return u.status == "active" and u.tenant == who.tenant and u.tenant_role is not None
 
+    @_memo
     def roles_on(self, who: Who, otype: str, n: int) -> list[str]:
         if not self.person_ok(who) or self.w.object_tenant(otype, n) != who.tenant:
             return []
@@ -80,6 +95,7 @@ class Oracle:
                     found.append(g.role)
         return found
 
+    @_memo
     def workspace_role(self, who: Who, ws: int) -> str | None:
         if not self.person_ok(who) or self.w.ws(ws).tenant != who.tenant:
             return None
@@ -90,24 +106,29 @@ class Oracle:
 
     # -- the tree ------------------------------------------------------------------------------
 
+    @_memo
     def path(self, d: WDoc) -> list[WDoc]:
         out = [d]
         while out[-1].parent is not None:
             out.append(self.w.doc(out[-1].parent))
         return out
 
+    @_memo
     def customs(self, d: WDoc) -> list[WDoc]:
         return [n for n in self.path(d) if n.mode == "custom"]
 
+    @_memo
     def visibility(self, d: WDoc) -> str:
         for n in self.customs(d):
             if n.visibility is not None:
                 return n.visibility
         return self.w.kb(d.kb).visibility
 
+    @_memo
     def status(self, d: WDoc) -> str:
         return HIDDEN[max(HIDDEN.index(n.status) for n in self.path(d))]
 
+    @_memo
     def role(self, who: Who, d: WDoc) -> str | None:
         customs = self.customs(d)
         if not customs:
@@ -120,6 +141,7 @@ class Oracle:
                     roles.append("manager")
         return max(roles, key=RANK.__getitem__) if roles else None
 
+    @_memo
     def may_open(self, who: Who, d: WDoc) -> bool:
         if self.role(who, d) is not None:
             return True

@@ -78,7 +78,12 @@ def check_world(db, w: World) -> None:
             if who.kind == "user":
                 assert rules.kb_role(snap.viewer, snap.kbs[str(kid)]) == oracle.kb_role(who, n), f"{ctx}\nrole on k{n}"
 
-        searchable = {n for n in doc_ids.values() if oracle.allows(who, n, "search")}
+        # what search may return, plus every readable published document of the principal's
+        # tenant (the prefilter ignores archived knowledge bases: the final check drops them)
+        searchable = {n for n in doc_ids.values() if oracle.allows(who, n, "search")} | {
+            n for n in doc_ids.values()
+            if oracle.allows(who, n, "read") and oracle.status(w.doc(n)) == "published"
+            and w.kb_tenant(w.doc(n).kb) == who.tenant}
         if not searchable:
             continue  # the superset property is vacuous; skip the statement
         scope = readable_scope(db, p)

@@ -120,21 +120,33 @@ class World:
     links: list[WLink] = field(default_factory=list)
     difys: list[WDify] = field(default_factory=list)
 
-    # lookups
+    # lookups (indexed: the oracle asks them hundreds of thousands of times; rebuilt if a test
+    # replaces or extends one of the lists)
+    @property
+    def _index(self) -> dict[str, dict[int, object]]:
+        key = tuple((id(x), len(x)) for x in (self.users, self.workspaces, self.kbs, self.docs, self.groups))
+        cached = self.__dict__.get("_index_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, {"user": {u.n: u for u in self.users}, "ws": {x.n: x for x in self.workspaces},
+                            "kb": {k.n: k for k in self.kbs}, "doc": {d.n: d for d in self.docs},
+                            "group": {g.n: g for g in self.groups}})
+            self.__dict__["_index_cache"] = cached
+        return cached[1]
+
     def user(self, n: int) -> WUser:
-        return next(u for u in self.users if u.n == n)
+        return self._index["user"][n]  # type: ignore[return-value]
 
     def ws(self, n: int) -> WWorkspace:
-        return next(w for w in self.workspaces if w.n == n)
+        return self._index["ws"][n]  # type: ignore[return-value]
 
     def kb(self, n: int) -> WKb:
-        return next(k for k in self.kbs if k.n == n)
+        return self._index["kb"][n]  # type: ignore[return-value]
 
     def doc(self, n: int) -> WDoc:
-        return next(d for d in self.docs if d.n == n)
+        return self._index["doc"][n]  # type: ignore[return-value]
 
     def group(self, n: int) -> WGroup:
-        return next(g for g in self.groups if g.n == n)
+        return self._index["group"][n]  # type: ignore[return-value]
 
     def kb_tenant(self, kb_n: int) -> str:
         return self.ws(self.kb(kb_n).ws).tenant
