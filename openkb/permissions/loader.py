@@ -40,8 +40,9 @@ WITH RECURSIVE nodes AS (
 ),
 kbs AS (
     SELECT k.id, k.workspace_id, k.tenant_id, k.visibility, k.status,
-           coalesce((k.settings ->> 'editor_can_delete')::boolean, false) AS editor_can_delete,
-           coalesce((k.settings ->> 'editor_can_create_share_links')::boolean, false) AS editor_can_share
+           -- only a JSON true enables a cell; anything else (missing, "yes", 1) is the default no
+           coalesce(k.settings -> 'editor_can_delete' = 'true'::jsonb, false) AS editor_can_delete,
+           coalesce(k.settings -> 'editor_can_create_share_links' = 'true'::jsonb, false) AS editor_can_share
     FROM knowledge_bases k
     WHERE k.id = ANY(ARRAY(SELECT DISTINCT kb_id FROM nodes) || :kb_ids)
 ),
