@@ -30,3 +30,20 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
 def fail(message: str, code: int = 1) -> None:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise SystemExit(code)
+
+
+def read_password(from_stdin: bool, hint: str) -> str:
+    """Password from one stdin line, or an interactive prompt; never from argv (shell history)."""
+    import typer
+
+    from openkb.errors import ValidationError
+
+    if from_stdin:
+        pw = sys.stdin.readline().rstrip("\n")
+    elif sys.stdin.isatty():
+        pw = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    else:
+        raise ValidationError(f"no password: pass {hint}")
+    if not pw:
+        raise ValidationError("empty password")
+    return str(pw)

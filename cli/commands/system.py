@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Annotated, Optional
 
 import typer
 
 from cli.context import appliance, unit_of_work
-from cli.output import console, emit_json, err_console, table
+from cli.output import console, emit_json, err_console, read_password, table
 from openkb.config import get_settings
-from openkb.errors import ValidationError
 
 
 def register(app: typer.Typer) -> None:
@@ -98,7 +96,7 @@ def init(
                     except Exception:  # noqa: BLE001
                         note = "a system_admin already exists; nothing created"
                 else:
-                    password = _read_password(password_stdin)
+                    password = read_password(password_stdin, hint="--password-stdin and pipe it, or run interactively")
                     u = create_user(s, tenant=boot.tenant, email=email, password=password,
                                     display_name=display_name, role="system_admin", status="active")
                     created_admin = u.email
@@ -114,18 +112,6 @@ def init(
         console.print(f"already initialised (tenant '{boot.tenant.slug}'); {note}")
     else:
         console.print(f"initialised tenant '{boot.tenant.slug}'; {note}")
-
-
-def _read_password(from_stdin: bool) -> str:
-    if from_stdin:
-        pw = sys.stdin.readline().rstrip("\n")
-    elif sys.stdin.isatty():
-        pw = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
-    else:
-        raise ValidationError("no password: pass --password-stdin and pipe it, or run interactively")
-    if not pw:
-        raise ValidationError("empty password")
-    return pw
 
 
 def migrate(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:

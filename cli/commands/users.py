@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -68,18 +67,11 @@ def user_create(
     json_out: JsonOpt = False,
 ) -> None:
     """Create a user (active and verified unless --status says otherwise)."""
+    from cli.output import read_password
     from openkb.accounts.users import create_user, get_tenant
     from openkb.audit import record_audit
-    from openkb.errors import ValidationError
 
-    password: str | None = None
-    if not no_password:
-        if password_stdin:
-            password = sys.stdin.readline().rstrip("\n")
-        elif sys.stdin.isatty():
-            password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
-        else:
-            raise ValidationError("no password: pass --password-stdin (and pipe it) or --no-password")
+    password = None if no_password else read_password(password_stdin, hint="--password-stdin (and pipe it) or --no-password")
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
         u = create_user(s, tenant=t, email=email, password=password, display_name=display_name, role=role,
