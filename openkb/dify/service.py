@@ -72,7 +72,6 @@ from sqlmodel import Session, select
 from openkb.dify import conditions as cond
 from openkb.dify import keys as keys_svc
 from openkb.models import DifyApiKey, DifyKnowledgeMapping
-from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
 
 log = logging.getLogger("openkb.dify")

@@ -67,6 +67,25 @@ _DIFY_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with its ``$defs`` inlined (``#/$defs/..`` is not a valid
+    reference inside an OpenAPI document)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref.rsplit("/", 1)[-1]])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)  # type: ignore[no-any-return]
+
+
 def _dify_error(exc: svc.DifyError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
 
@@ -125,14 +144,21 @@ def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | No
 
 @router.post("/retrieval", tags=["dify"], response_model=DifyRecords, responses=_DIFY_ERRORS,
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": svc.RetrievalRequest.model_json_schema()}}}})
+                 "schema": _inline_schema(svc.RetrievalRequest)}}}})
 async def retrieval(request: Request) -> JSONResponse:
     """Dify External Knowledge API. Register ``APP_BASE_URL`` (without ``/retrieval``) in Dify."""
     ctx: AppContext = request.app.state.ctx
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > svc.MAX_BODY_BYTES:
         return _dify_error(svc.DifyError(400, svc.BAD_REQUEST, f"request body larger than {svc.MAX_BODY_BYTES} bytes"))
-    raw = await request.body()
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():  # bounded read: a chunked body has no Content-Length
+        size += len(part)
+        if size > svc.MAX_BODY_BYTES:
+            return _dify_error(svc.DifyError(400, svc.BAD_REQUEST, f"request body larger than {svc.MAX_BODY_BYTES} bytes"))
+        parts.append(part)
+    raw = b"".join(parts)
     try:
         return await run_in_threadpool(_handle, ctx, request.headers.get("authorization"), raw, client_ip(request),
                                        user_agent(request))

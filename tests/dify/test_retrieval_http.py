@@ -568,3 +568,22 @@ def test_endpoint_registered_with_trailing_slash_or_suffix_still_works(world, li
         r = c.post(live_server + path, content=json.dumps(ask(world)),
                    headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"})
         assert doc_ids(assert_dify_shape(r, world.base_url)) == world.visible
+
+
+def test_oversized_body_is_2002(world, http):
+    big = json.dumps(ask(world, query="x" * 300_000)).encode()
+    assert_error(post(http, world.key_a, None, raw=big), 400, 2002)
+
+    def chunks():  # no Content-Length: the bounded read still stops it
+        for i in range(0, len(big), 65536):
+            yield big[i:i + 65536]
+
+    r = http.post("/retrieval", content=chunks(), headers={"Authorization": f"Bearer {world.key_a}",
+                                                           "Content-Type": "application/json"})
+    assert_error(r, 400, 2002)
+
+
+def test_long_query_is_truncated_not_refused(world, http):
+    q = (world.word + " ") * 600  # ~8000 characters: over the search's 2000, under the body cap
+    records = assert_dify_shape(post(http, world.key_a, ask(world, query=q)), world.base_url)
+    assert doc_ids(records) <= world.visible and records
