@@ -69,36 +69,38 @@ def subtree_ids(session: Session, document_id: str) -> list[str]:
 
 def _purge_missing(ctx: AppContext, session: Session, *, document_id: str | None = None,
                    knowledge_base_id: str | None = None) -> int:
-    """Rows of documents that no longer exist in PostgreSQL (hard delete / purge: the subtree is
-    gone, so its ids can only be found in Milvus). Reconciles the knowledge base concerned."""
+    """Rows of a document (or knowledge base) PostgreSQL no longer has: a purge from the trash
+    enqueues one job per removed document, so each job deletes its own document's rows; a
+    knowledge base that is gone loses all its rows, one that exists is reconciled."""
     deleted = 0
     for t in write_targets(ctx, session, ensure=False):
-        kb_ids: set[str] = set()
-        if knowledge_base_id:
-            kb_ids.add(knowledge_base_id)
         if document_id:
-            rows = mv.query_rows(ctx.milvus, t.collection, f'document_id == "{document_id}"',
-                                 output_fields=["knowledge_base_id"], limit=1)
-            kb_ids |= {r["knowledge_base_id"] for r in rows}
-        for kb in kb_ids:
+            deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'document_id == "{document_id}"')
+        if knowledge_base_id:
             exists = session.execute(text("SELECT 1 FROM knowledge_bases WHERE id = CAST(:k AS uuid)"),
-                                     {"k": kb}).first()
+                                     {"k": knowledge_base_id}).first()
             if not exists:
-                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'knowledge_base_id == "{kb}"')
-                continue
-            in_milvus = {r["document_id"] for r in mv.query_rows(ctx.milvus, t.collection,
-                                                                   f'knowledge_base_id == "{kb}"',
-                                                                   output_fields=["document_id"], limit=None)}
-            if not in_milvus:
-                continue
-            present = {r[0] for r in session.execute(text(
-                "SELECT id::text FROM documents WHERE id = ANY(:ids)").bindparams(bindparam("ids", type_=_UUIDS)),
-                {"ids": sorted(in_milvus)}).all()}
-            missing = sorted(in_milvus - present)
-            for start in range(0, len(missing), 500):
-                part = missing[start:start + 500]
-                expr = "document_id in [" + ", ".join(f'"{m}"' for m in part) + "]"
-                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=expr)
+                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'knowledge_base_id == "{knowledge_base_id}"')
+            else:
+                deleted += _delete_orphans(ctx, session, t.collection, f'knowledge_base_id == "{knowledge_base_id}"')
+    return deleted
+
+
+def _delete_orphans(ctx: AppContext, session: Session, collection: str, expr: str) -> int:
+    """Delete rows (matching ``expr``, "" = all) whose document PostgreSQL no longer has."""
+    in_milvus = {r["document_id"] for r in mv.query_rows(ctx.milvus, collection, expr or 'id != ""',
+                                                           output_fields=["document_id"], limit=None)}
+    if not in_milvus:
+        return 0
+    present = {r[0] for r in session.execute(text(
+        "SELECT id::text FROM documents WHERE id = ANY(:ids)").bindparams(bindparam("ids", type_=_UUIDS)),
+        {"ids": sorted(in_milvus)}).all()}
+    missing = sorted(in_milvus - present)
+    deleted = 0
+    for start in range(0, len(missing), 500):
+        part = missing[start:start + 500]
+        deleted += mv.delete_rows(ctx.milvus, collection, filter="document_id in [" + ", ".join(
+            f'"{m}"' for m in part) + "]")
     return deleted
 
 

@@ -26,7 +26,9 @@ from sqlmodel import Session, col, select
 
 from openkb.context import AppContext
 from openkb.errors import AlreadyExists, NotFound, ValidationError
-from openkb.indexing.milvus import BM25_FUNCTION, EMBED_FUNCTION, RERANK_FUNCTION, SCHEMA_VERSION, alias_target
+from openkb.indexing.milvus import (
+    BM25_FUNCTION, EMBED_FUNCTION, RERANK_FUNCTION, SCHEMA_VERSION, alias_target, switch_alias,
+)
 from openkb.indexing.profiles_spec import (
     Backend, EmbeddingSpec, ProfileSpec, RerankSpec, collection_name_for, default_analyzer, refuse_secrets,
 )
@@ -68,6 +70,20 @@ def current_target(client: Any, alias: str) -> str | None:
     if names is not None and alias not in names:
         return None
     return alias_target(client, alias)
+
+
+def point_alias(client: Any, alias: str, collection: str) -> str | None:
+    """Create or move ``alias`` to ``collection``; returns the previous target."""
+    if current_target(client, alias) is None:
+        try:
+            client.create_alias(collection, alias)
+        except Exception as exc:  # noqa: BLE001
+            from openkb.errors import IndexError_
+
+            raise IndexError_(f"cannot create alias {alias} -> {collection}: {exc}") from exc
+        log.info("alias %s created -> %s", alias, collection)
+        return None
+    return switch_alias(client, alias, collection)
 
 
 def spec_of(profile: MilvusIndexProfile) -> ProfileSpec:

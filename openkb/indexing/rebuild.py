@@ -44,7 +44,7 @@ from openkb.db import session_scope
 from openkb.errors import Conflict, IndexError_, NotFound, OpenKBError, ValidationError
 from openkb.indexing import milvus as mv
 from openkb.indexing.profiles import (
-    active_profile, current_target, find_by_collection, get_profile, mark_active, spec_of,
+    active_profile, current_target, find_by_collection, get_profile, mark_active, point_alias, spec_of,
 )
 from openkb.indexing.profiles_spec import ProfileSpec
 from openkb.indexing.service import (
@@ -126,6 +126,15 @@ def start_rebuild(ctx: AppContext, session: Session, profile_ref: str | uuid.UUI
     prof = get_profile(session, profile_ref)
     alias = ctx.settings.milvus_active_alias
     if prof.collection_name == current_target(ctx.milvus, alias):
+        unfinished = session.exec(select(IndexRebuildJob).where(
+            IndexRebuildJob.target_collection == prof.collection_name, col(IndexRebuildJob.status).in_(LIVE_STATUSES),
+            IndexRebuildJob.switch_on_success == True)).first()  # noqa: E712 - SQL
+        if unfinished is not None and not is_alive(ctx, unfinished.id):
+            # killed after the alias moved but before the job was marked done: finish the record
+            unfinished.status, unfinished.finished_at, unfinished.error = "succeeded", datetime.now(UTC), None
+            session.add(unfinished)
+            mark_active(session, prof, alias)
+            return unfinished
         raise ValidationError(f"profile {prof.name} is the active collection; create a new profile (a new collection "
                               "version) to rebuild, or run `openkb index verify --repair` to fix this one")
     job = session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name,
@@ -341,6 +350,9 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
         collection, client = job.target_collection, ctx.milvus
         try:
             phase("create collection")
+            if not resumed and client.has_collection(collection):
+                # a fresh job builds from scratch: rows left by an earlier build would be duplicated
+                mv.drop_collection(client, collection)
             mv.ensure_collection(client, spec)
             with Session(ctx.engine) as s:
                 total = pg_chunk_count(s)
@@ -423,7 +435,7 @@ def do_switch(ctx: AppContext, session: Session, profile: MilvusIndexProfile | N
     if since is not None:
         caught = catch_up(ctx, Target(profile.collection_name, spec), since).as_dict()
     client.load_collection(profile.collection_name)
-    previous = mv.switch_alias(client, alias, profile.collection_name)
+    previous = point_alias(client, alias, profile.collection_name)
     mark_active(session, profile, alias)
     if since is not None:  # edits between the catch-up and the switch
         catch_up(ctx, Target(profile.collection_name, spec), t0 - timedelta(seconds=5))

@@ -23,6 +23,7 @@ prefilter skips them) — that keeps "rows == PostgreSQL chunks" a plain SQL cou
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -40,7 +41,7 @@ from openkb.errors import ConfigError, IndexError_, OpenKBError
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
 from openkb.indexing.profiles import (
-    DEFAULT_PROFILE_NAME, active_profile, current_target, backend_of, find_by_collection, insert_profile, list_profiles,
+    DEFAULT_PROFILE_NAME, active_profile, current_target, point_alias, backend_of, find_by_collection, insert_profile, list_profiles,
     mark_active, spec_of,
 )
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
@@ -150,7 +151,7 @@ def ensure_default_profile(ctx: AppContext, session: Session) -> MilvusIndexProf
         prof = insert_profile(session, default_spec(ctx))
     spec = spec_of(prof)
     created = mv.ensure_collection(client, spec)
-    mv.switch_alias(client, alias, spec.collection_name)
+    point_alias(client, alias, spec.collection_name)
     mark_active(session, prof, alias)
     if created and pg_chunk_count(session):
         log.warning("created %s while PostgreSQL already holds chunks: run `openkb index verify --repair` "
@@ -284,10 +285,20 @@ def milvus_row(doc: DocInfo, chunk: DocumentChunk, access: Any) -> dict[str, Any
         heading_path=list(chunk.heading_path or []),
         content_text=index_text(doc.title, chunk.heading_path or [], chunk.content_text),
         content_markdown=chunk.content_markdown,
-        metadata={"tags": list(doc.tags or []), "ordinal": chunk.ordinal, "document": dict(doc.meta or {})},
+        metadata=_row_metadata(doc, chunk.ordinal),
         access_principals=list(access.access_principals) if access else [],
         created_at=ms(doc.created_at), updated_at=ms(doc.updated_at),
     )
+
+
+def _row_metadata(doc: DocInfo, ordinal: int) -> dict[str, Any]:
+    """Tags, ordinal and the document's metadata. Results take metadata from PostgreSQL; this copy
+    is for Milvus-side use (2.6 JSON filters), so an oversized one is left out, not failed on."""
+    meta: dict[str, Any] = {"tags": list(doc.tags or []), "ordinal": ordinal, "document": dict(doc.meta or {})}
+    if len(json.dumps(meta, default=str)) > 60_000:  # Milvus' JSON field limit is 64 KiB
+        meta["document"] = {}
+        meta["document_truncated"] = True
+    return meta
 
 
 def desired_rows(session: Session, docs: dict[str, DocInfo]) -> dict[str, dict[str, Any]]:
@@ -383,6 +394,9 @@ def sync_documents(ctx: AppContext, session: Session, doc_ids: Iterable[str | uu
     if not ids:
         return total
     tgts = list(targets) if targets is not None else write_targets(ctx, session)
+    if not tgts:
+        raise ConfigError(f"the alias {ctx.settings.milvus_active_alias} points at no collection OpenKB knows; "
+                          "see `openkb index status`")
     for start in range(0, len(ids), BATCH_DOCS):
         batch = ids[start:start + BATCH_DOCS]
         if lock:

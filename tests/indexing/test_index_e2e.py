@@ -351,3 +351,18 @@ def test_http_search_returns_only_readable_results(env, http):
     with session_scope(env.engine) as s:
         _, write_only = issue_pat(s, tenant_id=p.tenant.id, user_id=p.member.id, name="w", scopes=["doc:write"])
     assert call(write_only).status_code == 403
+
+
+def test_trashed_folder_hides_its_pages_and_purge_removes_their_rows(env):
+    from openkb.content.documents import purge_document
+
+    word = uniq("purgeword")
+    folder = env.create("", type="folder", title=uniq("folder-"), wait=False)
+    page = env.create(f"# P\n\n{word} inside a folder.\n", parent_id=folder.id)
+    r = next(r for r in env.search(env.p.member, word) if r.document_id == str(page.id))
+    assert r.path == folder.title
+    env.write(lambda s: trash_document(s, env.actor(), folder.id))
+    env.wait_rows(page.id, lambda rows: rows and all(r["doc_status"] == "deleted" for r in rows))
+    assert not env.finds(env.p.owner, word, page.id)
+    env.write(lambda s: purge_document(s, env.actor(), folder.id))
+    env.wait_rows(page.id, lambda rows: rows == [])
