@@ -72,6 +72,10 @@ DEFAULT_OUTPUT_FIELDS = (
 MAX_FILTER_IDS = 5000
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 HNSW_PARAMS = {"M": 16, "efConstruction": 200}
+# Search-time ef. Measured on Lite at 20k USE vectors: recall@40 vs exact 0.52 at ef=64, 0.80 at
+# 256, 0.90 at 512, while the search took ~40 ms at 64 and 256 alike (Lite's per-call overhead
+# dominates) and ~70 ms at 512.
+HNSW_EF = 256
 
 
 # --- schema --------------------------------------------------------------------------------------
@@ -558,7 +562,7 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
             if dense:
                 reqs = [
                     AnnSearchRequest(data=[query_text], anns_field=DENSE_FIELD, limit=per_route, expr=filter or None,
-                                     param={"metric_type": "COSINE", "params": {"ef": max(64, per_route)}}),
+                                     param={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}}),
                     AnnSearchRequest(data=[query_text], anns_field=SPARSE_FIELD, limit=per_route, expr=filter or None,
                                      param={"metric_type": "BM25"}),
                 ]

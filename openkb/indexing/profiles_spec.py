@@ -19,9 +19,17 @@ from openkb.errors import ValidationError
 
 Backend = Literal["lite", "server"]
 
-# Milvus Lite 3.x knows only the ``standard`` and ``jieba`` tokenizers and refuses the 2.6
-# server's built-in ``{"type": "chinese"}`` analyzer (measured), so the default differs per backend.
-LITE_ANALYZER: dict[str, Any] = {"tokenizer": "jieba"}
+# Milvus Lite 3.x knows only the ``standard`` and ``jieba`` tokenizers (plus a ``stop`` filter)
+# and refuses the 2.6 server's built-in ``{"type": "chinese"}`` analyzer (measured), so the
+# default differs per backend. Lite's jieba keeps punctuation and function words as terms, and
+# its BM25 runs in Python, where a term found in most rows is expensive (100k rows: ~400 ms for
+# a query of frequent terms vs ~110 ms for rare ones) while adding nothing to the ranking. With
+# the stop list "how do I get the value of the object" took 45 instead of 71 ms at 20k rows.
+LITE_STOP_WORDS = (
+    "a an and are as at be by for from has have in is it its of on or that the this to was were will with "
+    "how what when where which who why do does can i you we they he she not no if then than so"
+).split() + list("的了是在和与及或也就都而被把这那之其个着过吗呢吧啊") + list("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>/\\|-_+=*&^%$#@~`")
+LITE_ANALYZER: dict[str, Any] = {"tokenizer": "jieba", "filter": [{"type": "stop", "stop_words": LITE_STOP_WORDS}]}
 SERVER_ANALYZER: dict[str, Any] = {"type": "chinese"}
 
 # Key words that mark a credential. Matched per word of the key ("api_key" -> api, key), so
@@ -198,7 +206,9 @@ _COLLECTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 
 
 def default_analyzer(backend: Backend) -> dict[str, Any]:
-    return dict(LITE_ANALYZER if backend == "lite" else SERVER_ANALYZER)
+    import copy
+
+    return copy.deepcopy(LITE_ANALYZER if backend == "lite" else SERVER_ANALYZER)
 
 
 def collection_name_for(model: str, dim: int, n: int) -> str:

@@ -174,7 +174,8 @@ def test_collection_names_and_profiles() -> None:
     with pytest.raises(ValidationError):
         collection_name_for("m", 8, 0)
     bm = make_profile(model_name=None, dim=0)
-    assert bm.embedding is None and bm.vector_dim == 0 and bm.bm25_analyzer == {"tokenizer": "jieba"}
+    assert bm.embedding is None and bm.vector_dim == 0 and bm.bm25_analyzer["tokenizer"] == "jieba"
+    assert "the" in bm.bm25_analyzer["filter"][0]["stop_words"]
     assert make_profile(model_name="m", dim=8, backend="server").bm25_analyzer == {"type": "chinese"}
     spec = make_profile(model_name="m", dim=8, base_url="http://127.0.0.1:1/v1",
                         rerank=RerankSpec(provider="cohere", endpoint="http://127.0.0.1:1/v1", model_name="m"))
