@@ -47,7 +47,8 @@ def test_tokens_stored_as_hashes_and_creation_is_audited(db, w, P):
     created = create_share_link(db, P(w.owner), kb, password="s3cret")
     assert created.token.startswith("kbshare_") and created.link.token_hash == hash_token(created.token)
     assert created.link.password_hash.startswith("$argon2id$")
-    log = db.execute(select(AuditLog).where(AuditLog.action == "share_link.create")).scalar_one()
+    log = db.execute(select(AuditLog).where(AuditLog.action == "share_link.create")
+                     .where(AuditLog.object_id == kb.id)).scalar_one()
     assert log.meta["after"]["has_password"] is True
     assert created.token not in str(log.meta) and "s3cret" not in str(log.meta)
     assert [x.id for x in list_share_links(db, P(w.owner), kb)] == [created.link.id]
@@ -109,7 +110,8 @@ def test_password_failures_are_counted_audited_and_rate_limited(db, w, P):
         limited.raise_for_status()
     # another visitor is not blocked by the first one's failures
     assert open_share_link(db, created.token, password="correct horse", ip="10.0.0.2").status == "ok"
-    failures = db.execute(select(AuditLog).where(AuditLog.action == "share_link.password_failed")).scalars().all()
+    failures = db.execute(select(AuditLog).where(AuditLog.action == "share_link.password_failed")
+                          .where(AuditLog.object_id == kb.id)).scalars().all()
     assert len(failures) == 5 and failures[0].ip == "10.0.0.1"
 
 
