@@ -151,6 +151,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _logs(home: Path) -> str:
+    out = []
+    for f in sorted((home / "logs").glob("*.log")):
+        out.append(f"--- {f.name}\n" + f.read_text(errors="replace")[-1500:])
+    return "\n".join(out)
+
+
 @pytest.mark.slow
 def test_up_on_a_fresh_home_end_to_end(tmp_path):
     """`openkb up` with nothing configured: ready, doctor all ok, second up refused, clean stop."""
@@ -171,12 +178,12 @@ def test_up_on_a_fresh_home_end_to_end(tmp_path):
                     break
             except httpx.HTTPError:
                 pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert proc.poll() is None, (proc.stdout.read() if proc.stdout else "") + _logs(home)
             time.sleep(0.3)
-        assert ready
+        assert ready, _logs(home)
         doc = subprocess.run([sys.executable, "-m", "cli.main", "doctor", "--json"], env=env, capture_output=True,
                              text=True, timeout=120, cwd=Path(__file__).parent.parent)
-        assert doc.returncode == 0, doc.stdout + doc.stderr
+        assert doc.returncode == 0, doc.stdout + doc.stderr + _logs(home)
         rep = json.loads(doc.stdout)
         core = {c["name"]: c for c in rep["checks"]}
         for name in ("postgresql", "milvus", "queue", "blobs", "mail"):
@@ -191,7 +198,7 @@ def test_up_on_a_fresh_home_end_to_end(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    assert proc.returncode == 0
+    assert proc.returncode == 0, _logs(home)
     # children gone: nothing listens on the port any more
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
