@@ -71,6 +71,7 @@ from sqlmodel import Session, select
 
 from openkb.dify import conditions as cond
 from openkb.dify import keys as keys_svc
+from openkb.errors import Unauthenticated
 from openkb.models import DifyApiKey, DifyKnowledgeMapping
 from openkb.permissions.principal import Principal
 
@@ -295,7 +296,7 @@ def authorize(session: Session, settings: Any, *, authorization: str | None, raw
         raise DifyError(403, AUTH_FAILED, "authorization failed: this key's metadata filter is invalid",
                         key=key, audit=audit) from None
     if knowledge_id == "":
-        return Authorized(key, "", None, dify_principal(key, None), key_condition, key.retrieval_top_k_limit), parsed
+        return Authorized(key, "", None, _principal(key, None, audit), key_condition, key.retrieval_top_k_limit), parsed
     if mapping is None or mapping.status != "active":
         raise DifyError(404, KNOWLEDGE_NOT_FOUND, f"knowledge does not exist: {knowledge_id!r} is not mapped "
                                                   "(openkb dify map --knowledge-id ... --kb ...)", key=key, audit=audit)
@@ -304,8 +305,16 @@ def authorize(session: Session, settings: Any, *, authorization: str | None, raw
     if kb_id not in set(key.allowed_knowledge_base_ids or ()):
         raise DifyError(403, AUTH_FAILED, f"authorization failed: this API key may not read {knowledge_id!r}",
                         key=key, audit=audit)
-    return Authorized(key, knowledge_id, kb_id, dify_principal(key, kb_id), key_condition,
+    return Authorized(key, knowledge_id, kb_id, _principal(key, kb_id, audit), key_condition,
                       key.retrieval_top_k_limit), parsed
+
+
+def _principal(key: DifyApiKey, kb_id: uuid.UUID | None, audit: dict[str, Any]) -> Principal:
+    try:
+        return dify_principal(key, kb_id)
+    except Unauthenticated:  # expired in the microseconds since the status check
+        raise DifyError(403, AUTH_FAILED, "authorization failed: the API key is expired", key=key,
+                        audit=audit) from None
 
 
 # --- phase 2: retrieval --------------------------------------------------------------------------
