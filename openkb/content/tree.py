@@ -3,8 +3,10 @@
 Folders are ``documents.type = 'folder'``; pages may have children too (Yuque nests pages).
 Depth counts levels (a root document has depth 1) and is capped by ``max_folder_depth``.
 
-Visibility is decided by the permission service only: the tree loads the candidate ids of one
-knowledge base and asks ``filter_readable_documents`` once for all of them. An item whose parent
+Visibility is decided by the permission service only: the tree and the trash ask its
+knowledge-base fast path (``tree_access``: the whole knowledge base in one statement, decided
+top-down by the same rules as ``filter_readable_documents``) once, after loading their rows, so
+a document created in between is simply left out. An item whose parent
 the caller cannot see (a custom document more open than its folder) is hung under its nearest
 visible ancestor, or the root, so the tree never names a hidden folder.
 """
@@ -21,9 +23,8 @@ from sqlmodel import Session
 from openkb.config import Settings
 from openkb.content import limits
 from openkb.errors import NotFound, ValidationError
-from openkb.permissions import Action, Principal, filter_documents, filter_readable_documents
+from openkb.permissions import Action, KbAction, Principal, filter_readable_documents, tree_access
 from openkb.permissions import access_document as _access_document
-from openkb.permissions import can_read_knowledge_base
 
 
 class InvalidMove(ValidationError):
@@ -179,12 +180,13 @@ def access_parent(session: Session, principal: Principal, kb_id: uuid.UUID, pare
 
 
 def get_tree(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[dict[str, Any]]:
-    if not can_read_knowledge_base(session, principal, kb_id):
-        raise NotFound("knowledge base not found")
     rows = session.execute(_TREE, {"kb": kb_id}).all()
+    access = tree_access(session, principal, kb_id, (Action.READ,))
+    if KbAction.READ not in access.kb_actions:
+        raise NotFound("knowledge base not found")
     if not rows:
         return []
-    visible = filter_readable_documents(session, principal, [r[0] for r in rows])
+    visible = {r[0] for r in rows if access.allows(r[0], Action.READ)}
     parent_of = {r[0]: r[1] for r in rows}
     items = []
     for id_, parent, type_, title, status, sort_order, mode, visibility, key in rows:
@@ -203,13 +205,13 @@ def get_tree(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[d
 
 def list_trash(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[dict[str, Any]]:
     """Trashed documents (the roots of deleted subtrees) the caller may restore or purge."""
-    if not can_read_knowledge_base(session, principal, kb_id):
-        raise NotFound("knowledge base not found")
     rows = [dict(r) for r in session.execute(_TRASH, {"kb": kb_id}).mappings()]
+    access = tree_access(session, principal, kb_id, (Action.TRASH,))
+    if KbAction.READ not in access.kb_actions:
+        raise NotFound("knowledge base not found")
     if not rows:
         return []
-    allowed = filter_documents(session, principal, [r["id"] for r in rows], Action.TRASH)
-    return [r for r in rows if r["id"] in allowed]
+    return [r for r in rows if access.allows(r["id"], Action.TRASH)]
 
 
 def get_subtree(session: Session, principal: Principal, doc_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from openkb.permissions.scope import (
 )
 from openkb.permissions.service import (
     ObjectRef,
+    TreeAccess,
     access_document,
     can,
     can_create_document,
@@ -35,16 +36,20 @@ from openkb.permissions.service import (
     filter_documents,
     filter_readable_documents,
     knowledge_base_capabilities,
+    readable_tree,
     resolve_effective_role,
     resolve_workspace_role,
+    tree_access,
 )
 
 __all__ = [
     "READ_SCOPES", "WRITE_SCOPES", "Action", "ChunkAccess", "KbAction", "ObjectRef", "Principal", "ReadableScope",
+    "TreeAccess",
     "access_document", "can", "can_create_document", "can_create_share_link", "can_delete_document",
     "can_edit_document", "can_in_knowledge_base", "can_invite_collaborator", "can_manage_document",
     "can_manage_knowledge_base", "can_manage_workspace", "can_move_document", "can_read_document",
     "can_read_knowledge_base", "chunk_access", "chunk_access_many", "document_capabilities", "document_roles", "filter_documents",
     "filter_readable_documents", "knowledge_base_capabilities", "readable_scope",
-    "resolve_effective_role", "resolve_readable_principals_for_milvus", "resolve_workspace_role",
+    "readable_tree", "resolve_effective_role", "resolve_readable_principals_for_milvus", "resolve_workspace_role",
+    "tree_access",
 ]

@@ -23,9 +23,9 @@ from openkb.permissions.rules import DocFacts, KbFacts, LinkFacts, Snapshot, Vie
 
 _UUIDS = ARRAY(UUID(as_uuid=False))
 
-_SNAPSHOT_SQL = text(
-    """
-WITH RECURSIVE nodes AS (
+# The candidate documents and their whole ancestor chains (the batch form).
+_NODES_BATCH = """
+nodes AS (
     SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type, d.status,
            d.permission_mode AS mode, d.visibility
     FROM documents d
@@ -37,7 +37,21 @@ WITH RECURSIVE nodes AS (
         SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type, d.status,
                d.permission_mode AS mode, d.visibility
         FROM documents d WHERE d.id = n.parent_id LIMIT 1) p
-),
+)"""
+
+# Every document of one knowledge base, deleted ones included (their status still gates what is
+# below them); a whole tree is closed under "parent of", so no recursion is needed.
+_NODES_KB = """
+nodes AS (
+    SELECT d.id, d.parent_id, d.knowledge_base_id AS kb_id, d.workspace_id, d.tenant_id, d.type, d.status,
+           d.permission_mode AS mode, d.visibility
+    FROM documents d WHERE d.knowledge_base_id = :kb_id
+)"""
+
+# Everything but the ``nodes`` CTE is shared by both forms, so the principal's facts (user,
+# groups, workspace roles, grants, link, key) are loaded by the very same SQL.
+_SNAPSHOT_TEMPLATE = """
+WITH RECURSIVE {nodes},
 kbs AS (
     SELECT k.id, k.workspace_id, k.tenant_id, k.visibility, k.status,
            -- only a JSON true enables a cell; anything else (missing, "yes", 1) is the default no
@@ -83,8 +97,8 @@ SELECT
                               'live', k.status = 'active' AND (k.expires_at IS NULL OR k.expires_at > now()))
        FROM dify_api_keys k WHERE k.id = :dify_id AND k.tenant_id = :tenant_id) AS dify
 """
-).bindparams(
-    bindparam("doc_ids", type_=_UUIDS),
+
+_COMMON_PARAMS = (
     bindparam("kb_ids", type_=_UUIDS),
     bindparam("ws_ids", type_=_UUIDS),
     bindparam("user_id", type_=UUID(as_uuid=False)),
@@ -92,6 +106,12 @@ SELECT
     bindparam("link_id", type_=UUID(as_uuid=False)),
     bindparam("dify_id", type_=UUID(as_uuid=False)),
 )
+
+_SNAPSHOT_SQL = text(_SNAPSHOT_TEMPLATE.format(nodes=_NODES_BATCH)).bindparams(
+    bindparam("doc_ids", type_=_UUIDS), *_COMMON_PARAMS)
+
+_KB_SNAPSHOT_SQL = text(_SNAPSHOT_TEMPLATE.format(nodes=_NODES_KB)).bindparams(
+    bindparam("kb_id", type_=UUID(as_uuid=False)), *_COMMON_PARAMS)
 
 
 def _ids(values: Iterable[uuid.UUID | str] | None) -> list[str]:
@@ -120,9 +140,21 @@ _NIL = "00000000-0000-0000-0000-000000000000"
 
 def load_snapshot(session: Session, principal: Principal, *, doc_ids: Iterable[uuid.UUID | str] = (),
                   kb_ids: Iterable[uuid.UUID | str] = (), ws_ids: Iterable[uuid.UUID | str] = ()) -> Snapshot:
+    return _load(session, principal, _SNAPSHOT_SQL, {"doc_ids": _ids(doc_ids), "kb_ids": _ids(kb_ids),
+                                                     "ws_ids": _ids(ws_ids)})
+
+
+def load_kb_snapshot(session: Session, principal: Principal, kb_id: uuid.UUID | str) -> Snapshot:
+    """The same facts as ``load_snapshot``, for every document of one knowledge base (no
+    ancestor walk: the knowledge base holds the whole chain of each of its documents) and the
+    knowledge base itself, in one statement. Decide with ``rules.place_tree``."""
+    return _load(session, principal, _KB_SNAPSHOT_SQL, {"kb_id": str(kb_id), "kb_ids": [str(kb_id)], "ws_ids": []})
+
+
+def _load(session: Session, principal: Principal, sql: Any, params: dict[str, Any]) -> Snapshot:
     p = principal
-    row = session.execute(_SNAPSHOT_SQL, {
-        "doc_ids": _ids(doc_ids), "kb_ids": _ids(kb_ids), "ws_ids": _ids(ws_ids),
+    row = session.execute(sql, {
+        **params,
         "user_id": _opt(p.user_id), "tenant_id": _opt(p.tenant_id),
         "link_id": _opt(p.share_link_id), "dify_id": _opt(p.dify_key_id),
     }).mappings().one()

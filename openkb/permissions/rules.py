@@ -253,17 +253,38 @@ def _region_open(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> 
     return vis == "workspace" and _ws_role(viewer, kb) in MEMBER_ROLES
 
 
-def _gates_open(viewer: Viewer, pl: Placement) -> bool:
-    return all(_region_open(viewer, pl.customs[i:], pl.kb) for i in range(1, len(pl.customs)))
+def _gates_open(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> bool:
+    return all(_region_open(viewer, customs[i:], kb) for i in range(1, len(customs)))
 
 
-def document_role(viewer: Viewer, pl: Placement) -> str | None:
+@dataclass(frozen=True, slots=True)
+class RegionAccess:
+    """The principal-dependent part of a decision, which depends only on the region chain
+    (``customs`` + knowledge base): every document of one region shares it, so a whole-tree pass
+    computes it once per custom document instead of once per document and action."""
+
+    role: str | None        # _role_in: best role on the region, raised by outer managers
+    open: bool              # _region_open: the region itself is open to the principal
+    gates_open: bool        # _gates_open: every outer custom region is open too
+
+
+def region_access(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> RegionAccess:
+    return RegionAccess(role=_role_in(viewer, customs, kb), open=_region_open(viewer, customs, kb),
+                        gates_open=_gates_open(viewer, customs, kb))
+
+
+def _region(viewer: Viewer, pl: Placement, ra: RegionAccess | None) -> RegionAccess:
+    return ra if ra is not None else region_access(viewer, pl.customs, pl.kb)
+
+
+def document_role(viewer: Viewer, pl: Placement, ra: RegionAccess | None = None) -> str | None:
     """Effective content role (None when the principal cannot get through the gates)."""
     if viewer.principal.kind != "user" or not viewer.user_active:
         return None
-    if not _gates_open(viewer, pl):
+    ra = _region(viewer, pl, ra)
+    if not ra.gates_open:
         return None
-    return _role_in(viewer, pl.customs, pl.kb)
+    return ra.role
 
 
 def _status_allows(action: Action, pl: Placement, role: str | None, searcher_tenant: str | None) -> bool:
@@ -293,7 +314,7 @@ def _status_allows(action: Action, pl: Placement, role: str | None, searcher_ten
     return False
 
 
-def _user_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
+def _user_allows(viewer: Viewer, pl: Placement, action: Action, ra: RegionAccess | None = None) -> bool:
     p = viewer.principal
     if not viewer.user_active:
         return False
@@ -302,9 +323,10 @@ def _user_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
             return False
     elif not p.has_write_scope():
         return False
-    if not _gates_open(viewer, pl) or not _region_open(viewer, pl.customs, pl.kb):
+    ra = _region(viewer, pl, ra)
+    if not ra.gates_open or not ra.open:
         return False
-    return _status_allows(action, pl, _role_in(viewer, pl.customs, pl.kb), viewer.tenant)
+    return _status_allows(action, pl, ra.role, viewer.tenant)
 
 
 def _public_readable(pl: Placement) -> bool:
@@ -346,10 +368,10 @@ def link_opens(viewer: Viewer, pl: Placement) -> bool:
     return False
 
 
-def _link_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
+def _link_allows(viewer: Viewer, pl: Placement, action: Action, ra: RegionAccess | None = None) -> bool:
     if action not in (Action.READ, Action.SEARCH):
         return False
-    if viewer.principal.user_id is not None and _user_allows(viewer, pl, action):
+    if viewer.principal.user_id is not None and _user_allows(viewer, pl, action, ra):
         return True
     if not link_opens(viewer, pl):
         return False
@@ -368,16 +390,18 @@ def _dify_allows(viewer: Viewer, pl: Placement, action: Action) -> bool:
     return _status_allows(action, pl, None, viewer.tenant)
 
 
-def allows(viewer: Viewer, pl: Placement | None, action: Action) -> bool:
+def allows(viewer: Viewer, pl: Placement | None, action: Action, ra: RegionAccess | None = None) -> bool:
+    """``ra``: the ``region_access`` of ``pl``'s region when the caller already has it (the
+    whole-tree pass); omitted, it is computed here. Either way the same rules decide."""
     if pl is None:
         return False
     kind = viewer.principal.kind
     if kind == "user":
-        return _user_allows(viewer, pl, action)
+        return _user_allows(viewer, pl, action, ra)
     if kind == "anonymous":
         return _anonymous_allows(viewer, pl, action)
     if kind == "share_link":
-        return _link_allows(viewer, pl, action)
+        return _link_allows(viewer, pl, action, ra)
     if kind == "dify_key":
         return _dify_allows(viewer, pl, action)
     if kind == "system":
@@ -385,8 +409,93 @@ def allows(viewer: Viewer, pl: Placement | None, action: Action) -> bool:
     return False
 
 
-def capabilities(viewer: Viewer, pl: Placement | None) -> frozenset[Action]:
-    return frozenset(a for a in ALL_ACTIONS if allows(viewer, pl, a))
+def capabilities(viewer: Viewer, pl: Placement | None, ra: RegionAccess | None = None,
+                 actions: tuple[Action, ...] = ALL_ACTIONS) -> frozenset[Action]:
+    return frozenset(a for a in actions if allows(viewer, pl, a, ra))
+
+
+# -- a whole knowledge base at once ---------------------------------------------------------------
+
+
+def _walk_tree(snapshot: Snapshot, kb_id: str):
+    """Top-down over a snapshot holding *every* document of one knowledge base. Yields
+    ``(doc, kb, path, customs, status, region_access)`` for each document ``place`` accepts, with
+    exactly the path/customs/status ``place`` would compute, and the region's ``region_access``
+    computed once per region (at each custom document). O(n) apart from the depth-bounded path.
+
+    Not yielded (``place`` says None): a document whose parent chain leaves the loaded set (a
+    missing parent, or one in another knowledge base, which a snapshot of ``kb_id`` never holds)
+    or loops, or whose tenant is not the knowledge base's (ancestors are not tenant-checked, as in
+    ``_place``), or any document when the knowledge base is missing."""
+    kb = snapshot.kbs.get(kb_id)
+    if kb is None:
+        return
+    children: dict[str | None, list[DocFacts]] = {}
+    for d in snapshot.docs.values():
+        if d.kb_id == kb_id:
+            children.setdefault(d.parent_id, []).append(d)
+    viewer = snapshot.viewer
+    root_ra: RegionAccess | None = None
+    seen: set[str] = set()
+    stack: list[tuple[DocFacts, tuple[DocFacts, ...], tuple[DocFacts, ...], str | None, RegionAccess | None]]
+    stack = [(d, (), (), None, None) for d in children.get(None, ())]
+    while stack:
+        d, ppath, pcustoms, pstatus, pra = stack.pop()
+        if d.id in seen:  # unreachable for a tree (ids are unique); a guard, not a rule
+            continue
+        seen.add(d.id)
+        path = (d, *ppath)
+        if d.mode == "custom":
+            customs = (d, *pcustoms)
+            ra = region_access(viewer, customs, kb)
+        else:
+            customs = pcustoms
+            if pra is None:
+                if root_ra is None:
+                    root_ra = region_access(viewer, (), kb)
+                pra = root_ra
+            ra = pra
+        # ``max(path, key=_severity)``: the first most severe status, self first
+        status = d.status if pstatus is None or _severity(d.status) >= _severity(pstatus) else pstatus
+        if kb.tenant_id == d.tenant_id:
+            yield d, kb, path, customs, status, ra
+        for c in children.get(d.id, ()):
+            stack.append((c, path, customs, status, ra))
+
+
+def place_tree(snapshot: Snapshot, kb_id: str) -> dict[str, tuple[Placement, RegionAccess] | None]:
+    """Every document of ``kb_id`` in the snapshot: ``(place(...), its region_access)``, or None
+    where ``place`` gives None."""
+    out: dict[str, tuple[Placement, RegionAccess] | None] = {
+        d.id: None for d in snapshot.docs.values() if d.kb_id == kb_id}
+    for d, kb, path, customs, status, ra in _walk_tree(snapshot, kb_id):
+        out[d.id] = (Placement(doc=d, kb=kb, path=path, customs=customs, status=status), ra)
+    return out
+
+
+def decide_tree(snapshot: Snapshot, kb_id: str,
+                actions: tuple[Action, ...] = ALL_ACTIONS) -> dict[str, frozenset[Action]]:
+    """``capabilities`` (restricted to ``actions``) of every document of ``kb_id`` in the snapshot.
+
+    Except for share links (``link_opens`` looks at the whole path), ``allows`` reads a placement
+    only through its region (``customs``, which within one knowledge base the nearest custom id
+    determines), its effective ``status``, its knowledge base and its document's ``tenant_id``; so
+    documents that agree on those get the same answer and it is computed once per distinct key.
+    Keep this in mind when a rule starts reading another field of ``Placement``."""
+    out: dict[str, frozenset[Action]] = {d.id: frozenset() for d in snapshot.docs.values() if d.kb_id == kb_id}
+    viewer = snapshot.viewer
+    by_path = viewer.principal.kind == "share_link"
+    memo: dict[tuple[str | None, str, str], frozenset[Action]] = {}
+    for d, kb, path, customs, status, ra in _walk_tree(snapshot, kb_id):
+        key = (customs[0].id if customs else None, status, d.tenant_id)
+        caps = None if by_path else memo.get(key)
+        if caps is None:
+            pl = Placement(doc=d, kb=kb, path=path, customs=customs, status=status)
+            caps = capabilities(viewer, pl, ra, actions)
+            if not by_path:
+                memo[key] = caps
+        out[d.id] = caps
+    return out
 
 
 # -- knowledge-base level -----------------------------------------------------------------------
