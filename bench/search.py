@@ -21,8 +21,8 @@ printed). So the bench embeds a pool of ``--pool`` (default 1,000) distinct base
 in bulk, with the same model; every chunk's text is one base passage plus a chunk-specific
 sentence, and its vector is that passage's vector plus small deterministic noise (normalised).
 The collection's TEXTEMBEDDING function points at a bench-local OpenAI-compatible endpoint
-(OpenKB's own embedder HTTP server code) that returns those vectors for chunk texts and runs the
-real model for anything else. The bench queries are embedded by the real model once before
+(OpenKB's own embedder HTTP server code, run as a separate process like the appliance's
+embedder) that returns those vectors for chunk texts and runs the real model for anything else. The bench queries are embedded by the real model once before
 timing (cached), so both timed paths pay the same Milvus -> endpoint round trip per search but
 no model time; the numbers compare Milvus + OpenKB, not the embedding model.
 
@@ -49,15 +49,16 @@ import hashlib
 import itertools
 import json
 import os
+import pickle
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -318,25 +319,29 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
 
 # --- the vector endpoint -----------------------------------------------------------------------------
 
-class PooledEncoder:
-    """Chunk texts -> their base passage's vector plus deterministic noise; anything else -> the
-    real model (cached)."""
+def embed_pool(real: Any, pool: Sequence[str]) -> tuple[np.ndarray, float]:
+    """The base passages' vectors, computed once in bulk with the real model; and its rate."""
+    log(f"embedding {len(pool)} base passages with {MODEL} ...")
+    t = time.perf_counter()
+    base = np.vstack([real.encode(list(pool[i:i + 64])) for i in range(0, len(pool), 64)])
+    rate = len(pool) / (time.perf_counter() - t)
+    log(f"  {rate:.0f} passages/s in-process; 100k chunks would take ~{100_000 / rate / 60:.0f} min through the model")
+    return base, rate
 
-    def __init__(self, real: Any, texts: dict[str, tuple[int, int]], pool: Sequence[str], noise: float = 0.08) -> None:
-        self.real = real
-        self.dim = real.dim
-        self.texts = texts
-        self.noise = noise
-        self.cache: dict[str, np.ndarray] = {}
-        self.model_seconds = 0.0
+
+class PooledEncoder:
+    """Chunk texts -> their base passage's vector plus deterministic noise (normalised); texts
+    given in ``cache`` -> those vectors; anything else -> the real model, loaded on first need."""
+
+    dim = DIM
+
+    def __init__(self, texts: dict[str, tuple[int, int]], base: np.ndarray, cache: dict[str, np.ndarray] | None = None,
+                 noise: float = 0.08, counter: Path | None = None) -> None:
+        self.texts, self.base, self.noise = texts, base, noise
+        self.cache = dict(cache or {})
+        self.real: Any = None
         self.model_texts = 0
-        log(f"embedding {len(pool)} base passages with {MODEL} ...")
-        t = time.perf_counter()
-        self.base = np.vstack([real.encode(list(pool[i:i + 64])) for i in range(0, len(pool), 64)])
-        dt = time.perf_counter() - t
-        self.rate = len(pool) / dt
-        log(f"  {self.rate:.0f} passages/s in-process ({dt:.1f}s); 100k chunks would take "
-            f"~{100_000 / self.rate / 60:.0f} min through the model")
+        self.counter = counter
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -344,8 +349,8 @@ class PooledEncoder:
         for i, t in enumerate(texts):
             hit = self.texts.get(t)
             if hit is not None:
-                base, seed = hit
-                v = self.base[base] + self.noise * np.random.default_rng(seed).standard_normal(self.dim).astype(
+                b, seed = hit
+                v = self.base[b] + self.noise * np.random.default_rng(seed).standard_normal(self.dim).astype(
                     np.float32) / np.sqrt(self.dim)
                 out[i] = v / np.linalg.norm(v)
             elif t in self.cache:
@@ -353,26 +358,70 @@ class PooledEncoder:
             else:
                 unknown.append(i)
         if unknown:
-            t0 = time.perf_counter()
+            if self.real is None:
+                from openkb.embedder.models import load_model
+
+                self.real = load_model(MODEL, threads=min(4, os.cpu_count() or 1))
             vecs = self.real.encode([texts[i] for i in unknown])
-            self.model_seconds += time.perf_counter() - t0
             self.model_texts += len(unknown)
+            if self.counter is not None:
+                self.counter.write_text(str(self.model_texts))
             for i, v in zip(unknown, vecs):
                 self.cache[texts[i]] = v
                 out[i] = v
         return out
 
 
-def start_endpoint(encoder: PooledEncoder) -> tuple[str, Any]:
+def serve_endpoint(workdir: Path, port: int) -> None:
+    """``--serve-endpoint``: the bench's embedding endpoint as its own process (like the
+    appliance's embedder), so its work never competes with the timed process for the GIL."""
     from openkb.embedder.models import REGISTRY, LoadedModel
     from openkb.embedder.server import make_server
+
+    with open(workdir / "texts.pkl", "rb") as f:
+        texts = pickle.load(f)
+    with open(workdir / "cache.pkl", "rb") as f:
+        cache = pickle.load(f)
+    enc = PooledEncoder(texts, np.load(workdir / "base.npy"), cache, counter=workdir / "model_texts.txt")
+    server = make_server(LoadedModel(info=REGISTRY[MODEL], encoder=enc, load_seconds=0.0), "127.0.0.1", port)
+    server.serve_forever(poll_interval=0.2)
+
+
+def start_endpoint(workdir: Path, texts: dict[str, tuple[int, int]], base: np.ndarray,
+                   cache: dict[str, np.ndarray]) -> tuple[str, subprocess.Popen[bytes]]:
+    import httpx
+
     from openkb.runtime.embedded import free_port
 
-    model = LoadedModel(info=REGISTRY[MODEL], encoder=encoder, load_seconds=0.0)
+    workdir.mkdir(parents=True, exist_ok=True)
+    np.save(workdir / "base.npy", base)
+    with open(workdir / "texts.pkl", "wb") as f:
+        pickle.dump(texts, f, protocol=pickle.HIGHEST_PROTOCOL)
+    with open(workdir / "cache.pkl", "wb") as f:
+        pickle.dump(cache, f, protocol=pickle.HIGHEST_PROTOCOL)
+    (workdir / "model_texts.txt").write_text("0")
     port = free_port()
-    server = make_server(model, "127.0.0.1", port)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
-    return f"http://127.0.0.1:{port}/v1", server
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-endpoint", str(workdir), "--port", str(port)],
+                            cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the bench embedding endpoint did not start")
+        time.sleep(0.2)
+    return url + "/v1", proc
+
+
+def model_texts(workdir: Path) -> int:
+    try:
+        return int((workdir / "model_texts.txt").read_text() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 # --- environment ------------------------------------------------------------------------------------
@@ -414,14 +463,14 @@ def stop_services(b: Bench) -> None:
 
 
 def fill_collection(b: Bench, embedder_url: str, *, name: str = "bench", switch: bool = True,
-                    batch_size: int = 512) -> tuple[Any, float]:
+                    batch_size: int = 512, version: int = 1) -> tuple[Any, float]:
     """The embedded default's collection shape, filled by OpenKB's rebuild. Returns (job, seconds)."""
     from openkb.db import session_scope
     from openkb.indexing.profiles import insert_profile
     from openkb.indexing.profiles_spec import make_profile
     from openkb.indexing.rebuild import run_rebuild, start_rebuild
 
-    spec = make_profile(model_name=MODEL, dim=DIM, base_url=embedder_url, name=name, version=1)
+    spec = make_profile(model_name=MODEL, dim=DIM, base_url=embedder_url, name=name, version=version)
     with session_scope(b.ctx.engine) as s:
         insert_profile(s, spec)
         job = start_rebuild(b.ctx, s, name, switch=switch)
@@ -476,12 +525,13 @@ def make_queries(w: World, n: int, seed: int = 11) -> list[str]:
 def raw_search(client: Any, collection: str, query: str, limit: int, per_route: int) -> list[Any]:
     from pymilvus import AnnSearchRequest, RRFRanker
 
-    from openkb.indexing.milvus import DENSE_FIELD, SPARSE_FIELD
+    from openkb.indexing import milvus as mv
     from openkb.retrieval.service import OUTPUT_FIELDS
 
-    reqs = [AnnSearchRequest(data=[query], anns_field=DENSE_FIELD, limit=per_route,
-                             param={"metric_type": "COSINE", "params": {"ef": max(64, per_route)}}),
-            AnnSearchRequest(data=[query], anns_field=SPARSE_FIELD, limit=per_route, param={"metric_type": "BM25"})]
+    ef = max(getattr(mv, "HNSW_EF", 64), per_route)  # exactly what milvus.hybrid_search sends
+    reqs = [AnnSearchRequest(data=[query], anns_field=mv.DENSE_FIELD, limit=per_route,
+                             param={"metric_type": "COSINE", "params": {"ef": ef}}),
+            AnnSearchRequest(data=[query], anns_field=mv.SPARSE_FIELD, limit=per_route, param={"metric_type": "BM25"})]
     return client.hybrid_search(collection, reqs, ranker=RRFRanker(60), limit=limit, output_fields=list(OUTPUT_FIELDS))
 
 
@@ -493,7 +543,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", type=int, default=1000, help="distinct base passages embedded by the model")
     ap.add_argument("--home", type=Path, default=None, help="working directory (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
+    ap.add_argument("--serve-endpoint", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve_endpoint is not None:
+        serve_endpoint(args.serve_endpoint, args.port)
+        return 0
     home = args.home or Path(tempfile.mkdtemp(prefix="openkb-bench-search-"))
     result: dict[str, Any] = {"n_chunks": args.n}
     try:
@@ -506,15 +561,16 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         w = build_world(b.ctx.engine, args.n, pool_size=args.pool)
         log(f"  {w.stats} in {time.perf_counter() - t:.1f}s")
-        enc = PooledEncoder(real, w.texts, w.pool)
-        url, server = start_endpoint(enc)
+        base, rate = embed_pool(real, w.pool)
         queries = make_queries(w, args.queries)
         first_query = "权限 检索 latency " + " ".join(w.vocab.words(2))  # type: ignore[attr-defined]
-        enc.encode([*queries, first_query, "warm up 预热"])  # query vectors: real model, before timing
+        extra = [*queries, first_query, "warm up 预热"]
+        cache = dict(zip(extra, real.encode(extra)))  # query vectors: the real model, before timing
+        url, server = start_endpoint(home / "endpoint", w.texts, base, cache)
         log("filling the collection through OpenKB's rebuild (switch on success) ...")
         job, secs = fill_collection(b, url)
         result.update(rebuild_seconds=round(secs, 1), rebuild_chunks_per_s=round(w.n_chunks / secs, 1),
-                      embedding_rate_passages_per_s=round(enc.rate, 1))
+                      embedding_rate_passages_per_s=round(rate, 1))
         log(f"  rebuild {job.status}: {job.processed_chunks} chunks in {secs:.1f}s")
         collection = job.target_collection
 
@@ -545,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
             raw_search(client, collection, q, limit, per_route)
             with Session(engine) as s:
                 search(b.ctx, s, principal, q, top_k=args.top_k)
-        model_texts_before = enc.model_texts
+        model_texts_before = model_texts(home / "endpoint")
         ours: list[float] = []
         raw: list[float] = []
         got: list[int] = []
@@ -576,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio=round(pct(ours, 0.95) / pct(raw, 0.95), 2), ratio_p50=round(pct(ours, 0.5) / pct(raw, 0.5), 2),
             queries=len(queries), top_k=args.top_k, mean_results=round(statistics.mean(got), 1),
             prefilter_rows_visible=visible, prefilter_share=round(visible / max(1, w.n_chunks), 3),
-            model_texts_during_timing=enc.model_texts - model_texts_before, world=w.stats,
+            model_texts_during_timing=model_texts(home / "endpoint") - model_texts_before, world=w.stats,
             load_avg=round(os.getloadavg()[0], 2), collection=collection)
         print(f"\nn_chunks={args.n}  visible to the bench user by prefilter: {visible} ({result['prefilter_share']:.0%})")
         print(f"(a) openkb.retrieval.search  p50 {result['openkb_p50_ms']:.1f} ms  p95 {result['openkb_p95_ms']:.1f} ms")
@@ -584,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio p95 {result['ratio']}  (p50 {result['ratio_p50']}); first search after warm-up "
               f"{result['first_search_ms']} ms; load average {result['load_avg']}")
         stop_services(b)
-        server.shutdown()
+        server.terminate()
+        server.wait(10)
     finally:
         if not args.keep and args.home is None:
             shutil.rmtree(home, ignore_errors=True)

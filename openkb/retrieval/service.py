@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, text
@@ -191,7 +191,7 @@ def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any])
 
 @dataclass
 class SearchPlan:
-    """What the service decided before calling Milvus (exposed for tests and ``--explain``)."""
+    """What the service decided before calling Milvus (the filter is also what a test can inspect)."""
 
     filter: str
     collection: str | None
@@ -287,7 +287,3 @@ def _recent(ctx: AppContext, session: Session, principal: Principal, p: SearchPl
             first[d] = r
     hits = [mv.Hit(id=str(r.get("chunk_id")), score=0.0, fields=r) for r in first.values()]
     return _finish(session, principal, hits, top_k, f if p.post_filter else None)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)

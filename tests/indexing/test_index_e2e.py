@@ -366,3 +366,19 @@ def test_trashed_folder_hides_its_pages_and_purge_removes_their_rows(env):
     assert not env.finds(env.p.owner, word, page.id)
     env.write(lambda s: purge_document(s, env.actor(), folder.id))
     env.wait_rows(page.id, lambda rows: rows == [])
+
+
+def test_search_hot_path_issues_a_constant_number_of_sql_statements(env, count_queries):
+    word = uniq("leanword")
+    docs = [env.create(f"# L{i}\n\n{word} number {i}.\n", wait=False) for i in range(6)]
+    for d in docs:
+        env.wait_indexed(d.id)
+    env.search(env.p.member, word)  # the active profile is now cached
+    counts = []
+    for top_k in (2, 6, 50):
+        with count_queries() as box:
+            res = env.search(env.p.member, word, top_k=top_k)
+        assert {r.document_id for r in res} >= ({str(d.id) for d in docs} if top_k >= 6 else set()) and res
+        counts.append(box["n"])
+    # readable scope + final permission check + display fields, whatever top_k is
+    assert counts[0] == counts[1] == counts[2] <= 3, counts
