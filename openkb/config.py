@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     max_folder_depth: int = 10
     max_upload_bytes: int = 50 * 1024 * 1024
     session_ttl_hours: int = 24 * 14
+    openkb_dify_rate_limit_per_minute: int = Field(
+        1200, description="calls per minute per Dify key before 429 (Dify retries 429, keep it an overload signal)"
+    )
 
     @field_validator("openkb_home", mode="before")
     @classmethod
