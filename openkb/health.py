@@ -125,7 +125,7 @@ def check_embedder(ctx: AppContext) -> Check:
     mode = "embedded" if ctx.settings.embedded("embedder") else "external"
     url = ctx.endpoints.embedder_url
     if not url:
-        return Check("embedder", False, mode, "", "no embedding service: search is BM25-only",
+        return Check("embedder", False, mode, "", "no embedding service: search is BM25-only" + _dense_profile_note(ctx),
                      "see $OPENKB_HOME/logs/embedder.log; set OPENKB_EMBEDDER_URL to an OpenAI-compatible /v1")
     try:
         import httpx
@@ -135,8 +135,29 @@ def check_embedder(ctx: AppContext) -> Check:
         models = [m.get("id") for m in r.json().get("data", [])]
         return Check("embedder", True, mode, ", ".join(str(m) for m in models), f"{url} (called by Milvus, not OpenKB)")
     except Exception as exc:  # noqa: BLE001
-        return Check("embedder", False, mode, "", f"{url}: {exc}"[:200],
+        return Check("embedder", False, mode, "", f"{url}: {exc}"[:160] + _dense_profile_note(ctx),
                      "search falls back to BM25-only; see $OPENKB_HOME/logs/embedder.log")
+
+
+def _dense_profile_note(ctx: AppContext) -> str:
+    """When the active collection was built with dense vectors, a missing embedder is worse than
+    "BM25-only": every index write needs it, so jobs fail and retry until it is back."""
+    try:
+        from sqlmodel import Session
+
+        from openkb.indexing.profiles import find_by_collection
+
+        target = alias_target_quiet(ctx.milvus, ctx.settings.milvus_active_alias)
+        if not target:
+            return ""
+        with Session(ctx.engine) as s:
+            prof = find_by_collection(s, target)
+        if prof is None or prof.vector_dim <= 0:
+            return ""
+        return (f"; the active profile {prof.name} ({target}) has {prof.vector_dim}-d dense vectors: "
+                "index writes fail and retry until an embedder is back")
+    except Exception:  # noqa: BLE001 - doctor must report, not crash
+        return ""
 
 
 def alias_target_quiet(client: Any, alias: str) -> str | None:

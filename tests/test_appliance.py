@@ -112,3 +112,25 @@ def test_production_requires_explicit_secret(tmp_path):
 
     with pytest.raises(ConfigError):
         _ = Settings(openkb_home=tmp_path, openkb_env="production").secret_key
+
+
+def test_doctor_warns_when_a_dense_profile_has_no_embedder(app_ctx):
+    import dataclasses
+
+    from openkb.context import AppContext
+    from openkb.db import session_scope
+    from openkb.health import check_embedder
+    from openkb.indexing.service import ensure_default_profile
+
+    with session_scope(app_ctx.engine) as s:
+        prof = ensure_default_profile(app_ctx, s)
+    assert prof is not None and prof.vector_dim > 0  # the test appliance runs the embedder
+    ok = check_embedder(app_ctx)
+    assert ok.ok, ok
+    no_embedder = AppContext.build(app_ctx.settings, dataclasses.replace(app_ctx.endpoints, embedder_url=None))
+    try:
+        down = check_embedder(no_embedder)
+    finally:
+        no_embedder.close()
+    assert not down.ok
+    assert "BM25-only" in down.detail and "dense vectors" in down.detail and prof.name in down.detail
