@@ -3,7 +3,11 @@ turns domain errors into one line on stderr plus the error class's exit code."""
 
 from __future__ import annotations
 
+import os
 import sys
+
+# Before anything imports grpc: its fork handlers can break live channels when a library forks.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import typer
 

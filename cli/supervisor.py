@@ -49,6 +49,7 @@ class Supervisor:
         self.services: EmbeddedServices | None = None
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping = False
+        self._env: dict[str, str] = {}
         self.timings: dict[str, float] = {}
 
     @property
@@ -85,6 +86,7 @@ class Supervisor:
             dispose_engines()
             self.timings["migrate_s"] = time.perf_counter() - t0
             env = child_env(endpoints)
+            self._env = env
             logs = self.home.log_dir
             self.children["worker"] = spawn([sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)],
                                             logs / "worker.log", env)
@@ -112,13 +114,23 @@ class Supervisor:
         finally:
             ctx.close()
 
-    def _wait_ready(self, timeout: float = 180.0) -> None:
+    def _wait_ready(self, timeout: float = 180.0, retries: int = 2) -> None:
+        """A child that crashes while starting is started again (at most ``retries`` times each);
+        one that keeps crashing fails the start with its log tail."""
         deadline = time.monotonic() + timeout
+        attempts = {name: 0 for name in self.children}
         while time.monotonic() < deadline:
-            for name, proc in self.children.items():
+            for name, proc in list(self.children.items()):
                 if proc.poll() is not None:
-                    tail = (self.home.log_dir / f"{name}.log").read_text(errors="replace")[-600:]
-                    raise ServiceUnavailable(f"the {name} process exited during start (code {proc.returncode}): {tail.strip()}")
+                    log_path = self.home.log_dir / f"{name}.log"
+                    tail = log_path.read_text(errors="replace")[-600:] if log_path.exists() else ""
+                    if attempts[name] >= retries:
+                        raise ServiceUnavailable(
+                            f"the {name} process exited during start (code {proc.returncode}): {tail.strip()}")
+                    attempts[name] += 1
+                    self.say(f"the {name} process exited during start (code {proc.returncode}); restarting "
+                             f"({attempts[name]}/{retries})")
+                    self.children[name] = spawn(proc.args, log_path, self._env)  # type: ignore[arg-type]
             try:
                 if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
                     return

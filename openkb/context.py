@@ -58,6 +58,9 @@ class AppContext:
 def child_env(endpoints: Endpoints) -> dict[str, str]:
     """Env for processes the supervisor starts: they use the supervisor's embedded services."""
     env = {"DATABASE_URL": endpoints.database_url, "MILVUS_URI": endpoints.milvus_uri,
-           "OPENKB_HOME": str(endpoints.home), "OPENKB_SUPERVISED": "1"}
+           "OPENKB_HOME": str(endpoints.home), "OPENKB_SUPERVISED": "1",
+           # gRPC's fork handlers can reset the poller of a live channel when a library forks a
+           # helper process (seen as "epoll_wait error: Bad file descriptor" + abort).
+           "GRPC_ENABLE_FORK_SUPPORT": "false"}
     env["OPENKB_EMBEDDER_URL"] = endpoints.embedder_url or "off"
     return env

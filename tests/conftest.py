@@ -20,6 +20,7 @@ import pytest
 _HOME = Path(tempfile.mkdtemp(prefix="openkb-test-home-"))
 os.environ["OPENKB_HOME"] = str(_HOME)
 os.environ["OPENKB_ENV"] = "test"
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as cli/main.py does, before grpc loads
 os.environ.setdefault("APP_BASE_URL", "http://127.0.0.1:8000")
 for _var in ("DATABASE_URL", "MILVUS_URI", "REDIS_URL", "S3_ENDPOINT", "SMTP_HOST", "OPENKB_EMBEDDER_URL"):
     os.environ.pop(_var, None)
