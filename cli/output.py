@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable
+
+import typer
 
 from rich.console import Console
 from rich.table import Table
+
+# The --json flag of every list/status command.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 console = Console()
 err_console = Console(stderr=True)

@@ -12,9 +12,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cli.context import appliance, unit_of_work
-from cli.output import console, emit_json, table
+from cli.output import JsonOpt, console, emit_json, table
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 TenantOpt = Annotated[str, typer.Option(help="Tenant slug or id.")]
 
 

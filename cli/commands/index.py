@@ -15,9 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from cli.context import appliance, unit_of_work
-from cli.output import console, emit_json, err_console, table
+from cli.output import JsonOpt, console, emit_json, err_console, table
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def register(app: typer.Typer) -> None:

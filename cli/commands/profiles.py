@@ -14,10 +14,9 @@ from typing import Annotated, Optional
 import typer
 
 from cli.context import appliance, unit_of_work
-from cli.output import console, emit_json, table
+from cli.output import JsonOpt, console, emit_json, table
 from openkb.errors import ValidationError
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def register(app: typer.Typer) -> None:

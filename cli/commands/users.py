@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cli.context import appliance, unit_of_work
-from cli.output import console, emit_json, table
+from cli.output import JsonOpt, console, emit_json, table
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +23,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(user, name="user")
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def tenant_create(
