@@ -47,7 +47,7 @@ def sha256_hex(markdown: str) -> str:
 
 def prepare_markdown(markdown: str, markdown_hash: str | None = None, settings: Settings | None = None) -> str:
     """Check limits and the client's hash, validate against the dialect, return the normalized body."""
-    from openkb.markdown import ensure_valid, normalize
+    from openkb.markdown import validate_and_normalize
 
     limits.check_markdown(markdown, settings=settings)
     if markdown_hash is not None:
@@ -56,8 +56,7 @@ def prepare_markdown(markdown: str, markdown_hash: str | None = None, settings: 
         if sent != actual:
             raise HashMismatch("markdown_hash is not the SHA-256 of the markdown sent (lowercase hex of its UTF-8)",
                                field="markdown_hash", expected=actual)
-    ensure_valid(markdown)
-    normalized = normalize(markdown)
+    normalized = validate_and_normalize(markdown)  # one parse for both
     limits.check_markdown(normalized, settings=settings)
     return normalized
 

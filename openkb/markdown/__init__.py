@@ -8,7 +8,7 @@ every door (save, import, index) instead of being silently rewritten by one of t
 from .extract import Heading, Link, links, outline, plain_text, render_html
 from .normalize import normalize
 from .registry import EDITOR_FEATURES, EditorFeature, enabled_features, feature
-from .validate import DialectIssue, ensure_valid, prepare_import, validate
+from .validate import DialectIssue, ensure_valid, prepare_import, validate, validate_and_normalize
 
 __all__ = [
     "EDITOR_FEATURES",
@@ -26,4 +26,5 @@ __all__ = [
     "prepare_import",
     "render_html",
     "validate",
+    "validate_and_normalize",
 ]

@@ -24,7 +24,7 @@ from markdown_it.token import Token
 from ._inline import js_to_fixed2, leaves, serialize_inline
 from .parser import parse_with_env, strip_task_marker, task_marker
 
-__all__ = ["normalize", "js_length"]
+__all__ = ["normalize", "normalize_tokens", "js_length"]
 
 _BR = frozenset({"<br />", "<br>", "<br >", "<br/>"})
 _PHRASING = frozenset()
@@ -393,6 +393,15 @@ def _row(cells: list[str], widths: list[int], align: list[str], is_delim: bool =
 def normalize(markdown: str) -> str:
     """The bytes Milkdown would save for ``markdown``; idempotent."""
     tokens, _env = parse_with_env(markdown)
+    return normalize_tokens(markdown, tokens)
+
+
+def normalize_tokens(markdown: str, tokens: list[Token]) -> str:
+    """:func:`normalize` on the tokens of an existing ``parse_with_env(markdown)``.
+
+    Consumes the tokens: the walk edits them in place (task markers are stripped), so they
+    must not be read again afterwards.
+    """
     lines = markdown.split("\n")
     blocks = _build(tokens, lines)
     if not blocks:

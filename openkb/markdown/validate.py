@@ -22,10 +22,11 @@ from markdown_it.token import Token
 from openkb.errors import MarkdownDialectError
 
 from ._inline import destination, js_to_fixed2, title_part
-from .parser import parse
+from .normalize import normalize_tokens
+from .parser import parse, parse_with_env
 from .registry import TOKEN_FEATURES, is_enabled
 
-__all__ = ["DialectIssue", "ensure_valid", "prepare_import", "validate"]
+__all__ = ["DialectIssue", "ensure_valid", "prepare_import", "validate", "validate_and_normalize"]
 
 Mode = Literal["strict", "import"]
 _BR = re.compile(r"<br\s*/?>\Z", re.IGNORECASE)
@@ -79,6 +80,11 @@ class _Src:
 
 def validate(markdown: str, mode: Mode = "strict") -> list[DialectIssue]:
     """All dialect issues in document order; empty means the editor keeps every byte of meaning."""
+    return _validate_tokens(markdown, parse(markdown), mode)
+
+
+def _validate_tokens(markdown: str, tokens: list[Token], mode: Mode) -> list[DialectIssue]:
+    """:func:`validate` on the tokens of an existing parse of ``markdown`` (only reads them)."""
     src = _Src(markdown)
     issues: list[DialectIssue] = []
     fm = _FRONT.match(markdown)
@@ -97,7 +103,6 @@ def validate(markdown: str, mode: Mode = "strict") -> list[DialectIssue]:
                 replacement=f"```{lang}\n{inner}\n```\n" if inner else "",
             )
         )
-    tokens = parse(markdown)
     _scan(tokens, src, issues, fm.end() if fm else 0)
     if mode == "import":
         issues = [
@@ -243,7 +248,22 @@ def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIss
 
 def ensure_valid(markdown: str) -> None:
     """Raise MarkdownDialectError for the first problem, listing every issue."""
-    issues = [i for i in validate(markdown) if i.severity == "error"]
+    _raise_errors(validate(markdown))
+
+
+def validate_and_normalize(markdown: str) -> str:
+    """``ensure_valid(markdown)`` then ``normalize(markdown)``, parsing the document once.
+
+    What a save does. Same result and same MarkdownDialectError as the two calls; the
+    validation scan reads the tokens before the normalizer walks (and edits) them.
+    """
+    tokens, _env = parse_with_env(markdown)
+    _raise_errors(_validate_tokens(markdown, tokens, "strict"))
+    return normalize_tokens(markdown, tokens)
+
+
+def _raise_errors(all_issues: list[DialectIssue]) -> None:
+    issues = [i for i in all_issues if i.severity == "error"]
     if not issues:
         return
     first = issues[0]
