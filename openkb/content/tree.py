@@ -55,15 +55,6 @@ SELECT id, lvl FROM down
 """
 ).bindparams(bindparam("id", type_=UUID(as_uuid=True)), bindparam("kb", type_=UUID(as_uuid=True)))
 
-_TREE = text(
-    """
-SELECT id, parent_id, type, title, status, sort_order, permission_mode, visibility, external_key
-FROM documents
-WHERE knowledge_base_id = :kb AND status <> 'deleted'
-ORDER BY sort_order, created_at, id
-"""
-).bindparams(bindparam("kb", type_=UUID(as_uuid=True)))
-
 _TRASH = text(
     """
 SELECT id, parent_id, type, title, status, sort_order, permission_mode, deleted_at, updated_by
@@ -180,26 +171,33 @@ def access_parent(session: Session, principal: Principal, kb_id: uuid.UUID, pare
 
 
 def get_tree(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[dict[str, Any]]:
-    rows = session.execute(_TREE, {"kb": kb_id}).all()
+    """The visible documents of a knowledge base in tree order, ids as canonical strings.
+
+    One statement (the permission service's knowledge-base snapshot carries the listing columns)
+    and no uuid objects: a 5,000-document tree is built in a few milliseconds of Python."""
     access = tree_access(session, principal, kb_id, (Action.READ,))
     if KbAction.READ not in access.kb_actions:
         raise NotFound("knowledge base not found")
-    if not rows:
+    visible = access.ids_allowing(Action.READ)
+    if not visible:
         return []
-    visible = {r[0] for r in rows if access.allows(r[0], Action.READ)}
-    parent_of = {r[0]: r[1] for r in rows}
+    parent_of = {d.id: d.parent_id for d, _ in access.rows}
     items = []
-    for id_, parent, type_, title, status, sort_order, mode, visibility, key in rows:
-        if id_ not in visible:
+    append = items.append
+    for d, (title, sort_order, key) in access.rows:
+        if d.id not in visible:
             continue
-        p = parent
-        hops = 0
-        while p is not None and p not in visible and hops < 10000:
-            p = parent_of.get(p)
-            hops += 1
-        items.append({"id": id_, "parent_id": p if p in visible else None, "type": type_, "title": title,
-                      "status": status, "sort_order": sort_order, "permission_mode": mode,
-                      "visibility": visibility, "external_key": key})
+        p = d.parent_id
+        if p is not None and p not in visible:
+            hops = 0
+            while p is not None and p not in visible and hops < 10000:
+                p = parent_of.get(p)
+                hops += 1
+            if p not in visible:
+                p = None
+        append({"id": d.id, "parent_id": p, "type": d.type, "title": title, "status": d.status,
+                "sort_order": sort_order, "permission_mode": d.mode, "visibility": d.visibility,
+                "external_key": key})
     return items
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from openkb.models.enums import ROLE_RANK
 from openkb.permissions.principal import Principal
@@ -87,8 +88,10 @@ def best_role(a: str | None, b: str | None) -> str | None:
 # -- facts --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class DocFacts:
+class DocFacts(NamedTuple):
+    """One document's permission facts (a tuple: a tree loads thousands, and tuples are built
+    several times faster than frozen dataclasses)."""
+
     id: str
     parent_id: str | None
     kb_id: str
@@ -133,11 +136,12 @@ class Viewer:
     grants: dict[tuple[str, str], str] = field(default_factory=dict)   # best role per object
     link: LinkFacts | None = None
     dify_kbs: frozenset[str] | None = None   # allowed kbs of a live key; None when dead
+    # the principal's tenant as PostgreSQL prints ids; computed once, read by nearly every rule
+    tenant: str | None = field(init=False, default=None)
 
-    @property
-    def tenant(self) -> str | None:
+    def __post_init__(self) -> None:
         t = self.principal.tenant_id
-        return str(t) if t else None
+        self.tenant = str(t) if t else None
 
 
 @dataclass(slots=True)
@@ -145,6 +149,8 @@ class Snapshot:
     docs: dict[str, DocFacts]
     kbs: dict[str, KbFacts]
     viewer: Viewer
+    # KB form only: (title, sort_order, external_key) per document, in ``docs`` order (tree order)
+    display: list[tuple[str, int, str | None]] | None = None
     placements: dict[str, Placement | None] = field(default_factory=dict)
 
 
@@ -417,11 +423,13 @@ def capabilities(viewer: Viewer, pl: Placement | None, ra: RegionAccess | None =
 # -- a whole knowledge base at once ---------------------------------------------------------------
 
 
-def _walk_tree(snapshot: Snapshot, kb_id: str):
+def _walk_tree(snapshot: Snapshot, kb_id: str, with_path: bool = True):
     """Top-down over a snapshot holding *every* document of one knowledge base. Yields
     ``(doc, kb, path, customs, status, region_access)`` for each document ``place`` accepts, with
     exactly the path/customs/status ``place`` would compute, and the region's ``region_access``
     computed once per region (at each custom document). O(n) apart from the depth-bounded path.
+    ``with_path=False`` yields ``()`` for the path (building thousands of path tuples is most of
+    the walk, and only share-link decisions read it).
 
     Not yielded (``place`` says None): a document whose parent chain leaves the loaded set (a
     missing parent, or one in another knowledge base, which a snapshot of ``kb_id`` never holds)
@@ -435,16 +443,19 @@ def _walk_tree(snapshot: Snapshot, kb_id: str):
         if d.kb_id == kb_id:
             children.setdefault(d.parent_id, []).append(d)
     viewer = snapshot.viewer
+    severity = STATUS_SEVERITY.get
+    kb_tenant = kb.tenant_id
     root_ra: RegionAccess | None = None
     seen: set[str] = set()
     stack: list[tuple[DocFacts, tuple[DocFacts, ...], tuple[DocFacts, ...], str | None, RegionAccess | None]]
     stack = [(d, (), (), None, None) for d in children.get(None, ())]
+    pop, push = stack.pop, stack.append
     while stack:
-        d, ppath, pcustoms, pstatus, pra = stack.pop()
+        d, ppath, pcustoms, pstatus, pra = pop()
         if d.id in seen:  # unreachable for a tree (ids are unique); a guard, not a rule
             continue
         seen.add(d.id)
-        path = (d, *ppath)
+        path = (d, *ppath) if with_path else ppath
         if d.mode == "custom":
             customs = (d, *pcustoms)
             ra = region_access(viewer, customs, kb)
@@ -455,12 +466,15 @@ def _walk_tree(snapshot: Snapshot, kb_id: str):
                     root_ra = region_access(viewer, (), kb)
                 pra = root_ra
             ra = pra
-        # ``max(path, key=_severity)``: the first most severe status, self first
-        status = d.status if pstatus is None or _severity(d.status) >= _severity(pstatus) else pstatus
-        if kb.tenant_id == d.tenant_id:
+        # ``max(path, key=_severity)``: the first most severe status, self first (unknown = 3)
+        st = d.status
+        status = st if pstatus is None or severity(st, 3) >= severity(pstatus, 3) else pstatus
+        if kb_tenant == d.tenant_id:
             yield d, kb, path, customs, status, ra
-        for c in children.get(d.id, ()):
-            stack.append((c, path, customs, status, ra))
+        kids = children.get(d.id)
+        if kids:
+            for c in kids:
+                push((c, path, customs, status, ra))
 
 
 def place_tree(snapshot: Snapshot, kb_id: str) -> dict[str, tuple[Placement, RegionAccess] | None]:
@@ -481,12 +495,13 @@ def decide_tree(snapshot: Snapshot, kb_id: str,
     only through its region (``customs``, which within one knowledge base the nearest custom id
     determines), its effective ``status``, its knowledge base and its document's ``tenant_id``; so
     documents that agree on those get the same answer and it is computed once per distinct key.
-    Keep this in mind when a rule starts reading another field of ``Placement``."""
+    Keep this in mind when a rule starts reading another field of ``Placement``: apart from share
+    links, the placements built here carry an empty ``path`` (see ``_walk_tree``)."""
     out: dict[str, frozenset[Action]] = {d.id: frozenset() for d in snapshot.docs.values() if d.kb_id == kb_id}
     viewer = snapshot.viewer
     by_path = viewer.principal.kind == "share_link"
     memo: dict[tuple[str | None, str, str], frozenset[Action]] = {}
-    for d, kb, path, customs, status, ra in _walk_tree(snapshot, kb_id):
+    for d, kb, path, customs, status, ra in _walk_tree(snapshot, kb_id, with_path=by_path):
         key = (customs[0].id if customs else None, status, d.tenant_id)
         caps = None if by_path else memo.get(key)
         if caps is None:

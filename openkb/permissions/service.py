@@ -96,11 +96,21 @@ class TreeAccess:
     (``kb_actions``), and per document of it (deleted ones included) the allowed actions among
     those asked for. A document not in it (created since the decision) is allowed nothing."""
 
-    __slots__ = ("kb_actions", "_caps")
+    __slots__ = ("kb_actions", "_caps", "rows")
 
-    def __init__(self, kb_actions: frozenset[KbAction], caps: dict[str, frozenset[Action]]) -> None:
+    def __init__(self, kb_actions: frozenset[KbAction], caps: dict[str, frozenset[Action]],
+                 rows: list[tuple[rules.DocFacts, tuple[str, int, str | None]]] | None = None) -> None:
         self.kb_actions = kb_actions
         self._caps = caps   # keyed by str(id): no uuid parsing for the thousands of ids of a tree
+        # every document of the knowledge base in tree order (siblings by sort_order, age, id),
+        # deleted ones included, with (title, sort_order, external_key): loaded by the same
+        # statement as the facts, so a listing needs no second query and cannot disagree with them
+        self.rows = rows or []
+
+    def ids_allowing(self, action: Action | str = Action.READ) -> set[str]:
+        """The allowed documents' ids as PostgreSQL prints them (no uuid objects: a tree has thousands)."""
+        act = Action(action)
+        return {d for d, caps in self._caps.items() if act in caps}
 
     def capabilities(self, doc_id: IdLike) -> frozenset[Action]:
         return self._caps.get(str(doc_id), frozenset())
@@ -127,7 +137,8 @@ def tree_access(session: Session, principal: Principal, kb_id: IdLike,
     acts = tuple(dict.fromkeys(Action(a) for a in actions))
     kid = str(uuid.UUID(str(kb_id)))  # canonical form, as PostgreSQL prints ids
     snap = load_kb_snapshot(session, principal, kid)
-    return TreeAccess(rules.kb_capabilities(snap.viewer, snap.kbs.get(kid)), rules.decide_tree(snap, kid, acts))
+    rows = list(zip(snap.docs.values(), snap.display or ()))
+    return TreeAccess(rules.kb_capabilities(snap.viewer, snap.kbs.get(kid)), rules.decide_tree(snap, kid, acts), rows)
 
 
 def readable_tree(session: Session, principal: Principal, kb_id: IdLike) -> set[uuid.UUID]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from sqlmodel import select
 
@@ -11,7 +13,7 @@ from openkb.content.limits import FolderDepthExceeded, MetadataTooLarge, TitleTo
 from openkb.content.tree import InvalidMove
 from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.models import Document
-from tests.factories import grant, make_doc, make_kb
+from tests.factories import grant, make_doc, make_kb, make_workspace
 
 
 def _mk(world, title, parent=None, type="folder", **kw):
@@ -120,10 +122,10 @@ def test_trash_restore_and_tree(world, queue):
     f = _mk(world, "F")
     p = _mk(world, "P", f, type="page")
     member = world.principal(world.p.member)
-    ids = {i["id"] for i in tree.get_tree(world.db, member, world.kb.id)}
+    ids = {uuid.UUID(i["id"]) for i in tree.get_tree(world.db, member, world.kb.id)}
     assert {f.id, p.id} <= ids
     documents.trash_document(world.db, world.actor(), f.id)
-    ids = {i["id"] for i in tree.get_tree(world.db, member, world.kb.id)}
+    ids = {uuid.UUID(i["id"]) for i in tree.get_tree(world.db, member, world.kb.id)}
     assert f.id not in ids and p.id not in ids  # the subtree goes with it
     with pytest.raises(NotFound):
         documents.get_document(world.db, member, p.id)
@@ -134,7 +136,7 @@ def test_trash_restore_and_tree(world, queue):
         documents.restore_from_trash(world.db, world.actor(), p.id)
     documents.restore_from_trash(world.db, world.actor(), f.id)
     assert world.db.get(Document, f.id).status == "published"
-    assert {f.id, p.id} <= {i["id"] for i in tree.get_tree(world.db, member, world.kb.id)}
+    assert {f.id, p.id} <= {uuid.UUID(i["id"]) for i in tree.get_tree(world.db, member, world.kb.id)}
     world.commit()
     assert ("reindex_subtree", {"document_id": str(f.id)}) in queue.jobs
 
@@ -168,7 +170,7 @@ def test_tree_hides_custom_private_and_reparents_open_child(world):
     documents.update_document(world.db, world.actor(), secret.id, {"permission_mode": "custom",
                                                                    "visibility": "private"})
     member = world.principal(world.p.member)
-    ids = {i["id"] for i in tree.get_tree(world.db, member, world.kb.id)}
+    ids = {uuid.UUID(i["id"]) for i in tree.get_tree(world.db, member, world.kb.id)}
     assert f.id in ids and secret.id not in ids
     # a public custom page inside a private KB: an anonymous reader sees it at the root
     priv = make_kb(world.db, world.p.workspace, world.p.owner, visibility="private")
@@ -179,8 +181,8 @@ def test_tree_hides_custom_private_and_reparents_open_child(world):
     anon = Principal.anonymous(world.p.tenant.id)
     with pytest.raises(NotFound):  # the private KB itself is not readable
         tree.get_tree(world.db, anon, priv.id)
-    owner_tree = {i["id"]: i for i in tree.get_tree(world.db, world.principal(world.p.owner), priv.id)}
-    assert owner_tree[pub.id]["parent_id"] == folder.id
+    owner_tree = {uuid.UUID(i["id"]): i for i in tree.get_tree(world.db, world.principal(world.p.owner), priv.id)}
+    assert owner_tree[pub.id]["parent_id"] == str(folder.id)  # tree ids are canonical strings
 
 
 def test_tree_is_constant_queries(world, count_queries):
@@ -195,3 +197,53 @@ def test_tree_is_constant_queries(world, count_queries):
     with count_queries() as big:
         items = tree.get_tree(world.db, member, world.kb.id)
     assert len(items) >= 46 and big["n"] == small["n"] <= 3
+
+
+def test_tree_listing_is_exact_for_any_title_and_key(world):
+    """The tree travels as compact text records; titles and keys holding the separators (or
+    anything else) still come back byte for byte, in tree order, through the JSON fallback."""
+    from sqlalchemy import text
+
+    owner = world.principal(world.p.owner)
+    plain = make_doc(world.db, world.kb, world.p.owner, title="普通 plain, title; with separators")
+    odd = make_doc(world.db, world.kb, world.p.owner, title="rs\x1eus\x1fgs\x1d end")
+    world.db.execute(text("UPDATE documents SET external_key = :k WHERE id = :id"), {"k": "key\x1fwith us", "id": odd.id})
+    keyed = make_doc(world.db, world.kb, world.p.owner, title="keyed")
+    world.db.execute(text("UPDATE documents SET external_key = 'plain-key', sort_order = -1 WHERE id = :id"),
+                     {"id": keyed.id})
+    expected = [(str(r[0]), r[1], r[2], r[3]) for r in world.db.execute(text(
+        "SELECT id, title, external_key, sort_order FROM documents WHERE knowledge_base_id = :kb "
+        "AND status <> 'deleted' ORDER BY sort_order, created_at, id"), {"kb": world.kb.id})]
+    got = [(i["id"], i["title"], i["external_key"], i["sort_order"]) for i in tree.get_tree(world.db, owner, world.kb.id)]
+    assert got == expected and got[0][0] == str(keyed.id)
+    assert {str(plain.id), str(odd.id)} <= {g[0] for g in got}
+    # without the odd document the compact form is used, with the same answer
+    world.db.execute(text("UPDATE documents SET title = 'tame', external_key = NULL WHERE id = :id"), {"id": odd.id})
+    got = {i["id"]: (i["title"], i["external_key"]) for i in tree.get_tree(world.db, owner, world.kb.id)}
+    assert got[str(odd.id)] == ("tame", None) and got[str(keyed.id)] == ("keyed", "plain-key")
+    assert got[str(plain.id)] == ("普通 plain, title; with separators", None)
+
+
+def test_tree_refuses_a_document_of_another_tenant_like_the_batch_path(world):
+    """A row whose tenant differs from its knowledge base's (never written by OpenKB, but the rules
+    must still refuse it) is hidden from the tree exactly as the generic check hides it; one whose
+    workspace differs keeps its own workspace in the facts."""
+    from sqlalchemy import text
+
+    from openkb.permissions import filter_readable_documents
+    from openkb.permissions.loader import load_kb_snapshot
+
+    owner = world.principal(world.p.owner)
+    stray = make_doc(world.db, world.kb, world.p.owner, title="stray")
+    moved_ws = make_doc(world.db, world.kb, world.p.owner, title="other workspace row")
+    other_ws = make_workspace(world.db, world.p.tenant, world.p.owner)
+    world.db.execute(text("UPDATE documents SET tenant_id = :t WHERE id = :id"),
+                     {"t": world.p.other_tenant.id, "id": stray.id})
+    ids = {i["id"] for i in tree.get_tree(world.db, owner, world.kb.id)}
+    assert str(stray.id) not in ids and str(moved_ws.id) in ids
+    assert filter_readable_documents(world.db, owner, [stray.id, moved_ws.id]) == {moved_ws.id}
+    snap = load_kb_snapshot(world.db, owner, world.kb.id)
+    assert snap.docs[str(stray.id)].tenant_id == str(world.p.other_tenant.id)
+    assert snap.docs[str(moved_ws.id)].workspace_id == str(world.kb.workspace_id)
+    world.db.execute(text("UPDATE documents SET workspace_id = :w WHERE id = :id"), {"w": other_ws.id, "id": moved_ws.id})
+    assert load_kb_snapshot(world.db, owner, world.kb.id).docs[str(moved_ws.id)].workspace_id == str(other_ws.id)
