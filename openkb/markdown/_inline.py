@@ -39,57 +39,75 @@ class Leaf:
         self.attrs = attrs
 
 
+_OPEN = {"em_open": EM, "strong_open": STRONG, "s_open": STRIKE, "link_open": LINK}
+_CLOSE = frozenset({"em_close", "strong_close", "s_close", "link_close"})
+_CODE_MARK: Mark = (CODE,)
+_CODE_EXTRA = (_CODE_MARK,)
+
+
 def leaves(children: list[Token]) -> list[Leaf]:
     """Flatten markdown-it inline tokens into mark-carrying leaves (merging like ProseMirror)."""
     out: list[Leaf] = []
     stack: list[Mark] = []
     marks: tuple = ()
-
-    def push(kind: str, value: str, attrs: Any = None, extra: tuple = ()) -> None:
-        m = marks + extra if extra else marks
-        if kind == "text":
-            if not value:
-                return
-            if out and out[-1].kind == "text" and out[-1].marks == m:
-                out[-1].value += value
-                return
-        out.append(Leaf(kind, value, m, attrs))
+    last: Leaf | None = None  # out[-1] if it is a text leaf (the only kind that merges)
 
     for tok in children:
         t = tok.type
-        if t == "text" or t == "text_special":
-            push("text", tok.content)
-        elif t == "softbreak":
-            push("text", "\n")
-        elif t == "hardbreak":
-            push("break", "")
-        elif t == "code_inline":
-            push("text", tok.content, extra=((CODE,),))
-        elif t.endswith("_open") and t[:-5] in ("em", "strong", "s", "link"):
-            kind = {"em": EM, "strong": STRONG, "s": STRIKE, "link": LINK}[t[:-5]]
+        if t == "text" or t == "text_special" or t == "softbreak" or t == "code_inline":
+            if t == "softbreak":
+                value, m = "\n", marks
+            elif t == "code_inline":
+                value, m = tok.content, marks + _CODE_EXTRA
+            else:
+                value, m = tok.content, marks
+            if not value:
+                continue
+            if last is not None and last.marks == m:
+                last.value += value
+            else:
+                last = Leaf("text", value, m)
+                out.append(last)
+            continue
+        kind = _OPEN.get(t)
+        if kind is not None:
             if kind == LINK:
                 mark: Mark = (LINK, tok.attrs.get("href", ""), tok.attrs.get("title") or "")
-            elif kind in (EM, STRONG):
-                mark = (kind, tok.markup[0])
-            else:
+            elif kind == STRIKE:
                 mark = (STRIKE,)
+            else:
+                mark = (kind, tok.markup[0])
             stack.append(mark)
             marks = _ordered_set(stack)
-        elif t.endswith("_close") and t[:-6] in ("em", "strong", "s", "link"):
+            continue
+        if t in _CLOSE:
             if stack:
                 stack.pop()
             marks = _ordered_set(stack)
+            continue
+        if t == "hardbreak":
+            leaf = Leaf("break", "", marks)
         elif t == "image":
             alt = "".join(_plain(c) for c in tok.children or [])
-            push("image", alt, (tok.attrs.get("src", ""), tok.attrs.get("title") or ""))
-        elif t in ("math_inline", "math_inline_double"):
-            push("math", _strip_math_padding(tok.content))
+            leaf = Leaf("image", alt, marks, (tok.attrs.get("src", ""), tok.attrs.get("title") or ""))
+        elif t == "math_inline" or t == "math_inline_double":
+            leaf = Leaf("math", _strip_math_padding(tok.content), marks)
         elif t == "footnote_ref":
-            push("fnref", (tok.meta or {}).get("label", ""))
+            leaf = Leaf("fnref", (tok.meta or {}).get("label", ""), marks)
         elif t == "html_inline":
-            push("html", tok.content)
+            leaf = Leaf("html", tok.content, marks)
         else:  # unknown inline token: keep its text rather than dropping it
-            push("text", tok.content)
+            value = tok.content
+            if not value:
+                continue
+            if last is not None and last.marks == marks:
+                last.value += value
+            else:
+                last = Leaf("text", value, marks)
+                out.append(last)
+            continue
+        out.append(leaf)
+        last = None
     return out
 
 
@@ -106,6 +124,8 @@ def _strip_math_padding(value: str) -> str:
 
 def _ordered_set(stack: list[Mark]) -> tuple:
     # A ProseMirror mark set holds one mark per type (an inner link replaces an outer one).
+    if len(stack) < 2:
+        return tuple(stack)
     by_kind: dict[str, Mark] = {}
     for m in stack:
         by_kind[m[0]] = m
@@ -136,41 +156,38 @@ class _Node:
 def build_tree(items: list[Leaf]) -> list[Any]:
     """Leaves -> nested mark nodes; returns children of the paragraph."""
     root = _Node(("root",))
-    open_stack: list[tuple[Mark, bool, _Node]] = []  # (mark, spanning, node)
-
-    def top() -> _Node:
-        return open_stack[-1][2] if open_stack else root
-
-    def close_top() -> None:
-        _mark, _span, node = open_stack.pop()
-        _push_trimmed(top(), node)
-
-    for i, leaf in enumerate(items):
-        open_marks = [m for m, _, _ in open_stack]
-        rest = list(leaf.marks)
-        continuing = [m for m in open_marks if m in rest]
-        order = continuing + [m for m in rest if m not in continuing]
-        for m in order:
-            if m in open_marks or m[0] == CODE:
-                continue
-            open_stack.append((m, True, _Node(m)))
-        if leaf.kind == "text" and any(m[0] == CODE for m in leaf.marks):
+    # the open mark nodes, outermost first; every one spans leaves until a leaf lacks its mark
+    open_marks: list[Mark] = []
+    open_nodes: list[_Node] = []
+    n = len(items)
+    for i in range(n):
+        leaf = items[i]
+        lm = leaf.marks
+        if lm:
+            # a leaf's marks are one per kind, so checking against the marks open before this
+            # leaf and against those it opened itself is the same
+            for m in lm:
+                if m[0] != CODE and m not in open_marks:
+                    open_marks.append(m)
+                    open_nodes.append(_Node(m))
+        parent = open_nodes[-1] if open_nodes else root
+        if leaf.kind == "text" and _CODE_MARK in lm:
             # inline code is a value-carrying mark: the text is its value
-            top().children.append(("code_value", leaf.value))
+            parent.children.append(("code_value", leaf.value))
         else:
-            top().children.append(leaf)
-        nxt = items[i + 1].marks if i + 1 < len(items) else ()
+            parent.children.append(leaf)
+        if not open_marks:
+            continue
+        nxt = items[i + 1].marks if i + 1 < n else ()
         keep = 0
-        while keep < len(open_stack):
-            mark, spanning, _ = open_stack[keep]
-            if spanning and mark in nxt:
-                keep += 1
-            else:
-                break
-        while len(open_stack) > keep:
-            close_top()
-    while open_stack:
-        close_top()
+        depth = len(open_marks)
+        while keep < depth and open_marks[keep] in nxt:
+            keep += 1
+        while depth > keep:
+            open_marks.pop()
+            node = open_nodes.pop()
+            depth -= 1
+            _push_trimmed(open_nodes[-1] if open_nodes else root, node)
     return root.children
 
 
@@ -216,6 +233,8 @@ def _is_ws_or_punct(ch: str) -> bool:
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _CAND = re.compile(r"[\\*_\[\]`~$<&!#>=+\-.):@|]")
 _RAW_TEXT = re.compile(r"[^*_\\]*\s+\Z")
+_LINK_PAREN = re.compile(r"\](?=\()")
+_BACKSLASH = re.compile(r"\\")
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _BREAK_ROOM = " \t"
 
@@ -240,6 +259,9 @@ def escape(text: str, before: str, after: str, ctx: frozenset[str]) -> str:
     ``ctx`` names the constructs we are in: ``label`` (link text / alt), ``table``,
     ``heading``.
     """
+    if "(" not in text and not _CAND.search(text):
+        # nothing in the text can be unsafe, whatever surrounds it (no backslash either)
+        return text
     value = before + text + after
     off = len(before)
     end = off + len(text)
@@ -300,10 +322,9 @@ def escape(text: str, before: str, after: str, ctx: frozenset[str]) -> str:
             hit = (True, False)
         if hit is not None:
             unsafe[p] = hit
-    if "(" in value:
-        for p in range(len(value)):
-            if value[p] == "(" and p > 0 and value[p - 1] == "]":
-                unsafe[p] = (True, False)
+    if "](" in value:
+        for m in _LINK_PAREN.finditer(value):
+            unsafe[m.start() + 1] = (True, False)
     if not unsafe:
         return _escape_backslashes(text, after)
     positions = sorted(unsafe)
@@ -360,7 +381,7 @@ def _escape_backslashes(s: str, after: str) -> str:
     whole = s + after
     res = []
     last = 0
-    for m in re.finditer(r"\\", s):
+    for m in _BACKSLASH.finditer(s):
         p = m.start()
         if p + 1 < len(whole) and whole[p + 1] in _ASCII_PUNCT:
             res.append(s[last:p])
@@ -375,7 +396,7 @@ def text_out(value: str, before: str, after: str, ctx: frozenset[str]) -> str:
     # text handler prints a node untouched when it has no `*`, `_`, `\` and ends in
     # whitespace - so "x $ y" gets `\$` but "\n= z " keeps a bare `=` at line start.
     if "\n" not in value:
-        if _RAW_TEXT.match(value):
+        if value[-1:].isspace() and _RAW_TEXT.match(value):
             return value
         return escape(value, before, after, ctx)
     parts = value.split("\n")
@@ -386,7 +407,7 @@ def text_out(value: str, before: str, after: str, ctx: frozenset[str]) -> str:
     prev = before
     for i, seg in enumerate(segs):
         nxt = segs[i + 1][:1] if i + 1 < len(segs) else after
-        s = seg if _RAW_TEXT.match(seg) else escape(seg, prev, nxt, ctx)
+        s = seg if seg[-1:].isspace() and _RAW_TEXT.match(seg) else escape(seg, prev, nxt, ctx)
         out.append(s)
         if s:
             prev = s[-1]

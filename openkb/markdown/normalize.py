@@ -17,6 +17,7 @@ Parity is pinned by ``tests/markdown/milkdown_corpus.json``, recorded from real 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from markdown_it.token import Token
@@ -27,16 +28,17 @@ from .parser import parse_with_env, strip_task_marker, task_marker
 __all__ = ["normalize", "normalize_tokens", "js_length"]
 
 _BR = frozenset({"<br />", "<br>", "<br >", "<br/>"})
+_BACKTICKS = re.compile("`+")
 _PHRASING = frozenset()
 _LABEL_CTX = frozenset({"label"})
 
 
 def js_length(s: str) -> int:
     """String length as JavaScript counts it (UTF-16 code units): table padding uses it."""
-    n = len(s)
     if s.isascii():
-        return n
-    return n + sum(1 for ch in s if ord(ch) > 0xFFFF)
+        return len(s)
+    # surrogatepass: a lone surrogate is one code unit, as in JS
+    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
 class Block:
@@ -275,11 +277,7 @@ def _block(b: Block, st: _State, last_root: bool = False) -> str:
         return "***"
     if k == "code":
         lang, value = b.data
-        longest = 0
-        run = 0
-        for ch in value:
-            run = run + 1 if ch == "`" else 0
-            longest = max(longest, run)
+        longest = max(map(len, _BACKTICKS.findall(value)), default=0) if "`" in value else 0
         fence = "`" * max(3, longest + 1)
         return fence + lang + "\n" + value + ("\n" if value else "") + fence
     if k == "math":
@@ -350,10 +348,10 @@ def _table_out(b: Block) -> str:
         matrix.append(cells)
     if len(matrix) == 1:
         matrix.append(["<br />"] * cols)
+    lengths = [[js_length(c) for c in cells] for cells in matrix]
     widths = [0] * cols
-    for cells in matrix:
-        for j, c in enumerate(cells):
-            w = js_length(c)
+    for row_lengths in lengths:
+        for j, w in enumerate(row_lengths):
             if w > widths[j]:
                 widths[j] = w
     delim = []
@@ -366,16 +364,16 @@ def _table_out(b: Block) -> str:
         delim.append(cell)
     lines = []
     for r, cells in enumerate(matrix):
-        lines.append(_row(cells, widths, align))
+        lines.append(_row(cells, lengths[r], widths, align))
         if r == 0:
-            lines.append(_row(delim, widths, align, is_delim=True))
+            lines.append(_row(delim, [len(c) for c in delim], widths, align, is_delim=True))
     return "\n".join(lines)
 
 
-def _row(cells: list[str], widths: list[int], align: list[str], is_delim: bool = False) -> str:
+def _row(cells: list[str], lengths: list[int], widths: list[int], align: list[str], is_delim: bool = False) -> str:
     parts = []
     for j, c in enumerate(cells):
-        gap = widths[j] - js_length(c)
+        gap = widths[j] - lengths[j]
         a = align[j]
         if is_delim and gap:
             c = c[:-1] + "-" * gap + c[-1] if c.endswith(":") else c + "-" * gap
