@@ -414,15 +414,28 @@ def text_out(value: str, before: str, after: str, ctx: frozenset[str]) -> str:
     return "".join(out)
 
 
-def code_span(value: str, ctx: frozenset[str]) -> str:
-    seq = "`"
-    while re.search("(^|[^`])" + seq + "([^`]|$)", value):
-        seq += "`"
-    if re.search(r"[^ \r\n]", value) and (
+def _fence_size(value: str, char: str, runs_re: re.Pattern[str]) -> int:
+    """The shortest run of ``char`` that does not occur in ``value`` as a whole run."""
+    if char not in value:
+        return 1
+    runs = {len(r) for r in runs_re.findall(value)}
+    size = 1
+    while size in runs:
+        size += 1
+    return size
+
+
+def _pad(value: str, char: str) -> bool:
+    return bool(_NON_BLANK.search(value)) and (
         (value[:1] in (" ", "\r", "\n") and value[-1:] in (" ", "\r", "\n"))
-        or value.startswith("`")
-        or value.endswith("`")
-    ):
+        or value.startswith(char)
+        or value.endswith(char)
+    )
+
+
+def code_span(value: str, ctx: frozenset[str]) -> str:
+    seq = "`" * _fence_size(value, "`", _BACKTICK_RUNS)
+    if _pad(value, "`"):
         value = " " + value + " "
     if "table" in ctx:
         value = value.replace("|", "\\|")
@@ -430,16 +443,19 @@ def code_span(value: str, ctx: frozenset[str]) -> str:
 
 
 def inline_math(value: str) -> str:
-    size = 1
-    while re.search("(^|[^$])" + r"\$" * size + "([^$]|$)", value):
-        size += 1
-    if re.search(r"[^ \r\n]", value) and (
-        (value[:1] in (" ", "\r", "\n") and value[-1:] in (" ", "\r", "\n"))
-        or value.startswith("$")
-        or value.endswith("$")
-    ):
+    size = _fence_size(value, "$", _DOLLAR_RUNS)
+    if _pad(value, "$"):
         value = " " + value + " "
     return "$" * size + value.replace("\n", " ") + "$" * size
+
+
+_BACKTICK_RUNS = re.compile("`+")
+_DOLLAR_RUNS = re.compile(r"\$+")
+_NON_BLANK = re.compile(r"[^ \r\n]")
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_HEX = re.compile(r"0[xX][0-9a-fA-F]+")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_PARENS = re.compile(r"[()]")
 
 
 def js_to_fixed2(alt: str) -> str:
@@ -450,9 +466,9 @@ def js_to_fixed2(alt: str) -> str:
         ratio = Decimal(1)
     else:
         try:
-            if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", s):
+            if _DECIMAL.fullmatch(s):
                 ratio = Decimal(s)
-            elif re.fullmatch(r"0[xX][0-9a-fA-F]+", s):
+            elif _HEX.fullmatch(s):
                 ratio = Decimal(int(s, 16))
             elif s == "":
                 ratio = Decimal(0)
@@ -481,9 +497,12 @@ def _plain_children(children: list[Any]) -> str | None:
 
 
 def destination(url: str, title: str = "") -> str:
-    if (not url and title) or re.search(r"[\x00-\x20\x7f]", url):
+    if (not url and title) or _CONTROL.search(url):
         return "<" + url.replace("\\", "\\\\").replace("<", "\\<").replace(">", "\\>") + ">"
-    return re.sub(r"[()]", lambda m: "\\" + m.group(0), _escape_backslashes(url, ""))
+    url = _escape_backslashes(url, "")
+    if "(" in url or ")" in url:
+        url = _PARENS.sub(lambda m: "\\" + m.group(0), url)
+    return url
 
 
 def title_part(title: str) -> str:

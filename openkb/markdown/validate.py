@@ -14,6 +14,7 @@ would make the editor's own output unsaveable.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,6 +31,15 @@ __all__ = ["DialectIssue", "ensure_valid", "prepare_import", "validate", "valida
 
 Mode = Literal["strict", "import"]
 _BR = re.compile(r"<br\s*/?>\Z", re.IGNORECASE)
+_BR_START = re.compile(r"<br\b", re.IGNORECASE)
+_NEWLINE = re.compile("\n")
+_VISIBLE = re.compile(r"[^ \t>]")
+# token types that are never an issue by themselves (enabled, and not checked any further)
+_QUIET_BLOCK = frozenset(
+    t for t, k in TOKEN_FEATURES.items() if is_enabled(k) and t not in ("html_block", "inline", "fence")
+)
+# inline children that are never an issue: registered and enabled, or a closing token
+_QUIET_INLINE = frozenset(t for t in TOKEN_FEATURES if t != "html_inline")
 _FRONT = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\r?\n(?:.*?\r?\n)??(\1|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 
 
@@ -61,17 +71,10 @@ class _Src:
     def __init__(self, text: str) -> None:
         self.text = text
         self.starts = [0]
-        for m in re.finditer("\n", text):
-            self.starts.append(m.end())
+        self.starts += [m.end() for m in _NEWLINE.finditer(text)]
 
     def pos(self, offset: int) -> tuple[int, int]:
-        lo, hi = 0, len(self.starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid - 1
+        lo = max(0, bisect_right(self.starts, offset) - 1)
         return lo + 1, offset - self.starts[lo] + 1
 
     def line_start(self, line0: int) -> int:
@@ -119,9 +122,10 @@ def _as_warning(i: DialectIssue) -> DialectIssue:
 
 
 def _scan(tokens: list[Token], src: _Src, issues: list[DialectIssue], skip_until: int) -> None:
+    quiet = _QUIET_BLOCK
     for idx, tok in enumerate(tokens):
         t = tok.type
-        if t.endswith("_close"):
+        if t in quiet or t.endswith("_close"):
             continue
         if tok.map and src.line_start(tok.map[0]) < skip_until:
             continue  # inside front matter, already reported once
@@ -159,8 +163,8 @@ def _first_char(src: _Src, line0: int) -> tuple[int, int]:
     text = src.text
     end = text.find("\n", start)
     end = len(text) if end < 0 else end
-    m = re.search(r"[^ \t>]", text[start:end])
-    return line0 + 1, (m.start() if m else 0) + 1
+    m = _VISIBLE.search(text, start, end)
+    return line0 + 1, (m.start() - start if m else 0) + 1
 
 
 def _html_block(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
@@ -170,7 +174,7 @@ def _html_block(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
     line0 = tok.map[0] if tok.map else 0
     line, col = _first_char(src, line0)
     start = src.line_start(line0) + col - 1
-    is_br = bool(re.match(r"<br\b", content, re.I))
+    is_br = bool(_BR_START.match(content))
     if tok.level == 0 and tok.map:
         end = src.line_start(tok.map[1]) if tok.map[1] < len(src.starts) else len(src.text)
         body = src.text[src.line_start(line0) : end].rstrip("\n")
@@ -194,6 +198,12 @@ def _html_block(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
 def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIssue]) -> None:
     children = tok.children or []
     if not children or tok.map is None:
+        return
+    quiet = _QUIET_INLINE
+    if all(c.type in quiet or c.type.endswith("_close") for c in children):
+        # no raw HTML, nothing outside the registry: only the image-block check below applies
+        if opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
+            _image_block(tok, children[0], src, issues)
         return
     base = src.line_start(tok.map[0])
     cursor = base
@@ -221,29 +231,35 @@ def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIss
             line, col = src.pos(cursor)
             issues.append(DialectIssue("unknown", line, col, f"construct {c.type!r} is not in the editor registry"))
     if opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
-        img = children[0]
-        alt = "".join(x.content for x in img.children or [])
-        if alt and js_to_fixed2(alt) != alt:
-            seg_end = src.text.find("\n", base)
-            line_text = src.text[base : seg_end if seg_end >= 0 else len(src.text)]
-            lead = len(line_text) - len(line_text.lstrip(" \t>"))
-            start = base + lead
-            end = src.line_start(tok.map[1]) - 1 if tok.map[1] < len(src.starts) else len(src.text)
-            title = str(img.attrs.get("title") or "") or alt
-            repl = "![" + js_to_fixed2(alt) + "](" + destination(str(img.attrs.get("src", "")), title) + title_part(title) + ")"
-            line, col = src.pos(start)
-            issues.append(
-                DialectIssue(
-                    "image_block",
-                    line,
-                    col,
-                    "an image alone in a paragraph becomes an image block whose alt slot holds the "
-                    f"resize ratio: alt text {alt!r} would be lost (put it in the title/caption)",
-                    start=start,
-                    end=end if tok.map[1] - tok.map[0] == 1 else start,
-                    replacement=repl if tok.map[1] - tok.map[0] == 1 else None,
-                )
+        _image_block(tok, children[0], src, issues)
+
+
+def _image_block(tok: Token, img: Token, src: _Src, issues: list[DialectIssue]) -> None:
+    """An image alone in a paragraph is Crepe's image block: its alt slot is the resize ratio."""
+    assert tok.map is not None  # checked by the caller
+    base = src.line_start(tok.map[0])
+    alt = "".join(x.content for x in img.children or [])
+    if alt and js_to_fixed2(alt) != alt:
+        seg_end = src.text.find("\n", base)
+        line_text = src.text[base : seg_end if seg_end >= 0 else len(src.text)]
+        lead = len(line_text) - len(line_text.lstrip(" \t>"))
+        start = base + lead
+        end = src.line_start(tok.map[1]) - 1 if tok.map[1] < len(src.starts) else len(src.text)
+        title = str(img.attrs.get("title") or "") or alt
+        repl = "![" + js_to_fixed2(alt) + "](" + destination(str(img.attrs.get("src", "")), title) + title_part(title) + ")"
+        line, col = src.pos(start)
+        issues.append(
+            DialectIssue(
+                "image_block",
+                line,
+                col,
+                "an image alone in a paragraph becomes an image block whose alt slot holds the "
+                f"resize ratio: alt text {alt!r} would be lost (put it in the title/caption)",
+                start=start,
+                end=end if tok.map[1] - tok.map[0] == 1 else start,
+                replacement=repl if tok.map[1] - tok.map[0] == 1 else None,
             )
+        )
 
 
 def ensure_valid(markdown: str) -> None:
