@@ -446,15 +446,14 @@ def _walk_tree(snapshot: Snapshot, kb_id: str, with_path: bool = True):
     severity = STATUS_SEVERITY.get
     kb_tenant = kb.tenant_id
     root_ra: RegionAccess | None = None
-    seen: set[str] = set()
+    # No "seen" set is needed: every document sits in exactly one children list (its parent's)
+    # and is pushed only when that parent is popped, so by induction from the roots each is
+    # visited at most once, and a parent cycle, having no root, is never entered.
     stack: list[tuple[DocFacts, tuple[DocFacts, ...], tuple[DocFacts, ...], str | None, RegionAccess | None]]
     stack = [(d, (), (), None, None) for d in children.get(None, ())]
     pop, push = stack.pop, stack.append
     while stack:
         d, ppath, pcustoms, pstatus, pra = pop()
-        if d.id in seen:  # unreachable for a tree (ids are unique); a guard, not a rule
-            continue
-        seen.add(d.id)
         path = (d, *ppath) if with_path else ppath
         if d.mode == "custom":
             customs = (d, *pcustoms)
@@ -497,7 +496,7 @@ def decide_tree(snapshot: Snapshot, kb_id: str,
     documents that agree on those get the same answer and it is computed once per distinct key.
     Keep this in mind when a rule starts reading another field of ``Placement``: apart from share
     links, the placements built here carry an empty ``path`` (see ``_walk_tree``)."""
-    out: dict[str, frozenset[Action]] = {d.id: frozenset() for d in snapshot.docs.values() if d.kb_id == kb_id}
+    out: dict[str, frozenset[Action]] = {}
     viewer = snapshot.viewer
     by_path = viewer.principal.kind == "share_link"
     memo: dict[tuple[str | None, str, str], frozenset[Action]] = {}
@@ -510,6 +509,10 @@ def decide_tree(snapshot: Snapshot, kb_id: str,
             if not by_path:
                 memo[key] = caps
         out[d.id] = caps
+    nothing: frozenset[Action] = frozenset()
+    for d in snapshot.docs.values():  # the documents ``place`` refuses: allowed nothing
+        if d.kb_id == kb_id and d.id not in out:
+            out[d.id] = nothing
     return out
 
 

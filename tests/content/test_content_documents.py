@@ -218,9 +218,10 @@ def test_tree_listing_is_exact_for_any_title_and_key(world):
     assert got == expected and got[0][0] == str(keyed.id)
     assert {str(plain.id), str(odd.id)} <= {g[0] for g in got}
     # without the odd document the compact form is used, with the same answer
-    world.db.execute(text("UPDATE documents SET title = 'tame', external_key = NULL WHERE id = :id"), {"id": odd.id})
+    world.db.execute(text("UPDATE documents SET title = :t, external_key = :k WHERE id = :id"),
+                     {"t": "tame\x1e\x1d", "k": "k\x1d,;", "id": odd.id})
     got = {i["id"]: (i["title"], i["external_key"]) for i in tree.get_tree(world.db, owner, world.kb.id)}
-    assert got[str(odd.id)] == ("tame", None) and got[str(keyed.id)] == ("keyed", "plain-key")
+    assert got[str(odd.id)] == ("tame\x1e\x1d", "k\x1d,;") and got[str(keyed.id)] == ("keyed", "plain-key")
     assert got[str(plain.id)] == ("普通 plain, title; with separators", None)
 
 
