@@ -513,25 +513,41 @@ def title_part(title: str) -> str:
 
 def phrasing(children: list[Any], before: str, after: str, ctx: frozenset[str]) -> str:
     """containerPhrasing: each child sees the last char before it and the first char after."""
-    out: list[str] = []
     n = len(children)
+    if n == 1:
+        return _node_out(children[0], before, after, ctx)
+    out: list[str] = []
     prev = before
-    for i, ch in enumerate(children):
-        nxt_after = _peek(children[i + 1]) if i + 1 < n else after
-        s = _node_out(ch, prev, nxt_after, ctx)
+    for i in range(n):
+        if i + 1 < n:
+            nxt = children[i + 1]
+            nxt_after = nxt.value[:1] if type(nxt) is Leaf and nxt.kind == "text" else _peek(nxt)
+        else:
+            nxt_after = after
+        s = _node_out(children[i], prev, nxt_after, ctx)
         out.append(s)
         if s:
             prev = s[-1]
     return "".join(out)
 
 
+_PEEK = {"break": "\\", "image": "!", "math": "$", "fnref": "[", "html": "<"}
+_LABEL_CTX: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _label(ctx: frozenset[str]) -> frozenset[str]:
+    """``ctx`` inside a link label or image alt."""
+    got = _LABEL_CTX.get(ctx)
+    if got is None:
+        got = _LABEL_CTX[ctx] = ctx | {"label"}
+    return got
+
+
 def _peek(node: Any) -> str:
     if isinstance(node, Leaf):
         if node.kind == "text":
             return node.value[:1]
-        return {"break": "\\", "image": "!", "math": "$", "fnref": "[", "html": "<"}.get(
-            node.kind, ""
-        )
+        return _PEEK.get(node.kind, "")
     if isinstance(node, tuple):
         return "`"
     kind = node.mark[0]
@@ -565,7 +581,7 @@ def _node_out(node: Any, before: str, after: str, ctx: frozenset[str]) -> str:
             return "\\\n"
         if k == "image":
             src, title = node.attrs
-            alt = escape(node.value, "[", "]", ctx | {"label"}) if node.value else ""
+            alt = escape(node.value, "[", "]", _label(ctx)) if node.value else ""
             return "![" + alt + "](" + destination(src, title) + title_part(title) + ")"
         if k == "math":
             return inline_math(node.value)
@@ -583,7 +599,7 @@ def _node_out(node: Any, before: str, after: str, ctx: frozenset[str]) -> str:
         if _as_autolink(node):
             text = _plain_children(node.children) or ""
             return "<" + (text if url.startswith("mailto:") and text != url else url) + ">"
-        label = phrasing(node.children, "[", "]", ctx | {"label"})
+        label = phrasing(node.children, "[", "]", _label(ctx))
         return "[" + label + "](" + destination(url, title) + title_part(title) + ")"
     if kind == CODE:  # pragma: no cover - code never wraps nodes
         return ""
