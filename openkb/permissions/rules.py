@@ -138,6 +138,9 @@ class Viewer:
     dify_kbs: frozenset[str] | None = None   # allowed kbs of a live key; None when dead
     # the principal's tenant as PostgreSQL prints ids; computed once, read by nearly every rule
     tenant: str | None = field(init=False, default=None)
+    # region_access of each knowledge base's root region, filled as decisions need them (the
+    # facts above are fixed for the snapshot's lifetime, so the answer cannot go stale)
+    kb_regions: dict[str, RegionAccess] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         t = self.principal.tenant_id
@@ -251,8 +254,10 @@ def _ws_role(viewer: Viewer, kb: KbFacts) -> str | None:
 
 
 def _region_open(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> bool:
-    if _role_in(viewer, customs, kb) is not None:
-        return True
+    return _role_in(viewer, customs, kb) is not None or _visibility_opens(viewer, customs, kb)
+
+
+def _visibility_opens(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> bool:
     vis = visibility_of(customs, kb)
     if vis == "public":
         return True
@@ -275,12 +280,21 @@ class RegionAccess:
 
 
 def region_access(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> RegionAccess:
-    return RegionAccess(role=_role_in(viewer, customs, kb), open=_region_open(viewer, customs, kb),
+    role = _role_in(viewer, customs, kb)
+    return RegionAccess(role=role, open=role is not None or _visibility_opens(viewer, customs, kb),
                         gates_open=_gates_open(viewer, customs, kb))
 
 
 def _region(viewer: Viewer, pl: Placement, ra: RegionAccess | None) -> RegionAccess:
-    return ra if ra is not None else region_access(viewer, pl.customs, pl.kb)
+    if ra is not None:
+        return ra
+    if pl.customs:
+        return region_access(viewer, pl.customs, pl.kb)
+    # the knowledge base's own region: shared by most documents of a batch, computed once each
+    cached = viewer.kb_regions.get(pl.kb.id)
+    if cached is None:
+        cached = viewer.kb_regions[pl.kb.id] = region_access(viewer, (), pl.kb)
+    return cached
 
 
 def document_role(viewer: Viewer, pl: Placement, ra: RegionAccess | None = None) -> str | None:
