@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlmodel import Session
 
 from openkb.audit import record_audit
@@ -30,6 +30,7 @@ from openkb.models import (
     Collaborator, Document, Invitation, InvitationAcceptance, KnowledgeBase, TenantMembership, User, Workspace,
     WorkspaceMember,
 )
+from openkb.models.enums import INVITATION_STATUSES
 from openkb.permissions.collaborators import (
     check_content_role, check_subject, check_workspace_role, do_add_workspace_member, do_grant,
 )
@@ -275,6 +276,33 @@ def reject_invitation_request(session: Session, principal: Principal, acceptance
     inv, acc = _decide(session, principal, acceptance_id, approve=False)
     _audit(session, principal, "invitation.reject", inv, user_id=acc.user_id)
     return acc
+
+
+def list_invitations(session: Session, principal: Principal, obj: Any, *, status: str | None = None
+                     ) -> list[Invitation]:
+    """An object's invitations, for those who may invite on it (the same check as creating one:
+    workspace owner/admin, manager+ of a knowledge base or custom document). Others get NotFound
+    when they cannot see the object and PermissionDenied when they can. Callers must not show
+    ``token_hash``: the token itself is never stored."""
+    ref = as_ref(obj)
+    if status is not None and status not in INVITATION_STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(INVITATION_STATUSES)}", field="status")
+    authorize(session, principal, ref, _action_for(ref))
+    q = select(Invitation).where(Invitation.object_type == ref.object_type, Invitation.object_id == ref.object_id)
+    if status is not None:
+        q = q.where(Invitation.status == status)
+    return list(session.execute(q.order_by(Invitation.created_at, Invitation.id)).scalars())
+
+
+def pending_request_counts(session: Session, invitation_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """Requests awaiting approval per invitation, in one query (for the list view)."""
+    if not invitation_ids:
+        return {}
+    rows = session.execute(select(InvitationAcceptance.invitation_id, func.count()).where(
+        InvitationAcceptance.invitation_id.in_(invitation_ids),  # type: ignore[attr-defined]
+        InvitationAcceptance.status == "awaiting_approval",
+    ).group_by(InvitationAcceptance.invitation_id)).all()
+    return {iid: int(n) for iid, n in rows}
 
 
 def list_invitation_requests(session: Session, principal: Principal, invitation_id: uuid.UUID

@@ -10,10 +10,10 @@ below it.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Cookie, Header, Path, Request, Response, status
+from fastapi import APIRouter, Cookie, Header, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.accounts.email_tokens import mail_after_commit
@@ -237,6 +237,35 @@ def create_invitation(object_type: InviteType, object_id: uuid.UUID, body: Invit
                           f"Hello,\n\nyou are invited to {title!r} on OpenKB as {inv.role}.\n\n"
                           f"Open this link to accept:\n\n{url}\n")
     return {**_inv(inv), "token": created.token, "url": url}
+
+
+class ListedInvitationOut(InvitationOut):
+    email: str | None
+    invited_user_id: uuid.UUID | None
+    allowed_email_domains: list[str] | None
+    expired: bool = Field(description="past expires_at (status may still read pending)")
+    pending_requests: int = Field(description="acceptances awaiting approval")
+    created_by: uuid.UUID
+    created_at: datetime
+
+
+class InvitationList(BaseModel):
+    items: list[ListedInvitationOut]
+
+
+InvitationStatus = Literal["pending", "accepted", "rejected", "expired", "revoked", "awaiting_approval"]
+
+
+@router.get("/api/objects/{object_type}/{object_id}/invitations", response_model=InvitationList, responses=_ERR)
+def list_invitations(object_type: InviteType, object_id: uuid.UUID, session: SessionDep, principal: PrincipalDep,
+                     status_: Annotated[InvitationStatus | None, Query(alias="status")] = None) -> dict[str, Any]:
+    """The object's invitations, for those who may invite on it (workspace owner/admin, manager+
+    of the knowledge base or document). Never the token: it is shown once, at creation."""
+    rows = invite_service.list_invitations(session, principal, ObjectRef(object_type, object_id), status=status_)
+    pending = invite_service.pending_request_counts(session, [i.id for i in rows])
+    now = datetime.now(UTC)
+    return {"items": [{**_inv(i), "created_by": i.invited_by, "pending_requests": pending.get(i.id, 0),
+                       "expired": i.expires_at is not None and i.expires_at <= now} for i in rows]}
 
 
 @router.get("/api/invitations/{token}", response_model=InvitationView, responses=_ERR)
