@@ -29,6 +29,7 @@ ROUTER_MODULES = (
     "server.routers.health",
     "server.routers.auth",
     "server.routers.admin",
+    "server.routers.groups",
     "server.routers.content",
     "server.routers.sharing",
     "server.routers.assets",
