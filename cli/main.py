@@ -19,6 +19,7 @@ app = typer.Typer(name="openkb", help="OpenKB: self-hosted Markdown knowledge ba
 COMMAND_MODULES = (
     "cli.commands.system",
     "cli.commands.users",
+    "cli.commands.groups",
     "cli.commands.profiles",
     "cli.commands.index",
     "cli.commands.search",
