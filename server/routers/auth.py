@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openkb.accounts import passwords, registration, sessions, tokens
 from openkb.accounts.users import tenant_roles
+from openkb.content.workspaces import list_workspaces
 from openkb.models import McpPersonalAccessToken, User
 from server.auth import SESSION_COOKIE, AuthDep, UserDep, client_ip, require_user, user_agent
 from server.deps import CtxDep, SessionDep
@@ -86,10 +87,18 @@ class TenantRoleOut(BaseModel):
     role: str
 
 
+class MeWorkspaceOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    slug: str
+    role: str = Field(description="owner | admin | member | guest")
+
+
 class MeOut(BaseModel):
     user: UserOut
     tenant_id: uuid.UUID
     tenant_roles: list[TenantRoleOut]
+    workspaces: list[MeWorkspaceOut] = Field(description="the caller's workspaces in this tenant, with its role")
     auth_method: str = Field(description="session | token")
     scopes: list[str] | None = Field(None, description="token scopes; null = a session with every scope")
     csrf_token: str | None = Field(None, description="for cookie sessions: send it as X-CSRF-Token on writes")
@@ -225,14 +234,18 @@ def logout(request: Request, auth: AuthDep, session: SessionDep, ctx: CtxDep) ->
 
 
 @router.get("/api/auth/me", response_model=MeOut, responses=error_responses(401))
+@router.get("/api/me", response_model=MeOut, responses=error_responses(401))
 def me(auth: AuthDep, session: SessionDep) -> MeOut:
+    """Who is calling (``/api/me`` is the same answer)."""
     principal = require_user(auth)
     assert principal.user_id is not None and principal.tenant_id is not None
     user = session.get(User, principal.user_id)
     assert user is not None
     roles = [TenantRoleOut(tenant_id=r.tenant_id, tenant_slug=r.tenant_slug, role=r.role)
              for r in tenant_roles(session, user.id)]
-    return MeOut(user=UserOut.of(user), tenant_id=principal.tenant_id, tenant_roles=roles,
+    workspaces = [MeWorkspaceOut(id=w["id"], name=w["name"], slug=w["slug"], role=w["role"])
+                  for w in list_workspaces(session, principal)]
+    return MeOut(user=UserOut.of(user), tenant_id=principal.tenant_id, tenant_roles=roles, workspaces=workspaces,
                  auth_method="session" if auth.via == "session" else "token",
                  scopes=None if principal.scopes is None else sorted(principal.scopes), csrf_token=auth.csrf_token)
 
