@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = 64 * 1024
     max_folder_depth: int = 10
     max_upload_bytes: int = 50 * 1024 * 1024
+    max_json_body_bytes: int | None = Field(
+        None, description="cap on any non-upload request body (413 PAYLOAD_TOO_LARGE); unset = derived from "
+                          "MAX_MARKDOWN_CHARS (see json_body_limit)"
+    )
     session_ttl_hours: int = 24 * 14
     openkb_dify_rate_limit_per_minute: int = Field(
         1200, description="calls per minute per Dify key before 429 (Dify retries 429, keep it an overload signal)"
@@ -86,6 +90,16 @@ class Settings(BaseSettings):
                 "(replicas must share it); generate one with `python -c 'import secrets;print(secrets.token_urlsafe(48))'`"
             )
         return ensure_secret_file(self.openkb_home)
+
+    @property
+    def json_body_limit(self) -> int:
+        """``MAX_JSON_BODY_BYTES``, else room for a Markdown body at ``max_markdown_chars`` even when
+        the client escapes every character (``ensure_ascii`` JSON turns CJK text into ``\\uXXXX``:
+        6 bytes a character), plus 2 MiB for the other fields. 5,000,000 characters -> 32,097,152
+        bytes. Uploads have their own ``max_upload_bytes``."""
+        if self.max_json_body_bytes:
+            return self.max_json_body_bytes
+        return self.max_markdown_chars * 6 + 2 * 1024 * 1024
 
     @property
     def embedder_url(self) -> str | None:

@@ -20,6 +20,7 @@ from openkb.context import AppContext
 from openkb.jobs import set_queue
 from openkb.runtime import optional_module
 from server import errors
+from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 
 log = logging.getLogger("openkb.server")
@@ -82,6 +83,8 @@ def create_app(ctx: AppContext, *, queue: Any = None, warm: bool = True) -> Fast
     app.state.ctx = ctx
     app.state.warm = {"done": False}
     errors.install(app)
+    # Before request_id below, so that middleware wraps this one and a 413 still gets X-Request-Id.
+    app.add_middleware(BodyLimitMiddleware, limit=lambda: ctx.settings.json_body_limit)
 
     @app.middleware("http")
     async def request_id(request: Request, call_next: Any) -> Any:
@@ -105,4 +108,13 @@ def create_app(ctx: AppContext, *, queue: Any = None, warm: bool = True) -> Fast
             mod.install(app)
         else:
             app.include_router(mod.router)
+
+    base_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_413(base_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
