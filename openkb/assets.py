@@ -22,7 +22,7 @@ from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
-from openkb.db import after_commit
+from openkb.db import after_commit, after_rollback
 from openkb.errors import NotFound, PermissionDenied
 from openkb.models import Document, DocumentAsset
 from openkb.permissions import Action, Principal, access_document, can_read_document
@@ -59,7 +59,8 @@ def asset_out(a: DocumentAsset) -> dict[str, Any]:
 def upload_asset(session: Session, actor: Actor, blobs: BlobStore, data: BinaryIO, *, size: int | None,
                  filename: str | None, content_type: str | None, document_id: uuid.UUID | None = None,
                  settings: Settings | None = None) -> DocumentAsset:
-    """Store an upload; with ``document_id`` the caller must be able to edit that document."""
+    """Store an upload; with ``document_id`` the caller must be able to edit that document. The
+    blob is removed again if the transaction that records it rolls back."""
     if size is not None:
         limits.check_upload_size(size, settings)
     doc: Document | None = None
@@ -75,6 +76,9 @@ def upload_asset(session: Session, actor: Actor, blobs: BlobStore, data: BinaryI
     except limits.UploadTooLarge:
         blobs.delete(key)
         raise
+    # The bytes are in the store before the row is: if this transaction does not commit (a later
+    # statement fails, the commit itself fails), nothing would ever point at them again.
+    after_rollback(session, lambda: blobs.delete(key))
     a = DocumentAsset(id=asset_id, tenant_id=actor.tenant_id, document_id=doc.id if doc else None, object_key=key,
                       filename=clean_filename(filename), mime_type=clean_mime(content_type), size_bytes=stored,
                       sha256=digest, created_by=actor.user_id)

@@ -8,6 +8,7 @@ that is how jobs get enqueued only once their rows are visible to the worker.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,8 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlmodel import Session, create_engine
 
 from openkb.errors import ConfigError, ServiceUnavailable
+
+log = logging.getLogger("openkb.db")
 
 _engines: dict[str, Engine] = {}
 
@@ -62,8 +65,22 @@ def after_commit(session: Session, fn: Callable[[], Any]) -> None:
     hooks.append(fn)
 
 
+def after_rollback(session: Session, fn: Callable[[], Any]) -> None:
+    """Run ``fn`` if the current transaction rolls back (undo side effects outside PostgreSQL,
+    such as a blob already written); dropped on commit."""
+    hooks: list[Callable[[], Any]] = session.info.setdefault("after_rollback", [])
+    hooks.append(fn)
+
+
+# Trap: SQLAlchemy fires after_commit / after_rollback for savepoints (``begin_nested``) too.
+# Releasing or rolling back a savepoint must neither run nor drop the transaction's hooks.
+
+
 @event.listens_for(Session, "after_commit")
 def _run_after_commit(session: Session) -> None:
+    if session.in_nested_transaction():
+        return
+    session.info.pop("after_rollback", None)
     hooks = session.info.pop("after_commit", [])
     for fn in hooks:
         fn()
@@ -71,7 +88,22 @@ def _run_after_commit(session: Session) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _drop_after_commit(session: Session) -> None:
+    if session.in_nested_transaction():
+        return
     session.info.pop("after_commit", None)
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _run_after_rollback(session: Session, transaction: Any) -> None:
+    # The outermost transaction ended; hooks still here mean it did not commit (rolled back, or
+    # closed without commit). Savepoints (``transaction.parent`` set) never trigger them.
+    if transaction.parent is not None:
+        return
+    for fn in session.info.pop("after_rollback", []):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the rollback stands; a failed clean-up must not mask its cause
+            log.exception("after-rollback hook failed")
 
 
 @contextlib.contextmanager
