@@ -184,6 +184,9 @@ def main() -> None:
                   f"{world['collaborators']} collaborator rows, {world['workspace_members']} workspace members "
                   f"(built in {time.perf_counter() - t0:.1f} s)")
 
+        from openkb.runtime.memory import freeze_startup_heap
+
+        freeze_startup_heap()  # as the API server does once started
         if args.explain:
             _explain(engine, world, rng)
         counter = {"n": 0}

@@ -15,4 +15,7 @@ def run_consumer(ctx: AppContext, workers: int = 2) -> None:
     huey = get_huey()
     logging.getLogger("huey").setLevel(logging.INFO)
     consumer = huey.create_consumer(workers=workers, worker_type="thread", periodic=False, graceful_signal="TERM")
+    from openkb.runtime.memory import freeze_startup_heap
+
+    freeze_startup_heap()  # jobs then pay only for what they allocate (see the function)
     consumer.run()
