@@ -108,7 +108,15 @@ def test_document_crud_move_and_tree(w):
     second = w.doc("Second", parent_id=folder["id"])
     r = o.put(f"/api/documents/{second['id']}", json={"sort_order": 0})
     assert r.status_code == 200 and r.json()["sort_order"] == 0
-    items = o.get(f"/api/knowledge-bases/{w.kb['id']}/tree").json()["items"]
+    r = o.get(f"/api/knowledge-bases/{w.kb['id']}/tree")
+    assert r.headers["content-type"] == "application/json"
+    from server.routers.content import TreeOut
+
+    TreeOut.model_validate(r.json())  # the pre-serialized body keeps the documented shape
+    assert r.json()["knowledge_base_id"] == w.kb["id"]
+    items = r.json()["items"]
+    assert all(set(i) == {"id", "parent_id", "type", "title", "status", "sort_order", "permission_mode", "visibility",
+                          "external_key"} for i in items)
     kids = sorted((i for i in items if i["parent_id"] == folder["id"]), key=lambda i: i["sort_order"])
     assert [k["id"] for k in kids] == [second["id"], page["id"]] and [k["sort_order"] for k in kids] == [0, 1]
 
