@@ -38,8 +38,8 @@ _VISIBLE = re.compile(r"[^ \t>]")
 _QUIET_BLOCK = frozenset(
     t for t, k in TOKEN_FEATURES.items() if is_enabled(k) and t not in ("html_block", "inline", "fence")
 )
-# inline children that are never an issue: registered and enabled, or a closing token
-_QUIET_INLINE = frozenset(t for t in TOKEN_FEATURES if t != "html_inline")
+# inline children the check has nothing to say about (closing tokens are not listed: also quiet)
+_QUIET_INLINE = frozenset(t for t in TOKEN_FEATURES if t != "html_inline")  # registered, not raw HTML
 _FRONT = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\r?\n(?:.*?\r?\n)??(\1|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 
 
