@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from sqlmodel import Session
 
-from openkb.db import after_commit
+from openkb.db import after_commit, after_rollback
 
 log = logging.getLogger("openkb.jobs")
 
@@ -65,4 +65,9 @@ def enqueue_after_commit(session: Session, name: str, **kwargs: Any) -> None:
                 except Exception:  # noqa: BLE001 - the write is committed; the index verify/repair catches up
                     log.exception("could not enqueue %s %s", n, kw)
 
+        def forget() -> None:  # a rolled-back transaction's jobs never happened
+            session.info.pop("pending_jobs", None)
+            session.info.pop("pending_job_keys", None)
+
         after_commit(session, flush)
+        after_rollback(session, forget)
