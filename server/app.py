@@ -67,6 +67,9 @@ def create_app(ctx: AppContext, *, queue: Any = None, warm: bool = True) -> Fast
                 log.exception("warm-up failed")
                 app.state.warm["error"] = str(exc)
             app.state.warm["ms"] = round((time.perf_counter() - t) * 1000)
+            from openkb.runtime.memory import freeze_startup_heap
+
+            freeze_startup_heap()  # requests then pay only for what they allocate (see the function)
             app.state.warm["done"] = True
 
         task = asyncio.create_task(do_warm())
