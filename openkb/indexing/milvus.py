@@ -1,17 +1,22 @@
-"""The Milvus collection layer: schema + functions, rows, the readable-scope prefilter, search,
-aliases. Works the same against Milvus Lite 3.x (the embedded default) and a Milvus 2.6 server.
+"""The Milvus collection layer: schema + functions, rows, search, aliases. Works the same against
+Milvus Lite 3.x (the embedded default) and a Milvus 2.6 server.
 
 Milvus is a retrieval index, never the permission truth (spec docs/09): every search here is a
-*prefilter* and the retrieval service must re-check each candidate in PostgreSQL.
+*prefilter* and the retrieval service must re-check each candidate in PostgreSQL. The prefilter
+itself is not built here either: it is ``openkb.permissions.readable_scope(...)
+.to_milvus_filter(...)``, the permission service's scope rendered over the row fields below (the
+retrieval service passes the field names, ``openkb.retrieval.service.FIELD_MAP``).
 
-Why the scope filter looks the way it does. On Lite a filter is fast only when *every* field in
-it has an INVERTED index and the rows are flushed: then ``VARCHAR in [...]``/``==``/``not in``
+Why the rows carry the scalar access fields they do. On Lite a filter is fast only when *every*
+field in it has an INVERTED index and the rows are flushed: then ``VARCHAR in [...]``/``==``
 become bitmap operations (~1 ms at 20k rows). ``ARRAY_CONTAINS_ANY(access_principals, ...)``
 can't be indexed there and costs ~45 µs per row (~11 s per search at 100k rows). So
 ``access_principals`` is written (spec §6.2, usable on a 2.6 server) but never filtered on; the
-readable scope is mapped onto three indexed scalar fields computed by the indexer:
+readable scope is expressed over indexed scalar fields whose values come from
+``openkb.permissions.chunk_access`` (the indexer writes them, nothing here computes them):
 
-* ``knowledge_base_id`` (already there),
+* ``tenant_id``, ``workspace_id``, ``knowledge_base_id``, ``document_id`` (the row's place),
+* ``doc_status``: the *effective* status (a draft folder makes its pages draft),
 * ``scope_doc``: id of the nearest document or folder, the chunk's own document included, whose
   ``permission_mode`` is ``custom``; ``""`` when the chunk inherits the knowledge base,
 * ``visibility_eff``: the visibility that governs reading: that custom document's visibility
@@ -67,8 +72,8 @@ DEFAULT_OUTPUT_FIELDS = (
     "doc_status", "scope_doc", "visibility_eff", "title", "heading_path", "content_text",
     "metadata", "updated_at",
 )
-# Beyond this many ids in one list the clause is replaced by a coarser one (a superset): the
-# expression is parsed per search, and PostgreSQL does the final check anyway.
+# The longest id list a caller should put into one filter clause: the expression is parsed per
+# search, so beyond this many ids callers filter afterwards instead (PostgreSQL checks anyway).
 MAX_FILTER_IDS = 5000
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 HNSW_PARAMS = {"M": 16, "efConstruction": 200}
@@ -392,96 +397,7 @@ def recent(client: MilvusClient, collection: str, filter: str, limit: int = 20, 
     return sorted(rows, key=lambda r: rank.get(r["id"], len(rank)))
 
 
-# --- readable scope -> filter --------------------------------------------------------------------
-
-@dataclass
-class MilvusScope:
-    """What the permission service says a caller may read, as id lists (see the module docstring).
-
-    ``kb_ids``: KBs readable through collaborators (groups included). ``custom_doc_ids_readable``:
-    custom-mode documents/folders the caller may read. ``custom_doc_ids_denied``: custom-mode
-    documents inside ``kb_ids`` that the caller may not read. ``workspace_ids_member``: workspaces
-    where the caller is owner/admin/member (not guest). ``include_drafts_kb_ids``: KBs where the
-    caller is editor or above, so drafts count. ``restrict_kb_ids``: a caller-chosen narrowing
-    (RetrievalInput.knowledgeBaseIds, a Dify key's KBs); ``None`` = no narrowing.
-    """
-
-    tenant_id: str
-    workspace_ids_member: Sequence[str] = ()
-    kb_ids: Sequence[str] = ()
-    custom_doc_ids_readable: Sequence[str] = ()
-    custom_doc_ids_denied: Sequence[str] = ()
-    include_public: bool = False
-    include_drafts_kb_ids: Sequence[str] = ()
-    restrict_kb_ids: Sequence[str] | None = None
-
-
-def coarsened_lists(scope: MilvusScope) -> list[str]:
-    """Names of the scope lists too long to spell out (their clauses get wider, see below)."""
-    names = ("workspace_ids_member", "kb_ids", "custom_doc_ids_readable", "custom_doc_ids_denied",
-             "include_drafts_kb_ids", "restrict_kb_ids")
-    return [n for n in names if len(getattr(scope, n) or ()) > MAX_FILTER_IDS]
-
-
-def _quote_list(values: Iterable[str], what: str) -> str:
-    return "[" + ", ".join(f'"{_check_id(v, what)}"' for v in dict.fromkeys(values)) + "]"
-
-
-def _too_many(values: Sequence[str], what: str) -> bool:
-    if len(values) > MAX_FILTER_IDS:
-        log.info("scope filter: %d %s exceed %d; using a coarser clause", len(values), what, MAX_FILTER_IDS)
-        return True
-    return False
-
-
-def build_scope_filter(scope: MilvusScope) -> str:
-    """The prefilter expression for a caller's readable scope. Sound by construction: every row
-    the caller may read matches (a row may match without being readable; PostgreSQL decides).
-
-    Readable rows are: inheriting rows of readable KBs, rows under readable custom documents,
-    ``workspace``-visible rows of the caller's member workspaces, and ``public`` rows; all of
-    them current and published (or draft in ``include_drafts_kb_ids``). A list longer than
-    ``MAX_FILTER_IDS`` turns its clause into a wider one (see ``coarsened_lists``)."""
-    parts = [f'tenant_id == "{_check_id(scope.tenant_id, "tenant_id")}"', "is_current == true"]
-
-    drafts = list(scope.include_drafts_kb_ids)
-    if not drafts:
-        parts.append('doc_status == "published"')
-    elif _too_many(drafts, "include_drafts_kb_ids"):
-        parts.append('doc_status in ["published", "draft"]')
-    else:
-        parts.append(f'(doc_status == "published" or (doc_status == "draft" and knowledge_base_id in '
-                     f'{_quote_list(drafts, "kb_id")}))')
-
-    if scope.restrict_kb_ids is not None:
-        restrict = list(scope.restrict_kb_ids)
-        if not _too_many(restrict, "restrict_kb_ids"):
-            parts.append(f"knowledge_base_id in {_quote_list(restrict, 'kb_id')}")
-
-    ors: list[str] = []
-    kbs, denied = list(scope.kb_ids), list(scope.custom_doc_ids_denied)
-    if kbs:
-        kb_clause = "" if _too_many(kbs, "kb_ids") else f"knowledge_base_id in {_quote_list(kbs, 'kb_id')}"
-        deny_clause = ""
-        if denied and not _too_many(denied, "custom_doc_ids_denied"):
-            deny_clause = f"scope_doc not in {_quote_list(denied, 'doc_id')}"
-        joined = " and ".join(c for c in (kb_clause, deny_clause) if c)
-        ors.append(f"({joined})" if joined else 'visibility_eff in ["private", "workspace", "public"]')
-    custom = list(scope.custom_doc_ids_readable)
-    if custom:
-        ors.append('scope_doc != ""' if _too_many(custom, "custom_doc_ids_readable")
-                   else f"scope_doc in {_quote_list(custom, 'doc_id')}")
-    workspaces = list(scope.workspace_ids_member)
-    if workspaces:
-        ors.append('visibility_eff == "workspace"' if _too_many(workspaces, "workspace_ids_member")
-                   else f'(visibility_eff == "workspace" and workspace_id in {_quote_list(workspaces, "workspace_id")})')
-    if scope.include_public:
-        ors.append('visibility_eff == "public"')
-    if not ors:
-        ors.append("scope_doc in []")  # nothing readable: an indexed clause that matches no row
-    parts.append("(" + " or ".join(ors) + ")")
-    return " and ".join(parts)
-
+# --- filters -------------------------------------------------------------------------------------
 
 def and_filters(*exprs: str | None) -> str:
     kept = [e.strip() for e in exprs if e and e.strip()]
@@ -612,6 +528,22 @@ def switch_alias(client: MilvusClient, alias: str, collection: str) -> str | Non
     return previous
 
 
+def _warm_probe_filter() -> str:
+    """The filter ``warm`` probes with: what retrieval sends for an anonymous reader (the
+    permission service's ``ReadableScope`` form, rendered with retrieval's field names, plus
+    ``is_current``), so the probes touch the same inverted indexes as real searches.
+
+    It is built from a ``ReadableScope`` constructed directly, not from ``readable_scope``:
+    a probe needs no permission decision, because its tenant ``"warmup"`` is not an id any tenant
+    can have (tenant ids are UUIDs) and its results are discarded, so it returns nothing to
+    anyone."""
+    from openkb.permissions import ReadableScope
+    from openkb.retrieval.service import FIELD_MAP  # imported here: retrieval imports this module
+
+    return and_filters(ReadableScope(tenant_id="warmup", public=True).to_milvus_filter(FIELD_MAP),
+                       "is_current == true")
+
+
 def warm(client: MilvusClient, collection: str, spec: ProfileSpec, *, budget_s: float = 120.0) -> float:
     """Load the collection and run probe searches until they are fast, so the first user doesn't
     pay Lite's warm-up (sparse index built on first search, analyzer and model start: ~13 s on a
@@ -624,7 +556,7 @@ def warm(client: MilvusClient, collection: str, spec: ProfileSpec, *, budget_s: 
         client.load_collection(collection)
     except MilvusException as exc:
         raise ServiceUnavailable(f"cannot load {collection}: {exc.message}") from exc
-    probe = build_scope_filter(MilvusScope(tenant_id="warmup", include_public=True))
+    probe = _warm_probe_filter()
     hybrid_search(client, collection, "warm up 预热", "", 1, spec)
     times: list[float] = []
     while True:

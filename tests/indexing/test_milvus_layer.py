@@ -1,7 +1,8 @@
 """The Milvus layer against a real Milvus Lite server and the real local embedder.
 
 Both run as child processes started by this module (free loopback ports, temp data dir), so
-the TEXTEMBEDDING function really goes Milvus -> HTTP -> ``python -m openkb.embedder``.
+the TEXTEMBEDDING function really goes Milvus -> HTTP -> ``python -m openkb.embedder``. The
+readable-scope tests also use the embedded PostgreSQL of tests/conftest.py (``db``).
 """
 
 from __future__ import annotations
@@ -9,24 +10,26 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import random
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from pymilvus import MilvusClient
 
 from openkb.errors import ConfigError, ServiceUnavailable, ValidationError
 from openkb.indexing import milvus as mv
-from openkb.indexing.milvus import MilvusScope, build_scope_filter, chunk_row
+from openkb.indexing.milvus import chunk_row
 from openkb.indexing.profiles_spec import (
     EmbeddingSpec,
     ProfileSpec,
@@ -35,7 +38,12 @@ from openkb.indexing.profiles_spec import (
     make_profile,
     refuse_secrets,
 )
+from openkb.permissions import ReadableScope, chunk_access_many, filter_readable_documents, readable_scope
+from openkb.permissions import filters as F
+from openkb.retrieval.service import FIELD_MAP
 from openkb.runtime.embedded import free_port
+from tests.permissions.test_oracle import principals_of, to_principal
+from tests.permissions.worlds import World, WGrant, WMember, insert_world, uid, worlds
 
 MODEL = "use-multilingual-v3"
 DIM = 512
@@ -122,6 +130,14 @@ def mc(lite_uri: str) -> Iterator[MilvusClient]:
 @pytest.fixture(scope="module")
 def hybrid_spec(embedder_v1: str) -> ProfileSpec:
     return make_profile(model_name=MODEL, dim=DIM, version=1, base_url=embedder_v1)
+
+
+def _scope_filter(tenant_id: str = "t1", **scope) -> str:
+    """The filter retrieval would send for a ``ReadableScope`` with these sets (built directly:
+    these tests are about Milvus evaluating the scope's form, not about who gets which scope)."""
+    sets = {k: frozenset(v) for k, v in scope.items() if k != "public"}
+    rs = ReadableScope(tenant_id=tenant_id, public=bool(scope.get("public")), **sets)
+    return mv.and_filters(rs.to_milvus_filter(FIELD_MAP), "is_current == true")
 
 
 def _row(cid: str, text: str, **kw) -> dict:
@@ -289,11 +305,9 @@ def test_bm25_only_profile(mc: MilvusClient) -> None:
     assert "dense_vector" not in {f["name"] for f in mc.describe_collection(spec.collection_name)["fields"]}
     mv.upsert_rows(mc, spec.collection_name, [_row(cid, text) for cid, text in CORPUS.items()])
     for query, expected in (("zyxquartzfrob", "c-zebra"), ("饕餮纹", "c-taotie"), ("晒太阳", "c-cat")):
-        hits = mv.hybrid_search(mc, spec.collection_name, query, build_scope_filter(
-            MilvusScope(tenant_id="t1", kb_ids=["kb1"])), 3, spec)
+        hits = mv.hybrid_search(mc, spec.collection_name, query, _scope_filter(kb_read={"kb1"}), 3, spec)
         assert hits[0].id == expected and hits[0].score > 0
-    assert mv.hybrid_search(mc, spec.collection_name, "zyxquartzfrob", build_scope_filter(
-        MilvusScope(tenant_id="t1", kb_ids=["kb2"])), 3, spec) == []
+    assert mv.hybrid_search(mc, spec.collection_name, "zyxquartzfrob", _scope_filter(kb_read={"kb2"}), 3, spec) == []
     assert mv.warm(mc, spec.collection_name, spec) >= 0
     mv.compact(mc, spec.collection_name)
 
@@ -328,8 +342,7 @@ def test_delete_update_and_recent(mc: MilvusClient, hybrid_spec: ProfileSpec) ->
 
     before = mc.query(spec.collection_name, filter='id == "d0"', output_fields=["dense_vector"])[0]["dense_vector"]
     assert mv.update_scalars(mc, spec.collection_name, 'document_id == "docA"', {"visibility_eff": "public"}) == 3
-    public = MilvusScope(tenant_id="t1", include_public=True)
-    got = {r["id"] for r in mv.query_rows(mc, spec.collection_name, build_scope_filter(public), limit=None)}
+    got = {r["id"] for r in mv.query_rows(mc, spec.collection_name, _scope_filter(public=True), limit=None)}
     assert got == {"d0", "d1", "d2"}
     after = mc.query(spec.collection_name, filter='id == "d0"', output_fields=["dense_vector", "content_text"])[0]
     assert np.allclose(after["dense_vector"], before, atol=1e-4) and after["content_text"] == "note number 0 about kettles"
@@ -346,151 +359,113 @@ def test_delete_update_and_recent(mc: MilvusClient, hybrid_spec: ProfileSpec) ->
         _row('bad"id', "x")
 
 
-# --- the readable-scope prefilter -----------------------------------------------------------------
-# A small permission world with the spec's rules, a stand-in for the permission service that
-# turns it into a MilvusScope, and checks that Milvus returns every readable row (superset) and
-# exactly the rows the scope describes.
+# --- the permission service's prefilter, evaluated by Milvus --------------------------------------
+# Random permission worlds (tests/permissions/worlds.py) go into PostgreSQL; their chunks go into
+# Milvus with the access fields ``chunk_access_many`` computes, as the indexer writes them. For
+# every principal the filter retrieval sends (``readable_scope(...).to_milvus_filter(FIELD_MAP)``
+# and ``is_current``) must return every current row of every document
+# ``filter_readable_documents(..., for_search=True)`` admits, and exactly the rows
+# ``ReadableScope.matches`` admits in Python: what tests/permissions/test_oracle.py proves about
+# the scope then holds for the string Milvus runs. (tests/retrieval/test_leak_recall.py checks
+# the whole search end to end; this checks the prefilter alone, with folders, drafts, archived
+# and deleted documents and old versions in the index, and no top_k or final check hiding it.)
 
-@dataclass
-class World:
-    kbs: dict = field(default_factory=dict)      # kb -> (tenant, workspace, visibility, {user: role})
-    docs: dict = field(default_factory=dict)     # doc -> (kb, parent, mode, visibility|None, {user: role}, status)
-    ws_roles: dict = field(default_factory=dict)  # (workspace, user) -> role
-
-
-def _make_world(seed: int) -> World:
-    rnd = random.Random(seed)
-    w = World()
-    users = [f"u{i}" for i in range(8)]
-    for ws in ("w1", "w2", "w3"):
-        for u in users:
-            if rnd.random() < 0.5:
-                w.ws_roles[(ws, u)] = rnd.choice(["owner", "admin", "member", "guest"])
-    for k in range(8):
-        collab = {u: rnd.choice(["viewer", "editor", "manager"]) for u in rnd.sample(users, rnd.randint(0, 3))}
-        w.kbs[f"kb{k}"] = ("t2" if k == 7 else "t1", rnd.choice(["w1", "w2", "w3"]),
-                           rnd.choice(["private", "workspace", "public"]), collab)
-    for d in range(60):
-        kb = rnd.choice(list(w.kbs))
-        folders = [x for x, v in w.docs.items() if v[0] == kb]
-        parent = rnd.choice(folders) if folders and rnd.random() < 0.5 else None
-        mode = "custom" if rnd.random() < 0.3 else "inherit"
-        vis = rnd.choice([None, "private", "workspace", "public"]) if mode == "custom" else None
-        collab = {u: "viewer" for u in rnd.sample(users, rnd.randint(0, 2))} if mode == "custom" else {}
-        status = rnd.choices(["published", "draft", "archived"], [6, 2, 1])[0]
-        w.docs[f"doc{d}"] = (kb, parent, mode, vis, collab, status)
-    return w
-
-
-def _governing(w: World, doc: str) -> str | None:
-    """Nearest custom-mode document (self or ancestor folder); None = the KB governs."""
-    cur: str | None = doc
-    while cur is not None:
-        _kb, parent, mode, *_ = w.docs[cur]
-        if mode == "custom":
-            return cur
-        cur = parent
-    return None
-
-
-def _visibility(w: World, doc: str) -> str:
-    g = _governing(w, doc)
-    kb_vis = w.kbs[w.docs[doc][0]][2]
-    return (w.docs[g][3] or kb_vis) if g else kb_vis
-
-
-def _truly_readable(w: World, user: str, doc: str) -> bool:
-    kb, _, _, _, _, status = w.docs[doc]
-    tenant, ws, _, kb_collab = w.kbs[kb]
-    if tenant != "t1" or status == "archived":
-        return False
-    if status == "draft" and kb_collab.get(user) not in ("editor", "manager", "owner"):
-        return False
-    g = _governing(w, doc)
-    collab = w.docs[g][4] if g else kb_collab
-    vis = _visibility(w, doc)
-    return (user in collab or vis == "public"
-            or (vis == "workspace" and w.ws_roles.get((ws, user)) in ("owner", "admin", "member")))
-
-
-def _scope_for(w: World, user: str) -> MilvusScope:
-    kb_ids = [k for k, v in w.kbs.items() if v[0] == "t1" and user in v[3]]
-    custom = [d for d, v in w.docs.items() if v[2] == "custom"]
-    readable_custom = [d for d in custom if user in w.docs[d][4]]
-    return MilvusScope(
-        tenant_id="t1",
-        workspace_ids_member=sorted({ws for (ws, u), r in w.ws_roles.items() if u == user and r != "guest"}),
-        kb_ids=kb_ids,
-        custom_doc_ids_readable=readable_custom,
-        custom_doc_ids_denied=[d for d in custom if w.docs[d][0] in kb_ids and d not in readable_custom],
-        include_public=True,
-        include_drafts_kb_ids=[k for k in kb_ids if w.kbs[k][3][user] in ("editor", "manager", "owner")],
-    )
-
-
-def _in_scope(row: dict, s: MilvusScope) -> bool:
-    """The MilvusScope semantics, evaluated in Python (what build_scope_filter must mean)."""
-    if row["tenant_id"] != s.tenant_id or not row["is_current"]:
-        return False
-    if not (row["doc_status"] == "published"
-            or (row["doc_status"] == "draft" and row["knowledge_base_id"] in s.include_drafts_kb_ids)):
-        return False
-    if s.restrict_kb_ids is not None and row["knowledge_base_id"] not in s.restrict_kb_ids:
-        return False
-    return ((row["knowledge_base_id"] in s.kb_ids and row["scope_doc"] not in s.custom_doc_ids_denied)
-            or row["scope_doc"] in s.custom_doc_ids_readable
-            or (row["visibility_eff"] == "workspace" and row["workspace_id"] in s.workspace_ids_member)
-            or (row["visibility_eff"] == "public" and s.include_public))
+WORLD_TENANTS = f'tenant_id in ["{uid("tenant", "A")}", "{uid("tenant", "B")}"]'
+SCOPE_FIELDS = (F.TENANT, F.WORKSPACE, F.SCOPE_KB, F.SCOPE_DOC, F.VISIBILITY, F.STATUS, F.DOCUMENT)
 
 
 @pytest.fixture(scope="module")
-def scope_world(mc: MilvusClient) -> tuple[World, str, list[dict]]:
-    w = _make_world(seed=20261201)
+def scope_spec(mc: MilvusClient) -> ProfileSpec:
     spec = make_profile(model_name=None, dim=0, version=99)
     mv.ensure_collection(mc, spec)
+    return spec
+
+
+def _world_rows(w: World, access: dict) -> list[dict]:
+    """Two chunks per document; every third document's second chunk is an old version."""
     rows = []
-    for doc, (kb, _p, _m, _v, _c, status) in w.docs.items():
-        tenant, ws, _vis, _collab = w.kbs[kb]
+    for d in w.docs:
+        did = uid("doc", d.n)
+        ca = access[did]
         for j in range(2):
-            rows.append(_row(f"{doc}-{j}", f"scope test text {doc} kettle", tenant_id=tenant, workspace_id=ws,
-                             knowledge_base_id=kb, document_id=doc, version_id=f"v-{doc}", doc_status=status,
-                             scope_doc=_governing(w, doc) or "", visibility_eff=_visibility(w, doc),
-                             is_current=j == 0 or doc != "doc3"))
-    mv.upsert_rows(mc, spec.collection_name, rows)
-    return w, spec.collection_name, rows
+            rows.append(_row(f"{did}-{j}", f"scope test text d{d.n} kettle",
+                             tenant_id=uid("tenant", w.kb_tenant(d.kb)), workspace_id=uid("ws", w.kb(d.kb).ws),
+                             knowledge_base_id=uid("kb", d.kb), document_id=did, version_id=f"v{j}-{did}",
+                             doc_status=ca.doc_status, visibility_eff=ca.visibility_eff, scope_doc=ca.scope_doc,
+                             access_principals=ca.access_principals, is_current=j == 0 or d.n % 3 != 0))
+    return rows
 
 
-@pytest.mark.parametrize("user", [f"u{i}" for i in range(8)] + ["outsider"])
-def test_scope_filter_is_exact_and_a_superset_of_readable(mc: MilvusClient, scope_world, user: str) -> None:
-    w, coll, rows = scope_world
-    scope = _scope_for(w, user)
-    got = {r["id"] for r in mv.query_rows(mc, coll, build_scope_filter(scope), output_fields=["id"], limit=None)}
-    assert got == {r["id"] for r in rows if _in_scope(r, scope)}
-    readable = {r["id"] for r in rows if r["is_current"] and _truly_readable(w, user, r["document_id"])}
-    assert readable <= got, sorted(readable - got)
-    narrowed = MilvusScope(**{**scope.__dict__, "restrict_kb_ids": ["kb1", "kb2"]})
-    got_narrow = {r["id"] for r in mv.query_rows(mc, coll, build_scope_filter(narrowed), output_fields=["id"],
-                                                 limit=None)}
-    assert got_narrow == {r["id"] for r in rows if _in_scope(r, narrowed)}
+def _logical(row: dict) -> dict:
+    """A Milvus row under the permission service's field names (what ``ReadableScope.matches`` reads)."""
+    return {name: row[FIELD_MAP.get(name, name)] for name in SCOPE_FIELDS}
 
 
-def test_coarsened_scope_is_still_a_superset(mc: MilvusClient, scope_world, monkeypatch: pytest.MonkeyPatch) -> None:
-    w, coll, rows = scope_world
-    monkeypatch.setattr(mv, "MAX_FILTER_IDS", 1)
-    for user in ("u0", "u3", "u5"):
-        scope = _scope_for(w, user)
-        got = {r["id"] for r in mv.query_rows(mc, coll, build_scope_filter(scope), output_fields=["id"], limit=None)}
-        assert {r["id"] for r in rows if _in_scope(r, scope)} <= got
-        assert all(r["tenant_id"] == "t1" for r in rows if r["id"] in got)
-    assert "kb_ids" in mv.coarsened_lists(MilvusScope(tenant_id="t1", kb_ids=["a", "b"]))
+def _befriend(w: World) -> None:
+    """Most generated people can read nothing; give them something through every kind of grant:
+    active accounts, viewer or editor on the first knowledge base, workspace membership for every
+    third user, and a viewer, editor or manager on each custom document."""
+    w.users = [replace(u, status="active", tenant_role=u.tenant_role or "member") for u in w.users]
+    a_users = [u.n for u in w.users if u.tenant == "A"]
+    have = {(g.object_type, g.object_n, g.subject_type, g.subject_n) for g in w.grants}
+    extra = [WGrant("knowledge_base", w.kbs[0].n, "user", n, ("viewer", "editor")[n % 2]) for n in a_users]
+    extra += [WGrant("document", d.n, "user", a_users[d.n % len(a_users)], ("viewer", "editor", "manager")[d.n % 3])
+              for d in w.docs if d.mode == "custom"]
+    w.grants = w.grants + [g for g in extra if (g.object_type, g.object_n, g.subject_type, g.subject_n) not in have]
+    in_ws = {(m.ws, m.user) for m in w.members}
+    w.members = w.members + [WMember(x.n, n, "member") for x in w.workspaces if x.tenant == "A"
+                             for n in a_users if n % 3 == 0 and (x.n, n) not in in_ws]
 
 
-def test_search_with_scope_returns_only_scoped_rows(mc: MilvusClient, scope_world) -> None:
-    w, coll, rows = scope_world
-    spec = make_profile(model_name=None, dim=0, version=99)
-    scope = _scope_for(w, "u1")
-    allowed = {r["id"] for r in rows if _in_scope(r, scope)}
-    hits = mv.hybrid_search(mc, coll, "kettle", build_scope_filter(scope), 200, spec)
-    assert {h.id for h in hits} == allowed
-    with pytest.raises(ValidationError):
-        build_scope_filter(MilvusScope(tenant_id='t1" or tenant_id != "'))
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.filter_too_much])
+@given(w=worlds(max_docs=12), friendly=st.booleans())
+def test_readable_scope_filter_on_milvus_is_a_superset_of_readable(db, mc: MilvusClient, scope_spec: ProfileSpec,
+                                                                    w: World, friendly: bool) -> None:
+    assume(len(w.docs) >= 2)
+    if friendly:
+        _befriend(w)
+    coll = scope_spec.collection_name
+    nested = db.begin_nested()
+    try:
+        insert_world(db, w)
+        doc_ids = [uid("doc", d.n) for d in w.docs]
+        access = chunk_access_many(db, doc_ids)
+        assert set(access) == set(doc_ids)
+        rows = _world_rows(w, access)
+        mv.upsert_rows(mc, coll, rows)
+        for who in principals_of(w):
+            p = to_principal(w, who)
+            scope = readable_scope(db, p)
+            flt = mv.and_filters(scope.to_milvus_filter(FIELD_MAP), "is_current == true")
+            got = {r["id"] for r in mv.query_rows(mc, coll, flt, output_fields=["id"], limit=None)}
+            readable = {str(d) for d in filter_readable_documents(db, p, doc_ids, for_search=True)}
+            ctx = f"\n{w.describe()}\nprincipal: {who}\nfilter: {flt}"
+            missed = {r["id"] for r in rows if r["is_current"] and r["document_id"] in readable} - got
+            assert not missed, f"prefilter misses readable rows {sorted(missed)}{ctx}"
+            assert got == {r["id"] for r in rows if r["is_current"] and scope.matches(_logical(r))}, \
+                f"Milvus and ReadableScope.matches disagree{ctx}"
+            if got and who.kind != "system":
+                hits = mv.hybrid_search(mc, coll, "kettle", flt, 200, scope_spec)
+                assert {h.id for h in hits} == got, ctx
+    finally:
+        nested.rollback()
+        mv.delete_rows(mc, coll, filter=WORLD_TENANTS)
+
+
+def test_scope_filter_uses_only_indexed_fields_and_quotes_values(mc: MilvusClient, scope_spec: ProfileSpec) -> None:
+    full = ReadableScope(tenant_id="t1", public=True, **{k: frozenset({"x1", "x2"}) for k in (
+        "workspace_ids", "kb_read", "kb_edit", "kb_manage", "doc_read", "doc_edit", "doc_manage", "link_kb_ids",
+        "link_doc_ids")})
+    dify = ReadableScope(tenant_id="t1", dify_kb_ids=frozenset({"k1"}))
+    for expr in (full.to_milvus_filter(FIELD_MAP), dify.to_milvus_filter(FIELD_MAP), mv._warm_probe_filter()):
+        fields = set(re.findall(r"(\w+) (?:==|!=|in) ", expr))
+        assert fields and fields <= set(mv.INDEXED_SCALARS), (fields - set(mv.INDEXED_SCALARS), expr)
+    coll = scope_spec.collection_name
+    mv.upsert_rows(mc, coll, [_row("inj-1", "quoted tenant", visibility_eff="public")])
+    try:
+        assert {r["id"] for r in mv.query_rows(mc, coll, _scope_filter(public=True))} == {"inj-1"}
+        assert mv.query_rows(mc, coll, _scope_filter(tenant_id='t1" or tenant_id != "', public=True)) == []
+    finally:
+        mv.delete_rows(mc, coll, ["inj-1"])
