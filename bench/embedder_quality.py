@@ -112,7 +112,11 @@ def evaluate(client: MilvusClient, spec: ProfileSpec, corpus: dict[str, str], qu
     load_s = time.perf_counter() - started
     mv.compact(client, spec.collection_name)
     mv.warm(client, spec.collection_name, spec)
-    flt = mv.build_scope_filter(mv.MilvusScope(tenant_id="bench", include_public=True))
+    from openkb.permissions.scope import ReadableScope
+    from openkb.retrieval.service import FIELD_MAP
+
+    # the filter retrieval sends for a public reader of this one-tenant benchmark collection
+    flt = mv.and_filters(ReadableScope(tenant_id="bench", public=True).to_milvus_filter(FIELD_MAP), "is_current == true")
     scores, times = [], []
     for qid, text in queries.items():
         t = time.perf_counter()
