@@ -93,10 +93,19 @@ class _Many(Expr):
         return "(" + f" {self.op} ".join(p.to_milvus(fields) for p in self.parts) + ")"
 
 
+# Longest id list spelled out in a filter (~200 KB of expression at 5,000 uuids). Beyond it the
+# clause becomes TRUE, which is sound: this algebra has no negation, so every clause is
+# monotone and widening one only adds candidates, which the final PostgreSQL check removes. The
+# tenant equality is never a list, so widening never crosses a tenant.
+MAX_LIST = 5000
+
+
 def one_of(field: str, values: Iterable[str]) -> Expr:
     vals = tuple(sorted({str(v) for v in values}))
     if not vals:
         return FALSE
+    if len(vals) > MAX_LIST:
+        return TRUE
     return Eq(field, vals[0]) if len(vals) == 1 else In(field, vals)
 
 
