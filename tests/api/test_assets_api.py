@@ -5,16 +5,6 @@ from __future__ import annotations
 import io
 
 import httpx
-import pytest
-
-from tests.content.http_world import HttpWorld
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
 
 
 def test_upload_and_read(w):

@@ -9,15 +9,6 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.content.http_world import HttpWorld
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
-
 
 @pytest.fixture()
 def small_limit(app_ctx, monkeypatch):

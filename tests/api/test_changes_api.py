@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
 
-from tests.content.http_world import HttpWorld, sha
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
+from tests.content.http_world import sha
 
 
 def test_revert_by_run_id(w):

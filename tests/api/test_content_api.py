@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
 
-from tests.content.http_world import HttpWorld, recording_queue, sha
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
+from tests.content.http_world import recording_queue, sha
 
 
 def test_workspaces_and_members(w):

@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import io
 
-import pytest
-
-from tests.content.http_world import HttpWorld
-
-OUTSIDERS = ("other_tenant", "guest", "outsider", "anon")
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
-
-
-def _client(w, name):
-    return w.anon if name == "anon" else w.c[name]
+from tests.content.http_world import OUTSIDERS
 
 
 def test_outsiders_see_nothing(w):
@@ -53,7 +38,7 @@ def test_outsiders_see_nothing(w):
     assert changes
     not_found.append(f"/api/changes/{changes[0]['id']}")
     for name in OUTSIDERS:
-        c = _client(w, name)
+        c = w.by_name(name)
         for path in not_found:
             r = c.get(path)
             if name == "guest" and path.startswith(f"/api/workspaces/{ws_id}"):

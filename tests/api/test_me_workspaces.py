@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
 
 from tests.api.helpers import login, make_login_user
-from tests.content.http_world import HttpWorld
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
 
 
 def test_me_lists_workspaces_with_roles(w, committed, live_server):

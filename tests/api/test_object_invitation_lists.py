@@ -5,22 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 
-from tests.content.http_world import HttpWorld
-
-OUTSIDERS = ("other_tenant", "guest", "outsider", "anon")
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
-
-
-def _client(w, name):
-    return w.anon if name == "anon" else w.c[name]
+from tests.content.http_world import OUTSIDERS
 
 
 def test_list_knowledge_base_invitations(w):
@@ -66,7 +52,7 @@ def test_list_knowledge_base_invitations(w):
     r = w.c["member"].get(base)
     assert r.status_code == 403 and r.json()["error"] == "PERMISSION_DENIED"
     for name in OUTSIDERS + ("admin",):  # a workspace admin gets no private content either
-        r = _client(w, name).get(base)
+        r = w.by_name(name).get(base)
         assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND", (name, r.text)
         assert link["id"] not in r.text
     r = o.get(f"/api/objects/knowledge_base/{w.other_tenant.id}/invitations")
@@ -84,7 +70,7 @@ def test_list_workspace_and_document_invitations(w):
         r = w.c[name].get(ws_base)
         assert r.status_code == 403 and r.json()["error"] == "PERMISSION_DENIED", name
     for name in ("other_tenant", "outsider", "anon"):
-        r = _client(w, name).get(ws_base)
+        r = w.by_name(name).get(ws_base)
         assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND", (name, r.text)
 
     page = w.doc("Custom page", markdown="x\n")
@@ -93,7 +79,7 @@ def test_list_workspace_and_document_invitations(w):
     dinv = o.post(doc_base, json={"role": "viewer"}).json()
     assert [i["id"] for i in o.get(doc_base).json()["items"]] == [dinv["id"]]
     for name in OUTSIDERS + ("member",):
-        r = _client(w, name).get(doc_base)
+        r = w.by_name(name).get(doc_base)
         assert r.status_code == 404, (name, r.text)
 
 

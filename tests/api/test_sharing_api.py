@@ -7,19 +7,10 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import pytest
 from sqlmodel import select
 
 from openkb.models import AuditLog
 from tests.api.helpers import auth_settings_override, unique_email
-from tests.content.http_world import HttpWorld
-
-
-@pytest.fixture()
-def w(live_server, committed):
-    world = HttpWorld(live_server, committed)
-    yield world
-    world.close()
 
 
 def _audit_actions(committed, object_id):

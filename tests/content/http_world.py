@@ -39,6 +39,10 @@ def recording_queue() -> Iterator[RecordingQueue]:
         jobs.set_queue(previous)
 
 
+# who must see nothing of a private knowledge base (names of ``HttpWorld`` clients; "anon" = no login)
+OUTSIDERS = ("other_tenant", "guest", "outsider", "anon")
+
+
 class HttpWorld:
     def __init__(self, base: str, committed: Any) -> None:
         self.base = base
@@ -73,6 +77,9 @@ class HttpWorld:
         c = bearer_client(self.base, token) if token else httpx.Client(base_url=self.base, timeout=30)
         self._clients.append(c)
         return c
+
+    def by_name(self, name: str) -> httpx.Client:
+        return self.anon if name == "anon" else self.c[name]
 
     def close(self) -> None:
         for c in self._clients:
