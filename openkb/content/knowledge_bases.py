@@ -23,7 +23,7 @@ from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import jsonable, record_change
-from openkb.content.workspaces import access_workspace, check_slug, slugify, unique_slug
+from openkb.content.workspaces import access_workspace, check_slug, choose_slug, slugify, unique_slug
 from openkb.errors import AlreadyExists, NotFound, PermissionDenied, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Document, KnowledgeBase
@@ -117,12 +117,7 @@ def create_knowledge_base(session: Session, actor: Actor, *, workspace_id: uuid.
     desc = limits.check_name(description, "description", cfg, allow_empty=True) if description is not None else None
     sets = check_settings(settings, cfg)
     taken = set(session.exec(select(KnowledgeBase.slug).where(col(KnowledgeBase.workspace_id) == workspace_id)).all())
-    if slug is not None:
-        s = check_slug(slug)
-        if s in taken:
-            raise AlreadyExists(f"a knowledge base with slug {s!r} already exists in this workspace", field="slug")
-    else:
-        s = unique_slug(taken, slugify(title))
+    s = choose_slug(taken, slug, title, "a knowledge base with slug {slug!r} already exists in this workspace")
     kb = KnowledgeBase(tenant_id=actor.tenant_id, workspace_id=workspace_id, title=title, slug=s,
                        description=desc or None, visibility=visibility, status="active", settings=sets,
                        created_by=actor.user_id)

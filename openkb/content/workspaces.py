@@ -55,6 +55,17 @@ def unique_slug(taken: set[str], base: str) -> str:
     return secrets.token_hex(8)
 
 
+def choose_slug(taken: set[str], requested: str | None, name: str, duplicate: str) -> str:
+    """The slug a new object gets: the requested one (checked; ``AlreadyExists`` with the message
+    ``duplicate`` if ``taken`` holds it), else one made from ``name`` that ``taken`` does not hold."""
+    if requested is None:
+        return unique_slug(taken, slugify(name))
+    s = check_slug(requested)
+    if s in taken:
+        raise AlreadyExists(duplicate.format(slug=s), field="slug")
+    return s
+
+
 def workspace_out(ws: Workspace, role: str | None = None) -> dict[str, Any]:
     return {"id": ws.id, "name": ws.name, "slug": ws.slug, "description": ws.description, "role": role,
             "created_by": ws.created_by, "created_at": ws.created_at, "updated_at": ws.updated_at}
@@ -95,12 +106,7 @@ def create_workspace(session: Session, actor: Actor, *, name: str, slug: str | N
     desc = limits.check_name(description, "description", allow_empty=True) if description is not None else None
     tenant = actor.tenant_id
     taken = set(session.exec(select(Workspace.slug).where(col(Workspace.tenant_id) == tenant)).all())
-    if slug is not None:
-        s = check_slug(slug)
-        if s in taken:
-            raise AlreadyExists(f"a workspace with slug {s!r} already exists", field="slug")
-    else:
-        s = unique_slug(taken, slugify(name))
+    s = choose_slug(taken, slug, name, "a workspace with slug {slug!r} already exists")
     ws = Workspace(tenant_id=tenant, name=name, slug=s, description=desc or None, created_by=actor.user_id)
     session.add(ws)
     session.flush()

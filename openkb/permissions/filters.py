@@ -109,25 +109,22 @@ def one_of(field: str, values: Iterable[str]) -> Expr:
     return Eq(field, vals[0]) if len(vals) == 1 else In(field, vals)
 
 
-def all_of(*parts: Expr) -> Expr:
+def _combine(parts: tuple[Expr, ...], op: str, absorbing: Expr, neutral: Expr) -> Expr:
+    """``and``/``or`` with constant folding: the absorbing constant wins, neutral ones vanish."""
     kept = []
     for p in parts:
-        if p is FALSE:
-            return FALSE
-        if p is not TRUE:
+        if p is absorbing:
+            return absorbing
+        if p is not neutral:
             kept.append(p)
     if not kept:
-        return TRUE
-    return kept[0] if len(kept) == 1 else _Many(tuple(kept), "and")
+        return neutral
+    return kept[0] if len(kept) == 1 else _Many(tuple(kept), op)
+
+
+def all_of(*parts: Expr) -> Expr:
+    return _combine(parts, "and", FALSE, TRUE)
 
 
 def any_of(*parts: Expr) -> Expr:
-    kept = []
-    for p in parts:
-        if p is TRUE:
-            return TRUE
-        if p is not FALSE:
-            kept.append(p)
-    if not kept:
-        return FALSE
-    return kept[0] if len(kept) == 1 else _Many(tuple(kept), "or")
+    return _combine(parts, "or", TRUE, FALSE)

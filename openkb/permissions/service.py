@@ -119,8 +119,7 @@ class TreeAccess:
         return Action(action) in self._caps.get(str(doc_id), ())
 
     def allowed(self, action: Action | str = Action.READ) -> set[uuid.UUID]:
-        act = Action(action)
-        return {uuid.UUID(d) for d, caps in self._caps.items() if act in caps}
+        return {uuid.UUID(d) for d in self.ids_allowing(action)}
 
     @property
     def documents(self) -> dict[uuid.UUID, frozenset[Action]]:
