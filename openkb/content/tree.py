@@ -5,8 +5,9 @@ Depth counts levels (a root document has depth 1) and is capped by ``max_folder_
 
 Visibility is decided by the permission service only: the tree and the trash ask its
 knowledge-base fast path (``tree_access``: the whole knowledge base in one statement, decided
-top-down by the same rules as ``filter_readable_documents``) once, after loading their rows, so
-a document created in between is simply left out. An item whose parent
+top-down by the same rules as ``filter_readable_documents``). The tree's rows come from that very
+statement; the trash loads its rows first, so a document trashed in between is simply left
+out. An item whose parent
 the caller cannot see (a custom document more open than its folder) is hung under its nearest
 visible ancestor, or the root, so the tree never names a hidden folder.
 """
