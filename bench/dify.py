@@ -83,8 +83,9 @@ def start_server(home: Path, port: int, embedder_url: str) -> subprocess.Popen[b
     # What `openkb serve` does (borrowing this process's embedded PostgreSQL and Milvus),
     # without importing every CLI command module.
     code = ("import uvicorn\nfrom cli.context import appliance\nfrom server.app import create_app\n"
+            "from workers.queue import HueyQueue\n"
             "with appliance(migrate=False) as ctx:\n"
-            f"    uvicorn.run(create_app(ctx), host='127.0.0.1', port={port}, log_level='warning', access_log=False)\n")
+            f"    uvicorn.run(create_app(ctx, queue=HueyQueue()), host='127.0.0.1', port={port}, log_level='warning', access_log=False)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 180

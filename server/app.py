@@ -17,44 +17,25 @@ from fastapi import FastAPI, Request
 
 from openkb import __version__
 from openkb.context import AppContext
-from openkb.jobs import set_queue
-from openkb.runtime import optional_module
+from openkb.indexing.service import warm_active
+from openkb.jobs import JobQueue, set_queue
 from server import errors
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
+from server.routers import admin, assets, auth, changes, content, dify, groups, health, milvus_admin, search, sharing
 
 log = logging.getLogger("openkb.server")
 
-# Routers are found by module name so parts of the API can land independently.
-ROUTER_MODULES = (
-    "server.routers.health",
-    "server.routers.auth",
-    "server.routers.admin",
-    "server.routers.groups",
-    "server.routers.content",
-    "server.routers.sharing",
-    "server.routers.assets",
-    "server.routers.changes",
-    "server.routers.search",
-    "server.routers.milvus_admin",
-    "server.routers.dify",
-)
+# Every router, imported plainly: a missing or broken one fails the start, not one route later.
+ROUTERS = (health.router, auth.router, admin.router, groups.router, content.router, sharing.router,
+           assets.router, changes.router, search.router, milvus_admin.router, dify.router)
 
 
-def _warmup(ctx: AppContext) -> dict[str, Any]:
-    """Load and warm the active collection; a no-op report when indexing isn't set up."""
-    mod = optional_module("openkb.indexing.service")
-    if mod is None:
-        return {"skipped": "indexing not installed"}
-    return mod.warm_active(ctx)  # type: ignore[no-any-return]
-
-
-def create_app(ctx: AppContext, *, queue: Any = None, warm: bool = True) -> FastAPI:
+def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAPI:
+    """``queue`` is where services' after-commit jobs go (``workers.queue.HueyQueue`` in
+    ``openkb serve``; a ``RecordingQueue`` in tests): the caller chooses it, so the server never
+    imports the worker package."""
     configure_logging(ctx.settings.openkb_log_level)
-    if queue is None:
-        from workers.queue import HueyQueue
-
-        queue = HueyQueue()
     set_queue(queue)
 
     @asynccontextmanager
@@ -62,7 +43,7 @@ def create_app(ctx: AppContext, *, queue: Any = None, warm: bool = True) -> Fast
         async def do_warm() -> None:
             t = time.perf_counter()
             try:
-                app.state.warm["result"] = await asyncio.to_thread(_warmup, ctx) if warm else {"skipped": "disabled"}
+                app.state.warm["result"] = await asyncio.to_thread(warm_active, ctx) if warm else {"skipped": "disabled"}
             except Exception as exc:  # noqa: BLE001 - readiness reports it
                 log.exception("warm-up failed")
                 app.state.warm["error"] = str(exc)
@@ -103,14 +84,8 @@ def create_app(ctx: AppContext, *, queue: Any = None, warm: bool = True) -> Fast
                   (time.perf_counter() - t) * 1000)
         return response
 
-    for name in ROUTER_MODULES:
-        mod = optional_module(name)
-        if mod is None:
-            continue
-        if hasattr(mod, "install"):
-            mod.install(app)
-        else:
-            app.include_router(mod.router)
+    for router in ROUTERS:
+        app.include_router(router)
 
     base_openapi = app.openapi
 

@@ -179,9 +179,10 @@ def live_server(app_ctx):
 
     from openkb.runtime.embedded import free_port
     from server.app import create_app
+    from workers.queue import HueyQueue
 
     port = free_port()
-    app = create_app(app_ctx)
+    app = create_app(app_ctx, queue=HueyQueue())
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)

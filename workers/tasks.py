@@ -15,6 +15,7 @@ from huey import Huey
 from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import OpenKBError
+from openkb.indexing.jobs import JOB_HANDLERS as INDEX_JOB_HANDLERS
 
 log = logging.getLogger("openkb.worker")
 
@@ -61,21 +62,12 @@ def ping(ctx: AppContext, session: Any, *, note: str = "") -> str:
     return "pong"
 
 
-def _load_domain_jobs() -> None:
-    # Domain packages that own jobs expose ``JOB_HANDLERS = {name: fn}``; imported lazily so a
-    # missing optional part never stops the worker from serving the others.
-    from openkb.runtime import optional_module
-
-    for mod in ("openkb.indexing.jobs",):
-        m = optional_module(mod)
-        if m is None:
-            continue
-        for name, fn in getattr(m, "JOB_HANDLERS", {}).items():
-            JOBS[name] = fn
+# Domain packages that own jobs expose ``JOB_HANDLERS = {name: fn}``, registered here by a plain
+# import: a worker that cannot load a handler fails at start, not on the first job of that name.
+JOBS.update(INDEX_JOB_HANDLERS)
 
 
 def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
-    _load_domain_jobs()
     fn = JOBS.get(name)
     if fn is None:
         raise OpenKBError(f"unknown job {name!r}")

@@ -51,10 +51,11 @@ def serve(
 
     from cli.supervisor import check_port
     from server.app import create_app
+    from workers.queue import HueyQueue
 
     check_port(host, port)
     with appliance(migrate=not os.environ.get("OPENKB_SUPERVISED")) as ctx:
-        app = create_app(ctx)
+        app = create_app(ctx, queue=HueyQueue())
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 
 
