@@ -5,7 +5,9 @@ from openkb.models.accounts import (
 )
 from openkb.models.audit import AuditLog, Change
 from openkb.models.content import Document, DocumentVersion, KnowledgeBase, Workspace, WorkspaceMember
-from openkb.models.indexing import DocumentAsset, DocumentChunk, ImportJob, IndexRebuildJob, MilvusIndexProfile
+from openkb.models.indexing import (
+    DocumentAsset, DocumentChunk, ImportJob, IndexRebuildJob, MilvusAliasSwitch, MilvusIndexProfile,
+)
 from openkb.models.integrations import (
     DifyApiKey, DifyKnowledgeMapping, McpOAuthAuthorizationCode, McpOAuthClient, McpOAuthGrant,
     McpOAuthRefreshToken, McpPersonalAccessToken,
@@ -16,7 +18,7 @@ __all__ = [
     "AuditLog", "AuthSettings", "Change", "Collaborator", "DifyApiKey", "DifyKnowledgeMapping", "Document",
     "DocumentAsset", "DocumentChunk", "DocumentVersion", "EmailToken", "Group", "GroupMember", "ImportJob",
     "IndexRebuildJob", "Invitation", "InvitationAcceptance", "KnowledgeBase", "McpOAuthAuthorizationCode",
-    "McpOAuthClient", "McpOAuthGrant", "McpOAuthRefreshToken", "McpPersonalAccessToken", "MilvusIndexProfile",
+    "McpOAuthClient", "McpOAuthGrant", "McpOAuthRefreshToken", "McpPersonalAccessToken", "MilvusAliasSwitch", "MilvusIndexProfile",
     "RateLimitBucket", "ShareLink", "Tenant", "TenantMembership", "User", "UserSession", "Workspace",
     "WorkspaceMember",
 ]

@@ -19,7 +19,10 @@ SUBJECT_TYPES = ("user", "group")
 COLLABORATOR_SOURCES = ("direct", "invitation", "system", "transfer")
 INVITATION_STATUSES = ("pending", "accepted", "rejected", "expired", "revoked", "awaiting_approval")
 IMPORT_STATUSES = ("pending", "running", "succeeded", "failed")
-PROFILE_STATUSES = ("building", "active", "deprecated", "failed")
+# docs/07 lists building/active/deprecated/failed; ready (rebuilt, healthy, not active) and dropped
+# (collection dropped, profile kept) were added by migration 0002.
+PROFILE_STATUSES = ("building", "ready", "active", "deprecated", "failed", "dropped")
+ALIAS_SWITCH_KINDS = ("initial", "switch", "rollback")
 REBUILD_STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 INDEX_STATUSES = ("pending", "indexed", "failed")
 CLIENT_STATUSES = ("active", "disabled")

@@ -6,11 +6,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, CheckConstraint, Column, Index, UniqueConstraint
+from sqlalchemy import BigInteger, CheckConstraint, Column, ForeignKey, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from openkb.models._base import check_in, fk, id_field, jsonb, text_array, ts
-from openkb.models.enums import IMPORT_STATUSES, PROFILE_STATUSES, REBUILD_STATUSES
+from openkb.models.enums import ALIAS_SWITCH_KINDS, IMPORT_STATUSES, PROFILE_STATUSES, REBUILD_STATUSES
 
 
 class DocumentAsset(SQLModel, table=True):
@@ -118,3 +118,29 @@ class IndexRebuildJob(SQLModel, table=True):
     started_at: datetime = ts()
     finished_at: datetime | None = ts(nullable=True)
     error: str | None = None
+
+
+class MilvusAliasSwitch(SQLModel, table=True):
+    """One move of the active alias (docs/retrieval.md#rollback): PostgreSQL's history of what
+    searches hit, which Milvus itself does not keep. ``rollback`` reads it to find "the
+    collection active before the last switch" and writes its own row with ``reverts_id`` set, so
+    a second rollback goes one step further back instead of flipping back to the new collection.
+    ``id`` is a sequence, not a UUID: two switches in one transaction share ``now()``, and the
+    order must still be exact."""
+
+    __tablename__ = "milvus_alias_switches"
+    __table_args__ = (
+        CheckConstraint(check_in("kind", ALIAS_SWITCH_KINDS), name="milvus_alias_switches_kind_check"),
+        Index("ix_milvus_alias_switches_alias", "alias", "id"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(BigInteger, primary_key=True, autoincrement=True))
+    alias: str
+    from_collection: str | None = None
+    to_collection: str
+    kind: str
+    reverts_id: int | None = Field(default=None, sa_column=Column(
+        BigInteger, ForeignKey("milvus_alias_switches.id", ondelete="SET NULL"), nullable=True))
+    actor_type: str = Field(default="system")
+    actor_user_id: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
+    created_at: datetime = ts()
