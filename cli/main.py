@@ -1,80 +1,123 @@
 """The ``openkb`` command. Subcommand groups live in ``cli/commands``; this file wires them and
-turns domain errors into one line on stderr plus the error class's exit code."""
+turns every error a user can cause into one line on stderr plus an exit code (docs/operations.md):
+a domain error exits with its class's ``exit_code``, a usage error (unknown command or option,
+missing option, bad value) with 2. Never a traceback for either.
+
+The trap: typer >= 0.2x raises its *vendored* click's exceptions (``typer._click``), which are
+not ``click.ClickException``; the public base they share is ``typer.TyperException``. Older
+typer raises real click ones. ``_usage_error_types`` collects whichever exist.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated, Any
 
 # Before anything imports grpc: its fork handlers can break live channels when a library forks.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import typer
 
+from cli.commands import dify, groups, index, profiles, search, system, users
+from openkb import __version__
 from openkb.errors import OpenKBError
 
 app = typer.Typer(name="openkb", help="OpenKB: self-hosted Markdown knowledge base.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 
-COMMAND_MODULES = (
-    "cli.commands.system",
-    "cli.commands.users",
-    "cli.commands.groups",
-    "cli.commands.profiles",
-    "cli.commands.index",
-    "cli.commands.search",
-    "cli.commands.dify",
-)
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"openkb {__version__}")
+        raise typer.Exit(0)
 
 
-def _register() -> None:
-    from openkb.runtime import optional_module
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """OpenKB: self-hosted Markdown knowledge base."""
 
-    for name in COMMAND_MODULES:
-        mod = optional_module(name)
-        if mod is not None:
-            mod.register(app)
+
+for _module in (system, users, groups, profiles, index, search, dify):
+    _module.register(app)
 
 
-_register()
+def _usage_error_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [typer.TyperException]
+    try:
+        import click
+
+        types.append(click.ClickException)
+    except ImportError:  # pragma: no cover - typer >= 0.2x does not need click
+        pass
+    return tuple(types)
+
+
+def _abort_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [typer.Abort]
+    try:
+        import click
+
+        types.append(click.exceptions.Abort)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(types)
+
+
+def usage_error_message(exc: Any) -> str:
+    """``<message> (see 'openkb user list --help')`` on one line, whatever the message holds."""
+    message = " ".join(str(exc.format_message()).split())
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"{message}{hint}"
+
+
+def _error(message: str) -> None:
+    from rich.markup import escape
+
+    from cli.output import err_console
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def run() -> None:
-    from cli.output import err_console
-
     try:
-        rc = app(standalone_mode=False)
+        rc = app(prog_name="openkb", standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except OpenKBError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.detail}", highlight=False, soft_wrap=True)
+        _error(str(exc.detail))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        from cli.output import err_console
+
         err_console.print("interrupted")
         sys.exit(130)
     except SystemExit:
         raise
-    except OSError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "),
-                          highlight=False, soft_wrap=True)
-        sys.exit(74)
-    except Exception as exc:  # click usage errors and friends
-        import click
+    except _usage_error_types() as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `openkb user`: the group's help, as asked
+            exc.show()  # type: ignore[attr-defined]
+        else:
+            _error(usage_error_message(exc))
+        sys.exit(getattr(exc, "exit_code", 2))
+    except _abort_types():
+        from cli.output import err_console
 
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            err_console.print("aborted")
-            sys.exit(1)
+        err_console.print("aborted")
+        sys.exit(1)
+    except OSError as exc:
+        _error(f"{exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "))
+        sys.exit(74)
+    except Exception as exc:
         from sqlalchemy.exc import OperationalError
 
         if isinstance(exc, OperationalError):
             first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
-            err_console.print(f"[bold red]error:[/] PostgreSQL is unreachable (DATABASE_URL): {first}",
-                              highlight=False, soft_wrap=True)
+            _error(f"PostgreSQL is unreachable (DATABASE_URL): {first}")
             sys.exit(69)
         raise
 

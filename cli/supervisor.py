@@ -100,17 +100,13 @@ class Supervisor:
             raise
 
     def _ensure_default_profile(self, endpoints) -> None:  # type: ignore[no-untyped-def]
-        from openkb.runtime import optional_module
-
-        indexing = optional_module("openkb.indexing.service")
-        if indexing is None:
-            return
         from openkb.context import AppContext
+        from openkb.indexing.service import ensure_default_profile
 
         ctx = AppContext.build(self.settings, endpoints)
         try:
             with session_scope(ctx.engine) as s:
-                indexing.ensure_default_profile(ctx, s)
+                ensure_default_profile(ctx, s)
         finally:
             ctx.close()
 

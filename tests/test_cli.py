@@ -202,3 +202,50 @@ def test_up_on_a_fresh_home_end_to_end(tmp_path):
     # children gone: nothing listens on the port any more
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+
+
+# --- usage errors: one line on stderr, exit 2, never a traceback (docs/operations.md) ------------
+
+USAGE_ERRORS = [
+    pytest.param(["nosuch"], "No such command", id="unknown-command"),
+    pytest.param(["--bogus"], "No such option", id="unknown-top-level-option"),
+    pytest.param(["up", "--port", "abc"], "--port", id="bad-int-top-level"),
+    pytest.param(["user", "nosuch"], "No such command", id="unknown-nested-command"),
+    pytest.param(["user", "list", "--bogus"], "No such option", id="unknown-nested-option"),
+    pytest.param(["user", "list", "--status"], "requires an argument", id="option-without-value"),
+    pytest.param(["dify", "key", "create"], "Missing option", id="missing-nested-option"),
+    pytest.param(["dify", "key", "create", "--name", "k", "--top-k-limit", "many"], "--top-k-limit",
+                 id="bad-int-nested"),
+    pytest.param(["search"], "Missing argument", id="missing-argument"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle"), USAGE_ERRORS)
+def test_usage_error_is_one_line_and_exit_2(args, needle, test_home):
+    p = run(args, env={"OPENKB_HOME": str(test_home)})
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("error:") and needle in lines[0], lines[0]
+    assert p.stdout == ""
+
+
+def test_usage_error_names_the_help_of_the_command_that_failed(test_home):
+    p = run(["user", "list", "--bogus"], env={"OPENKB_HOME": str(test_home)})
+    assert "openkb user list --help" in p.stderr
+
+
+def test_version_prints_the_package_version():
+    from openkb import __version__
+
+    p = run(["--version"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"openkb {__version__}"
+    assert p.stderr == ""
+
+
+def test_no_arguments_prints_help_not_a_traceback():
+    p = run([])
+    assert "Traceback" not in p.stderr + p.stdout
+    assert "Usage: openkb" in p.stdout + p.stderr
