@@ -128,3 +128,20 @@ class IndexError_(OpenKBError):
     http_status = 502
     exit_code = 69
     retryable = True
+
+
+# --- Dify External Knowledge (POST /retrieval; the server renders these in Dify's wire shape) ----
+
+
+class DifyKeyRejected(PermissionDenied):
+    """The Dify API key is unknown, disabled, revoked or expired, or may not read the knowledge
+    base its ``knowledge_id`` maps to (Dify shows 403 ``error_code`` 1002)."""
+
+    code = "DIFY_KEY_REJECTED"
+
+
+class DifyKnowledgeNotFound(NotFound):
+    """The ``knowledge_id`` Dify sent is not mapped in the key's tenant, or its mapping is
+    disabled (Dify shows 404 ``error_code`` 2001)."""
+
+    code = "DIFY_KNOWLEDGE_NOT_FOUND"

@@ -1,40 +1,34 @@
-"""``POST /retrieval`` for Dify's External Knowledge API, app-key-bound (spec docs/11).
+"""Dify-key-bound retrieval (spec docs/11, docs/dify.md): who is calling and what it may read
+(``identify`` + ``authorize``), then the search with Dify's metadata conditions (``retrieve``).
 
-Flow of one call (the router owns the two units of work)::
+Dify's wire format (the ``Authorization`` header, the JSON body, ``{"error_code", "error_msg"}``
+and its statuses) is the server's business (``server/dify_wire.py``); this module takes a parsed
+token and a ``RetrievalQuery`` and raises domain errors with stable codes:
 
-    parse Authorization            -> 403 1001
-    parse + validate the JSON body -> 400 2002 (after the key check: no body oracle for strangers)
-    ONE query: key by hash + mapping of (key's tenant, knowledge_id)
-        unknown / disabled / revoked / expired key            -> 403 1002
-    rate limit per key (fixed window in PostgreSQL)           -> 429 3001 + Retry-After
-    last_used_at (at most once a minute)
-    knowledge_id == ""  (Dify's registration probe)           -> 200 {"records": []}
-    mapping missing / disabled / other tenant's               -> 404 2001
-    mapped knowledge base not in the key's allow-list         -> 403 1002
+====================================  =====================================================
+raised                                when
+====================================  =====================================================
+``DifyKeyRejected``                   unknown, disabled, revoked or expired key; a key whose
+                                      stored metadata filter is unreadable; or the mapped
+                                      knowledge base is not in the key's allow-list
+``RateLimited`` (``retry_after``)     this key's requests per minute are exhausted
+``DifyKnowledgeNotFound``             knowledge_id not mapped (or mapping disabled, or in
+                                      another tenant)
+``ServiceUnavailable``/``IndexError_``  the search backend is down (from ``retrieve``)
+====================================  =====================================================
+
+Flow of one call (the adapter owns the two units of work)::
+
+    identify: ONE query, key by hash + mapping of (key's tenant, knowledge_id)
+    authorize: key status, rate limit per key (fixed window in PostgreSQL), last_used_at (at
+        most once a minute), the key's own metadata filter; knowledge_id == "" (Dify's
+        registration probe) -> an Authorized without a knowledge base; else mapping, allow-list
     -- commit (counter, last_used_at, failure audit): short, so hot keys don't queue on row locks
-    openkb.retrieval.search(principal = this key narrowed to that one knowledge base)
+    retrieve: openkb.retrieval.search(principal = this key narrowed to that one knowledge base)
         (scope prefilter -> Milvus hybrid -> PostgreSQL final check: published, readable)
-    metadata_condition AND the key's allowed_metadata_filters (conditions.py), score_threshold
-    (0.0/null = off), top_k (request's, capped by the key's limit; null -> the limit)
-    one audit row; commit
-
-Error table (Dify shows the body to the user; it does not parse the code):
-
-====  ======  ============================================================================
-HTTP  code    meaning
-====  ======  ============================================================================
-403   1001    Authorization header missing or not exactly ``Bearer <key>`` (also "Bearer Bearer x")
-403   1002    authorization failed: unknown, disabled, revoked or expired key; or the key may not
-              read the knowledge base that knowledge_id maps to
-404   2001    knowledge_id not mapped (or mapping disabled, or in another tenant)
-400   2002    malformed request body (not JSON, wrong types, unknown comparison_operator ...)
-429   3001    this key's rate limit is exhausted (Retry-After says when the window resets)
-503   5001    the search backend is unavailable (Dify retries 503)
-500   5000    unexpected server error
-====  ======  ============================================================================
-
-``error_code`` 1001/1002/2001 follow Dify's documentation; 2002/3001/500x are OpenKB's.
-422 is never returned: FastAPI's validation shape would be shown raw in Dify.
+        metadata condition AND the key's allowed_metadata_filters (conditions.py), score_threshold
+        (0.0/None = off), top_k (request's, capped by the key's limit; None -> the limit)
+    audit_call: one audit row per identified call; commit
 
 Metadata filtering DECISION: the condition language (every Dify operator, and/or, Unicode and
 ASCII forms) is richer than the retrieval service's ``filters`` (tags any-of, metadata
@@ -54,7 +48,6 @@ Scores: see ``RRF_MAX`` below — RRF-fused scores are rescaled to 0-1 for Dify'
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -64,31 +57,18 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticValidationError, field_validator
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, UUID as PG_UUID
 from sqlmodel import Session, select
 
 from openkb.dify import conditions as cond
 from openkb.dify import keys as keys_svc
-from openkb.errors import Unauthenticated
+from openkb.errors import DifyKeyRejected, DifyKnowledgeNotFound, RateLimited, Unauthenticated
 from openkb.models import DifyApiKey, DifyKnowledgeMapping
 from openkb.permissions.principal import Principal
 
 log = logging.getLogger("openkb.dify")
 
-# error codes ------------------------------------------------------------------------------------
-BAD_AUTH_HEADER = 1001
-AUTH_FAILED = 1002
-KNOWLEDGE_NOT_FOUND = 2001
-BAD_REQUEST = 2002
-RATE_LIMITED = 3001
-INTERNAL = 5000
-UNAVAILABLE = 5001
-
-# limits -----------------------------------------------------------------------------------------
-MAX_BODY_BYTES = 256 * 1024
-MAX_QUERY_CHARS = 10_000  # refused above this; the search itself takes the first 2000
 # Generous on purpose: Dify retries 429 three times, so a 429 must mean real overload of one
 # key, not a cautious default. Overridable with OPENKB_DIFY_RATE_LIMIT_PER_MINUTE once Settings
 # has that field (read with getattr so this module does not depend on it).
@@ -101,121 +81,33 @@ OVERFETCH = 5
 DIFY_RESERVED_META = ("score", "title", "dataset_id", "dataset_name")
 
 
-class DifyError(Exception):
-    """A Dify-shaped failure: ``{"error_code", "error_msg"}`` with ``status``."""
-
-    def __init__(self, status: int, error_code: int, error_msg: str, *, headers: dict[str, str] | None = None,
-                 key: DifyApiKey | None = None, audit: Mapping[str, Any] | None = None) -> None:
-        super().__init__(error_msg)
-        self.status = status
-        self.error_code = error_code
-        self.error_msg = error_msg
-        self.headers = headers or {}
-        self.key = key
-        self.audit = dict(audit or {})
-
-    def body(self) -> dict[str, Any]:
-        return {"error_code": self.error_code, "error_msg": self.error_msg}
-
-
-# --- request -------------------------------------------------------------------------------------
-
-
-class RetrievalSetting(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    top_k: int | None = Field(None, description="null = the key's limit; capped by it")
-    score_threshold: float | None = Field(None, description="0.0 or null = disabled")
-
-    @field_validator("top_k")
-    @classmethod
-    def _positive(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError("top_k must be at least 1")
-        return v
-
-    @field_validator("score_threshold")
-    @classmethod
-    def _finite(cls, v: float | None) -> float | None:
-        if v is not None and not (v == v and abs(v) != float("inf")):
-            raise ValueError("score_threshold must be a finite number")
-        return v
-
-
-class RetrievalRequest(BaseModel):
-    """Dify's body. ``knowledge_id`` "" is the registration probe; extra fields are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    knowledge_id: str = ""
-    query: str = ""
-    retrieval_setting: RetrievalSetting | None = None
-    metadata_condition: dict[str, Any] | None = None
-
-    @field_validator("query")
-    @classmethod
-    def _query(cls, v: str) -> str:
-        if len(v) > MAX_QUERY_CHARS:
-            raise ValueError(f"query is longer than {MAX_QUERY_CHARS} characters")
-        return v
-
-    @field_validator("knowledge_id")
-    @classmethod
-    def _kid(cls, v: str) -> str:
-        v = v.strip()
-        if len(v) > 255:
-            raise ValueError("knowledge_id is longer than 255 characters")
-        return v
-
-
 @dataclass(frozen=True)
-class ParsedRequest:
-    body: RetrievalRequest
-    condition: cond.Group | None
+class RetrievalQuery:
+    """One retrieval request, parsed: what ``retrieve`` needs, independent of Dify's JSON."""
 
-
-def parse_authorization(header: str | None) -> str:
-    """Exactly ``Bearer <key>``: scheme case-insensitive, one token, no spaces in it.
-
-    Trap: users paste "Bearer okdify_..." into Dify's key field, which then sends
-    "Bearer Bearer okdify_...". That is a malformed header (1001), not an unknown key, so the
-    message can say what went wrong.
-    """
-    if header is None or not header.strip():
-        raise DifyError(403, BAD_AUTH_HEADER, "missing Authorization header; expected 'Authorization: Bearer okdify_...'")
-    parts = header.strip().split()
-    if len(parts) != 2 or parts[0].lower() != "bearer":
-        hint = ""
-        if len(parts) >= 3 and parts[0].lower() == "bearer" and parts[1].lower() == "bearer":
-            hint = " ('Bearer ' was typed into the key: paste only the okdify_... key in Dify)"
-        raise DifyError(403, BAD_AUTH_HEADER, "invalid Authorization header format; expected 'Bearer <api-key>'" + hint)
-    return parts[1]
-
-
-def parse_body(raw: bytes) -> ParsedRequest:
-    """JSON (``\\uXXXX`` escapes included) -> validated request; any problem is 400 2002."""
-    if len(raw) > MAX_BODY_BYTES:
-        raise DifyError(400, BAD_REQUEST, f"request body larger than {MAX_BODY_BYTES} bytes")
-    try:
-        data = json.loads(raw.decode("utf-8") if raw else "{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DifyError(400, BAD_REQUEST, f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise DifyError(400, BAD_REQUEST, "request body must be a JSON object")
-    try:
-        body = RetrievalRequest.model_validate(data)
-    except PydanticValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        raise DifyError(400, BAD_REQUEST, f"invalid request body: {loc}: {first.get('msg', 'invalid')}") from None
-    try:
-        condition = cond.parse_condition(body.metadata_condition)
-    except cond.ConditionError as exc:
-        raise DifyError(400, BAD_REQUEST, f"invalid metadata_condition: {exc.detail}") from None
-    return ParsedRequest(body=body, condition=condition)
+    query: str = ""
+    top_k: int | None = None              # None: the key's limit; always capped by it
+    score_threshold: float | None = None  # 0.0 or None: disabled
+    condition: cond.Group | None = None   # the request's metadata_condition
 
 
 # --- phase 1: who is calling, for what -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The key a token names and its tenant's mapping of the requested knowledge_id (if any).
+
+    Once a call has a ``Caller`` it has a tenant, so every later failure can be audited."""
+
+    key: DifyApiKey
+    mapping: DifyKnowledgeMapping | None
+
+    @property
+    def knowledge_base_id(self) -> uuid.UUID | None:
+        """The mapped knowledge base, when the mapping exists and is active."""
+        m = self.mapping
+        return m.knowledge_base_id if m is not None and m.status == "active" else None
 
 
 @dataclass(frozen=True)
@@ -233,21 +125,25 @@ def _rate_limit(ctx_settings: Any) -> int:
     return int(v) if isinstance(v, int) and v > 0 else DEFAULT_RATE_LIMIT_PER_MINUTE
 
 
-def _lookup(session: Session, token: str, knowledge_id: str) -> tuple[DifyApiKey | None, DifyKnowledgeMapping | None]:
-    """The key by hash and, in the same round trip, its tenant's mapping of ``knowledge_id``."""
+def identify(session: Session, token: str, knowledge_id: str) -> Caller:
+    """The key by hash and, in the same round trip, its tenant's mapping of ``knowledge_id``.
+
+    Raises ``DifyKeyRejected`` for a token that names no key: such a call has no tenant, so it
+    is logged by the adapter, never audited (a row per stranger's request is an amplifier)."""
     from openkb.security import hash_token
 
-    if not keys_svc.looks_like_key(token):
-        return None, None
-    row = session.exec(
-        select(DifyApiKey, DifyKnowledgeMapping)  # type: ignore[call-overload]
-        .outerjoin(DifyKnowledgeMapping, (DifyKnowledgeMapping.tenant_id == DifyApiKey.tenant_id)
-                   & (DifyKnowledgeMapping.dify_knowledge_id == knowledge_id))
-        .where(DifyApiKey.key_hash == hash_token(token))
-    ).first()
+    row = None
+    if keys_svc.looks_like_key(token):
+        row = session.exec(
+            select(DifyApiKey, DifyKnowledgeMapping)  # type: ignore[call-overload]
+            .outerjoin(DifyKnowledgeMapping, (DifyKnowledgeMapping.tenant_id == DifyApiKey.tenant_id)
+                       & (DifyKnowledgeMapping.dify_knowledge_id == knowledge_id))
+            .where(DifyApiKey.key_hash == hash_token(token))
+        ).first()
     if row is None:
-        return None, None
-    return row[0], row[1]
+        hint = "" if keys_svc.looks_like_key(token) else " (OpenKB Dify keys start with okdify_)"
+        raise DifyKeyRejected("authorization failed: invalid API key" + hint)
+    return Caller(key=row[0], mapping=row[1])
 
 
 def dify_principal(key: DifyApiKey, knowledge_base_id: uuid.UUID | None) -> Principal:
@@ -260,61 +156,46 @@ def dify_principal(key: DifyApiKey, knowledge_base_id: uuid.UUID | None) -> Prin
     return replace(p, allowed_kb_ids=frozenset({knowledge_base_id}) if knowledge_base_id else frozenset())
 
 
-def authorize(session: Session, settings: Any, *, authorization: str | None, raw_body: bytes,
-              now: datetime | None = None) -> tuple[Authorized, ParsedRequest]:
+def authorize(session: Session, settings: Any, caller: Caller, knowledge_id: str, *,
+              now: datetime | None = None) -> Authorized:
+    """May ``caller`` search ``knowledge_id`` now? Counts the call against the key's rate limit.
+
+    ``knowledge_id == ""`` is Dify's registration probe: a live key gets an ``Authorized``
+    without a knowledge base (the adapter answers no records). Trap: the adapter must commit
+    this session even when this raises, or the rate-limit counter and last_used_at roll back.
+    """
     from openkb import ratelimit
 
-    token = parse_authorization(authorization)
-    body_error: DifyError | None = None
-    try:
-        parsed: ParsedRequest | None = parse_body(raw_body)
-    except DifyError as exc:
-        body_error, parsed = exc, None
-    knowledge_id = parsed.body.knowledge_id if parsed else ""
-    key, mapping = _lookup(session, token, knowledge_id)
-    if key is None:
-        hint = "" if keys_svc.looks_like_key(token) else " (OpenKB Dify keys start with okdify_)"
-        raise DifyError(403, AUTH_FAILED, "authorization failed: invalid API key" + hint)
+    key = caller.key
     status = keys_svc.effective_status(key, now)
-    audit = {"knowledge_id": knowledge_id}
     if status != "active":
-        raise DifyError(403, AUTH_FAILED, f"authorization failed: the API key is {status}", key=key, audit=audit)
+        raise DifyKeyRejected(f"authorization failed: the API key is {status}")
     if not ratelimit.hit(session, f"dify:{key.id}", _rate_limit(settings), RATE_WINDOW_S):
         retry = max(1, RATE_WINDOW_S - int(time.time()) % RATE_WINDOW_S)
-        raise DifyError(429, RATE_LIMITED, f"rate limit exceeded for this API key; retry in {retry}s",
-                        headers={"Retry-After": str(retry)}, key=key, audit=audit)
+        raise RateLimited(f"rate limit exceeded for this API key; retry in {retry}s", retry_after=retry)
     keys_svc.touch_last_used(session, key, now)
-    if body_error is not None or parsed is None:
-        assert body_error is not None
-        body_error.key, body_error.audit = key, audit
-        raise body_error
     try:
         key_condition = cond.parse_condition(key.allowed_metadata_filters or None)
     except cond.ConditionError:
         # normalize_metadata_filters refuses these at write time; a hand-edited row fails closed.
         log.error("dify key %s has an unreadable allowed_metadata_filters; refusing", key.id)
-        raise DifyError(403, AUTH_FAILED, "authorization failed: this key's metadata filter is invalid",
-                        key=key, audit=audit) from None
+        raise DifyKeyRejected("authorization failed: this key's metadata filter is invalid") from None
     if knowledge_id == "":
-        return Authorized(key, "", None, _principal(key, None, audit), key_condition, key.retrieval_top_k_limit), parsed
-    if mapping is None or mapping.status != "active":
-        raise DifyError(404, KNOWLEDGE_NOT_FOUND, f"knowledge does not exist: {knowledge_id!r} is not mapped "
-                                                  "(openkb dify map --knowledge-id ... --kb ...)", key=key, audit=audit)
-    kb_id = mapping.knowledge_base_id
-    audit["knowledge_base_id"] = str(kb_id)
+        return Authorized(key, "", None, _principal(key, None), key_condition, key.retrieval_top_k_limit)
+    kb_id = caller.knowledge_base_id
+    if kb_id is None:
+        raise DifyKnowledgeNotFound(f"knowledge does not exist: {knowledge_id!r} is not mapped "
+                                    "(openkb dify map --knowledge-id ... --kb ...)")
     if kb_id not in set(key.allowed_knowledge_base_ids or ()):
-        raise DifyError(403, AUTH_FAILED, f"authorization failed: this API key may not read {knowledge_id!r}",
-                        key=key, audit=audit)
-    return Authorized(key, knowledge_id, kb_id, _principal(key, kb_id, audit), key_condition,
-                      key.retrieval_top_k_limit), parsed
+        raise DifyKeyRejected(f"authorization failed: this API key may not read {knowledge_id!r}")
+    return Authorized(key, knowledge_id, kb_id, _principal(key, kb_id), key_condition, key.retrieval_top_k_limit)
 
 
-def _principal(key: DifyApiKey, kb_id: uuid.UUID | None, audit: dict[str, Any]) -> Principal:
+def _principal(key: DifyApiKey, kb_id: uuid.UUID | None) -> Principal:
     try:
         return dify_principal(key, kb_id)
     except Unauthenticated:  # expired in the microseconds since the status check
-        raise DifyError(403, AUTH_FAILED, "authorization failed: the API key is expired", key=key,
-                        audit=audit) from None
+        raise DifyKeyRejected("authorization failed: the API key is expired") from None
 
 
 # --- phase 2: retrieval --------------------------------------------------------------------------
@@ -434,7 +315,7 @@ def effective_top_k(requested: int | None, limit: int) -> int:
     return max(1, min(requested or limit, limit))
 
 
-def retrieve(ctx: Any, session: Session, auth: Authorized, parsed: ParsedRequest) -> Outcome:
+def retrieve(ctx: Any, session: Session, auth: Authorized, request: RetrievalQuery) -> Outcome:
     """Phase 2: ``openkb.retrieval.search`` (scope prefilter -> Milvus -> PostgreSQL final check),
     then the metadata condition, score threshold and top_k, in that order.
 
@@ -447,17 +328,15 @@ def retrieve(ctx: Any, session: Session, auth: Authorized, parsed: ParsedRequest
     from openkb.retrieval import search
     from openkb.retrieval.service import MAX_QUERY_CHARS as SEARCH_MAX_QUERY, MAX_TOP_K
 
-    body = parsed.body
-    setting = body.retrieval_setting or RetrievalSetting()
-    top_k = min(effective_top_k(setting.top_k, auth.top_k_limit), MAX_TOP_K)
+    top_k = min(effective_top_k(request.top_k, auth.top_k_limit), MAX_TOP_K)
     out = Outcome(top_k=top_k)
-    query = body.query.strip()
+    query = request.query.strip()
     if auth.knowledge_base_id is None or not query:
         return out
     if len(query) > SEARCH_MAX_QUERY:
         # Dify shows errors to the end user mid-chat; the first 2000 characters still retrieve.
         query, out.query_truncated = query[:SEARCH_MAX_QUERY], True
-    condition = cond.all_of(auth.key_condition, parsed.condition)
+    condition = cond.all_of(auth.key_condition, request.condition)
     filters: dict[str, Any] | None = None
     fetch = top_k
     if condition is not None:
@@ -481,7 +360,7 @@ def retrieve(ctx: Any, session: Session, auth: Authorized, parsed: ParsedRequest
         hits = [h for h in hits if cond.evaluate(condition, _doc_fields(h, created))]
     scale = score_scale(ctx, session)
     scored = [(dify_score(_attr(h, "score"), scale), h) for h in hits]
-    threshold = setting.score_threshold or 0.0
+    threshold = request.score_threshold or 0.0
     if threshold > 0:
         scored = [(s, h) for s, h in scored if s >= threshold]
     scored.sort(key=lambda sh: -sh[0])  # stable: the service's order among equal scores
@@ -496,9 +375,12 @@ def retrieve(ctx: Any, session: Session, auth: Authorized, parsed: ParsedRequest
 
 def audit_call(session: Session, *, key: DifyApiKey, knowledge_id: str, knowledge_base_id: uuid.UUID | None,
                status: int, error_code: int | None, ip: str | None, user_agent: str | None,
-               document_ids: Sequence[str] = (), extra: Mapping[str, Any] | None = None) -> None:
+               error: str | None = None, document_ids: Sequence[str] = (),
+               extra: Mapping[str, Any] | None = None) -> None:
     """One ``audit_logs`` row per identified call (actor_type ``api_key``).
 
+    ``status`` and ``error_code`` are what Dify was answered (the adapter's wire values, the ones
+    its user saw); ``error`` is OpenKB's code for the same failure.
     Calls whose key cannot be identified (malformed header, unknown key) are logged, not
     audited: they have no tenant, and writing a row per stranger's request is an amplifier.
     The query text is not stored (only its length): it may carry what the user typed.
@@ -510,6 +392,8 @@ def audit_call(session: Session, *, key: DifyApiKey, knowledge_id: str, knowledg
                             "document_ids": list(document_ids), **(extra or {})}
     if error_code is not None:
         meta["error_code"] = error_code
+    if error is not None:
+        meta["error"] = error
     record_audit(session, tenant_id=key.tenant_id, actor=actor, action="dify.retrieval",
                  object_type="knowledge_base" if knowledge_base_id else None, object_id=knowledge_base_id,
                  metadata=meta, ip=ip, user_agent=user_agent)

@@ -1,7 +1,7 @@
 """Dify External Knowledge: ``POST /retrieval`` (Dify's wire format) and ``/api/admin/dify/*``.
 
-``/retrieval`` answers in Dify's error shape ``{"error_code", "error_msg"}`` (table in
-``openkb.dify.service``), never OpenKB's ``{"error", "detail"}`` and never a 422. It owns two
+``/retrieval`` answers in Dify's error shape ``{"error_code", "error_msg"}`` (table and parsing
+in ``server/dify_wire.py``), never OpenKB's ``{"error", "detail"}`` and never a 422. It owns two
 short units of work: the key/mapping/rate-limit phase commits before the search starts, so
 concurrent calls of one key never wait on its row lock while another call searches.
 
@@ -22,13 +22,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from openkb.audit import record_audit
 from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.dify import keys as keys_svc
 from openkb.dify import mappings as map_svc
 from openkb.dify import service as svc
-from openkb.errors import IndexError_, NotFound, ServiceUnavailable
+from openkb.errors import NotFound, OpenKBError, ServiceUnavailable
+from server import dify_wire as wire
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
@@ -52,21 +52,6 @@ class DifyRecords(BaseModel):
     records: list[DifyRecord]
 
 
-class DifyErrorBody(BaseModel):
-    error_code: int
-    error_msg: str
-
-
-_DIFY_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": DifyErrorBody, "description": "2002 malformed body"},
-    403: {"model": DifyErrorBody, "description": "1001 bad Authorization header; 1002 key invalid or not allowed"},
-    404: {"model": DifyErrorBody, "description": "2001 knowledge_id not mapped"},
-    429: {"model": DifyErrorBody, "description": "3001 rate limit of this key (Retry-After)"},
-    500: {"model": DifyErrorBody, "description": "5000 unexpected error"},
-    503: {"model": DifyErrorBody, "description": "5001 search backend unavailable"},
-}
-
-
 def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema with its ``$defs`` inlined (``#/$defs/..`` is not a valid
     reference inside an OpenAPI document)."""
@@ -86,26 +71,45 @@ def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     return walk(schema)  # type: ignore[no-any-return]
 
 
-def _dify_error(exc: svc.DifyError) -> JSONResponse:
+def _dify_error(exc: wire.DifyError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
+
+
+def _wire(exc: OpenKBError) -> wire.DifyError:
+    err = wire.to_wire(exc)
+    if err.status >= 500:
+        log.warning("dify /retrieval: %s %s", exc.code, exc.detail)
+    return err
 
 
 def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | None, ua: str | None) -> JSONResponse:
     t0 = time.perf_counter()
-    err: svc.DifyError | None = None
+    try:
+        token = wire.parse_authorization(authorization)
+    except wire.DifyError as err:
+        log.info("dify /retrieval -> %s %s (%s)", err.status, err.error_code, err.error_msg)
+        return _dify_error(err)
+    body_error: wire.DifyError | None = None
+    parsed: wire.ParsedRequest | None = None
+    try:
+        parsed = wire.parse_body(raw)
+    except wire.DifyError as exc:  # answered only once the key is known: no body oracle for strangers
+        body_error = exc
+    knowledge_id = parsed.knowledge_id if parsed else ""
+    err: wire.DifyError | None = None
+    caller: svc.Caller | None = None
     auth: svc.Authorized | None = None
-    parsed: svc.ParsedRequest | None = None
-    with session_scope(ctx.engine) as s:
+    with session_scope(ctx.engine) as s:  # committed even on a refusal: rate-limit counter, audit
         try:
-            auth, parsed = svc.authorize(s, ctx.settings, authorization=authorization, raw_body=raw)
-        except svc.DifyError as exc:
-            err = exc
-            if exc.key is not None:
-                kb = exc.audit.get("knowledge_base_id")
-                svc.audit_call(s, key=exc.key, knowledge_id=exc.audit.get("knowledge_id", ""),
-                               knowledge_base_id=uuid.UUID(kb) if kb else None, status=exc.status,
-                               error_code=exc.error_code, ip=ip, user_agent=ua)
-        if auth is not None and auth.knowledge_base_id is None:
+            caller = svc.identify(s, token, knowledge_id)
+            auth = svc.authorize(s, ctx.settings, caller, knowledge_id)
+        except OpenKBError as exc:
+            err = _wire(exc)
+        err = err or body_error
+        if caller is not None and err is not None:
+            svc.audit_call(s, key=caller.key, knowledge_id=knowledge_id, knowledge_base_id=caller.knowledge_base_id,
+                           status=err.status, error_code=err.error_code, error=err.error, ip=ip, user_agent=ua)
+        elif auth is not None and auth.knowledge_base_id is None:
             svc.audit_call(s, key=auth.key, knowledge_id="", knowledge_base_id=None, status=200, error_code=None,
                            ip=ip, user_agent=ua, extra={"probe": True})
     if err is not None:
@@ -114,59 +118,59 @@ def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | No
     assert auth is not None and parsed is not None
     if auth.knowledge_base_id is None:
         return JSONResponse({"records": []})
+    query = parsed.query
     try:
         with session_scope(ctx.engine) as s:
-            out = svc.retrieve(ctx, s, auth, parsed)
+            out = svc.retrieve(ctx, s, auth, query)
             svc.audit_call(s, key=auth.key, knowledge_id=auth.knowledge_id, knowledge_base_id=auth.knowledge_base_id,
                            status=200, error_code=None, ip=ip, user_agent=ua, document_ids=out.document_ids,
                            extra={"records": len(out.records), "top_k": out.top_k, "fetched": out.fetched,
-                                  "query_chars": len(parsed.body.query), "query_truncated": out.query_truncated,
+                                  "query_chars": len(query.query), "query_truncated": out.query_truncated,
                                   "pushed_tags": out.pushed_tags,
-                                  "metadata_condition": parsed.condition is not None,
+                                  "metadata_condition": query.condition is not None,
                                   "ms": round((time.perf_counter() - t0) * 1000, 1)})
-    except (ServiceUnavailable, IndexError_) as exc:
-        log.warning("dify /retrieval: search backend unavailable: %s", exc)
-        err = svc.DifyError(503, svc.UNAVAILABLE, "the search backend is unavailable; try again shortly")
+    except OpenKBError as exc:
+        err = _wire(exc)
     except Exception:  # noqa: BLE001 - Dify must get its own error shape, never a bare 500
         log.exception("dify /retrieval failed")
-        err = svc.DifyError(500, svc.INTERNAL, "internal error (see the OpenKB server log)")
+        err = wire.internal_error()
     if err is not None:
         try:
             with session_scope(ctx.engine) as s:
                 svc.audit_call(s, key=auth.key, knowledge_id=auth.knowledge_id,
                                knowledge_base_id=auth.knowledge_base_id, status=err.status, error_code=err.error_code,
-                               ip=ip, user_agent=ua)
+                               error=err.error, ip=ip, user_agent=ua)
         except Exception:  # noqa: BLE001 - the audit of a failure must not mask it
             log.exception("dify /retrieval: could not audit a failed call")
         return _dify_error(err)
     return JSONResponse({"records": out.records})
 
 
-@router.post("/retrieval", tags=["dify"], response_model=DifyRecords, responses=_DIFY_ERRORS,
+@router.post("/retrieval", tags=["dify"], response_model=DifyRecords, responses=wire.openapi_responses(),
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": _inline_schema(svc.RetrievalRequest)}}}})
+                 "schema": _inline_schema(wire.RetrievalRequest)}}}})
 async def retrieval(request: Request) -> JSONResponse:
     """Dify External Knowledge API. Register ``APP_BASE_URL`` (without ``/retrieval``) in Dify."""
     ctx: AppContext = request.app.state.ctx
     length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > svc.MAX_BODY_BYTES:
-        return _dify_error(svc.DifyError(400, svc.BAD_REQUEST, f"request body larger than {svc.MAX_BODY_BYTES} bytes"))
+    if length and length.isdigit() and int(length) > wire.MAX_BODY_BYTES:
+        return _dify_error(wire.too_large())
     parts: list[bytes] = []
     size = 0
     async for part in request.stream():  # bounded read: a chunked body has no Content-Length
         size += len(part)
-        if size > svc.MAX_BODY_BYTES:
-            return _dify_error(svc.DifyError(400, svc.BAD_REQUEST, f"request body larger than {svc.MAX_BODY_BYTES} bytes"))
+        if size > wire.MAX_BODY_BYTES:
+            return _dify_error(wire.too_large())
         parts.append(part)
     raw = b"".join(parts)
     try:
         return await run_in_threadpool(_handle, ctx, request.headers.get("authorization"), raw, client_ip(request),
                                        user_agent(request))
-    except ServiceUnavailable:
-        return _dify_error(svc.DifyError(503, svc.UNAVAILABLE, "the database is unavailable; try again shortly"))
+    except ServiceUnavailable as exc:
+        return _dify_error(_wire(exc))
     except Exception:  # noqa: BLE001
         log.exception("dify /retrieval failed before the search")
-        return _dify_error(svc.DifyError(500, svc.INTERNAL, "internal error (see the OpenKB server log)"))
+        return _dify_error(wire.internal_error())
 
 
 # Dify appends "/retrieval" to the registered endpoint without normalising it, so a base URL

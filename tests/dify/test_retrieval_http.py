@@ -467,7 +467,9 @@ def test_every_identified_call_is_audited(world, http, committed):
     assert world.word not in json.dumps(ok["metadata"])  # the query text is not stored
     assert probe["metadata"]["probe"] is True and probe["metadata"]["knowledge_id"] == ""
     assert denied["metadata"]["error_code"] == 1002 and denied["metadata"]["status"] == 403
+    assert denied["metadata"]["error"] == "DIFY_KEY_REJECTED" and denied["object_id"] == world.kb_b.id
     assert missing["metadata"]["error_code"] == 2001 and missing["metadata"]["document_ids"] == []
+    assert missing["metadata"]["error"] == "DIFY_KNOWLEDGE_NOT_FOUND" and missing["object_id"] is None
     assert last_used is not None and datetime.now(UTC) - last_used < timedelta(minutes=5)
 
 
