@@ -171,16 +171,19 @@ def main(argv: list[str] | None = None) -> int:
         from openkb.dify.service import dify_principal
         from openkb.indexing.service import warm_active
         from openkb.models import DifyApiKey
+        from openkb.permissions.principal import Principal
         from openkb.retrieval import forget_active_profile
+
+        SYSTEM = Principal.system()  # set up as the operator would (openkb dify key create / map)
 
         warm_active(ctx)
         forget_active_profile()
         kb_id, kb_chunks = pick_knowledge_base(ctx.engine, w.tenant_a)
         with session_scope(ctx.engine) as s:
-            row, key = keys.create_key(s, tenant_id=w.tenant_a, name="bench", knowledge_base_ids=[kb_id],
+            row, key = keys.create_key(s, SYSTEM, tenant_id=w.tenant_a, name="bench", knowledge_base_ids=[kb_id],
                                        top_k_limit=max(10, args.top_k))
             kid = f"bench-{uuid.uuid4().hex[:6]}"
-            mappings.do_map(s, tenant_id=w.tenant_a, knowledge_id=kid, kb=kb_id)
+            mappings.do_map(s, SYSTEM, tenant_id=w.tenant_a, knowledge_id=kid, kb=kb_id)
         with session_scope(ctx.engine) as s:
             principal = dify_principal(s.get(DifyApiKey, row.id), kb_id)
         from openkb.runtime.embedded import free_port

@@ -43,5 +43,8 @@ def appliance(components: tuple[str, ...] = COMPONENTS, settings: Settings | Non
 
 @contextlib.contextmanager
 def unit_of_work(ctx: AppContext) -> Iterator[Session]:
+    from openkb.audit import set_origin
+
     with session_scope(ctx.engine) as s:
+        set_origin(s, via="cli")  # every audit row the command's services write says so
         yield s

@@ -1,8 +1,14 @@
 """Audit log writes (docs/05 §13): who did what to which object, with before/after.
 
 Services call ``record_audit`` in the same transaction as the change it describes, so an
-audited change and its log row commit or roll back together. Never put secrets in metadata
-(tokens, password hashes): ``record_audit`` refuses the usual key names.
+audited change and its log row commit or roll back together; adapters (CLI, routes) never
+write audit rows themselves, so an operation is audited once whichever adapter runs it. A
+refusal that must stay on record is written with ``openkb.db.record_then_refuse``. Never put
+secrets in metadata (tokens, password hashes): ``record_audit`` refuses the usual key names.
+
+Where a call came from (client IP and user agent for REST, ``via: cli`` for the command line)
+is set once per unit of work by the adapter with ``set_origin``; every row written in that
+session carries it, so services need no ip/user-agent parameters.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from sqlmodel import Session
 from openkb.errors import ValidationError
 from openkb.models import AuditLog
 from openkb.permissions.principal import Principal
+
+_ORIGIN = "audit_origin"
 
 _SECRET_KEYS = frozenset({"token", "password", "password_hash", "token_hash", "secret", "key_hash", "api_key"})
 
@@ -56,10 +64,23 @@ def actor_fields(actor: Principal | None) -> tuple[str, uuid.UUID | None, dict[s
     return "user", actor.user_id, extra
 
 
+def set_origin(session: Session, *, ip: str | None = None, user_agent: str | None = None,
+               via: str | None = None) -> None:
+    """Declare where this session's calls come from (the adapter does it, once per unit of
+    work). ``via`` (e.g. ``"cli"``) goes into each row's metadata; ip/user agent into their
+    columns unless a service passes its own."""
+    session.info[_ORIGIN] = {"ip": ip, "user_agent": user_agent, "via": via}
+
+
 def record_audit(session: Session, *, tenant_id: uuid.UUID | str | None, actor: Principal | None, action: str,
                  object_type: str | None, object_id: uuid.UUID | str | None, metadata: dict[str, Any] | None = None,
                  ip: str | None = None, user_agent: str | None = None) -> AuditLog:
     actor_type, actor_user_id, extra = actor_fields(actor)
+    origin = session.info.get(_ORIGIN) or {}
+    ip = ip if ip is not None else origin.get("ip")
+    user_agent = user_agent if user_agent is not None else origin.get("user_agent")
+    if origin.get("via"):
+        extra = {"via": origin["via"], **extra}
     meta = _jsonable({**(metadata or {}), **extra})
     row = AuditLog(
         tenant_id=None if tenant_id is None else uuid.UUID(str(tenant_id)),

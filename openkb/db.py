@@ -10,16 +10,18 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlmodel import Session, create_engine
 
 from openkb.errors import ConfigError, ServiceUnavailable
 
 log = logging.getLogger("openkb.db")
+
+T = TypeVar("T")
 
 _engines: dict[str, Engine] = {}
 
@@ -104,6 +106,55 @@ def _run_after_rollback(session: Session, transaction: Any) -> None:
             fn()
         except Exception:  # noqa: BLE001 - the rollback stands; a failed clean-up must not mask its cause
             log.exception("after-rollback hook failed")
+
+
+# Session.info keys that belong to one transaction, never copied to another session.
+_HOOK_KEYS = ("after_commit", "after_rollback")
+
+
+def commit_apart(session: Session, write: Callable[[Session], T]) -> T:
+    """Run ``write`` in a transaction of its own on ``session``'s database and commit it now,
+    whatever later becomes of ``session``'s unit of work; returns what ``write`` returned.
+
+    For records that must outlive a refusal: a failed login's throttle count, a wrong share-link
+    password, a rejected key. ``session.info`` (the audit origin) is carried over.
+
+    Traps: the separate transaction does not see ``session``'s uncommitted rows, so ``write``
+    may only refer to rows committed before (the tenant, the link, the key); and it must not
+    touch a row ``session`` has locked (``FOR UPDATE``, a rate-limit bucket it already hit), or
+    the two wait on each other for ever. Append-only tables (``audit_logs``) and counters the
+    caller only peeked at are safe.
+
+    A session bound to a ``Connection`` (someone else owns the outer transaction, as the tests'
+    rolled-back ``db`` fixture does) has no independent transaction to write to: ``write`` then
+    runs in ``session`` itself and the connection's owner decides.
+    """
+    bind = session.get_bind()
+    if isinstance(bind, Connection):
+        out = write(session)
+        session.flush()
+        return out
+    with Session(bind, expire_on_commit=False) as apart:
+        apart.info.update({k: v for k, v in session.info.items() if k not in _HOOK_KEYS})
+        try:
+            out = write(apart)
+            apart.commit()
+        except OperationalError as exc:
+            apart.rollback()
+            raise ServiceUnavailable(f"PostgreSQL is unreachable: {exc.orig}") from None
+        return out
+
+
+def record_then_refuse(session: Session, record: Callable[[Session], Any], error: BaseException) -> NoReturn:
+    """Commit ``record``'s rows apart (see ``commit_apart``), then raise ``error``.
+
+    The one way to refuse a request while keeping the record of the refusal: raising rolls the
+    caller's unit of work back, so a failure written there (an audit row, a failure counter)
+    would vanish with it and brute force would be free. Services call this instead of returning
+    a status for the adapter to commit before raising: adapters never commit mid-request.
+    """
+    commit_apart(session, record)
+    raise error
 
 
 @contextlib.contextmanager

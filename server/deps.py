@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlmodel import Session
 
+from openkb.audit import set_origin
 from openkb.context import AppContext
 from openkb.db import session_scope
 
@@ -28,6 +29,9 @@ def get_session(request: Request) -> Iterator[Session]:
     ctx: AppContext = request.app.state.ctx
     with session_scope(ctx.engine) as session:
         session.info["request"] = request
+        ua = request.headers.get("user-agent")
+        # Every audit row of this request carries the caller's address (openkb.audit).
+        set_origin(session, ip=request.client.host if request.client else None, user_agent=ua[:500] if ua else None)
         yield session
 
 

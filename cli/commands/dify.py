@@ -1,7 +1,8 @@
 """``openkb dify``: scoped keys, knowledge-id mappings and the exact endpoint to paste into Dify.
 
-The CLI acts as the system principal in one tenant (``--tenant``, default ``default``); every
-change is audited with ``via: cli``. Plaintext keys are printed once, by ``key create`` and
+The CLI acts as the system principal (``Principal.system()``) in one tenant (``--tenant``,
+default ``default``); each command calls one service, which writes the audit row (marked
+``via: cli`` by the unit of work). Plaintext keys are printed once, by ``key create`` and
 ``key rotate``.
 """
 
@@ -42,11 +43,10 @@ def register(app: typer.Typer) -> None:
     app.add_typer(dify, name="dify")
 
 
-def _audit(s: Any, tenant_id: Any, action: str, object_type: str, object_id: Any, **meta: Any) -> None:
-    from openkb.audit import record_audit
+def _operator() -> Any:
+    from openkb.permissions.principal import Principal
 
-    record_audit(s, tenant_id=tenant_id, actor=None, action=action, object_type=object_type, object_id=object_id,
-                 metadata={**meta, "via": "cli"})
+    return Principal.system()
 
 
 def _print_key(view: dict[str, Any], plaintext: str | None = None) -> None:
@@ -83,12 +83,9 @@ def key_create(
     filters = svc.parse_filter_args(metadata_filter or [])
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        row, plaintext = svc.create_key(s, tenant_id=t.id, name=name, knowledge_base_ids=kb or [],
+        row, plaintext = svc.create_key(s, _operator(), tenant_id=t.id, name=name, knowledge_base_ids=kb or [],
                                         top_k_limit=top_k_limit, expires_at=expires_at, metadata_filters=filters)
         view = svc.key_view(row)
-        _audit(s, t.id, "dify.key.create", "dify_api_key", row.id, name=row.name,
-               knowledge_base_ids=view["knowledge_base_ids"], top_k_limit=row.retrieval_top_k_limit,
-               expires_at=view["expires_at"], metadata_filter=view["metadata_filter"])
     if json_out:
         emit_json({**view, "key": plaintext})
     else:
@@ -154,11 +151,7 @@ def key_update(
         kw["expires_at"] = None if expires.strip().lower() in ("never", "none", "") else svc.parse_expires(expires)
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        before = svc.key_view(svc.access_key(s, t.id, key_id))
-        view = svc.key_view(svc.do_update_key(s, t.id, key_id, **kw))
-        changed = {k: {"before": before[k], "after": view[k]} for k in
-                   ("name", "knowledge_base_ids", "top_k_limit", "expires_at", "metadata_filter") if before[k] != view[k]}
-        _audit(s, t.id, "dify.key.update", "dify_api_key", view["id"], changes=changed)
+        view = svc.key_view(svc.do_update_key(s, _operator(), t.id, key_id, **kw))
     emit_json(view) if json_out else _print_key(view)
 
 
@@ -169,8 +162,7 @@ def _status(key_id: str, tenant: str, json_out: bool, action: str) -> None:
     fn = {"disable": svc.do_disable_key, "enable": svc.do_enable_key, "revoke": svc.do_revoke_key}[action]
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        ch = fn(s, t.id, key_id)
-        _audit(s, t.id, f"dify.key.{action}", "dify_api_key", ch.row.id, before=ch.before, after=ch.after)
+        ch = fn(s, _operator(), t.id, key_id)
         out = {"id": str(ch.row.id), "name": ch.row.name, "before": ch.before, "status": ch.after}
     emit_json(out) if json_out else console.print(f"{out['name']} ({out['id']}): {ch.before} -> {ch.after}",
                                                   highlight=False)
@@ -202,9 +194,8 @@ def key_rotate(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: T
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        row, plaintext = svc.do_rotate_key(s, t.id, key_id)
+        row, plaintext = svc.do_rotate_key(s, _operator(), t.id, key_id)
         view = svc.key_view(row)
-        _audit(s, t.id, "dify.key.rotate", "dify_api_key", row.id, name=row.name)
     if json_out:
         emit_json({**view, "key": plaintext})
     else:
@@ -235,11 +226,8 @@ def map_create(
 
     with appliance(components=("postgresql",)) as actx, unit_of_work(actx) as s:
         t = get_tenant(s, tenant)
-        res = svc.do_map(s, tenant_id=t.id, knowledge_id=knowledge_id, kb=kb)
+        res = svc.do_map(s, _operator(), tenant_id=t.id, knowledge_id=knowledge_id, kb=kb)
         view = svc.mapping_view(res.row)
-        _audit(s, t.id, "dify.mapping.create" if res.created else "dify.mapping.update", "dify_knowledge_mapping",
-               res.row.id, knowledge_id=res.row.dify_knowledge_id, knowledge_base_id=view["knowledge_base_id"],
-               before=res.before)
     if json_out:
         emit_json({**view, "created": res.created})
     else:
@@ -278,9 +266,7 @@ def _map_status(ctx: typer.Context, ref: str, tenant: str | None, json_out: bool
     fn = svc.do_disable_mapping if status == "disabled" else svc.do_enable_mapping
     with appliance(components=("postgresql",)) as actx, unit_of_work(actx) as s:
         t = get_tenant(s, tenant_ref)
-        row, before = fn(s, t.id, ref)
-        _audit(s, t.id, "dify.mapping." + ("disable" if status == "disabled" else "enable"), "dify_knowledge_mapping",
-               row.id, knowledge_id=row.dify_knowledge_id, before=before, after=row.status)
+        row, before = fn(s, _operator(), t.id, ref)
         out = {**svc.mapping_view(row), "before": before}
     emit_json(out) if as_json else console.print(f"{out['knowledge_id']!r}: {before} -> {out['status']}",
                                                  highlight=False)

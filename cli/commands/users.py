@@ -1,4 +1,9 @@
-"""Tenants and users from the command line (acting as the system principal, audited)."""
+"""Tenants and users from the command line.
+
+Each command calls one service as the system principal (``Principal.system()``: the operator at
+the shell administers every tenant); the service authorizes and writes the audit row, marked
+``via: cli`` by the unit of work, exactly as the admin API's rows are written.
+"""
 
 from __future__ import annotations
 
@@ -23,21 +28,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(user, name="user")
 
 
-
-
 def tenant_create(
     slug: Annotated[str, typer.Argument(help="URL-safe tenant id, e.g. acme.")],
     name: Annotated[Optional[str], typer.Option(help="Display name (defaults to the slug).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Create a tenant."""
-    from openkb.accounts.users import create_tenant
-    from openkb.audit import record_audit
+    from openkb.accounts.users import add_tenant
+    from openkb.permissions.principal import Principal
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        t = create_tenant(s, name=name or slug, slug=slug)
-        record_audit(s, tenant_id=t.id, actor=None, action="tenant.create", object_type="tenant", object_id=t.id,
-                     metadata={"slug": t.slug, "via": "cli"})
+        t = add_tenant(s, Principal.system(), name=name or slug, slug=slug)
         out = {"id": str(t.id), "slug": t.slug, "name": t.name}
     emit_json(out) if json_out else console.print(f"created tenant {out['slug']} ({out['id']})")
 
@@ -67,16 +68,14 @@ def user_create(
 ) -> None:
     """Create a user (active and verified unless --status says otherwise)."""
     from cli.output import read_password
-    from openkb.accounts.users import create_user, get_tenant
-    from openkb.audit import record_audit
+    from openkb.accounts.users import add_user, get_tenant
+    from openkb.permissions.principal import Principal
 
     password = None if no_password else read_password(password_stdin, hint="--password-stdin (and pipe it) or --no-password")
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        u = create_user(s, tenant=t, email=email, password=password, display_name=display_name, role=role,
-                        status=status)
-        record_audit(s, tenant_id=t.id, actor=None, action="user.create", object_type="user", object_id=u.id,
-                     metadata={"email": u.email, "role": role, "status": status, "via": "cli"})
+        u = add_user(s, Principal.system(), tenant=t, email=email, password=password, display_name=display_name,
+                     role=role, status=status)
         out = {"id": str(u.id), "email": u.email, "tenant": t.slug, "role": role, "status": u.status}
     emit_json(out) if json_out else console.print(f"created {out['role']} {out['email']} in {out['tenant']} ({out['id']})")
 
@@ -102,19 +101,17 @@ def user_list(
 
 
 def _set_status(email: str, status: str, json_out: bool) -> None:
-    from openkb.accounts.users import find_user, set_status
-    from openkb.audit import record_audit
-    from openkb.models import TenantMembership
-    from sqlmodel import select
+    from openkb.accounts import admin
+    from openkb.accounts.users import find_user
+    from openkb.permissions.principal import Principal
 
+    change = admin.activate if status == "active" else admin.suspend
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         u = find_user(s, email)
-        before, after = set_status(s, u, status)
-        tm = s.exec(select(TenantMembership).where(TenantMembership.user_id == u.id)).first()
-        record_audit(s, tenant_id=tm.tenant_id if tm else None, actor=None, action=f"user.{'activate' if status == 'active' else 'suspend'}",
-                     object_type="user", object_id=u.id, metadata={"before": before, "after": after, "via": "cli"})
-        out = {"id": str(u.id), "email": u.email, "before": before, "status": after}
-    emit_json(out) if json_out else console.print(f"{out['email']}: {before} -> {after}")
+        before = u.status
+        u = change(s, Principal.system(), u.id)
+        out = {"id": str(u.id), "email": u.email, "before": before, "status": u.status}
+    emit_json(out) if json_out else console.print(f"{out['email']}: {before} -> {out['status']}")
 
 
 def user_activate(email: Annotated[str, typer.Argument(help="Email or id.")], json_out: JsonOpt = False) -> None:

@@ -1,9 +1,11 @@
 """Administrator actions on accounts (docs/06 §5): list, activate, suspend, reject, resend mail.
 
-Every function takes the ``AdminScope`` returned by ``users.access_admin`` (so it cannot be
-called for an unchecked caller) and touches only users of the admin's tenant unless the admin is
-a system_admin; a user outside that scope is NOT_FOUND. Every status change is audited with
-before/after. Administration grants no content access (docs/05 §4).
+The status changes take the acting principal (a signed-in administrator over REST, the system
+principal for ``openkb user activate|suspend``) and authorize it themselves with
+``users.access_admin``; they touch only users of the admin's tenant unless the admin is a
+system_admin (the system principal is one), and a user outside that scope is NOT_FOUND. Every
+status change is audited here, with before/after, so REST and the CLI write the same row once.
+Administration grants no content access (docs/05 §4).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlmodel import Session, select
 
 from openkb.accounts import email_tokens
 from openkb.accounts.sessions import revoke_user_sessions
-from openkb.accounts.users import AdminScope
+from openkb.accounts.users import AdminScope, access_admin
 from openkb.audit import record_audit
 from openkb.errors import Conflict, NotFound, PermissionDenied, ValidationError
 from openkb.models import AuditLog, Tenant, TenantMembership, User
@@ -103,8 +105,9 @@ def _is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
                                                    TenantMembership.role == "system_admin"))).one())
 
 
-def _change_status(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID, *, to: str,
+def _change_status(session: Session, principal: Principal, user_id: uuid.UUID, *, to: str,
                    allowed_from: tuple[str, ...], action: str) -> User:
+    scope = access_admin(session, principal)
     user, audit_tenant = access_user(session, scope, user_id, lock=True)
     if user.id == scope.user_id and to != "active":
         raise PermissionDenied("administrators cannot change their own status")
@@ -114,50 +117,52 @@ def _change_status(session: Session, scope: AdminScope, req: Request, user_id: u
     if before == to:
         return user  # idempotent: nothing changed, nothing audited
     if before not in allowed_from:
-        raise Conflict(f"cannot {action.split('.')[-1]} a user whose status is {before}", status=before)
+        verb = {"user.activated": "activate", "user.suspended": "suspend", "user.rejected": "reject"}[action]
+        raise Conflict(f"cannot {verb} a user whose status is {before}", status=before)
     user.status = to
     user.updated_at = utcnow()
     session.add(user)
     session.flush()
     killed = revoke_user_sessions(session, user.id) if to != "active" else 0
-    record_audit(session, tenant_id=audit_tenant, actor=req.principal, action=action, object_type="user",
-                 object_id=user.id, ip=req.ip, user_agent=req.user_agent,
+    record_audit(session, tenant_id=audit_tenant, actor=principal, action=action, object_type="user",
+                 object_id=user.id,
                  metadata={"before": {"status": before}, "after": {"status": to}, "email": user.email,
                            **({"sessions_revoked": killed} if killed else {})})
     return user
 
 
-def activate(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:
+def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """pending_activation/suspended -> active. An unverified user may be activated too (the admin
     vouches for the address); email_verified_at stays empty."""
-    return _change_status(session, scope, req, user_id, to="active",
+    return _change_status(session, principal, user_id, to="active",
                           allowed_from=("pending_activation", "suspended", "pending_email_verification"),
                           action="user.activated")
 
 
-def suspend(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:
+def suspend(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """Any live status -> suspended; the user's sessions are revoked and their tokens stop
     working on the next request (both check the status on every use)."""
-    return _change_status(session, scope, req, user_id, to="suspended",
+    return _change_status(session, principal, user_id, to="suspended",
                           allowed_from=("active", "pending_activation", "pending_email_verification"),
                           action="user.suspended")
 
 
-def reject(session: Session, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:
+def reject(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """Refuse a pending sign-up (docs/06 §5 "拒绝/删除"): status deleted, the row stays for audit."""
-    return _change_status(session, scope, req, user_id, to="deleted",
+    return _change_status(session, principal, user_id, to="deleted",
                           allowed_from=("pending_activation", "pending_email_verification"),
                           action="user.rejected")
 
 
-def resend_verification(session: Session, ctx, scope: AdminScope, req: Request, user_id: uuid.UUID) -> User:  # noqa: ANN001
+def resend_verification(session: Session, ctx, principal: Principal, user_id: uuid.UUID) -> User:  # noqa: ANN001
+    """Mail a new verification link (sent after commit: a rolled-back request mails nothing)."""
+    scope = access_admin(session, principal)
     user, audit_tenant = access_user(session, scope, user_id)
     if user.status != "pending_email_verification":
         raise Conflict(f"the user's email is already verified (status {user.status})", status=user.status)
     email_tokens.send_verification(session, ctx, user)
-    record_audit(session, tenant_id=audit_tenant, actor=req.principal, action="user.verification_resent",
-                 object_type="user", object_id=user.id, ip=req.ip, user_agent=req.user_agent,
-                 metadata={"email": user.email})
+    record_audit(session, tenant_id=audit_tenant, actor=principal, action="user.verification_resent",
+                 object_type="user", object_id=user.id, metadata={"email": user.email})
     return user
 
 

@@ -1,7 +1,10 @@
 """Operator actions on users and tenants, shared by ``openkb user|tenant|init`` and the admin API.
 
-These take an acting principal too: the CLI acts as the system principal, the admin routes as
-the signed-in administrator; every status change is audited (docs/06 §5).
+``add_tenant`` and ``add_user`` take the acting principal (the CLI acts as the system principal,
+``Principal.system()``; an administrator over REST as themselves), authorize it and write their
+audit row, so no adapter audits. ``create_tenant``/``create_user`` are the unaudited building
+blocks for services that audit in their own terms (registration, bootstrap); an adapter never
+calls them directly.
 """
 
 from __future__ import annotations
@@ -63,6 +66,19 @@ def create_tenant(session: Session, *, name: str, slug: str) -> Tenant:
     return t
 
 
+def add_tenant(session: Session, principal, *, name: str, slug: str) -> Tenant:  # noqa: ANN001 - Principal
+    """Create a tenant as ``principal`` (system administrators only), audited ``tenant.create``."""
+    from openkb.audit import record_audit
+    from openkb.errors import PermissionDenied
+
+    if not access_admin(session, principal).is_system_admin:
+        raise PermissionDenied("only a system_admin can create tenants")
+    t = create_tenant(session, name=name, slug=slug)
+    record_audit(session, tenant_id=t.id, actor=principal, action="tenant.create", object_type="tenant",
+                 object_id=t.id, metadata={"slug": t.slug, "name": t.name})
+    return t
+
+
 def list_tenants(session: Session) -> list[tuple[Tenant, int]]:
     rows = session.exec(
         select(Tenant, func.count(TenantMembership.id))  # type: ignore[arg-type]
@@ -113,6 +129,28 @@ def create_user(session: Session, *, tenant: Tenant, email: str, password: str |
     session.flush()
     session.add(TenantMembership(tenant_id=tenant.id, user_id=u.id, role=role))
     session.flush()
+    return u
+
+
+def add_user(session: Session, principal, *, tenant: Tenant, email: str, password: str | None,  # noqa: ANN001
+             display_name: str | None = None, role: str = "member", status: str = "active") -> User:
+    """Create an (email-verified) user in ``tenant`` as ``principal``, audited ``user.create``.
+
+    A tenant_admin adds users to their own tenant only and never a system_admin; the system
+    principal (the CLI) may do anything.
+    """
+    from openkb.audit import record_audit
+    from openkb.errors import PermissionDenied
+
+    scope = access_admin(session, principal)
+    if not scope.can_manage_tenant(tenant.id):
+        raise NotFound(f"no tenant {tenant.slug!r}")
+    if role == "system_admin" and not scope.is_system_admin:
+        raise PermissionDenied("only a system_admin can create a system_admin")
+    u = create_user(session, tenant=tenant, email=email, password=password, display_name=display_name, role=role,
+                    status=status)
+    record_audit(session, tenant_id=tenant.id, actor=principal, action="user.create", object_type="user",
+                 object_id=u.id, metadata={"email": u.email, "role": role, "status": u.status})
     return u
 
 
@@ -174,8 +212,8 @@ class AdminScope:
     permission service, and no content route should accept an ``AdminScope`` as a read grant.
     """
 
-    user_id: uuid.UUID
-    tenant_id: uuid.UUID
+    user_id: uuid.UUID | None  # None: the system principal (CLI operator), which is no user
+    tenant_id: uuid.UUID | None  # None: the system principal, which acts in no tenant
     is_system_admin: bool
 
     def can_manage_tenant(self, tenant_id: uuid.UUID | None) -> bool:
@@ -185,10 +223,15 @@ class AdminScope:
 def access_admin(session: Session, principal) -> AdminScope:  # noqa: ANN001 - Principal (import cycle)
     """Fetch + authorize: the caller is tenant_admin of its tenant or system_admin somewhere.
 
+    The system principal (the operator at the command line, ``Principal.system()``) is a
+    system_admin acting in no tenant. REST never builds one: it exists only in-process.
+
     Raises PermissionDenied (admin routes are not secret, so 403 rather than 404).
     """
     from openkb.errors import PermissionDenied, Unauthenticated
 
+    if principal.kind == "system":
+        return AdminScope(user_id=None, tenant_id=None, is_system_admin=True)
     if principal.kind != "user" or principal.user_id is None or principal.tenant_id is None:
         raise Unauthenticated("sign in as an administrator")
     roles = session.exec(

@@ -9,8 +9,11 @@ not a status: ``effective_status`` reports ``expired``. Every change takes effec
 ``/retrieval`` call because the endpoint re-reads the row (and the permission service re-reads
 it again for the final check).
 
-These services never commit and never audit: each returns what changed, and the adapter (CLI,
-admin route) records the audit entry and owns the transaction.
+The changes take the acting principal (an administrator over REST, ``Principal.system()`` for
+``openkb dify key ...``), check it administers the key's tenant (another tenant is NOT_FOUND) and
+write their own ``dify.key.*`` audit row, never the secret; adapters only parse and print, so a
+change is audited once whichever adapter made it. They never commit: the adapter owns the
+transaction (the new secret works, and the old one stops, when it commits).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel import Session, select
 
+from openkb.audit import record_audit
 from openkb.dify import conditions
 from openkb.errors import Conflict, NotFound, ValidationError
 from openkb.models import DifyApiKey, KnowledgeBase
 from openkb.models._base import utcnow
+from openkb.permissions.principal import Principal
 
 KEY_PREFIX = "okdify"
 DEFAULT_TOP_K_LIMIT = 10
@@ -187,12 +192,30 @@ def parse_expires(value: str | None, now: datetime | None = None) -> datetime | 
 # --- operations ----------------------------------------------------------------------------------
 
 
-def create_key(session: Session, *, tenant_id: uuid.UUID, name: str, knowledge_base_ids: Iterable[str | uuid.UUID] = (),
-               top_k_limit: int | None = None, expires_at: datetime | None = None,
-               metadata_filters: Any = None, created_by: uuid.UUID | None = None) -> tuple[DifyApiKey, str]:
-    """Returns (row, plaintext). The plaintext is not recoverable afterwards."""
+def authorize_tenant(session: Session, principal: Principal, tenant_id: uuid.UUID) -> None:
+    """Raise unless ``principal`` administers ``tenant_id`` (tenant_admin of it, any system_admin,
+    the system principal). Another tenant is NOT_FOUND, like an unknown one."""
+    from openkb.accounts.users import access_admin
+
+    if not access_admin(session, principal).can_manage_tenant(tenant_id):
+        raise NotFound("no such tenant")
+
+
+def _audit(session: Session, principal: Principal, row: DifyApiKey, action: str, **meta: Any) -> None:
+    record_audit(session, tenant_id=row.tenant_id, actor=principal, action=f"dify.key.{action}",
+                 object_type="dify_api_key", object_id=row.id, metadata=meta)
+
+
+_VIEW_FIELDS = ("name", "knowledge_base_ids", "top_k_limit", "expires_at", "metadata_filter")
+
+
+def create_key(session: Session, principal: Principal, *, tenant_id: uuid.UUID, name: str,
+               knowledge_base_ids: Iterable[str | uuid.UUID] = (), top_k_limit: int | None = None,
+               expires_at: datetime | None = None, metadata_filters: Any = None) -> tuple[DifyApiKey, str]:
+    """Returns (row, plaintext). The plaintext is not recoverable afterwards (nor audited)."""
     from openkb.security import new_token
 
+    authorize_tenant(session, principal, tenant_id)
     count = session.execute(text("SELECT count(*) FROM dify_api_keys WHERE tenant_id = :t AND status <> 'revoked'"),
                             {"t": tenant_id}).scalar_one()
     if count >= MAX_KEYS_PER_TENANT:
@@ -203,9 +226,12 @@ def create_key(session: Session, *, tenant_id: uuid.UUID, name: str, knowledge_b
         allowed_metadata_filters=normalize_metadata_filters(metadata_filters),
     )
     plaintext, key_hash = new_token(KEY_PREFIX)
-    row = DifyApiKey(tenant_id=tenant_id, key_hash=key_hash, status="active", created_by=created_by, **row_kwargs)
+    row = DifyApiKey(tenant_id=tenant_id, key_hash=key_hash, status="active", created_by=principal.user_id,
+                     **row_kwargs)
     session.add(row)
     session.flush()
+    view = key_view(row)
+    _audit(session, principal, row, "create", **{k: view[k] for k in _VIEW_FIELDS})
     return row, plaintext
 
 
@@ -238,7 +264,9 @@ class StatusChange:
     after: str
 
 
-def _set_status(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str, status: str) -> StatusChange:
+def _set_status(session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str,
+                status: str, action: str) -> StatusChange:
+    authorize_tenant(session, principal, tenant_id)
     row = access_key(session, tenant_id, key_id, for_update=True)
     before = row.status
     if before == "revoked" and status != "revoked":
@@ -248,25 +276,31 @@ def _set_status(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str,
         row.updated_at = utcnow()
         session.add(row)
         session.flush()
+        _audit(session, principal, row, action, before=before, after=row.status)
     return StatusChange(row, before, row.status)
 
 
-def do_disable_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str) -> StatusChange:
-    return _set_status(session, tenant_id, key_id, "disabled")
+def do_disable_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
+                   key_id: uuid.UUID | str) -> StatusChange:
+    return _set_status(session, principal, tenant_id, key_id, "disabled", "disable")
 
 
-def do_enable_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str) -> StatusChange:
-    return _set_status(session, tenant_id, key_id, "active")
+def do_enable_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
+                  key_id: uuid.UUID | str) -> StatusChange:
+    return _set_status(session, principal, tenant_id, key_id, "active", "enable")
 
 
-def do_revoke_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str) -> StatusChange:
-    return _set_status(session, tenant_id, key_id, "revoked")
+def do_revoke_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
+                  key_id: uuid.UUID | str) -> StatusChange:
+    return _set_status(session, principal, tenant_id, key_id, "revoked", "revoke")
 
 
-def do_rotate_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str) -> tuple[DifyApiKey, str]:
+def do_rotate_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
+                  key_id: uuid.UUID | str) -> tuple[DifyApiKey, str]:
     """New secret, same id, scope and status: the old plaintext stops working on commit."""
     from openkb.security import new_token
 
+    authorize_tenant(session, principal, tenant_id)
     row = access_key(session, tenant_id, key_id, for_update=True)
     if row.status == "revoked":
         raise Conflict("a revoked key cannot be rotated; create a new one")
@@ -275,17 +309,21 @@ def do_rotate_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | st
     row.updated_at = utcnow()
     session.add(row)
     session.flush()
+    _audit(session, principal, row, "rotate", name=row.name)
     return row, plaintext
 
 
-def do_update_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str, *,
+def do_update_key(session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str, *,
                   knowledge_base_ids: Iterable[str | uuid.UUID] | None = None, top_k_limit: int | None = None,
                   metadata_filters: Any = ..., expires_at: datetime | None | Any = ...,
                   name: str | None = None) -> DifyApiKey:
-    """Change a key's scope in place (``...`` = leave unchanged; ``expires_at=None`` clears it)."""
+    """Change a key's scope in place (``...`` = leave unchanged; ``expires_at=None`` clears it).
+    Audited with the before/after of each field that changed."""
+    authorize_tenant(session, principal, tenant_id)
     row = access_key(session, tenant_id, key_id, for_update=True)
     if row.status == "revoked":
         raise Conflict("a revoked key cannot be changed")
+    before = key_view(row)
     if name is not None:
         row.name = _name(name)
     if knowledge_base_ids is not None:
@@ -299,6 +337,9 @@ def do_update_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | st
     row.updated_at = utcnow()
     session.add(row)
     session.flush()
+    after = key_view(row)
+    _audit(session, principal, row, "update",
+           changes={k: {"before": before[k], "after": after[k]} for k in _VIEW_FIELDS if before[k] != after[k]})
     return row
 
 

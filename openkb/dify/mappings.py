@@ -6,7 +6,8 @@ knowledge base id: it is looked up here (per tenant; another tenant's mapping is
 nothing by itself; only a key's allow-list does.
 
 ``do_map`` is an upsert: mapping an existing knowledge id again points it at the new knowledge
-base and re-activates it (the adapter audits before/after).
+base and re-activates it. Changes take the acting principal, check it administers the tenant
+(``keys.authorize_tenant``) and write their own ``dify.mapping.*`` audit row with before/after.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from openkb.dify.keys import resolve_kb
+from openkb.audit import record_audit
+from openkb.dify.keys import authorize_tenant, resolve_kb
 from openkb.errors import NotFound, ValidationError
 from openkb.models import DifyKnowledgeMapping
 from openkb.models._base import utcnow
+from openkb.permissions.principal import Principal
 
 MAX_KNOWLEDGE_ID = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -45,8 +48,15 @@ class MapResult:
     before: dict[str, Any] | None
 
 
-def do_map(session: Session, *, tenant_id: uuid.UUID, knowledge_id: str, kb: str | uuid.UUID,
-           created_by: uuid.UUID | None = None) -> MapResult:
+def _audit(session: Session, principal: Principal, row: DifyKnowledgeMapping, action: str, **meta: Any) -> None:
+    record_audit(session, tenant_id=row.tenant_id, actor=principal, action=f"dify.mapping.{action}",
+                 object_type="dify_knowledge_mapping", object_id=row.id,
+                 metadata={"knowledge_id": row.dify_knowledge_id, **meta})
+
+
+def do_map(session: Session, principal: Principal, *, tenant_id: uuid.UUID, knowledge_id: str,
+           kb: str | uuid.UUID) -> MapResult:
+    authorize_tenant(session, principal, tenant_id)
     kid = normalize_knowledge_id(knowledge_id)
     target = resolve_kb(session, tenant_id, str(kb))
     row = session.exec(select(DifyKnowledgeMapping).where(DifyKnowledgeMapping.tenant_id == tenant_id,
@@ -54,9 +64,10 @@ def do_map(session: Session, *, tenant_id: uuid.UUID, knowledge_id: str, kb: str
                        .with_for_update()).first()
     if row is None:
         row = DifyKnowledgeMapping(tenant_id=tenant_id, dify_knowledge_id=kid, knowledge_base_id=target.id,
-                                   status="active", created_by=created_by)
+                                   status="active", created_by=principal.user_id)
         session.add(row)
         session.flush()
+        _audit(session, principal, row, "create", knowledge_base_id=str(target.id), before=None)
         return MapResult(row, True, None)
     before = {"knowledge_base_id": str(row.knowledge_base_id), "status": row.status}
     row.knowledge_base_id = target.id
@@ -64,6 +75,7 @@ def do_map(session: Session, *, tenant_id: uuid.UUID, knowledge_id: str, kb: str
     row.updated_at = utcnow()
     session.add(row)
     session.flush()
+    _audit(session, principal, row, "update", knowledge_base_id=str(target.id), before=before)
     return MapResult(row, False, before)
 
 
@@ -90,7 +102,9 @@ def access_mapping(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID)
     return row
 
 
-def _set_status(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID, status: str) -> tuple[DifyKnowledgeMapping, str]:
+def _set_status(session: Session, principal: Principal, tenant_id: uuid.UUID, ref: str | uuid.UUID,
+                status: str) -> tuple[DifyKnowledgeMapping, str]:
+    authorize_tenant(session, principal, tenant_id)
     row = access_mapping(session, tenant_id, ref)
     before = row.status
     if before != status:
@@ -98,15 +112,19 @@ def _set_status(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID, st
         row.updated_at = utcnow()
         session.add(row)
         session.flush()
+        _audit(session, principal, row, "disable" if status == "disabled" else "enable", before=before,
+               after=row.status)
     return row, before
 
 
-def do_disable_mapping(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID) -> tuple[DifyKnowledgeMapping, str]:
-    return _set_status(session, tenant_id, ref, "disabled")
+def do_disable_mapping(session: Session, principal: Principal, tenant_id: uuid.UUID,
+                       ref: str | uuid.UUID) -> tuple[DifyKnowledgeMapping, str]:
+    return _set_status(session, principal, tenant_id, ref, "disabled")
 
 
-def do_enable_mapping(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID) -> tuple[DifyKnowledgeMapping, str]:
-    return _set_status(session, tenant_id, ref, "active")
+def do_enable_mapping(session: Session, principal: Principal, tenant_id: uuid.UUID,
+                      ref: str | uuid.UUID) -> tuple[DifyKnowledgeMapping, str]:
+    return _set_status(session, principal, tenant_id, ref, "active")
 
 
 def mapping_view(row: DifyKnowledgeMapping) -> dict[str, Any]:

@@ -119,30 +119,26 @@ def list_users(session: SessionDep, scope: AdminScopeDep,
 
 
 @router.post("/users/{user_id}/activate", response_model=UserResult, responses=_ERR_OBJ)
-def activate_user(user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep,
-                  scope: AdminScopeDep) -> UserResult:
-    return UserResult(user=UserOut.of(admin_svc.activate(session, scope, _req(request, principal), user_id)))
+def activate_user(user_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> UserResult:
+    return UserResult(user=UserOut.of(admin_svc.activate(session, principal, user_id)))
 
 
 @router.post("/users/{user_id}/suspend", response_model=UserResult, responses=_ERR_OBJ)
-def suspend_user(user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep,
-                 scope: AdminScopeDep) -> UserResult:
+def suspend_user(user_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> UserResult:
     """Suspension takes effect on the user's next request (sessions revoked, tokens refused)."""
-    return UserResult(user=UserOut.of(admin_svc.suspend(session, scope, _req(request, principal), user_id)))
+    return UserResult(user=UserOut.of(admin_svc.suspend(session, principal, user_id)))
 
 
 @router.post("/users/{user_id}/reject", response_model=UserResult, responses=_ERR_OBJ)
-def reject_user(user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep,
-                scope: AdminScopeDep) -> UserResult:
+def reject_user(user_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> UserResult:
     """Refuse a pending sign-up (status ``deleted``)."""
-    return UserResult(user=UserOut.of(admin_svc.reject(session, scope, _req(request, principal), user_id)))
+    return UserResult(user=UserOut.of(admin_svc.reject(session, principal, user_id)))
 
 
 @router.post("/users/{user_id}/resend-verification", status_code=status.HTTP_202_ACCEPTED,
              response_model=UserResult, responses=_ERR_OBJ)
-def resend_verification(user_id: uuid.UUID, request: Request, session: SessionDep, ctx: CtxDep,
-                        principal: AdminDep, scope: AdminScopeDep) -> UserResult:
-    user = admin_svc.resend_verification(session, ctx, scope, _req(request, principal), user_id)
+def resend_verification(user_id: uuid.UUID, session: SessionDep, ctx: CtxDep, principal: AdminDep) -> UserResult:
+    user = admin_svc.resend_verification(session, ctx, principal, user_id)
     return UserResult(user=UserOut.of(user))
 
 

@@ -32,6 +32,7 @@ from server import dify_wire as wire
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
+from server.schemas import RequestModel
 
 log = logging.getLogger("openkb.dify")
 
@@ -212,7 +213,7 @@ class KeyList(BaseModel):
     items: list[KeyOut]
 
 
-class KeyIn(BaseModel):
+class KeyIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
@@ -222,7 +223,7 @@ class KeyIn(BaseModel):
     metadata_filter: dict[str, Any] | None = Field(None, description="metadata_condition or {name: value|[values]}")
 
 
-class KeyPatch(BaseModel):
+class KeyPatch(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, min_length=1, max_length=200)
@@ -253,7 +254,7 @@ class MappingList(BaseModel):
     items: list[MappingOut]
 
 
-class MappingIn(BaseModel):
+class MappingIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     knowledge_id: str = Field(min_length=1, max_length=map_svc.MAX_KNOWLEDGE_ID)
@@ -274,12 +275,6 @@ def _tenant(scope: Any, tenant_id: uuid.UUID | None) -> uuid.UUID:
     return target  # type: ignore[no-any-return]
 
 
-def _audit(session: Any, request: Request, principal: Any, tenant_id: uuid.UUID, action: str, object_type: str,
-           object_id: Any, **meta: Any) -> None:
-    record_audit(session, tenant_id=tenant_id, actor=principal, action=action, object_type=object_type,
-                 object_id=object_id, metadata=meta, ip=client_ip(request), user_agent=user_agent(request))
-
-
 @admin.get("/keys", response_model=KeyList, responses=_ERR)
 def list_keys(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyList:
     rows = keys_svc.list_keys(session, _tenant(scope, tenant_id))
@@ -287,19 +282,14 @@ def list_keys(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = No
 
 
 @admin.post("/keys", status_code=status.HTTP_201_CREATED, response_model=KeyWithSecret, responses=_ERR)
-def create_key(body: KeyIn, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+def create_key(body: KeyIn, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
                tenant_id: TenantQ = None) -> KeyWithSecret:
     """The response is the only time the plaintext key is shown."""
     tid = _tenant(scope, tenant_id)
-    row, plaintext = keys_svc.create_key(session, tenant_id=tid, name=body.name,
+    row, plaintext = keys_svc.create_key(session, principal, tenant_id=tid, name=body.name,
                                          knowledge_base_ids=body.knowledge_base_ids, top_k_limit=body.top_k_limit,
-                                         expires_at=body.expires_at, metadata_filters=body.metadata_filter,
-                                         created_by=principal.user_id)
-    view = keys_svc.key_view(row)
-    _audit(session, request, principal, tid, "dify.key.create", "dify_api_key", row.id, name=row.name,
-           knowledge_base_ids=view["knowledge_base_ids"], top_k_limit=row.retrieval_top_k_limit,
-           expires_at=view["expires_at"], metadata_filter=view["metadata_filter"])
-    return KeyWithSecret(**view, key=plaintext)
+                                         expires_at=body.expires_at, metadata_filters=body.metadata_filter)
+    return KeyWithSecret(**keys_svc.key_view(row), key=plaintext)
 
 
 @admin.get("/keys/{key_id}", response_model=KeyOut, responses=_ERR)
@@ -308,32 +298,25 @@ def get_key(key_id: uuid.UUID, session: SessionDep, scope: AdminScopeDep, tenant
 
 
 @admin.patch("/keys/{key_id}", response_model=KeyOut, responses=_ERR)
-def update_key(key_id: uuid.UUID, body: KeyPatch, request: Request, session: SessionDep, principal: AdminDep,
+def update_key(key_id: uuid.UUID, body: KeyPatch, session: SessionDep, principal: AdminDep,
                scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyOut:
     """Fields left out stay as they are; ``"expires_at": null`` removes the expiry."""
     tid = _tenant(scope, tenant_id)
     sent = body.model_dump(exclude_unset=True)
-    before = keys_svc.key_view(keys_svc.access_key(session, tid, key_id))
-    row = keys_svc.do_update_key(session, tid, key_id, name=sent.get("name"),
+    row = keys_svc.do_update_key(session, principal, tid, key_id, name=sent.get("name"),
                                  knowledge_base_ids=sent.get("knowledge_base_ids"), top_k_limit=sent.get("top_k_limit"),
                                  metadata_filters=sent["metadata_filter"] if "metadata_filter" in sent else ...,
                                  expires_at=sent["expires_at"] if "expires_at" in sent else ...)
-    view = keys_svc.key_view(row)
-    changes = {k: {"before": before[k], "after": view[k]} for k in
-               ("name", "knowledge_base_ids", "top_k_limit", "expires_at", "metadata_filter") if before[k] != view[k]}
-    _audit(session, request, principal, tid, "dify.key.update", "dify_api_key", row.id, changes=changes)
-    return KeyOut(**view)
+    return KeyOut(**keys_svc.key_view(row))
 
 
 def _status_route(action: str):  # noqa: ANN202
     fn = {"disable": keys_svc.do_disable_key, "enable": keys_svc.do_enable_key, "revoke": keys_svc.do_revoke_key}[action]
 
-    def route(key_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+    def route(key_id: uuid.UUID, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
               tenant_id: TenantQ = None) -> StatusOut:
         tid = _tenant(scope, tenant_id)
-        ch = fn(session, tid, key_id)
-        _audit(session, request, principal, tid, f"dify.key.{action}", "dify_api_key", ch.row.id,
-               before=ch.before, after=ch.after)
+        ch = fn(session, principal, tid, key_id)
         return StatusOut(id=ch.row.id, before=ch.before, status=ch.after)
 
     route.__name__ = f"{action}_key"
@@ -348,12 +331,11 @@ for _action in ("disable", "enable", "revoke"):
 
 
 @admin.post("/keys/{key_id}/rotate", response_model=KeyWithSecret, responses=_ERR)
-def rotate_key(key_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+def rotate_key(key_id: uuid.UUID, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
                tenant_id: TenantQ = None) -> KeyWithSecret:
     """New secret, same scope; the old secret stops working when this request commits."""
     tid = _tenant(scope, tenant_id)
-    row, plaintext = keys_svc.do_rotate_key(session, tid, key_id)
-    _audit(session, request, principal, tid, "dify.key.rotate", "dify_api_key", row.id, name=row.name)
+    row, plaintext = keys_svc.do_rotate_key(session, principal, tid, key_id)
     return KeyWithSecret(**keys_svc.key_view(row), key=plaintext)
 
 
@@ -364,27 +346,22 @@ def list_mappings(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ 
 
 
 @admin.post("/mappings", response_model=MappingResult, responses=_ERR)
-def create_mapping(body: MappingIn, request: Request, session: SessionDep, principal: AdminDep,
+def create_mapping(body: MappingIn, session: SessionDep, principal: AdminDep,
                    scope: AdminScopeDep, tenant_id: TenantQ = None) -> MappingResult:
     """Upsert: mapping a knowledge id again points it at the new knowledge base."""
     tid = _tenant(scope, tenant_id)
-    res = map_svc.do_map(session, tenant_id=tid, knowledge_id=body.knowledge_id, kb=body.knowledge_base_id,
-                         created_by=principal.user_id)
-    _audit(session, request, principal, tid, "dify.mapping.create" if res.created else "dify.mapping.update",
-           "dify_knowledge_mapping", res.row.id, knowledge_id=res.row.dify_knowledge_id,
-           knowledge_base_id=str(res.row.knowledge_base_id), before=res.before)
+    res = map_svc.do_map(session, principal, tenant_id=tid, knowledge_id=body.knowledge_id,
+                         kb=body.knowledge_base_id)
     return MappingResult(**map_svc.mapping_view(res.row), created=res.created)
 
 
 def _mapping_status_route(action: str):  # noqa: ANN202
     fn = map_svc.do_disable_mapping if action == "disable" else map_svc.do_enable_mapping
 
-    def route(mapping_id: str, request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
+    def route(mapping_id: str, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
               tenant_id: TenantQ = None) -> MappingOut:
         tid = _tenant(scope, tenant_id)
-        row, before = fn(session, tid, mapping_id)
-        _audit(session, request, principal, tid, f"dify.mapping.{action}", "dify_knowledge_mapping", row.id,
-               knowledge_id=row.dify_knowledge_id, before=before, after=row.status)
+        row, _before = fn(session, principal, tid, mapping_id)
         return MappingOut(**map_svc.mapping_view(row))
 
     route.__name__ = f"{action}_mapping"

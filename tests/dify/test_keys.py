@@ -10,8 +10,13 @@ from sqlalchemy import text
 
 from openkb.dify import keys, mappings
 from openkb.errors import Conflict, NotFound, ValidationError
+from openkb.models import AuditLog
+from openkb.permissions import Principal
 from openkb.security import hash_token
 from tests.factories import make_kb, make_personas
+
+SYSTEM = Principal.system()  # the operator at the command line administers every tenant
+
 
 
 @pytest.fixture()
@@ -24,7 +29,7 @@ def world(db):
 
 def test_create_stores_only_a_hash(db, world):
     p, kb_a, _ = world
-    row, plaintext = keys.create_key(db, tenant_id=p.tenant.id, name="app", knowledge_base_ids=[str(kb_a.id)])
+    row, plaintext = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="app", knowledge_base_ids=[str(kb_a.id)])
     assert plaintext.startswith("okdify_") and len(plaintext) > 40
     assert row.key_hash == hash_token(plaintext) and plaintext not in row.key_hash
     stored = db.execute(text("SELECT row_to_json(k)::text FROM dify_api_keys k WHERE id = :id"), {"id": row.id}).scalar_one()
@@ -36,17 +41,17 @@ def test_create_stores_only_a_hash(db, world):
 
 def test_kb_by_slug_dedup_and_other_tenant_invisible(db, world):
     p, kb_a, kb_b = world
-    row, _ = keys.create_key(db, tenant_id=p.tenant.id, name="x", knowledge_base_ids=[kb_a.slug, str(kb_a.id), kb_b.slug])
+    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="x", knowledge_base_ids=[kb_a.slug, str(kb_a.id), kb_b.slug])
     assert row.allowed_knowledge_base_ids == [kb_a.id, kb_b.id]
     with pytest.raises(NotFound):
-        keys.create_key(db, tenant_id=p.other_tenant.id, name="x", knowledge_base_ids=[str(kb_a.id)])
+        keys.create_key(db, SYSTEM, tenant_id=p.other_tenant.id, name="x", knowledge_base_ids=[str(kb_a.id)])
     with pytest.raises(NotFound):
-        keys.create_key(db, tenant_id=p.tenant.id, name="x", knowledge_base_ids=[str(uuid.uuid4())])
+        keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="x", knowledge_base_ids=[str(uuid.uuid4())])
 
 
 def test_no_kb_is_allowed_and_sees_nothing(db, world):
     p, *_ = world
-    row, _ = keys.create_key(db, tenant_id=p.tenant.id, name="empty")
+    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="empty")
     assert row.allowed_knowledge_base_ids == []
 
 
@@ -58,7 +63,7 @@ def test_no_kb_is_allowed_and_sees_nothing(db, world):
 def test_create_validation(db, world, kw):
     p, *_ = world
     with pytest.raises(ValidationError):
-        keys.create_key(db, tenant_id=p.tenant.id, **{"name": "ok", **kw})
+        keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, **{"name": "ok", **kw})
 
 
 def test_metadata_filter_forms_normalize():
@@ -92,29 +97,29 @@ def test_parse_expires():
 
 def test_lifecycle_disable_enable_revoke_rotate(db, world):
     p, kb_a, _ = world
-    row, old = keys.create_key(db, tenant_id=p.tenant.id, name="life", knowledge_base_ids=[str(kb_a.id)])
-    ch = keys.do_disable_key(db, p.tenant.id, row.id)
+    row, old = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="life", knowledge_base_ids=[str(kb_a.id)])
+    ch = keys.do_disable_key(db, SYSTEM, p.tenant.id, row.id)
     assert (ch.before, ch.after) == ("active", "disabled")
-    assert keys.do_enable_key(db, p.tenant.id, row.id).after == "active"
-    rotated, new = keys.do_rotate_key(db, p.tenant.id, row.id)
+    assert keys.do_enable_key(db, SYSTEM, p.tenant.id, row.id).after == "active"
+    rotated, new = keys.do_rotate_key(db, SYSTEM, p.tenant.id, row.id)
     assert rotated.id == row.id and new != old and rotated.key_hash == hash_token(new)
-    assert keys.do_revoke_key(db, p.tenant.id, row.id).after == "revoked"
+    assert keys.do_revoke_key(db, SYSTEM, p.tenant.id, row.id).after == "revoked"
     with pytest.raises(Conflict):
-        keys.do_enable_key(db, p.tenant.id, row.id)
+        keys.do_enable_key(db, SYSTEM, p.tenant.id, row.id)
     with pytest.raises(Conflict):
-        keys.do_rotate_key(db, p.tenant.id, row.id)
+        keys.do_rotate_key(db, SYSTEM, p.tenant.id, row.id)
     # other tenant: same NOT_FOUND as an unknown id
     with pytest.raises(NotFound):
-        keys.do_disable_key(db, p.other_tenant.id, row.id)
+        keys.do_disable_key(db, SYSTEM, p.other_tenant.id, row.id)
     with pytest.raises(NotFound):
         keys.access_key(db, p.tenant.id, "not-a-uuid")
 
 
 def test_update_and_expired_status(db, world):
     p, kb_a, kb_b = world
-    row, _ = keys.create_key(db, tenant_id=p.tenant.id, name="u", knowledge_base_ids=[str(kb_a.id)],
+    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="u", knowledge_base_ids=[str(kb_a.id)],
                              expires_at=datetime.now(UTC) + timedelta(days=1))
-    keys.do_update_key(db, p.tenant.id, row.id, knowledge_base_ids=[str(kb_b.id)], top_k_limit=3,
+    keys.do_update_key(db, SYSTEM, p.tenant.id, row.id, knowledge_base_ids=[str(kb_b.id)], top_k_limit=3,
                        metadata_filters={"lang": "zh"}, expires_at=None)
     assert row.allowed_knowledge_base_ids == [kb_b.id] and row.retrieval_top_k_limit == 3
     assert row.expires_at is None and row.allowed_metadata_filters["conditions"][0]["name"] == "lang"
@@ -124,7 +129,7 @@ def test_update_and_expired_status(db, world):
 
 def test_touch_last_used_is_throttled(db, world):
     p, *_ = world
-    row, _ = keys.create_key(db, tenant_id=p.tenant.id, name="t")
+    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="t")
     assert keys.touch_last_used(db, row)
     db.refresh(row)
     assert row.last_used_at is not None
@@ -135,28 +140,90 @@ def test_touch_last_used_is_throttled(db, world):
 
 def test_mappings_upsert_disable_and_tenant_isolation(db, world):
     p, kb_a, kb_b = world
-    res = mappings.do_map(db, tenant_id=p.tenant.id, knowledge_id="  team-docs ", kb=str(kb_a.id))
+    res = mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="  team-docs ", kb=str(kb_a.id))
     assert res.created and res.row.dify_knowledge_id == "team-docs"
-    again = mappings.do_map(db, tenant_id=p.tenant.id, knowledge_id="team-docs", kb=kb_b.slug)
+    again = mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="team-docs", kb=kb_b.slug)
     assert not again.created and again.row.id == res.row.id and again.row.knowledge_base_id == kb_b.id
     assert again.before == {"knowledge_base_id": str(kb_a.id), "status": "active"}
-    row, before = mappings.do_disable_mapping(db, p.tenant.id, "team-docs")
+    row, before = mappings.do_disable_mapping(db, SYSTEM, p.tenant.id, "team-docs")
     assert (before, row.status) == ("active", "disabled")
-    assert mappings.do_map(db, tenant_id=p.tenant.id, knowledge_id="team-docs", kb=str(kb_b.id)).row.status == "active"
+    assert mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="team-docs", kb=str(kb_b.id)).row.status == "active"
     with pytest.raises(NotFound):
         mappings.access_mapping(db, p.other_tenant.id, "team-docs")
     with pytest.raises(NotFound):
         mappings.access_mapping(db, p.other_tenant.id, str(res.row.id))
     with pytest.raises(NotFound):  # a knowledge base of another tenant cannot be the target
-        mappings.do_map(db, tenant_id=p.other_tenant.id, knowledge_id="x", kb=str(kb_a.id))
+        mappings.do_map(db, SYSTEM, tenant_id=p.other_tenant.id, knowledge_id="x", kb=str(kb_a.id))
     # the same knowledge id may exist in another tenant, independently
     from tests.factories import make_kb as mk, make_user, make_workspace
 
     u = make_user(db, p.other_tenant)
     other_kb = mk(db, make_workspace(db, p.other_tenant, u), u)
-    other = mappings.do_map(db, tenant_id=p.other_tenant.id, knowledge_id="team-docs", kb=str(other_kb.id))
+    other = mappings.do_map(db, SYSTEM, tenant_id=p.other_tenant.id, knowledge_id="team-docs", kb=str(other_kb.id))
     assert other.created and other.row.id != res.row.id
     assert [m.dify_knowledge_id for m in mappings.list_mappings(db, p.tenant.id)] == ["team-docs"]
     for bad in ("", "   ", "x" * 256, "a\nb"):
         with pytest.raises(ValidationError):
-            mappings.do_map(db, tenant_id=p.tenant.id, knowledge_id=bad, kb=str(kb_a.id))
+            mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id=bad, kb=str(kb_a.id))
+
+
+def _audits(db, object_id) -> list[tuple[str, str, dict]]:
+    from sqlmodel import select
+
+    rows = db.exec(select(AuditLog).where(AuditLog.object_id == object_id).order_by(AuditLog.created_at)).all()
+    return [(r.action, r.actor_type, r.meta) for r in rows]
+
+
+def test_each_key_change_is_audited_once_by_the_service(db, world):
+    """The service writes the row (adapters don't): one per change, none for a no-op, never the secret."""
+    p, kb_a, kb_b = world
+    admin = Principal.user(p.tenant_admin, p.tenant.id)
+    row, plaintext = keys.create_key(db, admin, tenant_id=p.tenant.id, name="app", knowledge_base_ids=[str(kb_a.id)])
+    assert row.created_by == p.tenant_admin.id
+    keys.do_update_key(db, admin, p.tenant.id, row.id, knowledge_base_ids=[str(kb_b.id)])
+    keys.do_disable_key(db, admin, p.tenant.id, row.id)
+    keys.do_disable_key(db, admin, p.tenant.id, row.id)  # already disabled: nothing changes, nothing audited
+    _, rotated = keys.do_rotate_key(db, SYSTEM, p.tenant.id, row.id)
+    got = _audits(db, row.id)
+    assert [(a, t) for a, t, _ in got] == [("dify.key.create", "user"), ("dify.key.update", "user"),
+                                          ("dify.key.disable", "user"), ("dify.key.rotate", "system")]
+    assert got[1][2]["changes"] == {"knowledge_base_ids": {"before": [str(kb_a.id)], "after": [str(kb_b.id)]}}
+    assert got[2][2]["before"] == "active" and got[2][2]["after"] == "disabled"
+    assert all(plaintext not in str(m) and rotated not in str(m) for _, _, m in got)
+
+
+def test_key_and_mapping_changes_authorize_the_principal(db, world):
+    """Not an administrator of the key's tenant: refused before anything is written or audited."""
+    from openkb.errors import PermissionDenied
+
+    p, kb_a, _ = world
+    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="app", knowledge_base_ids=[str(kb_a.id)])
+    member = Principal.user(p.member, p.tenant.id)
+    with pytest.raises(PermissionDenied):
+        keys.create_key(db, member, tenant_id=p.tenant.id, name="mine")
+    with pytest.raises(PermissionDenied):
+        keys.do_revoke_key(db, member, p.tenant.id, row.id)
+    with pytest.raises(PermissionDenied):
+        mappings.do_map(db, member, tenant_id=p.tenant.id, knowledge_id="k", kb=str(kb_a.id))
+    other_admin = Principal.user(p.other_tenant_user, p.other_tenant.id)
+    from sqlalchemy import text as sql
+
+    db.execute(sql("UPDATE tenant_memberships SET role = 'tenant_admin' WHERE user_id = :u"), {"u": p.other_tenant_user.id})
+    with pytest.raises(NotFound):  # another tenant's administrator: the key's tenant does not exist for them
+        keys.do_revoke_key(db, other_admin, p.tenant.id, row.id)
+    with pytest.raises(NotFound):
+        mappings.do_map(db, other_admin, tenant_id=p.tenant.id, knowledge_id="k", kb=str(kb_a.id))
+    assert [a for a, _, _ in _audits(db, row.id)] == ["dify.key.create"]
+    assert row.status == "active"
+
+
+def test_mapping_changes_are_audited_by_the_service(db, world):
+    p, kb_a, kb_b = world
+    res = mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="docs", kb=str(kb_a.id))
+    mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="docs", kb=str(kb_b.id))
+    mappings.do_disable_mapping(db, SYSTEM, p.tenant.id, "docs")
+    mappings.do_disable_mapping(db, SYSTEM, p.tenant.id, "docs")  # no-op
+    got = _audits(db, res.row.id)
+    assert [a for a, _, _ in got] == ["dify.mapping.create", "dify.mapping.update", "dify.mapping.disable"]
+    assert got[1][2]["before"] == {"knowledge_base_id": str(kb_a.id), "status": "active"}
+    assert got[1][2]["knowledge_base_id"] == str(kb_b.id) and got[0][2]["knowledge_id"] == "docs"

@@ -31,6 +31,8 @@ from openkb.permissions import Principal
 from openkb.retrieval import forget_active_profile, search
 from tests.factories import make_kb, make_personas, make_user, make_workspace
 
+SYSTEM = Principal.system()  # keys and mappings are set up as the operator (openkb dify ...) would
+
 pytestmark = pytest.mark.usefixtures("worker")
 
 PROBE = {"knowledge_id": "", "query": "", "retrieval_setting": {"top_k": 1, "score_threshold": 0.0}}
@@ -112,23 +114,23 @@ class World:
         self.visible = {str(self.d1.id), str(self.d2.id), str(self.d3.id)}
         with session_scope(engine) as s:
             t = self.p.tenant.id
-            self.key_a = keys.create_key(s, tenant_id=t, name="A", knowledge_base_ids=[self.kb_a.id])[1]
-            self.key_b = keys.create_key(s, tenant_id=t, name="B", knowledge_base_ids=[self.kb_b.id])[1]
-            self.key_none = keys.create_key(s, tenant_id=t, name="none")[1]
-            self.key_zh = keys.create_key(s, tenant_id=t, name="zh only", knowledge_base_ids=[self.kb_a.id],
+            self.key_a = keys.create_key(s, SYSTEM, tenant_id=t, name="A", knowledge_base_ids=[self.kb_a.id])[1]
+            self.key_b = keys.create_key(s, SYSTEM, tenant_id=t, name="B", knowledge_base_ids=[self.kb_b.id])[1]
+            self.key_none = keys.create_key(s, SYSTEM, tenant_id=t, name="none")[1]
+            self.key_zh = keys.create_key(s, SYSTEM, tenant_id=t, name="zh only", knowledge_base_ids=[self.kb_a.id],
                                           metadata_filters={"lang": "zh"})[1]
-            self.key_small = keys.create_key(s, tenant_id=t, name="small", knowledge_base_ids=[self.kb_a.id],
+            self.key_small = keys.create_key(s, SYSTEM, tenant_id=t, name="small", knowledge_base_ids=[self.kb_a.id],
                                              top_k_limit=2)[1]
-            self.key_other = keys.create_key(s, tenant_id=self.p.other_tenant.id, name="other",
+            self.key_other = keys.create_key(s, SYSTEM, tenant_id=self.p.other_tenant.id, name="other",
                                              knowledge_base_ids=[self.other_kb.id])[1]
             self.kid_a, self.kid_b = uniq("kb-a-"), uniq("kb-b-")
-            mappings.do_map(s, tenant_id=t, knowledge_id=self.kid_a, kb=self.kb_a.id)
-            mappings.do_map(s, tenant_id=t, knowledge_id=self.kid_b, kb=self.kb_b.id)
+            mappings.do_map(s, SYSTEM, tenant_id=t, knowledge_id=self.kid_a, kb=self.kb_a.id)
+            mappings.do_map(s, SYSTEM, tenant_id=t, knowledge_id=self.kid_b, kb=self.kb_b.id)
             self.kid_disabled = uniq("off-")
-            mappings.do_map(s, tenant_id=t, knowledge_id=self.kid_disabled, kb=self.kb_a.id)
-            mappings.do_disable_mapping(s, t, self.kid_disabled)
+            mappings.do_map(s, SYSTEM, tenant_id=t, knowledge_id=self.kid_disabled, kb=self.kb_a.id)
+            mappings.do_disable_mapping(s, SYSTEM, t, self.kid_disabled)
             self.kid_other = uniq("other-")
-            mappings.do_map(s, tenant_id=self.p.other_tenant.id, knowledge_id=self.kid_other, kb=self.other_kb.id)
+            mappings.do_map(s, SYSTEM, tenant_id=self.p.other_tenant.id, knowledge_id=self.kid_other, kb=self.other_kb.id)
 
     def actor(self) -> Actor:
         return Actor.of(Principal.user(self.p.owner, self.p.tenant.id))
@@ -236,11 +238,11 @@ def test_unknown_disabled_revoked_expired_keys_are_1002(world, http, committed):
     assert_error(post(http, "kbpat_notadifykey", ask(world)), 403, 1002)
     with committed() as s:
         t = world.p.tenant.id
-        d_row, disabled = keys.create_key(s, tenant_id=t, name="d", knowledge_base_ids=[world.kb_a.id])
-        e_row, expired = keys.create_key(s, tenant_id=t, name="e", knowledge_base_ids=[world.kb_a.id])
-        r_row, revoked = keys.create_key(s, tenant_id=t, name="r", knowledge_base_ids=[world.kb_a.id])
-        keys.do_disable_key(s, t, d_row.id)
-        keys.do_revoke_key(s, t, r_row.id)
+        d_row, disabled = keys.create_key(s, SYSTEM, tenant_id=t, name="d", knowledge_base_ids=[world.kb_a.id])
+        e_row, expired = keys.create_key(s, SYSTEM, tenant_id=t, name="e", knowledge_base_ids=[world.kb_a.id])
+        r_row, revoked = keys.create_key(s, SYSTEM, tenant_id=t, name="r", knowledge_base_ids=[world.kb_a.id])
+        keys.do_disable_key(s, SYSTEM, t, d_row.id)
+        keys.do_revoke_key(s, SYSTEM, t, r_row.id)
         s.execute(text("UPDATE dify_api_keys SET expires_at = now() - interval '1 second' WHERE id = :id"),
                   {"id": e_row.id})
         s.commit()
@@ -402,21 +404,21 @@ def test_and_or_and_the_key_filter_combine(world, http):
 
 def test_revocation_disable_and_rotation_take_effect_on_the_next_call(world, http, committed):
     with committed() as s:
-        row, key = keys.create_key(s, tenant_id=world.p.tenant.id, name="life", knowledge_base_ids=[world.kb_a.id])
+        row, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="life", knowledge_base_ids=[world.kb_a.id])
         s.commit()
     assert post(http, key, ask(world)).status_code == 200
     with committed() as s:
-        keys.do_disable_key(s, world.p.tenant.id, row.id)
+        keys.do_disable_key(s, SYSTEM, world.p.tenant.id, row.id)
         s.commit()
     assert_error(post(http, key, ask(world)), 403, 1002)
     with committed() as s:
-        keys.do_enable_key(s, world.p.tenant.id, row.id)
-        _, new = keys.do_rotate_key(s, world.p.tenant.id, row.id)
+        keys.do_enable_key(s, SYSTEM, world.p.tenant.id, row.id)
+        _, new = keys.do_rotate_key(s, SYSTEM, world.p.tenant.id, row.id)
         s.commit()
     assert_error(post(http, key, ask(world)), 403, 1002)
     assert post(http, new, ask(world)).status_code == 200
     with committed() as s:
-        keys.do_revoke_key(s, world.p.tenant.id, row.id)
+        keys.do_revoke_key(s, SYSTEM, world.p.tenant.id, row.id)
         s.commit()
     assert_error(post(http, new, ask(world)), 403, 1002)
 
@@ -424,27 +426,27 @@ def test_revocation_disable_and_rotation_take_effect_on_the_next_call(world, htt
 def test_mapping_and_scope_changes_take_effect_on_the_next_call(world, http, committed):
     kid = uniq("moving-")
     with committed() as s:
-        row, key = keys.create_key(s, tenant_id=world.p.tenant.id, name="scope", knowledge_base_ids=[world.kb_a.id])
-        mappings.do_map(s, tenant_id=world.p.tenant.id, knowledge_id=kid, kb=world.kb_a.id)
+        row, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="scope", knowledge_base_ids=[world.kb_a.id])
+        mappings.do_map(s, SYSTEM, tenant_id=world.p.tenant.id, knowledge_id=kid, kb=world.kb_a.id)
         s.commit()
     assert doc_ids(assert_dify_shape(post(http, key, ask(world, knowledge_id=kid)), world.base_url)) == world.visible
     with committed() as s:
-        mappings.do_map(s, tenant_id=world.p.tenant.id, knowledge_id=kid, kb=world.kb_b.id)
+        mappings.do_map(s, SYSTEM, tenant_id=world.p.tenant.id, knowledge_id=kid, kb=world.kb_b.id)
         s.commit()
     assert_error(post(http, key, ask(world, knowledge_id=kid)), 403, 1002)  # remapped to a KB the key lacks
     with committed() as s:
-        keys.do_update_key(s, world.p.tenant.id, row.id, knowledge_base_ids=[world.kb_b.id])
+        keys.do_update_key(s, SYSTEM, world.p.tenant.id, row.id, knowledge_base_ids=[world.kb_b.id])
         s.commit()
     assert doc_ids(assert_dify_shape(post(http, key, ask(world, knowledge_id=kid)), world.base_url)) == {str(world.b1.id)}
     with committed() as s:
-        mappings.do_disable_mapping(s, world.p.tenant.id, kid)
+        mappings.do_disable_mapping(s, SYSTEM, world.p.tenant.id, kid)
         s.commit()
     assert_error(post(http, key, ask(world, knowledge_id=kid)), 404, 2001)
 
 
 def test_every_identified_call_is_audited(world, http, committed):
     with committed() as s:
-        row, key = keys.create_key(s, tenant_id=world.p.tenant.id, name="audited", knowledge_base_ids=[world.kb_a.id])
+        row, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="audited", knowledge_base_ids=[world.kb_a.id])
         s.commit()
     ua = f"Dify-audit-{uuid.uuid4().hex[:6]}"
     records = assert_dify_shape(post(http, key, ask(world), ua=ua), world.base_url)
@@ -479,8 +481,8 @@ def test_rate_limit_is_per_key_with_retry_after(world, http, committed, monkeypa
     # the live server reads OPENKB_DIFY_RATE_LIMIT_PER_MINUTE from its settings on every call
     monkeypatch.setattr(app_ctx.settings, "openkb_dify_rate_limit_per_minute", 3)
     with committed() as s:
-        _, hot = keys.create_key(s, tenant_id=world.p.tenant.id, name="hot", knowledge_base_ids=[world.kb_a.id])
-        _, calm = keys.create_key(s, tenant_id=world.p.tenant.id, name="calm", knowledge_base_ids=[world.kb_a.id])
+        _, hot = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="hot", knowledge_base_ids=[world.kb_a.id])
+        _, calm = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="calm", knowledge_base_ids=[world.kb_a.id])
         s.commit()
     assert [post(http, hot, PROBE).status_code for _ in range(3)] == [200, 200, 200]
     r = post(http, hot, PROBE)
@@ -538,7 +540,7 @@ def test_hot_path_is_lean(world, committed, engine):
     from server.routers.dify import _handle
 
     with committed() as s:
-        _, key = keys.create_key(s, tenant_id=world.p.tenant.id, name="lean", knowledge_base_ids=[world.kb_a.id])
+        _, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="lean", knowledge_base_ids=[world.kb_a.id])
         s.commit()
     raw = json.dumps(ask(world)).encode()
     seen: list[str] = []
