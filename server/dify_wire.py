@@ -231,7 +231,7 @@ def openapi_responses() -> dict[int | str, dict[str, Any]]:
         403: (["1001 bad Authorization header", "1002 key invalid or not allowed"], [DifyKeyRejected.code]),
         404: (["2001 knowledge_id not mapped"], [DifyKnowledgeNotFound.code]),
         429: (["3001 rate limit of this key (Retry-After)"], [RateLimited.code]),
-        500: (["5000 unexpected error"], []),
+        500: (["5000 unexpected error"], [OpenKBError.code]),
         503: (["5001 database or search backend unavailable"], [ServiceUnavailable.code, IndexError_.code]),
     }
     out: dict[int | str, dict[str, Any]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -28,9 +29,41 @@ class ErrorBody(BaseModel):
     detail: str
 
 
+ErrorSpec = int | type[OpenKBError] | Mapping[int | str, Mapping[str, Any]]
+
+
+def errors_for(*errors: ErrorSpec) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` for the errors a route raises, e.g. ``errors_for(401, NotFound,
+    VersionConflict)``: per status the ``ErrorBody`` shape and its codes, in the description and
+    in ``x-error-codes`` (what clients and tests/test_errors_catalogue.py read).
+
+    An ``int`` documents a status with its generic code (404 -> ``NOT_FOUND``); a class, its own
+    code under its ``http_status``; a mapping (an earlier ``errors_for``), its codes. Trap: name
+    the specific classes a route raises — a subclass's code is not implied by its base's.
+    """
+    by_status: dict[int, list[str]] = {}
+
+    def add(status: int, code: str | None) -> None:
+        codes = by_status.setdefault(status, [])
+        if code and code not in codes:
+            codes.append(code)
+
+    for e in errors:
+        if isinstance(e, int):
+            add(e, _STATUS_CODES.get(e))
+        elif isinstance(e, Mapping):
+            for status, entry in e.items():
+                for code in entry.get("x-error-codes", ()) or [None]:
+                    add(int(status), code)
+        else:
+            add(e.http_status, e.code)
+    return {s: {"model": ErrorBody, "description": ", ".join(codes) or "error", "x-error-codes": codes}
+            for s, codes in sorted(by_status.items())}
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses=`` entries documenting the error shape for these statuses."""
-    return {s: {"model": ErrorBody, "description": _STATUS_CODES.get(s, "error")} for s in statuses}
+    """``errors_for`` with generic codes only (kept for routes that don't name their errors yet)."""
+    return errors_for(*statuses)
 
 
 def install(app: FastAPI) -> None:
