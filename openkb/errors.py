@@ -1,20 +1,34 @@
-"""Domain exceptions with stable codes.
+"""Every OpenKB error, in one catalogue of stable codes (docs/api.md#error-codes).
 
 Every adapter maps these the same way: the server renders ``{"error": code, "detail": ...}``
 with ``http_status``; the CLI prints one line and exits with ``exit_code``; workers retry only
 ``retryable`` errors. A bare ``ValueError`` escaping a service is a bug, not a user error.
+
+Rules of the catalogue (tests/test_errors_catalogue.py): every ``OpenKBError`` subclass is
+defined here, has its own upper-case ``code`` (unique), a docstring saying when it is raised,
+and ``surfaces``: where a caller can meet it. A code on the ``http`` surface must be listed by
+the routes that raise it (``responses=errors_for(...)`` in ``server/errors.py``), so it is in
+``/api/openapi.json``. Subclass the generic error of the same meaning (``NotFound``,
+``PermissionDenied`` ...), so a caller that knows only the generic class still handles it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+HTTP, CLI, WORKER = "http", "cli", "worker"
+EVERYWHERE = frozenset({HTTP, CLI, WORKER})
+
 
 class OpenKBError(Exception):
+    """Raised bare only for a failure with no better class (an unknown job name, a broken
+    invariant): answered 500 ``INTERNAL_ERROR``."""
+
     code = "INTERNAL_ERROR"
     http_status = 500
     exit_code = 1
     retryable = False
+    surfaces: frozenset[str] = EVERYWHERE
 
     def __init__(self, detail: str = "", **extra: Any) -> None:
         super().__init__(detail or self.code)
@@ -25,14 +39,20 @@ class OpenKBError(Exception):
         return {"error": self.code, "detail": self.detail, **self.extra}
 
 
+# --- generic: one per kind of failure; the specific errors below subclass these ------------------
+
+
 class ValidationError(OpenKBError):
+    """Input a service refuses (wrong type, bad value, unknown reference form); names the field."""
+
     code = "VALIDATION_ERROR"
     http_status = 422
     exit_code = 2
 
 
 class ConfigError(OpenKBError):
-    """A setting is malformed or points at something unusable (names the variable)."""
+    """A setting is malformed or points at something unusable (names the variable); also a
+    Milvus collection whose shape does not match its profile."""
 
     code = "CONFIG_ERROR"
     http_status = 500
@@ -49,13 +69,16 @@ class ServiceUnavailable(OpenKBError):
 
 
 class AlreadyRunning(OpenKBError):
+    """``openkb up`` finds another instance running on the same home or port."""
+
     code = "ALREADY_RUNNING"
     http_status = 409
     exit_code = 75
+    surfaces = frozenset({CLI})
 
 
 class NotFound(OpenKBError):
-    """Also raised for objects the caller may not see: never reveal existence."""
+    """No such object. Also raised for objects the caller may not see: never reveal existence."""
 
     code = "NOT_FOUND"
     http_status = 404
@@ -63,6 +86,8 @@ class NotFound(OpenKBError):
 
 
 class Unauthenticated(OpenKBError):
+    """No valid credential where one is required (missing, unknown, expired or revoked)."""
+
     code = "UNAUTHENTICATED"
     http_status = 401
     exit_code = 5
@@ -77,30 +102,42 @@ class PermissionDenied(OpenKBError):
 
 
 class Conflict(OpenKBError):
+    """The request contradicts the current state (an object in the way, a state that forbids it)."""
+
     code = "CONFLICT"
     http_status = 409
     exit_code = 7
 
 
 class AlreadyExists(Conflict):
+    """A unique name, slug or email is already taken in its scope."""
+
     code = "ALREADY_EXISTS"
 
 
 class VersionConflict(Conflict):
+    """A save or restore names a base version that is no longer the document's current one."""
+
     code = "VERSION_CONFLICT"
 
 
 class MarkdownDialectError(OpenKBError):
+    """Markdown uses a construct outside the dialect (docs/markdown.md); lists each problem."""
+
     code = "MARKDOWN_DIALECT_ERROR"
     http_status = 422
     exit_code = 2
 
 
 class HashMismatch(ValidationError):
+    """The client's hash of its Markdown differs from the server's (a lossy editor round trip)."""
+
     code = "MARKDOWN_HASH_MISMATCH"
 
 
 class PayloadTooLarge(OpenKBError):
+    """The request body is over the server's cap (MAX_JSON_BODY_BYTES), before it is parsed."""
+
     code = "PAYLOAD_TOO_LARGE"
     http_status = 413
     exit_code = 2
@@ -115,6 +152,8 @@ class LimitExceeded(OpenKBError):
 
 
 class RateLimited(OpenKBError):
+    """Too many attempts in a window (``retry_after`` seconds in ``extra``, sent as Retry-After)."""
+
     code = "RATE_LIMITED"
     http_status = 429
     exit_code = 8
@@ -122,7 +161,7 @@ class RateLimited(OpenKBError):
 
 
 class IndexError_(OpenKBError):
-    """Milvus-side indexing failure; retried by workers."""
+    """Milvus refused or failed an index write, alias switch or compaction; retried by workers."""
 
     code = "INDEX_ERROR"
     http_status = 502
