@@ -10,16 +10,21 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
+from fastapi.routing import APIRoute, iter_route_contexts
 
 from openkb import __version__
+from openkb.accounts.errors import CsrfFailed, InsufficientScope
 from openkb.context import AppContext
+from openkb.errors import Unauthenticated
 from openkb.indexing.service import warm_active
 from openkb.jobs import JobQueue, set_queue
 from server import errors
+from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.routers import admin, assets, auth, changes, content, dify, groups, health, milvus_admin, search, sharing
@@ -91,8 +96,52 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_413(base_openapi())
+            app.openapi_schema = _document_auth_errors(app, document_413(base_openapi()))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _calls(dependant: Any) -> Iterator[Any]:
+    """Every callable a route runs before and as its body: its dependencies (recursively), itself."""
+    for dep in dependant.dependencies:
+        yield from _calls(dep)
+    if dependant.call is not None:
+        yield dependant.call
+
+
+def _document_auth_errors(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any]:
+    """List the credential errors on the operations that can answer them (``x-error-codes``).
+
+    They come from dependencies, not from the routes' own ``responses=``: a route that resolves
+    the caller (``get_auth``) answers 401 ``UNAUTHENTICATED`` for a bad bearer token and, for an
+    unsafe method, 403 ``CSRF_FAILED`` (cookie without the header); one whose dependencies or
+    body call ``check_scopes`` answers 403 ``INSUFFICIENT_SCOPE``. Found from the dependency
+    graph, so a new route is documented the moment it uses them.
+    """
+    for route in iter_route_contexts(app.routes):  # FastAPI >= 0.16x: included routers are lazy
+        if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
+            continue
+        calls = list(_calls(route.dependant))
+        if get_auth not in calls:
+            continue
+        scoped = any(check_scopes.__name__ in getattr(getattr(c, "__code__", None), "co_names", ()) for c in calls)
+        for method in route.methods:
+            op = schema["paths"].get(route.path_format, {}).get(method.lower())
+            if op is None:
+                continue
+            extra = errors.errors_for(Unauthenticated)
+            if method not in SAFE_METHODS:
+                extra = errors.errors_for(extra, CsrfFailed)
+            if scoped:
+                extra = errors.errors_for(extra, InsufficientScope)
+            responses = op.setdefault("responses", {})
+            for status, entry in extra.items():
+                mine = responses.setdefault(str(status), {
+                    "description": entry["description"],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+                codes = mine.setdefault("x-error-codes", [])
+                codes.extend(c for c in entry["x-error-codes"] if c not in codes)
+                mine["description"] = ", ".join(codes)
+    return schema

@@ -97,7 +97,10 @@ def document_413(schema: dict[str, Any]) -> dict[str, Any]:
         for op in ops.values():
             if not isinstance(op, dict) or "requestBody" not in op:
                 continue
-            op.setdefault("responses", {}).setdefault("413", {
+            entry = op.setdefault("responses", {}).setdefault("413", {
                 "description": "PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES)",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+            codes = entry.setdefault("x-error-codes", [])  # tests/test_errors_catalogue.py reads these
+            if CODE not in codes:
+                codes.append(CODE)
     return schema
