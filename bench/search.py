@@ -469,11 +469,12 @@ def fill_collection(b: Bench, embedder_url: str, *, name: str = "bench", switch:
     from openkb.indexing.profiles import insert_profile
     from openkb.indexing.profiles_spec import make_profile
     from openkb.indexing.rebuild import run_rebuild, start_rebuild
+    from openkb.permissions.principal import Principal
 
     spec = make_profile(model_name=MODEL, dim=DIM, base_url=embedder_url, name=name, version=version)
     with session_scope(b.ctx.engine) as s:
         insert_profile(s, spec)
-        job = start_rebuild(b.ctx, s, name, switch=switch)
+        job = start_rebuild(b.ctx, s, Principal.system(), name, switch=switch)
     last = {"t": time.perf_counter(), "n": 0}
     t0 = time.perf_counter()
 

@@ -160,6 +160,23 @@ def _dense_profile_note(ctx: AppContext) -> str:
         return ""
 
 
+def index_readiness(ctx: AppContext, warmed_collection: str | None) -> dict[str, Any]:
+    """What ``/readyz`` says about the index, asked of Milvus on every call: the collection the
+    active alias points at *now*, and whether that is the one this process warmed.
+
+    Trap: the warm-up result is a snapshot from start-up; after ``openkb index switch`` or
+    ``rollback`` (often run from another process) it names the old collection. Reporting it as
+    the active one is what made ``/readyz`` lie after a switch; the adapter re-warms when
+    ``warmed`` is false."""
+    alias = ctx.settings.milvus_active_alias
+    try:
+        target = alias_target_quiet(ctx.milvus, alias)
+    except Exception:  # noqa: BLE001 - the milvus check reports the outage
+        target = None
+    return {"alias": alias, "collection": target, "warmed_collection": warmed_collection,
+            "warmed": target is not None and target == warmed_collection}
+
+
 def alias_target_quiet(client: Any, alias: str) -> str | None:
     """describe_alias raises (and pymilvus logs a traceback) when the alias is missing."""
     import logging as _logging

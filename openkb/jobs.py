@@ -8,7 +8,10 @@ and a rolled-back save enqueues nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from sqlmodel import Session
@@ -16,6 +19,25 @@ from sqlmodel import Session
 from openkb.db import after_commit, after_rollback
 
 log = logging.getLogger("openkb.jobs")
+
+
+_retries_left: ContextVar[int | None] = ContextVar("openkb_job_retries_left", default=None)
+
+
+@contextlib.contextmanager
+def job_attempt(retries_left: int) -> Iterator[None]:
+    """Set by the queue adapter around one run of a job: how many retries remain if it fails."""
+    token = _retries_left.set(retries_left)
+    try:
+        yield
+    finally:
+        _retries_left.reset(token)
+
+
+def will_retry() -> bool:
+    """Whether the running job is retried if it fails now. A handler uses it to tell a document
+    "pending, retrying" from "failed, given up"; outside a worker (CLI, tests) nobody retries."""
+    return bool(_retries_left.get())
 
 
 class JobQueue(Protocol):

@@ -16,6 +16,7 @@ from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import OpenKBError
 from openkb.indexing.jobs import JOB_HANDLERS as INDEX_JOB_HANDLERS
+from openkb.jobs import job_attempt
 
 log = logging.getLogger("openkb.worker")
 
@@ -79,10 +80,13 @@ def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
 def register(huey: Huey) -> None:
     global run_job
 
-    @huey.task(retries=6, retry_delay=1, retry_backoff=2, name="openkb.run_job")
-    def _run_job(name: str, kwargs: dict[str, Any]) -> Any:
+    @huey.task(retries=6, retry_delay=1, retry_backoff=2, name="openkb.run_job", context=True)
+    def _run_job(name: str, kwargs: dict[str, Any], task: Any = None) -> Any:
+        # The handler learns whether a failure now is retried (huey counts retries down), so a
+        # document it fails on says "pending, retrying" or "failed, given up" (openkb.jobs.will_retry).
         try:
-            return dispatch(name, kwargs)
+            with job_attempt(task.retries if task is not None else 0):
+                return dispatch(name, kwargs)
         except OpenKBError as exc:
             if exc.retryable:
                 log.warning("job %s failed (%s), will retry", name, exc.detail)

@@ -1,8 +1,10 @@
-"""``openkb index status|rebuild|switch|rollback|drop|verify|jobs``: the Milvus index, operated.
+"""``openkb index status|rebuild|switch|rollback|history|drop|verify|jobs``: the Milvus index, operated.
 
 ``rebuild`` runs in this process with a progress bar (rate and ETA); a killed or failed rebuild
 is resumed by running the same command again. The active alias only moves on ``--switch`` (after
-the health check), ``switch`` and ``rollback``.
+the health check), ``switch`` and ``rollback``; every move is recorded (``history``). The
+services write the audit rows; these commands act as ``Principal.system()`` (the operator at the
+console) and only parse, call and print.
 """
 
 from __future__ import annotations
@@ -11,12 +13,21 @@ import time
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, err_console, table
+from openkb.permissions.principal import Principal
 
+OPERATOR = Principal.system()
 
 
 def register(app: typer.Typer) -> None:
@@ -26,17 +37,11 @@ def register(app: typer.Typer) -> None:
     index.command("rebuild")(index_rebuild)
     index.command("switch")(index_switch)
     index.command("rollback")(index_rollback)
+    index.command("history")(index_history)
     index.command("drop")(index_drop)
     index.command("verify")(index_verify)
     index.command("jobs")(index_jobs)
     app.add_typer(index, name="index")
-
-
-def _audit(s: Any, action: str, **meta: Any) -> None:
-    from openkb.audit import record_audit
-
-    record_audit(s, tenant_id=None, actor=None, action=action, object_type="milvus_index", object_id=None,
-                 metadata={**meta, "via": "cli"})
 
 
 def index_status(json_out: JsonOpt = False) -> None:
@@ -87,16 +92,13 @@ def index_rebuild(
     json_out: JsonOpt = False,
 ) -> None:
     """Build the profile's collection from PostgreSQL's chunks (resumes an interrupted run)."""
-    from openkb.db import session_scope
     from openkb.indexing.rebuild import run_rebuild, start_rebuild
     from openkb.indexing.service import rebuild_view
 
     with appliance() as ctx:
-        with session_scope(ctx.engine) as s:
-            job = start_rebuild(ctx, s, profile, switch=switch)
+        with unit_of_work(ctx) as s:
+            job = start_rebuild(ctx, s, OPERATOR, profile, switch=switch)
             resumed = job.last_chunk_id is not None
-            _audit(s, "milvus.rebuild.start", job_id=str(job.id), collection=job.target_collection, switch=switch,
-                   resumed=resumed)
         job_id = job.id
         t0 = time.perf_counter()
         if json_out:
@@ -118,8 +120,6 @@ def index_rebuild(
                 done = run_rebuild(ctx, job_id, batch_size=batch_size, on_progress=progress, on_phase=phase)
         elapsed = time.perf_counter() - t0
         out = {**rebuild_view(done), "seconds": round(elapsed, 1)}
-        with unit_of_work(ctx) as s:
-            _audit(s, "milvus.rebuild.finish", job_id=str(job_id), status=done.status)
     if json_out:
         emit_json(out)
     else:
@@ -138,39 +138,57 @@ def index_switch(
     from openkb.indexing.rebuild import switch
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = switch(ctx, s, profile, force=force)
-        _audit(s, "milvus.alias.switch", **{k: v for k, v in out.items() if k != "caught_up"})
+        out = switch(ctx, s, OPERATOR, profile, force=force)
     emit_json(out) if json_out else console.print(
         f"{out['alias']}: {out['previous']} -> {out['collection']}", highlight=False)
 
 
 def index_rollback(
-    to: Annotated[Optional[str], typer.Option("--to", help="Profile to return to (default: the previous one).")] = None,
+    to: Annotated[Optional[str], typer.Option("--to", help="Jump to this profile instead (recorded as a switch).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Point the active alias back at the previously active collection."""
+    """Return to the collection that was active before the last switch (again: one more step back)."""
     from openkb.indexing.rebuild import rollback
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = rollback(ctx, s, to)
-        _audit(s, "milvus.alias.rollback", **{k: v for k, v in out.items() if k != "caught_up"})
+        out = rollback(ctx, s, OPERATOR, to)
     emit_json(out) if json_out else console.print(
         f"rolled back {out['alias']}: {out['previous']} -> {out['collection']}", highlight=False)
+
+
+def index_history(
+    limit: Annotated[int, typer.Option(help="How many switches to show (newest first).", min=1, max=1000)] = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every move of the active alias (switch, rollback), and where a rollback would go now."""
+    from openkb.indexing.rebuild import history
+
+    with appliance() as ctx, unit_of_work(ctx) as s:
+        out = history(ctx, s, OPERATOR, limit=limit)
+    if json_out:
+        emit_json(out)
+        return
+    console.print(f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}; rollback goes to "
+                  f"{out['rollback_target'] or '(nothing: ' + str(out['rollback_refused']) + ')'}", highlight=False)
+    table("alias history", ["#", "at", "kind", "from", "to", "by"],
+          [(r["id"], r["at"], r["kind"] + (f" (undoes #{r['reverts']})" if r["reverts"] else ""), r["from"] or "-",
+            r["to"], r["by"]["user_id"] or r["by"]["type"]) for r in out["items"]])
 
 
 def index_drop(
     profile: Annotated[str, typer.Argument(help="Profile (or collection) whose collection to drop.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Drop it even if it is the rollback target.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Drop a collection that is not active (its profile stays, marked dropped)."""
+    """Drop a collection that is not active (its profile stays, status dropped). The rollback
+    target is refused unless --force; the active collection always."""
     from openkb.indexing.rebuild import drop
 
     if not yes and not json_out and not typer.confirm(f"drop the collection of {profile}?"):
         raise typer.Exit(1)
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = drop(ctx, s, profile)
-        _audit(s, "milvus.collection.drop", **out)
+        out = drop(ctx, s, OPERATOR, profile, force=force)
     emit_json(out) if json_out else console.print(f"dropped {out['dropped']}", highlight=False)
 
 
@@ -183,9 +201,7 @@ def index_verify(
     from openkb.indexing.verify import verify
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = verify(ctx, s, collection=collection, repair=repair)
-        if repair and out["repaired"]:
-            _audit(s, "milvus.index.repair", collection=out["collection"], **out["repair"])
+        out = verify(ctx, s, OPERATOR, collection=collection, repair=repair)
     if json_out:
         emit_json(out)
     else:

@@ -18,7 +18,6 @@ from cli.output import JsonOpt, console, emit_json, table
 from openkb.errors import ValidationError
 
 
-
 def register(app: typer.Typer) -> None:
     profile = typer.Typer(help="Milvus index profiles (collection + embedding/BM25/rerank functions).",
                           no_args_is_help=True)
@@ -63,8 +62,8 @@ def profile_create(
     json_out: JsonOpt = False,
 ) -> None:
     """Create a profile. Its collection is created and filled by `openkb index rebuild --profile NAME`."""
-    from openkb.audit import record_audit
     from openkb.indexing.profiles import ProfileInput, create_profile, describe
+    from openkb.permissions.principal import Principal
 
     try:
         analyzer_params = json.loads(analyzer) if analyzer else None
@@ -75,10 +74,8 @@ def profile_create(
                        rerank_endpoint=rerank_endpoint, rerank_model=rerank_model,
                        rerank_params=_params(rerank_param, "--rerank-param"), analyzer=analyzer_params)
     with appliance() as ctx, unit_of_work(ctx) as s:
-        prof = create_profile(ctx, s, inp)
+        prof = create_profile(ctx, s, Principal.system(), inp)  # the service audits it
         out = describe(prof)
-        record_audit(s, tenant_id=None, actor=None, action="milvus.profile.create", object_type="milvus_index_profile",
-                     object_id=prof.id, metadata={"name": prof.name, "collection": prof.collection_name, "via": "cli"})
     if json_out:
         emit_json(out)
     else:
@@ -119,9 +116,9 @@ def profile_show(name: Annotated[str, typer.Argument(help="Profile name, id or c
                   highlight=False)
     console.print(f"  collection  {out['collection']}  (schema {out['schema_version']}, backend {out['backend']})")
     emb = f["embedding"]
-    console.print(f"  embedding   " + (f"{emb['name']}: {emb['provider']} {emb['model']} {emb['dimensions']}d "
+    console.print("  embedding   " + (f"{emb['name']}: {emb['provider']} {emb['model']} {emb['dimensions']}d "
                                       f"@ {emb['endpoint']}" if emb else "none (BM25-only)"), highlight=False)
     console.print(f"  bm25        {f['bm25']['name']}: analyzer {json.dumps(f['bm25']['analyzer'])}", highlight=False)
     rr = f["rerank"]
-    console.print(f"  rerank      " + (f"{rr['name']}: {rr['provider']} {rr['model'] or ''} @ {rr['endpoint']}"
+    console.print("  rerank      " + (f"{rr['name']}: {rr['provider']} {rr['model'] or ''} @ {rr['endpoint']}"
                                       if rr else "none"), highlight=False)

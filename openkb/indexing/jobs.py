@@ -2,9 +2,10 @@
 
 Every handler is idempotent: it reads the current state of PostgreSQL and makes Milvus match
 (``service.sync_documents``), so a duplicated, delayed or retried job changes nothing more. A
-Milvus failure raises ``IndexError_`` (retried with backoff by the worker) after recording
-``index_status = 'failed'`` with the reason on the documents concerned; the retry that succeeds
-sets them back to ``indexed``.
+Milvus failure raises ``IndexError_`` (retried with backoff by the worker) after recording the
+reason on the documents concerned: they stay ``pending`` with ``index_attempts`` counting while a
+retry will follow, and become ``failed`` only when the worker gives up; the run that succeeds
+sets them to ``indexed`` and the count back to 0.
 
 Enqueued by the content services after commit:
 
@@ -29,7 +30,14 @@ from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import IndexError_, OpenKBError, ValidationError
 from openkb.indexing import milvus as mv
-from openkb.indexing.service import BATCH_DOCS, mark_failed, sync_documents, write_targets
+from openkb.indexing.service import (
+    BATCH_DOCS,
+    flush_collection,
+    record_failure,
+    sync_documents,
+    write_targets,
+)
+from openkb.jobs import will_retry
 
 log = logging.getLogger("openkb.indexing.jobs")
 
@@ -46,13 +54,15 @@ SELECT id::text FROM sub
 
 
 def _guarded(ctx: AppContext, doc_ids: list[str], fn: Any) -> Any:
+    """Run ``fn``; on failure record on the documents whether it is final before re-raising.
+    Retried means: the error is retryable (any non-domain exception is, the worker re-raises it)
+    and the worker has retries left (``openkb.jobs.will_retry``)."""
     try:
         return fn()
-    except OpenKBError as exc:
-        mark_failed(ctx, doc_ids, f"{exc.code}: {exc.detail}" + (" (will retry)" if exc.retryable else ""))
-        raise
     except Exception as exc:
-        mark_failed(ctx, doc_ids, f"{type(exc).__name__}: {exc}")
+        retryable = exc.retryable if isinstance(exc, OpenKBError) else True
+        reason = f"{exc.code}: {exc.detail}" if isinstance(exc, OpenKBError) else f"{type(exc).__name__}: {exc}"
+        record_failure(ctx, doc_ids, reason, final=not (retryable and will_retry()))
         raise
 
 
@@ -75,14 +85,16 @@ def _purge_missing(ctx: AppContext, session: Session, *, document_id: str | None
     deleted = 0
     for t in write_targets(ctx, session, ensure=False):
         if document_id:
-            deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'document_id == "{document_id}"')
+            deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'document_id == "{document_id}"', flush=False)
         if knowledge_base_id:
             exists = session.execute(text("SELECT 1 FROM knowledge_bases WHERE id = CAST(:k AS uuid)"),
                                      {"k": knowledge_base_id}).first()
             if not exists:
-                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'knowledge_base_id == "{knowledge_base_id}"')
+                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'knowledge_base_id == "{knowledge_base_id}"',
+                                          flush=False)
             else:
                 deleted += _delete_orphans(ctx, session, t.collection, f'knowledge_base_id == "{knowledge_base_id}"')
+        flush_collection(ctx, t.collection)
     return deleted
 
 
@@ -100,7 +112,7 @@ def _delete_orphans(ctx: AppContext, session: Session, collection: str, expr: st
     for start in range(0, len(missing), 500):
         part = missing[start:start + 500]
         deleted += mv.delete_rows(ctx.milvus, collection, filter="document_id in [" + ", ".join(
-            f'"{m}"' for m in part) + "]")
+            f'"{m}"' for m in part) + "]", flush=False)
     return deleted
 
 

@@ -1,11 +1,12 @@
 """The Milvus collection layer: schema + functions, rows, search, aliases. Works the same against
 Milvus Lite 3.x (the embedded default) and a Milvus 2.6 server.
 
-Milvus is a retrieval index, never the permission truth (spec docs/09): every search here is a
+Milvus is a retrieval index, never the permission truth (docs/retrieval.md#principles): every search here is a
 *prefilter* and the retrieval service must re-check each candidate in PostgreSQL. The prefilter
 itself is not built here either: it is ``openkb.permissions.readable_scope(...)
-.to_milvus_filter(...)``, the permission service's scope rendered over the row fields below (the
-retrieval service passes the field names, ``openkb.retrieval.service.FIELD_MAP``).
+.to_milvus_filter(FIELD_MAP)``, the permission service's scope rendered over the row fields
+below (``FIELD_MAP`` lives here because this module owns the row's field names; retrieval
+imports it, and nothing in ``openkb.indexing`` imports retrieval).
 
 Why the rows carry the scalar access fields they do. On Lite a filter is fast only when *every*
 field in it has an INVERTED index and the rows are flushed: then ``VARCHAR in [...]``/``==``
@@ -24,8 +25,10 @@ readable scope is expressed over indexed scalar fields whose values come from
 
 A filter mentioning any field without an index (``metadata``, ``title``, ``access_principals``)
 silently drops Lite to per-row evaluation: keep extra conditions on ``INDEXED_SCALARS``.
-Writers must ``flush`` after each batch (``upsert_rows``/``delete_rows`` do): unflushed rows
-make every filtered search slow.
+Writers must ``flush`` after each batch: unflushed rows make every filtered search slow. Lite's
+flush is not safe with two flushers at once, so OpenKB's writers pass ``flush=False`` here and
+flush through ``openkb.indexing.service.flush_collection`` (one flusher per collection, across
+processes); ``flush=True`` is for tests and benches.
 """
 
 from __future__ import annotations
@@ -42,10 +45,30 @@ from pymilvus.exceptions import MilvusException
 
 from openkb.errors import ConfigError, IndexError_, ServiceUnavailable, ValidationError
 from openkb.indexing.profiles_spec import ProfileSpec
+from openkb.permissions import filters as _F
 
 log = logging.getLogger("openkb.indexing.milvus")
 
+
+class _DropMvccNotice(logging.Filter):
+    """pymilvus' query iterator asks the server for an MVCC timestamp; Milvus Lite has none and
+    pymilvus warns "failed to get mvccTs ..., use client-side ts instead" on every paged query
+    (every ``verify`` and every rebuild catch-up), which reaches the CLI's stderr. The fallback
+    it announces is exactly right for us (read-your-writes after our own flush), so the notice is
+    dropped; every other pymilvus warning still gets through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "mvccTs" not in record.getMessage()
+
+
+_MVCC_FILTER = _DropMvccNotice()
+for _name in ("pymilvus.client.iterator.query_iterator", "pymilvus.client.iterator.search_iterator"):
+    logging.getLogger(_name).addFilter(_MVCC_FILTER)
+
 SCHEMA_VERSION = "chunks-1"
+# The permission service's scope fields -> row fields: it calls the knowledge-base scope field
+# ``scope_kb``; rows call it ``knowledge_base_id``. Pass to ``ReadableScope.to_milvus_filter``.
+FIELD_MAP = {_F.SCOPE_KB: "knowledge_base_id"}
 BM25_FUNCTION = "openkb_bm25"
 EMBED_FUNCTION = "openkb_embed"
 RERANK_FUNCTION = "openkb_rerank"
@@ -86,7 +109,7 @@ HNSW_EF = 256
 # --- schema --------------------------------------------------------------------------------------
 
 def collection_schema(spec: ProfileSpec) -> Any:
-    """The docs/09 §6 schema plus the scope fields, with the BM25 (and TEXTEMBEDDING) functions."""
+    """The docs/retrieval.md#collections schema plus the scope fields, with the BM25 (and TEXTEMBEDDING) functions."""
     s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False,
                                    description=f"openkb {SCHEMA_VERSION} profile {spec.name}")
     s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_MAX)
@@ -454,7 +477,7 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
     with RRF; BM25 alone for BM25-only profiles. ``collection`` may be an alias.
 
     Degrades instead of failing, logging a warning each time: a failed rerank is retried
-    without it (spec docs/09 §5), and a failed dense route (embedding service down) is retried
+    without it (docs/retrieval.md#degradation), and a failed dense route (embedding service down) is retried
     BM25-only. Only when BM25 fails too is ``ServiceUnavailable`` raised."""
     query_text = (query_text or "").strip()
     if not query_text or limit <= 0:
@@ -538,7 +561,6 @@ def _warm_probe_filter() -> str:
     can have (tenant ids are UUIDs) and its results are discarded, so it returns nothing to
     anyone."""
     from openkb.permissions import ReadableScope
-    from openkb.retrieval.service import FIELD_MAP  # imported here: retrieval imports this module
 
     return and_filters(ReadableScope(tenant_id="warmup", public=True).to_milvus_filter(FIELD_MAP),
                        "is_current == true")

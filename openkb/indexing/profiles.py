@@ -1,20 +1,26 @@
 """Index profiles (``milvus_index_profiles``): which collection, which functions, which vector size.
 
 A profile is instance-wide (``tenant_id`` NULL): one Milvus collection serves every tenant, and
-only system_admin / tenant_admin may create, rebuild or switch one (docs/18 §3 — knowledge-base
+only system_admin / tenant_admin may create, rebuild or switch one (docs/retrieval.md#principles — knowledge-base
 owners never configure models). The row stores function *shapes* (provider, model, endpoint,
 analyzer), never credentials: ``refuse_secrets`` runs on every input before anything is built,
 so a key cannot reach PostgreSQL, a collection's function params or an audit row.
 
-Statuses: ``building`` (created; its collection may be filling), ``active`` (the alias points
-at it), ``deprecated`` (was active; kept for rollback until dropped), ``failed`` (its last
-rebuild failed; a re-run resumes it).
+Statuses: ``building`` (created; its collection may be filling), ``ready`` (its rebuild
+succeeded and passed the health check; ``index switch`` may activate it), ``active`` (the alias
+points at it), ``deprecated`` (was active; kept for rollback until dropped), ``failed`` (its
+last rebuild failed; a re-run resumes it), ``dropped`` (its collection was dropped; the row is
+kept so ``index rebuild --profile`` can recreate it).
+
+Also the one place that knows "which profile is active" cheaply: ``active_spec`` caches it per
+process for a few seconds; retrieval and Dify read it from here (indexing never imports them).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -24,15 +30,28 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from openkb.audit import record_audit
 from openkb.context import AppContext
 from openkb.errors import AlreadyExists, NotFound, ValidationError
 from openkb.indexing.milvus import (
-    BM25_FUNCTION, EMBED_FUNCTION, RERANK_FUNCTION, SCHEMA_VERSION, alias_target, switch_alias,
+    BM25_FUNCTION,
+    EMBED_FUNCTION,
+    RERANK_FUNCTION,
+    SCHEMA_VERSION,
+    alias_target,
+    switch_alias,
 )
 from openkb.indexing.profiles_spec import (
-    Backend, EmbeddingSpec, ProfileSpec, RerankSpec, collection_name_for, default_analyzer, refuse_secrets,
+    Backend,
+    EmbeddingSpec,
+    ProfileSpec,
+    RerankSpec,
+    collection_name_for,
+    default_analyzer,
+    refuse_secrets,
 )
 from openkb.models import MilvusIndexProfile
+from openkb.permissions.principal import Principal
 
 log = logging.getLogger("openkb.indexing.profiles")
 
@@ -41,6 +60,27 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 
 
 _backend_cache: dict[str, Backend] = {}
+
+
+# --- who may operate the index, and the audit of what they did ----------------------------------
+
+def authorize_operator(session: Session, principal: Principal) -> None:
+    """Index operations are for system_admin / tenant_admin (docs/permissions.md: knowledge-base
+    owners never configure models). ``Principal.system()`` is the CLI operator and the worker."""
+    if principal.kind == "system":
+        return
+    from openkb.accounts.users import access_admin
+
+    access_admin(session, principal)
+
+
+def audit_index(session: Session, principal: Principal | None, action: str, *, object_type: str = "milvus_index",
+                object_id: uuid.UUID | None = None, **meta: Any) -> None:
+    """One audit row per operation, written by the service in the operation's transaction (the
+    CLI and REST adapters write none of their own; they declare the origin, ``openkb.audit.set_origin``)."""
+    tenant = principal.tenant_id if principal is not None and principal.kind != "system" else None
+    record_audit(session, tenant_id=tenant, actor=principal, action=action, object_type=object_type,
+                 object_id=object_id, metadata=meta)
 
 
 def backend_of(ctx: AppContext) -> Backend:
@@ -77,7 +117,7 @@ def point_alias(client: Any, alias: str, collection: str) -> str | None:
     if current_target(client, alias) is None:
         try:
             client.create_alias(collection, alias)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             from openkb.errors import IndexError_
 
             raise IndexError_(f"cannot create alias {alias} -> {collection}: {exc}") from exc
@@ -125,6 +165,37 @@ def active_profile(ctx: AppContext, session: Session) -> MilvusIndexProfile | No
         return row
     return session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active")
                         .order_by(col(MilvusIndexProfile.activated_at).desc())).first()
+
+
+# --- the active profile, cached briefly ----------------------------------------------------------
+
+PROFILE_TTL_S = 5.0
+_active_cache: dict[int, tuple[float, str | None, ProfileSpec | None]] = {}
+_active_lock = threading.Lock()
+
+
+def active_spec(ctx: AppContext, session: Session) -> tuple[str | None, ProfileSpec | None]:
+    """(collection, spec) of the active profile, cached ``PROFILE_TTL_S`` per process and context.
+
+    Trap: after a switch made by *another* process this is stale for up to the TTL. That only
+    shapes the request (functions, dense or not); searches go through the alias, which Milvus
+    resolves on every call."""
+    key = id(ctx)
+    now = time.monotonic()
+    hit = _active_cache.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1], hit[2]
+    prof = active_profile(ctx, session)
+    value = (prof.collection_name, spec_of(prof)) if prof is not None else (None, None)
+    with _active_lock:
+        _active_cache[key] = (now + PROFILE_TTL_S, *value)
+    return value
+
+
+def forget_active_profile() -> None:
+    """Drop the cache (after a switch in this process, and in tests)."""
+    with _active_lock:
+        _active_cache.clear()
 
 
 def _next_version(ctx: AppContext, session: Session, model_slug: str, dim: int) -> int:
@@ -219,11 +290,14 @@ def insert_profile(session: Session, spec: ProfileSpec, *, created_by: uuid.UUID
     return row
 
 
-def create_profile(ctx: AppContext, session: Session, inp: ProfileInput, *,
-                   created_by: uuid.UUID | None = None) -> MilvusIndexProfile:
-    """Record a new profile. Its collection is created by the rebuild that fills it."""
+def create_profile(ctx: AppContext, session: Session, principal: Principal, inp: ProfileInput) -> MilvusIndexProfile:
+    """Record a new profile (audited). Its collection is created by the rebuild that fills it."""
+    authorize_operator(session, principal)
     spec = build_spec(ctx, session, inp)
-    return insert_profile(session, spec, created_by=created_by)
+    row = insert_profile(session, spec, created_by=principal.user_id)
+    audit_index(session, principal, "milvus.profile.create", object_type="milvus_index_profile", object_id=row.id,
+                name=row.name, collection=row.collection_name)
+    return row
 
 
 def mark_active(session: Session, profile: MilvusIndexProfile, alias: str) -> None:
@@ -248,7 +322,7 @@ def mark_active(session: Session, profile: MilvusIndexProfile, alias: str) -> No
 
 
 def describe(profile: MilvusIndexProfile, *, active_collection: str | None = None) -> dict[str, Any]:
-    """The admin view (docs/09 §10): names and shapes only; there is no key to show."""
+    """The admin view (docs/retrieval.md#administration): names and shapes only; there is no key to show."""
     meta = profile.function_metadata or {}
     emb = meta.get("embedding") or None
     rr = meta.get("rerank") or None

@@ -1,4 +1,4 @@
-"""Rebuild a profile's collection from PostgreSQL, then switch the active alias (docs/09 §8).
+"""Rebuild a profile's collection from PostgreSQL, then switch the active alias (docs/retrieval.md#rebuild).
 
 The steps of ``run_rebuild``, each safe to interrupt:
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,15 +42,40 @@ from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import Conflict, IndexError_, NotFound, OpenKBError, ValidationError
 from openkb.indexing import milvus as mv
+from openkb.indexing.history import (
+    history_view,
+    list_history,
+    lock_alias,
+    plan_rollback,
+    record_switch,
+    rollback_target,
+)
 from openkb.indexing.profiles import (
-    active_profile, current_target, find_by_collection, get_profile, mark_active, point_alias, spec_of,
+    audit_index,
+    authorize_operator,
+    current_target,
+    find_by_collection,
+    forget_active_profile,
+    get_profile,
+    mark_active,
+    point_alias,
+    spec_of,
 )
 from openkb.indexing.profiles_spec import ProfileSpec
 from openkb.indexing.service import (
-    ALL_STREAMED, DocInfo, SyncReport, Target, milvus_row, pg_chunk_count, rebuild_view, sync_documents,
+    ALL_STREAMED,
+    DocInfo,
+    SyncReport,
+    Target,
+    flush_collection,
+    milvus_row,
+    pg_chunk_count,
+    rebuild_view,
+    sync_documents,
 )
 from openkb.models import IndexRebuildJob, MilvusIndexProfile
 from openkb.permissions import chunk_access_many
+from openkb.permissions.principal import Principal
 
 log = logging.getLogger("openkb.indexing.rebuild")
 
@@ -118,22 +142,36 @@ def list_jobs(session: Session, limit: int = 20) -> list[IndexRebuildJob]:
     return list(session.exec(select(IndexRebuildJob).order_by(col(IndexRebuildJob.started_at).desc()).limit(limit)))
 
 
-def start_rebuild(ctx: AppContext, session: Session, profile_ref: str | uuid.UUID, *, switch: bool = False,
-                  started_by: uuid.UUID | None = None) -> IndexRebuildJob:
+def start_rebuild(ctx: AppContext, session: Session, principal: Principal, profile_ref: str | uuid.UUID, *,
+                  switch: bool = False) -> IndexRebuildJob:
     """A new job for the profile, or the unfinished one (failed, or killed while running) to
-    resume. Refuses while another process runs it, and for the active collection (rebuilding a
-    live collection in place would mix what searches see; ``index verify --repair`` fixes it)."""
+    resume (audited as ``milvus.rebuild.start``). Refuses while another process runs it, and for
+    the active collection (rebuilding a live collection in place would mix what searches see;
+    ``index verify --repair`` fixes it). The caller runs it (CLI) or enqueues it (REST)."""
+    authorize_operator(session, principal)
+    job = _start_rebuild(ctx, session, profile_ref, switch=switch, started_by=principal.user_id)
+    audit_index(session, principal, "milvus.rebuild.start", job_id=str(job.id),
+                collection=job.target_collection, switch=switch, resumed=job.last_chunk_id is not None)
+    return job
+
+
+def _start_rebuild(ctx: AppContext, session: Session, profile_ref: str | uuid.UUID, *, switch: bool,
+                   started_by: uuid.UUID | None) -> IndexRebuildJob:
     prof = get_profile(session, profile_ref)
     alias = ctx.settings.milvus_active_alias
     if prof.collection_name == current_target(ctx.milvus, alias):
         unfinished = session.exec(select(IndexRebuildJob).where(
             IndexRebuildJob.target_collection == prof.collection_name, col(IndexRebuildJob.status).in_(LIVE_STATUSES),
-            IndexRebuildJob.switch_on_success == True)).first()  # noqa: E712 - SQL
+            IndexRebuildJob.switch_on_success == True)).first()
         if unfinished is not None and not is_alive(ctx, unfinished.id):
             # killed after the alias moved but before the job was marked done: finish the record
             unfinished.status, unfinished.finished_at, unfinished.error = "succeeded", datetime.now(UTC), None
             session.add(unfinished)
             mark_active(session, prof, alias)
+            last = next(iter(list_history(session, alias, limit=1)), None)
+            if last is None or last.to_collection != prof.collection_name:  # the switch's row was lost too
+                record_switch(session, alias=alias, from_collection=last.to_collection if last else None,
+                              to_collection=prof.collection_name, kind="switch", actor=None)
             return unfinished
         raise ValidationError(f"profile {prof.name} is the active collection; create a new profile (a new collection "
                               "version) to rebuild, or run `openkb index verify --repair` to fix this one")
@@ -294,7 +332,7 @@ def health_check(ctx: AppContext, collection: str, spec: ProfileSpec, *, samples
     """Row count equals PostgreSQL's (an id diff repairs a difference first) and sample searches
     of real chunk text return results (the chunk itself is expected among the first ten)."""
     client = ctx.milvus
-    client.flush(collection)
+    flush_collection(ctx, collection)
     with Session(ctx.engine) as s:
         pg = pg_chunk_count(s)
     rows = mv.count_rows(client, collection)
@@ -303,8 +341,8 @@ def health_check(ctx: AppContext, collection: str, spec: ProfileSpec, *, samples
         from openkb.indexing.verify import verify
 
         with session_scope(ctx.engine) as s:
-            repaired = verify(ctx, s, collection=collection, repair=True)
-        client.flush(collection)
+            repaired = verify(ctx, s, Principal.system(), collection=collection, repair=True)
+        flush_collection(ctx, collection)
         with Session(ctx.engine) as s:
             pg = pg_chunk_count(s)
         rows = mv.count_rows(client, collection)
@@ -343,7 +381,7 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
             resumed = job.last_chunk_id is not None
             job.status, job.error, job.finished_at = "running", None, None
             if prof.status not in ("active", "deprecated"):
-                prof.status = "building"
+                prof.status = "building"  # also a ready or dropped profile being rebuilt
             s.add(job)
             s.add(prof)
         started_at = job.started_at
@@ -375,17 +413,17 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
                     processed += len(rows)
                     since_flush += len(rows)
                     if since_flush >= FLUSH_EVERY:
-                        client.flush(collection)
+                        flush_collection(ctx, collection)
                         since_flush = 0
                     _update_job(ctx, job_id, processed_chunks=processed, last_chunk_id=uuid.UUID(last))
                     if on_progress:
                         on_progress(processed, max(total, processed))
-            client.flush(collection)
+            flush_collection(ctx, collection)
             _update_job(ctx, job_id, last_chunk_id=uuid.UUID(ALL_STREAMED), processed_chunks=processed)
             phase("catch up")
             catch_up(ctx, Target(collection, spec), started_at - CATCH_UP_MARGIN)
             phase("compact")
-            client.flush(collection)
+            flush_collection(ctx, collection)
             mv.compact(client, collection)
             phase("load and warm")
             mv.warm(client, collection, spec)
@@ -395,9 +433,17 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
                 raise IndexError_(f"health check of {collection} failed: {health.as_dict()}")
             if job.switch_on_success:
                 phase("switch alias")
-                with session_scope(ctx.engine) as s:
-                    do_switch(ctx, s, s.get(MilvusIndexProfile, profile_id), since=None)
-            _update_job(ctx, job_id, status="succeeded", finished_at=datetime.now(UTC), error=None)
+            with session_scope(ctx.engine) as s:  # switch, job, profile and audit commit together
+                done_job, p = get_job(s, job_id), s.get(MilvusIndexProfile, profile_id)
+                if job.switch_on_success:
+                    do_switch(ctx, s, p, since=None, actor=None, why=f"rebuild {job_id}")
+                elif p is not None and p.status in ("building", "failed", "dropped"):
+                    p.status = "ready"  # rebuilt and healthy: `index switch` may activate it
+                    s.add(p)
+                done_job.status, done_job.finished_at, done_job.error = "succeeded", datetime.now(UTC), None
+                s.add(done_job)
+                audit_index(s, None, "milvus.rebuild.finish", job_id=str(job_id), collection=collection,
+                            status="succeeded", processed=processed, started_by=job.started_by)
             log.info("rebuild %s of %s done: %d chunks, health %s", job_id, collection, processed, health.as_dict())
         except BaseException as exc:
             detail = exc.detail if isinstance(exc, OpenKBError) else f"{type(exc).__name__}: {exc}"
@@ -409,7 +455,9 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
                 if p is not None and p.status == "building":
                     p.status = "failed"
                     s.add(p)
-            if isinstance(exc, OpenKBError) or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                audit_index(s, None, "milvus.rebuild.finish", job_id=str(job_id), collection=collection,
+                            status="failed", error=str(detail)[:500], started_by=job.started_by)
+            if isinstance(exc, (OpenKBError, KeyboardInterrupt, SystemExit)):
                 raise
             raise IndexError_(f"rebuild {job_id} failed: {detail}") from exc
     finally:
@@ -418,18 +466,20 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
         return get_job(s, job_id)
 
 
-# --- switch, rollback, drop ----------------------------------------------------------------------------
+# --- switch, rollback, drop, history -------------------------------------------------------------------
 
-def do_switch(ctx: AppContext, session: Session, profile: MilvusIndexProfile | None, *,
-              since: datetime | None) -> dict[str, Any]:
-    """Point the active alias at ``profile``'s collection. ``since``: re-sync edits made after
-    that time first (they reached only the collection that was active then)."""
+def do_switch(ctx: AppContext, session: Session, profile: MilvusIndexProfile | None, *, since: datetime | None,
+              actor: Principal | None, kind: str = "switch", reverts: Any = None, why: str = "") -> dict[str, Any]:
+    """Point the active alias at ``profile``'s collection and record the move in the history
+    (same transaction as the profile statuses). ``since``: re-sync edits made after that time
+    first (they reached only the collection that was active then)."""
     if profile is None:
         raise NotFound("no such profile")
     client, alias = ctx.milvus, ctx.settings.milvus_active_alias
+    lock_alias(session, alias)
     spec = spec_of(profile)
     if not client.has_collection(profile.collection_name):
-        raise ValidationError(f"collection {profile.collection_name} does not exist; rebuild profile {profile.name}")
+        raise Conflict(f"collection {profile.collection_name} does not exist; rebuild profile {profile.name}")
     caught: dict[str, Any] | None = None
     t0 = datetime.now(UTC)
     if since is not None:
@@ -437,18 +487,23 @@ def do_switch(ctx: AppContext, session: Session, profile: MilvusIndexProfile | N
     client.load_collection(profile.collection_name)
     previous = point_alias(client, alias, profile.collection_name)
     mark_active(session, profile, alias)
+    row = record_switch(session, alias=alias, from_collection=previous, to_collection=profile.collection_name,
+                        kind=kind, actor=actor, reverts=reverts)
     if since is not None:  # edits between the catch-up and the switch
         catch_up(ctx, Target(profile.collection_name, spec), t0 - timedelta(seconds=5))
-    from openkb.retrieval import forget_active_profile
-
     forget_active_profile()
-    log.info("alias %s: %s -> %s", alias, previous, profile.collection_name)
-    return {"alias": alias, "previous": previous, "collection": profile.collection_name, "profile": profile.name,
-            "caught_up": caught}
+    log.info("alias %s: %s -> %s (%s%s)", alias, previous, profile.collection_name, kind, f", {why}" if why else "")
+    out = {"alias": alias, "previous": previous, "collection": profile.collection_name, "profile": profile.name,
+           "history_id": row.id, "caught_up": caught}
+    audit_index(session, actor, f"milvus.alias.{kind}", **{k: v for k, v in out.items() if k != "caught_up"},
+                **({"reason": why} if why else {}))
+    return out
 
 
-def switch(ctx: AppContext, session: Session, profile_ref: str, *, force: bool = False) -> dict[str, Any]:
+def switch(ctx: AppContext, session: Session, principal: Principal, profile_ref: str, *,
+           force: bool = False) -> dict[str, Any]:
     """``openkb index switch``: to a collection whose last rebuild succeeded (or ``force``)."""
+    authorize_operator(session, principal)
     prof = get_profile(session, profile_ref)
     active = current_target(ctx.milvus, ctx.settings.milvus_active_alias)
     if prof.collection_name == active:
@@ -464,37 +519,60 @@ def switch(ctx: AppContext, session: Session, profile_ref: str, *, force: bool =
     deact = (prof.function_metadata or {}).get("deactivated_at_ms")
     if deact:
         since = min(since, datetime.fromtimestamp(deact / 1000, UTC) - CATCH_UP_MARGIN)
-    return do_switch(ctx, session, prof, since=since)
+    return do_switch(ctx, session, prof, since=since, actor=principal)
 
 
-def rollback(ctx: AppContext, session: Session, to: str | None = None) -> dict[str, Any]:
-    """Back to the previously active collection (or ``to``), with the edits made since."""
-    current = active_profile(ctx, session)
+def rollback(ctx: AppContext, session: Session, principal: Principal, to: str | None = None) -> dict[str, Any]:
+    """Back to the collection that was active before the last switch not yet undone (see
+    ``openkb.indexing.history`` for the undo-stack semantics: a second rollback goes one step
+    further back, never forward). ``to``: jump to that profile instead (recorded as a switch).
+    Edits made since the target stopped being active are synced into it first."""
+    authorize_operator(session, principal)
+    alias = ctx.settings.milvus_active_alias
+    lock_alias(session, alias)
+    current_coll = current_target(ctx.milvus, alias)
+    current = find_by_collection(session, current_coll)
+    undo = None
     if to is not None:
         target = get_profile(session, to)
+        kind = "switch"
     else:
-        cands = session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "deprecated")
-                             .order_by(col(MilvusIndexProfile.activated_at).desc())).all()
-        cands = [p for p in cands if p.activated_at is not None and ctx.milvus.has_collection(p.collection_name)
-                 and (current is None or p.id != current.id)]
-        if not cands:
-            raise NotFound("no previous collection to roll back to (dropped, or never switched)")
-        target = cands[0]
+        plan = plan_rollback(session, alias, current_coll)
+        if plan.target is None:
+            raise Conflict(plan.reason)
+        found = find_by_collection(session, plan.target)
+        if found is None or not ctx.milvus.has_collection(plan.target):
+            raise Conflict(f"cannot roll back to {plan.target}: its collection was dropped (see `openkb index "
+                           "history`); rebuild its profile or use `rollback --to PROFILE`")
+        target, undo, kind = found, plan.undo, "rollback"
     if current is not None and target.id == current.id:
-        raise ValidationError(f"{target.name} is already active")
+        raise Conflict(f"{target.name} is already active")
+    left = undo.created_at if undo is not None else None
     deact = (target.function_metadata or {}).get("deactivated_at_ms")
-    since = (datetime.fromtimestamp(deact / 1000, UTC) if deact else
-             (current.activated_at if current and current.activated_at else datetime.now(UTC))) - CATCH_UP_MARGIN
-    return do_switch(ctx, session, target, since=since)
+    if left is None and deact:
+        left = datetime.fromtimestamp(deact / 1000, UTC)
+    if left is None:
+        left = current.activated_at if current and current.activated_at else datetime.now(UTC)
+    return do_switch(ctx, session, target, since=left - CATCH_UP_MARGIN, actor=principal, kind=kind, reverts=undo)
 
 
-def drop(ctx: AppContext, session: Session, ref: str) -> dict[str, Any]:
-    """Drop a collection that is neither active nor being rebuilt; its profile is kept (marked
-    dropped) so a later ``rebuild --profile`` can recreate it."""
+def drop(ctx: AppContext, session: Session, principal: Principal, ref: str, *,
+         force: bool = False) -> dict[str, Any]:
+    """Drop a collection; its profile is kept with status ``dropped`` so a later
+    ``rebuild --profile`` can recreate it. Refuses (``CONFLICT``) the active collection always,
+    and the rollback target (where ``index rollback`` would return) unless ``force``: dropping it
+    silently turns the next rollback into an error."""
+    authorize_operator(session, principal)
     prof = get_profile(session, ref)
-    active = current_target(ctx.milvus, ctx.settings.milvus_active_alias)
+    alias = ctx.settings.milvus_active_alias
+    lock_alias(session, alias)
+    active = current_target(ctx.milvus, alias)
     if prof.collection_name == active:
-        raise ValidationError(f"{prof.collection_name} is the active collection; switch or roll back first")
+        raise Conflict(f"{prof.collection_name} is the active collection; switch or roll back first "
+                       "(--force does not apply to the active collection)")
+    if not force and prof.collection_name == rollback_target(session, alias, active):
+        raise Conflict(f"{prof.collection_name} is the rollback target (`openkb index rollback` returns to it); "
+                       "pass --force to drop it anyway")
     running = session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name,
                                                          IndexRebuildJob.status == "running")).first()
     if running is not None and is_alive(ctx, running.id):
@@ -505,16 +583,29 @@ def drop(ctx: AppContext, session: Session, ref: str) -> dict[str, Any]:
     meta = dict(prof.function_metadata)
     meta["dropped_at"] = datetime.now(UTC).isoformat()
     prof.function_metadata = meta
-    if prof.status == "active":
-        prof.status = "deprecated"
+    prof.status = "dropped"
+    prof.alias = ""
     session.add(prof)
     for job in session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name,
                                                           col(IndexRebuildJob.status).in_(LIVE_STATUSES))).all():
         job.status = "cancelled"
         session.add(job)
     session.flush()
-    return {"dropped": prof.collection_name, "existed": existed, "profile": prof.name}
+    out = {"dropped": prof.collection_name, "existed": existed, "profile": prof.name, "forced": force}
+    audit_index(session, principal, "milvus.collection.drop", **out)
+    return out
+
+
+def history(ctx: AppContext, session: Session, principal: Principal, *, limit: int = 50) -> dict[str, Any]:
+    """``openkb index history``: the alias' switches, newest first, and where a rollback would go."""
+    authorize_operator(session, principal)
+    alias = ctx.settings.milvus_active_alias
+    current = current_target(ctx.milvus, alias)
+    plan = plan_rollback(session, alias, current)
+    return {"alias": alias, "collection": current, "rollback_target": plan.target,
+            "rollback_refused": plan.reason or None,
+            "items": [history_view(r) for r in list_history(session, alias, limit=limit)]}
 
 
 __all__ = ["RebuildBusy", "catch_up", "do_switch", "drop", "find_by_collection", "get_job", "health_check",
-           "list_jobs", "rebuild_view", "rollback", "run_rebuild", "start_rebuild", "switch"]
+           "history", "list_jobs", "rebuild_view", "rollback", "run_rebuild", "start_rebuild", "switch"]

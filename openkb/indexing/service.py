@@ -40,9 +40,18 @@ from openkb.context import AppContext
 from openkb.errors import ConfigError, IndexError_, OpenKBError
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
+from openkb.indexing.history import record_switch
 from openkb.indexing.profiles import (
-    DEFAULT_PROFILE_NAME, active_profile, current_target, point_alias, backend_of, find_by_collection, insert_profile, list_profiles,
-    mark_active, spec_of,
+    DEFAULT_PROFILE_NAME,
+    active_profile,
+    backend_of,
+    current_target,
+    find_by_collection,
+    insert_profile,
+    list_profiles,
+    mark_active,
+    point_alias,
+    spec_of,
 )
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
 from openkb.models import DocumentChunk, IndexRebuildJob, MilvusIndexProfile
@@ -151,8 +160,10 @@ def ensure_default_profile(ctx: AppContext, session: Session) -> MilvusIndexProf
         prof = insert_profile(session, default_spec(ctx))
     spec = spec_of(prof)
     created = mv.ensure_collection(client, spec)
-    point_alias(client, alias, spec.collection_name)
+    previous = point_alias(client, alias, spec.collection_name)
     mark_active(session, prof, alias)
+    record_switch(session, alias=alias, from_collection=previous, to_collection=spec.collection_name,
+                  kind="initial" if previous is None else "switch", actor=None)
     if created and pg_chunk_count(session):
         log.warning("created %s while PostgreSQL already holds chunks: run `openkb index verify --repair` "
                     "to fill it", spec.collection_name)
@@ -193,7 +204,8 @@ def pg_chunk_count(session: Session) -> int:
 _DOCS_SQL = text("""
 SELECT d.id::text AS id, d.tenant_id::text AS tenant_id, d.workspace_id::text AS workspace_id,
        d.knowledge_base_id::text AS knowledge_base_id, d.type, d.title, d.status, d.deleted_at,
-       d.current_version_id::text AS current_version_id, d.metadata AS meta, d.tags, d.created_at, d.updated_at
+       d.current_version_id::text AS current_version_id, d.metadata AS meta, d.tags, d.created_at, d.updated_at,
+       d.indexed_version_id::text AS indexed_version_id
 FROM documents d WHERE d.id = ANY(:ids)
 """).bindparams(bindparam("ids", type_=_UUIDS))
 
@@ -213,6 +225,12 @@ class DocInfo:
     tags: list[str]
     created_at: datetime
     updated_at: datetime
+    indexed_version_id: str | None = None
+
+    @property
+    def indexed_current(self) -> bool:
+        """The current version went through a successful sync (even if it made no chunks)."""
+        return self.current_version_id is not None and self.indexed_version_id == self.current_version_id
 
     @property
     def wants_rows(self) -> bool:
@@ -355,9 +373,48 @@ def _differs(have: dict[str, Any], want: dict[str, Any]) -> bool:
     return any(have.get(f) != want.get(f) for f in SCALAR_FIELDS)
 
 
-def apply_rows(client: Any, target: Target, doc_ids: Sequence[str], desired: dict[str, dict[str, Any]],
+_FLUSH_LOCK_SALT = 17
+
+
+def flush_collection(ctx: AppContext, collection: str) -> None:
+    """Flush ``collection``, one flusher at a time per collection on Milvus Lite.
+
+    Why: Lite's flush is not safe when two writers flush the same collection at once; about one
+    index job in 5,000 failed with "Flush failed: current_seq is monotonic" under
+    ``openkb worker --workers 2``. The writers are threads of one worker *and* other processes
+    (a second worker, ``index rebuild``/``verify`` from the CLI), so the lock is a PostgreSQL
+    advisory lock keyed by the collection name, held on its own connection only around the
+    flush (writes themselves stay concurrent; the flush is ~10 ms). Every OpenKB writer flushes
+    through here; ``milvus.upsert_rows(..., flush=True)`` is for tests and benches.
+
+    A Milvus 2.6 server coordinates flushes itself (the data coordinator serialises segment
+    sealing), so there the flush runs unlocked, as before. Lite must flush at all because
+    filtered searches over unflushed rows are slow there (see ``openkb.indexing.milvus``)."""
+    from pymilvus.exceptions import MilvusException
+
+    from openkb.indexing.profiles import backend_of
+
+    client = ctx.milvus
+    try:
+        if backend_of(ctx) != "lite":
+            client.flush(collection)
+            return
+        key = {"k": f"openkb-flush-{collection}"}
+        with ctx.engine.connect() as conn:
+            conn.execute(text(f"SELECT pg_advisory_lock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
+            try:
+                client.flush(collection)
+            finally:
+                conn.execute(text(f"SELECT pg_advisory_unlock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
+                conn.commit()
+    except MilvusException as exc:
+        raise IndexError_(f"flush of {collection} failed: {exc.message}") from exc
+
+
+def apply_rows(ctx: AppContext, target: Target, doc_ids: Sequence[str], desired: dict[str, dict[str, Any]],
                *, batch_size: int = 256) -> SyncReport:
     """Make ``target`` hold exactly ``desired`` for these documents (see the module docstring)."""
+    client = ctx.milvus
     rep = SyncReport(collections=[target.collection])
     have = {r["id"]: r for r in existing_rows(client, target.collection, doc_ids)}
     full = [row for cid, row in desired.items() if target.may_insert(cid)
@@ -375,10 +432,10 @@ def apply_rows(client: Any, target: Target, doc_ids: Sequence[str], desired: dic
         if gone:
             rep.deleted = mv.delete_rows(client, target.collection, gone, flush=False) or len(gone)
         if full or partial or gone:
-            client.flush(target.collection)
+            flush_collection(ctx, target.collection)
     except OpenKBError:
         raise
-    except Exception as exc:  # noqa: BLE001 - MilvusException and gRPC errors alike: retry the job
+    except Exception as exc:
         raise IndexError_(f"writing to {target.collection} failed: {exc}") from exc
     return rep
 
@@ -404,7 +461,7 @@ def sync_documents(ctx: AppContext, session: Session, doc_ids: Iterable[str | uu
         docs = load_docs(session, batch)
         desired = desired_rows(session, docs)
         for t in tgts:
-            total.add(apply_rows(ctx.milvus, t, batch, desired))
+            total.add(apply_rows(ctx, t, batch, desired))
         total.documents += len(batch)
         if mark_status:
             _mark_indexed(session, [d for d in docs.values() if d.status != "deleted" and d.deleted_at is None])
@@ -418,26 +475,38 @@ def _mark_indexed(session: Session, docs: Sequence[DocInfo]) -> None:
     if not params:
         return
     session.execute(text("""
-        UPDATE documents SET index_status = 'indexed', index_error = NULL, indexed_version_id = CAST(:v AS uuid)
+        UPDATE documents SET index_status = 'indexed', index_error = NULL, index_attempts = 0,
+               indexed_version_id = CAST(:v AS uuid)
         WHERE id = CAST(:id AS uuid) AND current_version_id IS NOT DISTINCT FROM CAST(:v AS uuid)
-          AND (index_status <> 'indexed' OR index_error IS NOT NULL
+          AND (index_status <> 'indexed' OR index_error IS NOT NULL OR index_attempts <> 0
                OR indexed_version_id IS DISTINCT FROM CAST(:v AS uuid))
     """), params)
 
 
-def mark_failed(ctx: AppContext, doc_ids: Sequence[str], error: str) -> None:
-    """Record a failure in its own transaction (the job's own rolls back)."""
+def record_failure(ctx: AppContext, doc_ids: Sequence[str], error: str, *, final: bool) -> None:
+    """Record a failed index run in its own transaction (the job's own rolls back).
+
+    ``final=False`` (the worker will retry): the documents stay ``pending``, ``index_attempts``
+    counts the run and ``index_error`` says why and that a retry follows. ``final=True`` (given
+    up: the error is not retryable or the retries are spent): ``failed``. So ``failed`` always
+    means "nobody will fix this without an operator" (docs/operations.md)."""
     from openkb.db import session_scope
 
     ids = [str(d) for d in doc_ids][:10_000]
     if not ids:
         return
+    status = "failed" if final else "pending"
     try:
         with session_scope(ctx.engine) as s:
-            s.execute(text("UPDATE documents SET index_status = 'failed', index_error = :e "
-                           "WHERE id = ANY(:ids) AND type = 'page'").bindparams(bindparam("ids", type_=_UUIDS)),
-                      {"ids": ids, "e": error[:2000]})
-    except Exception:  # noqa: BLE001 - never mask the original error
+            s.execute(text("""
+                UPDATE documents SET index_status = :st, index_attempts = index_attempts + 1,
+                       index_error = :e || CASE WHEN :final THEN ' (gave up after '
+                                                ELSE ' (will retry; attempt ' END
+                                     || (index_attempts + 1)::text || ')'
+                WHERE id = ANY(:ids) AND type = 'page'
+            """).bindparams(bindparam("ids", type_=_UUIDS)),
+                      {"ids": ids, "e": error[:1900], "st": status, "final": final})
+    except Exception:
         log.exception("could not record index failure for %d documents", len(ids))
 
 
@@ -506,5 +575,6 @@ def now_ms() -> int:
 
 
 __all__ = ["ConfigError", "SyncReport", "Target", "apply_rows", "default_spec", "desired_rows",
-           "ensure_default_profile", "index_status", "load_docs", "pg_chunk_count", "sync_documents", "warm_active",
+           "ensure_default_profile", "flush_collection", "index_status", "load_docs", "pg_chunk_count", "record_failure",
+           "sync_documents", "warm_active",
            "write_targets"]

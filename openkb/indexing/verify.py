@@ -23,12 +23,25 @@ from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import NotFound
 from openkb.indexing import milvus as mv
-from openkb.indexing.profiles import current_target, find_by_collection, spec_of
+from openkb.indexing.profiles import (
+    audit_index,
+    authorize_operator,
+    current_target,
+    find_by_collection,
+    spec_of,
+)
 from openkb.indexing.service import (
-    SCALAR_FIELDS, Target, _differs, load_docs, milvus_row, sync_documents,
+    SCALAR_FIELDS,
+    Target,
+    _differs,
+    flush_collection,
+    load_docs,
+    milvus_row,
+    sync_documents,
 )
 from openkb.models import DocumentChunk
 from openkb.permissions import chunk_access_many
+from openkb.permissions.principal import Principal
 
 log = logging.getLogger("openkb.indexing.verify")
 
@@ -49,7 +62,12 @@ def _doc_batches(session: Session) -> Iterator[list[str]]:
 
 
 def _expected(session: Session, doc_ids: list[str]) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """(chunk id -> expected row, documents that want rows but have no chunks yet) — read-only."""
+    """(chunk id -> expected row, documents that want rows but have no chunks yet) — read-only.
+
+    Trap: an empty page (or one that is only a title) has no chunks *by design*, so "no chunks"
+    alone is not "never chunked": it counted as unchunked forever and ``--repair`` could not fix
+    it. A page whose current version was synced (``indexed_version_id`` is current) is complete
+    with zero rows; only one that was never synced is reported (and ``--repair`` syncs it)."""
     docs = {k: d for k, d in load_docs(session, doc_ids).items() if d.wants_rows}
     if not docs:
         return {}, set()
@@ -65,11 +83,13 @@ def _expected(session: Session, doc_ids: list[str]) -> tuple[dict[str, dict[str,
             continue
         have_chunks.add(d.id)
         out[str(c.id)] = milvus_row(d, c, access.get(d.id))
-    return out, set(docs) - have_chunks
+    return out, {d for d in set(docs) - have_chunks if not docs[d].indexed_current}
 
 
-def verify(ctx: AppContext, session: Session, *, collection: str | None = None, repair: bool = False,
-           examples: int = 5) -> dict[str, Any]:
+def verify(ctx: AppContext, session: Session, principal: Principal, *, collection: str | None = None,
+           repair: bool = False, examples: int = 5) -> dict[str, Any]:
+    """The report (``ok`` when nothing differs). A repair is audited as ``milvus.index.repair``."""
+    authorize_operator(session, principal)
     client = ctx.milvus
     collection = collection or current_target(client, ctx.settings.milvus_active_alias)
     if not collection:
@@ -77,7 +97,7 @@ def verify(ctx: AppContext, session: Session, *, collection: str | None = None, 
     prof = find_by_collection(session, collection)
     if prof is None:
         raise NotFound(f"no index profile describes {collection}")
-    client.flush(collection)
+    flush_collection(ctx, collection)
     have = {r["id"]: r for r in mv.query_rows(client, collection, 'id != ""', output_fields=_FIELDS, limit=None)}
     missing: list[str] = []
     stale: list[str] = []
@@ -117,7 +137,9 @@ def verify(ctx: AppContext, session: Session, *, collection: str | None = None, 
             for k in rep:
                 rep[k] += r[k]
         if gone_rows:
-            rep["deleted"] += mv.delete_rows(client, collection, gone_rows) or len(gone_rows)
+            rep["deleted"] += mv.delete_rows(client, collection, gone_rows, flush=False) or len(gone_rows)
+            flush_collection(ctx, collection)
         report["repaired"] = True
         report["repair"] = rep
+        audit_index(session, principal, "milvus.index.repair", collection=collection, **rep)
     return report

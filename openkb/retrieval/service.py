@@ -1,4 +1,4 @@
-"""The retrieval service (docs/09 §9): the one search every caller goes through.
+"""The retrieval service (docs/retrieval.md#search-flow): the one search every caller goes through.
 
 Web sessions, personal access tokens, share-link visitors, anonymous readers of public content,
 Dify keys and MCP users all call ``search``; the principal says who is asking and nothing else
@@ -18,15 +18,13 @@ changes. The flow, with its cost on the hot path:
 So a search costs three statements, whatever ``top_k`` is, plus one more when ``tags`` or
 ``metadata`` filters are given (resolved to document ids so Milvus can filter on an indexed
 field). ``ctx.milvus`` is reused; the active profile is cached for a few seconds per process
-(after an alias switch a stale entry only shapes the request: the alias itself is resolved by
+(``openkb.indexing.profiles.active_spec``; after an alias switch a stale entry only shapes the request: the alias itself is resolved by
 Milvus on every search).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +39,8 @@ from openkb.context import AppContext
 from openkb.errors import ValidationError
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import strip_index_text
+from openkb.indexing.milvus import FIELD_MAP  # row field names: owned by indexing, read here
+from openkb.indexing.profiles import active_spec, forget_active_profile  # noqa: F401 - re-exported
 from openkb.indexing.profiles_spec import ProfileSpec
 from openkb.permissions import Principal, filter_readable_documents, readable_scope
 from openkb.permissions import filters as F
@@ -51,11 +51,7 @@ log = logging.getLogger("openkb.retrieval")
 MAX_TOP_K = 100
 OVERFETCH = 3
 MAX_QUERY_CHARS = 2000
-PROFILE_TTL_S = 5.0
 _UUIDS = ARRAY(UUID(as_uuid=False))
-# The permission service names the knowledge-base scope field ``scope_kb``; rows call it
-# ``knowledge_base_id``.
-FIELD_MAP = {F.SCOPE_KB: "knowledge_base_id"}
 OUTPUT_FIELDS = ("chunk_id", "document_id", "knowledge_base_id", "title", "heading_path", "content_text",
                  "updated_at")
 
@@ -77,33 +73,6 @@ class SearchResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-# --- the active profile, cached briefly ----------------------------------------------------------
-
-_cache: dict[int, tuple[float, str | None, ProfileSpec | None]] = {}
-_cache_lock = threading.Lock()
-
-
-def active_spec(ctx: AppContext, session: Session) -> tuple[str | None, ProfileSpec | None]:
-    key = id(ctx)
-    now = time.monotonic()
-    hit = _cache.get(key)
-    if hit is not None and hit[0] > now:
-        return hit[1], hit[2]
-    from openkb.indexing.profiles import active_profile, spec_of
-
-    prof = active_profile(ctx, session)
-    value = (prof.collection_name, spec_of(prof)) if prof is not None else (None, None)
-    with _cache_lock:
-        _cache[key] = (now + PROFILE_TTL_S, *value)
-    return value
-
-
-def forget_active_profile() -> None:
-    """Drop the cache (after a switch in this process, and in tests)."""
-    with _cache_lock:
-        _cache.clear()
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -1,16 +1,25 @@
 """Liveness and readiness. ``/readyz`` is 200 only once every dependency answers and the active
-Milvus collection has been loaded and warmed (so no user pays Lite's first-search warm-up)."""
+Milvus collection has been loaded and warmed (so no user pays Lite's first-search warm-up).
+
+``index`` in the body is asked of Milvus on every call (``openkb.health.index_readiness``): after
+an alias switch or rollback it names the new collection at once, and the process warms that one
+in the background (readiness stays 200 meanwhile: the switch itself loaded the collection, a
+load balancer must not drop the API because an operator switched)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from openkb.health import check_milvus, check_postgresql, check_queue
+from openkb.health import check_milvus, check_postgresql, check_queue, index_readiness
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("openkb.server.health")
+_rewarms: set[asyncio.Task[Any]] = set()
 
 
 @router.get("/healthz")
@@ -18,12 +27,40 @@ async def healthz() -> dict[str, str]:
     return {"status": "alive"}
 
 
+def _rewarm(app: FastAPI, ctx: Any) -> None:
+    """Warm the collection the alias points at now, once at a time per process."""
+    warm = app.state.warm
+    if warm.get("rewarming"):
+        return
+    warm["rewarming"] = True
+
+    async def go() -> None:
+        from openkb.indexing.service import warm_active
+
+        try:
+            warm["result"] = await asyncio.to_thread(warm_active, ctx)
+        except Exception as exc:  # noqa: BLE001 - readiness reports it
+            log.exception("re-warm after an alias switch failed")
+            warm["error"] = str(exc)
+        finally:
+            warm["rewarming"] = False
+
+    task = asyncio.create_task(go())
+    _rewarms.add(task)
+    task.add_done_callback(_rewarms.discard)
+
+
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
     ctx = request.app.state.ctx
-    checks = await asyncio.to_thread(lambda: [check_postgresql(ctx), check_milvus(ctx), check_queue(ctx)])
     warm = request.app.state.warm
+    warmed = (warm.get("result") or {}).get("collection")
+    checks, index = await asyncio.to_thread(
+        lambda: ([check_postgresql(ctx), check_milvus(ctx), check_queue(ctx)], index_readiness(ctx, warmed)))
+    disabled = (warm.get("result") or {}).get("skipped") == "disabled"
+    if warm["done"] and not disabled and index["collection"] and not index["warmed"]:
+        _rewarm(request.app, ctx)
     body = {"status": "ready" if all(c.ok for c in checks) and warm["done"] else "not_ready",
             "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
-            "warmup": warm}
+            "index": index, "warmup": warm}
     return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)

@@ -1,8 +1,9 @@
-"""/api/admin/milvus/* (docs/08 §2): index status, profiles, rebuild jobs, alias switch.
+"""/api/admin/milvus/* (docs/retrieval.md#administration): index status, profiles, rebuild jobs, alias switch.
 
 system_admin / tenant_admin only (a PAT also needs the ``admin`` scope); knowledge-base owners
-never touch models (docs/18 §3). Nothing here accepts or returns a provider key: a request body
-carrying a key-like field is refused with ``VALIDATION_ERROR`` before anything else happens.
+never touch models (docs/retrieval.md#principles). The services authorize again and write the audit rows (the
+request's IP reaches them through ``openkb.audit.set_origin``); routes parse, call, return.
+Nothing here accepts or returns a provider key: a request body carrying a key-like field is refused with ``VALIDATION_ERROR`` before anything else happens.
 Rebuilds run in the worker (``index_rebuild`` job); poll ``GET .../rebuild-jobs/{id}``.
 """
 
@@ -11,26 +12,40 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Body, Request, status
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Body, Query, status
+from pydantic import ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from openkb.audit import record_audit
 from openkb.errors import ValidationError
-from openkb.indexing.profiles import ProfileInput, create_profile, current_target, describe, list_profiles
+from openkb.indexing.profiles import (
+    ProfileInput,
+    create_profile,
+    current_target,
+    describe,
+    list_profiles,
+)
 from openkb.indexing.profiles_spec import refuse_secrets
-from openkb.indexing.rebuild import get_job, list_jobs, rollback, start_rebuild, switch
+from openkb.indexing.rebuild import (
+    drop,
+    get_job,
+    history,
+    list_jobs,
+    rollback,
+    start_rebuild,
+    switch,
+)
 from openkb.indexing.service import index_status, rebuild_view
 from openkb.jobs import enqueue_after_commit
-from server.auth import AdminDep, client_ip
+from server.auth import AdminDep
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
+from server.schemas import RequestModel
 
 router = APIRouter(prefix="/api/admin/milvus", tags=["admin: milvus"])
 _ERR = error_responses(401, 403, 404, 409, 422)
 
 
-class RerankIn(BaseModel):
+class RerankIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
     provider: str
     endpoint: str
@@ -38,7 +53,7 @@ class RerankIn(BaseModel):
     params: dict[str, Any] | None = None
 
 
-class ProfileIn(BaseModel):
+class ProfileIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(None, description="default: the collection name")
     model: str | None = Field(None, description="embedding model; omit for BM25-only")
@@ -50,22 +65,17 @@ class ProfileIn(BaseModel):
     analyzer: dict[str, Any] | None = Field(None, description="BM25 analyzer params")
 
 
-class RebuildIn(BaseModel):
+class RebuildIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
     profile: str = Field(description="profile name, id or collection")
     switch: bool = Field(False, description="switch the active alias when the rebuild is healthy")
 
 
-class SwitchIn(BaseModel):
+class SwitchIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
     profile: str | None = Field(None, description="profile to activate; omit with rollback=true")
     rollback: bool = Field(False, description="return to the previously active collection")
     force: bool = False
-
-
-def _audit(request: Request, session: Any, principal: Any, action: str, **meta: Any) -> None:
-    record_audit(session, tenant_id=principal.tenant_id, actor=principal, action=action,
-                 object_type="milvus_index", object_id=None, metadata=meta, ip=client_ip(request))
 
 
 @router.get("/status", responses=_ERR)
@@ -80,7 +90,7 @@ def get_profiles(ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[
 
 
 @router.post("/index-profiles", status_code=status.HTTP_201_CREATED, responses=_ERR)
-def post_profile(request: Request, ctx: CtxDep, session: SessionDep, principal: AdminDep,
+def post_profile(ctx: CtxDep, session: SessionDep, principal: AdminDep,
                  body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     # Credentials first, with the clear message, before schema validation names the field "extra".
     refuse_secrets(body, where="body")
@@ -91,22 +101,17 @@ def post_profile(request: Request, ctx: CtxDep, session: SessionDep, principal: 
         loc = ".".join(str(p) for p in first.get("loc", ()))
         raise ValidationError(f"{loc}: {first.get('msg', 'invalid')}", field=loc) from None
     rr = inp.rerank
-    prof = create_profile(ctx, session, ProfileInput(
+    prof = create_profile(ctx, session, principal, ProfileInput(
         name=inp.name, model=inp.model, dim=inp.dim, provider=inp.provider, endpoint=inp.endpoint, params=inp.params,
         rerank_provider=rr.provider if rr else None, rerank_endpoint=rr.endpoint if rr else None,
-        rerank_model=rr.model if rr else None, rerank_params=rr.params if rr else None, analyzer=inp.analyzer),
-        created_by=principal.user_id)
-    _audit(request, session, principal, "milvus.profile.create", name=prof.name, collection=prof.collection_name)
+        rerank_model=rr.model if rr else None, rerank_params=rr.params if rr else None, analyzer=inp.analyzer))
     return describe(prof)
 
 
 @router.post("/rebuild-jobs", status_code=status.HTTP_202_ACCEPTED, responses=_ERR)
-def post_rebuild(request: Request, body: RebuildIn, ctx: CtxDep, session: SessionDep,
-                 principal: AdminDep) -> dict[str, Any]:
-    job = start_rebuild(ctx, session, body.profile, switch=body.switch, started_by=principal.user_id)
+def post_rebuild(body: RebuildIn, ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[str, Any]:
+    job = start_rebuild(ctx, session, principal, body.profile, switch=body.switch)
     enqueue_after_commit(session, "index_rebuild", job_id=str(job.id))
-    _audit(request, session, principal, "milvus.rebuild.start", job_id=str(job.id), collection=job.target_collection,
-           switch=body.switch)
     return rebuild_view(job)
 
 
@@ -121,15 +126,26 @@ def get_rebuild(job_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> 
 
 
 @router.post("/aliases/switch", responses=_ERR)
-def post_switch(request: Request, body: SwitchIn, ctx: CtxDep, session: SessionDep,
-                principal: AdminDep) -> dict[str, Any]:
+def post_switch(body: SwitchIn, ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[str, Any]:
+    """``rollback: true`` returns to the collection active before the last switch not yet undone
+    (a second rollback goes one step further back; 409 CONFLICT when nothing is left)."""
     if body.rollback:
-        out = rollback(ctx, session, body.profile)
-        action = "milvus.alias.rollback"
-    else:
-        if not body.profile:
-            raise ValidationError("profile is required (or rollback: true)", field="profile")
-        out = switch(ctx, session, body.profile, force=body.force)
-        action = "milvus.alias.switch"
-    _audit(request, session, principal, action, **{k: v for k, v in out.items() if k != "caught_up"})
-    return out
+        return rollback(ctx, session, principal, body.profile)
+    if not body.profile:
+        raise ValidationError("profile is required (or rollback: true)", field="profile")
+    return switch(ctx, session, principal, body.profile, force=body.force)
+
+
+@router.get("/aliases/history", responses=_ERR)
+def get_history(ctx: CtxDep, session: SessionDep, principal: AdminDep,
+                limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
+    """Every move of the active alias, newest first, and where a rollback would go now."""
+    return history(ctx, session, principal, limit=limit)
+
+
+@router.delete("/index-profiles/{profile}/collection", responses=_ERR)
+def delete_collection(profile: str, ctx: CtxDep, session: SessionDep, principal: AdminDep,
+                      force: bool = Query(False, description="also drop the rollback target")) -> dict[str, Any]:
+    """Drop a profile's collection (the profile stays, status ``dropped``); 409 for the active
+    collection, and for the rollback target unless ``force``."""
+    return drop(ctx, session, principal, profile, force=force)

@@ -266,27 +266,58 @@ def test_filters_and_recent_listing(env):
     assert env.search(env.p.other_tenant_user, "", top_k=5) == []
 
 
-def test_failed_write_marks_failed_then_the_retry_succeeds(env, monkeypatch):
+def test_a_failure_the_worker_retries_stays_pending_and_failed_means_given_up(env, monkeypatch):
+    """Regression: a retried failure showed ``failed`` for minutes until the retry ran."""
     word = uniq("failword")
     doc = env.create(f"# F\n\n{word}\n")
-    calls = {"n": 0}
     real = service.apply_rows
 
     def broken(*a, **k):
-        calls["n"] += 1
         raise IndexError_("Milvus is down (test)")
 
+    def run() -> None:
+        with pytest.raises(IndexError_):
+            with session_scope(env.engine) as s:
+                index_jobs.index_document(env.ctx, s, document_id=str(doc.id))
+
+    def state() -> tuple[str, int, str]:
+        with Session(env.engine) as s:
+            d = s.get(Document, doc.id)
+            return d.index_status, d.index_attempts, d.index_error or ""
+
     monkeypatch.setattr(service, "apply_rows", broken)
-    with pytest.raises(IndexError_):
-        with session_scope(env.engine) as s:
-            index_jobs.index_document(env.ctx, s, document_id=str(doc.id))
-    with Session(env.engine) as s:
-        d = s.get(Document, doc.id)
-        assert d.index_status == "failed" and "Milvus is down" in d.index_error and "will retry" in d.index_error
+    with jobs.job_attempt(retries_left=3):  # as the worker runs it: retries remain
+        run()
+    status, attempts, error = state()
+    assert (status, attempts) == ("pending", 1) and "Milvus is down" in error and "will retry" in error
+    with jobs.job_attempt(retries_left=0):  # the last try: given up
+        run()
+    status, attempts, error = state()
+    assert (status, attempts) == ("failed", 2) and "gave up" in error and "will retry" not in error
+    run()  # outside the worker nobody retries: failed at once
+    assert state()[:2] == ("failed", 3)
     monkeypatch.setattr(service, "apply_rows", real)
     with session_scope(env.engine) as s:
         index_jobs.index_document(env.ctx, s, document_id=str(doc.id))
     env.wait_indexed(doc.id)
+    assert state() == ("indexed", 0, "")
+
+
+def test_a_non_retryable_error_is_final_even_with_retries_left(env, monkeypatch):
+    from openkb.errors import ConfigError
+
+    doc = env.create(f"# N\n\n{uniq('cfgword')}\n")
+
+    def broken(*a, **k):
+        raise ConfigError("the profile does not match its collection (test)")
+
+    monkeypatch.setattr(service, "apply_rows", broken)
+    with jobs.job_attempt(retries_left=5), pytest.raises(ConfigError):
+        with session_scope(env.engine) as s:
+            index_jobs.index_document(env.ctx, s, document_id=str(doc.id))
+    with Session(env.engine) as s:
+        d = s.get(Document, doc.id)
+        assert d.index_status == "failed" and d.index_attempts == 1 and "gave up" in d.index_error
 
 
 def test_job_killed_after_milvus_write_is_healed_by_the_rerun(env):

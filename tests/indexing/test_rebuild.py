@@ -24,17 +24,19 @@ from sqlmodel import Session
 import openkb.jobs as jobs
 from openkb.accounts.tokens import issue_pat
 from openkb.db import session_scope
-from openkb.errors import ValidationError
+from openkb.errors import Conflict
 from openkb.indexing import milvus as mv
 from openkb.indexing import rebuild, service
 from openkb.indexing.profiles import ProfileInput, create_profile, current_target, get_profile
-from openkb.models import Document, IndexRebuildJob
+from openkb.models import AuditLog, Document, IndexRebuildJob
+from openkb.permissions.principal import Principal
 from openkb.retrieval import forget_active_profile
 from tests.factories import make_doc
 from tests.indexing.test_index_e2e import Env, uniq
 
 pytestmark = pytest.mark.usefixtures("worker")
 ROOT = Path(__file__).resolve().parents[2]
+OPS = Principal.system()  # the operator at the console
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def env(app_ctx, engine):
 
 def new_profile(env, prefix: str = "bm25") -> str:
     with session_scope(env.engine) as s:
-        p = create_profile(env.ctx, s, ProfileInput(name=f"{prefix}-{uuid.uuid4().hex[:6]}"))
+        p = create_profile(env.ctx, s, OPS, ProfileInput(name=f"{prefix}-{uuid.uuid4().hex[:6]}"))
         return p.name
 
 
@@ -84,7 +86,7 @@ def test_rebuild_switch_rollback_with_edits_during_the_rebuild(env):
     old_a, new_a, c_word, d_word = uniq("olda"), uniq("newa"), uniq("cword"), uniq("dword")
     env.save(a.id, f"# A\n\n{old_a} before the rebuild.\n")
     with session_scope(env.engine) as s:
-        job = rebuild.start_rebuild(env.ctx, s, name, switch=True)
+        job = rebuild.start_rebuild(env.ctx, s, OPS, name, switch=True)
     started, go = threading.Event(), threading.Event()
     box: dict = {}
 
@@ -130,16 +132,16 @@ def test_rebuild_switch_rollback_with_edits_during_the_rebuild(env):
     # an edit after the switch reaches only the new collection; rollback carries it back
     d = env.create(f"# D\n\n{d_word} after the switch.\n")
     with session_scope(env.engine) as s:
-        out = rebuild.rollback(env.ctx, s)
+        out = rebuild.rollback(env.ctx, s, OPS)
     assert out["collection"] == original and active(env) == original
     forget_active_profile()
     assert env.finds(m, d_word, d.id) and env.finds(m, new_a, a.id)
     assert len(all_ids(env, original)) == pg_count(env)
 
     with session_scope(env.engine) as s:
-        with pytest.raises(ValidationError):
-            rebuild.drop(env.ctx, s, original)  # the active one is refused
-        rebuild.drop(env.ctx, s, name)
+        with pytest.raises(Conflict):
+            rebuild.drop(env.ctx, s, OPS, original)  # the active one is refused
+        rebuild.drop(env.ctx, s, OPS, name)
     assert not env.ctx.milvus.has_collection(prof.collection_name)
 
 
@@ -163,7 +165,7 @@ def test_rebuild_killed_midway_resumes_and_the_alias_never_moved(env):
     original = active(env)
     name = new_profile(env, "killed")
     with session_scope(env.engine) as s:
-        job = rebuild.start_rebuild(env.ctx, s, name, switch=True)
+        job = rebuild.start_rebuild(env.ctx, s, OPS, name, switch=True)
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(job.id)], cwd=ROOT, env={**os.environ},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -178,7 +180,7 @@ def test_rebuild_killed_midway_resumes_and_the_alias_never_moved(env):
             time.sleep(0.05)
         with session_scope(env.engine) as s:  # while it runs, a second runner is refused
             with pytest.raises(rebuild.RebuildBusy):
-                rebuild.start_rebuild(env.ctx, s, name)
+                rebuild.start_rebuild(env.ctx, s, OPS, name)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
@@ -189,7 +191,7 @@ def test_rebuild_killed_midway_resumes_and_the_alias_never_moved(env):
     assert not rebuild.is_alive(env.ctx, job.id)
 
     with session_scope(env.engine) as s:
-        again = rebuild.start_rebuild(env.ctx, s, name, switch=False)
+        again = rebuild.start_rebuild(env.ctx, s, OPS, name, switch=False)
     assert again.id == job.id  # resumed, not restarted
     done = rebuild.run_rebuild(env.ctx, job.id, batch_size=256)
     assert done.status == "succeeded" and active(env) == original
@@ -197,8 +199,12 @@ def test_rebuild_killed_midway_resumes_and_the_alias_never_moved(env):
         coll = get_profile(s, name).collection_name
     ids = all_ids(env, coll)
     assert len(ids) == len(set(ids)) == pg_count(env)
+    with Session(env.engine) as s:
+        assert get_profile(s, name).status == "ready"  # rebuilt and healthy, not left "building"
     with session_scope(env.engine) as s:
-        rebuild.drop(env.ctx, s, name)
+        rebuild.drop(env.ctx, s, OPS, name)
+    with Session(env.engine) as s:
+        assert get_profile(s, name).status == "dropped"
 
 
 def test_verify_finds_missing_extra_and_stale_rows_and_repairs_them(env):
@@ -216,10 +222,10 @@ def test_verify_finds_missing_extra_and_stale_rows_and_repairs_them(env):
                          doc_status="published", visibility_eff="workspace", content_text="ghost row")
     mv.upsert_rows(client, coll, [bogus])
     with session_scope(env.engine) as s:
-        rep = verify(env.ctx, s)
+        rep = verify(env.ctx, s, OPS)
     assert rep["missing"] >= 1 and rep["extra"] >= 1 and rep["stale"] >= 1 and not rep["ok"]
     with session_scope(env.engine) as s:
-        rep = verify(env.ctx, s, repair=True)
+        rep = verify(env.ctx, s, OPS, repair=True)
     assert rep["repaired"]
     client.flush(coll)
     got = {r["id"]: r for r in mv.query_rows(client, coll, f'document_id == "{doc.id}"',
@@ -267,13 +273,58 @@ def test_admin_routes_are_for_admins_and_refuse_keys(env, http):
         time.sleep(0.2)
     assert j["status"] == "succeeded", j
     original = active(env)
+    with Session(env.engine) as s:
+        prof = get_profile(s, name)
+        assert prof.status == "ready"
+        # one audit row per operation, written by the service (the route adds none of its own)
+        assert _audits(s, "milvus.profile.create", object_id=prof.id) == 1
+        assert _audits(s, "milvus.rebuild.start", job_id=job_id) == 1
     r = http.post("/api/admin/milvus/aliases/switch", headers=admin, json={"profile": name})
     assert r.status_code == 200 and r.json()["previous"] == original, r.text
+    switched = r.json()
+    with Session(env.engine) as s:
+        rows = _audit_rows(s, "milvus.alias.switch", history_id=switched["history_id"])
+        assert len(rows) == 1 and rows[0].actor_user_id == p.tenant_admin.id and rows[0].ip
+    # /readyz names the collection the alias points at now, not the one warmed at start-up
+    ready = http.get("/readyz").json()
+    assert ready["index"]["collection"] == prof.collection_name, ready
+    _wait_ready(http, prof.collection_name)  # and this process warms the new one
     r = http.post("/api/admin/milvus/aliases/switch", headers=admin, json={"rollback": True})
     assert r.status_code == 200 and r.json()["collection"] == original and active(env) == original
+    assert http.get("/readyz").json()["index"]["collection"] == original
+    hist = http.get("/api/admin/milvus/aliases/history", headers=admin).json()
+    assert [(h["kind"], h["from"], h["to"]) for h in hist["items"][:2]] == [
+        ("rollback", prof.collection_name, original), ("switch", original, prof.collection_name)]
+    assert hist["items"][0]["reverts"] == switched["history_id"]
+    assert http.get("/api/admin/milvus/aliases/history", headers=owner).status_code == 403
     forget_active_profile()
-    with session_scope(env.engine) as s:
-        rebuild.drop(env.ctx, s, name)
+    r = http.delete(f"/api/admin/milvus/index-profiles/{name}/collection", headers=admin)
+    assert r.status_code == 200 and r.json()["dropped"] == prof.collection_name, r.text
+    with Session(env.engine) as s:
+        assert get_profile(s, name).status == "dropped"
+
+
+def _audit_rows(s: Session, action: str, object_id=None, **meta) -> list:
+    from sqlmodel import select
+
+    q = select(AuditLog).where(AuditLog.action == action)
+    if object_id is not None:
+        q = q.where(AuditLog.object_id == object_id)
+    return [r for r in s.exec(q).all() if all(r.meta.get(k) == v for k, v in meta.items())]
+
+
+def _audits(s: Session, action: str, object_id=None, **meta) -> int:
+    return len(_audit_rows(s, action, object_id, **meta))
+
+
+def _wait_ready(http, collection: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        body = http.get("/readyz").json()
+        if body["index"]["warmed"] and body["index"]["collection"] == collection:
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.2)
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
@@ -287,7 +338,14 @@ def test_cli_status_search_as_user_and_key_refusal(env):
     st = _cli(["index", "status", "--json"])
     assert st.returncode == 0, st.stderr
     out = json.loads(st.stdout)
-    assert out["collection"] == active(env) and out["pg_chunks"] >= 1 and out["profile"]["vector_dim"] >= 0
+    from openkb.embedder.models import REGISTRY
+
+    # the active profile is the embedded default: dense vectors of the local model's size
+    want_dim = REGISTRY[env.ctx.settings.openkb_embedder_model].dim if env.ctx.endpoints.embedder_url else 0
+    assert want_dim > 0, "the test components run the local embedder"
+    assert out["collection"] == active(env) and out["pg_chunks"] >= 1 and out["profile"]["vector_dim"] == want_dim
+    dense = {f["name"]: f for f in env.ctx.milvus.describe_collection(out["collection"])["fields"]}[mv.DENSE_FIELD]
+    assert int(dense["params"]["dim"]) == want_dim
     with Session(env.engine) as s:
         email = s.get(type(env.p.member), env.p.member.id).email
         assert s.get(Document, doc.id) is not None
@@ -296,3 +354,96 @@ def test_cli_status_search_as_user_and_key_refusal(env):
     assert [r["document_id"] for r in json.loads(got.stdout)["results"]][:1] == [str(doc.id)]
     bad = _cli(["profile", "create", "x", "--model", "m", "--dim", "8", "--param", "api_key=sk-abcdefghijk"])
     assert bad.returncode == 2 and "credential" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _built(env, prefix: str) -> tuple[str, str]:
+    """A new BM25-only profile, rebuilt (not switched): (name, collection)."""
+    name = new_profile(env, prefix)
+    with session_scope(env.engine) as s:
+        job = rebuild.start_rebuild(env.ctx, s, OPS, name)
+    assert rebuild.run_rebuild(env.ctx, job.id, batch_size=256).status == "succeeded"
+    with Session(env.engine) as s:
+        prof = get_profile(s, name)
+        assert prof.status == "ready"
+        return name, prof.collection_name
+
+
+def test_rollback_walks_back_through_the_history_and_drop_guards_the_target(env):
+    """Regression: two rollbacks used to flip back to the new collection, and drop removed the
+    collection a rollback needs without asking."""
+    original = active(env)
+    one, coll_one = _built(env, "hist-one")
+    two, coll_two = _built(env, "hist-two")
+    with session_scope(env.engine) as s:
+        first = rebuild.switch(env.ctx, s, OPS, one)
+    with session_scope(env.engine) as s:
+        second = rebuild.switch(env.ctx, s, OPS, two)
+    assert (first["previous"], second["previous"], active(env)) == (original, coll_one, coll_two)
+
+    # drop: the active collection and the rollback target are refused (CONFLICT, naming --force)
+    with session_scope(env.engine) as s:
+        with pytest.raises(Conflict) as active_err:
+            rebuild.drop(env.ctx, s, OPS, two)
+        with pytest.raises(Conflict) as target_err:
+            rebuild.drop(env.ctx, s, OPS, one)
+    assert "active collection" in active_err.value.detail and "--force" in target_err.value.detail
+    assert env.ctx.milvus.has_collection(coll_one)
+    cli = _cli(["index", "drop", one, "--yes"])
+    assert cli.returncode == 7 and "--force" in cli.stderr and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+
+    with session_scope(env.engine) as s:
+        back = rebuild.rollback(env.ctx, s, OPS)
+    assert (back["previous"], back["collection"], active(env)) == (coll_two, coll_one, coll_one)
+    with session_scope(env.engine) as s:  # the second rollback goes one step further back, not forward
+        back2 = rebuild.rollback(env.ctx, s, OPS)
+    assert (back2["previous"], back2["collection"], active(env)) == (coll_one, original, original)
+    forget_active_profile()
+    with session_scope(env.engine) as s:  # only the initial creation of the alias is left: refused
+        with pytest.raises(Conflict, match="nothing to roll back"):
+            rebuild.rollback(env.ctx, s, OPS)
+    assert active(env) == original
+
+    hist = _cli(["index", "history", "--json"])
+    assert hist.returncode == 0, hist.stderr
+    out = json.loads(hist.stdout)
+    assert out["collection"] == original and out["rollback_target"] is None and out["rollback_refused"]
+    top = out["items"][:4]
+    assert [(h["kind"], h["from"], h["to"]) for h in top] == [
+        ("rollback", coll_one, original), ("rollback", coll_two, coll_one),
+        ("switch", coll_one, coll_two), ("switch", original, coll_one)]
+    assert top[0]["reverts"] == top[3]["id"] and top[1]["reverts"] == top[2]["id"]
+    assert all(h["by"]["type"] == "system" for h in top)
+
+    # nothing points back at them any more: both drop without --force
+    with session_scope(env.engine) as s:
+        rebuild.drop(env.ctx, s, OPS, two)
+        rebuild.drop(env.ctx, s, OPS, one)
+    with Session(env.engine) as s:
+        assert {get_profile(s, n).status for n in (one, two)} == {"dropped"}
+        assert _audits(s, "milvus.collection.drop", profile=one) == 1
+
+
+def test_an_empty_page_is_complete_with_zero_rows_and_repair_fixes_a_never_synced_one(env):
+    """Regression: an empty page counted as "unchunked" forever, so verify reported ``differs``
+    (exit 1) after every --repair."""
+    from openkb.indexing.verify import verify
+
+    empty = env.create("")  # through the worker: synced, no chunks
+    with session_scope(env.engine) as s:
+        rep = verify(env.ctx, s, OPS)
+    assert rep["unchunked_documents"] == 0 and rep["ok"], rep
+    with session_scope(env.engine) as s:  # a page no index job has seen yet
+        never = make_doc(s, env.kb, env.p.owner, markdown="")
+    with session_scope(env.engine) as s:
+        rep = verify(env.ctx, s, OPS)
+    assert rep["unchunked_documents"] == 1 and not rep["ok"]
+    with session_scope(env.engine) as s:
+        assert verify(env.ctx, s, OPS, repair=True)["repaired"]
+    with session_scope(env.engine) as s:
+        rep = verify(env.ctx, s, OPS)
+    assert rep["ok"] and rep["unchunked_documents"] == 0, rep
+    cli = _cli(["index", "verify"])
+    assert cli.returncode == 0 and "ok" in cli.stdout, (cli.stdout, cli.stderr)
+    assert "mvccTs" not in cli.stderr  # pymilvus' Lite notice no longer leaks
+    with Session(env.engine) as s:
+        assert s.get(Document, never.id).index_status == "indexed" and s.get(Document, empty.id).index_attempts == 0
