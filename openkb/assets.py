@@ -1,6 +1,6 @@
 """Assets: uploaded images and attachments in the blob store, read only after a permission check.
 
-Markdown refers to them as ``asset://<id>`` (docs/04 §9). An asset attached to a document is
+Markdown refers to them as ``asset://<id>`` (docs/markdown.md#accepted-constructs). An asset attached to a document is
 readable exactly when the document is (``can_read_document``, any principal: user, anonymous,
 share-link visitor); an unattached upload (e.g. an import source) only by its uploader. The blob
 store knows nothing about callers, so every read goes through :func:`access_asset` first.

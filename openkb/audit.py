@@ -1,4 +1,4 @@
-"""Audit log writes (docs/05 §13): who did what to which object, with before/after.
+"""Audit log writes (docs/permissions.md#audit): who did what to which object, with before/after.
 
 Services call ``record_audit`` in the same transaction as the change it describes, so an
 audited change and its log row commit or roll back together; adapters (CLI, routes) never

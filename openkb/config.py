@@ -1,6 +1,6 @@
 """One settings object for the whole appliance.
 
-Every variable of spec docs/13 plus the appliance's own (``OPENKB_HOME``, secret key, limits).
+Every deployment variable (docs/operations.md#environment-variables) plus the appliance's own (``OPENKB_HOME``, secret key, limits).
 A variable left unset means "embedded": the supervisor runs that component itself under
 ``$OPENKB_HOME``. ``describe()`` is what ``openkb config show`` prints, secrets masked.
 """
@@ -25,7 +25,7 @@ SECRET_FIELDS = {"s3_secret_key", "milvus_token", "smtp_password", "secret_key",
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
 
-    # --- spec docs/13 -----------------------------------------------------------------
+    # --- deployment (docs/operations.md) ----------------------------------------------
     database_url: str | None = Field(None, description="PostgreSQL URL; unset = embedded pgserver")
     redis_url: str | None = Field(None, description="Redis URL for huey; unset = SQLite huey file")
     s3_endpoint: str | None = Field(None, description="S3/MinIO endpoint; unset = local blob folder")

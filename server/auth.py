@@ -159,7 +159,7 @@ def require_scopes(*scopes: str):  # noqa: ANN201 - a FastAPI dependency
 def require_admin(request: Request, session: SessionDep, auth: AuthDep) -> Principal:
     """tenant_admin of the principal's tenant or system_admin; a token also needs ``admin``.
 
-    Being an admin grants administration only, never content reads (docs/05 §4).
+    Being an admin grants administration only, never content reads (docs/permissions.md#administrators).
     """
     principal = require_user(auth)
     check_scopes(principal, "admin")

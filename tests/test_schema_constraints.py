@@ -1,4 +1,4 @@
-"""Every CHECK and UNIQUE of spec docs/07 rejects a violating row (schema built by migrations)."""
+"""Every CHECK and UNIQUE of docs/data-model.md rejects a violating row (schema built by migrations)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""initial schema: every table of spec docs/07 plus sessions, tokens, changes, rate limits
+"""initial schema: every table of docs/data-model.md plus sessions, tokens, changes, rate limits
 
 Revision ID: 0001
 Revises: 

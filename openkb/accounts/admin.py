@@ -1,11 +1,11 @@
-"""Administrator actions on accounts (docs/06 §5): list, activate, suspend, reject, resend mail.
+"""Administrator actions on accounts (docs/accounts.md#activation): list, activate, suspend, reject, resend mail.
 
 The status changes take the acting principal (a signed-in administrator over REST, the system
 principal for ``openkb user activate|suspend``) and authorize it themselves with
 ``users.access_admin``; they touch only users of the admin's tenant unless the admin is a
 system_admin (the system principal is one), and a user outside that scope is NOT_FOUND. Every
 status change is audited here, with before/after, so REST and the CLI write the same row once.
-Administration grants no content access (docs/05 §4).
+Administration grants no content access (docs/permissions.md#administrators).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def suspend(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
 
 
 def reject(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
-    """Refuse a pending sign-up (docs/06 §5 "拒绝/删除"): status deleted, the row stays for audit."""
+    """Refuse a pending sign-up (docs/accounts.md#activation, "reject"): status deleted, the row stays for audit."""
     return _change_status(session, principal, user_id, to="deleted",
                           allowed_from=("pending_activation", "pending_email_verification"),
                           action="user.rejected")

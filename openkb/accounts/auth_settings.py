@@ -1,4 +1,4 @@
-"""Registration settings (docs/06 §3): read tenant-first, then the instance default.
+"""Registration settings (docs/accounts.md#registration-settings): read tenant-first, then the instance default.
 
 The instance default is the ``tenant_id IS NULL`` row; a tenant row overrides it *as a whole*
 (it is created as a copy of the instance default, then edited), so "effective settings" never

@@ -92,7 +92,7 @@ def mail_after_commit(session: Session, ctx, to: str, subject: str, body: str) -
 
 def send_verification(session: Session, ctx, user: User, *, invitation_token: str | None = None) -> None:  # noqa: ANN001
     """Mail the verification link; a sign-up through an invitation carries the invitation token
-    in the link too, so verifying accepts it (docs/06 §6) without storing it anywhere."""
+    in the link too, so verifying accepts it (docs/accounts.md#invitations-and-registration) without storing it anywhere."""
     token = issue(session, user.id, "verify_email")
     url = link(ctx, "/verify-email", token)
     if invitation_token:

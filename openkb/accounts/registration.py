@@ -1,4 +1,4 @@
-"""Self-registration and email verification (docs/06 §4, §6, §7).
+"""Self-registration and email verification (docs/accounts.md#registration).
 
     register -> pending_email_verification (if verification is required) -> verify link
              -> pending_activation (default_signup_status, or invited + not auto-active)
@@ -90,7 +90,7 @@ def _accept_invitation(session: Session, user: User, tenant_id: uuid.UUID, token
 
 
 def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, settings: AuthSettings) -> bool:
-    """Promote ``user`` to system_admin when the instance has none (docs/06 §7). Never commits."""
+    """Promote ``user`` to system_admin when the instance has none (docs/accounts.md#first-administrator). Never commits."""
     if not settings.first_user_becomes_admin:
         return False
     session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _FIRST_ADMIN_LOCK})

@@ -32,7 +32,7 @@ log = logging.getLogger("openkb.accounts")
 SESSION_TOKEN_PREFIX = "kbsess"
 LAST_SEEN_EVERY = timedelta(minutes=1)
 
-# Login throttling (docs/06 + issue): failed attempts per account and per client IP, in a
+# Login throttling (docs/accounts.md#login-and-sessions): failed attempts per account and per client IP, in a
 # fixed one-minute window stored in PostgreSQL so every API replica shares the count.
 # Module-level so an operator (or a test) can tune them; the window is in seconds.
 LOGIN_WINDOW_SECONDS = 60

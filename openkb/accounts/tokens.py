@@ -23,7 +23,7 @@ from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
 
 PAT_PREFIX = "kbpat"
-# docs/10 §4 plus the write and admin scopes. ``kb:write`` is what the permission service
+# The read scopes plus the write and admin scopes (docs/accounts.md#scopes). ``kb:write`` is what the permission service
 # calls the knowledge-base write scope; ``admin`` lets a token use the /api/admin routes.
 PAT_SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin")
 PatScope = Literal["kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin"]

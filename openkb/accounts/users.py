@@ -208,7 +208,7 @@ def tenant_roles(session: Session, user_id: uuid.UUID) -> list[TenantRole]:
 class AdminScope:
     """What an administrator may administer: every tenant (system_admin) or one tenant.
 
-    Administration never implies content access (docs/05 §4): nothing here is consulted by the
+    Administration never implies content access (docs/permissions.md#administrators): nothing here is consulted by the
     permission service, and no content route should accept an ``AdminScope`` as a read grant.
     """
 

@@ -4,10 +4,10 @@ Visibility and the two configurable capability cells live in ``openkb.permission
 (manager+, audited); title, slug, description and status are plain content fields (manager+
 too). Decisions:
 
-* Who may create a knowledge base: workspace owner, admin and member — not guests (docs/05 §3.1
+* Who may create a knowledge base: workspace owner, admin and member — not guests (docs/permissions.md#roles,
   "guest: restricted member").
 * ``settings`` accepts the two capability cells and other small flags, but never model or
-  provider configuration (docs/18 §3: a knowledge-base owner cannot configure models).
+  provider configuration (docs/retrieval.md#principles: a knowledge-base owner cannot configure models).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Page bodies: versions, the optimistic-lock save (docs/04 §6, docs/08 §3) and restore.
+"""Page bodies: versions, the optimistic-lock save (docs/api.md#saving-documents) and restore.
 
 A save is: limits -> hash of what the client sent -> Milkdown-dialect validation -> normalize ->
 lock the document row -> compare with the base and the current body -> new version, pointer
@@ -12,7 +12,7 @@ Decisions:
   ``unchanged`` instead of a false 409.
 * The stored ``markdown_hash`` is of the stored (normalized) body; the client's hash is checked
   against the markdown it sent.
-* Folders have no body (docs/21 §4): saving one is ``NOT_A_PAGE``.
+* Folders have no body (docs/data-model.md#workspaces-and-content): saving one is ``NOT_A_PAGE``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workspaces and their members (docs/05 §3.1, §5; docs/07 §2).
+"""Workspaces and their members (docs/permissions.md#roles).
 
 A workspace is visible to its members only (any role, guests included); owners and admins
 manage it. Membership changes go through ``openkb.permissions.members`` (which audits them);

@@ -1,4 +1,4 @@
-"""Dify External Knowledge adapter (spec docs/11): app-key-bound retrieval.
+"""Dify External Knowledge adapter (docs/dify.md): app-key-bound retrieval.
 
 A Dify app authenticates with an ``okdify_...`` key that an administrator granted a list of
 knowledge bases; it never acts as a user. ``keys`` and ``mappings`` are the admin-side services

@@ -1,4 +1,4 @@
-"""Dify scoped API keys (``dify_api_keys``, docs/07 §9): mint, list, disable, revoke, rotate.
+"""Dify scoped API keys (``dify_api_keys``, docs/dify.md#keys): mint, list, disable, revoke, rotate.
 
 A key is ``okdify_<43 url-safe chars>``; only its SHA-256 is stored, so the plaintext exists
 once, in the return value of ``create_key``/``rotate_key``. A key sees exactly

@@ -1,4 +1,4 @@
-"""Dify-key-bound retrieval (spec docs/11, docs/dify.md): who is calling and what it may read
+"""Dify-key-bound retrieval (docs/dify.md): who is calling and what it may read
 (``identify`` + ``authorize``), then the search with Dify's metadata conditions (``retrieve``).
 
 Dify's wire format (the ``Authorization`` header, the JSON body, ``{"error_code", "error_msg"}``

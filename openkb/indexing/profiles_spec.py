@@ -4,8 +4,8 @@ A profile is the in-memory form of a ``milvus_index_profiles`` row (see ``to_met
 ``from_metadata``). It never carries provider credentials: Milvus reads embedding and rerank
 keys from its own deployment config (``milvus.yaml`` credential labels or env such as
 ``OPENAI_API_KEY``), and ``refuse_secrets`` rejects any parameter that looks like one, so a key
-cannot reach the OpenKB database or a collection's function params by accident (spec docs/09 §1,
-docs/18 §4).
+cannot reach the OpenKB database or a collection's function params by accident
+(docs/retrieval.md#principles).
 """
 
 from __future__ import annotations

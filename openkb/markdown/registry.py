@@ -1,6 +1,6 @@
 """What the locked editor (Milkdown Crepe 7.22.1, default features) can hold.
 
-This mirrors the front end's ``feature-registry.ts`` (spec docs/04 section 3). Server-side
+This mirrors the front end's ``feature-registry.ts`` (docs/markdown.md#feature-registry). Server-side
 every consumer asks this table instead of hard-coding syntax: ``validate`` rejects a token whose
 feature is disabled or unknown, ``normalize`` is the serializer of the enabled ones, and
 ``extract`` only indexes features with ``supports_search_extraction``.

@@ -1,4 +1,4 @@
-"""Audit log (docs/07 §10) and the change log every write records (revertable by run id)."""
+"""Audit log (docs/data-model.md#audit-and-change-log) and the change log every write records (revertable by run id)."""
 
 from __future__ import annotations
 

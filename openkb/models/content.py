@@ -54,7 +54,7 @@ class WorkspaceMember(SQLModel, table=True):
 
 
 class KnowledgeBase(SQLModel, table=True):
-    """``settings`` holds the two configurable capability cells of docs/05 §8
+    """``settings`` holds the two configurable capability cells of docs/permissions.md#capability-matrix
     (``editor_can_delete``, ``editor_can_create_share_links``, both default false) — never models."""
 
     __tablename__ = "knowledge_bases"

@@ -1,4 +1,4 @@
-"""The closed value sets of spec docs/05-07, shared by CHECK constraints and services."""
+"""The closed value sets of docs/data-model.md, shared by CHECK constraints and services."""
 
 USER_STATUSES = ("pending_email_verification", "pending_activation", "active", "suspended", "deleted")
 TENANT_ROLES = ("system_admin", "tenant_admin", "member")
@@ -19,7 +19,7 @@ SUBJECT_TYPES = ("user", "group")
 COLLABORATOR_SOURCES = ("direct", "invitation", "system", "transfer")
 INVITATION_STATUSES = ("pending", "accepted", "rejected", "expired", "revoked", "awaiting_approval")
 IMPORT_STATUSES = ("pending", "running", "succeeded", "failed")
-# docs/07 lists building/active/deprecated/failed; ready (rebuilt, healthy, not active) and dropped
+# The spec listed building/active/deprecated/failed; ready (rebuilt, healthy, not active) and dropped
 # (collection dropped, profile kept) were added by migration 0002.
 PROFILE_STATUSES = ("building", "ready", "active", "deprecated", "failed", "dropped")
 ALIAS_SWITCH_KINDS = ("initial", "switch", "rollback")

@@ -1,4 +1,4 @@
-"""MCP OAuth/PAT persistence (docs/07 §8) and Dify scoped keys (docs/07 §9). Hashes only."""
+"""MCP OAuth/PAT persistence and Dify scoped keys (docs/data-model.md#integrations). Hashes only."""
 
 from __future__ import annotations
 

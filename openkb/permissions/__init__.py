@@ -1,4 +1,4 @@
-"""Yuque-style permission service (spec docs/05): the one decision point for every reader.
+"""Yuque-style permission service (docs/permissions.md): the one decision point for every reader.
 
 Import from here; the submodules are an implementation detail except for the services
 (``collaborators``, ``members``, ``invitations``, ``share_links``, ``settings``).

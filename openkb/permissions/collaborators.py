@@ -1,4 +1,4 @@
-"""Collaborators of knowledge bases and documents (docs/05 §6.2, §7) and ownership transfer.
+"""Collaborators of knowledge bases and documents (docs/permissions.md#collaborators) and ownership transfer.
 
 Ordinary grants give manager/editor/viewer only; ``owner`` comes from creation or from
 ``transfer_owner`` (owner-only, audited). A grant never demotes an existing stronger role and

@@ -1,11 +1,11 @@
-"""User groups (docs/05 §6.2, docs/07 §1.1): named sets of one tenant's users that can be granted
+"""User groups (docs/permissions.md#groups): named sets of one tenant's users that can be granted
 content roles as collaborators (``subject_type = 'group'``).
 
 Who may change them: tenant_admin or system_admin *of the group's tenant*, acting in that
 tenant (a PAT also needs the ``admin`` scope). Anyone else signed in gets PermissionDenied; a
 group of another tenant is NotFound, as if it did not exist. The system principal (the ``openkb
 group`` CLI, run by whoever operates the appliance) may act on any tenant it names. Managing a
-group grants no content access by itself (docs/05 §4).
+group grants no content access by itself (docs/permissions.md#administrators).
 
 Never across tenants: a member must belong to the group's tenant (``tenant_memberships``), the
 same rule ``collaborators.check_subject`` applies to grants.

@@ -1,4 +1,4 @@
-"""Invitations (docs/05 §9, docs/06 §6): workspace -> workspace_members, content -> collaborators.
+"""Invitations (docs/permissions.md#invitations): workspace -> workspace_members, content -> collaborators.
 
 * Roles by object type: workspace admin/member/guest; knowledge base / document
   manager/editor/viewer. ``owner`` is refused here with a ValidationError, before the

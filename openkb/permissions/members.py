@@ -1,4 +1,4 @@
-"""Workspace membership (docs/05 §3.1, §5): roles live in workspace_members, never in collaborators.
+"""Workspace membership (docs/permissions.md#roles): roles live in workspace_members, never in collaborators.
 
 Owners and admins manage members; ``owner`` is never granted here (creation or
 ``collaborators.transfer_owner`` only), and the owner row cannot be changed or removed here.

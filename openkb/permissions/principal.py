@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
 PrincipalKind = Literal["user", "anonymous", "share_link", "dify_key", "system"]
 
-# Scopes of docs/10 §4. A principal with ``scopes=None`` (a browser session) has all of them.
+# Token scopes (docs/accounts.md#scopes). A principal with ``scopes=None`` (a browser session) has all of them.
 READ_SCOPES = frozenset({"kb:read", "kb:search", "doc:read"})
-# Write tools are "later, separately authorised" (docs/10 §4): a token needs one of these to
+# Write tools are "later, separately authorised" (docs/accounts.md#scopes): a token needs one of these to
 # edit, manage or share anything.
 WRITE_SCOPES = frozenset({"kb:write", "doc:write"})
 
@@ -69,7 +69,7 @@ class Principal:
 
     @classmethod
     def dify(cls, key: DifyApiKey) -> Principal:
-        """A Dify app key: reads only its knowledge bases, never as any user (docs/11 §3)."""
+        """A Dify app key: reads only its knowledge bases, never as any user (docs/permissions.md#dify-keys)."""
         now = datetime.now(UTC)
         if key.status != "active" or (key.expires_at is not None and key.expires_at <= now):
             raise Unauthenticated("the API key is not active")

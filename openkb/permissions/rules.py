@@ -1,11 +1,11 @@
-"""The decision table of docs/05, as pure functions over facts already loaded from PostgreSQL.
+"""The decision table of docs/permissions.md, as pure functions over facts already loaded from PostgreSQL.
 
 Nothing here touches the database: ``loader.py`` fetches every fact a batch of decisions needs in
 one statement, and these functions decide in Python. Keeping the rules pure is what lets one
 query answer "which of these N documents can this principal read" and lets the same rules
 compute the Milvus access fields of a chunk.
 
-The rules (decisions marked DECISION are ours where docs/05 is silent; summary in README.md):
+The rules (decisions marked DECISION are ours where the product spec is silent; summary in README.md):
 
 * Region. A document's *region* is its nearest ``permission_mode = custom`` ancestor-or-self
   document, or the knowledge base when there is none. Collaborator rows count only on the
@@ -20,10 +20,10 @@ The rules (decisions marked DECISION are ours where docs/05 is silent; summary i
   one, else the knowledge base's. ``visibility`` on an inherit document is ignored.
 * Access to a region = a role, OR visibility ``public``, OR visibility ``workspace`` and the user
   is owner/admin/member (not guest) of the workspace. Admin roles (system_admin, tenant_admin,
-  workspace admin/owner) give no content by themselves (docs/05 §4-5).
+  workspace admin/owner) give no content by themselves (docs/permissions.md#administrators).
 * Gates. Every outer custom ancestor is a gate: the principal needs access to each of their
   regions too (a document under a folder you cannot open is hidden). The knowledge base is not
-  a gate, so a custom document can be more open than its knowledge base (docs/05 §7).
+  a gate, so a custom document can be more open than its knowledge base (docs/permissions.md#the-folder-gate-rule).
 * Status. The effective status is the most hidden one on the path (published < draft <
   archived < deleted): a draft folder hides its subtree from readers. Readers without edit see
   only published; editor+ also see drafts and (direct read, not search) archived; deleted
@@ -44,7 +44,7 @@ from openkb.permissions.principal import Principal
 
 
 class Action(StrEnum):
-    """Things a principal may do to a document (docs/05 §8 plus the read modes)."""
+    """Things a principal may do to a document (docs/permissions.md#capability-matrix plus the read modes)."""
 
     READ = "read"                      # open it directly
     SEARCH = "search"                  # get it from search / MCP / Dify / export listings

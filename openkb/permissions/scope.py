@@ -2,8 +2,8 @@
 
 Two forms, both derived here and nowhere else:
 
-* ``access_principals`` / ``resolve_readable_principals_for_milvus`` — the token form of docs/05
-  §12. A chunk carries tokens naming *who may read it* in terms of objects
+* ``access_principals`` / ``resolve_readable_principals_for_milvus`` — the token form of
+  docs/permissions.md#search-scope. A chunk carries tokens naming *who may read it* in terms of objects
   (``kb:<id>:viewer``, ``doc:<custom id>:editor``, ``workspace:<id>:member``, ``public``); a
   principal's tokens name what it holds. Readable candidates = chunks sharing a token.
   Collaborator and membership changes therefore never require re-indexing; moves, permission
@@ -339,7 +339,7 @@ def readable_scope(session: Session, principal: Principal) -> ReadableScope:
 
 
 def resolve_readable_principals_for_milvus(session: Session, principal: Principal) -> list[str]:
-    """docs/05 §12 tokens of what ``principal`` holds; match against chunks' access_principals."""
+    """docs/permissions.md#search-scope tokens of what ``principal`` holds; match against chunks' access_principals."""
     if principal.kind == "system":
         raise ValidationError("system jobs read everything and never search with principals")
     return list(readable_scope(session, principal).principals)

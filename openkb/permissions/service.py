@@ -1,4 +1,4 @@
-"""The permission service of docs/05 §11: the one decision point for every reader.
+"""The permission service (docs/permissions.md#the-permission-service): the one decision point for every reader.
 
 Every function takes an explicit ``Principal`` and answers from PostgreSQL in one statement
 (``loader.py``), batch forms included. Web, search, MCP, Dify, asset reads and export all call

@@ -1,5 +1,5 @@
 """Permission settings of knowledge bases and documents: visibility, the two configurable cells
-of docs/05 §8, and a document's permission mode. Manager+ only; every change is audited with
+of docs/permissions.md#capability-matrix, and a document's permission mode. Manager+ only; every change is audited with
 before/after. (Changing them also changes chunks' access fields: re-index the affected documents.)
 """
 

@@ -1,4 +1,4 @@
-"""Share links (docs/05 §10, docs/21 §3): read-only, always.
+"""Share links (docs/permissions.md#share-links): read-only, always.
 
 ``permission`` is 'view' by a CHECK constraint and by ``create_share_link`` refusing anything
 else. A link opens its object and what inherits from it, published content only, for as long as

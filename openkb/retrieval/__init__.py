@@ -1,4 +1,4 @@
-"""Permission-checked hybrid retrieval over the active Milvus collection (docs/09 §9)."""
+"""Permission-checked hybrid retrieval over the active Milvus collection (docs/retrieval.md#search-flow)."""
 
 from openkb.retrieval.filters import SearchFilters, parse_filters
 from openkb.retrieval.service import SearchResult, forget_active_profile, search

@@ -1,4 +1,4 @@
-"""``POST /api/search`` (docs/08 §5): permission-checked hybrid search for any caller.
+"""``POST /api/search`` (docs/api.md#routes): permission-checked hybrid search for any caller.
 
 Sessions, personal access tokens (scope ``kb:search``), share-link visitors and anonymous
 readers all land in the same ``openkb.retrieval.search``; the response holds only what the

@@ -1,7 +1,7 @@
-"""Collaborators, invitations and share links (docs/08 §4) over ``openkb.permissions``.
+"""Collaborators, invitations and share links (docs/permissions.md) over ``openkb.permissions``.
 
 Those services authorize, audit and write; these routes parse, call them and shape the answer.
-Share links are read-only (docs/21 §3). A password-protected link is opened with
+Share links are read-only (docs/permissions.md#share-links). A password-protected link is opened with
 ``POST /api/share/{token}/verify-password``, which returns a short-lived share-access token
 (also set as a cookie) to send as ``X-Share-Access`` on ``GET /api/share/{token}`` and the reads
 below it.

@@ -250,7 +250,7 @@ def test_audit_log_limits(admin_c):
 
 
 def test_admin_role_grants_no_content_read(http, live_server, committed, org):
-    """docs/05 §4: tenant_admin/system_admin administer users, not content. A private knowledge
+    """docs/permissions.md#administrators: tenant_admin/system_admin administer users, not content. A private knowledge
     base in the admin's own tenant stays invisible (404) to them, by session and by admin token."""
     from openkb.models import User
     from tests.factories import make_doc, make_kb, make_workspace

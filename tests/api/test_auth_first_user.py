@@ -1,4 +1,4 @@
-"""docs/06 §7 at the service level, isolated inside a rolled-back transaction.
+"""docs/accounts.md#first-administrator at the service level, isolated inside a rolled-back transaction.
 
 Inside the ``db`` session every system_admin membership is deleted and the default tenant gets
 its own settings row, so "no system_admin exists" holds whatever else the shared database

@@ -1,4 +1,4 @@
-"""Registration through an invitation (docs/06 §6): invite-only, auto-active, verification link."""
+"""Registration through an invitation (docs/accounts.md#invitations-and-registration): invite-only, auto-active, verification link."""
 
 from __future__ import annotations
 

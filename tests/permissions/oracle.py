@@ -1,7 +1,7 @@
-"""A deliberately naive reference implementation of docs/05, written from the spec's tables.
+"""A deliberately naive reference implementation of docs/permissions.md, written from the spec's tables.
 
 It knows nothing of the service: it reads the plain ``World`` and walks each document's path
-one question at a time. Rules (docs/05 §3-§10 plus the decisions documented in
+one question at a time. Rules (docs/permissions.md plus the decisions documented in
 ``openkb/permissions/rules.py``):
 
 - people act only if active and a member of the tenant they act in;

@@ -1,4 +1,4 @@
-"""Invitations (docs/05 §9, docs/06 §6): role sets by object type, accept/approve/reset/close."""
+"""Invitations (docs/permissions.md#invitations): role sets by object type, accept/approve/reset/close."""
 
 from __future__ import annotations
 

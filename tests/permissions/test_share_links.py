@@ -1,4 +1,4 @@
-"""Share links (docs/05 §10, docs/21 §3): read-only, hashed, password + rate limit + audit."""
+"""Share links (docs/permissions.md#share-links): read-only, hashed, password + rate limit + audit."""
 
 from __future__ import annotations
 

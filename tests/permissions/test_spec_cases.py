@@ -1,4 +1,4 @@
-"""The named cases of docs/05 §14 and prompts/04, plus the rules the issue spells out."""
+"""The named cases of the spec's permission tests (docs/permissions.md), plus the rules the issue spells out."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from openkb.permissions.collaborators import remove_collaborator
 from tests.factories import add_member, grant, make_doc, make_group, make_kb, make_user, make_workspace
 
 
-# -- docs/05 §14 and prompts/04 -------------------------------------------------------------------
+# -- the spec's named cases (docs/permissions.md) -------------------------------------------------------------------
 
 
 def test_private_kb_only_collaborators_can_read(db, w, P):

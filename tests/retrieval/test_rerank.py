@@ -1,5 +1,5 @@
 """A profile's RERANK function is applied at search time; when the rerank service fails, search
-returns the unreranked hybrid results and logs it (docs/09 §5) — never an error, never a leak."""
+returns the unreranked hybrid results and logs it (docs/retrieval.md#degradation) — never an error, never a leak."""
 
 from __future__ import annotations
 
