@@ -65,7 +65,7 @@ def upload_asset(session: Session, actor: Actor, blobs: BlobStore, data: BinaryI
         limits.check_upload_size(size, settings)
     doc: Document | None = None
     if document_id is not None:
-        doc = access_document(session, actor.principal, document_id, Action.EDIT)
+        doc = access_document(session, actor.principal, document_id, Action.EDIT).document
     elif not actor.principal.has_write_scope():
         raise PermissionDenied("this token may not upload (it needs doc:write)")
     asset_id = uuid.uuid4()

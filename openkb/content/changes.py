@@ -13,8 +13,9 @@ Every row carries ``before_state``/``after_state`` (only the fields the write to
   ``workspace_member.add|update|remove``.
 
 Visibility (docs: "own changes; all with manage rights"): a caller sees the changes it made, plus
-every change inside a knowledge base it manages (decided by the permission service's batch
-``knowledge_base_capabilities``).
+every change inside a knowledge base it manages. The rule is ``rules.change_visible``; listings
+add ``change_scope(...).clause()`` to their query and one change is read with
+``openkb.permissions.access_change`` (both in ``openkb/permissions/change_log.py``).
 
 Trap: all rows of one transaction would share ``now()``; ordering (and so revert order) relies
 on ``created_at`` being strictly increasing within a session, which :func:`record_change`
@@ -27,14 +28,15 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, text
+from sqlalchemy import and_, text
 from sqlmodel import Session, col, select
 
 from openkb.content.actor import Actor, parse_run_id
-from openkb.errors import NotFound, ValidationError
-from openkb.models import Change, KnowledgeBase
+from openkb.errors import ValidationError
+from openkb.models import Change
 from openkb.models._base import utcnow
-from openkb.permissions import KbAction, Principal, knowledge_base_capabilities
+from openkb.permissions import Principal, change_scope
+from openkb.permissions.change_log import KB_OF_CHANGE_SQL
 
 
 def jsonable(value: Any) -> Any:
@@ -102,33 +104,6 @@ def _public_state(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_KB_OF = "coalesce(changes.after_state ->> 'knowledge_base_id', changes.before_state ->> 'knowledge_base_id')"
-
-
-def managed_kb_ids(session: Session, principal: Principal) -> set[str]:
-    """Knowledge bases of the caller's tenant it manages (one query for the ids, one decision)."""
-    if principal.kind != "user" or principal.tenant_id is None:
-        return set()
-    ids = session.exec(select(KnowledgeBase.id).where(KnowledgeBase.tenant_id == principal.tenant_id)).all()
-    caps = knowledge_base_capabilities(session, principal, ids)
-    return {str(k) for k, c in caps.items() if KbAction.MANAGE in c}
-
-
-def visible_changes_clause(session: Session, principal: Principal, kb_id: uuid.UUID | None = None) -> Any:
-    """SQL condition: the caller's own changes, or any change in a knowledge base it manages."""
-    if principal.kind != "user" or principal.user_id is None:
-        return text("false")
-    if kb_id is not None:
-        caps = knowledge_base_capabilities(session, principal, [kb_id]).get(kb_id, frozenset())
-        managed = {str(kb_id)} if KbAction.MANAGE in caps else set()
-    else:
-        managed = managed_kb_ids(session, principal)
-    own = col(Change.actor_id) == principal.user_id
-    if not managed:
-        return own
-    return or_(own, text(f"{_KB_OF} = ANY(:managed_kbs)").bindparams(managed_kbs=sorted(managed)))
-
-
 def list_changes(session: Session, principal: Principal, *, run_id: str | None = None,
                  knowledge_base_id: uuid.UUID | None = None, object_id: uuid.UUID | None = None,
                  status: str | None = None, since: datetime | None = None, before: datetime | None = None,
@@ -139,12 +114,12 @@ def list_changes(session: Session, principal: Principal, *, run_id: str | None =
         raise ValidationError("status must be applied or reverted", field="status")
     limit = max(1, min(int(limit), 500))
     conds = [col(Change.tenant_id) == principal.tenant_id,
-             visible_changes_clause(session, principal, knowledge_base_id)]
+             change_scope(session, principal, knowledge_base_id).clause()]
     rid = parse_run_id(principal.tenant_id, run_id)
     if rid is not None:
         conds.append(col(Change.run_id) == rid)
     if knowledge_base_id is not None:
-        conds.append(text(f"{_KB_OF} = :kbf").bindparams(kbf=str(knowledge_base_id)))
+        conds.append(text(f"{KB_OF_CHANGE_SQL} = :kbf").bindparams(kbf=str(knowledge_base_id)))
     if object_id is not None:
         conds.append(col(Change.object_id) == object_id)
     if status is not None:
@@ -157,38 +132,12 @@ def list_changes(session: Session, principal: Principal, *, run_id: str | None =
     return list(session.exec(q).all())
 
 
-def access_change(session: Session, principal: Principal, change_id: uuid.UUID) -> Change:
-    """A change the caller may see (own, or in a knowledge base it manages); else 404."""
-    if principal.kind != "user" or principal.tenant_id is None:
-        raise NotFound("change not found")
-    q = select(Change).where(col(Change.id) == change_id, col(Change.tenant_id) == principal.tenant_id,
-                             visible_changes_clause(session, principal, _kb_of_change(session, change_id)))
-    row = session.exec(q).first()
-    if row is None:
-        raise NotFound("change not found")
-    return row
-
-
-def _kb_of_change(session: Session, change_id: uuid.UUID) -> uuid.UUID | None:
-    raw = session.execute(text("SELECT coalesce(after_state ->> 'knowledge_base_id', before_state ->> "
-                               "'knowledge_base_id') FROM changes WHERE id = :id"), {"id": change_id}).scalar()
-    try:
-        return uuid.UUID(raw) if raw else None
-    except ValueError:
-        return None
-
-
 def run_changes(session: Session, principal: Principal, run_id: str | uuid.UUID) -> list[Change]:
     """The caller-visible changes of one run, newest first (the order a revert undoes them)."""
     if principal.kind != "user" or principal.tenant_id is None:
         return []
     rid = parse_run_id(principal.tenant_id, run_id)
     q = select(Change).where(col(Change.tenant_id) == principal.tenant_id, col(Change.run_id) == rid,
-                             visible_changes_clause(session, principal)) \
+                             change_scope(session, principal).clause()) \
         .order_by(col(Change.created_at).desc(), col(Change.id).desc())
     return list(session.exec(q).all())
-
-
-def kb_of(change: Change) -> uuid.UUID | None:
-    raw = change.after_state.get("knowledge_base_id") or change.before_state.get("knowledge_base_id")
-    return uuid.UUID(raw) if raw else None

@@ -23,30 +23,37 @@ import secrets
 import uuid
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PGUUID
 from sqlmodel import Session, col, select
 
 from openkb.config import Settings
 from openkb.content import limits, tree
 from openkb.content.actor import Actor
 from openkb.content.changes import jsonable, record_change
-from openkb.content.versions import commit_version, current_version, lock_document, prepare_markdown, scope_of
+from openkb.content.versions import (
+    commit_version,
+    current_version,
+    lock_document,
+    prepare_markdown,
+    scope_of,
+)
 from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.jobs import enqueue_after_commit
-from openkb.models import Change, Document, DocumentAsset, DocumentVersion, KnowledgeBase
+from openkb.models import Change, Document, DocumentAsset, DocumentVersion
 from openkb.models._base import utcnow
 from openkb.models.enums import DOC_TYPES, PERMISSION_MODES, VISIBILITIES
-from openkb.permissions import settings as access_settings
 from openkb.permissions import (
     Action,
+    KbAction,
     Principal,
     access_document,
-    can_create_document,
+    access_knowledge_base,
     can_move_document,
-    can_read_knowledge_base,
-    document_capabilities,
-    filter_documents,
 )
+from openkb.permissions import settings as access_settings
+from openkb.permissions.access import DOC_NOT_FOUND
 
 
 class NotInTrash(ValidationError):
@@ -83,13 +90,6 @@ def snapshot(session: Session, doc: Document) -> dict[str, Any]:
     }
 
 
-def _kb_or_404(session: Session, principal: Principal, kb_id: uuid.UUID) -> KnowledgeBase:
-    kb = session.get(KnowledgeBase, kb_id)
-    if kb is None or not can_read_knowledge_base(session, principal, kb_id):
-        raise NotFound("knowledge base not found")
-    return kb
-
-
 def _check_status(status: str | None, allowed: tuple[str, ...]) -> None:
     if status is not None and status not in allowed:
         raise ValidationError(f"status must be one of {', '.join(allowed)}", field="status")
@@ -109,10 +109,14 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
     title = limits.check_title(title, settings=settings)
     meta = limits.check_metadata(metadata, settings=settings)
     tag_list = limits.check_tags(tags, settings=settings)
-    kb = _kb_or_404(session, p, knowledge_base_id)
-    tree.access_parent(session, p, kb.id, parent_id)
-    if not can_create_document(session, p, kb.id, parent_id=parent_id):
-        raise PermissionDenied("not allowed to create documents here")
+    kb_access = access_knowledge_base(session, p, knowledge_base_id)
+    kb = kb_access.knowledge_base
+    parent = tree.access_parent(session, p, kb.id, parent_id)
+    denied = "not allowed to create documents here"
+    if parent is None:
+        kb_access.require(KbAction.CREATE, message=denied)
+    else:
+        parent.require(Action.CREATE_CHILD, message=denied)
     body: str | None = None
     if type == "folder":
         if markdown:
@@ -141,28 +145,27 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
     return doc, version
 
 
+_PATH = text("SELECT id, title, type FROM documents WHERE id = ANY(:ids)").bindparams(
+    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True))))
+
+
 def get_document(session: Session, principal: Principal, doc_id: uuid.UUID) -> dict[str, Any]:
-    chain = tree.ancestors(session, doc_id)
-    if not chain:
-        raise NotFound("document not found")
-    caps = document_capabilities(session, principal, [r["id"] for r in chain])
-    mine = caps.get(doc_id, frozenset())
-    if not mine & {Action.READ, Action.TRASH}:
-        raise NotFound("document not found")
-    doc = session.get(Document, doc_id)
-    if doc is None:
-        raise NotFound("document not found")
-    path = [{"id": r["id"], "title": r["title"], "type": r["type"]}
-            for r in reversed(chain[1:]) if Action.READ in caps.get(r["id"], frozenset())]
-    return document_out(doc, current_version(session, doc), path=path, capabilities=mine)
+    """The document (trashed ones too, for those who may restore them) with its breadcrumb: the
+    ancestors the caller may read, root first (a hidden folder is left out, never named)."""
+    acc = access_document(session, principal, doc_id, None)
+    doc = acc.document
+    ids = acc.readable_ancestors()
+    rows = {r.id: r for r in session.execute(_PATH, {"ids": ids})} if ids else {}
+    path = [{"id": i, "title": rows[i].title, "type": rows[i].type} for i in ids if i in rows]
+    return document_out(doc, current_version(session, doc), path=path, capabilities=acc.actions)
 
 
 def get_by_key(session: Session, principal: Principal, kb_id: uuid.UUID, key: str) -> dict[str, Any]:
-    _kb_or_404(session, principal, kb_id)
+    access_knowledge_base(session, principal, kb_id)
     doc_id = session.exec(select(Document.id).where(col(Document.knowledge_base_id) == kb_id,
                                                     col(Document.external_key) == key)).first()
     if doc_id is None:
-        raise NotFound("document not found")
+        raise NotFound(DOC_NOT_FOUND)
     return get_document(session, principal, doc_id)
 
 
@@ -202,8 +205,8 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
     unknown = set(fields) - UPDATABLE
     if unknown:
         raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
-    doc = access_document(session, p, doc_id, Action.READ)
-    caps = document_capabilities(session, p, [doc_id])[doc_id]
+    acc = access_document(session, p, doc_id, Action.READ)
+    doc = acc.document
     # validate everything before writing anything
     for k, v in fields.items():
         if v is None and k not in NULLABLE:
@@ -236,9 +239,7 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
         needed.add(Action.MOVE)
     if changed.keys() & _MANAGE_FIELDS:
         needed.add(Action.MANAGE)
-    missing = needed - caps
-    if missing:
-        raise PermissionDenied(f"not allowed to {', '.join(sorted(a.value for a in missing))} this document")
+    acc.require(*needed)
     if moving and not can_move_document(session, p, doc.id, new_parent_id=changed["parent_id"],
                                         knowledge_base_id=doc.knowledge_base_id):
         raise PermissionDenied("not allowed to move the document there")
@@ -296,8 +297,7 @@ def _enqueue_for(session: Session, doc: Document, changed: set[str]) -> None:
 
 
 def trash_document(session: Session, actor: Actor, doc_id: uuid.UUID, *, reverts: Change | None = None) -> Document:
-    access_document(session, actor.principal, doc_id, Action.DELETE)
-    doc = lock_document(session, doc_id)
+    doc = access_document(session, actor.principal, doc_id, Action.DELETE, for_update=True).document
     before = doc_state(doc, ["status", "deleted_at"])
     doc.status = "deleted"
     doc.deleted_at = utcnow()
@@ -321,9 +321,8 @@ def _status_before_trash(session: Session, doc_id: uuid.UUID) -> str:
 
 def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, status: str | None = None,
                        reverts: Change | None = None) -> Document:
-    _access_trashed(session, actor.principal, doc_id,
-                    "only a document that was itself deleted can be restored; restore its trashed ancestor")
-    doc = lock_document(session, doc_id)
+    doc = _access_trashed(session, actor.principal, doc_id,
+                          "only a document that was itself deleted can be restored; restore its trashed ancestor")
     if status is not None:
         _check_status(status, UPDATE_STATUSES)
     before = doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"])
@@ -344,16 +343,14 @@ def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, sta
     return doc
 
 
-def _access_trashed(session: Session, principal: Principal, doc_id: uuid.UUID, not_in_trash: str) -> None:
-    """Visible (404 otherwise), itself in the trash (NOT_IN_TRASH), and trash rights (403)."""
-    caps = document_capabilities(session, principal, [doc_id]).get(doc_id, frozenset())
-    doc = session.get(Document, doc_id) if caps & {Action.READ, Action.TRASH} else None
-    if doc is None:
-        raise NotFound("document not found")
-    if doc.status != "deleted":
+def _access_trashed(session: Session, principal: Principal, doc_id: uuid.UUID, not_in_trash: str) -> Document:
+    """The document, locked: visible (404 otherwise), itself in the trash (NOT_IN_TRASH), and
+    trash rights (403), in that order."""
+    acc = access_document(session, principal, doc_id, None, for_update=True)
+    if acc.document.status != "deleted":
         raise NotInTrash(not_in_trash)
-    if Action.TRASH not in caps:
-        raise PermissionDenied("only managers can restore or purge documents from the trash")
+    acc.require(Action.TRASH, message="only managers can restore or purge documents from the trash")
+    return acc.document
 
 
 def _ancestor_trashed(session: Session, doc: Document) -> bool:
@@ -368,8 +365,7 @@ def _ancestor_trashed(session: Session, doc: Document) -> bool:
 
 def purge_document(session: Session, actor: Actor, doc_id: uuid.UUID) -> list[uuid.UUID]:
     """Remove a trashed document and its subtree for good; returns the removed ids."""
-    _access_trashed(session, actor.principal, doc_id, "move the document to the trash first")
-    doc = lock_document(session, doc_id)
+    doc = _access_trashed(session, actor.principal, doc_id, "move the document to the trash first")
     return remove_subtree(session, actor, doc, op="document.purge")
 
 
@@ -406,23 +402,24 @@ def remove_subtree(session: Session, actor: Actor, doc: Document, *, op: str,
 def recreate_from_snapshot(session: Session, actor: Actor, snap: dict[str, Any], *,
                            reverts: Change | None = None) -> Document:
     """Re-create a removed document with its id, fields and last body (as version 1)."""
-    kb_id = uuid.UUID(snap["knowledge_base_id"])
-    kb = session.get(KnowledgeBase, kb_id)
-    if kb is None:
-        raise NotFound("the knowledge base of this document no longer exists")
+    p = actor.principal
+    kb_access = access_knowledge_base(session, p, uuid.UUID(snap["knowledge_base_id"]))
+    kb = kb_access.knowledge_base
     doc_id = uuid.UUID(snap["id"])
     if session.get(Document, doc_id) is not None:
         raise ValidationError("the document exists already")
     parent_id = uuid.UUID(snap["parent_id"]) if snap.get("parent_id") else None
     if parent_id is not None and session.get(Document, parent_id) is None:
         parent_id = None
-    p = actor.principal
-    allowed = can_create_document(session, p, kb.id, parent_id=parent_id)
-    if not allowed and parent_id is not None:
+    denied = "not allowed to re-create documents here"
+    if parent_id is None:
+        kb_access.require(KbAction.CREATE, message=denied)
+    else:
+        parent = access_document(session, p, parent_id, None)
+        if parent.document.knowledge_base_id != kb.id:
+            raise PermissionDenied(denied)
         # children of a purged subtree go back under their (trashed) parent: trash rights suffice
-        allowed = bool(filter_documents(session, p, [parent_id], Action.TRASH))
-    if not allowed:
-        raise PermissionDenied("not allowed to re-create documents here")
+        parent.require_any(Action.CREATE_CHILD, Action.TRASH, message=denied)
     tree.lock_tree(session, kb.id)
     doc = Document(id=doc_id, tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
                    parent_id=parent_id, type=snap["type"], title=snap["title"], slug=snap.get("slug") or new_slug(),

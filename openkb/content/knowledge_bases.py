@@ -5,7 +5,7 @@ Visibility and the two configurable capability cells live in ``openkb.permission
 too). Decisions:
 
 * Who may create a knowledge base: workspace owner, admin and member — not guests (docs/permissions.md#roles,
-  "guest: restricted member").
+  "guest: restricted member"): ``WsAction.CREATE_KNOWLEDGE_BASE`` of the permission rules.
 * ``settings`` accepts the two capability cells and other small flags, but never model or
   provider configuration (docs/retrieval.md#principles: a knowledge-base owner cannot configure models).
 """
@@ -23,18 +23,25 @@ from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import jsonable, record_change
-from openkb.content.workspaces import access_workspace, check_slug, choose_slug, slugify, unique_slug
-from openkb.errors import AlreadyExists, NotFound, PermissionDenied, ValidationError
+from openkb.content.errors import RevertConflict
+from openkb.content.workspaces import check_slug, choose_slug, slugify, unique_slug
+from openkb.errors import AlreadyExists, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Document, KnowledgeBase
 from openkb.models._base import utcnow
 from openkb.models.enums import KB_STATUSES, VISIBILITIES
-from openkb.permissions import KbAction, ObjectRef, Principal, knowledge_base_capabilities
+from openkb.permissions import (
+    KbAction,
+    ObjectRef,
+    Principal,
+    WsAction,
+    access_knowledge_base,
+    access_workspace,
+    knowledge_base_capabilities,
+)
 from openkb.permissions import settings as access_settings
 from openkb.permissions.collaborators import do_grant
-from openkb.permissions.guards import authorize
 
-CREATOR_ROLES = ("owner", "admin", "member")
 CAPABILITY_KEYS = access_settings.KB_SETTING_KEYS
 _MODEL_KEY = re.compile(r"model|embedding|rerank|provider|api_?key|endpoint", re.I)
 
@@ -83,23 +90,10 @@ def list_knowledge_bases(session: Session, principal: Principal, *,
     return [kb_out(k, caps[k.id]) for k in kbs if KbAction.READ in caps.get(k.id, frozenset())]
 
 
-def access_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID,
-                          action: KbAction = KbAction.READ) -> tuple[KnowledgeBase, frozenset[KbAction]]:
-    caps = knowledge_base_capabilities(session, principal, [kb_id]).get(kb_id, frozenset())
-    kb = session.get(KnowledgeBase, kb_id) if KbAction.READ in caps else None
-    if kb is None:
-        raise NotFound("knowledge base not found")
-    if action not in caps:
-        raise PermissionDenied(f"not allowed to {action.value} this knowledge base")
-    return kb, caps
-
-
 def get_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID) -> dict[str, Any]:
-    from openkb.permissions import resolve_effective_role
-
-    kb, caps = access_knowledge_base(session, principal, kb_id)
-    role = resolve_effective_role(session, principal, kb) if principal.kind == "user" else None
-    out = kb_out(kb, caps, role)
+    acc = access_knowledge_base(session, principal, kb_id)
+    kb = acc.knowledge_base
+    out = kb_out(kb, acc.actions, acc.role)
     out["document_count"] = session.exec(select(func.count()).select_from(Document).where(
         col(Document.knowledge_base_id) == kb.id, col(Document.status) != "deleted")).one()
     return out
@@ -108,9 +102,7 @@ def get_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID)
 def create_knowledge_base(session: Session, actor: Actor, *, workspace_id: uuid.UUID, title: str,
                           visibility: str = "private", slug: str | None = None, description: str | None = None,
                           settings: dict[str, Any] | None = None, cfg: Settings | None = None) -> KnowledgeBase:
-    _ws, role = access_workspace(session, actor.principal, workspace_id)
-    if role not in CREATOR_ROLES or not actor.principal.has_write_scope():
-        raise PermissionDenied("only workspace owners, admins and members can create knowledge bases")
+    access_workspace(session, actor.principal, workspace_id, WsAction.CREATE_KNOWLEDGE_BASE)
     title = limits.check_title(title, settings=cfg)
     if visibility not in VISIBILITIES:
         raise ValidationError("visibility must be private, workspace or public", field="visibility")
@@ -147,7 +139,7 @@ def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fiel
     unknown = set(fields) - set(KB_FIELDS)
     if unknown:
         raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
-    kb, _caps = access_knowledge_base(session, p, kb_id, KbAction.MANAGE)
+    kb = access_knowledge_base(session, p, kb_id, KbAction.MANAGE).knowledge_base
     for k, v in fields.items():
         if v is None and k != "description":
             raise ValidationError(f"{k} cannot be null", field=k)
@@ -208,12 +200,7 @@ def _cells(settings: dict[str, Any] | None) -> dict[str, bool]:
 
 def delete_empty_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, *, reverts: Change) -> None:
     """Only as the revert of ``knowledge_base.create``: refuses a knowledge base with documents."""
-    from openkb.content.revert import RevertConflict
-
-    authorize(session, actor.principal, ObjectRef("knowledge_base", kb_id), "transfer_owner")
-    kb = session.get(KnowledgeBase, kb_id)
-    if kb is None:
-        raise NotFound("knowledge base not found")
+    kb = access_knowledge_base(session, actor.principal, kb_id, KbAction.TRANSFER_OWNER).knowledge_base
     n = session.exec(select(func.count()).select_from(Document).where(col(Document.knowledge_base_id) == kb_id)).one()
     if n:
         raise RevertConflict("the knowledge base has documents; it cannot be removed by a revert")
@@ -230,9 +217,7 @@ def delete_empty_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID
 def recreate_knowledge_base(session: Session, actor: Actor, state: dict[str, Any], kb_id: uuid.UUID, *,
                             reverts: Change) -> KnowledgeBase:
     ws_id = uuid.UUID(state["workspace_id"])
-    _ws, role = access_workspace(session, actor.principal, ws_id)
-    if role not in CREATOR_ROLES or not actor.principal.has_write_scope():
-        raise PermissionDenied("only workspace owners, admins and members can create knowledge bases")
+    access_workspace(session, actor.principal, ws_id, WsAction.CREATE_KNOWLEDGE_BASE)
     if session.get(KnowledgeBase, kb_id) is not None:
         raise ValidationError("the knowledge base exists already")
     taken = set(session.exec(select(KnowledgeBase.slug).where(col(KnowledgeBase.workspace_id) == ws_id)).all())

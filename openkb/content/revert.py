@@ -31,21 +31,17 @@ from sqlmodel import Session, col, select
 
 from openkb.content import documents as docs
 from openkb.content import knowledge_bases as kbs
+from openkb.content import sharing
 from openkb.content import workspaces as wss
 from openkb.content.actor import Actor
-from openkb.content.changes import access_change, record_change, run_changes
+from openkb.content.changes import record_change, run_changes
+from openkb.content.errors import NotRevertible, RevertConflict
 from openkb.content.versions import commit_version, lock_document, prepare_markdown, scope_of
-from openkb.errors import Conflict, NotFound, ValidationError
+from openkb.errors import NotFound, ValidationError
 from openkb.models import Change, Document, DocumentVersion
-from openkb.permissions import Action, access_document
+from openkb.permissions import Action, access_change, access_document
 
-
-class RevertConflict(Conflict):
-    code = "REVERT_CONFLICT"
-
-
-class NotRevertible(ValidationError):
-    code = "NOT_REVERTIBLE"
+__all__ = ["NotRevertible", "RevertConflict", "revert"]
 
 
 def revert(session: Session, actor: Actor, *, change_id: uuid.UUID | None = None,
@@ -118,12 +114,13 @@ def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
         doc = session.get(Document, c.object_id)
         if doc is None:
             return "gone"
-        access_document(session, actor.principal, doc.id, Action.EDIT if doc.status != "deleted" else Action.TRASH)
+        doc = access_document(session, actor.principal, doc.id,
+                              Action.EDIT if doc.status != "deleted" else Action.TRASH, for_update=True).document
         children = session.exec(select(Document.id).where(col(Document.parent_id) == doc.id)).first()
         if children is not None:
             raise RevertConflict("the document has children now; move or revert them first",
                                  blocking_document_id=str(children))
-        docs.remove_subtree(session, actor, lock_document(session, doc.id), op="document.remove", reverts=c)
+        docs.remove_subtree(session, actor, doc, op="document.remove", reverts=c)
         return "ok"
     if op in ("document.remove", "document.purge"):
         docs.recreate_from_snapshot(session, actor, b, reverts=c)
@@ -173,18 +170,12 @@ def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
             wss.add_member(session, actor, ws_id, user_id=user_id, role=b["role"], reverts=c)
         return "ok"
     if op.startswith("collaborator."):
-        from openkb.content import sharing
-
         sharing.revert_grant(session, actor, c)
         return "ok"
     if op == "invitation.create":
-        from openkb.content import sharing
-
         sharing.revoke_invitation(session, actor, c.object_id, reverts=c)
         return "ok"
     if op == "share_link.create":
-        from openkb.content import sharing
-
         sharing.revoke_share_link(session, actor, c.object_id, reverts=c)
         return "ok"
     if op in ("invitation.revoke", "share_link.revoke"):
@@ -197,7 +188,8 @@ def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
 def _revert_document(session: Session, actor: Actor, c: Change) -> None:
     """Old body (as a new version) and old field values of one document."""
     b = c.before_state
-    doc = access_document(session, actor.principal, c.object_id, Action.READ)
+    acc = access_document(session, actor.principal, c.object_id, Action.READ)
+    doc = acc.document
     if c.after_version_id is not None and doc.current_version_id != c.after_version_id:
         raise RevertConflict("the document has a newer version than the one this change wrote",
                              current_version_id=str(doc.current_version_id))
@@ -205,7 +197,7 @@ def _revert_document(session: Session, actor: Actor, c: Change) -> None:
     if "parent_id" in fields:
         fields["parent_id"] = _uuid(fields["parent_id"])
     if c.before_version_id is not None and c.after_version_id is not None:
-        access_document(session, actor.principal, c.object_id, Action.EDIT)
+        acc.require(Action.EDIT)
         old = session.get(DocumentVersion, c.before_version_id)
         if old is None:
             raise NotRevertible("the earlier version no longer exists")

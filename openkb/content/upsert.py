@@ -28,13 +28,19 @@ from openkb.config import Settings
 from openkb.content import limits, tree
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
-from openkb.content.documents import UPDATE_STATUSES, _kb_or_404, create_document, doc_state
-from openkb.content.versions import commit_version, current_version, lock_document, prepare_markdown, scope_of
-from openkb.errors import Conflict, NotFound, PermissionDenied, ValidationError
+from openkb.content.documents import UPDATE_STATUSES, create_document, doc_state
+from openkb.content.versions import (
+    commit_version,
+    current_version,
+    lock_document,
+    prepare_markdown,
+    scope_of,
+)
+from openkb.errors import Conflict, PermissionDenied, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
-from openkb.permissions import Action, can_move_document, document_capabilities
+from openkb.permissions import Action, access_document, access_knowledge_base, can_move_document
 
 UNSET: Any = object()
 
@@ -70,7 +76,7 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
         tags = limits.check_tags(tags, settings)
     if status is not None and status not in UPDATE_STATUSES:
         raise ValidationError(f"status must be one of {', '.join(UPDATE_STATUSES)}", field="status")
-    kb = _kb_or_404(session, p, knowledge_base_id)
+    kb = access_knowledge_base(session, p, knowledge_base_id).knowledge_base
     session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 11))"), {"k": f"key:{kb.id}:{key}"})
     existing = session.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id,
                                                    col(Document.external_key) == key)).first()
@@ -86,15 +92,13 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
             session.flush()
         return UpsertResult("created", doc, version)
 
-    caps = document_capabilities(session, p, [existing.id])[existing.id]
-    if not caps & {Action.READ, Action.TRASH}:
-        raise NotFound("document not found")
-    doc = existing
+    # the row is in the session already, so the access's fetch costs no query
+    acc = access_document(session, p, existing.id, None)
+    doc = acc.document
     if doc.status == "deleted":
         raise DocumentInTrash("the document with this key is in the trash; restore or purge it first",
                               document_id=str(doc.id))
-    if Action.EDIT not in caps:
-        raise PermissionDenied("not allowed to edit this document")
+    acc.require(Action.EDIT)
     body: str | None = None
     if doc.type == "page":
         body = prepare_markdown(markdown or "", markdown_hash, settings)

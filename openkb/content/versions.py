@@ -30,11 +30,11 @@ from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
-from openkb.errors import HashMismatch, NotFound, PermissionDenied, ValidationError, VersionConflict
+from openkb.errors import HashMismatch, NotFound, ValidationError, VersionConflict
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
-from openkb.permissions import Action, Principal, access_document, document_capabilities
+from openkb.permissions import Action, Principal, access_document
 
 
 class NotAPage(ValidationError):
@@ -100,16 +100,6 @@ def head(session: Session, doc: Document) -> Head | None:
     return Head(*row) if row else None
 
 
-def access(session: Session, principal: Principal, doc_id: uuid.UUID, action: Action) -> None:
-    """The permission decision alone (404 if invisible, 403 if not allowed); the caller then
-    locks the row itself, so the document is not read twice."""
-    caps = document_capabilities(session, principal, [doc_id]).get(doc_id, frozenset())
-    if not caps & {Action.READ, Action.TRASH}:
-        raise NotFound("document not found")
-    if action not in caps:
-        raise PermissionDenied(f"not allowed to {action.value} this document")
-
-
 def commit_version(session: Session, actor: Actor, doc: Document, *, title: str, markdown: str,
                    source: str | None = None, version_no: int | None = None,
                    markdown_hash: str | None = None) -> DocumentVersion:
@@ -160,7 +150,9 @@ class SaveResult:
 def save_version(session: Session, actor: Actor, doc_id: uuid.UUID, *, markdown: str, markdown_hash: str,
                  base_version_id: uuid.UUID | None = None, base_version_no: int | None = None,
                  title: str | None = None, settings: Settings | None = None) -> SaveResult:
-    access(session, actor.principal, doc_id, Action.EDIT)
+    # the access fetches the row FOR UPDATE: concurrent saves of one document queue here, and
+    # the row is read once (trap: the lock is then held while the body is validated below)
+    doc = access_document(session, actor.principal, doc_id, Action.EDIT, for_update=True).document
     if base_version_id is None and base_version_no is None:
         raise ValidationError("base_version_id (or base_version_no) is required", field="base_version_id")
     new_title = limits.check_title(title, settings=settings) if title is not None else None
@@ -168,7 +160,6 @@ def save_version(session: Session, actor: Actor, doc_id: uuid.UUID, *, markdown:
         raise ValidationError("markdown_hash is required", field="markdown_hash")
     normalized = prepare_markdown(markdown, markdown_hash, settings)
     digest = sha256_hex(normalized)
-    doc = lock_document(session, doc_id)
     if doc.type != "page":
         raise NotAPage("folders have no body; only pages have versions")
     cur = head(session, doc)
@@ -198,12 +189,11 @@ def save_version(session: Session, actor: Actor, doc_id: uuid.UUID, *, markdown:
 def restore_version(session: Session, actor: Actor, doc_id: uuid.UUID, version_id: uuid.UUID, *,
                     base_version_id: uuid.UUID | None = None, settings: Settings | None = None) -> SaveResult:
     """Make an old version's body and title current again, as a new version."""
-    access_document(session, actor.principal, doc_id, Action.EDIT)
+    doc = access_document(session, actor.principal, doc_id, Action.EDIT, for_update=True).document
     old = session.get(DocumentVersion, version_id)
     if old is None or old.document_id != doc_id:
         raise NotFound("version not found")
     normalized = prepare_markdown(old.markdown, None, settings)
-    doc = lock_document(session, doc_id)
     if doc.type != "page":
         raise NotAPage("folders have no body; only pages have versions")
     cur = current_version(session, doc)

@@ -21,10 +21,11 @@ from openkb.accounts.users import normalize_email
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
+from openkb.content.errors import RevertConflict
 from openkb.errors import AlreadyExists, NotFound, PermissionDenied, ValidationError
 from openkb.models import Change, KnowledgeBase, TenantMembership, User, Workspace, WorkspaceMember
 from openkb.models._base import utcnow
-from openkb.permissions import Principal, can_manage_workspace, resolve_workspace_role
+from openkb.permissions import Principal, WsAction, access_workspace
 from openkb.permissions import members as member_service
 from openkb.permissions.collaborators import do_add_workspace_member
 
@@ -90,15 +91,6 @@ def list_workspaces(session: Session, principal: Principal) -> list[dict[str, An
     return [workspace_out(ws, role) for ws, role in rows]
 
 
-def access_workspace(session: Session, principal: Principal, workspace_id: uuid.UUID) -> tuple[Workspace, str]:
-    """The workspace and the caller's role in it; 404 for non-members (existence stays private)."""
-    role = resolve_workspace_role(session, principal, workspace_id)
-    ws = session.get(Workspace, workspace_id) if role else None
-    if ws is None or role is None:
-        raise NotFound("workspace not found")
-    return ws, role
-
-
 def create_workspace(session: Session, actor: Actor, *, name: str, slug: str | None = None,
                      description: str | None = None) -> Workspace:
     _require_writer(actor)
@@ -119,9 +111,7 @@ def create_workspace(session: Session, actor: Actor, *, name: str, slug: str | N
 
 def update_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, fields: dict[str, Any], *,
                      reverts: Change | None = None) -> Workspace:
-    ws, _role = access_workspace(session, actor.principal, workspace_id)
-    if not can_manage_workspace(session, actor.principal, workspace_id):
-        raise PermissionDenied("only the workspace owner or an admin can change it")
+    ws = access_workspace(session, actor.principal, workspace_id, WsAction.MANAGE).workspace
     unknown = set(fields) - {"name", "slug", "description"}
     if unknown:
         raise ValidationError(f"cannot update {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
@@ -157,11 +147,7 @@ def update_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, fi
 
 def delete_empty_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, *, reverts: Change) -> None:
     """Only as the revert of ``workspace.create``: refuses a workspace that has knowledge bases."""
-    from openkb.content.revert import RevertConflict
-
-    ws, role = access_workspace(session, actor.principal, workspace_id)
-    if role != "owner":
-        raise PermissionDenied("only the workspace owner can remove it")
+    ws = access_workspace(session, actor.principal, workspace_id, WsAction.DELETE).workspace
     n = session.exec(select(func.count()).select_from(KnowledgeBase)
                      .where(col(KnowledgeBase.workspace_id) == workspace_id)).one()
     if n:
@@ -187,11 +173,9 @@ def member_out(m: WorkspaceMember, user: User | None = None) -> dict[str, Any]:
 
 
 def list_members(session: Session, principal: Principal, workspace_id: uuid.UUID) -> list[dict[str, Any]]:
-    """Members with their emails: for owners, admins and members — not guests (DECISION: a
-    guest only sees what was shared with it, not who else is in the workspace)."""
-    _ws, role = access_workspace(session, principal, workspace_id)
-    if role == "guest":
-        raise PermissionDenied("guests cannot list the workspace's members")
+    """Members with their emails: for owners, admins and members — not guests
+    (``WsAction.LIST_MEMBERS``; docs/permissions.md)."""
+    access_workspace(session, principal, workspace_id, WsAction.LIST_MEMBERS)
     rows = session.exec(select(WorkspaceMember, User).join(User, col(User.id) == WorkspaceMember.user_id)
                         .where(col(WorkspaceMember.workspace_id) == workspace_id)
                         .order_by(col(WorkspaceMember.created_at))).all()
@@ -224,8 +208,9 @@ def _current_role(session: Session, workspace_id: uuid.UUID, user_id: uuid.UUID)
 def add_member(session: Session, actor: Actor, workspace_id: uuid.UUID, *, role: str,
                user_id: uuid.UUID | None = None, email: str | None = None,
                reverts: Change | None = None) -> tuple[WorkspaceMember, bool]:
-    """Add (or change the role of) a member; returns (row, created)."""
-    access_workspace(session, actor.principal, workspace_id)
+    """Add (or change the role of) a member; returns (row, created). The manage right is checked
+    before the user is looked up, so a non-manager cannot probe which emails have accounts."""
+    access_workspace(session, actor.principal, workspace_id, WsAction.MANAGE)
     uid = _resolve_user(session, actor.tenant_id, user_id, email)
     before = _current_role(session, workspace_id, uid)
     row = member_service.add_workspace_member(session, actor.principal, workspace_id, user_id=uid, role=role)
@@ -240,7 +225,6 @@ def add_member(session: Session, actor: Actor, workspace_id: uuid.UUID, *, role:
 
 def update_member(session: Session, actor: Actor, workspace_id: uuid.UUID, user_id: uuid.UUID, *, role: str,
                   reverts: Change | None = None) -> WorkspaceMember:
-    access_workspace(session, actor.principal, workspace_id)
     before = _current_role(session, workspace_id, user_id)
     row = member_service.change_workspace_member_role(session, actor.principal, workspace_id, user_id=user_id,
                                                       role=role)
@@ -255,7 +239,6 @@ def update_member(session: Session, actor: Actor, workspace_id: uuid.UUID, user_
 
 def remove_member(session: Session, actor: Actor, workspace_id: uuid.UUID, user_id: uuid.UUID, *,
                   reverts: Change | None = None) -> None:
-    access_workspace(session, actor.principal, workspace_id)
     before = _current_role(session, workspace_id, user_id)
     member_service.remove_workspace_member(session, actor.principal, workspace_id, user_id=user_id)
     record_change(session, actor, op="workspace_member.remove", object_type="workspace_member",

@@ -1,8 +1,10 @@
-"""Fetch-and-authorize helpers shared by the permission-changing services.
+"""``authorize``: the ``access.py`` decision for an ``ObjectRef`` of any type, without a fetch.
 
-``authorize`` answers in one query and raises the right error: ``NotFound`` when the caller
-cannot see the object (indistinguishable from "does not exist"), ``PermissionDenied`` when
-they can see it but not do this.
+The permission-changing services (collaborators, invitations, share links, members) act on
+"this workspace, knowledge base or document" generically; ``authorize`` answers in one query
+with the ``access_*`` errors: ``NotFound`` when the caller cannot see the object
+(indistinguishable from "does not exist"), ``PermissionDenied`` when they can see it but not do
+this. Services that need the row call ``access_*`` instead.
 """
 
 from __future__ import annotations
@@ -12,12 +14,11 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.errors import ValidationError
 from openkb.models import Document, KnowledgeBase, Workspace
-from openkb.permissions import rules
-from openkb.permissions.loader import load_snapshot
+from openkb.permissions.access import check_document, check_knowledge_base, check_workspace
 from openkb.permissions.principal import Principal
-from openkb.permissions.rules import Action, KbAction
+from openkb.permissions.rules import Action, KbAction, WsAction
 from openkb.permissions.service import ObjectRef, as_ref
 
 
@@ -35,44 +36,25 @@ class Authorized:
 
 def authorize(session: Session, principal: Principal, obj: ObjectRef | tuple | Workspace | KnowledgeBase | Document,
               action: str) -> Authorized:
+    """``check_*`` of ``access.py`` for any object type: the permission-changing services work on
+    an ``ObjectRef`` and need ids, not rows, so nothing is fetched. Same errors as ``access_*``."""
     ref = as_ref(obj)
-    oid = str(ref.object_id)
     if ref.object_type == "workspace":
-        snap = load_snapshot(session, principal, ws_ids=[oid])
-        role = snap.viewer.ws_roles.get(oid) if principal.kind == "user" and snap.viewer.user_active else None
-        if role is None:
-            raise NotFound("workspace not found")
-        ws = session.get(Workspace, ref.object_id)
-        if ws is None or str(ws.tenant_id) != str(principal.tenant_id):
-            raise NotFound("workspace not found")
-        allowed = {"manage": rules.WORKSPACE_MANAGERS, "invite": rules.WORKSPACE_MANAGERS,
-                   "transfer_owner": {"owner"}}.get(action)
-        if allowed is None:
-            raise ValidationError(f"unknown workspace action {action!r}")
-        if role not in allowed or not principal.has_write_scope():
-            raise PermissionDenied(f"not allowed to {action} this workspace")
-        return Authorized(ref, ws.tenant_id, ws.id, None, role, None)
+        try:
+            act = WsAction(action)
+        except ValueError:
+            raise ValidationError(f"unknown workspace action {action!r}") from None
+        w = check_workspace(session, principal, ref.object_id, act)
+        return Authorized(ref, w.tenant_id, w.id, None, w.role, None)
     if ref.object_type == "knowledge_base":
-        act = KbAction(action)
-        snap = load_snapshot(session, principal, kb_ids=[oid])
-        kb = snap.kbs.get(oid)
-        if kb is None or not rules.kb_allows(snap.viewer, kb, KbAction.READ):
-            raise NotFound("knowledge base not found")
-        if not rules.kb_allows(snap.viewer, kb, act):
-            raise PermissionDenied(f"not allowed to {act.value} this knowledge base")
-        return Authorized(ref, uuid.UUID(kb.tenant_id), uuid.UUID(kb.workspace_id), uuid.UUID(kb.id),
-                          rules.kb_role(snap.viewer, kb), None)
+        k = check_knowledge_base(session, principal, ref.object_id, KbAction(action))
+        kb = k.facts
+        return Authorized(ref, uuid.UUID(kb.tenant_id), uuid.UUID(kb.workspace_id), uuid.UUID(kb.id), k.role, None)
     if ref.object_type == "document":
-        act = Action(action)
-        snap = load_snapshot(session, principal, doc_ids=[oid])
-        pl = rules.place(snap, oid)
-        caps = rules.capabilities(snap.viewer, pl)
-        if pl is None or not caps & {Action.READ, Action.TRASH}:
-            raise NotFound("document not found")
-        if act not in caps:
-            raise PermissionDenied(f"not allowed to {act.value} this document")
+        d = check_document(session, principal, ref.object_id, Action(action))
+        pl = d.placement
         return Authorized(ref, uuid.UUID(pl.doc.tenant_id), uuid.UUID(pl.kb.workspace_id), uuid.UUID(pl.kb.id),
-                          rules.document_role(snap.viewer, pl), pl.doc.mode)
+                          d.role, pl.doc.mode)
     raise ValidationError(f"unknown object type {ref.object_type!r}")
 
 

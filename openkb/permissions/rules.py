@@ -67,12 +67,33 @@ class KbAction(StrEnum):
     TRANSFER_OWNER = "transfer_owner"
 
 
+class WsAction(StrEnum):
+    """Things a principal may do to a workspace itself (docs/permissions.md#roles). None of them opens
+    content: workspace roles reach documents only through ``visibility = workspace``."""
+
+    READ = "read"                      # see it, its name and one's own role (any member, guests too)
+    LIST_MEMBERS = "list_members"      # owner/admin/member; a guest only sees what was shared with it
+    CREATE_KNOWLEDGE_BASE = "create_knowledge_base"   # owner/admin/member, not guests
+    MANAGE = "manage"                  # rename, add/change/remove members
+    INVITE = "invite"
+    TRANSFER_OWNER = "transfer_owner"
+    DELETE = "delete"                  # remove it (only an empty one, as the revert of its creation)
+
+
 READ_ACTIONS = frozenset({Action.READ, Action.SEARCH, Action.TRASH})
+# a document is *visible* (``access_document`` answers PermissionDenied rather than NotFound)
+# when one of these is allowed: a trashed document is seen only by those who may restore it
+VISIBLE_ACTIONS = frozenset({Action.READ, Action.TRASH})
 ALL_ACTIONS = tuple(Action)
 ALL_KB_ACTIONS = tuple(KbAction)
+ALL_WS_ACTIONS = tuple(WsAction)
 
 MEMBER_ROLES = frozenset({"owner", "admin", "member"})   # read `visibility = workspace`
 WORKSPACE_MANAGERS = frozenset({"owner", "admin"})
+# DECISION (docs/permissions.md#roles, "guest: restricted member"): who may create knowledge bases in a
+# workspace, and who may see its member list, are the same roles that read `visibility = workspace`
+KB_CREATOR_ROLES = MEMBER_ROLES
+MEMBER_LIST_ROLES = MEMBER_ROLES
 STATUS_SEVERITY = {"published": 0, "draft": 1, "archived": 2, "deleted": 3}
 MANAGE_ROLES = frozenset({"owner", "manager"})
 
@@ -574,3 +595,56 @@ def kb_allows(viewer: Viewer, kb: KbFacts | None, action: KbAction) -> bool:
 
 def kb_capabilities(viewer: Viewer, kb: KbFacts | None) -> frozenset[KbAction]:
     return frozenset(a for a in ALL_KB_ACTIONS if kb_allows(viewer, kb, a))
+
+
+# -- workspace level ----------------------------------------------------------------------------
+
+
+def ws_role(viewer: Viewer, ws_id: str) -> str | None:
+    """owner/admin/member/guest of an active user in its own tenant, else None. (The loader
+    reads only membership rows of the principal's tenant.)"""
+    if viewer.principal.kind != "user" or not viewer.user_active:
+        return None
+    return viewer.ws_roles.get(ws_id)
+
+
+def ws_allows(viewer: Viewer, ws_id: str, action: WsAction) -> bool:
+    """Trap: READ and LIST_MEMBERS need no token scope (they show no content); everything else
+    is a write and needs ``kb:write``/``doc:write``."""
+    role = ws_role(viewer, ws_id)
+    if role is None:
+        return False
+    if action is WsAction.READ:
+        return True
+    if action is WsAction.LIST_MEMBERS:
+        return role in MEMBER_LIST_ROLES
+    if not viewer.principal.has_write_scope():
+        return False
+    if action is WsAction.CREATE_KNOWLEDGE_BASE:
+        return role in KB_CREATOR_ROLES
+    if action in (WsAction.MANAGE, WsAction.INVITE):
+        return role in WORKSPACE_MANAGERS
+    if action in (WsAction.TRANSFER_OWNER, WsAction.DELETE):
+        return role == "owner"
+    return False
+
+
+def ws_capabilities(viewer: Viewer, ws_id: str) -> frozenset[WsAction]:
+    return frozenset(a for a in ALL_WS_ACTIONS if ws_allows(viewer, ws_id, a))
+
+
+# -- the change log ------------------------------------------------------------------------------
+
+
+def change_visible(viewer: Viewer, tenant_id: str, actor_id: str | None, kb: KbFacts | None) -> bool:
+    """May the principal see (and so revert) a change row of ``tenant_id`` made by ``actor_id``
+    inside knowledge base ``kb`` (None: a workspace-level change, or the knowledge base is gone)?
+    docs/api.md#runs-and-the-change-log: one's own changes; all of a knowledge base one manages. Only active users of the
+    row's tenant see anything (a token of any scope sees its user's own changes; seeing the
+    others' needs ``KbAction.MANAGE``, hence a write scope)."""
+    p = viewer.principal
+    if p.kind != "user" or p.user_id is None or not viewer.user_active or viewer.tenant != tenant_id:
+        return False
+    if actor_id is not None and actor_id == str(p.user_id):
+        return True
+    return kb is not None and kb.tenant_id == tenant_id and kb_allows(viewer, kb, KbAction.MANAGE)

@@ -4,9 +4,9 @@ Every function takes an explicit ``Principal`` and answers from PostgreSQL in on
 (``loader.py``), batch forms included. Web, search, MCP, Dify, asset reads and export all call
 these; nothing may re-derive access on its own.
 
-Naming (zulip style): ``can_*`` answer a question and never raise; ``access_*`` fetch, check and
-raise ``NotFound`` when the caller may not see the object (same error as "does not exist") or
-``PermissionDenied`` when they may see it but not do this.
+Naming (zulip style): ``can_*`` answer a question and never raise; ``access_*`` (``access.py``)
+fetch, check and raise ``NotFound`` when the caller may not see the object (same error as "does
+not exist") or ``PermissionDenied`` when they may see it but not do this.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import NamedTuple
 
 from sqlmodel import Session
 
-from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.errors import ValidationError
 from openkb.models import Document, KnowledgeBase, Workspace
 from openkb.permissions import rules
 from openkb.permissions.loader import load_kb_snapshot, load_snapshot
 from openkb.permissions.principal import Principal
-from openkb.permissions.rules import Action, KbAction
+from openkb.permissions.rules import Action, KbAction, WsAction
 
 IdLike = uuid.UUID | str
 
@@ -198,25 +198,6 @@ def can_create_document(session: Session, principal: Principal, knowledge_base_i
     return pl is not None and pl.kb.id == str(knowledge_base_id) and rules.allows(snap.viewer, pl, Action.CREATE_CHILD)
 
 
-def access_document(session: Session, principal: Principal, document_id: IdLike,
-                    action: Action | str = Action.READ) -> Document:
-    """Fetch a document for ``action``: NotFound if the caller cannot see it at all."""
-    act = Action(action)
-    did = str(document_id)
-    snap = load_snapshot(session, principal, doc_ids=[did])
-    pl = rules.place(snap, did)
-    caps = rules.capabilities(snap.viewer, pl)
-    visible = bool(caps & {Action.READ, Action.TRASH})
-    if not visible:
-        raise NotFound("document not found")
-    if act not in caps:
-        raise PermissionDenied(f"not allowed to {act.value} this document")
-    doc = session.get(Document, uuid.UUID(did))
-    if doc is None:  # deleted between the two statements
-        raise NotFound("document not found")
-    return doc
-
-
 # -- knowledge bases and workspaces -------------------------------------------------------------
 
 
@@ -245,16 +226,17 @@ def can_manage_knowledge_base(session: Session, principal: Principal, kb: IdLike
 def resolve_workspace_role(session: Session, principal: Principal, workspace_id: IdLike | Workspace) -> str | None:
     """owner/admin/member/guest, or None. Never implies content access by itself."""
     wid = _id(workspace_id)
-    snap = load_snapshot(session, principal, ws_ids=[wid])
-    if principal.kind != "user" or not snap.viewer.user_active:
-        return None
-    return snap.viewer.ws_roles.get(wid)
+    return rules.ws_role(load_snapshot(session, principal, ws_ids=[wid]).viewer, wid)
+
+
+def can_in_workspace(session: Session, principal: Principal, action: WsAction | str,
+                     workspace_id: IdLike | Workspace) -> bool:
+    wid = _id(workspace_id)
+    return rules.ws_allows(load_snapshot(session, principal, ws_ids=[wid]).viewer, wid, WsAction(action))
 
 
 def can_manage_workspace(session: Session, principal: Principal, workspace_id: IdLike | Workspace) -> bool:
-    if not principal.has_write_scope():
-        return False
-    return resolve_workspace_role(session, principal, workspace_id) in rules.WORKSPACE_MANAGERS
+    return can_in_workspace(session, principal, WsAction.MANAGE, workspace_id)
 
 
 def resolve_effective_role(session: Session, principal: Principal,

@@ -11,12 +11,12 @@ from typing import Any
 from sqlmodel import Session
 
 from openkb.audit import record_audit
-from openkb.errors import NotFound, ValidationError
+from openkb.errors import ValidationError
 from openkb.models import Document, KnowledgeBase
 from openkb.models.enums import PERMISSION_MODES, VISIBILITIES
-from openkb.permissions.guards import authorize
+from openkb.permissions.access import access_document, access_knowledge_base
 from openkb.permissions.principal import Principal
-from openkb.permissions.service import ObjectRef
+from openkb.permissions.rules import Action, KbAction
 
 UNSET: Any = object()
 KB_SETTING_KEYS = ("editor_can_delete", "editor_can_create_share_links")
@@ -27,10 +27,7 @@ def update_knowledge_base_access(session: Session, principal: Principal, kb_id: 
                                  editor_can_create_share_links: bool | None = None) -> KnowledgeBase:
     if visibility is not None and visibility not in VISIBILITIES:
         raise ValidationError(f"visibility must be one of {VISIBILITIES}")
-    auth = authorize(session, principal, ObjectRef("knowledge_base", kb_id), "manage")
-    kb = session.get(KnowledgeBase, kb_id)
-    if kb is None:
-        raise NotFound("knowledge base not found")
+    kb = access_knowledge_base(session, principal, kb_id, KbAction.MANAGE).knowledge_base
     before = {"visibility": kb.visibility, **{k: bool((kb.settings or {}).get(k, False)) for k in KB_SETTING_KEYS}}
     settings = dict(kb.settings or {})
     if editor_can_delete is not None:
@@ -44,7 +41,7 @@ def update_knowledge_base_access(session: Session, principal: Principal, kb_id: 
     if after != before:
         session.add(kb)
         session.flush()
-        record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="permission.knowledge_base.update",
+        record_audit(session, tenant_id=kb.tenant_id, actor=principal, action="permission.knowledge_base.update",
                      object_type="knowledge_base", object_id=kb_id, metadata={"before": before, "after": after})
     return kb
 
@@ -56,10 +53,7 @@ def update_document_access(session: Session, principal: Principal, document_id: 
         raise ValidationError(f"permission_mode must be one of {PERMISSION_MODES}")
     if visibility is not UNSET and visibility is not None and visibility not in VISIBILITIES:
         raise ValidationError(f"visibility must be one of {VISIBILITIES}")
-    auth = authorize(session, principal, ObjectRef("document", document_id), "manage")
-    doc = session.get(Document, document_id)
-    if doc is None:
-        raise NotFound("document not found")
+    doc = access_document(session, principal, document_id, Action.MANAGE).document
     before = {"permission_mode": doc.permission_mode, "visibility": doc.visibility}
     if permission_mode is not None:
         doc.permission_mode = permission_mode
@@ -69,6 +63,6 @@ def update_document_access(session: Session, principal: Principal, document_id: 
     if after != before:
         session.add(doc)
         session.flush()
-        record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="permission.document.update",
+        record_audit(session, tenant_id=doc.tenant_id, actor=principal, action="permission.document.update",
                      object_type="document", object_id=document_id, metadata={"before": before, "after": after})
     return doc

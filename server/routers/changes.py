@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.content import changes as change_service
 from openkb.content import revert as revert_service
+from openkb.permissions import access_change
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
@@ -80,7 +81,7 @@ def list_changes(session: SessionDep, principal: PrincipalDep,
 
 @router.get("/api/changes/{change_id}", response_model=ChangeOut, responses=error_responses(401, 403, 404, 422))
 def get_change(change_id: uuid.UUID, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
-    return change_service.change_out(change_service.access_change(session, principal, change_id))
+    return change_service.change_out(access_change(session, principal, change_id))
 
 
 @router.post("/api/changes/revert", response_model=RevertOut,

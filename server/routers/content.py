@@ -24,6 +24,7 @@ from openkb.content import tree as tree_service
 from openkb.content import upsert as upsert_service
 from openkb.content import versions as version_service
 from openkb.content import workspaces as ws_service
+from openkb.permissions import access_workspace
 from server.auth import PrincipalDep, UserDep, client_ip, user_agent
 from server.deps import SessionDep
 from server.errors import error_responses
@@ -121,8 +122,8 @@ def create_workspace(body: WorkspaceIn, session: SessionDep, actor: ActorDep) ->
 
 @router.get("/api/workspaces/{workspace_id}", response_model=WorkspaceOut, responses=_READ)
 def get_workspace(workspace_id: uuid.UUID, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
-    ws, role = ws_service.access_workspace(session, principal, workspace_id)
-    return ws_service.workspace_out(ws, role)
+    acc = access_workspace(session, principal, workspace_id)
+    return ws_service.workspace_out(acc.workspace, acc.role)
 
 
 @router.put("/api/workspaces/{workspace_id}", response_model=WorkspaceOut, responses=_WRITE)
@@ -130,7 +131,7 @@ def update_workspace(workspace_id: uuid.UUID, body: WorkspaceUpdate, session: Se
                      actor: ActorDep) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     ws = ws_service.update_workspace(session, actor, workspace_id, fields)
-    return ws_service.workspace_out(ws, ws_service.access_workspace(session, actor.principal, workspace_id)[1])
+    return ws_service.workspace_out(ws, access_workspace(session, actor.principal, workspace_id).role)
 
 
 @router.get("/api/workspaces/{workspace_id}/members", response_model=MemberList, responses=_READ)

@@ -55,7 +55,7 @@ def test_readable_scope_is_constant_queries(db, w, P, count_queries):
 def test_access_document_errors_do_not_leak_existence(db, w, P):
     kb = make_kb(db, w.workspace, w.owner, visibility="workspace")
     doc = make_doc(db, kb, w.owner)
-    assert access_document(db, P(w.member), doc.id).id == doc.id
+    assert access_document(db, P(w.member), doc.id).document.id == doc.id
     with pytest.raises(PermissionDenied):
         access_document(db, P(w.member), doc.id, Action.EDIT)
     with pytest.raises(NotFound):
