@@ -27,11 +27,12 @@ from openkb.db import session_scope
 from openkb.dify import keys as keys_svc
 from openkb.dify import mappings as map_svc
 from openkb.dify import service as svc
+from openkb.dify.conditions import ConditionError
 from openkb.errors import NotFound, OpenKBError, ServiceUnavailable
 from server import dify_wire as wire
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from server.errors import errors_for
 from server.schemas import RequestModel
 
 log = logging.getLogger("openkb.dify")
@@ -186,7 +187,8 @@ for _alias in ("//retrieval", "/retrieval/retrieval"):
 # --- /api/admin/dify -----------------------------------------------------------------------------
 
 admin = APIRouter(prefix="/api/admin/dify", tags=["admin", "dify"])
-_ERR = error_responses(401, 403, 404, 409, 422)
+_ERR = errors_for(401, 403, 404, 409, 422)
+_KEY_WRITE = errors_for(_ERR, ConditionError)  # the key's metadata filter is a metadata_condition
 
 
 class KeyOut(BaseModel):
@@ -281,7 +283,7 @@ def list_keys(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = No
     return KeyList(items=[KeyOut(**keys_svc.key_view(r)) for r in rows])
 
 
-@admin.post("/keys", status_code=status.HTTP_201_CREATED, response_model=KeyWithSecret, responses=_ERR)
+@admin.post("/keys", status_code=status.HTTP_201_CREATED, response_model=KeyWithSecret, responses=_KEY_WRITE)
 def create_key(body: KeyIn, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
                tenant_id: TenantQ = None) -> KeyWithSecret:
     """The response is the only time the plaintext key is shown."""
@@ -297,7 +299,7 @@ def get_key(key_id: uuid.UUID, session: SessionDep, scope: AdminScopeDep, tenant
     return KeyOut(**keys_svc.key_view(keys_svc.access_key(session, _tenant(scope, tenant_id), key_id)))
 
 
-@admin.patch("/keys/{key_id}", response_model=KeyOut, responses=_ERR)
+@admin.patch("/keys/{key_id}", response_model=KeyOut, responses=_KEY_WRITE)
 def update_key(key_id: uuid.UUID, body: KeyPatch, session: SessionDep, principal: AdminDep,
                scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyOut:
     """Fields left out stay as they are; ``"expires_at": null`` removes the expiry."""
