@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import markdown
@@ -75,7 +75,7 @@ def references_in(text: str, rel: str, *, in_docs: bool) -> list[Ref]:
     return refs
 
 
-@lru_cache(maxsize=None)
+@cache
 def anchors_of(page: str) -> frozenset[str]:
     """The heading ids MkDocs gives ``docs/<page>`` (Python-Markdown's toc, as mkdocs.yml uses it)."""
     # MkDocs always enables toc, tables and fenced_code (a fence's "# comment" is no heading)
@@ -146,7 +146,7 @@ def test_every_page_is_in_the_navigation() -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     pages = sorted(p.name for p in DOCS.glob("*.md"))
     assert pages, "docs/ holds no pages"
-    missing = [p for p in pages if not re.search(rf":\s*{re.escape(p)}\s*$", nav, re.M)]
+    missing = [p for p in pages if not re.search(rf":\s*{re.escape(p)}\s*$", nav, re.MULTILINE)]
     assert not missing, f"pages not in mkdocs.yml nav: {missing}"
 
 
@@ -175,8 +175,8 @@ def test_a_missing_page_or_section_is_reported() -> None:
             Ref("a.py:3", "permissions.md", "no-such-section")]
     assert problems(refs) == [
         "a.py:2: docs/no-such-page.md: no page docs/no-such-page.md",
-        "a.py:3: docs/permissions.md#no-such-section: docs/permissions.md has no section with the anchor "
-        "#no-such-section",
+        ("a.py:3: docs/permissions.md#no-such-section: docs/permissions.md has no section with the anchor "
+         "#no-such-section"),
     ]
 
 
