@@ -4,9 +4,10 @@ One atomic ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING count`` per hit: con
 serialise on the row lock, so no two of them see the same count. Windows are aligned to the
 database clock (``clock_timestamp()``), not the replica's, so skewed app servers agree.
 
-Trap: the counter is written through the caller's session. A failed attempt must be committed
-to count, so a service that records a failure returns its result instead of raising (see
-``share_links.open_share_link``) and the adapter commits, then reports the error.
+Trap: the counter is written through the session it is given. A failed attempt must be
+committed to count although the request then fails, so a service hits the counter with
+``openkb.db.record_then_refuse`` (a transaction of its own) and then raises (see
+``share_links.open_share_link``).
 """
 
 from __future__ import annotations

@@ -55,3 +55,55 @@ def test_jobs_of_a_rolled_back_transaction_are_forgotten(engine):
         assert q.jobs == [("index_document", {"document_id": "b"}), ("index_document", {"document_id": "a"})]
     finally:
         set_queue(None)
+
+
+class _Refused(Exception):
+    pass
+
+
+def _audit_count(engine, action: str) -> int:
+    with session_scope(engine) as s:
+        return s.execute(text("SELECT count(*) FROM audit_logs WHERE action = :a"), {"a": action}).scalar_one()
+
+
+def test_record_then_refuse_keeps_the_record_through_the_rollback(engine):
+    """The refusal rolls the unit of work back; the record, committed apart, stays."""
+    import uuid
+
+    from openkb.audit import record_audit, set_origin
+    from openkb.db import record_then_refuse
+
+    kept, lost = f"test.kept.{uuid.uuid4().hex[:8]}", f"test.lost.{uuid.uuid4().hex[:8]}"
+    with pytest.raises(_Refused), session_scope(engine) as s:
+        set_origin(s, ip="10.1.2.3", via="test")
+        record_audit(s, tenant_id=None, actor=None, action=lost, object_type=None, object_id=None)
+        record_then_refuse(s, lambda apart: record_audit(apart, tenant_id=None, actor=None, action=kept,
+                                                         object_type=None, object_id=None), _Refused())
+    assert _audit_count(engine, kept) == 1 and _audit_count(engine, lost) == 0
+    with session_scope(engine) as s:  # the separate transaction carried the session's audit origin
+        ip, via = s.execute(text("SELECT ip, metadata->>'via' FROM audit_logs WHERE action = :a"), {"a": kept}).one()
+    assert (ip, via) == ("10.1.2.3", "test")
+
+
+def test_commit_apart_runs_no_hooks_of_the_callers_transaction(engine):
+    from openkb.db import commit_apart
+
+    ran: list[str] = []
+    with session_scope(engine) as s:
+        after_commit(s, lambda: ran.append("caller"))
+        assert commit_apart(s, lambda apart: apart.execute(text("SELECT 41 + 1")).scalar_one()) == 42
+        assert ran == []  # committing apart is not the caller's commit
+    assert ran == ["caller"]
+
+
+def test_commit_apart_on_a_connection_bound_session_writes_into_it(db):
+    """Tests' rolled-back ``db`` session owns no transaction of its own: the write goes into it."""
+    import uuid
+
+    from openkb.audit import record_audit
+    from openkb.db import commit_apart
+
+    action = f"test.inline.{uuid.uuid4().hex[:8]}"
+    commit_apart(db, lambda s: record_audit(s, tenant_id=None, actor=None, action=action, object_type=None,
+                                            object_id=None))
+    assert db.execute(text("SELECT count(*) FROM audit_logs WHERE action = :a"), {"a": action}).scalar_one() == 1

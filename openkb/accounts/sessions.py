@@ -13,6 +13,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from sqlalchemy import text, update
 from sqlmodel import Session, select
@@ -22,6 +23,7 @@ from openkb.accounts.errors import (
 )
 from openkb.accounts.users import normalize_email
 from openkb.audit import record_audit
+from openkb.db import record_then_refuse
 from openkb.errors import RateLimited, ValidationError
 from openkb.models import Tenant, TenantMembership, User, UserSession
 from openkb.models._base import utcnow
@@ -116,15 +118,29 @@ def _check_throttle(session: Session, email: str, ip: str | None) -> None:
                               retry_after=LOGIN_WINDOW_SECONDS)
 
 
-def _count_failure(ctx_engine, email: str, ip: str | None) -> None:  # noqa: ANN001
-    """Count a failed attempt in its own committed transaction: the request's own unit of work
-    is rolled back by the error that follows, and the count must survive that."""
+def _refuse_login(session: Session, email: str, user: User | None, ip: str | None, user_agent: str | None) -> NoReturn:
+    """Count and audit a failed attempt, then raise INVALID_CREDENTIALS.
+
+    Both records are committed apart (``openkb.db.record_then_refuse``): the request's unit of
+    work is rolled back by the error, and the count must survive that or guessing is free. The
+    request only peeked at the buckets (``_check_throttle``), so the separate transaction never
+    waits on a lock of ours.
+    """
     from openkb import ratelimit
 
-    with Session(ctx_engine) as s:
+    tenant_id = None
+    if user is not None:
+        tenant_id = session.exec(select(TenantMembership.tenant_id).where(TenantMembership.user_id == user.id)
+                                 .order_by(TenantMembership.created_at)).first()
+
+    def record(s: Session) -> None:
         for key, limit in _throttle_keys(email, ip):
             ratelimit.hit(s, key, limit, LOGIN_WINDOW_SECONDS)
-        s.commit()
+        record_audit(s, tenant_id=tenant_id, actor=Principal.anonymous(tenant_id), action="auth.login_failed",
+                     object_type="user", object_id=user.id if user is not None else None, ip=ip,
+                     user_agent=user_agent, metadata={"email": email})
+
+    record_then_refuse(session, record, InvalidCredentials("wrong email or password"))
 
 
 def login(session: Session, ctx, *, email: str, password: str, ip: str | None = None,  # noqa: ANN001
@@ -149,8 +165,7 @@ def login(session: Session, ctx, *, email: str, password: str, ip: str | None = 
     else:
         ok = verify_password(user.password_hash, password)
     if not ok or user is None or user.status == "deleted":
-        _count_failure(ctx.engine, email_n, ip)
-        raise InvalidCredentials("wrong email or password")
+        _refuse_login(session, email_n, user, ip, user_agent)
     err = status_error(user)
     if err is not None:
         raise err

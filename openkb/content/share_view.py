@@ -25,8 +25,8 @@ from openkb.permissions.share_links import ShareLinkAccess, open_share_link
 def open_link(session: Session, token: str, *, viewer: Principal | None, secret: str,
               access_token: str | None = None, ip: str | None = None,
               user_agent: str | None = None) -> ShareLinkAccess:
-    """Open a link; a valid share-access token counts as the password. The caller commits and
-    then calls ``raise_for_status()`` (password failures must be recorded)."""
+    """Open a link; a valid share-access token counts as the password. ``raise_for_status()``
+    on the result gives the visitor (failures were recorded and raised by ``open_share_link``)."""
     acc = open_share_link(session, token, password=None, viewer=viewer, ip=ip, user_agent=user_agent)
     if acc.status == "password_required" and share_access.verify(secret, access_token, acc.link.id):
         user_id = viewer.user_id if viewer is not None and viewer.kind == "user" else None

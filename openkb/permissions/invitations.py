@@ -10,6 +10,8 @@
   manager approves (grant written) or rejects. A use is counted when the acceptance is
   recorded, approved or not.
 * ``reset_invitation`` swaps the token (the old link dies); ``revoke_invitation`` closes it.
+* An invitation for an ``email`` is mailed by ``create_invitation`` itself, after the commit
+  (a rolled-back request mails nothing); routes never mail.
 * Accepting never demotes an existing membership/role and never touches an owner. A user who
   is not yet in the invitation's tenant joins it as ``member``.
 """
@@ -88,10 +90,39 @@ def _norm_domains(domains: list[str] | None) -> list[str] | None:
     return out or None
 
 
+def invitation_url(settings: Any, token: str) -> str:
+    """The link a person opens to accept (the web app's landing page)."""
+    return f"{settings.app_base_url.rstrip('/')}/invitations/{token}"
+
+
+def object_title(session: Session, object_type: str, object_id: uuid.UUID) -> str | None:
+    model = {"workspace": Workspace, "knowledge_base": KnowledgeBase, "document": Document}[object_type]
+    row = session.get(model, object_id)
+    if row is None:
+        return None
+    return getattr(row, "name", None) or getattr(row, "title", None)
+
+
+def _mail_invitation(session: Session, ctx: Any, inv: Invitation, token: str) -> None:
+    from openkb.accounts.email_tokens import mail_after_commit
+
+    assert inv.email is not None
+    title = object_title(session, inv.object_type, inv.object_id) or "OpenKB"
+    mail_after_commit(session, ctx, inv.email, f"You are invited to {title}",
+                      f"Hello,\n\nyou are invited to {title!r} on OpenKB as {inv.role}.\n\n"
+                      f"Open this link to accept:\n\n{invitation_url(ctx.settings, token)}\n")
+
+
 def create_invitation(session: Session, principal: Principal, obj: Any, *, role: str, email: str | None = None,
                       invited_user_id: uuid.UUID | None = None, require_approval: bool = False,
                       allowed_email_domains: list[str] | None = None, expires_at: datetime | None = None,
-                      max_uses: int | None = None) -> CreatedInvitation:
+                      max_uses: int | None = None, ctx: Any = None) -> CreatedInvitation:
+    """Create an invitation link, audited ``invitation.create``.
+
+    An ``email`` invitation is mailed to that address once the transaction commits (never
+    for a rolled-back one). Trap: the mail needs ``ctx`` (the ``AppContext``: mailer and base
+    URL); without it nothing is mailed, which only scripts and tests that mail nothing want.
+    """
     ref = as_ref(obj)
     if ref.object_type == "workspace":
         check_workspace_role(role)
@@ -119,6 +150,8 @@ def create_invitation(session: Session, principal: Principal, obj: Any, *, role:
     _audit(session, principal, "invitation.create", inv, email=inv.email, invited_user_id=invited_user_id,
            require_approval=require_approval, max_uses=inv.max_uses, expires_at=expires_at,
            allowed_email_domains=inv.allowed_email_domains)
+    if inv.email and ctx is not None:
+        _mail_invitation(session, ctx, inv, plaintext)
     return CreatedInvitation(inv, plaintext)
 
 

@@ -5,10 +5,12 @@ else. A link opens its object and what inherits from it, published content only,
 it is not revoked or expired; a knowledge-base link opens its tree. Tokens are stored as
 SHA-256, passwords as argon2id.
 
-Trap: a wrong password must be *counted* (rate limit) and *audited*, so ``open_share_link``
-returns a ``ShareLinkAccess`` instead of raising for password problems. The adapter commits,
-then calls ``access.raise_for_status()``. Raising would roll the failure record back and make
-brute force free.
+Trap: a wrong password must be *counted* (rate limit) and *audited* although the request then
+fails, and the failure rolls the request's unit of work back. ``open_share_link`` therefore
+writes those records with ``openkb.db.record_then_refuse`` (their own, committed transaction)
+and then raises; recording them in the request's transaction would make brute force free.
+A missing password writes nothing and is returned as ``password_required`` (a share-access
+token may stand in for it, see ``openkb.content.share_view.open_link``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlmodel import Session
 
 from openkb import ratelimit
 from openkb.audit import record_audit
+from openkb.db import record_then_refuse
 from openkb.errors import NotFound, OpenKBError, PermissionDenied, RateLimited, Unauthenticated, ValidationError
 from openkb.models import ShareLink
 from openkb.permissions import rules
@@ -55,19 +58,15 @@ class CreatedShareLink:
 
 @dataclass(frozen=True)
 class ShareLinkAccess:
-    status: Literal["ok", "password_required", "password_incorrect", "rate_limited"]
+    status: Literal["ok", "password_required"]
     link: ShareLink
     principal: Principal | None = None
 
     def raise_for_status(self) -> Principal:
-        """Call after committing: returns the visitor principal or raises the matching error."""
+        """The visitor principal, or SHARE_PASSWORD_REQUIRED."""
         if self.status == "ok" and self.principal is not None:
             return self.principal
-        if self.status == "password_required":
-            raise SharePasswordRequired("this link needs a password")
-        if self.status == "rate_limited":
-            raise RateLimited("too many wrong passwords, try again later")
-        raise SharePasswordIncorrect("wrong password")
+        raise SharePasswordRequired("this link needs a password")
 
 
 def _now() -> datetime:
@@ -112,8 +111,9 @@ def open_share_link(session: Session, token: str, *, password: str | None = None
     """Check a visit; on success the returned principal reads the linked subtree.
 
     Raises NotFound (unknown, revoked or expired: indistinguishable), Unauthenticated
-    (``require_login`` and nobody logged in) and PermissionDenied (logged in but not allowed,
-    e.g. not a workspace member). Password outcomes are returned, see the module docstring.
+    (``require_login`` and nobody logged in), PermissionDenied (logged in but not allowed, e.g.
+    not a workspace member), SharePasswordIncorrect and RateLimited (both recorded first, see the
+    module docstring). No password for a protected link is returned as ``password_required``.
     """
     link = _live_link(session, token)
     user_id = viewer.user_id if viewer is not None and viewer.kind == "user" else None
@@ -135,17 +135,21 @@ def open_share_link(session: Session, token: str, *, password: str | None = None
         k_link = f"share-password:{link.id}"
         if ratelimit.exceeded(session, k_visitor, *PASSWORD_FAILURES_PER_VISITOR) or \
                 ratelimit.exceeded(session, k_link, *PASSWORD_FAILURES_PER_LINK):
-            record_audit(session, actor=candidate, action="share_link.password_rate_limited",
-                         metadata={"share_link_id": link.id}, **audit_ctx)
-            return ShareLinkAccess("rate_limited", link)
+            record_then_refuse(session, lambda s: record_audit(
+                s, actor=candidate, action="share_link.password_rate_limited", metadata={"share_link_id": link.id},
+                **audit_ctx), RateLimited("too many wrong passwords, try again later"))
         if not password:
             return ShareLinkAccess("password_required", link)
         if not verify_password(link.password_hash, password):
-            ratelimit.hit(session, k_visitor, *PASSWORD_FAILURES_PER_VISITOR)
-            ratelimit.hit(session, k_link, *PASSWORD_FAILURES_PER_LINK)
-            record_audit(session, actor=candidate, action="share_link.password_failed",
-                         metadata={"share_link_id": link.id}, **audit_ctx)
-            return ShareLinkAccess("password_incorrect", link)
+            def record_failure(s: Session) -> None:
+                # The request only peeked at these buckets (no row lock), so a separate
+                # transaction can hit them without waiting on it.
+                ratelimit.hit(s, k_visitor, *PASSWORD_FAILURES_PER_VISITOR)
+                ratelimit.hit(s, k_link, *PASSWORD_FAILURES_PER_LINK)
+                record_audit(s, actor=candidate, action="share_link.password_failed",
+                             metadata={"share_link_id": link.id}, **audit_ctx)
+
+            record_then_refuse(session, record_failure, SharePasswordIncorrect("wrong password"))
     record_audit(session, actor=candidate, action="share_link.open", metadata={"share_link_id": link.id}, **audit_ctx)
     return ShareLinkAccess("ok", link, candidate)
 

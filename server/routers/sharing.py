@@ -16,12 +16,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Cookie, Header, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from openkb.accounts.email_tokens import mail_after_commit
 from openkb.content import share_access, share_view
 from openkb.content import sharing as recorded
 from openkb.content import Actor
 from openkb.errors import NotFound, ValidationError
-from openkb.models import Document, Invitation, KnowledgeBase, ShareLink, Workspace
+from openkb.models import Invitation, ShareLink
 from openkb.permissions import ObjectRef, Principal
 from openkb.permissions import collaborators as collab_service
 from openkb.permissions import invitations as invite_service
@@ -207,14 +206,6 @@ def _inv(inv: Invitation) -> dict[str, Any]:
             "invited_by": inv.invited_by, "created_at": inv.created_at}
 
 
-def _object_title(session: SessionDep, object_type: str, object_id: uuid.UUID) -> str | None:
-    model = {"workspace": Workspace, "knowledge_base": KnowledgeBase, "document": Document}[object_type]
-    row = session.get(model, object_id)
-    if row is None:
-        return None
-    return getattr(row, "name", None) or getattr(row, "title", None)
-
-
 def _request(acc: Any) -> dict[str, Any]:
     return {"id": acc.id, "invitation_id": acc.invitation_id, "user_id": acc.user_id, "status": acc.status,
             "decided_by": acc.decided_by, "decided_at": acc.decided_at, "created_at": acc.created_at}
@@ -224,19 +215,15 @@ def _request(acc: Any) -> dict[str, Any]:
              response_model=CreatedInvitationOut, responses=_ERR)
 def create_invitation(object_type: InviteType, object_id: uuid.UUID, body: InvitationIn, session: SessionDep,
                       actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
-    """An invitation link (optionally for one email/user, with approval, domains, expiry, uses)."""
+    """An invitation link (optionally for one email/user, with approval, domains, expiry, uses).
+    An ``email`` invitation is mailed by the service once this request commits."""
     created = recorded.create_invitation(
         session, actor, ObjectRef(object_type, object_id), role=body.role, email=body.email,
         invited_user_id=body.user_id, require_approval=body.require_approval,
-        allowed_email_domains=body.allowed_email_domains, expires_at=body.expires_at, max_uses=body.max_uses)
-    url = f"{ctx.settings.app_base_url.rstrip('/')}/invitations/{created.token}"
-    inv = created.invitation
-    if inv.email:
-        title = _object_title(session, inv.object_type, inv.object_id) or "OpenKB"
-        mail_after_commit(session, ctx, inv.email, f"You are invited to {title}",
-                          f"Hello,\n\nyou are invited to {title!r} on OpenKB as {inv.role}.\n\n"
-                          f"Open this link to accept:\n\n{url}\n")
-    return {**_inv(inv), "token": created.token, "url": url}
+        allowed_email_domains=body.allowed_email_domains, expires_at=body.expires_at, max_uses=body.max_uses,
+        ctx=ctx)
+    url = invite_service.invitation_url(ctx.settings, created.token)
+    return {**_inv(created.invitation), "token": created.token, "url": url}
 
 
 class ListedInvitationOut(InvitationOut):
@@ -273,7 +260,7 @@ def get_invitation(token: TokenPath, session: SessionDep) -> dict[str, Any]:
     """The landing page of an invitation link (what it grants). Dead links are 404."""
     inv = invite_service.get_invitation(session, token)
     return {"object_type": inv.object_type, "object_id": inv.object_id,
-            "object_title": _object_title(session, inv.object_type, inv.object_id), "role": inv.role,
+            "object_title": invite_service.object_title(session, inv.object_type, inv.object_id), "role": inv.role,
             "status": inv.status, "require_approval": inv.require_approval, "expires_at": inv.expires_at,
             "targeted": inv.email is not None or inv.invited_user_id is not None}
 
@@ -368,7 +355,7 @@ def reset_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: Actor
     """A new token; the old link stops working."""
     created = invite_service.reset_invitation(session, actor.principal, invitation_id)
     recorded.record_invitation_event(session, actor, "invitation.reset", created.invitation)
-    url = f"{ctx.settings.app_base_url.rstrip('/')}/invitations/{created.token}"
+    url = invite_service.invitation_url(ctx.settings, created.token)
     return {**_inv(created.invitation), "token": created.token, "url": url}
 
 
@@ -457,7 +444,6 @@ def visitor_for(request: Request, session: SessionDep, token: str, principal: Pr
              header: str | None, cookie: str | None) -> tuple[Principal, ShareLink]:
     acc = share_view.open_link(session, token, viewer=principal, secret=ctx.settings.secret_key,
                                access_token=header or cookie, ip=client_ip(request), user_agent=user_agent(request))
-    session.commit()  # keep the audit / failure counters even when we refuse below
     return acc.raise_for_status(), acc.link
 
 
@@ -486,8 +472,7 @@ def verify_password(token: TokenPath, body: PasswordIn, request: Request, respon
     also set as an HttpOnly cookie scoped to this link's URLs."""
     acc = link_service.open_share_link(session, token, password=body.password, viewer=principal,
                                        ip=client_ip(request), user_agent=user_agent(request))
-    session.commit()  # a wrong password must stay counted and audited
-    acc.raise_for_status()
+    acc.raise_for_status()  # a wrong password was counted and audited in its own transaction
     access, expires = share_access.issue(ctx.settings.secret_key, acc.link.id)
     response.set_cookie(SHARE_COOKIE, access, max_age=share_access.TTL_SECONDS, httponly=True, samesite="lax",
                         secure=ctx.settings.app_base_url.startswith("https://"), path=f"/api/share/{token}")
