@@ -78,7 +78,9 @@ class Principal:
 
     @classmethod
     def system(cls) -> Principal:
-        """Background jobs (indexer, rebuild). Reads everything; never use for a user-facing read."""
+        """Background jobs (indexer, rebuild) and the operator at the command line, who
+        administers every tenant (``openkb.accounts.users.access_admin``). Reads everything;
+        never use for a user-facing read, and never build one from a request."""
         return cls(kind="system", tenant_id=None)
 
     # -- helpers ------------------------------------------------------------------------------
