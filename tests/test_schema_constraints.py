@@ -200,3 +200,38 @@ def test_group_member_unique(db, world):
 
     g = make_group(db, world.tenant, world.owner, [world.member])
     _rejects(db, GroupMember(tenant_id=world.tenant.id, group_id=g.id, user_id=world.member.id))
+
+
+def test_index_profile_statuses_and_alias_switch_kinds(db):
+    """Migration 0002: profiles may be ``ready`` and ``dropped``; alias switches have a closed set
+    of kinds and keep their order in a sequence."""
+    from openkb.models import MilvusAliasSwitch, MilvusIndexProfile
+
+    def profile(status: str) -> MilvusIndexProfile:
+        n = uuid.uuid4().hex[:8]
+        return MilvusIndexProfile(name=f"p-{n}", alias="", collection_name=f"c_{n}", schema_version="chunks-1",
+                                  vector_dim=0, embedding_function_name="", status=status)
+
+    for ok in ("building", "ready", "active", "deprecated", "failed", "dropped"):
+        db.add(profile(ok))
+        db.flush()
+    _rejects(db, profile("gone"))
+    _rejects(db, MilvusAliasSwitch(alias="a", to_collection="c", kind="flip", actor_type="system"))
+    first = MilvusAliasSwitch(alias="a", from_collection=None, to_collection="c1", kind="initial", actor_type="system")
+    db.add(first)
+    db.flush()
+    back = MilvusAliasSwitch(alias="a", from_collection="c1", to_collection="c2", kind="rollback",
+                             reverts_id=first.id, actor_type="system")
+    db.add(back)
+    db.flush()
+    assert back.id > first.id
+    _rejects(db, MilvusAliasSwitch(alias="a", to_collection="c", kind="rollback", reverts_id=back.id + 10**9,
+                                   actor_type="system"))
+
+
+def test_documents_index_attempts_defaults_to_zero(db, world):
+    doc = make_doc(db, make_kb(db, world.workspace, world.owner), world.owner)
+    db.refresh(doc)
+    assert doc.index_attempts == 0
+    got = db.execute(text("SELECT index_attempts FROM documents WHERE id = :i"), {"i": doc.id}).scalar_one()
+    assert got == 0

@@ -574,10 +574,17 @@ def warm(client: MilvusClient, collection: str, spec: ProfileSpec, *, budget_s: 
     until it is done: so probe until two probes in a row are within 1.5x of the fastest seen, or
     ``budget_s`` runs out. Returns the seconds spent."""
     started = time.perf_counter()
-    try:
-        client.load_collection(collection)
-    except MilvusException as exc:
-        raise ServiceUnavailable(f"cannot load {collection}: {exc.message}") from exc
+    for attempt in range(1, 6):
+        # Lite may refuse a load while a release or background compaction of the same collection
+        # is still in flight (seen right after release_collection): retry briefly before failing.
+        try:
+            client.load_collection(collection)
+            break
+        except MilvusException as exc:
+            if attempt == 5:
+                raise ServiceUnavailable(f"cannot load {collection}: {exc.message}") from exc
+            log.info("load of %s refused (%s); retrying", collection, exc.message)
+            time.sleep(0.5 * attempt)
     probe = _warm_probe_filter()
     hybrid_search(client, collection, "warm up 预热", "", 1, spec)
     times: list[float] = []

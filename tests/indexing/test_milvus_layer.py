@@ -308,7 +308,14 @@ def test_bm25_only_profile(mc: MilvusClient) -> None:
         hits = mv.hybrid_search(mc, spec.collection_name, query, _scope_filter(kb_read={"kb1"}), 3, spec)
         assert hits[0].id == expected and hits[0].score > 0
     assert mv.hybrid_search(mc, spec.collection_name, "zyxquartzfrob", _scope_filter(kb_read={"kb2"}), 3, spec) == []
-    assert mv.warm(mc, spec.collection_name, spec) >= 0
+    # warm loads a released collection and leaves it answering the retrieval-shaped probe filter
+    mc.release_collection(spec.collection_name)
+    assert "NotLoad" in str(mc.get_load_state(spec.collection_name)["state"])
+    seconds = mv.warm(mc, spec.collection_name, spec, budget_s=60)
+    assert "Loaded" in str(mc.get_load_state(spec.collection_name)["state"])
+    assert 0 < seconds
+    hits = mv.hybrid_search(mc, spec.collection_name, "zyxquartzfrob", _scope_filter(kb_read={"kb1"}), 3, spec)
+    assert hits and hits[0].id == "c-zebra"
     mv.compact(mc, spec.collection_name)
 
 
