@@ -27,6 +27,7 @@ WRITE_SCOPES = {"kb:write", "doc:write"}
 DOC_ACTIONS = ["read", "search", "trash", "edit", "create_child", "move", "delete", "manage", "share",
                "transfer_owner"]
 KB_ACTIONS = ["read", "create", "manage", "invite", "share", "transfer_owner"]
+WS_ACTIONS = ["read", "list_members", "create_knowledge_base", "manage", "invite", "transfer_owner", "delete"]
 
 
 @dataclass(frozen=True)
@@ -293,3 +294,40 @@ class Oracle:
         if action == "transfer_owner":
             return r == 4
         raise AssertionError(action)
+
+    # -- workspaces ----------------------------------------------------------------------------
+
+    def ws_allows(self, who: Who, ws_n: int, action: str) -> bool:
+        """Workspace roles act on the workspace only: any member sees it; guests do not see
+        who else is in it and create no knowledge bases; owners/admins manage and invite; the
+        owner transfers and deletes. Everything but seeing needs a write scope."""
+        if who.kind != "user":
+            return False
+        role = self.workspace_role(who, ws_n)
+        if role is None:
+            return False
+        if action == "read":
+            return True
+        if action == "list_members":
+            return role != "guest"
+        if who.scopes is not None and not who.scopes & WRITE_SCOPES:
+            return False
+        if action == "create_knowledge_base":
+            return role != "guest"
+        if action in ("manage", "invite"):
+            return role in ("owner", "admin")
+        if action in ("transfer_owner", "delete"):
+            return role == "owner"
+        raise AssertionError(action)
+
+    # -- the change log ------------------------------------------------------------------------
+
+    def change_visible(self, who: Who, tenant: str, actor: int | None, kb_n: int | None) -> bool:
+        """One's own changes, and every change in a knowledge base one may manage; active
+        people of the change's tenant only."""
+        if who.kind != "user" or not self.person_ok(who) or tenant != who.tenant:
+            return False
+        if actor is not None and actor == who.user:
+            return True
+        return kb_n is not None and self.w.kb_tenant(kb_n) == tenant and self.kb_allows(who, kb_n, "manage")
+
