@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from openkb.errors import ConfigError
 
 SECRET_FIELDS = {"s3_secret_key", "milvus_token", "smtp_password", "secret_key", "database_url"}
+
+# Set by `openkb up` / `openkb serve` (and inherited by their children) to the address the API
+# listens on, so links follow `--port` when APP_BASE_URL is unset. Internal: not a setting.
+SERVED_URL_ENV = "OPENKB_SERVED_URL"
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 
 
 class Settings(BaseSettings):
@@ -42,7 +48,10 @@ class Settings(BaseSettings):
     smtp_user: str | None = None
     smtp_password: str | None = None
     smtp_from: str = "OpenKB <no-reply@openkb.local>"
-    app_base_url: str = "http://127.0.0.1:8000"
+    app_base_url: str = Field(
+        "", description="public URL in links (mail, invitations, shares, Dify citations); unset = the address "
+                        "`openkb up`/`serve` listens on (see app_base_url_source)"
+    )
 
     # --- appliance ----------------------------------------------------------------------
     openkb_home: Path = Field(default_factory=lambda: Path("~/.openkb").expanduser())
@@ -70,6 +79,8 @@ class Settings(BaseSettings):
         1200, description="calls per minute per Dify key before 429 (Dify retries 429, keep it an overload signal)"
     )
 
+    _app_base_url_source: str = PrivateAttr("environment")
+
     @field_validator("openkb_home", mode="before")
     @classmethod
     def _expand_home(cls, v: Any) -> Any:
@@ -78,6 +89,39 @@ class Settings(BaseSettings):
         if isinstance(v, Path):
             return v.expanduser()
         return v
+
+    @model_validator(mode="after")
+    def _derive_app_base_url(self) -> Settings:
+        """APP_BASE_URL unset: the address actually served, so `openkb up --port 18000` links to
+        :18000, not the default :8000 (docs/operations.md). The trap: the link builders run in
+        different processes. The API and worker learn the address from ``OPENKB_SERVED_URL``
+        (set by ``up``/``serve`` before settings are read, inherited by children); a CLI command
+        such as ``openkb dify info`` reads the live ``openkb up``'s run record of this home."""
+        if self.app_base_url.strip():
+            self._app_base_url_source = "environment"
+            return self
+        served = os.environ.get(SERVED_URL_ENV, "").strip()
+        if served:
+            url, source = served, "derived: the address this process serves (APP_BASE_URL unset)"
+        else:
+            from openkb.runtime.home import Home, read_record
+
+            rec = read_record(Home(self.openkb_home), "up") or {}
+            if rec.get("url"):
+                url = public_url(str(rec["url"]))
+                source = f"derived: the running `openkb up` (pid {rec.get('pid')}) in OPENKB_HOME (APP_BASE_URL unset)"
+            else:
+                url = DEFAULT_BASE_URL
+                source = ("default: APP_BASE_URL unset and no `openkb up` running in OPENKB_HOME; "
+                          "links follow --host/--port once it runs")
+        self.app_base_url = url
+        self._app_base_url_source = source
+        return self
+
+    @property
+    def app_base_url_source(self) -> str:
+        """Where ``app_base_url`` came from (``openkb config show`` prints it)."""
+        return self._app_base_url_source
 
     # --- derived ------------------------------------------------------------------------
     @property
@@ -174,8 +218,31 @@ class Settings(BaseSettings):
                     "smtp_host": f"(outbox folder {self.openkb_home}/outbox)",
                     "openkb_embedder_url": "(embedded embedder started by the supervisor)",
                 }.get(name, None)
-            rows.append({"name": name.upper(), "value": shown, "mode": mode})
+            if name == "app_base_url":
+                source = self.app_base_url_source
+            else:
+                source = "environment" if name in self.model_fields_set else "default"
+            rows.append({"name": name.upper(), "value": shown, "mode": mode, "source": source})
         return rows
+
+
+def served_url(host: str, port: int) -> str:
+    """The public URL of an API listening on ``host:port``: what links use when APP_BASE_URL is
+    unset. A wildcard bind (0.0.0.0, ::) is not an address anyone can open, so it becomes this
+    machine's host name; set APP_BASE_URL when that is not what clients reach."""
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname() or "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def public_url(listen_url: str) -> str:
+    """``served_url`` of a URL like ``http://0.0.0.0:8000`` (the ``up`` run record's)."""
+    u = urlparse(listen_url)
+    if u.hostname is None or u.port is None:
+        return listen_url
+    return served_url(u.hostname, u.port)
 
 
 def mask_url(url: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import uuid
 
@@ -142,3 +144,49 @@ def test_doctor_warns_when_a_dense_profile_has_no_embedder(app_ctx):
         assert "dense vectors" in down.detail and active.name in down.detail
     else:
         assert "dense vectors" not in down.detail
+
+
+# --- APP_BASE_URL unset: links follow the address actually served (docs/operations.md) ------------
+
+
+def test_app_base_url_follows_the_served_address_when_unset(tmp_path, monkeypatch):
+    from openkb.config import SERVED_URL_ENV, Settings, served_url
+
+    monkeypatch.delenv("APP_BASE_URL", raising=False)
+    monkeypatch.setenv(SERVED_URL_ENV, served_url("127.0.0.1", 18000))
+    s = Settings(openkb_home=tmp_path)
+    assert s.app_base_url == "http://127.0.0.1:18000"
+    assert s.app_base_url_source.startswith("derived")
+    row = {r["name"]: r for r in s.describe()}["APP_BASE_URL"]
+    assert row["value"] == "http://127.0.0.1:18000" and row["source"] == s.app_base_url_source
+
+    monkeypatch.setenv("APP_BASE_URL", "https://kb.example.com")  # set: it wins
+    s = Settings(openkb_home=tmp_path)
+    assert (s.app_base_url, s.app_base_url_source) == ("https://kb.example.com", "environment")
+
+
+def test_cli_process_takes_the_base_url_of_the_running_up(tmp_path, monkeypatch):
+    """A CLI command (`openkb dify info`) is not the server: it reads the live `up` record."""
+    from openkb.config import SERVED_URL_ENV, Settings
+    from openkb.runtime.home import Home, write_record
+
+    monkeypatch.delenv("APP_BASE_URL", raising=False)
+    monkeypatch.delenv(SERVED_URL_ENV, raising=False)
+    fresh = Settings(openkb_home=tmp_path)
+    assert fresh.app_base_url == "http://127.0.0.1:8000" and fresh.app_base_url_source.startswith("default")
+    write_record(Home(tmp_path).ensure(), "up", {"url": "http://127.0.0.1:18001"})  # this (live) process
+    s = Settings(openkb_home=tmp_path)
+    assert s.app_base_url == "http://127.0.0.1:18001"
+    assert "openkb up" in s.app_base_url_source and str(os.getpid()) in s.app_base_url_source
+    (tmp_path / "run" / "up.json").write_text(json.dumps({"url": "http://127.0.0.1:18002", "pid": 999999999}))
+    assert Settings(openkb_home=tmp_path).app_base_url == "http://127.0.0.1:8000"  # a dead up's record
+
+
+def test_served_url_of_a_wildcard_bind_is_a_reachable_name():
+    import socket
+
+    from openkb.config import served_url
+
+    assert served_url("0.0.0.0", 8080) == f"http://{socket.gethostname()}:8080"
+    assert served_url("::1", 8080) == "http://[::1]:8080"
+    assert served_url("kb.internal", 80) == "http://kb.internal:80"

@@ -23,7 +23,7 @@ import pytest
 def run(args: list[str], env: dict[str, str] | None = None, input: str | None = None, timeout: float = 120):
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, env=full_env,
-                          input=input, timeout=timeout, cwd=Path(__file__).parent.parent)
+                          input=input, timeout=timeout, cwd=Path(__file__).parent.parent, check=False)
 
 
 @pytest.fixture()
@@ -158,50 +158,175 @@ def _logs(home: Path) -> str:
     return "\n".join(out)
 
 
-@pytest.mark.slow
-def test_up_on_a_fresh_home_end_to_end(tmp_path):
-    """`openkb up` with nothing configured: ready, doctor all ok, second up refused, clean stop."""
-    home = tmp_path / "fresh"
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MILVUS_URI", "OPENKB_EMBEDDER_URL")}
+# --- `openkb up` as a real process tree (shared with tests/test_runtime.py) ------------------------
+
+ROOT = Path(__file__).parent.parent
+
+
+def up_env(home: Path) -> dict[str, str]:
+    """Nothing configured: every component embedded, and no APP_BASE_URL (conftest sets one for
+    the in-process server; an operator's `openkb up` usually has none)."""
+    drop = ("DATABASE_URL", "MILVUS_URI", "OPENKB_EMBEDDER_URL", "APP_BASE_URL", "OPENKB_SERVED_URL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["OPENKB_HOME"] = str(home)
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=Path(__file__).parent.parent)
+    return env
+
+
+def start_up(env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+
+
+def wait_ready(proc: subprocess.Popen[str], port: int, home: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, (proc.stdout.read() if proc.stdout else "") + _logs(home)
+        time.sleep(0.3)
+    raise AssertionError("openkb up never became ready\n" + _logs(home))
+
+
+def cli(args: list[str], env: dict[str, str], input: str | None = None, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True,
+                          input=input, timeout=timeout, cwd=ROOT, check=False)
+
+
+@pytest.fixture(scope="module")
+def fresh_up(tmp_path_factory):
+    """One `openkb up` on a fresh home, nothing configured, APP_BASE_URL unset, on a port that is
+    not 8000; stopped with SIGTERM at the end (which must be clean)."""
+    home = tmp_path_factory.mktemp("fresh") / "home"
+    port = _free_port()
+    env = up_env(home)
+    proc = start_up(env, port)
     try:
-        t = time.monotonic()
-        ready = False
-        while time.monotonic() - t < 240:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    ready = True
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, (proc.stdout.read() if proc.stdout else "") + _logs(home)
-            time.sleep(0.3)
-        assert ready, _logs(home)
-        doc = subprocess.run([sys.executable, "-m", "cli.main", "doctor", "--json"], env=env, capture_output=True,
-                             text=True, timeout=120, cwd=Path(__file__).parent.parent)
-        assert doc.returncode == 0, doc.stdout + doc.stderr + _logs(home)
-        rep = json.loads(doc.stdout)
-        core = {c["name"]: c for c in rep["checks"]}
-        for name in ("postgresql", "milvus", "queue", "blobs", "mail"):
-            assert core[name]["ok"], core[name]
-            assert core[name]["mode"] == "embedded"
-        # doctor borrowed the running instance's services instead of starting its own
-        assert rep["services"]["postgresql"] == "embedded-shared"
-        assert rep["services"]["milvus"] == "embedded-shared"
-        second = subprocess.run([sys.executable, "-m", "cli.main", "up", "--port", str(_free_port())], env=env,
-                                capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
-        assert_one_line_error(second, 75, "already running")
+        wait_ready(proc, port, home)
+        yield {"proc": proc, "env": env, "port": port, "home": home, "base": f"http://127.0.0.1:{port}"}
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
+        proc.wait(90)
     assert proc.returncode == 0, _logs(home)
     # children gone: nothing listens on the port any more
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+
+
+@pytest.mark.slow
+def test_up_on_a_fresh_home_end_to_end(fresh_up):
+    """`openkb up` with nothing configured: ready, doctor all ok, second up refused."""
+    env, home = fresh_up["env"], fresh_up["home"]
+    doc = cli(["doctor", "--json"], env)
+    assert doc.returncode == 0, doc.stdout + doc.stderr + _logs(home)
+    rep = json.loads(doc.stdout)
+    core = {c["name"]: c for c in rep["checks"]}
+    for name in ("postgresql", "milvus", "queue", "blobs", "mail"):
+        assert core[name]["ok"], core[name]
+        assert core[name]["mode"] == "embedded"
+    # doctor borrowed the running instance's services instead of starting its own
+    assert rep["services"]["postgresql"] == "embedded-shared"
+    assert rep["services"]["milvus"] == "embedded-shared"
+    second = cli(["up", "--port", str(_free_port())], env, timeout=60)
+    assert_one_line_error(second, 75, "already running")
+
+
+def _mail_with(home: Path, to: str, needle: str, timeout: float = 60) -> str:
+    """The body of a mail to ``to`` in the outbox containing ``needle`` (mail goes out after commit)."""
+    from email import message_from_bytes, policy
+
+    deadline = time.monotonic() + timeout
+    bodies: list[str] = []
+    while time.monotonic() < deadline:
+        bodies = []
+        for p in sorted((home / "outbox").glob("*.eml")):
+            msg = message_from_bytes(p.read_bytes(), policy=policy.default)
+            if str(msg["To"]).strip().lower() == to.lower():
+                bodies.append(msg.get_body(preferencelist=("plain",)).get_content())  # type: ignore[union-attr]
+        for b in bodies:
+            if needle in b:
+                return b
+        time.sleep(0.2)
+    raise AssertionError(f"no mail to {to} containing {needle!r}; got {bodies!r}")
+
+
+@pytest.mark.slow
+def test_links_follow_the_served_port_when_app_base_url_is_unset(fresh_up):
+    """`openkb up --port P` without APP_BASE_URL: every link says :P, not the default :8000 -
+    config show (and where it came from), dify info, verification/reset mail, invitation and share
+    URLs, Dify citations."""
+    env, home, base = fresh_up["env"], fresh_up["home"], fresh_up["base"]
+    assert fresh_up["port"] != 8000
+
+    shown = cli(["config", "show", "--json"], env)
+    assert shown.returncode == 0, shown.stderr
+    row = {r["name"]: r for r in json.loads(shown.stdout)}["APP_BASE_URL"]
+    assert row["value"] == base
+    assert "derived" in row["source"] and "openkb up" in row["source"], row
+    # with APP_BASE_URL set, it wins and config show says so
+    pinned = cli(["config", "show", "--json"], {**env, "APP_BASE_URL": "https://kb.example.com"})
+    row = {r["name"]: r for r in json.loads(pinned.stdout)}["APP_BASE_URL"]
+    assert (row["value"], row["source"]) == ("https://kb.example.com", "environment")
+
+    info = cli(["dify", "info", "--json"], env)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["endpoint"] == base
+
+    admin = f"admin-{uuid.uuid4().hex[:6]}@example.com"
+    made = cli(["init", "--email", admin, "--password-stdin"], env, input="correct horse battery\n")
+    assert made.returncode == 0, made.stderr
+    with httpx.Client(base_url=base, timeout=30) as http:
+        newcomer = f"new-{uuid.uuid4().hex[:6]}@example.com"
+        r = http.post("/api/auth/register", json={"email": newcomer, "password": "correct horse battery",
+                                                  "display_name": "New"})
+        assert r.status_code == 201, r.text
+        assert r.json()["verification_required"] is True
+        _mail_with(home, newcomer, f"{base}/verify-email?token=")
+        r = http.post("/api/auth/password-reset/request", json={"email": admin})
+        assert r.status_code == 202, r.text
+        _mail_with(home, admin, f"{base}/reset-password?token=")
+
+        r = http.post("/api/auth/login", json={"email": admin, "password": "correct horse battery"})
+        assert r.status_code == 200, r.text
+        http.headers["X-CSRF-Token"] = r.json()["csrf_token"]
+        ws = http.post("/api/workspaces", json={"name": "Links"})
+        assert ws.status_code == 201, ws.text
+        kb = http.post("/api/knowledge-bases", json={"workspace_id": ws.json()["id"], "title": "Links KB",
+                                                      "visibility": "workspace"})
+        assert kb.status_code == 201, kb.text
+        kb_id = kb.json()["id"]
+        word = f"wombat{uuid.uuid4().hex[:8]}"
+        doc = http.post("/api/documents", json={"knowledge_base_id": kb_id, "type": "page", "title": "Wombats",
+                                                "markdown": f"# Wombats\n\nThe {word} digs burrows.\n"})
+        assert doc.status_code == 201, doc.text
+        doc_id = doc.json()["id"]
+
+        share = http.post(f"/api/objects/knowledge_base/{kb_id}/share-links", json={})
+        assert share.status_code == 201, share.text
+        assert share.json()["url"].startswith(f"{base}/share/"), share.json()["url"]
+        invitee = f"guest-{uuid.uuid4().hex[:6]}@example.com"
+        inv = http.post(f"/api/objects/knowledge_base/{kb_id}/invitations", json={"role": "viewer", "email": invitee})
+        assert inv.status_code == 201, inv.text
+        assert inv.json()["url"].startswith(f"{base}/invitations/"), inv.json()["url"]
+        _mail_with(home, invitee, f"{base}/invitations/")
+
+        key = cli(["dify", "key", "create", "--name", "links", "--kb", kb_id, "--json"], env)
+        assert key.returncode == 0, key.stderr
+        mapped = cli(["dify", "map", "--knowledge-id", "links-kb", "--kb", kb_id], env)
+        assert mapped.returncode == 0, mapped.stderr
+        deadline = time.monotonic() + 180
+        while http.get(f"/api/documents/{doc_id}").json()["index_status"] != "indexed":
+            assert time.monotonic() < deadline, _logs(home)
+            time.sleep(0.5)
+        r = http.post("/retrieval", headers={"Authorization": f"Bearer {json.loads(key.stdout)['key']}"},
+                      json={"knowledge_id": "links-kb", "query": word,
+                            "retrieval_setting": {"top_k": 3, "score_threshold": 0.0}})
+        assert r.status_code == 200, r.text
+        records = r.json()["records"]
+        assert records, r.text
+        assert all(rec["metadata"]["url"].startswith(f"{base}/app/kb/{kb_id}/docs/") for rec in records), records
 
 
 # --- usage errors: one line on stderr, exit 2, never a traceback (docs/operations.md) ------------

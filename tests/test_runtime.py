@@ -8,6 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from openkb.runtime.home import Home, OwnerLock, lock_is_held, read_record, write_record
 
@@ -58,3 +61,52 @@ def test_garbage_record_is_ignored(tmp_path):
     assert read_record(home, "embedder") is None
     (tmp_path / "run" / "embedder.json").write_text(json.dumps({"pid": 999999999, "written_at": time.time()}))
     assert read_record(home, "embedder") is None
+
+
+# --- a killed `openkb up` leaves nothing behind once the next one stops ----------------------------
+
+
+def processes_of_home(home: Path) -> list[str]:
+    """Live processes that belong to ``home``: its path on their command line (PostgreSQL's -D,
+    Milvus' --data-dir) or it as their OPENKB_HOME (API, worker, embedder)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE or p.pid == os.getpid():
+                continue
+            cmd = " ".join(p.info["cmdline"] or [])
+            if str(home) in cmd or p.environ().get("OPENKB_HOME") == str(home):
+                found.append(f"{p.pid}: {cmd[:160]}")
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_after_kill_9_of_up_the_next_up_stops_everything(tmp_path):
+    """kill -9 of `openkb up` orphans its PostgreSQL (pg_ctl daemonises it) and leaves its pid in
+    pgserver's handle list; the next `up` reuses that server and must still stop it on SIGTERM."""
+    from tests.test_cli import _free_port, _logs, start_up, up_env, wait_ready
+
+    home = tmp_path / "home"
+    env = up_env(home)
+    first = start_up(env, _free_port())
+    try:
+        wait_ready(first, int(first.args[-1]), home)
+    except BaseException:
+        first.kill()
+        raise
+    first.kill()  # SIGKILL: no cleanup code runs
+    first.wait(30)
+    assert any("postgres" in p for p in processes_of_home(home))  # the orphan this test is about
+
+    second = start_up(env, _free_port())
+    try:
+        wait_ready(second, int(second.args[-1]), home)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(120)
+    assert second.returncode == 0, _logs(home)
+    assert processes_of_home(home) == [], _logs(home)

@@ -33,6 +33,7 @@ def up(
     """Start the whole appliance (embedded PostgreSQL, Milvus Lite, embedder, worker, API)."""
     from cli.supervisor import Supervisor
 
+    _serving(host, port)
     settings = get_settings()
     sup = Supervisor(settings, host, port, say=lambda m: err_console.print(m, highlight=False), workers=workers)
     console.print(f"starting OpenKB in {settings.openkb_home} ...")
@@ -54,9 +55,20 @@ def serve(
     from workers.queue import HueyQueue
 
     check_port(host, port)
+    _serving(host, port)
     with appliance(migrate=not os.environ.get("OPENKB_SUPERVISED")) as ctx:
         app = create_app(ctx, queue=HueyQueue())
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
+
+
+def _serving(host: str, port: int) -> None:
+    """Tell this process (and the children it starts) which address it serves, before anything
+    reads the settings: with APP_BASE_URL unset, links follow --host/--port (see
+    ``Settings._derive_app_base_url``)."""
+    from openkb.config import SERVED_URL_ENV, reset_settings_cache, served_url
+
+    os.environ[SERVED_URL_ENV] = served_url(host, port)
+    reset_settings_cache()
 
 
 def worker(
@@ -159,5 +171,6 @@ def config_show(json_out: Annotated[bool, typer.Option("--json", help="Machine-r
     if json_out:
         emit_json(rows)
     else:
-        table("effective configuration", ["variable", "value", "mode"], [(r["name"], r["value"], r["mode"]) for r in rows])
+        table("effective configuration", ["variable", "value", "mode", "source"],
+              [(r["name"], r["value"], r["mode"], r["source"]) for r in rows])
 

@@ -140,6 +140,19 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
     return httpx.get(url, timeout=timeout).status_code == 200
 
 
+def forget_pgserver_handles(pg_dir: Path) -> None:
+    """Reset pgserver's list of processes using this data directory.
+
+    pgserver counts its users in ``pg/.handle_pids.json`` and stops PostgreSQL only when the last
+    one leaves. A killed owner (``kill -9`` of ``openkb up``) never removes its pid, so the next
+    owner reuses the still-running server but, seeing a second "user", never stops it: every
+    later clean stop left PostgreSQL running. Only the holder of the home's ``postgresql`` lock
+    calls pgserver (everyone else borrows through the run record), so when we are about to,
+    nobody else can be listed: the list is stale by construction and is cleared.
+    """
+    (pg_dir / ".handle_pids.json").unlink(missing_ok=True)
+
+
 class EmbeddedServices:
     """Context manager resolving every component to a usable endpoint."""
 
@@ -267,6 +280,7 @@ class EmbeddedServices:
             logging.getLogger("pgserver").setLevel(logging.WARNING)
             import pgserver
 
+            forget_pgserver_handles(self.home.pg_dir)
             try:
                 self._pg = pgserver.get_server(self.home.pg_dir, cleanup_mode="stop")
             except Exception as exc:  # noqa: BLE001
