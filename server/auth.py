@@ -134,12 +134,22 @@ UserDep = Annotated[Principal, Depends(require_user)]
 
 
 def check_scopes(principal: Principal, *scopes: str) -> None:
-    """Raise INSUFFICIENT_SCOPE unless a token principal holds every scope (sessions hold all)."""
+    """Raise INSUFFICIENT_SCOPE (``token lacks scope doc:write``) unless a token principal holds
+    every scope (sessions hold all). Call it before any object is looked up, so the answer names
+    the scope rather than an object permission the user may well have."""
     if principal.scopes is None:
         return
     missing = [s for s in scopes if s not in principal.scopes]
     if missing:
-        raise InsufficientScope(f"this token lacks the scope(s) {', '.join(missing)}", required=list(scopes))
+        named = f"scope {missing[0]}" if len(missing) == 1 else f"scopes {', '.join(missing)}"
+        raise InsufficientScope(f"token lacks {named}", required=list(scopes), missing=missing)
+
+
+def check_any_scope(principal: Principal, *scopes: str) -> None:
+    """Like ``check_scopes``, but one of ``scopes`` suffices (``token lacks scope doc:write or kb:write``)."""
+    if principal.scopes is None or principal.scopes & set(scopes):
+        return
+    raise InsufficientScope(f"token lacks scope {' or '.join(scopes)}", required_any=list(scopes))
 
 
 def require_scopes(*scopes: str):  # noqa: ANN201 - a FastAPI dependency

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,6 +68,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def install(app: FastAPI) -> None:
+    _document_invalid_json(app)
+
     @app.exception_handler(OpenKBError)
     async def _domain(request: Request, exc: OpenKBError) -> JSONResponse:
         if exc.http_status >= 500:
@@ -76,17 +79,26 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = exc.errors()
+        errs = list(exc.errors())
+        bad_json = next((e for e in errs if e.get("type") == "json_invalid"), None)
+        if bad_json is not None:
+            return JSONResponse({"error": "INVALID_JSON", "detail": _json_error_detail(bad_json, exc.body)},
+                                status_code=400)
+        # Unknown fields first: a misspelt name ("titel") also shows up as a missing "title".
+        errs.sort(key=lambda e: e.get("type") != "extra_forbidden")
         first = errs[0] if errs else {}
-        loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return JSONResponse({"error": "VALIDATION_ERROR", "detail": f"{loc}: {first.get('msg', 'invalid')}",
-                             "errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
-                                        for e in errs[:20]]}, status_code=422)
+        return JSONResponse({"error": "VALIDATION_ERROR", "detail": _validation_detail(request, first),
+                             "errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg")),
+                                         "type": str(e.get("type"))} for e in errs[:20]]}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
-        return JSONResponse({"error": code, "detail": str(exc.detail)}, status_code=exc.status_code,
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == _FASTAPI_BODY_PARSE_ERROR:
+            # FastAPI's words when the bytes don't even decode as text (not valid UTF-8/16/32).
+            code, detail = "INVALID_JSON", "line 1, column 1: the body is not UTF-8 text"
+        return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
     @app.exception_handler(DataError)
@@ -99,3 +111,103 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse({"error": "INTERNAL_ERROR", "detail": "internal error (see server log)"}, status_code=500)
+
+
+# --- request validation: what the client sent wrong, in words --------------------------------------
+
+_FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true/false",
+               type(None): "null", bytes: "raw bytes"}
+
+
+def _json_error_detail(err: dict[str, Any], doc: Any) -> str:
+    """``line L, column C: <decoder message>`` (1-based, like editors count)."""
+    loc = err.get("loc", ())
+    pos = loc[-1] if loc and isinstance(loc[-1], int) else 0
+    text = doc if isinstance(doc, str) else ""
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    msg = (err.get("ctx") or {}).get("error") or err.get("msg") or "invalid JSON"
+    return f"line {line}, column {column}: {msg}"
+
+
+def _model_of(tp: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X``, ``X | None``, ``list[X]``, ``Annotated[X, ...]``)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in typing.get_args(tp):
+        m = _model_of(arg)
+        if m is not None:
+            return m
+    return None
+
+
+def _model_at(request: Request, path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The request model that holds the field at ``path`` (the error's loc without ``body`` and the
+    field itself), found from the route's body parameter; None when it can't be told."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model = _model_of(getattr(getattr(field, "field_info", None), "annotation", None))
+    for part in path:
+        if isinstance(part, int):
+            continue  # an item of a list
+        if model is None:
+            return None
+        f = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        model = _model_of(f.annotation) if f is not None else None
+    return model
+
+
+def _kind(value: Any) -> str:
+    for t, name in _JSON_KINDS.items():
+        if type(value) is t:
+            return name
+    return type(value).__name__
+
+
+def _validation_detail(request: Request, err: dict[str, Any]) -> str:
+    """One line naming the offending field; unknown fields and non-object bodies get their own words."""
+    raw = tuple(err.get("loc", ()))
+    loc = raw[1:] if raw[:1] == ("body",) else raw
+    where = ".".join(str(p) for p in loc)
+    typ = err.get("type")
+    if typ == "extra_forbidden" and loc:
+        model = _model_at(request, loc[:-1])
+        text = f"{where}: unknown field, not accepted here"
+        if model is not None:
+            hint = getattr(model, "unknown_field_hints", {}).get(str(loc[-1]))
+            if hint:
+                text += f" ({hint})"
+            accepted = [f.alias or n for n, f in model.model_fields.items()]
+            text += f"; accepted fields: {', '.join(accepted)}"
+        return text
+    if raw == ("body",):
+        if typ == "missing":
+            return "the request body is missing: send a JSON object (Content-Type: application/json)"
+        if typ in ("model_attributes_type", "model_type", "dict_type"):
+            value = err.get("input")
+            if isinstance(value, (bytes, bytearray)):
+                ctype = request.headers.get("content-type") or "none"
+                return f"send the body as a JSON object with Content-Type: application/json (got Content-Type: {ctype})"
+            return f"the request body must be a JSON object, not {_kind(value)}"
+    return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid"))
+
+
+def _document_invalid_json(app: FastAPI) -> None:
+    """Document ``400 INVALID_JSON`` on every operation that takes a JSON body (OpenAPI
+    post-processing around FastAPI's own ``app.openapi``; create_app may wrap it again)."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = base()
+        for ops in schema.get("paths", {}).values():
+            for op in ops.values():
+                if not isinstance(op, dict) or "application/json" not in op.get("requestBody", {}).get("content", {}):
+                    continue
+                op.setdefault("responses", {}).setdefault("400", {
+                    "description": "INVALID_JSON (the body is not valid JSON: detail names line and column)",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

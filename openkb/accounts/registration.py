@@ -8,6 +8,14 @@ The first user to *complete* registration (at verification when verification is 
 becomes ``system_admin`` when no system_admin exists and ``first_user_becomes_admin`` is on. That
 decision runs under a transaction-scoped advisory lock so two simultaneous sign-ups can't both
 become the first admin. The first admin is always made active: nobody could activate them.
+
+Registration does not reveal whether an address has an account (docs/accounts.md#registration),
+just as login and password reset don't: an address that is taken gets the answer a new one would
+get, with a stand-in user that is never stored, and the owner of the address gets a mail saying
+someone tried. Both paths hash the password and queue one mail, so they also take about as
+long. Trap: with ``email_verification_required`` off, a new account can sign in at once and a
+stand-in can't, so whoever tries to sign in afterwards learns the difference; only verification
+by mail closes that (it is the instance default).
 """
 
 from __future__ import annotations
@@ -21,13 +29,14 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from openkb import ratelimit
 from openkb.accounts import auth_settings, email_tokens
 from openkb.accounts.errors import (
     EmailDomainNotAllowed, InvalidToken, RegistrationDisabled, RegistrationInviteRequired,
 )
 from openkb.accounts.users import check_password, create_user, has_system_admin, normalize_email
 from openkb.audit import record_audit
-from openkb.errors import AlreadyExists, OpenKBError, PermissionDenied
+from openkb.errors import AlreadyExists, OpenKBError, PermissionDenied, ValidationError
 from openkb.models import AuthSettings, Invitation, Tenant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
@@ -37,13 +46,21 @@ log = logging.getLogger("openkb.accounts")
 _FIRST_ADMIN_LOCK = "openkb:first-system-admin"
 
 
+_TAKEN_MAILS_PER_HOUR = 5  # "someone tried to register with your address" mails per address
+
+
 @dataclass(frozen=True)
 class Registration:
+    """What a sign-up answers. For an address that already had an account, ``user`` is a
+    stand-in (random id, never stored) shaped like the new account would have been, and
+    ``address_taken`` is True: adapters must not show that flag (nor anything else that differs)."""
+
     user: User
     tenant_id: uuid.UUID
     verification_sent: bool
     became_system_admin: bool
     invitation: dict[str, Any] | None = None  # what happened to the invitation, if one was used
+    address_taken: bool = False
 
 
 def status_after_verification(settings: AuthSettings, *, invited: bool) -> str:
@@ -130,12 +147,19 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
 
     verify = settings.email_verification_required
     status = "pending_email_verification" if verify else status_after_verification(settings, invited=invitation is not None)
-    try:
-        with session.begin_nested():
-            user = create_user(session, tenant=tenant, email=email_n, password=password, display_name=display_name,
-                               role="member", status=status, verified=False)
-    except IntegrityError:
-        raise AlreadyExists("an account with this email already exists") from None
+    name = _display_name(email_n, display_name)
+    existing = session.exec(select(User).where(User.email == email_n)).first()
+    if existing is None:
+        try:
+            with session.begin_nested():
+                user = create_user(session, tenant=tenant, email=email_n, password=password, display_name=name,
+                                   role="member", status=status, verified=False)
+        except (IntegrityError, AlreadyExists):  # a simultaneous sign-up with the same address won
+            existing = session.exec(select(User).where(User.email == email_n)).one()
+    if existing is not None:
+        return _address_taken(session, ctx, existing, tenant_id=tenant.id, settings=settings, password=password,
+                              display_name=name, status=status, invited=invitation is not None,
+                              invitation_token=invitation_token, ip=ip, user_agent=user_agent)
 
     became_admin = False
     if not verify:
@@ -160,6 +184,64 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
         inv_result = _accept_invitation(session, user, tenant.id, invitation_token)
     return Registration(user=user, tenant_id=tenant.id, verification_sent=verify, became_system_admin=became_admin,
                         invitation=inv_result)
+
+
+def _display_name(email: str, display_name: str | None) -> str:
+    """The name a new account gets (``create_user``'s rule), checked before we know whether the
+    address is taken, so a bad name fails the same way on both paths."""
+    name = (display_name or email.split("@")[0]).strip()
+    if not name or len(name) > 1000 or "\x00" in name:
+        raise ValidationError("display name must be 1-1000 characters", field="display_name")
+    return name
+
+
+def _address_taken(session: Session, ctx, existing: User, *, tenant_id: uuid.UUID,
+                   settings: AuthSettings, password: str, display_name: str, status: str, invited: bool,
+                   invitation_token: str | None, ip: str | None, user_agent: str | None) -> Registration:
+    """Answer a sign-up for an address that has an account as if it were new (no enumeration).
+
+    Nothing about the account changes. Its owner is mailed (at most ``_TAKEN_MAILS_PER_HOUR``
+    an hour, so the form can't be used to flood a mailbox; deleted accounts get no mail) and the
+    attempt is audited as ``user.registration_address_taken``. The password is hashed and thrown
+    away so this path costs what creating an account costs (argon2 dominates both).
+    """
+    from openkb.security import hash_password
+
+    hash_password(password)
+    if not settings.email_verification_required and settings.first_user_becomes_admin \
+            and not has_system_admin(session):
+        status = "active"  # what a new account would have become: the first administrator
+    mailed = existing.status != "deleted" and ratelimit.hit(session, f"register-taken:{existing.email}",
+                                                            _TAKEN_MAILS_PER_HOUR, 3600)
+    if mailed:
+        _mail_address_taken(session, ctx, existing)
+    record_audit(session, tenant_id=tenant_id, actor=Principal.anonymous(tenant_id),
+                 action="user.registration_address_taken", object_type="user", object_id=existing.id, ip=ip,
+                 user_agent=user_agent, metadata={"status": existing.status, "invited": invited, "mailed": mailed})
+    now = utcnow()
+    stand_in = User(id=uuid.uuid4(), email=existing.email, display_name=display_name, status=status,
+                    password_hash=None, email_verified_at=None, created_at=now, updated_at=now)
+    inv_result = None
+    if invitation_token:
+        inv_result = {"status": "pending_verification"} if settings.email_verification_required else \
+            {"status": "deferred", "detail": "accept the invitation once your account is active"}
+    return Registration(user=stand_in, tenant_id=tenant_id, verification_sent=settings.email_verification_required,
+                        became_system_admin=False, invitation=inv_result, address_taken=True)
+
+
+def _mail_address_taken(session: Session, ctx, user: User) -> None:
+    """An account still waiting for its address to be confirmed gets a fresh verification link
+    (the likely story: its owner lost the first mail and signed up again); any other gets word
+    that someone tried."""
+    if user.status == "pending_email_verification":
+        email_tokens.send_verification(session, ctx, user)
+        return
+    base = ctx.settings.app_base_url.rstrip("/")
+    body = (f"Hello {user.display_name},\n\nsomeone tried to create a new OpenKB account with this email "
+            f"address, which already has an account.\n\nIf it was you, sign in at {base}/login with your "
+            "existing password; if you forgot it, reset it from the sign-in page.\n\nIf it wasn't you, "
+            "you can ignore this mail: nothing about your account has changed.\n")
+    email_tokens.mail_after_commit(session, ctx, user.email, "Someone tried to register with your address", body)
 
 
 def primary_tenant_id(session: Session, user_id: uuid.UUID) -> uuid.UUID | None:

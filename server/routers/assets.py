@@ -25,7 +25,7 @@ from openkb.errors import ValidationError
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
-from server.routers.content import ActorDep
+from server.routers.content import DocWriterDep
 from server.routers.sharing import SHARE_COOKIE, visitor_for
 
 router = APIRouter(tags=["assets"])
@@ -70,9 +70,12 @@ async def _limited(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
         yield chunk
 
 
+_UPLOAD_FIELDS = ("file", "document_id")
+
+
 @router.post("/api/uploads", status_code=status.HTTP_201_CREATED, response_model=AssetOut,
              openapi_extra=_UPLOAD_BODY, responses=error_responses(401, 403, 404, 413, 415, 422))
-async def upload(request: Request, session: SessionDep, actor: ActorDep, ctx: CtxDep,
+async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx: CtxDep,
                  document_id: Annotated[uuid.UUID | None, Query(description="same as the form field")] = None,
                  ) -> dict[str, Any]:
     """Multipart upload (field ``file``). Reference it in Markdown as ``asset://<id>``."""
@@ -88,6 +91,10 @@ async def upload(request: Request, session: SessionDep, actor: ActorDep, ctx: Ct
     except MultiPartException as exc:
         raise ValidationError(f"malformed multipart body: {exc.message}", field="file") from None
     try:
+        unknown = sorted(k for k in form.keys() if k not in _UPLOAD_FIELDS)
+        if unknown:  # the same rule as JSON bodies (server/schemas.py): never drop a field in silence
+            raise ValidationError(f"{unknown[0]}: unknown field, not accepted here; accepted fields: "
+                                  f"{', '.join(_UPLOAD_FIELDS)}", field=unknown[0])
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise ValidationError("the form needs a 'file' part", field="file")
@@ -144,7 +151,7 @@ def asset_info(asset_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 
 @router.delete("/api/assets/{asset_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=error_responses(401, 403, 404, 422))
-def delete_asset(asset_id: uuid.UUID, session: SessionDep, actor: ActorDep, ctx: CtxDep) -> Response:
+def delete_asset(asset_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> Response:
     asset_service.delete_asset(session, actor, ctx.blobs, asset_id)
     return Response(status_code=204)
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+
 from fastapi import APIRouter, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from openkb.accounts import passwords, registration, sessions, tokens
 from openkb.accounts.users import tenant_roles
@@ -18,6 +19,7 @@ from openkb.models import McpPersonalAccessToken, User
 from server.auth import SESSION_COOKIE, AuthDep, UserDep, client_ip, require_user, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
+from server.schemas import RequestModel
 
 router = APIRouter(tags=["auth"])
 
@@ -27,9 +29,9 @@ router = APIRouter(tags=["auth"])
 NO_NUL = r"^[^\x00]*$"  # for Query(pattern=...): PostgreSQL text cannot hold NUL
 
 
-class Body(BaseModel):
+class Body(RequestModel):
     """Request bodies: refuse NUL characters up front (PostgreSQL text can't store them, and a
-    driver error would otherwise surface as a 500)."""
+    driver error would otherwise surface as a 500), and unknown fields (``RequestModel``)."""
 
     @field_validator("*", mode="after")
     @classmethod
@@ -125,8 +127,6 @@ class ResetConfirmIn(Body):
 
 
 class PatIn(Body):
-    model_config = ConfigDict(extra="forbid")
-
     name: str = Field(min_length=1, max_length=1000)
     scopes: list[tokens.PatScope] = Field(min_length=1, max_length=len(tokens.PAT_SCOPES))  # type: ignore[valid-type]
     expires_at: datetime | None = None
@@ -165,10 +165,17 @@ class PatList(BaseModel):
 
 
 @router.post("/api/auth/register", status_code=status.HTTP_201_CREATED, response_model=RegisterOut,
-             responses=error_responses(400, 403, 409, 422))
+             responses=error_responses(400, 403, 422))
 def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDep) -> RegisterOut:
     """Create an account. 403 ``REGISTRATION_DISABLED`` / ``REGISTRATION_INVITE_REQUIRED``, 422
-    ``EMAIL_DOMAIN_NOT_ALLOWED``, 409 ``ALREADY_EXISTS``, 400 ``INVALID_TOKEN`` (bad invitation)."""
+    ``EMAIL_DOMAIN_NOT_ALLOWED``, 400 ``INVALID_TOKEN`` (bad invitation).
+
+    An address that already has an account gets the same 201 and the same body shape as a new
+    one (the contract's ``{user: {id, email, display_name, status}}``, kept so clients need no
+    second shape), with a stand-in user whose ``id`` is random and stored nowhere; the owner of
+    the address is mailed instead. So the answer never tells whether an address is registered
+    (login and password reset don't either). Clients should show "check your mailbox" when
+    ``verification_required`` is true, and must not rely on ``user.id`` before signing in."""
     r = registration.register(session, ctx, email=body.email, password=body.password, display_name=body.display_name,
                               invitation_token=body.invitation_token, ip=client_ip(request),
                               user_agent=user_agent(request))

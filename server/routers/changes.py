@@ -15,7 +15,8 @@ from openkb.permissions import access_change
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
-from server.routers.content import ActorDep
+from server.routers.content import DocWriterDep
+from server.schemas import RequestModel
 
 router = APIRouter(tags=["changes"])
 
@@ -43,7 +44,7 @@ class ChangeList(BaseModel):
     items: list[ChangeOut]
 
 
-class RevertIn(BaseModel):
+class RevertIn(RequestModel):
     change_id: uuid.UUID | None = None
     run_id: str | None = Field(None, min_length=1, max_length=200, description="a UUID or the run name used")
 
@@ -86,7 +87,7 @@ def get_change(change_id: uuid.UUID, session: SessionDep, principal: PrincipalDe
 
 @router.post("/api/changes/revert", response_model=RevertOut,
              responses=error_responses(401, 403, 404, 409, 413, 422))
-def revert(body: RevertIn, session: SessionDep, actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
+def revert(body: RevertIn, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> dict[str, Any]:
     """Undo one change (``change_id``) or a whole run (``run_id``), newest first, as new recorded
     writes. 409 ``REVERT_CONFLICT`` when an object changed again later outside the set."""
     return revert_service.revert(session, actor, change_id=body.change_id, run_id=body.run_id, blobs=ctx.blobs)

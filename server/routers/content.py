@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,9 +25,11 @@ from openkb.content import upsert as upsert_service
 from openkb.content import versions as version_service
 from openkb.content import workspaces as ws_service
 from openkb.permissions import access_workspace
-from server.auth import PrincipalDep, UserDep, client_ip, user_agent
+from openkb.permissions.principal import Principal
+from server.auth import PrincipalDep, UserDep, check_any_scope, check_scopes, client_ip, user_agent
 from server.deps import SessionDep
 from server.errors import error_responses
+from server.schemas import RequestModel
 
 router = APIRouter(tags=["content"])
 
@@ -35,16 +37,48 @@ MAX_SORT = 1_000_000
 RUN_HEADER = "X-Run-Id"
 
 
-def get_actor(request: Request, response: Response, principal: UserDep,
-              x_run_id: Annotated[str | None, Header(max_length=200, description=(
-                  "Groups this request's writes into a run (UUID or short name) for listing and revert"))] = None,
-              ) -> Actor:
+RunIdHeader = Annotated[str | None, Header(max_length=200, description=(
+    "Groups this request's writes into a run (UUID or short name) for listing and revert"))]
+
+
+def _actor(request: Request, response: Response, principal: Principal, x_run_id: str | None) -> Actor:
     actor = Actor.of(principal, x_run_id, ip=client_ip(request), user_agent=user_agent(request))
     response.headers[RUN_HEADER] = str(actor.run_id)
     return actor
 
 
+def get_actor(request: Request, response: Response, principal: UserDep, x_run_id: RunIdHeader = None) -> Actor:
+    """The caller of a write. A token needs at least one write scope (``doc:write`` or
+    ``kb:write``; which one a service demands is its business), checked here, before any lookup,
+    so a read-only token hears ``token lacks scope doc:write or kb:write`` and not an object's
+    permission message (docs/accounts.md#scopes)."""
+    check_any_scope(principal, "doc:write", "kb:write")
+    return _actor(request, response, principal, x_run_id)
+
+
 ActorDep = Annotated[Actor, Depends(get_actor)]
+
+
+def _writer(scope: str):  # a FastAPI dependency factory
+    """``get_actor`` for a route that a token may use only with ``scope`` (docs/accounts.md#scopes).
+
+    The scope is checked before anything is looked up: a token without it hears ``token lacks
+    scope doc:write`` (403 ``INSUFFICIENT_SCOPE``). Left to the services, it got the object's
+    permission message ("not allowed to create documents here"), which sends the user asking
+    the knowledge base's owner for a role they already have.
+    """
+
+    def dep(request: Request, response: Response, principal: UserDep, x_run_id: RunIdHeader = None) -> Actor:
+        check_scopes(principal, scope)
+        return _actor(request, response, principal, x_run_id)
+
+    return dep
+
+
+DocWriterDep = Annotated[Actor, Depends(_writer("doc:write"))]
+"""Writes to documents: create, edit, save versions, move, delete, restore, upsert by key."""
+KbWriterDep = Annotated[Actor, Depends(_writer("kb:write"))]
+"""Writes to workspaces, their members and knowledge bases."""
 
 # Errors every route may answer: a bad bearer token (401), CSRF/scope/permission (403).
 _READ = error_responses(401, 403, 404, 422)
@@ -58,13 +92,13 @@ class Out(BaseModel):
 # --- workspaces ---------------------------------------------------------------------------------
 
 
-class WorkspaceIn(BaseModel):
+class WorkspaceIn(RequestModel):
     name: str = Field(description="1-1000 characters (NAME_TOO_LONG beyond)")
     slug: str | None = Field(None, max_length=200, description="lowercase letters, digits, dashes; default from name")
     description: str | None = None
 
 
-class WorkspaceUpdate(BaseModel):
+class WorkspaceUpdate(RequestModel):
     name: str | None = None
     slug: str | None = Field(None, max_length=200)
     description: str | None = None
@@ -84,13 +118,13 @@ class WorkspaceList(BaseModel):
     items: list[WorkspaceOut]
 
 
-class MemberIn(BaseModel):
+class MemberIn(RequestModel):
     user_id: uuid.UUID | None = None
     email: str | None = Field(None, max_length=320)
     role: Literal["admin", "member", "guest"]
 
 
-class MemberUpdate(BaseModel):
+class MemberUpdate(RequestModel):
     role: Literal["admin", "member", "guest"]
 
 
@@ -114,7 +148,7 @@ def list_workspaces(session: SessionDep, principal: PrincipalDep) -> dict[str, A
 
 @router.post("/api/workspaces", status_code=status.HTTP_201_CREATED, response_model=WorkspaceOut,
              responses=_WRITE)
-def create_workspace(body: WorkspaceIn, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+def create_workspace(body: WorkspaceIn, session: SessionDep, actor: KbWriterDep) -> dict[str, Any]:
     """The caller becomes the workspace owner."""
     ws = ws_service.create_workspace(session, actor, name=body.name, slug=body.slug, description=body.description)
     return ws_service.workspace_out(ws, "owner")
@@ -128,7 +162,7 @@ def get_workspace(workspace_id: uuid.UUID, session: SessionDep, principal: Princ
 
 @router.put("/api/workspaces/{workspace_id}", response_model=WorkspaceOut, responses=_WRITE)
 def update_workspace(workspace_id: uuid.UUID, body: WorkspaceUpdate, session: SessionDep,
-                     actor: ActorDep) -> dict[str, Any]:
+                     actor: KbWriterDep) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     ws = ws_service.update_workspace(session, actor, workspace_id, fields)
     return ws_service.workspace_out(ws, access_workspace(session, actor.principal, workspace_id).role)
@@ -141,7 +175,7 @@ def list_members(workspace_id: uuid.UUID, session: SessionDep, principal: Princi
 
 @router.post("/api/workspaces/{workspace_id}/members", status_code=status.HTTP_201_CREATED,
              response_model=MemberOut, responses=_WRITE)
-def add_member(workspace_id: uuid.UUID, body: MemberIn, session: SessionDep, actor: ActorDep,
+def add_member(workspace_id: uuid.UUID, body: MemberIn, session: SessionDep, actor: KbWriterDep,
                response: Response) -> dict[str, Any]:
     """Add a tenant user by ``user_id`` or ``email`` (201), or change an existing member's role (200).
     People without an account are invited with ``POST /api/objects/workspace/{id}/invitations``."""
@@ -154,13 +188,13 @@ def add_member(workspace_id: uuid.UUID, body: MemberIn, session: SessionDep, act
 
 @router.put("/api/workspaces/{workspace_id}/members/{user_id}", response_model=MemberOut, responses=_WRITE)
 def update_member(workspace_id: uuid.UUID, user_id: uuid.UUID, body: MemberUpdate, session: SessionDep,
-                  actor: ActorDep) -> dict[str, Any]:
+                  actor: KbWriterDep) -> dict[str, Any]:
     return ws_service.member_out(ws_service.update_member(session, actor, workspace_id, user_id, role=body.role))
 
 
 @router.delete("/api/workspaces/{workspace_id}/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT,
                response_class=Response, responses=_WRITE)
-def remove_member(workspace_id: uuid.UUID, user_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> Response:
+def remove_member(workspace_id: uuid.UUID, user_id: uuid.UUID, session: SessionDep, actor: KbWriterDep) -> Response:
     ws_service.remove_member(session, actor, workspace_id, user_id)
     return Response(status_code=204, headers={RUN_HEADER: str(actor.run_id)})
 
@@ -171,7 +205,7 @@ def remove_member(workspace_id: uuid.UUID, user_id: uuid.UUID, session: SessionD
 Visibility = Literal["private", "workspace", "public"]
 
 
-class KnowledgeBaseIn(BaseModel):
+class KnowledgeBaseIn(RequestModel):
     workspace_id: uuid.UUID
     title: str = Field(description="1-1000 characters (TITLE_TOO_LONG beyond)")
     slug: str | None = Field(None, max_length=200)
@@ -181,7 +215,7 @@ class KnowledgeBaseIn(BaseModel):
         "editor_can_delete, editor_can_create_share_links (bool); never model settings"))
 
 
-class KnowledgeBaseUpdate(BaseModel):
+class KnowledgeBaseUpdate(RequestModel):
     title: str | None = None
     slug: str | None = Field(None, max_length=200)
     description: str | None = None
@@ -247,7 +281,7 @@ def list_knowledge_bases(session: SessionDep, principal: PrincipalDep,
 
 @router.post("/api/knowledge-bases", status_code=status.HTTP_201_CREATED, response_model=KnowledgeBaseOut,
              responses=_WRITE)
-def create_knowledge_base(body: KnowledgeBaseIn, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+def create_knowledge_base(body: KnowledgeBaseIn, session: SessionDep, actor: KbWriterDep) -> dict[str, Any]:
     """The caller becomes the owner collaborator."""
     kb = kb_service.create_knowledge_base(session, actor, workspace_id=body.workspace_id, title=body.title,
                                           slug=body.slug, description=body.description,
@@ -262,7 +296,7 @@ def get_knowledge_base(kb_id: uuid.UUID, session: SessionDep, principal: Princip
 
 @router.put("/api/knowledge-bases/{kb_id}", response_model=KnowledgeBaseOut, responses=_WRITE)
 def update_knowledge_base(kb_id: uuid.UUID, body: KnowledgeBaseUpdate, session: SessionDep,
-                          actor: ActorDep) -> dict[str, Any]:
+                          actor: KbWriterDep) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     kb_service.update_knowledge_base(session, actor, kb_id, fields)
     return kb_service.get_knowledge_base(session, actor.principal, kb_id)
@@ -289,7 +323,7 @@ def list_trash(kb_id: uuid.UUID, session: SessionDep, principal: PrincipalDep) -
 # --- documents ----------------------------------------------------------------------------------
 
 
-class DocumentIn(BaseModel):
+class DocumentIn(RequestModel):
     knowledge_base_id: uuid.UUID
     parent_id: uuid.UUID | None = None
     type: Literal["page", "folder"] = "page"
@@ -302,7 +336,14 @@ class DocumentIn(BaseModel):
     sort_order: int | None = Field(None, ge=0, le=MAX_SORT, description="position among siblings; default last")
 
 
-class DocumentUpdate(BaseModel):
+class DocumentUpdate(RequestModel):
+    """Document properties; the body is not one of them (it is versioned, with a conflict check)."""
+
+    unknown_field_hints: ClassVar[dict[str, str]] = {
+        "markdown": "the Markdown body is saved as a new version with POST /api/documents/{id}/versions",
+        "markdown_hash": "sent with the Markdown to POST /api/documents/{id}/versions",
+    }
+
     title: str | None = None
     parent_id: uuid.UUID | None = Field(None, description="new parent (null = knowledge-base root)")
     sort_order: int | None = Field(None, ge=0, le=MAX_SORT, description="0-based position among the siblings")
@@ -338,7 +379,7 @@ class DocumentOut(Out):
     updated_at: datetime
 
 
-class VersionIn(BaseModel):
+class VersionIn(RequestModel):
     base_version_id: uuid.UUID | None = Field(None, description="the version the edit started from")
     base_version_no: int | None = Field(None, ge=1, le=2_147_483_647, description="alternative to base_version_id")
     title: str | None = Field(None, description="new title (default: unchanged)")
@@ -371,11 +412,11 @@ class VersionDetail(VersionSummary):
     markdown: str
 
 
-class RestoreIn(BaseModel):
+class RestoreIn(RequestModel):
     base_version_id: uuid.UUID | None = Field(None, description="optional optimistic lock")
 
 
-class UpsertIn(BaseModel):
+class UpsertIn(RequestModel):
     title: str
     markdown: str | None = None
     markdown_hash: str | None = Field(None, max_length=128)
@@ -402,7 +443,7 @@ _SAVE_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/api/documents", status_code=status.HTTP_201_CREATED, response_model=DocumentOut, responses=_WRITE)
-def create_document(body: DocumentIn, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     doc, _ = doc_service.create_document(
         session, actor, knowledge_base_id=body.knowledge_base_id, parent_id=body.parent_id, type=body.type,
         title=body.title, markdown=body.markdown, markdown_hash=body.markdown_hash, status=body.status,
@@ -416,7 +457,7 @@ def get_document(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 
 
 @router.put("/api/documents/{doc_id}", response_model=DocumentOut, responses=_WRITE)
-def update_document(doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+def update_document(doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Rename, move (``parent_id`` + ``sort_order``), reorder (``sort_order``), status, permission
     mode/visibility (managers), metadata, tags. Moving under itself or a descendant is
     ``INVALID_MOVE``; too deep is ``FOLDER_DEPTH_EXCEEDED``. Body edits are versions (POST .../versions)."""
@@ -427,7 +468,7 @@ def update_document(doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep
 
 @router.delete("/api/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=_WRITE)
-def delete_document(doc_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> Response:
+def delete_document(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> Response:
     """Move to the trash (restorable with ``POST /api/trash/{id}/restore``)."""
     doc_service.trash_document(session, actor, doc_id)
     return Response(status_code=204, headers={RUN_HEADER: str(actor.run_id)})
@@ -443,7 +484,7 @@ def list_versions(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDe
 
 @router.post("/api/documents/{doc_id}/versions", status_code=status.HTTP_201_CREATED, response_model=SaveOut,
              responses=_SAVE_RESPONSES)
-def save_version(doc_id: uuid.UUID, body: VersionIn, session: SessionDep, actor: ActorDep,
+def save_version(doc_id: uuid.UUID, body: VersionIn, session: SessionDep, actor: DocWriterDep,
                  response: Response) -> dict[str, Any]:
     """Save with optimistic locking: 409 ``VERSION_CONFLICT`` (with ``current_version_id``) when the
     base is stale, 422 ``MARKDOWN_HASH_MISMATCH`` / ``MARKDOWN_DIALECT_ERROR``; identical content
@@ -464,7 +505,7 @@ def get_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep,
 
 @router.post("/api/documents/{doc_id}/restore/{version_id}", status_code=status.HTTP_201_CREATED,
              response_model=SaveOut, responses=_SAVE_RESPONSES)
-def restore_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep, actor: ActorDep,
+def restore_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep, actor: DocWriterDep,
                     response: Response, body: RestoreIn | None = None) -> dict[str, Any]:
     """A new version with the old version's body and title (200 ``unchanged`` if identical)."""
     res = version_service.restore_version(session, actor, doc_id, version_id,
@@ -481,7 +522,7 @@ KeyPath = Annotated[str, Path(min_length=1, description=(
 @router.put("/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}", response_model=UpsertOut,
             responses=_WRITE)
 def upsert_by_key(kb_id: uuid.UUID, key: KeyPath, body: UpsertIn,
-                  session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+                  session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Idempotent keyed write for integrations: ``created`` | ``updated`` | ``unchanged`` (writes and
     enqueues nothing). Fields left out keep their values. ``DOCUMENT_IN_TRASH`` (409) for a
     trashed keyed document."""
@@ -499,13 +540,13 @@ def get_by_key(kb_id: uuid.UUID, key: KeyPath, session: SessionDep, principal: P
 
 
 @router.post("/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=_WRITE)
-def restore_from_trash(doc_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+def restore_from_trash(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Back to its previous status (to the root if its parent is still in the trash)."""
     doc_service.restore_from_trash(session, actor, doc_id)
     return doc_service.get_document(session, actor.principal, doc_id)
 
 
 @router.delete("/api/trash/{doc_id}", response_model=PurgeOut, responses=_WRITE)
-def purge(doc_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> dict[str, Any]:
+def purge(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Remove a trashed document and its subtree for good (a revert of the run re-creates them)."""
     return {"purged": doc_service.purge_document(session, actor, doc_id)}

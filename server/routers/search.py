@@ -20,27 +20,26 @@ from openkb.retrieval import search
 from server.auth import require_scopes
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
+from server.schemas import RequestModel
 
 router = APIRouter(prefix="/api", tags=["search"])
 
 SearchPrincipal = Annotated[Principal, Depends(require_scopes("kb:search"))]
 
 
-class TimeRange(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class TimeRange(RequestModel):
+    model_config = ConfigDict(populate_by_name=True)  # merged with RequestModel's extra="forbid"
     from_: datetime | None = Field(None, alias="from", description="updated at or after (ISO 8601)")
     to: datetime | None = Field(None, description="updated at or before (ISO 8601)")
 
 
-class SearchFiltersIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SearchFiltersIn(RequestModel):
     tags: list[str] | None = Field(None, description="documents having any of these tags")
     metadata: dict[str, Any] | None = Field(None, description="documents whose metadata contains these key/values")
     time_range: TimeRange | None = None
 
 
-class SearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SearchIn(RequestModel):
     query: str = Field("", max_length=2000, description="empty: the most recently updated readable documents")
     knowledge_base_ids: list[uuid.UUID] | None = None
     top_k: int = Field(10, ge=1, le=100)

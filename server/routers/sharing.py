@@ -28,6 +28,7 @@ from openkb.permissions import share_links as link_service
 from server.auth import PrincipalDep, UserDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
+from server.schemas import RequestModel
 from server.routers.content import ActorDep
 
 router = APIRouter(tags=["sharing"])
@@ -46,13 +47,13 @@ class Out(BaseModel):
 # --- collaborators ------------------------------------------------------------------------------
 
 
-class CollaboratorIn(BaseModel):
+class CollaboratorIn(RequestModel):
     subject_type: Literal["user", "group"] = "user"
     subject_id: uuid.UUID
     role: Literal["manager", "editor", "viewer"]
 
 
-class CollaboratorUpdate(BaseModel):
+class CollaboratorUpdate(RequestModel):
     role: Literal["manager", "editor", "viewer"]
 
 
@@ -71,7 +72,7 @@ class CollaboratorList(BaseModel):
     items: list[CollaboratorOut]
 
 
-class TransferIn(BaseModel):
+class TransferIn(RequestModel):
     user_id: uuid.UUID
 
 
@@ -125,7 +126,7 @@ def transfer_owner(object_type: InviteType, object_id: uuid.UUID, body: Transfer
 # --- invitations --------------------------------------------------------------------------------
 
 
-class InvitationIn(BaseModel):
+class InvitationIn(RequestModel):
     role: Literal["admin", "member", "guest", "manager", "editor", "viewer"] = Field(
         description="workspace: admin/member/guest; knowledge base / document: manager/editor/viewer")
     email: str | None = Field(None, max_length=320, description="targeted, single-use; mailed")
@@ -164,13 +165,13 @@ class InvitationView(Out):
     targeted: bool
 
 
-class RegisterAndAccept(BaseModel):
+class RegisterAndAccept(RequestModel):
     email: str = Field(min_length=3, max_length=320)
     password: str = Field(min_length=8, max_length=1024)
     display_name: str | None = Field(None, min_length=1, max_length=1000)
 
 
-class AcceptIn(BaseModel):
+class AcceptIn(RequestModel):
     account: RegisterAndAccept | None = Field(None, description="not signed in: create the account and accept")
 
 
@@ -193,7 +194,7 @@ class RequestList(BaseModel):
     items: list[RequestOut]
 
 
-class DecideIn(BaseModel):
+class DecideIn(RequestModel):
     request_id: uuid.UUID | None = Field(None, description="the pending request (see .../requests)")
     user_id: uuid.UUID | None = Field(None, description="or the requesting user")
 
@@ -362,7 +363,7 @@ def reset_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: Actor
 # --- share links --------------------------------------------------------------------------------
 
 
-class ShareLinkIn(BaseModel):
+class ShareLinkIn(RequestModel):
     permission: Literal["view"] = "view"
     password: str | None = Field(None, min_length=1, max_length=1024)
     require_login: bool = False
@@ -392,7 +393,7 @@ class ShareLinkList(BaseModel):
     items: list[ShareLinkOut]
 
 
-class PasswordIn(BaseModel):
+class PasswordIn(RequestModel):
     password: str = Field(min_length=1, max_length=1024)
 
 

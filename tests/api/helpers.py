@@ -190,3 +190,14 @@ def auth_settings_override(committed: Callable[[], Session], tenant: Tenant | No
             if saved is not None:
                 s.add(AuthSettings(tenant_id=tenant_id, **saved))
             s.commit()
+
+
+def app_routes(routes: Any) -> Iterator[Any]:
+    """Every route of an app or router, the ones of included routers too (FastAPI >= 0.16x keeps
+    an included router as one entry of ``app.routes`` that holds the router's own routes)."""
+    for route in getattr(routes, "routes", routes):
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from app_routes(inner.routes)
+        else:
+            yield route

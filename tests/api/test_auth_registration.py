@@ -114,11 +114,75 @@ def test_allowed_email_domains(http, committed):
         assert sub.response.json()["error"] == "EMAIL_DOMAIN_NOT_ALLOWED"
 
 
-def test_duplicate_email_is_conflict(http, committed):
-    with auth_settings_override(committed):
-        a = register_user(http)
-        again = register_user(http, a.email.upper(), expect=409)
-        assert again.response.json()["error"] == "ALREADY_EXISTS"
+def _shape(body):
+    """What a client can compare between two answers (values that differ per call removed)."""
+    user = {k: v for k, v in body["user"].items() if k not in ("id", "created_at", "email", "display_name")}
+    return {**body, "user": user}
+
+
+def test_taken_address_answers_like_a_new_one(http, committed, test_home):
+    """No account enumeration (issue 10 §7): it used to be 409 "a user with email X already exists"."""
+    with auth_settings_override(committed, email_verification_required=True):
+        first = register_user(http, display_name="Owner")
+        again = register_user(http, first.email.upper(), password="another password 123", display_name="Mallory")
+        new = register_user(http, display_name="Someone")
+        a, b, c = (x.response.json() for x in (first, again, new))
+        assert again.response.status_code == new.response.status_code == 201
+        assert _shape(b) == _shape(c) == _shape(a)
+        assert b["user"]["status"] == "pending_email_verification" and b["verification_required"] is True
+        assert b["user"]["email"] == first.email.lower() and b["user"]["display_name"] == "Mallory"
+        assert b["user"]["id"] != a["user"]["id"]
+        assert set(again.response.headers) - {"date", "x-request-id", "content-length"} == \
+            set(new.response.headers) - {"date", "x-request-id", "content-length"}
+        with committed() as s:
+            rows = s.exec(select(User).where(User.email == first.email.lower())).all()
+            assert [u.id for u in rows] == [first.user_id]  # nothing created, nothing changed
+            assert rows[0].display_name == "Owner"
+            assert s.get(User, b["user"]["id"]) is None
+        # the owner, still unverified, gets a fresh verification link; the first password stays
+        msgs = outbox_messages(test_home, first.email)
+        assert len(msgs) == 2 and all("/verify-email?token=" in m.get_content() for m in msgs)
+        r = http.post("/api/auth/verify-email", json={"token": mailed_token(test_home, first.email)})
+        assert r.status_code == 200, r.text
+        assert _login_status(http, first.email) == (200, None)
+        assert _login_status(http, first.email, "another password 123") == (401, "INVALID_CREDENTIALS")
+
+        # an active account's owner is told someone tried
+        register_user(http, first.email, password="yet another password")
+        last = outbox_messages(test_home, first.email)[-1]
+        assert last["Subject"] == "Someone tried to register with your address"
+        assert "already has an account" in last.get_content() and "token=" not in last.get_content()
+    with committed() as s:
+        audit = s.exec(select(AuditLog).where(AuditLog.action == "user.registration_address_taken",
+                                              AuditLog.object_id == first.user_id)).all()
+    assert len(audit) == 2 and {row.meta["mailed"] for row in audit} == {True}
+    assert {(row.actor_user_id, row.meta["actor_kind"]) for row in audit} == {(None, "anonymous")}
+
+
+def test_taken_address_mails_are_throttled(http, committed, test_home):
+    """The form can't be used to flood someone's mailbox; the answer stays the same."""
+    owner = make_login_user(committed)
+    with auth_settings_override(committed, email_verification_required=True):
+        answers = {register_user(http, owner.email).response.status_code for _ in range(7)}
+    assert answers == {201}
+    assert len(outbox_messages(test_home, owner.email)) == 5
+    with committed() as s:
+        audit = s.exec(select(AuditLog).where(AuditLog.action == "user.registration_address_taken",
+                                              AuditLog.object_id == owner.user_id)).all()
+    assert sorted(row.meta["mailed"] for row in audit) == [False, False, True, True, True, True, True]
+
+
+def test_taken_address_without_verification(http, committed):
+    """Verification off: same status and shape, but nothing can hide that the new password
+    doesn't sign in (documented in openkb/accounts/registration.py)."""
+    owner = make_login_user(committed)
+    with auth_settings_override(committed, email_verification_required=False, default_signup_status="active"):
+        taken = register_user(http, owner.email, password="not the owner's password")
+        new = register_user(http)
+    assert _shape(taken.response.json()) == _shape(new.response.json())
+    assert taken.status == new.status == "active"
+    assert _login_status(http, owner.email) == (200, None)
+    assert _login_status(http, owner.email, "not the owner's password") == (401, "INVALID_CREDENTIALS")
 
 
 def test_instance_default_applies_without_override(http, committed):
@@ -157,9 +221,10 @@ def test_bad_input_is_422(http, committed, body, field):
     assert field in r.json()["detail"]
 
 
-def test_non_json_body_is_422(http):
+def test_non_json_body_is_400_invalid_json(http):
     r = http.post("/api/auth/register", content=b"\xff\xfe", headers={"content-type": "application/json"})
-    assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
+    assert r.status_code == 400 and r.json()["error"] == "INVALID_JSON"
+    assert r.json()["detail"].startswith("line 1, column 1: ")
 
 
 def test_first_user_becomes_admin_over_http(http, committed):
