@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func
 from sqlmodel import Session, select
@@ -20,6 +21,9 @@ from openkb.errors import AlreadyExists, NotFound, ValidationError
 from openkb.models import Tenant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.models.enums import TENANT_ROLES, USER_STATUSES
+
+if TYPE_CHECKING:  # a runtime import would be circular (permissions -> accounts)
+    from openkb.permissions.principal import Principal
 
 # No whitespace, no control characters (NUL can't even be stored in PostgreSQL text).
 EMAIL_RE = re.compile(r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+\.[^@\s\x00-\x1f\x7f]+$")
@@ -66,7 +70,7 @@ def create_tenant(session: Session, *, name: str, slug: str) -> Tenant:
     return t
 
 
-def add_tenant(session: Session, principal, *, name: str, slug: str) -> Tenant:  # noqa: ANN001 - Principal
+def add_tenant(session: Session, principal: Principal, *, name: str, slug: str) -> Tenant:
     """Create a tenant as ``principal`` (system administrators only), audited ``tenant.create``."""
     from openkb.audit import record_audit
     from openkb.errors import PermissionDenied
@@ -132,7 +136,7 @@ def create_user(session: Session, *, tenant: Tenant, email: str, password: str |
     return u
 
 
-def add_user(session: Session, principal, *, tenant: Tenant, email: str, password: str | None,  # noqa: ANN001
+def add_user(session: Session, principal: Principal, *, tenant: Tenant, email: str, password: str | None,
              display_name: str | None = None, role: str = "member", status: str = "active") -> User:
     """Create an (email-verified) user in ``tenant`` as ``principal``, audited ``user.create``.
 
