@@ -23,7 +23,7 @@ from openkb.context import AppContext
 from openkb.errors import Unauthenticated
 from openkb.indexing.service import warm_active
 from openkb.jobs import JobQueue, set_queue
-from server import errors
+from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
@@ -67,11 +67,12 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
             yield
         task.cancel()
 
-    app = FastAPI(title="OpenKB", version=__version__, openapi_url="/api/openapi.json", docs_url="/api/docs",
+    app = FastAPI(title="OpenKB", version=__version__, openapi_url="/api/openapi.json", docs_url=None,
                   redoc_url=None, lifespan=lifespan)
     app.state.ctx = ctx
     app.state.warm = {"done": False}
     errors.install(app)
+    docs_ui.install(app)  # /api/docs with Swagger UI assets from a package, no CDN
     # Before request_id below, so that middleware wraps this one and a 413 still gets X-Request-Id.
     app.add_middleware(BodyLimitMiddleware, limit=lambda: ctx.settings.json_body_limit)
 
