@@ -67,7 +67,8 @@ def index_status(json_out: JsonOpt = False) -> None:
     sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index verify`[/]"
     console.print(f"  rows        Milvus {out['milvus_rows']} / PostgreSQL chunks {out['pg_chunks']}  {sync}")
     docs = out.get("documents") or {}
-    console.print("  documents   " + ", ".join(f"{k} {v}" for k, v in sorted(docs.items())) if docs else
+    console.print("  documents   " + ", ".join(f"{k} {v}" for k, v in sorted(docs.items()))
+                  + (f" ({out['retrying']} pending being retried)" if out.get("retrying") else "") if docs else
                   "  documents   none")
     job = out.get("last_rebuild")
     if job:

@@ -552,6 +552,10 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
     counts = session.execute(text("SELECT index_status, count(*) FROM documents WHERE type = 'page' "
                                   "AND status <> 'deleted' GROUP BY index_status")).all()
     out["documents"] = {s: int(n) for s, n in counts}
+    # pending pages whose last index run failed and that the worker is retrying
+    out["retrying"] = int(session.execute(text(
+        "SELECT count(*) FROM documents WHERE type = 'page' AND status <> 'deleted' AND index_status = 'pending' "
+        "AND index_attempts > 0")).scalar_one())
     return out
 
 

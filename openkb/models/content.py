@@ -121,8 +121,9 @@ class Document(SQLModel, table=True):
     tags: list[str] = text_array()
     index_status: str = Field(default="pending", sa_column_kwargs={"server_default": "pending"})
     index_error: str | None = None
-    # Failed index runs of the current version so far; reset when a save or a success starts the
-    # count again. ``index_status`` stays ``pending`` while the worker will retry (docs/operations.md).
+    # Failed index runs since the last successful one (a success resets it to 0). ``index_status``
+    # stays ``pending`` while the worker will retry and is ``failed`` once it gives up
+    # (docs/operations.md#index-operations).
     index_attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     indexed_version_id: uuid.UUID | None = None
     deleted_at: datetime | None = ts(nullable=True)

@@ -290,6 +290,8 @@ def test_a_failure_the_worker_retries_stays_pending_and_failed_means_given_up(en
         run()
     status, attempts, error = state()
     assert (status, attempts) == ("pending", 1) and "Milvus is down" in error and "will retry" in error
+    with Session(env.engine) as s:
+        assert service.index_status(env.ctx, s)["retrying"] >= 1  # `openkb index status` shows it
     with jobs.job_attempt(retries_left=0):  # the last try: given up
         run()
     status, attempts, error = state()
