@@ -182,8 +182,9 @@ def index_drop(
     force: Annotated[bool, typer.Option("--force", help="Drop it even if it is the rollback target.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Drop a collection that is not active (its profile stays, status dropped). The rollback
-    target is refused unless --force; the active collection always."""
+    """Drop a collection that is not active (its profile stays, status dropped).
+
+    The rollback target is refused unless --force; the active collection always (exit 7)."""
     from openkb.indexing.rebuild import drop
 
     if not yes and not json_out and not typer.confirm(f"drop the collection of {profile}?"):
