@@ -37,6 +37,14 @@ def check_port(host: str, port: int) -> None:
             ) from None
 
 
+# What stops `openkb up` cleanly: Ctrl-C, `kill`, the terminal closing.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 class Supervisor:
     def __init__(self, settings: Settings, host: str, port: int, say: Callable[[str], None], workers: int = 2) -> None:
         self.settings = settings
@@ -58,6 +66,11 @@ class Supervisor:
 
     def start(self) -> None:
         t0 = time.perf_counter()
+        # SIGTERM/SIGHUP while starting would end the process without running ``stop``, leaving the
+        # PostgreSQL pg_ctl daemonised behind (children die with us, it does not): turn them into
+        # an exception so the ``except BaseException`` below tears down what was started.
+        for sig in STOP_SIGNALS[1:]:
+            signal.signal(sig, _exit_on_signal)
         self.settings.validate_urls()
         self.home.ensure()
         if not self.lock.try_acquire():
@@ -142,8 +155,8 @@ class Supervisor:
         def handler(signum: int, _frame: object) -> None:
             stop["sig"] = signum
 
-        signal.signal(signal.SIGINT, handler)
-        signal.signal(signal.SIGTERM, handler)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
         restarts = 0
         while stop["sig"] is None:
             api = self.children.get("api")

@@ -110,3 +110,23 @@ def test_after_kill_9_of_up_the_next_up_stops_everything(tmp_path):
         second.wait(120)
     assert second.returncode == 0, _logs(home)
     assert processes_of_home(home) == [], _logs(home)
+
+
+@pytest.mark.slow
+def test_sigterm_while_up_is_starting_stops_what_was_started(tmp_path):
+    """SIGTERM's default action ends the process without running `stop`: the PostgreSQL that
+    pg_ctl daemonised outlived it. Sent once PostgreSQL is up and before the API is ready."""
+    from tests.test_cli import _free_port, _logs, start_up, up_env
+
+    home = tmp_path / "home"
+    proc = start_up(up_env(home), _free_port())
+    try:
+        deadline = time.monotonic() + 180
+        while not (home / "run" / "postgresql.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, _logs(home)
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    assert "Traceback" not in (proc.stdout.read() if proc.stdout else "")
+    assert processes_of_home(home) == [], _logs(home)

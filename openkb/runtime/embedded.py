@@ -153,6 +153,21 @@ def forget_pgserver_handles(pg_dir: Path) -> None:
     (pg_dir / ".handle_pids.json").unlink(missing_ok=True)
 
 
+def stop_postgres_of(pg_dir: Path, timeout: float = 30.0) -> None:
+    """Fast-shutdown (SIGINT) the postmaster ``pg/postmaster.pid`` names, if it runs on ``pg_dir``."""
+    import psutil
+
+    try:
+        pid = int((pg_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+        proc = psutil.Process(pid)
+        if str(pg_dir.resolve()) not in " ".join(proc.cmdline()):
+            return  # a recycled pid, not our server
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout)
+    except (OSError, ValueError, psutil.Error):
+        return
+
+
 class EmbeddedServices:
     """Context manager resolving every component to a usable endpoint."""
 
@@ -255,9 +270,13 @@ class EmbeddedServices:
         if self._pg is not None:
             try:
                 self._pg.cleanup()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("stopping embedded PostgreSQL")
             self._pg = None
+        elif any(lock.name == "postgresql" for lock in self._locks):
+            # Interrupted while pgserver was starting it (a signal during `up`): we own the data
+            # directory, so a server running on it is ours to stop.
+            stop_postgres_of(self.home.pg_dir)
         for lock in self._locks:
             lock.release()
         self._locks.clear()
