@@ -409,8 +409,11 @@ def endpoint_info(settings: Any) -> dict[str, Any]:
     warnings: list[str] = []
     host = (urlparse(base).hostname or "").lower()
     if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
+        port = urlparse(base).port or 80
         warnings.append(f"APP_BASE_URL is {base}: Dify (often in Docker) cannot reach a loopback address; set "
-                        "APP_BASE_URL to the URL Dify can reach, e.g. http://host.docker.internal:8000 or https://kb.example.com")
+                        f"APP_BASE_URL to the URL Dify can reach, e.g. http://host.docker.internal:{port} or https://kb.example.com")
+    if str(getattr(settings, "app_base_url_source", "")).startswith("default"):  # docs/operations.md
+        warnings.append(f"APP_BASE_URL is unset and no `openkb up` is running: {base} is a guess: start `openkb up` first, or set APP_BASE_URL")
     if base.endswith("/retrieval"):
         warnings.append("APP_BASE_URL ends with /retrieval: Dify would call /retrieval/retrieval; drop the suffix")
     return {
