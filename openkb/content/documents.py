@@ -111,7 +111,7 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
     tag_list = limits.check_tags(tags, settings=settings)
     kb_access = access_knowledge_base(session, p, knowledge_base_id)
     kb = kb_access.knowledge_base
-    parent = tree.access_parent(session, p, kb.id, parent_id)
+    parent = tree.target_parent(session, p, kb.id, parent_id)
     denied = "not allowed to create documents here"
     if parent is None:
         kb_access.require(KbAction.CREATE, message=denied)
@@ -230,7 +230,7 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
     changed = {k: v for k, v in fields.items() if _differs(doc, k, v)}
     moving = "parent_id" in changed
     if moving:
-        tree.access_parent(session, p, doc.knowledge_base_id, changed["parent_id"])
+        tree.target_parent(session, p, doc.knowledge_base_id, changed["parent_id"])
         tree.check_move(session, doc.id, doc.knowledge_base_id, changed["parent_id"], settings)
     needed: set[Action] = set()
     if changed.keys() & _EDIT_FIELDS:

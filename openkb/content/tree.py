@@ -168,7 +168,7 @@ def check_move(session: Session, doc_id: uuid.UUID, kb_id: uuid.UUID, new_parent
     limits.check_depth(target_depth + height, settings)
 
 
-def access_parent(session: Session, principal: Principal, kb_id: uuid.UUID,
+def target_parent(session: Session, principal: Principal, kb_id: uuid.UUID,
                   parent_id: uuid.UUID | None) -> DocumentAccess | None:
     """The target parent must exist in ``kb_id`` and be readable, else 404 (never 403); its access
     (None for the knowledge-base root) answers the create-child question without another query."""

@@ -120,7 +120,7 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
         return UpsertResult("unchanged", doc, cur)
 
     if "parent_id" in fields:
-        tree.access_parent(session, p, doc.knowledge_base_id, fields["parent_id"])
+        tree.target_parent(session, p, doc.knowledge_base_id, fields["parent_id"])
         tree.check_move(session, doc.id, doc.knowledge_base_id, fields["parent_id"], settings)
         if not can_move_document(session, p, doc.id, new_parent_id=fields["parent_id"],
                                  knowledge_base_id=doc.knowledge_base_id):

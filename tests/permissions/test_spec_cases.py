@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
+from openkb.content import Actor, changes, documents
+from openkb.content import knowledge_bases as kb_service
+from openkb.content import workspaces as ws_service
+from openkb.errors import NotFound, PermissionDenied
 from openkb.permissions import (
-    Action, Principal, can_edit_document, can_manage_document, can_read_document, can_read_knowledge_base,
-    filter_documents, filter_readable_documents, readable_scope, resolve_effective_role,
-    resolve_readable_principals_for_milvus, resolve_workspace_role,
+    Action, Principal, WsAction, access_change, access_workspace, can_edit_document, can_in_workspace,
+    can_manage_document, can_read_document, can_read_knowledge_base, filter_documents, filter_readable_documents,
+    readable_scope, resolve_effective_role, resolve_readable_principals_for_milvus, resolve_workspace_role,
 )
 from openkb.permissions.collaborators import remove_collaborator
 from tests.factories import add_member, grant, make_doc, make_group, make_kb, make_user, make_workspace
@@ -252,3 +258,51 @@ def test_system_principal_reads_everything_but_writes_nothing(db, w):
     doc = make_doc(db, kb, w.owner, status="draft")
     assert can_read_document(db, Principal.system(), doc.id)
     assert not can_edit_document(db, Principal.system(), doc.id)
+
+
+# -- workspace rules and the change log (rules.ws_allows, rules.change_visible) ---------------------
+
+
+def test_guest_sees_the_workspace_but_not_who_else_is_in_it(db, w, P):
+    assert access_workspace(db, P(w.guest), w.workspace.id).role == "guest"
+    assert not can_in_workspace(db, P(w.guest), WsAction.LIST_MEMBERS, w.workspace.id)
+    with pytest.raises(PermissionDenied):
+        ws_service.list_members(db, P(w.guest), w.workspace.id)
+    for person in (w.owner, w.admin, w.member):
+        assert {m["user_id"] for m in ws_service.list_members(db, P(person), w.workspace.id)} >= {w.guest.id}
+    with pytest.raises(NotFound):  # not a member at all: the workspace does not exist for them
+        ws_service.list_members(db, P(w.outsider), w.workspace.id)
+
+
+def test_only_owners_admins_and_members_create_knowledge_bases(db, w, P):
+    for person in (w.owner, w.admin, w.member):
+        assert can_in_workspace(db, P(person), WsAction.CREATE_KNOWLEDGE_BASE, w.workspace.id)
+        kb_service.create_knowledge_base(db, Actor.of(P(person)), workspace_id=w.workspace.id, title="Mine")
+    assert not can_in_workspace(db, P(w.member, scopes={"kb:read"}), WsAction.CREATE_KNOWLEDGE_BASE, w.workspace.id)
+    with pytest.raises(PermissionDenied):
+        kb_service.create_knowledge_base(db, Actor.of(P(w.guest)), workspace_id=w.workspace.id, title="No")
+    with pytest.raises(NotFound):
+        kb_service.create_knowledge_base(db, Actor.of(P(w.outsider)), workspace_id=w.workspace.id, title="No")
+
+
+def test_change_log_shows_own_changes_and_those_of_managed_knowledge_bases(db, w, P):
+    kb = make_kb(db, w.workspace, w.owner, visibility="workspace")
+    grant(db, "knowledge_base", kb.id, w.member, "editor", tenant_id=w.tenant.id)
+    grant(db, "knowledge_base", kb.id, w.admin, "manager", tenant_id=w.tenant.id)
+    documents.create_document(db, Actor.of(P(w.owner)), knowledge_base_id=kb.id, title="By owner")
+    documents.create_document(db, Actor.of(P(w.member)), knowledge_base_id=kb.id, title="By member")
+    by = {c.summary: c for c in changes.list_changes(db, P(w.owner))}
+    owners, members = by["created page 'By owner'"], by["created page 'By member'"]
+    assert {c.id for c in changes.list_changes(db, P(w.member))} == {members.id}  # an editor: its own only
+    assert {c.id for c in changes.list_changes(db, P(w.admin))} >= {owners.id, members.id}  # a manager: all
+    assert access_change(db, P(w.admin), owners.id).id == owners.id
+    with pytest.raises(NotFound):
+        access_change(db, P(w.member), owners.id)
+    # a read-only token sees its own changes, not the others' (managing needs a write scope)
+    assert {c.id for c in changes.list_changes(db, P(w.admin, scopes={"kb:read"}))}.isdisjoint({owners.id, members.id})
+    w.member.status = "suspended"  # a suspended user sees nothing, not even its own
+    db.add(w.member)
+    db.flush()
+    assert changes.list_changes(db, P(w.member)) == []
+    with pytest.raises(NotFound):
+        access_change(db, P(w.member), members.id)
