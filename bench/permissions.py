@@ -4,7 +4,9 @@
 
 Prints p50/p95 for ``can_read_document`` on one document, for the batch check of 100
 candidates (``filter_readable_documents``), for ``readable_scope`` and ``chunk_access_many``
-(100), with the number of SQL statements each issues. The last line is a JSON object.
+(100), and for the fetch-then-authorize every REST call on one object makes
+(``access_document`` / ``access_knowledge_base`` / ``access_workspace`` for random people, many
+answered NotFound), with the number of SQL statements each issues. The last line is a JSON object.
 Uses ``DATABASE_URL`` if set (a scratch database is created there), else starts pgserver in a
 temporary OPENKB_HOME.
 """
@@ -134,7 +136,7 @@ def build_world(session, n_docs: int, n_users: int, rng: random.Random) -> dict:
     session.execute(text("ANALYZE"))
     session.commit()
     return {"tenant": tid, "users": users, "docs": [d["id"] for d in docs], "collaborators": len(collab),
-            "workspace_members": len(members)}
+            "workspace_members": len(members), "kbs": [k for k, _, _ in kbs], "workspaces": wss}
 
 
 def _explain(engine, world: dict, rng: random.Random) -> None:
@@ -172,8 +174,10 @@ def main() -> None:
         from sqlmodel import Session
 
         from openkb.db import get_engine
+        from openkb.errors import NotFound, PermissionDenied
         from openkb.permissions import (
-            Principal, can_read_document, chunk_access_many, filter_readable_documents, readable_scope,
+            Principal, access_document, access_knowledge_base, access_workspace, can_read_document, chunk_access_many,
+            filter_readable_documents, readable_scope,
         )
 
         engine = get_engine(url)
@@ -228,6 +232,24 @@ def main() -> None:
         scope = measure("readable_scope", lambda s: readable_scope(s, principal()), args.samples)
         chunks = measure("chunk_access_many (100)", lambda s: chunk_access_many(s, rng.sample(docs, 100)),
                          args.samples)
+
+        def refused(fn):  # an access a random person may not have: NotFound/PermissionDenied is an answer
+            def run(s):
+                s.expunge_all()  # a request's session starts empty: the fetch is a real query
+                try:
+                    fn(s)
+                except (NotFound, PermissionDenied):
+                    pass
+            return run
+
+        acc_doc = measure("access_document", refused(lambda s: access_document(s, principal(), rng.choice(docs))),
+                          args.samples)
+        acc_kb = measure("access_knowledge_base",
+                         refused(lambda s: access_knowledge_base(s, principal(), rng.choice(world["kbs"]))),
+                         args.samples)
+        acc_ws = measure("access_workspace",
+                         refused(lambda s: access_workspace(s, principal(), rng.choice(world["workspaces"]))),
+                         args.samples)
         figures = {
             "documents": len(docs), "users": len(users),
             "single_p50_ms": single["p50_ms"], "single_p95_ms": single["p95_ms"], "single_queries": single["queries"],
@@ -236,6 +258,9 @@ def main() -> None:
             "search100_p95_ms": search["p95_ms"],
             "scope_p50_ms": scope["p50_ms"], "scope_p95_ms": scope["p95_ms"], "scope_queries": scope["queries"],
             "chunk_access100_p95_ms": chunks["p95_ms"], "chunk_access100_queries": chunks["queries"],
+            "access_document_p95_ms": acc_doc["p95_ms"], "access_document_queries": acc_doc["queries"],
+            "access_kb_p95_ms": acc_kb["p95_ms"], "access_kb_queries": acc_kb["queries"],
+            "access_workspace_p95_ms": acc_ws["p95_ms"], "access_workspace_queries": acc_ws["queries"],
             # the machine's load while measuring: figures on a shared box are upper bounds
             "load_avg_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
         }
