@@ -45,9 +45,9 @@ def test_missing_and_unseen_are_the_same_not_found(db, w, P):
         missing = _not_found(lambda fn=fn: fn(db, P(w.owner), uuid.uuid4()))
         for person in unseen_by:
             p = Principal.user(person, w.other_tenant.id) if person is w.other_tenant_user else P(person)
-            # asking for an action it could never do changes nothing: still NotFound
-            assert _not_found(lambda fn=fn, p=p: fn(db, p, oid)) == missing, (fn.__name__, person)
-            assert _not_found(lambda fn=fn, p=p: fn(db, p, oid, None)) == missing, (fn.__name__, person)
+            assert _not_found(lambda fn=fn, p=p, oid=oid: fn(db, p, oid)) == missing, (fn.__name__, person)
+            # the visibility-only form (action=None) answers the same
+            assert _not_found(lambda fn=fn, p=p, oid=oid: fn(db, p, oid, None)) == missing, (fn.__name__, person)
     assert _not_found(lambda: access_document(db, Principal.anonymous(w.tenant.id), doc.id)) == \
         _not_found(lambda: access_document(db, Principal.anonymous(w.tenant.id), uuid.uuid4()))
 

@@ -70,10 +70,8 @@ def _fetches_by_id(node: ast.AST) -> bool:
     if isinstance(node, ast.Call) and _name(node.func) == "get" and isinstance(node.func, ast.Attribute) \
             and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in GUARDED_MODELS:
         return True  # session.get(Document, ...)
-    if isinstance(node, ast.Compare) and _is_model_id(node.left) \
-            and any(isinstance(op, ast.Eq) for op in node.ops):
-        return True  # select(Document).where(Document.id == ...)
-    return False
+    # select(Document).where(Document.id == ...)
+    return isinstance(node, ast.Compare) and _is_model_id(node.left) and any(isinstance(op, ast.Eq) for op in node.ops)
 
 
 def _decides(node: ast.AST) -> bool:
