@@ -639,9 +639,9 @@ def ws_capabilities(viewer: Viewer, ws_id: str) -> frozenset[WsAction]:
 def change_visible(viewer: Viewer, tenant_id: str, actor_id: str | None, kb: KbFacts | None) -> bool:
     """May the principal see (and so revert) a change row of ``tenant_id`` made by ``actor_id``
     inside knowledge base ``kb`` (None: a workspace-level change, or the knowledge base is gone)?
-    docs/api.md#runs-and-the-change-log: one's own changes; all of a knowledge base one manages. Only active users of the
-    row's tenant see anything (a token of any scope sees its user's own changes; seeing the
-    others' needs ``KbAction.MANAGE``, hence a write scope)."""
+    docs/api.md#runs-and-the-change-log: one's own changes; all of a knowledge base one manages.
+    Only active users of the row's tenant see anything (a token of any scope sees its user's own
+    changes; seeing the others' needs ``KbAction.MANAGE``, hence a write scope)."""
     p = viewer.principal
     if p.kind != "user" or p.user_id is None or not viewer.user_active or viewer.tenant != tenant_id:
         return False
