@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Iterable
+from collections.abc import Iterable
+from typing import Annotated, Any
 
 import typer
-
 from rich.console import Console
 from rich.table import Table
 

@@ -123,7 +123,8 @@ def test_sigterm_while_up_is_starting_stops_what_was_started(tmp_path):
     try:
         deadline = time.monotonic() + 180
         while not (home / "run" / "postgresql.json").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, _logs(home)
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError((proc.stdout.read() if proc.stdout else "") + _logs(home))
             time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGTERM)

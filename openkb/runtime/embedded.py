@@ -18,9 +18,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from openkb.config import Settings
 from openkb.errors import ConfigError, ServiceUnavailable
@@ -195,7 +196,7 @@ class EmbeddedServices:
     def __enter__(self) -> Endpoints:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def start(self) -> Endpoints:

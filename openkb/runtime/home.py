@@ -53,7 +53,7 @@ class Home:
     def log_dir(self) -> Path:
         return self.root / "logs"
 
-    def ensure(self) -> "Home":
+    def ensure(self) -> Home:
         """Create the layout; an unwritable home is a config error naming OPENKB_HOME."""
         try:
             for d in (self.root, self.blobs_dir, self.outbox_dir, self.run_dir, self.log_dir, self.milvus_dir):
