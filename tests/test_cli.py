@@ -209,7 +209,9 @@ def fresh_up(tmp_path_factory):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(90)
-    assert proc.returncode == 0, _logs(home)
+    out = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 0, out + _logs(home)
+    assert f"use http://127.0.0.1:{port} " in " ".join(out.split()), out  # up says what links will say
     # children gone: nothing listens on the port any more
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)

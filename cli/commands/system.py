@@ -39,6 +39,9 @@ def up(
     console.print(f"starting OpenKB in {settings.openkb_home} ...")
     sup.start()
     console.print(f"[bold green]OpenKB is ready[/] at {sup.url}  (ready in {sup.timings['ready_s']:.1f}s)")
+    if settings.app_base_url_source != "environment":
+        console.print(f"Links in mail, shares and Dify citations use {settings.app_base_url} "
+                      "(set APP_BASE_URL to the address users reach).", highlight=False, soft_wrap=True)
     console.print("The first user to register becomes system_admin. Ctrl-C stops everything.")
     raise typer.Exit(sup.run_forever())
 
