@@ -9,7 +9,7 @@ from openkb.models.indexing import (
     DocumentAsset, DocumentChunk, ImportJob, IndexRebuildJob, MilvusAliasSwitch, MilvusIndexProfile,
 )
 from openkb.models.integrations import (
-    DifyApiKey, DifyKnowledgeMapping, McpOAuthAuthorizationCode, McpOAuthClient, McpOAuthGrant,
+    DifyApiKey, DifyKnowledgeMapping, McpOAuthAccessToken, McpOAuthAuthorizationCode, McpOAuthClient, McpOAuthGrant,
     McpOAuthRefreshToken, McpPersonalAccessToken,
 )
 from openkb.models.sharing import Collaborator, Invitation, InvitationAcceptance, ShareLink
@@ -17,7 +17,7 @@ from openkb.models.sharing import Collaborator, Invitation, InvitationAcceptance
 __all__ = [
     "AuditLog", "AuthSettings", "Change", "Collaborator", "DifyApiKey", "DifyKnowledgeMapping", "Document",
     "DocumentAsset", "DocumentChunk", "DocumentVersion", "EmailToken", "Group", "GroupMember", "ImportJob",
-    "IndexRebuildJob", "Invitation", "InvitationAcceptance", "KnowledgeBase", "McpOAuthAuthorizationCode",
+    "IndexRebuildJob", "Invitation", "InvitationAcceptance", "KnowledgeBase", "McpOAuthAccessToken", "McpOAuthAuthorizationCode",
     "McpOAuthClient", "McpOAuthGrant", "McpOAuthRefreshToken", "McpPersonalAccessToken", "MilvusAliasSwitch", "MilvusIndexProfile",
     "RateLimitBucket", "ShareLink", "Tenant", "TenantMembership", "User", "UserSession", "Workspace",
     "WorkspaceMember",

@@ -10,12 +10,21 @@ from sqlalchemy import CheckConstraint, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from openkb.models._base import check_in, fk, id_field, jsonb, text_array, ts, uuid_array
-from openkb.models.enums import CLIENT_STATUSES, DIFY_KEY_STATUSES, GRANT_STATUSES, MAPPING_STATUSES, PAT_STATUSES
+from openkb.models.enums import (
+    CLIENT_REGISTRATIONS, CLIENT_STATUSES, DIFY_KEY_STATUSES, GRANT_STATUSES, MAPPING_STATUSES, PAT_STATUSES,
+)
 
 
 class McpOAuthClient(SQLModel, table=True):
+    """An OAuth client of the MCP authorization server (docs/oauth.md): registered by RFC 7591
+    (``registration='dcr'``) or known by its Client ID Metadata Document URL (``'cimd'``, the
+    fetched document cached until ``metadata_expires_at``)."""
+
     __tablename__ = "mcp_oauth_clients"
-    __table_args__ = (CheckConstraint(check_in("status", CLIENT_STATUSES), name="mcp_oauth_clients_status_check"),)
+    __table_args__ = (
+        CheckConstraint(check_in("status", CLIENT_STATUSES), name="mcp_oauth_clients_status_check"),
+        CheckConstraint(check_in("registration", CLIENT_REGISTRATIONS), name="mcp_oauth_clients_registration_check"),
+    )
 
     id: uuid.UUID = id_field()
     tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
@@ -24,6 +33,9 @@ class McpOAuthClient(SQLModel, table=True):
     redirect_uris: list[str] = text_array()
     allowed_scopes: list[str] = text_array()
     status: str
+    registration: str = Field(default="dcr", sa_column_kwargs={"server_default": "dcr"})
+    meta: dict[str, Any] = jsonb("metadata")
+    metadata_expires_at: datetime | None = ts(nullable=True)
     created_by: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
     created_at: datetime = ts()
     updated_at: datetime = ts()
@@ -44,6 +56,7 @@ class McpOAuthGrant(SQLModel, table=True):
     status: str
     expires_at: datetime | None = ts(nullable=True)
     revoked_at: datetime | None = ts(nullable=True)
+    last_used_at: datetime | None = ts(nullable=True)
     created_at: datetime = ts()
 
 
@@ -64,14 +77,38 @@ class McpOAuthAuthorizationCode(SQLModel, table=True):
 
 
 class McpOAuthRefreshToken(SQLModel, table=True):
+    """One refresh token of a grant. Rotation sets ``revoked_at``; presenting a token whose
+    ``revoked_at`` is set while its grant is active is reuse, and revokes the grant."""
+
     __tablename__ = "mcp_oauth_refresh_tokens"
+    __table_args__ = (Index("ix_mcp_oauth_refresh_tokens_grant", "grant_id"),)
 
     id: uuid.UUID = id_field()
     tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
     grant_id: uuid.UUID = fk("mcp_oauth_grants.id", ondelete="CASCADE")
     token_hash: str = Field(unique=True)
+    scopes: list[str] = text_array()
+    resource: str | None = None
     expires_at: datetime = ts()
     revoked_at: datetime | None = ts(nullable=True)
+    created_at: datetime = ts()
+
+
+class McpOAuthAccessToken(SQLModel, table=True):
+    """A short-lived OAuth access token (SHA-256 only), bound to its grant, scopes and RFC 8707
+    resource. Checked by one indexed lookup joined to the grant and the user, so revoking the
+    grant or suspending the user stops the next call (docs/oauth.md)."""
+
+    __tablename__ = "mcp_oauth_access_tokens"
+    __table_args__ = (Index("ix_mcp_oauth_access_tokens_grant", "grant_id"),)
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
+    grant_id: uuid.UUID = fk("mcp_oauth_grants.id", ondelete="CASCADE")
+    token_hash: str = Field(unique=True)
+    scopes: list[str] = text_array()
+    resource: str
+    expires_at: datetime = ts()
     created_at: datetime = ts()
 
 
