@@ -28,12 +28,14 @@ from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.routers import admin, assets, auth, changes, content, dify, groups, health, milvus_admin, search, sharing
+from server.web import router as web_router
 
 log = logging.getLogger("openkb.server")
 
 # Every router, imported plainly: a missing or broken one fails the start, not one route later.
 ROUTERS = (health.router, auth.router, admin.router, groups.router, content.router, sharing.router,
-           assets.router, changes.router, search.router, milvus_admin.router, dify.router)
+           assets.router, changes.router, search.router, milvus_admin.router, dify.router,
+           web_router)  # last: the web app's pages and assets (server/web)
 
 
 def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAPI:

@@ -1,0 +1,100 @@
+"""The web app: ``index.html`` for the app's pages, its hashed assets, one strict CSP (docs/web.md).
+
+The bundle is built from ``web/`` by Vite into ``server/web/dist`` and committed, so the
+appliance serves it without Node. Only the routes the single-page app owns answer
+``index.html`` (``/``, ``/app/*``, the public pages that mails and API answers link to); any
+other unknown path, ``/api/*`` above all, keeps the JSON ``NOT_FOUND`` of server/errors.py.
+
+Caching: files under ``/assets/`` carry a content hash in their name, so they are ``immutable``
+for a year; ``index.html`` is ``no-cache`` so a new release is picked up on the next visit.
+Assets are gzip-compressed once per process when the client accepts it (the bundle is ~4 MB
+raw, ~1 MB compressed; the app has no general compression middleware).
+
+Trap: the CSP is the same for every page and must allow exactly what Crepe needs — no inline
+script, no foreign origin. Crepe, CodeMirror and KaTeX set ``style="..."`` attributes and
+CodeMirror adds its own style rules, hence ``'unsafe-inline'`` for styles only (a style cannot
+run code); tests/web/test_browser.py fails on any CSP violation the pages report. The share
+page puts a secret in the URL, hence ``Referrer-Policy: no-referrer``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mimetypes
+import threading
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+
+from openkb.errors import NotFound
+
+DIST = Path(__file__).resolve().parent / "dist"
+ASSETS = DIST / "assets"
+
+CSP = "; ".join((
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' blob: data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "manifest-src 'self'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+    "object-src 'none'",
+))
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+# The single-page app's own routes (web/src/routes.ts); everything else is not ours.
+PAGES = ("/", "/login", "/register", "/verify-email", "/reset-password", "/app", "/app/{rest:path}",
+         "/invitations/{token}", "/share/{token}", "/share/{token}/docs/{doc_id}")
+
+router = APIRouter(include_in_schema=False)
+
+
+def _index() -> bytes:
+    try:
+        return (DIST / "index.html").read_bytes()
+    except FileNotFoundError as exc:  # a source checkout without a build: say so, don't 500
+        raise NotFound("the web app is not built (cd web && npm ci && npm run build)") from exc
+
+
+def index_page() -> HTMLResponse:
+    return HTMLResponse(_index(), headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+
+
+for _path in PAGES:
+    router.add_api_route(_path, index_page, methods=["GET"], response_class=HTMLResponse)
+
+
+_gz_cache: dict[str, bytes] = {}
+_gz_lock = threading.Lock()
+_COMPRESSIBLE = (".js", ".css", ".svg", ".json", ".ttf", ".txt", ".html")
+
+
+@router.get("/assets/{name}")
+def asset(name: str, request: Request) -> Response:
+    """A built file by its exact name: no sub-paths, nothing outside dist/assets."""
+    path = ASSETS / name
+    if "/" in name or "\\" in name or name.startswith(".") or not path.is_file():
+        raise NotFound("no such asset")
+    headers = {"Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff", "Vary": "Accept-Encoding"}
+    if name.endswith(_COMPRESSIBLE) and "gzip" in request.headers.get("accept-encoding", ""):
+        body = _gz_cache.get(name)
+        if body is None:
+            # mtime=0: the same bytes on every start (caches and benches compare them)
+            body = gzip.compress(path.read_bytes(), compresslevel=6, mtime=0)
+            with _gz_lock:
+                _gz_cache[name] = body
+        media = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(body, media_type=media, headers={**headers, "Content-Encoding": "gzip"})
+    return FileResponse(path, headers=headers)

@@ -1,0 +1,104 @@
+"""How the appliance serves the web app (server/web): pages, assets, headers, the API's 404s.
+
+Plain HTTP against the live server; the browser behaviour is in test_browser.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.web import ASSETS, DIST
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PAGES = ["/", "/login", "/register", "/verify-email?token=abc", "/reset-password?token=abc", "/app",
+         "/app/search", "/app/workspaces/1b6e0c1e-0000-0000-0000-000000000000",
+         "/app/kb/x/docs/y", "/invitations/kbinv_abc", "/share/kbshare_abc"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_app_routes_answer_the_index_with_a_strict_policy(http, path):
+    r = http.get(path)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/html")
+    assert r.headers["cache-control"] == "no-cache"
+    assert r.text == (DIST / "index.html").read_text(encoding="utf-8")
+    csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";"))
+    assert csp["default-src"] == "'none'"
+    assert csp["script-src"] == "'self'"  # no inline script, no eval, no foreign origin
+    assert csp["connect-src"] == "'self'" and csp["font-src"] == "'self'"
+    assert csp["frame-ancestors"] == "'none'"
+    assert not any("http" in v or "*" in v for v in csp.values())
+    assert r.headers["referrer-policy"] == "no-referrer"  # share tokens live in the URL
+
+
+@pytest.mark.parametrize("path", ["/api/nope", "/api/app", "/nope", "/app-x", "/assets", "/share",
+                                  "/assets/..%2Findex.html", "/assets/.hidden"])
+def test_anything_else_keeps_the_json_404(http, path):
+    r = http.get(path)
+    assert r.status_code == 404
+    assert r.json()["error"] == "NOT_FOUND"
+
+
+def test_the_built_index_references_only_hashed_same_origin_files():
+    html = (DIST / "index.html").read_text(encoding="utf-8")
+    refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert refs, html
+    assert "<script>" not in html  # the CSP forbids inline script
+    for ref in refs:
+        assert ref.startswith("/assets/"), ref
+        assert (ASSETS / ref.removeprefix("/assets/")).is_file(), ref
+        assert re.search(r"-[A-Za-z0-9_-]{8}\.(js|css)$", ref), ref  # content-hashed name
+
+
+def test_assets_are_immutable_and_gzipped_on_request(http):
+    js = next(p.name for p in ASSETS.glob("index-*.js"))
+    plain = http.get(f"/assets/{js}", headers={"accept-encoding": "identity"})
+    assert plain.status_code == 200
+    assert plain.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert "javascript" in plain.headers["content-type"]
+    assert plain.content == (ASSETS / js).read_bytes()
+    import httpx
+
+    with httpx.Client(base_url=str(http.base_url)) as raw:
+        with raw.stream("GET", f"/assets/{js}", headers={"accept-encoding": "gzip"}) as r:
+            body = b"".join(r.iter_raw())
+            assert r.headers["content-encoding"] == "gzip"
+            assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert gzip.decompress(body) == plain.content
+    assert len(body) < len(plain.content)
+
+
+def test_the_bundle_loads_no_external_url():
+    """Fonts, KaTeX, icons: everything the bundle names is in the bundle (no CDN at run time).
+
+    Library code holds plenty of URL strings (licences, docs links, XML namespaces); what may not
+    appear is a stylesheet or font URL pointing outside, or an ``@import`` of one."""
+    for css in ASSETS.glob("*.css"):
+        text = css.read_text(encoding="utf-8")
+        for url in re.findall(r"url\(([^)]*)\)", text):
+            url = url.strip("'\"")
+            assert not re.match(r"(https?:)?//", url), (css.name, url)
+        assert "@import" not in text, css.name
+    fonts = [p for p in ASSETS.iterdir() if p.suffix in (".woff2", ".woff", ".ttf")]
+    assert any(p.name.startswith("KaTeX_") for p in fonts)  # KaTeX's fonts are local files
+
+
+def test_committed_openapi_document_is_current():
+    """web/openapi.json is what the web app's API types are generated from (web/src/api): a route
+    or field changed without regenerating it would leave the web app typed against an old API.
+    Regenerate with ``python web/scripts/openapi.py``."""
+    sys.path.insert(0, str(ROOT / "web" / "scripts"))
+    try:
+        import openapi as dump  # web/scripts/openapi.py
+    finally:
+        sys.path.pop(0)
+    current = dump.render(dump.document())
+    committed = (ROOT / "web" / "openapi.json").read_text(encoding="utf-8")
+    assert json.loads(current) == json.loads(committed), "web/openapi.json is stale: run python web/scripts/openapi.py"
