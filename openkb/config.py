@@ -79,6 +79,18 @@ class Settings(BaseSettings):
         1200, description="calls per minute per Dify key before 429 (Dify retries 429, keep it an overload signal)"
     )
 
+    # --- MCP (docs/mcp.md): caps on what one tool call may return ---------------------------
+    mcp_max_top_k: int = Field(20, ge=1, le=100, description="largest kb_search top_k an MCP client may ask for")
+    mcp_snippet_chars: int = Field(500, ge=50, description="characters of chunk text in each kb_search result")
+    mcp_max_response_chars: int = Field(
+        50_000, ge=1_000, description="cap on the text one MCP tool call or resource read returns (Markdown pages, "
+                                      "search results); the rest is reachable with offset/cursor")
+    mcp_page_size: int = Field(50, ge=1, description="default page of the kb_list_* tools")
+    mcp_max_page_size: int = Field(200, ge=1, description="largest page a kb_list_* call may ask for")
+    mcp_allowed_hosts: str = Field(
+        "", description="extra Host headers /mcp accepts (comma-separated host[:port]); APP_BASE_URL's host and "
+                        "loopback are always accepted, others get 421")
+
     _app_base_url_source: str = PrivateAttr("environment")
 
     @field_validator("openkb_home", mode="before")

@@ -27,6 +27,7 @@ from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
+from server.mcp import mount as mount_mcp
 from server.routers import admin, assets, auth, changes, content, dify, groups, health, milvus_admin, search, sharing
 from server.web import router as web_router
 
@@ -92,6 +93,8 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
                   (time.perf_counter() - t) * 1000)
         return response
 
+    # before the routers: the web app's catch-all pages come last among them
+    mount_mcp(app, ctx)  # /mcp (docs/mcp.md); its session manager runs in the lifespan above
     for router in ROUTERS:
         app.include_router(router)
 

@@ -1,0 +1,36 @@
+"""``/mcp``: OpenKB's MCP server over Streamable HTTP (docs/mcp.md).
+
+``mount(app, ctx)`` builds the SDK server (``server/mcp/server.py``), puts the gate
+(``server/mcp/http.py``: host, bearer token, scopes) in front of the SDK's handler at exactly
+``/mcp`` and hands the session manager's ``run()`` to the app lifespan (a mounted Starlette app's
+own lifespan never runs). Stateless mode: every POST is served on its own, so any API replica can
+answer any request; clients of the 2025-11-25 era still initialize (they get no session id) and
+2026-07-28 clients send no handshake at all. JSON responses, no SSE streams.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+
+from openkb.context import AppContext
+from server.mcp.http import MCP_PATH, McpGate, allowed_hosts
+from server.mcp.server import build
+
+
+def mount(app: FastAPI, ctx: AppContext) -> None:
+    srv = build(ctx)
+    hosts = allowed_hosts(ctx)
+    srv.streamable_http_app(  # creates the session manager; its Starlette app is not used
+        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
+        max_request_body_size=ctx.settings.json_body_limit,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+            allowed_origins=[ctx.settings.app_base_url.rstrip("/")] + [f"http://{h}" for h in hosts if h.endswith(":*")]
+            + [f"https://{h}" for h in hosts if h.endswith(":*")]))
+    gate = McpGate(ctx, StreamableHTTPASGIApp(srv.session_manager))
+    app.router.routes.append(Route(MCP_PATH, endpoint=gate, include_in_schema=False))
+    app.state.mcp_lifespan = srv.session_manager.run
+    app.state.mcp = srv
