@@ -184,3 +184,36 @@ class DifyKnowledgeNotFound(NotFound):
     disabled (Dify shows 404 ``error_code`` 2001)."""
 
     code = "DIFY_KNOWLEDGE_NOT_FOUND"
+
+
+# --- Import (docs/importing.md) ------------------------------------------------------------------
+
+
+class UnsupportedFileType(ValidationError):
+    """An imported file is of a kind no converter handles (judged by its bytes, not its name:
+    binary content named ``.md``, an archive inside an import); that file fails, the batch goes
+    on. Over HTTP: an import job or a ``convert`` write names such a file."""
+
+    code = "UNSUPPORTED_FILE_TYPE"
+    http_status = 415
+    surfaces = frozenset({CLI, WORKER})
+
+
+class ConversionFailed(ValidationError):
+    """A converter cannot read an imported file: damaged, password-protected or encrypted,
+    invalid UTF-8, a zip bomb (too many entries, too large or too compressed once expanded), a
+    path leaving the import (``..``, a symlink out), a name that collides with another; that
+    file fails with this reason, the batch goes on."""
+
+    code = "CONVERSION_FAILED"
+    surfaces = frozenset({CLI, WORKER})
+
+
+class ImportIncomplete(OpenKBError):
+    """``openkb import`` finished but at least one file failed (each is listed with its reason);
+    re-running the same command retries only what is missing."""
+
+    code = "IMPORT_INCOMPLETE"
+    http_status = 422
+    exit_code = 3
+    surfaces = frozenset({CLI})

@@ -101,7 +101,8 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
                     metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
                     sort_order: int | None = None, external_key: str | None = None,
                     source: str | None = None, settings: Settings | None = None,
-                    record: bool = True) -> tuple[Document, DocumentVersion | None]:
+                    record: bool = True, document_id: uuid.UUID | None = None) -> tuple[Document, DocumentVersion | None]:
+    """``document_id``: an id chosen beforehand (an import links pages to each other before they exist)."""
     p = actor.principal
     if type not in DOC_TYPES:
         raise ValidationError("type must be page or folder", field="type")
@@ -130,7 +131,8 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
                    parent_id=parent_id, type=type, title=title, slug=new_slug(), status=status or "published",
                    sort_order=tree.next_sort_order(session, kb.id, parent_id) if sort_order is None else 0,
                    external_key=external_key, meta=meta, tags=tag_list,
-                   index_status="pending" if type == "page" else "indexed", created_by=uid, updated_by=uid)
+                   index_status="pending" if type == "page" else "indexed", created_by=uid, updated_by=uid,
+                   **({"id": document_id} if document_id is not None else {}))
     session.add(doc)
     session.flush()
     if sort_order is not None:

@@ -66,7 +66,8 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
                   markdown: str | None = None, markdown_hash: str | None = None, type: str = "page",
                   parent_id: uuid.UUID | None | Any = UNSET, status: str | None = None,
                   metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
-                  settings: Settings | None = None) -> UpsertResult:
+                  settings: Settings | None = None, document_id: uuid.UUID | None = None) -> UpsertResult:
+    """``document_id``: the id a *new* document gets (ignored when the key exists)."""
     p = actor.principal
     key = limits.check_name(key, "key", settings)
     title = limits.check_title(title, settings=settings)
@@ -85,7 +86,7 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
             session, actor, knowledge_base_id=kb.id, title=title, type=type,
             parent_id=None if parent_id is UNSET else parent_id, markdown=markdown, markdown_hash=markdown_hash,
             status=status if status in ("draft", "published") else None, metadata=metadata, tags=tags,
-            external_key=key, source=actor.source or "api", settings=settings)
+            external_key=key, source=actor.source or "api", settings=settings, document_id=document_id)
         if status == "archived":
             doc.status = "archived"
             session.add(doc)

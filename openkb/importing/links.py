@@ -1,0 +1,113 @@
+"""Rewrite the references of imported Markdown: relative links, images and ``[[wiki links]]``.
+
+Works on the dialect parser's tokens and writes back through the normalizer (the same walk a
+save uses), so a URL inside a code span or a fenced block is never touched, reference links are
+handled like inline ones, and the result is already normalized. The pipeline decides what a
+reference means (a page of this import -> ``openkb://document/<id>``, a file -> ``asset://<id>``);
+this module only finds and replaces.
+
+Wiki links (Obsidian, Foam): ``[[Page]]``, ``[[Page|shown text]]``, ``[[Page#Heading]]`` and the
+embed ``![[image.png]]``. A target that the resolver cannot name unambiguously stays as text
+and the caller records a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from markdown_it.token import Token
+
+from openkb.markdown.normalize import normalize_tokens
+from openkb.markdown.parser import parse_with_env
+
+__all__ = ["WIKI", "references", "rewrite"]
+
+WIKI = re.compile(r"(!?)\[\[([^\[\]|#\n]+)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
+
+Resolve = Callable[[str, bool], "str | None"]  # (url, is_image) -> new url or None (keep)
+ResolveWiki = Callable[[str, str, bool], "str | None"]  # (target, anchor, is_embed) -> url or None
+
+
+def references(markdown: str) -> list[tuple[str, bool]]:
+    """``(url, is_image)`` of every link and image, plus wiki targets as ``("[[target]]", embed)``."""
+    out: list[tuple[str, bool]] = []
+    tokens, _env = parse_with_env(markdown)
+    for tok in tokens:
+        for c in tok.children or ():
+            if c.type == "link_open":
+                out.append((str(c.attrs.get("href", "")), False))
+            elif c.type == "image":
+                out.append((str(c.attrs.get("src", "")), True))
+            elif c.type == "text" and "[[" in c.content:
+                out += [(f"[[{m.group(2).strip()}]]", bool(m.group(1))) for m in WIKI.finditer(c.content)]
+    return out
+
+
+def _text(content: str) -> Token:
+    t = Token("text", "", 0)
+    t.content = content
+    return t
+
+
+def _wiki_tokens(content: str, wiki: ResolveWiki, unresolved: list[str]) -> list[Token] | None:
+    if "[[" not in content:
+        return None
+    out: list[Token] = []
+    pos = 0
+    changed = False
+    for m in WIKI.finditer(content):
+        embed, target, anchor, shown = bool(m.group(1)), m.group(2).strip(), (m.group(3) or ""), m.group(4)
+        url = wiki(target, anchor, embed)
+        if url is None:
+            unresolved.append(m.group(0))
+            continue
+        changed = True
+        if m.start() > pos:
+            out.append(_text(content[pos:m.start()]))
+        label = (shown if shown is not None else target + (anchor.replace("#", " > ", 1) if anchor else "")).strip()
+        if embed:
+            img = Token("image", "img", 0, attrs={"src": url, "alt": ""})
+            img.children = [_text(shown or "")] if shown else []
+            out.append(img)
+        else:
+            out.append(Token("link_open", "a", 1, attrs={"href": url}))
+            out.append(_text(label or target))
+            out.append(Token("link_close", "a", -1))
+        pos = m.end()
+    if not changed:
+        return None
+    if pos < len(content):
+        out.append(_text(content[pos:]))
+    return out
+
+
+def rewrite(markdown: str, resolve: Resolve, wiki: ResolveWiki) -> tuple[str, list[str]]:
+    """The normalized Markdown with references replaced, and the wiki links left as text."""
+    tokens, _env = parse_with_env(markdown)
+    unresolved: list[str] = []
+    for tok in tokens:
+        if tok.type != "inline" or not tok.children:
+            continue
+        kids: list[Token] = []
+        in_link = 0
+        for c in tok.children:
+            if c.type == "link_open":
+                in_link += 1
+                new = resolve(str(c.attrs.get("href", "")), False)
+                if new is not None:
+                    c.attrSet("href", new)
+            elif c.type == "link_close":
+                in_link -= 1
+            elif c.type == "image":
+                new = resolve(str(c.attrs.get("src", "")), True)
+                if new is not None:
+                    c.attrSet("src", new)
+            elif c.type == "text" and not in_link:
+                repl = _wiki_tokens(c.content, wiki, unresolved)
+                if repl is not None:
+                    kids += repl
+                    continue
+            kids.append(c)
+        tok.children = kids
+    return normalize_tokens(markdown, tokens), unresolved

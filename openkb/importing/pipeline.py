@@ -1,0 +1,561 @@
+"""Import a folder, a zip or files into a knowledge base (docs/importing.md).
+
+Three passes, so links resolve whatever order files arrive in:
+
+1. **prepare** (parallel with ``jobs`` > 1, in worker processes): read, sniff, convert, repair
+   to the dialect (``repair.import_markdown``). No database. Images are only sniffed: one that a
+   page refers to becomes that page's asset, an unreferenced one becomes a page of its own.
+2. **plan**: one query finds the documents this import made before (keys), every new page gets
+   its id now, so a page can link to a page that is written after it.
+3. **write**, one unit of work per folder and per file: folders in tree order, then pages —
+   references rewritten (``links.rewrite``: relative link -> ``openkb://document/<id>``, image or
+   attachment -> ``asset://<id>``, ``[[wiki link]]`` when unambiguous), then the keyed upsert
+   (``created`` / ``updated`` / ``unchanged``). ``prune`` moves pages whose file is gone to the
+   trash.
+
+Keys: ``import:<target>:<relative path>`` (folders end in ``/``), ``<target>`` being the folder
+imported into or ``root``. So a re-run is an upsert of the same keys, and ``prune`` considers
+exactly the documents earlier imports made *into the same target*.
+
+Idempotent and restartable: each file commits on its own, assets are reused by content hash
+(an unchanged page keeps its ``asset://`` ids, so its body is byte-identical and the upsert
+says ``unchanged``), and a run killed with ``kill -9`` re-runs to the same tree without
+duplicates: whatever committed is found by key. Trap: a new page's id is chosen in pass 2; if
+another writer creates the same key in between, links written in this run point at the id
+that lost — the next run repairs them.
+
+The caller owns the units of work (``units()`` yields a session and commits it) and gives the
+blob store; this module never commits by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import multiprocessing
+import posixpath
+import re
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from sqlmodel import Session, col, select
+
+from openkb.config import Settings, get_settings
+from openkb.content import tree
+from openkb.content.actor import Actor
+from openkb.content.documents import trash_document
+from openkb.content.upsert import upsert_by_key
+from openkb.errors import OpenKBError, PermissionDenied
+from openkb.importing.converters import choose
+from openkb.importing.links import references, rewrite
+from openkb.importing.repair import import_markdown
+from openkb.importing.sniff import sniff
+from openkb.importing.sources import Entry, Source
+from openkb.models import Document, DocumentAsset
+from openkb.permissions import Action, KbAction, access_knowledge_base
+from openkb.storage import BlobStore
+
+__all__ = ["FileResult", "ImportReport", "Progress", "key_prefix", "run_import"]
+
+Units = Callable[[], contextlib.AbstractContextManager[Session]]
+_SCHEME = re.compile(r"\A[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # created | updated | unchanged | failed | trashed | would_create | would_update | would_trash
+    type: str = "page"  # page | folder | asset
+    document_id: str | None = None
+    converter: str | None = None
+    bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+    code: str | None = None
+
+
+@dataclass
+class ImportReport:
+    run_id: str
+    knowledge_base_id: str
+    target_id: str | None
+    dry_run: bool
+    files: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "failed"]
+
+    def counts(self) -> dict[str, int]:
+        c: dict[str, int] = defaultdict(int)
+        for f in self.files:
+            c[f.status] += 1
+        c["warnings"] = sum(len(f.warnings) for f in self.files)
+        return dict(c)
+
+    def document_ids(self) -> list[str]:
+        return [f.document_id for f in self.files if f.document_id and f.status in ("created", "updated", "unchanged")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "knowledge_base_id": self.knowledge_base_id, "target_id": self.target_id,
+                "dry_run": self.dry_run, "counts": self.counts(), "seconds": round(self.seconds, 3),
+                "files": [asdict(f) for f in self.files]}
+
+
+@dataclass
+class Progress:
+    phase: str  # prepare | write
+    done: int
+    total: int
+    bytes_done: int
+    bytes_total: int
+    current: str
+
+
+@dataclass
+class Prepared:
+    """Pass 1's result for one file (picklable: it crosses process boundaries)."""
+
+    rel: str
+    size: int
+    kind: str = ""
+    mime: str = ""
+    converter: str | None = None
+    markdown: str | None = None
+    title: str | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    assets: list[tuple[str, bytes, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    confidence: float = 1.0
+    refs: list[tuple[str, bool]] = field(default_factory=list)
+    error: str | None = None
+    code: str | None = None
+    source: bytes | None = None  # the original, kept as the page's source asset (non-Markdown)
+
+
+def key_prefix(target_id: uuid.UUID | None) -> str:
+    return f"import:{target_id or 'root'}:"
+
+
+def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False) -> Prepared:
+    """Sniff, convert and repair one file. Never raises: a failure is in ``error``/``code``."""
+    p = Prepared(rel, len(data))
+    try:
+        s = sniff(data, rel)
+        p.kind, p.mime = s.kind, s.mime
+        if s.kind == "image" and not convert_images:
+            return p  # decided later: an asset of the pages that use it, or a page of its own
+        conv = choose(s)
+        out = conv.convert(data, rel)
+        p.converter = conv.name
+        rep = import_markdown(out.markdown)
+        p.markdown = rep.markdown
+        p.title = rep.title or out.title
+        p.tags = rep.tags
+        p.metadata = rep.metadata
+        p.warnings = out.warnings + rep.warnings
+        p.confidence = out.confidence
+        p.assets = [(a.name, a.data, a.mime) for a in out.assets]
+        p.refs = references(rep.markdown)
+        if s.kind not in ("markdown", "text", "empty", "image"):
+            p.source = data
+    except OpenKBError as exc:
+        p.error, p.code = exc.detail, exc.code
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the batch
+        p.error, p.code = f"{type(exc).__name__}: {str(exc)[:300]}", "CONVERSION_FAILED"
+    return p
+
+
+def _prepare_entry(entry: Entry) -> Prepared:
+    if entry.error is not None or entry.read is None:
+        return Prepared(entry.rel, entry.size, error=entry.error or "cannot read", code="CONVERSION_FAILED")
+    try:
+        data = entry.read()
+    except OpenKBError as exc:
+        return Prepared(entry.rel, entry.size, error=exc.detail, code=exc.code)
+    return prepare_bytes(entry.rel, data)
+
+
+def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None]) -> list[Prepared]:
+    out: list[Prepared] = []
+    if jobs <= 1 or len(files) < 8:
+        for e in files:
+            report(len(out), e.size, e.rel)
+            out.append(_prepare_entry(e))
+        return out
+    ctx = multiprocessing.get_context("spawn")  # never fork a process holding gRPC/DB handles
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = []
+        for e in files:
+            if e.error is not None or e.read is None:
+                futures.append(None)
+                continue
+            try:
+                data = e.read()
+            except OpenKBError as exc:
+                futures.append(Prepared(e.rel, e.size, error=exc.detail, code=exc.code))
+                continue
+            futures.append(pool.submit(prepare_bytes, e.rel, data))
+        for e, fut in zip(files, futures):
+            report(len(out), e.size, e.rel)
+            if fut is None:
+                out.append(_prepare_entry(e))
+            elif isinstance(fut, Prepared):
+                out.append(fut)
+            else:
+                out.append(fut.result())
+    return out
+
+
+class _Resolver:
+    """What a reference in one page means, and the assets it needs (uploaded once per page)."""
+
+    def __init__(self, run: _Run, page: Prepared, doc_id: uuid.UUID, existing: bool, session: Session) -> None:
+        self.run, self.page, self.doc_id, self.session = run, page, doc_id, session
+        self.dir = posixpath.dirname(page.rel)
+        self.converted = {name: (data, mime) for name, data, mime in page.assets}
+        self.existing_assets: dict[str, uuid.UUID] = {}
+        if existing:
+            rows = session.exec(select(DocumentAsset.id, DocumentAsset.sha256, DocumentAsset.filename)
+                                .where(col(DocumentAsset.document_id) == doc_id)).all()
+            self.existing_assets = {f"{sha}:{name}": aid for aid, sha, name in rows}
+        self.new_assets: list[uuid.UUID] = []
+        self.cache: dict[str, str] = {}
+        self.warnings: list[str] = []
+
+    def asset(self, name: str, data: bytes, mime: str) -> str:
+        from openkb.assets import upload_asset
+
+        filename = posixpath.basename(name)
+        sha = hashlib.sha256(data).hexdigest()
+        ref = f"{sha}:{filename}"
+        if ref in self.cache:
+            return self.cache[ref]
+        aid = self.existing_assets.get(ref)
+        if aid is None:
+            # uploaded unattached, attached once the page exists (its id is known, its row not yet)
+            a = upload_asset(self.session, self.run.actor, self.run.blobs, io.BytesIO(data), size=len(data),
+                             filename=filename, content_type=mime, settings=self.run.settings)
+            aid = a.id
+            self.new_assets.append(aid)
+        self.cache[ref] = f"asset://{aid}"
+        return self.cache[ref]
+
+    def target(self, url: str) -> tuple[str | None, str]:
+        """(relative path inside the import or None, '#fragment')."""
+        base, _, frag = url.partition("#")
+        base = base.split("?", 1)[0]
+        if not base:
+            return None, ""
+        path = posixpath.normpath(posixpath.join(self.dir, unquote(base)))
+        if path.startswith(("../", "/")) or path == "..":
+            return None, ""
+        return path, (f"#{frag}" if frag else "")
+
+    def resolve(self, url: str, is_image: bool) -> str | None:
+        url = url.strip()
+        if not url or url.startswith(("#", "openkb://", "asset://")):
+            return None
+        if url in self.converted:
+            data, mime = self.converted[url]
+            return self.asset(url, data, mime)
+        if _SCHEME.match(url) or url.startswith("//"):
+            return None
+        rel, frag = self.target(url)
+        if rel is None:
+            self.warnings.append(f"link {url!r} points outside the import; kept as it is")
+            return None
+        return self._rel(rel, frag, url, is_image)
+
+    def _rel(self, rel: str, frag: str, shown: str, is_image: bool) -> str | None:
+        run = self.run
+        if not is_image and rel in run.page_ids:
+            return f"openkb://document/{run.page_ids[rel]}{frag}"
+        if rel in run.files:
+            data = run.read(rel)
+            if data is None:
+                self.warnings.append(f"{shown!r}: the file could not be read; link kept as it is")
+                return None
+            return self.asset(rel, data, run.mime(rel, data))
+        if rel in run.page_ids:
+            return f"openkb://document/{run.page_ids[rel]}{frag}"
+        self.warnings.append(f"link {shown!r}: no such file in the import; kept as it is")
+        return None
+
+    def wiki(self, target: str, anchor: str, embed: bool) -> str | None:
+        rel = self.run.wiki_target(target, embed)
+        if rel is None:
+            return None
+        return self._rel(rel, anchor if anchor and not embed else "", f"[[{target}]]", embed)
+
+
+@dataclass
+class _Run:
+    actor: Actor
+    blobs: BlobStore
+    settings: Settings
+    source: Source
+    page_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # rel -> id of pages of this import
+    files: dict[str, Entry] = field(default_factory=dict)  # rel -> readable file entries
+    _mimes: dict[str, str] = field(default_factory=dict)
+    _stems: dict[str, list[str]] = field(default_factory=dict)
+    _names: dict[str, list[str]] = field(default_factory=dict)
+
+    def read(self, rel: str) -> bytes | None:
+        e = self.files.get(rel)
+        if e is None or e.read is None:
+            return None
+        try:
+            return e.read()
+        except OpenKBError:
+            return None
+
+    def mime(self, rel: str, data: bytes) -> str:
+        if rel not in self._mimes:
+            s = sniff(data, rel)
+            self._mimes[rel] = s.mime if s.kind not in ("markdown", "text") else "application/octet-stream"
+        return self._mimes[rel]
+
+    def index_names(self) -> None:
+        for rel in set(self.files) | set(self.page_ids):
+            base = posixpath.basename(rel).lower()
+            self._names.setdefault(base, []).append(rel)
+            if rel in self.page_ids:
+                stem = base.rsplit(".", 1)[0] if "." in base else base
+                self._stems.setdefault(stem, []).append(rel)
+
+    def wiki_target(self, target: str, embed: bool) -> str | None:
+        t = target.strip().lower()
+        if "/" in t:
+            for cand in (t, t + ".md"):
+                hits = [r for r in set(self.files) | set(self.page_ids) if r.lower() == cand or r.lower().endswith("/" + cand)]
+                if len(hits) == 1:
+                    return hits[0]
+            return None
+        hits = self._names.get(t) or ([] if embed else self._stems.get(t)) or []
+        if not hits and not embed:
+            hits = self._stems.get(t.rsplit(".", 1)[0], [])
+        return hits[0] if len(set(hits)) == 1 else None
+
+
+def _title_of(rel: str) -> str:
+    base = posixpath.basename(rel)
+    stem = base.rsplit(".", 1)[0] if "." in base else base
+    return stem.strip() or base
+
+
+def _parent_rel(rel: str) -> str:
+    return posixpath.dirname(rel)
+
+
+def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: uuid.UUID, source: Source, *,
+               target_id: uuid.UUID | None = None, jobs: int = 1, dry_run: bool = False, prune: bool = False,
+               settings: Settings | None = None, progress: Callable[[Progress], None] | None = None) -> ImportReport:
+    """Import ``source`` into the knowledge base (under ``target_id`` when given).
+
+    Raises NotFound when the caller cannot see the knowledge base or target (an outsider learns
+    nothing), PermissionDenied when it sees but may not create there; per-file problems are in
+    the report, never raised.
+    """
+    settings = settings or get_settings()
+    started = time.monotonic()
+    report = ImportReport(str(actor.run_id), str(knowledge_base_id), str(target_id) if target_id else None, dry_run)
+    with units() as s:
+        kb_acc = access_knowledge_base(s, actor.principal, knowledge_base_id)
+        parent = tree.target_parent(s, actor.principal, knowledge_base_id, target_id)
+        if parent is None:
+            kb_acc.require(KbAction.CREATE, message="not allowed to create documents here")
+        else:
+            parent.require(Action.CREATE_CHILD, message="not allowed to create documents in this folder")
+        if not actor.principal.has_write_scope():
+            raise PermissionDenied("this token may not import (it needs doc:write)")
+    prefix = key_prefix(target_id)
+    run = _Run(actor, blobs, settings, source)
+    files = source.files()
+    bytes_total = sum(f.size for f in files)
+    done_bytes: dict[str, int] = defaultdict(int)
+
+    def tell(phase: str, done: int, size: int, current: str, total: int) -> None:
+        if progress is not None:
+            progress(Progress(phase, done, total, done_bytes[phase], bytes_total, current))
+        done_bytes[phase] += size
+
+    # -- pass 1: prepare ---------------------------------------------------------------------------
+    prepared = _prepare_all(files, jobs, lambda n, size, rel: tell("prepare", n, size, rel, len(files)))
+    run.files = {e.rel: e for e in files if e.error is None and e.read is not None}
+    by_rel = {p.rel: p for p in prepared}
+    referenced: set[str] = set()
+    for p in prepared:
+        if p.markdown is None:
+            continue
+        d = posixpath.dirname(p.rel)
+        for url, _img in p.refs:
+            if url.startswith("[["):
+                referenced.add(url)
+                continue
+            if _SCHEME.match(url) or url.startswith(("#", "//")) or url in {a[0] for a in p.assets}:
+                continue
+            base = unquote(url.split("#", 1)[0].split("?", 1)[0])
+            if base:
+                referenced.add(posixpath.normpath(posixpath.join(d, base)))
+    wiki_names = {u[2:-2].strip().lower() for u in referenced if u.startswith("[[")}
+    for i, p in enumerate(prepared):
+        if p.kind == "image" and p.markdown is None and p.error is None:
+            if p.rel in referenced or posixpath.basename(p.rel).lower() in wiki_names:
+                continue  # an asset of the pages that show it
+            data = run.read(p.rel)
+            prepared[i] = prepare_bytes(p.rel, data, convert_images=True) if data is not None else \
+                Prepared(p.rel, p.size, error="cannot read the file", code="CONVERSION_FAILED")
+            by_rel[p.rel] = prepared[i]
+
+    # -- pass 2: plan ----------------------------------------------------------------------------
+    folders = [e for e in source.folders()]
+    {e.rel for e in folders}
+    pages = [p for p in prepared if p.markdown is not None or p.error is not None]
+    asset_only = [p for p in prepared if p.kind == "image" and p.markdown is None and p.error is None]
+    keys = [prefix + e.rel + "/" for e in folders] + [prefix + p.rel for p in pages]
+    keys += [prefix + e.rel for e in source.entries if not e.is_dir and e.rel not in by_rel]
+    with units() as s:
+        existing = _existing(s, knowledge_base_id, prefix)
+    for p in pages:
+        if p.markdown is not None:
+            row = existing.get(prefix + p.rel)
+            run.page_ids[p.rel] = row[0] if row else uuid.uuid4()
+    run.index_names()
+
+    # -- pass 3: write -----------------------------------------------------------------------------
+    folder_ids: dict[str, uuid.UUID | None] = {"": target_id}
+    failed_dirs: set[str] = set()
+    for e in source.entries:
+        if e.is_dir or e.error is None:
+            continue
+        if e.rel not in by_rel:
+            report.files.append(FileResult(e.rel, "failed", "page", error=e.error, code="CONVERSION_FAILED"))
+    for e in folders:
+        key = prefix + e.rel + "/"
+        parent_rel = _parent_rel(e.rel)
+        if parent_rel in failed_dirs or parent_rel not in folder_ids:
+            failed_dirs.add(e.rel)
+            report.files.append(FileResult(e.rel, "failed", "folder", error="its parent folder failed",
+                                           code="CONVERSION_FAILED"))
+            continue
+        if dry_run:
+            row = existing.get(key)
+            folder_ids[e.rel] = row[0] if row else None
+            report.files.append(FileResult(e.rel, "would_update" if row else "would_create", "folder",
+                                           str(row[0]) if row else None))
+            continue
+        try:
+            with units() as s:
+                res = upsert_by_key(s, actor, knowledge_base_id, key, title=_title_of(e.rel) or e.rel, type="folder",
+                                    parent_id=folder_ids[parent_rel], settings=settings)
+                folder_ids[e.rel] = res.document.id
+                report.files.append(FileResult(e.rel, res.status, "folder", str(res.document.id)))
+        except OpenKBError as exc:
+            failed_dirs.add(e.rel)
+            report.files.append(FileResult(e.rel, "failed", "folder", error=exc.detail, code=exc.code))
+    for done, p in enumerate(pages, 1):
+        tell("write", done, p.size, p.rel, len(pages))
+        report.files.append(_write_page(units, run, p, prefix, existing, folder_ids, failed_dirs, dry_run,
+                                        knowledge_base_id, settings))
+    for p in asset_only:
+        report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
+    if prune:
+        gone = [(k, row) for k, row in existing.items() if k not in set(keys) and row[1] != "deleted"]
+        for k, (doc_id, _status, dtype) in sorted(gone, key=lambda kv: kv[0], reverse=True):
+            rel = k[len(prefix):].rstrip("/")
+            if dry_run:
+                report.files.append(FileResult(rel, "would_trash", dtype, str(doc_id)))
+                continue
+            try:
+                with units() as s:
+                    if _ancestor_gone(s, doc_id, {r[0] for _k, r in gone}):
+                        continue  # its folder goes to the trash and takes it along
+                    trash_document(s, actor, doc_id)
+                report.files.append(FileResult(rel, "trashed", dtype, str(doc_id)))
+            except OpenKBError as exc:
+                report.files.append(FileResult(rel, "failed", dtype, str(doc_id), error=exc.detail, code=exc.code))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _ancestor_gone(s: Session, doc_id: uuid.UUID, gone: set[uuid.UUID]) -> bool:
+    parent = s.exec(select(Document.parent_id).where(col(Document.id) == doc_id)).first()
+    seen = 0
+    while parent is not None and seen < 100:
+        if parent in gone:
+            return True
+        parent = s.exec(select(Document.parent_id).where(col(Document.id) == parent)).first()
+        seen += 1
+    return False
+
+
+def _existing(s: Session, kb_id: uuid.UUID, prefix: str) -> dict[str, tuple[uuid.UUID, str, str]]:
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = s.exec(select(Document.external_key, Document.id, Document.status, Document.type)
+                  .where(col(Document.knowledge_base_id) == kb_id, col(Document.external_key).like(like))).all()
+    return {k: (i, st, t) for k, i, st, t in rows if k}
+
+
+def _write_page(units: Units, run: _Run, p: Prepared, prefix: str, existing: dict[str, tuple[uuid.UUID, str, str]],
+                folder_ids: dict[str, uuid.UUID | None], failed_dirs: set[str], dry_run: bool,
+                kb_id: uuid.UUID, settings: Settings) -> FileResult:
+    res = FileResult(p.rel, "failed", "page", converter=p.converter, bytes=p.size, warnings=list(p.warnings))
+    if p.error is not None:
+        res.error, res.code = p.error, p.code
+        return res
+    parent_rel = _parent_rel(p.rel)
+    if parent_rel in failed_dirs or parent_rel not in folder_ids:
+        res.error, res.code = "its folder failed", "CONVERSION_FAILED"
+        return res
+    key = prefix + p.rel
+    row = existing.get(key)
+    doc_id = run.page_ids[p.rel]
+    res.document_id = str(doc_id)
+    if dry_run:
+        res.status = "would_update" if row else "would_create"
+        return res
+    try:
+        with units() as s:
+            r = _Resolver(run, p, doc_id, row is not None, s)
+            body, unresolved = rewrite(p.markdown or "", r.resolve, r.wiki)
+            res.warnings += r.warnings + [f"wiki link {w} is unknown or ambiguous; kept as text" for w in unresolved]
+            meta = dict(p.metadata)
+            meta["import"] = {"path": p.rel, "converter": p.converter, "confidence": p.confidence}
+            if p.source is not None:
+                src_ref = r.asset(posixpath.basename(p.rel), p.source, p.mime or "application/octet-stream")
+                meta["import"]["source_asset_id"] = src_ref.removeprefix("asset://")
+            up = upsert_by_key(s, run.actor, kb_id, key, title=p.title or _title_of(p.rel), markdown=body,
+                               parent_id=folder_ids[parent_rel], metadata=meta,
+                               tags=p.tags if p.tags is not None else None, settings=settings, document_id=doc_id)
+            if up.document.id != doc_id:  # someone else created the key meanwhile: see the module's trap
+                run.page_ids[p.rel] = up.document.id
+                res.warnings.append("created concurrently by another writer; links to it resolve on the next run")
+            _attach(s, r.new_assets, up.document.id)
+            res.status, res.document_id = up.status, str(up.document.id)
+    except OpenKBError as exc:
+        res.status, res.error, res.code = "failed", exc.detail, exc.code
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the batch
+        res.status, res.error, res.code = "failed", f"{type(exc).__name__}: {str(exc)[:300]}", "INTERNAL_ERROR"
+    return res
+
+
+def _attach(s: Session, asset_ids: list[uuid.UUID], doc_id: uuid.UUID) -> None:
+    """Attach this page's new uploads to it: from now on they are readable exactly when the page
+    is (docs/markdown.md#accepted-constructs), not only by the importer."""
+    for aid in asset_ids:
+        a = s.get(DocumentAsset, aid)
+        if a is not None and a.document_id is None:
+            a.document_id = doc_id
+            s.add(a)
+    if asset_ids:
+        s.flush()

@@ -1,0 +1,249 @@
+"""What an import reads: a folder, one file or a zip, as a flat list of entries.
+
+Each entry has a relative path (``/``-separated, Unicode NFC — macOS zips write NFD) that
+becomes its key, and either a way to read its bytes or the reason it cannot be imported. A bad
+entry never stops the listing: it fails on its own and the batch goes on.
+
+Safety (docs/importing.md#bad-input):
+
+* a symlink whose target leaves PATH is not followed; a symlinked folder is never walked (loops);
+* zip entries with ``..``, absolute or drive paths, symlink entries and encrypted entries fail;
+* a zip is a bomb when it has too many entries, expands beyond a total size, or one entry
+  expands beyond a ratio: the whole archive is refused before anything is unpacked (the caps
+  are the converters' ``MAX_ZIP_*``);
+* a file over the upload limit (``max_upload_bytes``) fails as oversize without being read;
+* hidden files and folders (``.obsidian``, ``.git``, ``.DS_Store``) and ``__MACOSX`` are skipped:
+  they are tool state, not content.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import unicodedata
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from openkb.errors import ConversionFailed
+from openkb.importing.converters import MAX_ZIP_ENTRIES, MAX_ZIP_RATIO, MAX_ZIP_TOTAL
+
+__all__ = ["Entry", "Source", "open_source", "source_from_bytes"]
+
+
+@dataclass
+class Entry:
+    rel: str
+    is_dir: bool = False
+    size: int = 0
+    read: Callable[[], bytes] | None = None
+    error: str | None = None
+
+
+@dataclass
+class Source:
+    name: str
+    entries: list[Entry] = field(default_factory=list)
+    _zip: zipfile.ZipFile | None = None
+
+    def files(self) -> list[Entry]:
+        return [e for e in self.entries if not e.is_dir]
+
+    def folders(self) -> list[Entry]:
+        return [e for e in self.entries if e.is_dir]
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
+
+
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def _hidden(part: str) -> bool:
+    return part.startswith(".") or part == "__MACOSX"
+
+
+def _read_file(path: Path) -> Callable[[], bytes]:
+    def read() -> bytes:
+        try:
+            return path.read_bytes()
+        except PermissionError:
+            raise ConversionFailed("cannot read the file: permission denied") from None
+        except OSError as exc:
+            raise ConversionFailed(f"cannot read the file: {exc.strerror or exc}") from None
+
+    return read
+
+
+def open_source(path: Path, max_file_bytes: int) -> Source:
+    """A folder, a ``.zip`` (recognised by its bytes) or a single file."""
+    if not path.exists() and not path.is_symlink():
+        raise ConversionFailed(f"{path} does not exist")
+    if path.is_dir():
+        return _folder(path, max_file_bytes)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise ConversionFailed(f"cannot read {path}: {exc.strerror or exc}") from None
+    if head.startswith(b"PK\x03\x04") and path.suffix.lower() == ".zip":
+        return _zip(zipfile_open(path), path.name, max_file_bytes)
+    name = _nfc(path.name)
+    size = path.stat().st_size
+    e = Entry(name, size=size, read=_read_file(path))
+    if size > max_file_bytes:
+        e.read, e.error = None, f"oversize: {size} bytes; at most {max_file_bytes} are allowed"
+    return Source(name, [e])
+
+
+def zipfile_open(path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ConversionFailed(f"damaged zip archive: {exc}") from None
+
+
+def source_from_bytes(data: bytes, name: str, max_file_bytes: int) -> Source:
+    """An uploaded file: a zip archive is unpacked (with the same caps), anything else is one file."""
+    if data[:4] == b"PK\x03\x04" and name.lower().endswith(".zip"):
+        try:
+            z = zipfile.ZipFile(io.BytesIO(data))
+        except zipfile.BadZipFile as exc:
+            raise ConversionFailed(f"damaged zip archive: {exc}") from None
+        return _zip(z, name, max_file_bytes)
+    rel = _nfc(PurePosixPath(name.replace("\\", "/")).name) or "upload"
+    e = Entry(rel, size=len(data), read=lambda: data)
+    if len(data) > max_file_bytes:
+        e.read, e.error = None, f"oversize: {len(data)} bytes; at most {max_file_bytes} are allowed"
+    return Source(rel, [e])
+
+
+def _folder(root: Path, max_file_bytes: int) -> Source:
+    root_real = root.resolve()
+    src = Source(root.name)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if not _hidden(d))
+        for d in list(dirnames):
+            p = here / d
+            rel = _nfc((rel_dir / d).as_posix())
+            if p.is_symlink():
+                dirnames.remove(d)
+                inside = _inside(p, root_real)
+                src.entries.append(Entry(rel, error="symlinked folder not followed" + (
+                    "" if inside else " (it points outside the imported folder)")))
+                continue
+            src.entries.append(Entry(rel, is_dir=True))
+        for f in sorted(filenames):
+            if _hidden(f):
+                continue
+            p = here / f
+            rel = _nfc((rel_dir / f).as_posix())
+            try:
+                st = p.lstat()
+            except OSError as exc:
+                src.entries.append(Entry(rel, error=f"cannot read the file: {exc.strerror or exc}"))
+                continue
+            target = p
+            if stat.S_ISLNK(st.st_mode):
+                if not _inside(p, root_real):
+                    src.entries.append(Entry(rel, error="symlink points outside the imported folder; not followed"))
+                    continue
+                target = p.resolve()
+                try:
+                    st = target.stat()
+                except OSError:
+                    src.entries.append(Entry(rel, error="broken symlink"))
+                    continue
+            if not stat.S_ISREG(st.st_mode):
+                src.entries.append(Entry(rel, error="not a regular file"))
+                continue
+            if st.st_size > max_file_bytes:
+                src.entries.append(Entry(rel, size=st.st_size,
+                                         error=f"oversize: {st.st_size} bytes; at most {max_file_bytes} are allowed"))
+                continue
+            src.entries.append(Entry(rel, size=st.st_size, read=_read_file(target)))
+    return src
+
+
+def _inside(p: Path, root_real: Path) -> bool:
+    try:
+        real = p.resolve()
+    except OSError:
+        return False
+    return real == root_real or root_real in real.parents
+
+
+def _zip(z: zipfile.ZipFile, name: str, max_file_bytes: int) -> Source:
+    infos = z.infolist()
+    if len(infos) > MAX_ZIP_ENTRIES:
+        z.close()
+        raise ConversionFailed(f"the zip has {len(infos)} entries; at most {MAX_ZIP_ENTRIES} are allowed")
+    total = sum(i.file_size for i in infos)
+    if total > MAX_ZIP_TOTAL:
+        z.close()
+        raise ConversionFailed(f"the zip expands to {total} bytes; at most {MAX_ZIP_TOTAL} are allowed (zip bomb?)")
+    src = Source(_nfc(PurePosixPath(name).stem), _zip=z)
+    seen: dict[str, str] = {}
+    dirs: set[str] = set()
+    for info in infos:
+        raw = info.filename
+        clean = raw.replace("\\", "/")
+        parts = [p for p in clean.split("/") if p not in ("", ".")]
+        if clean.startswith("/") or ".." in parts or (parts and len(parts[0]) == 2 and parts[0][1] == ":"):
+            src.entries.append(Entry(_nfc(clean.strip("/")) or raw, error="unsafe path in the zip (.. or absolute)"))
+            continue
+        if not parts or any(_hidden(p) for p in parts):
+            continue
+        rel = _nfc("/".join(parts))
+        for k in range(1, len(parts)):
+            d = _nfc("/".join(parts[:k]))
+            if d not in dirs:
+                dirs.add(d)
+                src.entries.append(Entry(d, is_dir=True))
+        if info.is_dir():
+            if rel not in dirs:
+                dirs.add(rel)
+                src.entries.append(Entry(rel, is_dir=True))
+            continue
+        if stat.S_ISLNK(info.external_attr >> 16):
+            src.entries.append(Entry(rel, error="symlink in the zip; not followed"))
+            continue
+        if rel in seen:
+            src.entries.append(Entry(rel, error=f"name collision: {raw!r} and {seen[rel]!r} are the same path"))
+            continue
+        seen[rel] = raw
+        if info.flag_bits & 0x1:
+            src.entries.append(Entry(rel, error="password-protected zip entry"))
+            continue
+        if info.file_size > max_file_bytes:
+            src.entries.append(Entry(rel, size=info.file_size,
+                                     error=f"oversize: {info.file_size} bytes; at most {max_file_bytes} are allowed"))
+            continue
+        if info.file_size > 1 << 20 and info.file_size / max(1, info.compress_size) > MAX_ZIP_RATIO:
+            src.entries.append(Entry(rel, size=info.file_size,
+                                     error=f"expands {info.file_size // max(1, info.compress_size)}x; a ratio above "
+                                           f"{MAX_ZIP_RATIO} looks like a zip bomb"))
+            continue
+        src.entries.append(Entry(rel, size=info.file_size, read=_zip_reader(z, info)))
+    src.entries.sort(key=lambda e: (e.rel.count("/"), e.rel) if e.is_dir else (99, e.rel))
+    return src
+
+
+def _zip_reader(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[[], bytes]:
+    def read() -> bytes:
+        try:
+            with z.open(info) as f:
+                data = f.read(info.file_size + 1)
+        except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError) as exc:
+            raise ConversionFailed(f"damaged zip entry: {exc}") from None
+        if len(data) > info.file_size:
+            raise ConversionFailed("zip entry is larger than its header says (zip bomb?)")
+        return data
+
+    return read

@@ -1,0 +1,135 @@
+"""An Obsidian-style vault: folders, front matter, relative images and links, wiki links, CJK
+names; re-import, prune and revert (docs/importing.md)."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from sqlmodel import Session, col, select
+
+from openkb.content.revert import revert
+from openkb.models import Change, Document, DocumentAsset, DocumentVersion
+from tests.importing.conftest import by_path
+
+
+def png(color: str = "red") -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+HOME = """---
+title: 首页 Home
+tags: [知识, vault]
+date: 2024-03-01
+aliases: [start]
+---
+# 欢迎
+
+See [the other page](sub/Other%20Page.md#part) and [[Other Page]] and [[Missing page]].
+
+![图 caption](../attachments/图片.png)
+
+line one<br>line two <!-- private note -->
+"""
+
+OTHER = "# Other\n\n## part\n\nBack to [home](../首页.md). Embedded: ![[图片.png]]\n"
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("vault") / "My Vault"
+    (root / "笔记" / "sub").mkdir(parents=True)
+    (root / "attachments").mkdir()
+    (root / ".obsidian").mkdir()
+    (root / ".obsidian" / "app.json").write_text("{}")
+    (root / "笔记" / "首页.md").write_text(HOME, encoding="utf-8")
+    (root / "笔记" / "sub" / "Other Page.md").write_text(OTHER, encoding="utf-8")
+    (root / "attachments" / "图片.png").write_bytes(png())
+    (root / "attachments" / "unused.png").write_bytes(png("blue"))
+    (root / "readme.txt").write_text("plain text 纯文本\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def first(world, vault):
+    return world.run(vault)
+
+
+def _doc(world, doc_id) -> tuple[Document, DocumentVersion]:
+    with Session(world.engine) as s:
+        d = s.get(Document, doc_id)
+        v = s.get(DocumentVersion, d.current_version_id) if d.current_version_id else None
+        s.expunge_all()
+        return d, v
+
+
+def test_folders_pages_and_assets(world, first):
+    files = by_path(first)
+    assert not first.failed, [(f.path, f.error) for f in first.failed]
+    assert {p: f.status for p, f in files.items()} == {
+        "attachments": "created", "笔记": "created", "笔记/sub": "created",
+        "笔记/首页.md": "created", "笔记/sub/Other Page.md": "created", "readme.txt": "created",
+        "attachments/unused.png": "created",  # nobody shows it: a page of its own
+        "attachments/图片.png": "asset",  # shown by the pages: their asset, not a page
+    }
+    home, hv = _doc(world, files["笔记/首页.md"].document_id)
+    other, ov = _doc(world, files["笔记/sub/Other Page.md"].document_id)
+    sub, _ = _doc(world, files["笔记/sub"].document_id)
+    notes, _ = _doc(world, files["笔记"].document_id)
+    assert (sub.type, sub.parent_id, other.parent_id, home.parent_id, notes.parent_id) == \
+        ("folder", notes.id, sub.id, notes.id, None)
+    # front matter -> metadata
+    assert home.title == "首页 Home" and home.tags == ["知识", "vault"]
+    assert home.meta["date"] == "2024-03-01" and home.meta["front_matter"] == {"aliases": ["start"]}
+    assert home.meta["import"]["path"] == "笔记/首页.md"
+    # links both ways, whatever the order: relative and wiki
+    assert f"[the other page](openkb://document/{other.id}#part)" in hv.markdown
+    assert f"[Other Page](openkb://document/{other.id})" in hv.markdown
+    assert f"(openkb://document/{home.id})" in ov.markdown
+    assert "\\[\\[Missing page]]" in hv.markdown  # unresolved: kept as text, with a warning
+    assert any("Missing page" in w for w in files["笔记/首页.md"].warnings)
+    # image -> an asset attached to the page; <br> -> hard break; comment dropped on the record
+    ref = re.search(r"asset://([0-9a-f-]{36})", hv.markdown).group(1)
+    with Session(world.engine) as s:
+        a = s.get(DocumentAsset, ref)
+        assert a.document_id == home.id and a.filename == "图片.png" and a.mime_type == "image/png"
+        assert b"".join(world.blobs.open(a.object_key)) == png()
+    assert "line one\\\nline two" in hv.markdown and "private note" not in hv.markdown
+    assert any("comment dropped" in w and "private note" in w for w in files["笔记/首页.md"].warnings)
+    assert re.search(r"!\[[^\]]*\]\(asset://", ov.markdown)  # ![[embed]] -> the image
+
+
+def test_reimport_is_unchanged_and_writes_nothing(world, vault, first):
+    with Session(world.engine) as s:
+        before = s.exec(select(Change).where(col(Change.run_id) == first.run_id)).all()
+    again = world.run(vault)
+    assert {f.status for f in again.files} <= {"unchanged", "asset"}, [(f.path, f.status) for f in again.files]
+    with Session(world.engine) as s:
+        assert not s.exec(select(Change).where(col(Change.run_id) == again.run_id)).all()
+    assert before
+
+
+def test_changed_file_updates_removed_file_is_pruned_and_revert_undoes(world, vault, first, tmp_path):
+    copy = tmp_path / "v"
+    shutil.copytree(vault, copy)
+    (copy / "笔记" / "sub" / "Other Page.md").write_text(OTHER + "\nMore text.\n", encoding="utf-8")
+    (copy / "readme.txt").unlink()
+    run = world.run(copy, prune=True)
+    files = by_path(run)
+    assert files["笔记/sub/Other Page.md"].status == "updated"
+    assert files["readme.txt"].status == "trashed"
+    assert files["笔记/首页.md"].status == "unchanged"
+    readme, _ = _doc(world, files["readme.txt"].document_id)
+    assert readme.status == "deleted"
+    with world.units() as s:
+        out = revert(s, world.actor(), run_id=run.run_id, blobs=world.blobs)
+    assert len(out["reverted"]) == 2
+    readme, _ = _doc(world, files["readme.txt"].document_id)
+    _other, ov = _doc(world, files["笔记/sub/Other Page.md"].document_id)
+    assert readme.status == "published" and "More text" not in ov.markdown
