@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openkb.content import Actor
 from openkb.content import documents as doc_service
 from openkb.content import knowledge_bases as kb_service
+from openkb.content import recent as recent_service
 from openkb.content import tree as tree_service
 from openkb.content import upsert as upsert_service
 from openkb.content import versions as version_service
@@ -377,6 +378,8 @@ class DocumentOut(Out):
     permission_mode: str
     visibility: str | None
     updated_at: datetime
+    capabilities: list[str] | None = Field(None, description=(
+        "what the caller may do to it (read, edit, create_child, move, delete, manage, share, ...)"))
 
 
 class VersionIn(RequestModel):
@@ -537,6 +540,27 @@ def upsert_by_key(kb_id: uuid.UUID, key: KeyPath, body: UpsertIn,
             responses=_READ)
 def get_by_key(kb_id: uuid.UUID, key: KeyPath, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     return doc_service.get_by_key(session, principal, kb_id, key)
+
+
+class RecentDocument(BaseModel):
+    id: uuid.UUID
+    knowledge_base_id: uuid.UUID
+    knowledge_base_title: str
+    title: str
+    type: str
+    edited_at: datetime = Field(description="the caller's latest save of it")
+
+
+class RecentList(BaseModel):
+    items: list[RecentDocument]
+
+
+@router.get("/api/me/recent-documents", response_model=RecentList, responses=error_responses(401, 422))
+def recent_documents(session: SessionDep, principal: UserDep,
+                     limit: Annotated[int, Query(ge=1, le=recent_service.MAX_LIMIT)] = 20) -> dict[str, Any]:
+    """The documents the caller saved most recently and can still read, newest first (the web
+    app's home page)."""
+    return {"items": recent_service.recent_documents(session, principal, limit=limit)}
 
 
 @router.post("/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=_WRITE)

@@ -1,0 +1,55 @@
+"""Recent documents (GET /api/me/recent-documents): the caller's own saves, newest first, and
+only what the caller can still read."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from openkb.content import documents, recent
+from openkb.errors import Unauthenticated
+from openkb.permissions import Principal
+from openkb.permissions.collaborators import add_collaborator
+
+
+def _ids(world, user, **kw):
+    return [d["id"] for d in recent.recent_documents(world.db, world.principal(user), **kw)]
+
+
+def test_own_saves_newest_first_without_trash_or_other_users(world):
+    p = world.p
+    a, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="A", markdown="a\n")
+    b, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="B", markdown="b\n")
+    c, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="C", markdown="c\n")
+    world.db.flush()
+    world.db.execute(  # distinct save times: the session's now() is one value per transaction
+        text("UPDATE document_versions SET created_at = created_at - make_interval(secs => :s) "
+             "WHERE document_id = :d"),
+        [{"s": 30, "d": a.id}, {"s": 20, "d": b.id}, {"s": 10, "d": c.id}])
+    documents.trash_document(world.db, world.actor(), c.id)
+    world.db.flush()
+    got = recent.recent_documents(world.db, world.principal(p.owner))
+    assert [d["id"] for d in got] == [b.id, a.id]
+    assert got[0]["knowledge_base_title"] == world.kb.title and got[0]["title"] == "B"
+    assert _ids(world, p.owner, limit=1) == [b.id]
+    assert _ids(world, p.member) == []  # saves by someone else are not the member's recent documents
+
+
+def test_a_document_the_caller_can_no_longer_read_is_left_out(world):
+    p = world.p
+    add_collaborator(world.db, world.principal(p.owner), world.kb, subject_type="user", subject_id=p.member.id,
+                     role="editor")
+    doc, _ = documents.create_document(world.db, world.actor(p.member), knowledge_base_id=world.kb.id, title="Mine",
+                                       markdown="x\n")
+    world.db.flush()
+    assert _ids(world, p.member) == [doc.id]
+    # the owner closes the page: custom permission mode, private, no collaborators of its own
+    documents.update_document(world.db, world.actor(), doc.id, {"permission_mode": "custom", "visibility": "private"})
+    world.db.flush()
+    assert _ids(world, p.member) == []
+    assert _ids(world, p.owner) == []  # the owner never saved it
+
+
+def test_anonymous_has_no_recent_documents(world):
+    with pytest.raises(Unauthenticated):
+        recent.recent_documents(world.db, Principal.anonymous(world.p.tenant.id))
