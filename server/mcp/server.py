@@ -77,6 +77,8 @@ class OpenKBMCP(MCPServer):
             if isinstance(cause, pydantic.ValidationError):
                 errs = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in cause.errors()]
                 raise ToolError(f"VALIDATION_ERROR: invalid argument {'; '.join(errs)}") from None
+            if isinstance(cause, ToolError):  # ours, from _tool_error: without the SDK's prefix
+                raise ToolError(str(cause)) from None
             raise
 
 
