@@ -75,6 +75,12 @@ class Settings(BaseSettings):
                           "MAX_MARKDOWN_CHARS (see json_body_limit)"
     )
     session_ttl_hours: int = 24 * 14
+    oauth_access_token_ttl_seconds: int = Field(
+        3600, ge=60, description="lifetime of an OAuth access token for /mcp (docs/oauth.md); clients refresh it"
+    )
+    oauth_refresh_token_ttl_days: int = Field(
+        30, ge=1, description="lifetime of an OAuth refresh token; each refresh rotates it and starts a new period"
+    )
     openkb_dify_rate_limit_per_minute: int = Field(
         1200, description="calls per minute per Dify key before 429 (Dify retries 429, keep it an overload signal)"
     )

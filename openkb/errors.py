@@ -217,3 +217,25 @@ class ImportIncomplete(OpenKBError):
     http_status = 422
     exit_code = 3
     surfaces = frozenset({CLI})
+
+
+# --- OAuth authorization server (/oauth/*; the server renders these in OAuth's wire shape) -------
+
+
+class OAuthProtocolError(ValidationError):
+    """An OAuth endpoint (token, registration, revocation, authorize) refuses a request: the
+    OAuth routes answer ``{"error": "<oauth_error>", "error_description": ...}`` (RFC 6749
+    §5.2, RFC 7591 §3.2.2) with the instance's status, or redirect with the error where RFC 6749
+    §4.1.2.1 says so (docs/oauth.md#errors)."""
+
+    code = "OAUTH_ERROR"
+    http_status = 400
+    surfaces = frozenset({HTTP})
+
+    def __init__(self, oauth_error: str, description: str, *, status: int = 400) -> None:
+        super().__init__(description)
+        self.oauth_error = oauth_error
+        self.http_status = status
+
+    def to_oauth(self) -> dict[str, str]:
+        return {"error": self.oauth_error, "error_description": self.detail}

@@ -28,14 +28,16 @@ from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
-from server.routers import admin, assets, auth, changes, content, dify, groups, health, milvus_admin, search, sharing
+from server.routers import (
+    admin, assets, auth, changes, content, dify, groups, health, milvus_admin, oauth, search, sharing,
+)
 from server.web import router as web_router
 
 log = logging.getLogger("openkb.server")
 
 # Every router, imported plainly: a missing or broken one fails the start, not one route later.
 ROUTERS = (health.router, auth.router, admin.router, groups.router, content.router, sharing.router,
-           assets.router, changes.router, search.router, milvus_admin.router, dify.router,
+           assets.router, changes.router, search.router, milvus_admin.router, dify.router, oauth.router,
            web_router)  # last: the web app's pages and assets (server/web)
 
 
@@ -75,6 +77,7 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     app.state.ctx = ctx
     app.state.warm = {"done": False}
     errors.install(app)
+    oauth.install(app)  # OAuth endpoints answer errors in OAuth's wire shape (docs/oauth.md#errors)
     docs_ui.install(app)  # /api/docs with Swagger UI assets from a package, no CDN
     # Before request_id below, so that middleware wraps this one and a 413 still gets X-Request-Id.
     app.add_middleware(BodyLimitMiddleware, limit=lambda: ctx.settings.json_body_limit)

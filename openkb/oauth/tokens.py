@@ -20,6 +20,7 @@ from openkb.errors import Unauthenticated
 from openkb.models import McpOAuthAccessToken, McpOAuthClient, McpOAuthGrant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
+from openkb.security import hash_token
 
 ACCESS_TOKEN_PREFIX = "kbat"
 REFRESH_TOKEN_PREFIX = "kbrt"
@@ -59,8 +60,6 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
     compared exactly, minus a trailing slash (RFC 8707: tokens minted for another resource are
     refused).
     """
-    from openkb.security import hash_token
-
     if not token or len(token) > MAX_TOKEN_CHARS or not looks_like_access_token(token):
         raise Unauthenticated("the access token is invalid, expired or revoked")
     found = session.exec(
