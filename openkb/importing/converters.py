@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import io
+import logging
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -183,7 +185,22 @@ class MarkItDownConverter:
         md, assets, warnings = extract_data_uris(result.markdown or "", "image")
         if kind in ("pptx",):
             md = re.sub(r"(?m)^<!-- Slide number: (\d+) -->$", r"## Slide \1", md)
-        return Converted(md, assets, warnings, confidence=0.85, title=(result.title or None))
+        return Converted(md, assets, warnings, confidence=0.85, title=result.title or _core_title(data))
+
+
+def _core_title(data: bytes) -> str | None:
+    """``dc:title`` of an Office package's ``docProps/core.xml`` (the document's own title)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            xml = z.read("docProps/core.xml").decode("utf-8", "replace")
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError):
+        return None
+    m = re.search(r"<dc:title>([^<]*)</dc:title>", xml)
+    if not m:
+        return None
+    from html import unescape
+
+    return " ".join(unescape(m.group(1)).split()) or None
 
 
 def _markitdown_converter(kind: str):  # -> markitdown.DocumentConverter
@@ -301,13 +318,22 @@ def _crop_png(page: object, img: dict) -> bytes | None:
 # --- images ----------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
 def _ocr_engine():  # -> rapidocr engine or None
-    """RapidOCR when installed (``openkb[ocr]``); it ships its models, so nothing is downloaded."""
+    """RapidOCR when installed (``openkb[ocr]``); it ships its models, so nothing is downloaded.
+    Built once per process (loading the models takes seconds); its INFO chatter is silenced."""
     try:
         from rapidocr import RapidOCR  # type: ignore[import-not-found]
     except ImportError:
         return None
-    return RapidOCR()
+    logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+    engine = RapidOCR()
+    logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+    return engine
+
+
+def ocr_available() -> bool:
+    return _ocr_engine() is not None
 
 
 class ImageConverter:
