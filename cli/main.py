@@ -19,7 +19,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import typer
 
-from cli.commands import dify, groups, importing, index, profiles, search, system, users
+from cli.commands import dify, groups, importing, index, profiles, search, system, tokens, users
 from openkb import __version__
 from openkb.errors import OpenKBError
 
@@ -41,7 +41,7 @@ def _root(
     """OpenKB: self-hosted Markdown knowledge base."""
 
 
-for _module in (system, users, groups, profiles, index, search, dify, importing):
+for _module in (system, users, groups, profiles, index, search, dify, importing, tokens):
     _module.register(app)
 
 

@@ -171,3 +171,82 @@ def resolve_pat(session: Session, plaintext: str) -> ResolvedToken | None:
 
 def principal_for(resolved: ResolvedToken) -> Principal:
     return Principal.user(resolved.user, resolved.row.tenant_id, scopes=frozenset(resolved.row.scopes))
+
+
+# --- operator paths (``openkb token create|list|revoke --user``, docs/mcp.md#personal-access-tokens) ---
+
+DEFAULT_SCOPES = ["kb:read", "kb:search", "doc:read"]  # doc:write is never a default
+
+
+def _operator_target(session: Session, principal: Principal, user: str,
+                     tenant: str | None) -> tuple[User, uuid.UUID]:
+    """The user (email or id) and the tenant the token binds to, if ``principal`` administers it.
+
+    A user in several tenants needs ``tenant``: a token acts in exactly one (docs/accounts.md#tokens).
+    """
+    from openkb.accounts.users import access_admin, find_user, get_tenant
+
+    scope = access_admin(session, principal)
+    u = find_user(session, user)
+    tenants = list(session.exec(select(TenantMembership.tenant_id).where(TenantMembership.user_id == u.id)).all())
+    if tenant is not None:
+        tid = get_tenant(session, tenant).id
+        if tid not in tenants:
+            raise ValidationError(f"{u.email} is not a member of tenant {tenant}", field="tenant")
+    elif len(tenants) == 1:
+        tid = tenants[0]
+    else:
+        raise ValidationError(f"{u.email} belongs to {len(tenants)} tenants; name one with --tenant", field="tenant")
+    if not scope.is_system_admin and scope.tenant_id != tid:
+        raise NotFound(f"no user {user!r}")
+    return u, tid
+
+
+def operator_create_pat(session: Session, principal: Principal, *, user: str, name: str,
+                        scopes: list[str] | None = None, tenant: str | None = None,
+                        expires_at: datetime | None = None) -> tuple[McpPersonalAccessToken, str, User]:
+    """Mint a token for another user (the operator at the shell, or a tenant admin for its
+    tenant). Returns (row, plaintext, user); the plaintext is shown once. The token is bound to
+    the user: it never reads more than the user may (no instance-wide tokens)."""
+    u, tid = _operator_target(session, principal, user, tenant)
+    if u.status != "active":
+        raise ValidationError(f"{u.email} is {u.status}: a token would not work until the account is active",
+                              field="user")
+    name = (name or "").strip()
+    if not name or len(name) > 1000:
+        raise ValidationError("token name must be 1-1000 characters", field="name")
+    scopes = validate_scopes(scopes if scopes is not None else DEFAULT_SCOPES)
+    if expires_at is not None and (expires_at.tzinfo is None or expires_at <= utcnow()):
+        raise ValidationError("expires_at must be a future time with a timezone", field="expires_at")
+    row, plaintext = _insert(session, tenant_id=tid, user_id=u.id, name=name, scopes=scopes, expires_at=expires_at)
+    record_audit(session, tenant_id=tid, actor=principal, action="pat.created", object_type="personal_access_token",
+                 object_id=row.id, metadata={"name": name, "scopes": scopes, "expires_at": expires_at,
+                                             "user_id": u.id, "for_user": True})
+    return row, plaintext, u
+
+
+def operator_list_pats(session: Session, principal: Principal, *, user: str,
+                       tenant: str | None = None) -> tuple[User, list[McpPersonalAccessToken]]:
+    u, _ = _operator_target(session, principal, user, tenant)
+    rows = session.exec(select(McpPersonalAccessToken).where(McpPersonalAccessToken.user_id == u.id)
+                        .order_by(McpPersonalAccessToken.created_at.desc())).all()  # type: ignore[attr-defined]
+    return u, list(rows)
+
+
+def operator_revoke_pat(session: Session, principal: Principal, *, user: str, token_id: uuid.UUID,
+                        tenant: str | None = None) -> McpPersonalAccessToken:
+    """Revoke one of ``user``'s tokens; effective on the token's next request."""
+    u, _ = _operator_target(session, principal, user, tenant)
+    row = session.get(McpPersonalAccessToken, token_id)
+    if row is None or row.user_id != u.id:
+        raise NotFound("no such token")
+    if row.status == "active":
+        row.status = "revoked"
+        row.revoked_at = utcnow()
+        session.add(row)
+        session.flush()
+        record_audit(session, tenant_id=row.tenant_id, actor=principal, action="pat.revoked",
+                     object_type="personal_access_token", object_id=row.id,
+                     metadata={"name": row.name, "user_id": u.id, "before": {"status": "active"},
+                               "after": {"status": "revoked"}})
+    return row
