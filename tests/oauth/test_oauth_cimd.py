@@ -31,7 +31,7 @@ class DocServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 owner.hits[self.path] = owner.hits.get(self.path, 0) + 1
                 body, headers = owner.docs.get(self.path, (b"", {}))
                 self.send_response(200 if self.path in owner.docs else 404)
