@@ -182,7 +182,7 @@ def _operator_target(session: Session, principal: Principal, user: str,
                      tenant: str | None) -> tuple[User, uuid.UUID]:
     """The user (email or id) and the tenant the token binds to, if ``principal`` administers it.
 
-    A user in several tenants needs ``tenant``: a token acts in exactly one (docs/accounts.md#tokens).
+    A user in several tenants needs ``tenant``: a token acts in exactly one (docs/accounts.md#personal-access-tokens).
     """
     from openkb.accounts.users import access_admin, find_user, get_tenant
 

@@ -1,7 +1,7 @@
 """Who is calling ``/mcp``: a bearer token resolved to a user-bound principal (docs/mcp.md#tokens).
 
 Two credentials reach the MCP endpoint, both bound to one real user in one tenant (never an
-instance-wide key, docs/accounts.md#tokens):
+instance-wide key, docs/accounts.md#personal-access-tokens):
 
 * ``kbpat_...`` personal access tokens, through the same ``resolve_pat`` + ``principal_for``
   as REST (``server/auth.py``), so a token sees through MCP exactly what it sees over REST;
