@@ -20,9 +20,10 @@ exactly the documents earlier imports made *into the same target*.
 Idempotent and restartable: each file commits on its own, assets are reused by content hash
 (an unchanged page keeps its ``asset://`` ids, so its body is byte-identical and the upsert
 says ``unchanged``), and a run killed with ``kill -9`` re-runs to the same tree without
-duplicates: whatever committed is found by key. Trap: a new page's id is chosen in pass 2; if
-another writer creates the same key in between, links written in this run point at the id
-that lost — the next run repairs them.
+duplicates: whatever committed is found by key, and a new page's id is derived from its key,
+so links written before the kill point at the id the page gets when the re-run writes it.
+Trap: if another writer creates the same key in between (the upsert then keeps *its* id),
+links written in this run point at the id that lost — the next run repairs them.
 
 The caller owns the units of work (``units()`` yields a session and commits it) and gives the
 blob store; this module never commits by itself.
@@ -66,6 +67,9 @@ __all__ = ["FileResult", "ImportReport", "Progress", "key_prefix", "run_import"]
 
 Units = Callable[[], contextlib.AbstractContextManager[Session]]
 _SCHEME = re.compile(r"\A[a-zA-Z][a-zA-Z0-9+.-]*:")
+# a new page's id is derived from (knowledge base, key): a run killed after some pages linked to
+# a page it had not written yet re-runs with the same id for it, so those links stay right
+_ID_NAMESPACE = uuid.UUID("0b7a4c1e-3f2d-5e6a-9b8c-7d6e5f4a3b2c")
 
 
 @dataclass
@@ -429,7 +433,7 @@ def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: 
     for p in pages:
         if p.markdown is not None:
             row = existing.get(prefix + p.rel)
-            run.page_ids[p.rel] = row[0] if row else uuid.uuid4()
+            run.page_ids[p.rel] = row[0] if row else uuid.uuid5(_ID_NAMESPACE, f"{knowledge_base_id}:{prefix}{p.rel}")
     run.index_names()
 
     # -- pass 3: write -----------------------------------------------------------------------------
