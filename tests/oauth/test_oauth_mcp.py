@@ -1,7 +1,7 @@
 """From /mcp's 401 to a tool call with an OAuth token, as an MCP client does it: the challenge
 names the protected-resource metadata, that names the authorization server, the client registers,
 the user signs in and consents, and the SDK client calls tools with the token until the user
-revokes the grant (docs/oauth.md, docs/mcp.md)."""
+revokes the grant (docs/oauth.md)."""
 
 from __future__ import annotations
 
