@@ -446,7 +446,7 @@ def inline_math(value: str) -> str:
     size = _fence_size(value, "$", _DOLLAR_RUNS)
     if _pad(value, "$"):
         value = " " + value + " "
-    return "$" * size + value.replace("\n", " ") + "$" * size
+    return "$" * size + value + "$" * size
 
 
 _BACKTICK_RUNS = re.compile("`+")
@@ -456,6 +456,7 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _HEX = re.compile(r"0[xX][0-9a-fA-F]+")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _PARENS = re.compile(r"[()]")
+_AMP_REF = re.compile(r"&(?=[#A-Za-z])")
 
 
 def js_to_fixed2(alt: str) -> str:
@@ -482,6 +483,27 @@ def js_to_fixed2(alt: str) -> str:
     return str(ratio.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
+# The resize ratio as the image block writes it into the alt slot (``toFixed(2)``). With the
+# ``image_alt`` plugin only this exact shape is read as a ratio; anything else is alt text.
+RATIO_ALT = re.compile(r"[0-9]+\.[0-9]{2}\Z")
+
+
+def image_block_alt(alt: str, keep_alt: bool) -> str:
+    """What the image block writes into the alt slot for an image read with alt ``alt``.
+
+    ``keep_alt`` (OpenKB's ``image_alt`` plugin, features.json): alt text round-trips; a
+    ratio-shaped alt (``1.50``) is the resize ratio, written back as is, except ratio 1 (and
+    Crepe's 0 -> 1), which is the unresized image and is written with an empty alt.
+    Without the plugin this is Crepe's default: ``Number(alt || 1)`` then ``toFixed(2)``.
+    """
+    if not keep_alt:
+        return js_to_fixed2(alt)
+    if not RATIO_ALT.match(alt):
+        return alt
+    fixed = js_to_fixed2(alt)
+    return "" if fixed == "1.00" else fixed
+
+
 _AUTOLINK_OK = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>\x00-\x20\x7f]*\Z")
 
 
@@ -502,6 +524,8 @@ def destination(url: str, title: str = "") -> str:
     url = _escape_backslashes(url, "")
     if "(" in url or ")" in url:
         url = _PARENS.sub(lambda m: "\\" + m.group(0), url)
+    if "&" in url:  # `&x`/`&#` would read as a character reference (mdast unsafe pattern)
+        url = _AMP_REF.sub("\\&", url)
     return url
 
 

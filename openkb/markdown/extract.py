@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
+from ._inline import RATIO_ALT
 from .parser import get_parser, parse, strip_task_marker, task_marker
 from .registry import TOKEN_FEATURES, feature
 
@@ -61,12 +62,19 @@ def _inline_text(children: list[Token]) -> str:
         elif t in ("softbreak", "hardbreak"):
             out.append("\n" if t == "hardbreak" else " ")
         elif t == "image":
-            out.append(_inline_text(c.children or []))
+            out.append(image_alt(c))
         elif t == "footnote_ref":
             continue
         elif t == "html_inline" or not _extractable(t):
             continue
     return "".join(out)
+
+
+def image_alt(image: Token) -> str:
+    """An image's alt as text; a resize ratio in the alt slot (``![1.50](...)``, what the image
+    block writes for a resized image without alt text) is not text and yields ``""``."""
+    alt = _inline_text(image.children or [])
+    return "" if RATIO_ALT.match(alt) else alt
 
 
 def plain_text(markdown: str) -> str:
@@ -136,7 +144,7 @@ def links(markdown: str) -> list[Link]:
                 url = str(c.attrs.get("src", ""))
                 hit = internal_target(url)
                 if hit:
-                    out.append(Link(hit[0], hit[1], _inline_text(c.children or []), line, url))
+                    out.append(Link(hit[0], hit[1], image_alt(c), line, url))
     return out
 
 
@@ -186,4 +194,4 @@ def render_html(markdown: str, resolve_link: Resolver | None = None) -> str:
     return md.renderer.render(tokens, md.options, env)
 
 
-__all__ += ["internal_target"]
+__all__ += ["image_alt", "internal_target"]

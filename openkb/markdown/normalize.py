@@ -5,8 +5,12 @@ dozen places (escaping, tables, lists, autolinks, math). This walks the markdown
 stream once and mimics Milkdown's pipeline: markdown -> ProseMirror doc -> mdast ->
 mdast-util-to-markdown with Milkdown's handlers. Notable, deliberately copied behaviours:
 
-* a paragraph holding only an image becomes Crepe's ImageBlock: the alt slot is rewritten to
-  the resize ratio (``![1.00](src "caption")``) - ``validate`` flags the lost alt text;
+* a paragraph holding only an image becomes Crepe's ImageBlock. Crepe writes its resize ratio
+  into the alt slot (``![1.00](src "caption")``); OpenKB's ``image_alt`` plugin (features.json)
+  keeps the alt text instead and writes a ratio only for a resized image without alt text;
+* bullets and thematic breaks use the registry's serializer options (``-``, ``---``); a
+  ``---`` right after a paragraph in a tight list item gets a blank line (it would read back
+  as a setext heading), as mdast-util-to-markdown does;
 * empty paragraphs (not the last block) and empty table cells are written ``<br />``;
 * when the document ends in anything but a paragraph or heading, Milkdown's trailing plugin
   appends an empty paragraph, so the file ends with a blank line;
@@ -20,10 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from markdown_it.common.utils import unescapeAll
 from markdown_it.token import Token
 
-from ._inline import js_to_fixed2, leaves, serialize_inline
+from ._inline import _RAW_TEXT, destination, escape, image_block_alt, leaves, serialize_inline, title_part
 from .parser import parse_with_env, strip_task_marker, task_marker
+from .registry import OPENKB_PLUGINS, SERIALIZER, bullet_markers, thematic_break
 
 __all__ = ["normalize", "normalize_tokens", "js_length"]
 
@@ -31,6 +37,12 @@ _BR = frozenset({"<br />", "<br>", "<br >", "<br/>"})
 _BACKTICKS = re.compile("`+")
 _PHRASING = frozenset()
 _LABEL_CTX = frozenset({"label"})
+_KEEP_ALT = bool(OPENKB_PLUGINS.get("image_alt"))
+_BULLET, _BULLET_OTHER = bullet_markers()
+_HR = thematic_break()
+# mdast-util-to-markdown joinDefaults: a dash rule right after a paragraph would turn it into
+# a setext heading, so it gets a blank line even in a tight list item.
+_DASH_RULE_NEEDS_BLANK = SERIALIZER.get("rule", "*") == "-" and not SERIALIZER.get("ruleSpaces")
 
 
 def js_length(s: str) -> int:
@@ -83,7 +95,9 @@ def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
             elif t == "hr":
                 out.append(Block("hr", tok))
             elif t in ("fence", "code_block"):
-                lang = tok.info.strip().split(None, 1)[0] if t == "fence" and tok.info.strip() else ""
+                # the info string is read with escapes and entities decoded (`foo\+bar` -> `foo+bar`)
+                info = unescapeAll(tok.info).strip() if t == "fence" else ""
+                lang = info.split(None, 1)[0] if info else ""
                 value = tok.content[:-1] if tok.content.endswith("\n") else tok.content
                 if lang == "latex":
                     out.append(Block("math", tok, data=value))
@@ -196,15 +210,40 @@ def _paragraph(b: Block, last_root: bool) -> str:
         img = children[0]
         src = img.attrs.get("src", "")
         title = img.attrs.get("title") or ""
-        alt = "".join(c.content for c in img.children or [] if c.type in ("text", "text_special"))
-        from ._inline import destination, title_part
-
-        return "![" + js_to_fixed2(alt) + "](" + destination(str(src)) + title_part(str(title)) + ")"
+        alt = image_block_alt(_alt_text(img), _KEEP_ALT)
+        alt = escape(alt, "[", "]", _LABEL_CTX) if alt else ""
+        return "![" + alt + "](" + destination(str(src), str(title)) + title_part(str(title)) + ")"
     kept = [c for c in children if not (c.type == "html_inline" and c.content.strip() in _BR)]
     text = serialize_inline(kept, "\n", "\n", _PHRASING)
     if not text:
         return "" if last_root else "<br />"
+    if text[0] in " \t" and _encodes_leading_blank(kept):
+        text = "&#x%X;" % ord(text[0]) + text[1:]
     return text
+
+
+def _alt_text(img: Token) -> str:
+    """mdast ``image.alt``: the plain text of the alt's inline content (mdast-util-to-string)."""
+    out: list[str] = []
+    for c in img.children or []:
+        if c.type in ("text", "text_special", "code_inline", "math_inline", "math_inline_double"):
+            out.append(c.content)
+        elif c.type == "softbreak":
+            out.append("\n")
+        elif c.type == "image":
+            out.append(_alt_text(c))
+    return "".join(out)
+
+
+def _encodes_leading_blank(children: list[Token]) -> bool:
+    """mdast-util-to-markdown encodes a blank that starts a paragraph (it would be eaten on the
+    way back), but not in a text node Milkdown prints raw (one ending in whitespace) nor in
+    the space it moves out of a mark."""
+    items = leaves(children)
+    if not items or items[0].kind != "text" or items[0].marks:
+        return False
+    seg = items[0].value.split("\n", 1)[0]
+    return not (seg[-1:].isspace() and _RAW_TEXT.match(seg))
 
 
 def _image_block_token(b: Block) -> bool:
@@ -222,6 +261,8 @@ def _join(left: Block, right: Block, parent_spread: bool | None) -> str:
         return "\n\n"
     lk = "image" if _image_block_token(left) else left.kind
     rk = "image" if _image_block_token(right) else right.kind
+    if _DASH_RULE_NEEDS_BLANK and lk in ("paragraph", "image") and rk == "hr":
+        return "\n\n"
     if lk == "paragraph" and rk == "list":
         ordered, start, _ = right.data
         first = right.children[0] if right.children else None
@@ -274,14 +315,14 @@ def _block(b: Block, st: _State, last_root: bool = False) -> str:
         text = serialize_inline(children, "#" * level + " ", "\n", frozenset({"heading"}))
         return "#" * level + (" " + text if text else "")
     if k == "hr":
-        return "***"
+        return _HR
     if k == "code":
         lang, value = b.data
         longest = max(map(len, _BACKTICKS.findall(value)), default=0) if "`" in value else 0
         fence = "`" * max(3, longest + 1)
         return fence + lang + "\n" + value + ("\n" if value else "") + fence
     if k == "math":
-        return "$$\n" + b.data + "\n$$"
+        return "$$\n" + b.data + "\n$$" if b.data else "$$\n$$"
     if k == "html":
         return b.data
     if k == "blockquote":
@@ -305,7 +346,7 @@ def _list(b: Block, st: _State) -> str:
     if ordered:
         bullet, other = ".", ")"
     else:
-        bullet, other = "*", "-"
+        bullet, other = _BULLET, _BULLET_OTHER
     # (mdast also switches marker when an item starts with a thematic break, but in Milkdown
     # every item starts with a paragraph, so that rule never fires.)
     if st.bullet_last is not None and bullet == st.bullet_last:

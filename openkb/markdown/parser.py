@@ -148,6 +148,8 @@ def task_marker(item_children: list[Token], open_index: int) -> bool | None:
     m = _TASK.match(kids[0].content)
     if not m:
         return None
+    if len(kids) == 1 and not kids[0].content[3:].strip():
+        return None  # micromark: the marker must be followed by more of the paragraph
     return m.group(1) != " "
 
 

@@ -1,19 +1,47 @@
-"""What the locked editor (Milkdown Crepe 7.22.1, default features) can hold.
+"""What the locked editor (Milkdown Crepe 7.22.1 as OpenKB configures it) can hold.
 
-This mirrors the front end's ``feature-registry.ts`` (docs/markdown.md#feature-registry). Server-side
-every consumer asks this table instead of hard-coding syntax: ``validate`` rejects a token whose
-feature is disabled or unknown, ``normalize`` is the serializer of the enabled ones, and
-``extract`` only indexes features with ``supports_search_extraction``.
+The table lives in ``features.json`` next to this module, the ONE registry that the editor
+build reads too (``web/src/editor/features.ts``): which Crepe features and OpenKB plugins are
+on, the serializer options, toolbar and slash-menu entries, and the Markdown features below
+(docs/markdown.md#feature-registry). Changing a feature is one edit there. Server-side every
+consumer asks this module instead of hard-coding syntax: ``validate`` rejects a token whose
+feature is disabled or unknown, ``normalize`` is the serializer of the enabled ones (and
+follows ``serializer``: bullet and thematic-break markers), and ``extract`` only indexes
+features with ``supports_search_extraction``.
+
+A feature that ``requires`` a Crepe feature (``latex``, ``table``...) is enabled only when that
+Crepe feature is on: switching ``crepe_features.latex`` off disables math everywhere at once.
 
 Crepe UI features that carry no Markdown syntax (Cursor, Toolbar, Placeholder, BlockEdit /
-slash menu, LinkTooltip) are not listed: they cannot make a document valid or invalid.
+slash menu, LinkTooltip) are not Markdown features: they cannot make a document valid or
+invalid.
+
+Trap: the JSON is package data (pyproject ``[tool.setuptools.package-data]``); it is read once
+at import, so tests that want another configuration build an ``EditorFeature`` themselves.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from importlib.resources import files
+from types import MappingProxyType
+from typing import Any
 
-__all__ = ["EDITOR_FEATURES", "EditorFeature", "TOKEN_FEATURES", "enabled_features", "feature"]
+__all__ = [
+    "CREPE_FEATURES",
+    "EDITOR_FEATURES",
+    "OPENKB_PLUGINS",
+    "REGISTRY",
+    "SERIALIZER",
+    "TOKEN_FEATURES",
+    "EditorFeature",
+    "bullet_markers",
+    "enabled_features",
+    "feature",
+    "is_enabled",
+    "thematic_break",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,127 +55,58 @@ class EditorFeature:
     supports_render: bool = True
     supports_serialize: bool = True
     supports_search_extraction: bool = True
+    requires: tuple[str, ...] = ()  # Crepe features it needs (crepe_features keys)
 
 
-_CM = "@milkdown/preset-commonmark"
-_GFM = "@milkdown/preset-gfm"
+def _load() -> dict[str, Any]:
+    raw = files(__package__).joinpath("features.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(raw)
+    return data
 
-EDITOR_FEATURES: tuple[EditorFeature, ...] = (
-    EditorFeature("paragraph", "Paragraph", f"{_CM}:paragraphSchema", True, ("text",)),
-    EditorFeature("heading", "Heading", f"{_CM}:headingSchema", True, ("# h1", "## h2", "###### h6")),
-    EditorFeature("emphasis", "Italic", f"{_CM}:emphasisSchema", True, ("*em*", "_em_")),
-    EditorFeature("strong", "Bold", f"{_CM}:strongSchema", True, ("**strong**", "__strong__")),
-    EditorFeature("inline_code", "Inline code", f"{_CM}:inlineCodeSchema", True, ("`code`",)),
-    EditorFeature(
-        "code_block", "Code block", "Crepe.Feature.CodeMirror", True, ("```lang\ncode\n```",)
-    ),
-    EditorFeature("blockquote", "Quote", f"{_CM}:blockquoteSchema", True, ("> quote",)),
-    EditorFeature("bullet_list", "Bullet list", f"{_CM}:bulletListSchema", True, ("* item",)),
-    EditorFeature("ordered_list", "Ordered list", f"{_CM}:orderedListSchema", True, ("1. item",)),
-    EditorFeature("task_list", "Task list", f"{_GFM}:extendListItemSchemaForTask", True, ("* [ ] todo", "* [x] done")),
-    EditorFeature("link", "Link", f"{_CM}:linkSchema", True, ("[text](url \"title\")", "<https://url>")),
-    EditorFeature(
-        "internal_link", "Document link", f"{_CM}:linkSchema", True, ("[title](openkb://document/{uuid})",)
-    ),
-    EditorFeature("image", "Inline image", f"{_CM}:imageSchema", True, ("![alt](src \"title\")",)),
-    EditorFeature(
-        "image_block",
-        "Image block",
-        "Crepe.Feature.ImageBlock",
-        True,
-        ("![1.00](asset://{uuid} \"caption\")",),
-    ),
-    EditorFeature("hard_break", "Line break", f"{_CM}:hardbreakSchema", True, ("text\\\nmore",)),
-    EditorFeature("thematic_break", "Divider", f"{_CM}:hrSchema", True, ("***",)),
-    EditorFeature("table", "Table", "Crepe.Feature.Table", True, ("| a | b |\n| - | - |\n| 1 | 2 |",)),
-    EditorFeature("strikethrough", "Strikethrough", f"{_GFM}:strikethroughSchema", True, ("~~del~~",)),
-    EditorFeature(
-        "autolink", "Autolink literal", f"{_GFM}:remarkGFMPlugin", True, ("www.x.com", "https://x", "a@b.co")
-    ),
-    EditorFeature("footnote", "Footnote", f"{_GFM}:footnoteDefinitionSchema", True, ("text[^1]", "[^1]: note")),
-    EditorFeature("math_inline", "Inline formula", "Crepe.Feature.Latex", True, ("$x^2$",)),
-    EditorFeature("math_block", "Formula block", "Crepe.Feature.Latex", True, ("$$\n\\sum x\n$$",)),
-    EditorFeature(
-        "empty_line",
-        "Empty paragraph",
-        f"{_CM}:remarkPreserveEmptyLinePlugin",
-        True,
-        ("<br />",),
-        supports_search_extraction=False,
-    ),
-    EditorFeature(
-        "reference_link",
-        "Reference link",
-        f"{_CM}:remarkInlineLinks",
-        True,
-        ("[text][ref]\n\n[ref]: url",),
-        supports_serialize=False,  # written back as an inline link, definition dropped
-    ),
-    EditorFeature(
-        "html",
-        "Raw HTML",
-        f"{_CM}:htmlSchema",
-        False,  # shown as an uneditable atom, `<br>` is deleted: never store it
-        ("<div>", "<span>", "<br>"),
-        supports_render=False,
-        supports_serialize=False,
-        supports_search_extraction=False,
-    ),
-    EditorFeature(
-        "front_matter",
-        "Front matter",
-        "(none)",
-        False,  # Milkdown reads `---` as a rule + setext heading and destroys it
-        ("---\nkey: value\n---", "+++\nkey = 1\n+++"),
-        supports_parse=False,
-        supports_render=False,
-        supports_serialize=False,
-        supports_search_extraction=False,
-    ),
+
+def _without_comments(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if not k.startswith("$")}
+
+
+REGISTRY: dict[str, Any] = _load()
+CREPE_FEATURES: MappingProxyType[str, bool] = MappingProxyType(
+    {k: bool(v) for k, v in _without_comments(REGISTRY["crepe_features"]).items()}
 )
+SERIALIZER: MappingProxyType[str, Any] = MappingProxyType(_without_comments(REGISTRY.get("serializer", {})))
+OPENKB_PLUGINS: MappingProxyType[str, bool] = MappingProxyType(
+    {k: bool(v) for k, v in _without_comments(REGISTRY.get("openkb_plugins", {})).items()}
+)
+
+
+def _feature(d: dict[str, Any]) -> EditorFeature:
+    requires = tuple(d.get("requires", ()))
+    unknown = [r for r in requires if r not in CREPE_FEATURES]
+    if unknown:
+        raise ValueError(f"features.json: {d['key']!r} requires unknown Crepe feature(s) {unknown}")
+    return EditorFeature(
+        key=d["key"],
+        label=d["label"],
+        milkdown_plugin=d["milkdown_plugin"],
+        enabled=bool(d["enabled"]) and all(CREPE_FEATURES[r] for r in requires),
+        markdown_syntax=tuple(d["markdown_syntax"]),
+        supports_parse=d.get("supports_parse", True),
+        supports_render=d.get("supports_render", True),
+        supports_serialize=d.get("supports_serialize", True),
+        supports_search_extraction=d.get("supports_search_extraction", True),
+        requires=requires,
+    )
+
+
+EDITOR_FEATURES: tuple[EditorFeature, ...] = tuple(_feature(d) for d in REGISTRY["features"])
 
 _BY_KEY = {f.key: f for f in EDITOR_FEATURES}
 
 # markdown-it token type -> feature key. A token type missing here is a construct outside the
 # registry, which validate() reports as feature "unknown".
-TOKEN_FEATURES: dict[str, str] = {
-    "paragraph_open": "paragraph",
-    "inline": "paragraph",
-    "text": "paragraph",
-    "text_special": "paragraph",
-    "softbreak": "paragraph",
-    "heading_open": "heading",
-    "em_open": "emphasis",
-    "strong_open": "strong",
-    "code_inline": "inline_code",
-    "fence": "code_block",
-    "code_block": "code_block",
-    "blockquote_open": "blockquote",
-    "bullet_list_open": "bullet_list",
-    "ordered_list_open": "ordered_list",
-    "list_item_open": "bullet_list",
-    "link_open": "link",
-    "image": "image",
-    "hardbreak": "hard_break",
-    "hr": "thematic_break",
-    "table_open": "table",
-    "thead_open": "table",
-    "tbody_open": "table",
-    "tr_open": "table",
-    "th_open": "table",
-    "td_open": "table",
-    "s_open": "strikethrough",
-    "footnote_ref": "footnote",
-    "footnote_reference_open": "footnote",
-    "footnote_block_open": "footnote",
-    "footnote_open": "footnote",
-    "footnote_anchor": "footnote",
-    "math_inline": "math_inline",
-    "math_inline_double": "math_inline",
-    "math_block": "math_block",
-    "html_block": "html",
-    "html_inline": "html",
-}
+TOKEN_FEATURES: dict[str, str] = _without_comments(REGISTRY["tokens"])
+_missing = sorted(set(TOKEN_FEATURES.values()) - set(_BY_KEY))
+if _missing:  # a typo in the JSON must fail at import, not read as "unknown construct"
+    raise ValueError(f"features.json: tokens name unknown features {_missing}")
 
 
 def feature(key: str) -> EditorFeature:
@@ -162,3 +121,22 @@ def enabled_features() -> tuple[EditorFeature, ...]:
 def is_enabled(key: str) -> bool:
     f = _BY_KEY.get(key)
     return bool(f and f.enabled)
+
+
+def bullet_markers() -> tuple[str, str]:
+    """(bullet, bulletOther) as mdast-util-to-markdown picks them from the serializer options.
+
+    bulletOther is what an adjacent list switches to; it defaults to ``-`` for ``*`` and to
+    ``*`` otherwise (mdast-util-to-markdown ``checkBulletOther``).
+    """
+    bullet = str(SERIALIZER.get("bullet", "*"))
+    other = str(SERIALIZER.get("bulletOther", "-" if bullet == "*" else "*"))
+    return bullet, other
+
+
+def thematic_break() -> str:
+    """The thematic break as written: ``rule`` repeated ``ruleRepetition`` times."""
+    rule = str(SERIALIZER.get("rule", "*"))
+    n = int(SERIALIZER.get("ruleRepetition", 3))
+    sep = " " if SERIALIZER.get("ruleSpaces") else ""
+    return sep.join([rule] * n)

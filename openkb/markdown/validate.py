@@ -25,7 +25,7 @@ from openkb.errors import MarkdownDialectError
 from ._inline import destination, js_to_fixed2, title_part
 from .normalize import normalize_tokens
 from .parser import parse, parse_with_env
-from .registry import TOKEN_FEATURES, is_enabled
+from .registry import OPENKB_PLUGINS, TOKEN_FEATURES, is_enabled
 
 __all__ = ["DialectIssue", "ensure_valid", "prepare_import", "validate", "validate_and_normalize"]
 
@@ -36,10 +36,13 @@ _NEWLINE = re.compile("\n")
 _VISIBLE = re.compile(r"[^ \t>]")
 # token types that are never an issue by themselves (enabled, and not checked any further)
 _QUIET_BLOCK = frozenset(
-    t for t, k in TOKEN_FEATURES.items() if is_enabled(k) and t not in ("html_block", "inline", "fence")
+    t for t, k in TOKEN_FEATURES.items() if is_enabled(k) and t not in ("html_block", "inline", "fence", "table_open")
 )
 # inline children the check has nothing to say about (closing tokens are not listed: also quiet)
 _QUIET_INLINE = frozenset(t for t in TOKEN_FEATURES if t != "html_inline")  # registered, not raw HTML
+# Crepe's default image block writes its resize ratio into the alt slot; OpenKB's image_alt
+# plugin (features.json) keeps alt text, so only without it is a lone image's alt refused.
+_RATIO_IN_ALT = not OPENKB_PLUGINS.get("image_alt")
 _FRONT = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\r?\n(?:.*?\r?\n)??(\1|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 
 
@@ -136,6 +139,9 @@ def _scan(tokens: list[Token], src: _Src, issues: list[DialectIssue], skip_until
         if t == "inline":
             _inline(tok, tokens[idx - 1] if idx else None, src, issues)
             continue
+        if t == "table_open":
+            _table_rows(tokens, idx, src, issues)
+            continue
         if t == "fence" and len(tok.info.split(None, 1)) > 1:
             line0 = tok.map[0] if tok.map else 0
             line, col = _first_char(src, line0)
@@ -195,14 +201,131 @@ def _html_block(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
     )
 
 
+_NESTING = {"em_open": "em_close", "strong_open": "strong_close", "s_open": "s_close"}
+_NEST_FEATURE = {"em_open": "emphasis", "strong_open": "strong", "s_open": "strikethrough"}
+
+
+def _nested_marks(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
+    """Emphasis inside emphasis of the same kind (``*a *b* c*``, ``__a __b__ c__``).
+
+    The editor holds a mark set (one emphasis, one strong per character), so the inner pair
+    is merged away and on save the markers come out shifted (``*(*foo*)*`` -> ``*(foo*)``):
+    the text changes. Refused; write it once.
+    """
+    depth: dict[str, int] = {}
+    closers = {v: k for k, v in _NESTING.items()}
+    for c in tok.children or []:
+        t = c.type
+        if t in _NESTING:
+            if depth.get(t):
+                assert tok.map is not None
+                line, col = _first_char(src, tok.map[0])
+                issues.append(
+                    DialectIssue(
+                        _NEST_FEATURE[t],
+                        line,
+                        col,
+                        f"{_NEST_FEATURE[t]} nested inside the same {_NEST_FEATURE[t]} is merged by the "
+                        "editor and its markers move; mark the text once",
+                    )
+                )
+                return
+            depth[t] = depth.get(t, 0) + 1
+        elif t in closers:
+            depth[closers[t]] = max(0, depth.get(closers[t], 0) - 1)
+
+
+def _split_row(line: str) -> int:
+    """Cells in one GFM table row as micromark counts them (only ``\\|`` does not split)."""
+    text = line.strip()
+    while text.startswith(">"):
+        text = text[1:].strip()
+    cells, i, n = 1, 0, len(text)
+    if text.startswith("|"):
+        i = 1
+    end = n - 1 if n > 1 and text.endswith("|") and not text.endswith("\\|") else n
+    while i < end:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "|":  # GFM splits on a pipe inside a code span too
+            cells += 1
+        i += 1
+    return cells
+
+
+def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIssue]) -> None:
+    """A body row with more cells than the header: markdown-it drops the extra cells, the
+    editor adds a column for them. Refused so neither side loses or invents a cell."""
+    header = 0
+    j = idx + 1
+    in_head = True
+    while j < len(tokens) and tokens[j].type != "table_close":
+        t = tokens[j]
+        if t.type == "th_open":
+            header += 1
+        elif t.type == "thead_close":
+            in_head = False
+        elif t.type == "tr_open" and not in_head and t.map:
+            line0 = t.map[0]
+            start = src.line_start(line0)
+            stop = src.text.find("\n", start)
+            row = src.text[start : stop if stop >= 0 else len(src.text)]
+            if _split_row(row) > header:
+                line, col = _first_char(src, line0)
+                issues.append(
+                    DialectIssue(
+                        "table",
+                        line,
+                        col,
+                        f"this table row has more cells than the header ({header}); the editor would "
+                        "add a column for them",
+                    )
+                )
+                return
+        j += 1
+
+
+_TICKS = re.compile(r"`+")
+
+
+def _multiline_code(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
+    """Inline code across a line break. The editor keeps the line break (and the blanks before
+    it) inside the code; markdown-it, like the CommonMark renderer, turns it into a space, so
+    the normalizer cannot know the bytes the editor would save. Refused: keep it on one line."""
+    content = tok.content
+    if "`" not in content or "\n" not in content:
+        return
+    runs = [m for m in _TICKS.finditer(content) if m.start() == 0 or content[m.start() - 1] != "\\"]
+    i = 0
+    while i < len(runs):
+        opening = runs[i]
+        closing = next((r for r in runs[i + 1 :] if len(r.group()) == len(opening.group())), None)
+        if closing is None:
+            i += 1
+            continue
+        if "\n" in content[opening.end() : closing.start()]:
+            assert tok.map is not None
+            line, col = _first_char(src, tok.map[0])
+            issues.append(
+                DialectIssue("inline_code", line, col, "inline code across a line break: the editor keeps the "
+                             "line break inside the code; keep inline code on one line")
+            )
+            return
+        i = runs.index(closing) + 1
+
+
 def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIssue]) -> None:
     children = tok.children or []
     if not children or tok.map is None:
         return
+    _nested_marks(tok, src, issues)
+    _multiline_code(tok, src, issues)
     quiet = _QUIET_INLINE
     if all(c.type in quiet or c.type.endswith("_close") for c in children):
         # no raw HTML, nothing outside the registry: only the image-block check below applies
-        if opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
+        if _RATIO_IN_ALT and opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
             _image_block(tok, children[0], src, issues)
         return
     base = src.line_start(tok.map[0])
@@ -230,7 +353,7 @@ def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIss
         elif c.type not in TOKEN_FEATURES and not c.type.endswith("_close"):
             line, col = src.pos(cursor)
             issues.append(DialectIssue("unknown", line, col, f"construct {c.type!r} is not in the editor registry"))
-    if opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
+    if _RATIO_IN_ALT and opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
         _image_block(tok, children[0], src, issues)
 
 

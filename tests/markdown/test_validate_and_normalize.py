@@ -46,7 +46,7 @@ def test_rejections_are_the_same_error() -> None:
         "---\ntitle: x\n---\n\nbody\n",
         "ok\n\n<div>\nx\n</div>\n\nand <span>s</span>\n",
         "first\n\n中文<br>b\n",
-        f"![图片](asset://{U})\n",
+        "*a *b* c*\n",
         "* [ ] <b>task</b>\n",
     ):
         with pytest.raises(MarkdownDialectError):
@@ -57,7 +57,7 @@ def test_rejections_are_the_same_error() -> None:
 def test_task_markers_survive_the_shared_tokens() -> None:
     # the normalizer strips `[x]` from the tokens it walks; validation must have seen them first
     md = "- [ ] todo\n- [X] done\n  - [x] 子任务 `c`\n"
-    assert validate_and_normalize(md) == normalize(md) == "* [ ] todo\n* [x] done\n  * [x] 子任务 `c`\n\n"
+    assert validate_and_normalize(md) == normalize(md) == "- [ ] todo\n- [x] done\n  - [x] 子任务 `c`\n\n"
 
 
 _GOOD = ["word", "中文", "*em*", "_em_", "**b**", "`c`", "[l](http://a.b)", "~~d~~", "~d~", "$x$", "$$y$$",

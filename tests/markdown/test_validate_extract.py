@@ -66,14 +66,24 @@ def test_milkdown_own_empty_markers_are_valid() -> None:
     ensure_valid("| a | b |\n| - | - |\n| <br /> | x |\n")
 
 
-def test_image_block_alt_loss_rejected_and_repaired_on_import() -> None:
-    md = f"![图片](asset://{U})\n"
-    e = _err(md)
-    assert e.extra["feature"] == "image_block"
-    fixed, warnings = prepare_import(md)
-    assert fixed == f'![1.00](asset://{U} "图片")\n'
-    assert [w.feature for w in warnings] == ["image_block"]
-    ensure_valid(fixed)
+def test_standard_image_on_its_own_line_is_accepted_and_alt_is_search_text() -> None:
+    # regression: a lone image's alt was refused (Crepe wrote its resize ratio there) and a
+    # saved `![1.00](...)` put "1.00" into search text
+    md = f'![架构图](asset://{U} "说明")\n'
+    assert validate(md) == []
+    assert normalize(md) == md + "\n"
+    assert "架构图" in plain_text(md)
+    assert "1.00" not in plain_text(f"![1.00](asset://{U})\n") and "1.50" not in plain_text("![1.50](a.png)\n")
+    assert [l.text for l in links(f"![1.50](asset://{U})\n")] == [""]
+
+
+def test_refusals_where_the_editor_would_change_the_text() -> None:
+    assert _err("*a *b* c*\n").extra["feature"] == "emphasis"
+    assert _err("__a __b__ c__\n").extra["feature"] == "strong"
+    e = _err("| a |\n| - |\n| 1 | 2 |\n")
+    assert (e.extra["feature"], e.extra["line"]) == ("table", 3)
+    assert _err("x `code\nspan` y\n").extra["feature"] == "inline_code"
+    ensure_valid("| a | b |\n| - | - |\n| `x\\|y` | 2 |\n")
 
 
 def test_import_mode_returns_warnings_and_keeps_content() -> None:

@@ -1,0 +1,133 @@
+// OpenKB's fixes of Crepe 7.22.1 defaults, as Milkdown configuration (no fork). Each is switched
+// by openkb/markdown/features.json, and the Python normalizer (openkb/markdown/normalize.py)
+// follows the same switches; tests/markdown/test_parity.py proves they agree.
+import type { Editor } from '@milkdown/kit/core'
+import type { Mark, Node as PMNode } from '@milkdown/kit/prose/model'
+
+import { imageBlockSchema } from '@milkdown/kit/component/image-block'
+import { remarkStringifyOptionsCtx } from '@milkdown/kit/core'
+import { linkSchema } from '@milkdown/kit/preset/commonmark'
+
+import { FEATURES, pluginOn } from './features'
+
+/** The resize ratio exactly as the image block writes it into the alt slot (`toFixed(2)`). */
+export const RATIO_ALT = /^[0-9]+\.[0-9]{2}$/
+
+/** What the alt slot holds for an image block: its alt text, else a non-1 resize ratio. */
+export function imageBlockAlt(alt: string, ratio: number): string {
+  if (alt) return alt
+  const fixed = Number.parseFloat(String(ratio)).toFixed(2)
+  return fixed === '1.00' || fixed === 'NaN' ? '' : fixed
+}
+
+/**
+ * remark-stringify options (`bullet: '-'`, `rule: '-'`...) from the registry, through Milkdown's
+ * remarkStringifyOptionsCtx. Must run as a config callback: Milkdown builds its remark
+ * processor from that slice once, when the editor is created.
+ */
+export function serializerOptions(editor: Editor): void {
+  editor.config((ctx) => {
+    ctx.update(remarkStringifyOptionsCtx, (prev) => ({ ...prev, ...FEATURES.serializer }))
+  })
+}
+
+/**
+ * Crepe's image block stores only src, caption (the title) and a resize ratio, and writes the
+ * ratio into the alt slot: `![alt](src)` alone on a line was saved as `![1.00](src)`, losing the
+ * alt text (and indexing "1.00"). This adds an `alt` attribute: an alt of the ratio's shape
+ * (`1.50`) is still read as the ratio, any other alt is kept and written back. A resized image
+ * that has alt text keeps the alt text (the ratio is not stored then).
+ */
+export function keepImageAlt(editor: Editor): void {
+  if (!pluginOn('image_alt')) return
+  editor.config((ctx) => {
+    ctx.update(imageBlockSchema.key, (prev) => (c) => {
+      const base = prev(c)
+      return {
+        ...base,
+        attrs: { ...base.attrs, alt: { default: '', validate: 'string' } },
+        parseDOM: (base.parseDOM ?? []).map((rule) => ({
+          ...rule,
+          getAttrs: (dom: HTMLElement | string) => {
+            const attrs = typeof rule.getAttrs === 'function' ? rule.getAttrs(dom as HTMLElement) : {}
+            if (attrs === false || typeof dom === 'string') return attrs
+            return { ...(attrs ?? {}), alt: dom.getAttribute('alt') ?? '' }
+          },
+        })),
+        parseMarkdown: {
+          match: ({ type }) => type === 'image-block',
+          runner: (state, node, type) => {
+            const raw = typeof node.alt === 'string' ? node.alt : ''
+            let ratio = 1
+            let alt = raw
+            if (RATIO_ALT.test(raw)) {
+              ratio = Number(raw) || 1
+              alt = ''
+            }
+            state.addNode(type, {
+              src: typeof node.url === 'string' ? node.url : '',
+              caption: typeof node.title === 'string' ? node.title : '',
+              ratio,
+              alt,
+            })
+          },
+        },
+        toMarkdown: {
+          match: (node: PMNode) => node.type.name === 'image-block',
+          runner: (state, node: PMNode) => {
+            state.openNode('paragraph')
+            state.addNode('image', undefined, undefined, {
+              title: node.attrs.caption,
+              url: node.attrs.src,
+              alt: imageBlockAlt(String(node.attrs.alt ?? ''), Number(node.attrs.ratio)),
+            })
+            state.closeNode()
+          },
+        },
+      }
+    })
+  })
+}
+
+const INTERNAL_DOC = /^openkb:\/\/document\/([0-9a-fA-F-]{36})(?=[/?#]|$)/
+
+/** The app URL of an internal document link, or null for any other href. */
+export function internalDocumentHref(href: string): string | null {
+  const m = INTERNAL_DOC.exec(href)
+  return m ? `/app/docs/${m[1]!.toLowerCase()}` : null
+}
+
+/**
+ * `openkb://document/<id>` links render as app links. Milkdown's link toDOM blanks every href
+ * with an unknown scheme, so the anchor gets the app URL and keeps the stored reference in
+ * `data-openkb-href`, which parseDOM reads first: copy/paste inside the editor keeps the
+ * `openkb://` reference, and the Markdown (the mark's attrs) never changes.
+ */
+export function internalLinks(editor: Editor, resolve: (href: string) => string | null = internalDocumentHref): void {
+  editor.config((ctx) => {
+    ctx.update(linkSchema.key, (prev) => (c) => {
+      const base = prev(c)
+      return {
+        ...base,
+        parseDOM: [
+          {
+            tag: 'a[data-openkb-href]',
+            priority: 60,
+            getAttrs: (dom: HTMLElement | string) =>
+              typeof dom === 'string'
+                ? false
+                : { href: dom.getAttribute('data-openkb-href') ?? '', title: dom.getAttribute('title') },
+          },
+          ...(base.parseDOM ?? []),
+        ],
+        toDOM: (mark: Mark, inline: boolean) => {
+          const spec = base.toDOM!(mark, inline)
+          const app = resolve(String(mark.attrs.href ?? ''))
+          if (!app || !Array.isArray(spec)) return spec
+          const [tag, attrs, ...rest] = spec as [string, Record<string, unknown>, ...unknown[]]
+          return [tag, { ...attrs, href: app, 'data-openkb-href': mark.attrs.href, class: 'openkb-doc-link' }, ...rest] as never
+        },
+      }
+    })
+  })
+}
