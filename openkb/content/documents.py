@@ -101,9 +101,22 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
                     metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
                     sort_order: int | None = None, external_key: str | None = None,
                     source: str | None = None, settings: Settings | None = None,
-                    record: bool = True, document_id: uuid.UUID | None = None) -> tuple[Document, DocumentVersion | None]:
-    """``document_id``: an id chosen beforehand (an import links pages to each other before they exist)."""
+                    record: bool = True, document_id: uuid.UUID | None = None, on_unsupported: str = "reject",
+                    warnings: list[str] | None = None) -> tuple[Document, DocumentVersion | None]:
+    """``document_id``: an id chosen beforehand (an import links pages to each other before they exist).
+    ``on_unsupported="convert"``: Markdown the editor cannot keep is repaired as an import would
+    (docs/importing.md#api-writers) instead of refused; the repairs are appended to ``warnings``."""
     p = actor.principal
+    if on_unsupported == "convert" and markdown and type == "page":
+        from openkb.importing.repair import repair_for_write
+
+        limits.check_markdown(markdown, settings=settings)
+        rep = repair_for_write(markdown, markdown_hash)
+        markdown, markdown_hash = rep.markdown, None
+        metadata = metadata if metadata is not None else (rep.metadata or None)
+        tags = tags if tags is not None else rep.tags
+        if warnings is not None:
+            warnings.extend(rep.warnings)
     if type not in DOC_TYPES:
         raise ValidationError("type must be page or folder", field="type")
     _check_status(status, CREATE_STATUSES)

@@ -54,21 +54,36 @@ class UpsertResult:
     status: str                       # created | updated | unchanged
     document: Document
     version: DocumentVersion | None
+    warnings: tuple[str, ...] = ()  # repairs made with on_unsupported="convert"
 
     def out(self) -> dict[str, Any]:
-        return {"status": self.status, "document_id": self.document.id,
-                "version_id": self.version.id if self.version else None,
-                "version_no": self.version.version_no if self.version else None,
-                "index_status": self.document.index_status}
+        out = {"status": self.status, "document_id": self.document.id,
+               "version_id": self.version.id if self.version else None,
+               "version_no": self.version.version_no if self.version else None,
+               "index_status": self.document.index_status}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
 
 
 def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, key: str, *, title: str,
                   markdown: str | None = None, markdown_hash: str | None = None, type: str = "page",
                   parent_id: uuid.UUID | None | Any = UNSET, status: str | None = None,
                   metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
-                  settings: Settings | None = None, document_id: uuid.UUID | None = None) -> UpsertResult:
-    """``document_id``: the id a *new* document gets (ignored when the key exists)."""
+                  settings: Settings | None = None, document_id: uuid.UUID | None = None,
+                  on_unsupported: str = "reject") -> UpsertResult:
+    """``document_id``: the id a *new* document gets (ignored when the key exists).
+    ``on_unsupported="convert"``: repair what the editor cannot keep, answer the warnings."""
     p = actor.principal
+    warnings: tuple[str, ...] = ()
+    if on_unsupported == "convert" and markdown and type == "page":
+        from openkb.importing.repair import repair_for_write
+
+        limits.check_markdown(markdown, settings=settings)
+        rep = repair_for_write(markdown, markdown_hash)
+        markdown, markdown_hash, warnings = rep.markdown, None, tuple(rep.warnings)
+        metadata = metadata if metadata is not None else (rep.metadata or None)
+        tags = tags if tags is not None else rep.tags
     key = limits.check_name(key, "key", settings)
     title = limits.check_title(title, settings=settings)
     if metadata is not None:
@@ -91,7 +106,7 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
             doc.status = "archived"
             session.add(doc)
             session.flush()
-        return UpsertResult("created", doc, version)
+        return UpsertResult("created", doc, version, warnings)
 
     # the row is in the session already, so the access's fetch costs no query
     acc = access_document(session, p, existing.id, None)
@@ -118,7 +133,7 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
     body_changed = body is not None and (cur is None or cur.markdown != body)
     title_changed = title != doc.title
     if not fields and not body_changed and not title_changed:
-        return UpsertResult("unchanged", doc, cur)
+        return UpsertResult("unchanged", doc, cur, warnings)
 
     if "parent_id" in fields:
         tree.target_parent(session, p, doc.knowledge_base_id, fields["parent_id"])
@@ -159,4 +174,4 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
         enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
     elif fields.keys() & {"metadata", "tags"} and doc.type == "page":
         enqueue_after_commit(session, "index_document", document_id=str(doc.id))
-    return UpsertResult("updated", doc, version)
+    return UpsertResult("updated", doc, version, warnings)

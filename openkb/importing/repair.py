@@ -248,3 +248,19 @@ def _dedupe(warnings: list[str]) -> list[str]:
             seen.add(w)
             out.append(w)
     return out
+
+
+def repair_for_write(markdown: str, markdown_hash: str | None = None) -> Repaired:
+    """``on_unsupported: "convert"`` of an API write (docs/importing.md#api-writers): the client's
+    hash is checked against what it sent, then the import repairs apply; the caller stores the
+    result (still validated and normalized by the save) and answers the warnings."""
+    from openkb.content.versions import sha256_hex
+    from openkb.errors import HashMismatch
+
+    if markdown_hash is not None and markdown_hash.strip().lower() != sha256_hex(markdown):
+        raise HashMismatch("markdown_hash is not the SHA-256 of the markdown sent (lowercase hex of its UTF-8)",
+                           field="markdown_hash", expected=sha256_hex(markdown))
+    rep = import_markdown(markdown)
+    if rep.title:  # the write names its own title; the header's stays on record
+        rep.metadata.setdefault("front_matter", {})["title"] = rep.title
+    return rep

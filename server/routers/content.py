@@ -335,6 +335,9 @@ class DocumentIn(RequestModel):
     metadata: dict[str, Any] | None = Field(None, description="JSON object, at most 64 KB")
     tags: list[str] | None = None
     sort_order: int | None = Field(None, ge=0, le=MAX_SORT, description="position among siblings; default last")
+    on_unsupported: Literal["reject", "convert"] = Field("reject", description=(
+        "Markdown the editor cannot keep (front matter, raw HTML, <br>): reject with MARKDOWN_DIALECT_ERROR, or "
+        "convert it as an import does and answer the repairs in warnings (docs/importing.md#api-writers)"))
 
 
 class DocumentUpdate(RequestModel):
@@ -428,6 +431,8 @@ class UpsertIn(RequestModel):
     status: Literal["draft", "published", "archived"] | None = None
     metadata: dict[str, Any] | None = None
     tags: list[str] | None = None
+    on_unsupported: Literal["reject", "convert"] = Field("reject", description=(
+        "reject Markdown the editor cannot keep, or convert it and answer the repairs in warnings"))
 
 
 class UpsertOut(Out):
@@ -447,11 +452,15 @@ _SAVE_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.post("/api/documents", status_code=status.HTTP_201_CREATED, response_model=DocumentOut, responses=_WRITE)
 def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
+    """With ``on_unsupported: "convert"`` the answer also has ``warnings``: the repairs made."""
+    warnings: list[str] = []
     doc, _ = doc_service.create_document(
         session, actor, knowledge_base_id=body.knowledge_base_id, parent_id=body.parent_id, type=body.type,
         title=body.title, markdown=body.markdown, markdown_hash=body.markdown_hash, status=body.status,
-        metadata=body.metadata, tags=body.tags, sort_order=body.sort_order)
-    return doc_service.get_document(session, actor.principal, doc.id)
+        metadata=body.metadata, tags=body.tags, sort_order=body.sort_order, on_unsupported=body.on_unsupported,
+        warnings=warnings)
+    out = doc_service.get_document(session, actor.principal, doc.id)
+    return {**out, "warnings": warnings} if body.on_unsupported == "convert" else out
 
 
 @router.get("/api/documents/{doc_id}", response_model=DocumentOut, responses=_READ)
@@ -528,11 +537,12 @@ def upsert_by_key(kb_id: uuid.UUID, key: KeyPath, body: UpsertIn,
                   session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Idempotent keyed write for integrations: ``created`` | ``updated`` | ``unchanged`` (writes and
     enqueues nothing). Fields left out keep their values. ``DOCUMENT_IN_TRASH`` (409) for a
-    trashed keyed document."""
+    trashed keyed document. With ``on_unsupported: "convert"`` a repaired body adds ``warnings``."""
     parent: Any = body.parent_id if "parent_id" in body.model_fields_set else upsert_service.UNSET
     res = upsert_service.upsert_by_key(session, actor, kb_id, key, title=body.title, markdown=body.markdown,
                                        markdown_hash=body.markdown_hash, type=body.type, parent_id=parent,
-                                       status=body.status, metadata=body.metadata, tags=body.tags)
+                                       status=body.status, metadata=body.metadata, tags=body.tags,
+                                       on_unsupported=body.on_unsupported)
     return res.out()
 
 

@@ -77,3 +77,13 @@ def by_path(report: ImportReport) -> dict[str, Any]:
 
 def uid() -> str:
     return uuid.uuid4().hex[:6]
+
+
+@pytest.fixture(scope="module")
+def w(live_server, engine):
+    """The HTTP persona world (tests/content/http_world.py), once per module."""
+    from tests.content.http_world import HttpWorld
+
+    world = HttpWorld(live_server, lambda: Session(engine, expire_on_commit=False))
+    yield world
+    world.close()
