@@ -80,7 +80,8 @@ def test_admin_scope_is_named(live_server, committed):
 
 # Unsafe routes a read-only token may use, or that decide by themselves (not content writes).
 _NOT_CONTENT_WRITES = re.compile(
-    r"^/+(retrieval|api/search$|api/auth/|api/me/tokens|api/invitations/\{token\}/accept|api/share/)")
+    r"^/+(retrieval|api/search$|api/auth/|api/me/tokens|api/me/oauth-grants|oauth/|api/invitations/\{token\}/accept"
+    r"|api/share/)")
 
 
 @pytest.mark.parametrize("scopes", [READ_ONLY])
