@@ -16,7 +16,7 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 from sqlalchemy import text
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from openkb.db import session_scope
 from openkb.indexing import service as indexing
@@ -365,3 +365,49 @@ def test_every_call_is_audited_with_client_query_and_documents(w: World) -> None
     assert refused["metadata"]["outcome"] == "NOT_FOUND" and refused["metadata"]["document_ids"] == []
     read = next(x for x in rows if x["object_id"] == w.long["id"] and x["metadata"]["tool"] == "kb_get_document")
     assert read["metadata"]["document_ids"] == [w.long["id"]] and read["metadata"]["outcome"] == "ok"
+
+
+def _oauth_token(w: World, engine: Any, who: str, resource: str, scopes: tuple[str, ...] = READ) -> tuple[str, Any]:
+    """An access token as OpenKB's authorization server stores one (client, grant, token rows)."""
+    import secrets
+    from datetime import timedelta
+
+    from openkb.models import McpOAuthAccessToken, McpOAuthClient, McpOAuthGrant, TenantMembership
+    from openkb.models._base import utcnow
+
+    plain = "kbat_" + secrets.token_urlsafe(32)
+    with Session(engine, expire_on_commit=False) as s:
+        tid = s.exec(select(TenantMembership.tenant_id).where(TenantMembership.user_id == w.users[who])).one()
+        client = McpOAuthClient(tenant_id=tid, client_id=f"https://client.example/{uuid.uuid4().hex[:6]}",
+                                client_name="Test IDE", redirect_uris=["http://127.0.0.1/cb"],
+                                allowed_scopes=list(scopes), status="active")
+        s.add(client)
+        s.flush()
+        grant = McpOAuthGrant(tenant_id=tid, user_id=w.users[who], client_id=client.id, scopes=list(scopes),
+                              status="active")
+        s.add(grant)
+        s.flush()
+        s.add(McpOAuthAccessToken(tenant_id=tid, grant_id=grant.id, token_hash=hash_token(plain), scopes=list(scopes),
+                                  resource=resource, expires_at=utcnow() + timedelta(minutes=10)))
+        s.commit()
+    return plain, grant
+
+
+def test_an_oauth_token_for_this_resource_works_until_its_grant_is_revoked(w: World, engine) -> None:
+    resource = w.ctx.settings.app_base_url.rstrip("/") + "/mcp"
+    token, grant = _oauth_token(w, engine, "reader", resource)
+
+    async def go(c: Any) -> Any:
+        return {t.name for t in (await c.list_tools()).tools}, ok(await c.call_tool(
+            "kb_get_document", {"document_id": w.long["id"]}))
+
+    names, doc = run(w.base, token, go, MODERN)
+    assert names == TOOLS and doc["id"] == w.long["id"]
+    other, _ = _oauth_token(w, engine, "reader", "https://elsewhere.example/mcp")
+    r = rpc(w, other, "tools/list", {})
+    assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
+    with Session(engine) as s:
+        s.execute(text("UPDATE mcp_oauth_grants SET status = 'revoked', revoked_at = now() WHERE id = :g"),
+                  {"g": grant.id})
+        s.commit()
+    assert rpc(w, token, "tools/list", {}).status_code == 401
