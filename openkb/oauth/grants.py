@@ -147,6 +147,10 @@ def issue_code(session: Session, grant: McpOAuthGrant, *, redirect_uri: str, sco
                code_challenge: str, resource: str) -> str:
     """A single-use code (plaintext returned once; its hash stored) for the redirect."""
     plaintext, code_hash = new_token(CODE_PREFIX)
+    # Expired codes of this grant can no longer be exchanged nor replayed: drop them here.
+    session.execute(delete(McpOAuthAuthorizationCode)
+                    .where(McpOAuthAuthorizationCode.grant_id == grant.id,  # type: ignore[arg-type]
+                           McpOAuthAuthorizationCode.expires_at <= utcnow()))  # type: ignore[arg-type]
     session.add(McpOAuthAuthorizationCode(tenant_id=grant.tenant_id, grant_id=grant.id, code_hash=code_hash,
                                           redirect_uri=redirect_uri, scopes=sorted(scopes),
                                           code_challenge=code_challenge, resource=resource,
@@ -163,9 +167,12 @@ def _mint(session: Session, settings: Any, grant: McpOAuthGrant, scopes: list[st
     access, access_hash = new_token(ACCESS_TOKEN_PREFIX)
     refresh, refresh_hash = new_token(REFRESH_TOKEN_PREFIX)
     ttl = int(settings.oauth_access_token_ttl_seconds)
-    # Expired access tokens of this grant are dead weight in the lookup index: drop them here.
+    # Expired tokens of this grant are dead weight in the lookup indexes: drop them here (no
+    # sweeper job needed; a grant that is never used again keeps only its last, unexpired pair).
     session.execute(delete(McpOAuthAccessToken).where(McpOAuthAccessToken.grant_id == grant.id,  # type: ignore[arg-type]
                                                       McpOAuthAccessToken.expires_at <= now))  # type: ignore[arg-type]
+    session.execute(delete(McpOAuthRefreshToken).where(McpOAuthRefreshToken.grant_id == grant.id,  # type: ignore[arg-type]
+                                                       McpOAuthRefreshToken.expires_at <= now))  # type: ignore[arg-type]
     session.add(McpOAuthAccessToken(tenant_id=grant.tenant_id, grant_id=grant.id, token_hash=access_hash,
                                     scopes=sorted(scopes), resource=resource, expires_at=now + timedelta(seconds=ttl)))
     session.add(McpOAuthRefreshToken(tenant_id=grant.tenant_id, grant_id=grant.id, token_hash=refresh_hash,

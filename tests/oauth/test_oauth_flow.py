@@ -249,3 +249,24 @@ def test_user_lists_and_revokes_their_grants(oauth_client, user, committed, base
     # revoked: consent is asked again
     page = oauth_client.start(secrets.token_urlsafe(48))
     assert page.status_code == 200
+
+
+def test_expired_rows_of_a_grant_are_dropped_when_it_is_used(oauth_client, user, committed):
+    """No sweeper job: using a grant removes its expired access tokens, refresh tokens and codes."""
+    oauth_client.register()
+    t = oauth_client.tokens(user.email, user.password)
+    gid = check(committed, t["access_token"], oauth_client.resource).grant_id
+    past = utcnow() - timedelta(days=1)
+    with committed() as s:
+        for table in ("mcp_oauth_access_tokens", "mcp_oauth_refresh_tokens", "mcp_oauth_authorization_codes"):
+            s.execute(text(f"UPDATE {table} SET expires_at = :t WHERE grant_id = :g"), {"t": past, "g": gid})
+        s.commit()
+    assert oauth_client.refresh(t["refresh_token"]).json()["error"] == "invalid_grant"  # expired
+    oauth_client.get_code(user.email, user.password, secrets.token_urlsafe(48))  # consent remembered: a new code
+    t2 = oauth_client.tokens(user.email, user.password)
+    assert check(committed, t2["access_token"], oauth_client.resource).grant_id == gid
+    with committed() as s:
+        counts = {table: s.execute(text(f"SELECT count(*) FROM {table} WHERE grant_id = :g AND expires_at <= now()"),
+                                   {"g": gid}).scalar_one()
+                  for table in ("mcp_oauth_access_tokens", "mcp_oauth_refresh_tokens", "mcp_oauth_authorization_codes")}
+    assert counts == {"mcp_oauth_access_tokens": 0, "mcp_oauth_refresh_tokens": 0, "mcp_oauth_authorization_codes": 0}
