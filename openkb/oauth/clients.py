@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from openkb.errors import OAuthProtocolError
@@ -318,12 +319,21 @@ def resolve_client(session: Session, client_id: Any, *, tenant_id: Any, producti
     now = utcnow()
     name = _name(meta.get("client_name"), urlsplit(client_id).hostname or client_id)
     if row is None:
-        row = McpOAuthClient(tenant_id=tenant_id, client_id=client_id, client_name=name, status="active",
+        # Two first authorizations of one client at once both insert: the loser reads the winner's row.
+        new = McpOAuthClient(tenant_id=tenant_id, client_id=client_id, client_name=name, status="active",
                              registration="cimd", redirect_uris=redirect_uris, allowed_scopes=scopes, meta=kept,
                              metadata_expires_at=now + ttl)
-    else:
-        row.client_name, row.redirect_uris, row.allowed_scopes, row.meta = name, redirect_uris, scopes, kept
-        row.registration, row.metadata_expires_at, row.updated_at = "cimd", now + ttl, now
+        try:
+            with session.begin_nested():
+                session.add(new)
+                session.flush()
+            return new
+        except IntegrityError:
+            row = session.exec(select(McpOAuthClient).where(McpOAuthClient.client_id == client_id)).one()
+            if row.status != "active":
+                raise OAuthProtocolError("invalid_client", "this client is disabled") from None
+    row.client_name, row.redirect_uris, row.allowed_scopes, row.meta = name, redirect_uris, scopes, kept
+    row.registration, row.metadata_expires_at, row.updated_at = "cimd", now + ttl, now
     session.add(row)
     session.flush()
     return row

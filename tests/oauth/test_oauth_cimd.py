@@ -147,3 +147,24 @@ def test_injected_fetcher_and_default_cache_lifetime(db):
     assert 0 < left <= clients.CIMD_DEFAULT_TTL.total_seconds()
     assert clients.resolve_client(db, url, tenant_id=tid, production=False, fetch=fetch).id == row.id
     assert calls == [url]
+
+
+def test_two_first_authorizations_of_one_client_share_its_row(db, committed):
+    """The row appears between our lookup and our insert (another replica fetched the same
+    document): the unique violation is absorbed and the existing row is used, not a 500."""
+    from openkb.bootstrap import default_tenant
+
+    url = f"https://race-{secrets.token_hex(4)}.example/meta.json"
+    tid = default_tenant(db).id
+
+    def fetch(u: str) -> clients.FetchedDocument:
+        with committed() as other:
+            other.add(McpOAuthClient(tenant_id=tid, client_id=u, client_name="Other replica", status="active",
+                                     registration="cimd", redirect_uris=[REDIRECT]))
+            other.commit()
+        return clients.FetchedDocument(body={"client_id": u, "client_name": "Racer", "redirect_uris": [REDIRECT]},
+                                       max_age=60)
+
+    row = clients.resolve_client(db, url, tenant_id=tid, production=False, fetch=fetch)
+    assert row.client_name == "Racer" and row.metadata_expires_at is not None
+    assert len(db.exec(select(McpOAuthClient).where(McpOAuthClient.client_id == url)).all()) == 1
