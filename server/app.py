@@ -29,7 +29,7 @@ from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
 from server.routers import (
-    admin, assets, auth, changes, content, dify, groups, health, milvus_admin, oauth, search, sharing,
+    admin, assets, auth, changes, content, dify, groups, health, imports, milvus_admin, oauth, search, sharing,
 )
 from server.web import router as web_router
 
@@ -38,7 +38,7 @@ log = logging.getLogger("openkb.server")
 # Every router, imported plainly: a missing or broken one fails the start, not one route later.
 ROUTERS = (health.router, auth.router, admin.router, groups.router, content.router, sharing.router,
            assets.router, changes.router, search.router, milvus_admin.router, dify.router, oauth.router,
-           web_router)  # last: the web app's pages and assets (server/web)
+           imports.router, web_router)  # last: the web app's pages and assets (server/web)
 
 
 def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAPI:

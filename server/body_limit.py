@@ -20,7 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Routes that bound their own body (see the module docstring); Dify's aliases included.
-EXEMPT_PATHS = frozenset({"/api/uploads", "/retrieval", "//retrieval", "/retrieval/retrieval"})
+EXEMPT_PATHS = frozenset({"/api/uploads", "/api/import-jobs", "/retrieval", "//retrieval", "/retrieval/retrieval"})
 CODE = "PAYLOAD_TOO_LARGE"
 
 

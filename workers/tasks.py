@@ -15,6 +15,7 @@ from huey import Huey
 from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import OpenKBError
+from openkb.importing.jobs import JOB_HANDLERS as IMPORT_JOB_HANDLERS
 from openkb.indexing.jobs import JOB_HANDLERS as INDEX_JOB_HANDLERS
 from openkb.jobs import job_attempt
 
@@ -66,6 +67,7 @@ def ping(ctx: AppContext, session: Any, *, note: str = "") -> str:
 # Domain packages that own jobs expose ``JOB_HANDLERS = {name: fn}``, registered here by a plain
 # import: a worker that cannot load a handler fails at start, not on the first job of that name.
 JOBS.update(INDEX_JOB_HANDLERS)
+JOBS.update(IMPORT_JOB_HANDLERS)
 
 
 def dispatch(name: str, kwargs: dict[str, Any]) -> Any:

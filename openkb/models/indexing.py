@@ -46,6 +46,9 @@ class ImportJob(SQLModel, table=True):
     error: str | None = None
     warnings: list[str] = text_array()
     document_id: uuid.UUID | None = fk("documents.id", nullable=True, ondelete="SET NULL")
+    target_id: uuid.UUID | None = fk("documents.id", nullable=True, ondelete="SET NULL")  # folder imported into
+    run_id: uuid.UUID | None = None  # the change-log run of the job's writes
+    results: dict[str, Any] = jsonb("results")  # per-file report and counts (docs/importing.md)
     created_by: uuid.UUID = fk("users.id")
     created_at: datetime = ts()
     updated_at: datetime = ts()
