@@ -91,6 +91,14 @@ def build(ctx: AppContext) -> OpenKBMCP:
     """The MCP server of one app instance (its session manager runs once, in the app lifespan)."""
     srv = OpenKBMCP("openkb", title="OpenKB", version=__version__, instructions=INSTRUCTIONS)
 
+    def tool(**kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``srv.tool`` with the docstring as a one-line description (no source indentation)."""
+
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return srv.tool(description=" ".join((fn.__doc__ or "").split()), **kw)(fn)
+
+        return deco
+
     def unit(fn: Callable[[Session, McpCaller], T]) -> T:
         req = current.get()
         if req is None:  # the gate always sets it; a call without it is a wiring bug
@@ -122,7 +130,7 @@ def build(ctx: AppContext) -> OpenKBMCP:
 
     # -- tools --------------------------------------------------------------------------------
 
-    @srv.tool(name="kb_search", title="Search the knowledge base", annotations=READ_ONLY)
+    @tool(name="kb_search", title="Search the knowledge base", annotations=READ_ONLY)
     def kb_search(
         query: Annotated[str, Field(max_length=2000, description="what to look for, in natural language or "
                                     "keywords; empty lists the most recently updated readable documents")],
@@ -138,13 +146,13 @@ def build(ctx: AppContext) -> OpenKBMCP:
         return call(lambda s, c: tools.search(ctx, s, c, query=query, knowledge_base_ids=knowledge_base_ids,
                                               top_k=top_k, filters=filters), S.SearchOut)
 
-    @srv.tool(name="kb_get_document", title="Get a document's details", annotations=READ_ONLY)
+    @tool(name="kb_get_document", title="Get a document's details", annotations=READ_ONLY)
     def kb_get_document(document_id: DocId) -> S.DocumentOut:
         """A document's title, status, tags, metadata, breadcrumb, version and body length (not the
         body itself: use kb_get_document_markdown)."""
         return call(lambda s, c: tools.get_document(s, c, ctx.settings, document_id=document_id), S.DocumentOut)
 
-    @srv.tool(name="kb_get_document_markdown", title="Read a document's Markdown", annotations=READ_ONLY)
+    @tool(name="kb_get_document_markdown", title="Read a document's Markdown", annotations=READ_ONLY)
     def kb_get_document_markdown(
         document_id: DocId,
         offset: Annotated[int, Field(ge=0, description="first character to return (a heading's offset from "
@@ -157,20 +165,20 @@ def build(ctx: AppContext) -> OpenKBMCP:
         return call(lambda s, c: tools.get_markdown(s, c, ctx.settings, document_id=document_id, offset=offset,
                                                     max_chars=max_chars), S.MarkdownOut)
 
-    @srv.tool(name="kb_get_toc", title="A document's table of contents", annotations=READ_ONLY)
+    @tool(name="kb_get_toc", title="A document's table of contents", annotations=READ_ONLY)
     def kb_get_toc(document_id: DocId, cursor: Cursor = None, limit: Limit = None) -> S.TocOut:
         """The document's headings with the character offset and length of each section, to read one
         section with kb_get_document_markdown instead of the whole page."""
         return call(lambda s, c: tools.get_toc(s, c, ctx.settings, document_id=document_id, cursor=cursor,
                                                limit=limit), S.TocOut)
 
-    @srv.tool(name="kb_list_workspaces", title="List workspaces", annotations=READ_ONLY)
+    @tool(name="kb_list_workspaces", title="List workspaces", annotations=READ_ONLY)
     def kb_list_workspaces(cursor: Cursor = None, limit: Limit = None) -> S.WorkspacesOut:
         """The workspaces this user belongs to, with the user's role. Paged: pass next_cursor back."""
         return call(lambda s, c: tools.list_workspaces(s, c, ctx.settings, cursor=cursor, limit=limit),
                     S.WorkspacesOut)
 
-    @srv.tool(name="kb_list_knowledge_bases", title="List knowledge bases", annotations=READ_ONLY)
+    @tool(name="kb_list_knowledge_bases", title="List knowledge bases", annotations=READ_ONLY)
     def kb_list_knowledge_bases(
         workspace_id: Annotated[uuid.UUID | None, Field(description="only this workspace's")] = None,
         cursor: Cursor = None, limit: Limit = None,
@@ -179,7 +187,7 @@ def build(ctx: AppContext) -> OpenKBMCP:
         return call(lambda s, c: tools.list_knowledge_bases(s, c, ctx.settings, workspace_id=workspace_id,
                                                             cursor=cursor, limit=limit), S.KnowledgeBasesOut)
 
-    @srv.tool(name="kb_list_documents", title="List documents of a knowledge base", annotations=READ_ONLY)
+    @tool(name="kb_list_documents", title="List documents of a knowledge base", annotations=READ_ONLY)
     def kb_list_documents(
         knowledge_base_id: Annotated[uuid.UUID, Field(description="from kb_list_knowledge_bases")],
         parent_id: Annotated[uuid.UUID | None, Field(description="list this folder's children (default: the "
@@ -193,7 +201,7 @@ def build(ctx: AppContext) -> OpenKBMCP:
                                                       parent_id=parent_id, recursive=recursive, cursor=cursor,
                                                       limit=limit), S.DocumentsOut)
 
-    @srv.tool(name="kb_upsert_document", title="Create or update a document by key",
+    @tool(name="kb_upsert_document", title="Create or update a document by key",
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
     def kb_upsert_document(
