@@ -1,13 +1,19 @@
 /**
- * The one place that imports Milkdown/Crepe (house style: nothing else imports Crepe).
+ * The one place the app mounts Milkdown/Crepe (house style: nothing else imports Crepe).
  *
  * Pages call `mountEditor(el, options)` and get a small handle back; they never see the Crepe
- * instance, so the editor configuration (feature registry, image alt fix, serializer options)
- * can change here without touching a page. Minimal first version: default Crepe features.
+ * instance. The editor itself is built by `createCrepe()` (./crepe.ts) from the ONE feature
+ * registry, openkb/markdown/features.json: Crepe features, serializer options (`-` bullets,
+ * `---` rules), toolbar and slash-menu entries, and OpenKB's fixes (image blocks keep their alt
+ * text, internal links render as links). web/scripts/parity.mjs runs that same function
+ * headless to prove the server's normalizer writes what this editor writes
+ * (docs/markdown.md#normalization), so configure the editor there, never here.
  */
-import { Crepe } from '@milkdown/crepe'
 import '@milkdown/crepe/theme/common/style.css'
 import '@milkdown/crepe/theme/frame.css'
+
+import { createCrepe } from './crepe'
+import type { Lang } from './features'
 
 export interface EditorOptions {
   /** The stored Markdown the editor starts from. */
@@ -16,12 +22,19 @@ export interface EditorOptions {
   readonly?: boolean
   /** Called with the serialized Markdown after each change (the page debounces autosave). */
   onChange?: (markdown: string) => void
-  /** Uploads a pasted/dropped file and returns the URL to store (e.g. `asset://<id>`). */
+  /** Uploads a pasted/dropped/chosen image and returns the URL to store (`asset://<id>`). */
   onUpload?: (file: File) => Promise<string>
-  /** Maps a stored URL (`asset://<id>`) to one the browser can load. */
+  /** Maps a stored URL (`asset://<id>`) to one the browser can load (the asset route). */
   resolveUrl?: (url: string) => string
+  /**
+   * The app URL an internal link (`openkb://document/<id>`) renders with; null keeps the
+   * stored reference. The stored reference stays in the anchor's `data-openkb-href`.
+   */
+  resolveLink?: (href: string) => string | null
   /** Placeholder text for an empty document. */
   placeholder?: string
+  /** UI language of the toolbar and slash menu (labels come from features.json). */
+  lang?: Lang
 }
 
 export interface EditorHandle {
@@ -31,16 +44,15 @@ export interface EditorHandle {
 }
 
 export async function mountEditor(el: HTMLElement, options: EditorOptions): Promise<EditorHandle> {
-  const crepe = new Crepe({
+  const lang: Lang = options.lang ?? (document.documentElement.lang.startsWith('zh') ? 'zh-CN' : 'en')
+  const crepe = createCrepe({
     root: el,
     defaultValue: options.markdown,
-    featureConfigs: {
-      [Crepe.Feature.Placeholder]: { text: options.placeholder ?? '' },
-      [Crepe.Feature.ImageBlock]: {
-        ...(options.onUpload ? { onUpload: options.onUpload } : {}),
-        ...(options.resolveUrl ? { proxyDomURL: options.resolveUrl } : {}),
-      },
-    },
+    lang,
+    ...(options.onUpload ? { onUpload: options.onUpload } : {}),
+    ...(options.resolveUrl ? { resolveAsset: options.resolveUrl } : {}),
+    ...(options.resolveLink ? { resolveLink: options.resolveLink } : {}),
+    ...(options.placeholder !== undefined ? { placeholder: options.placeholder } : {}),
   })
   let last = options.markdown
   crepe.on((listener) => {

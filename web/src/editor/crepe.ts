@@ -19,6 +19,8 @@ export interface CrepeOptions {
   resolveAsset?: (src: string) => string
   /** The app URL of a link href, or null to leave it alone (openkb://document/<id>). */
   resolveLink?: (href: string) => string | null
+  /** Text shown in an empty document. */
+  placeholder?: string
 }
 
 function toolbarConfig(lang: Lang): FeatureConfigs['toolbar'] {
@@ -65,6 +67,7 @@ export function createCrepe(opts: CrepeOptions): Crepe {
     features: FEATURES.crepe_features as CrepeConfig['features'],
     featureConfigs: {
       'image-block': imageBlock,
+      placeholder: { text: opts.placeholder ?? '' },
       toolbar: toolbarConfig(lang),
       'block-edit': slashConfig(lang),
     } as FeatureConfigs,

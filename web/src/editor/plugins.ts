@@ -91,10 +91,19 @@ export function keepImageAlt(editor: Editor): void {
 
 const INTERNAL_DOC = /^openkb:\/\/document\/([0-9a-fA-F-]{36})(?=[/?#]|$)/
 
-/** The app URL of an internal document link, or null for any other href. */
-export function internalDocumentHref(href: string): string | null {
+/** The document id of an internal link (`openkb://document/<id>`), or null. */
+export function internalDocumentId(href: string): string | null {
   const m = INTERNAL_DOC.exec(href)
-  return m ? `/app/docs/${m[1]!.toLowerCase()}` : null
+  return m ? m[1]!.toLowerCase() : null
+}
+
+/**
+ * Default rendering of an internal link when the page gives no resolver: keep the stored
+ * `openkb://document/<id>` as the href (Milkdown would blank it), so a click handler can still
+ * recognise it.
+ */
+export function internalDocumentHref(href: string): string | null {
+  return internalDocumentId(href) ? href : null
 }
 
 /**
