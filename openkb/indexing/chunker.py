@@ -32,6 +32,7 @@ from typing import Any
 
 from markdown_it.token import Token
 
+from openkb.markdown.extract import image_alt
 from openkb.markdown.parser import parse
 
 CHUNKER_VERSION = "md-heading-1"
@@ -100,7 +101,7 @@ def _inline_text(children: Sequence[Token] | None) -> str:
         elif c.type in ("softbreak", "hardbreak"):
             out.append(" ")
         elif c.type == "image":
-            out.append(_inline_text(c.children) or c.content)
+            out.append(image_alt(c))  # a resize ratio in the alt slot is not text (docs/markdown.md)
         # footnote refs, html_inline, link/strong/em open+close carry no words of their own
     return "".join(out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openkb.errors import MarkdownDialectError
+from openkb.indexing.chunker import markdown_plain_text
 from openkb.markdown import (
     EDITOR_FEATURES,
     ensure_valid,
@@ -75,6 +76,8 @@ def test_standard_image_on_its_own_line_is_accepted_and_alt_is_search_text() -> 
     assert "架构图" in plain_text(md)
     assert "1.00" not in plain_text(f"![1.00](asset://{U})\n") and "1.50" not in plain_text("![1.50](a.png)\n")
     assert [l.text for l in links(f"![1.50](asset://{U})\n")] == [""]
+    # the index's own plain text (chunker) follows the same rule
+    assert markdown_plain_text(f"![1.50](asset://{U})\n\n![架构图](a.png)\n") == "架构图"
 
 
 def test_refusals_where_the_editor_would_change_the_text() -> None:
