@@ -330,6 +330,8 @@ def test_missing_revoked_and_underscoped_tokens_get_the_challenge(w: World, engi
     r = rpc(w, None, "tools/list", {})
     assert r.status_code == 401 and prm in r.headers["www-authenticate"]
     assert 'scope="kb:read kb:search doc:read"' in r.headers["www-authenticate"]
+    meta = httpx.get(w.base + "/.well-known/oauth-protected-resource/mcp", timeout=30)  # what the challenge names
+    assert meta.status_code == 200 and meta.json()["resource"] == w.ctx.settings.app_base_url.rstrip("/") + "/mcp"
     assert rpc(w, "kbpat_nonsense", "tools/list", {}).status_code == 401
 
     _, token = make_user_with_pat(lambda: Session(engine, expire_on_commit=False), scopes=READ)
