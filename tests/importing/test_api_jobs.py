@@ -81,7 +81,7 @@ def test_imported_pages_are_searchable(w, notion_job):
 
 def test_several_files_into_a_folder_and_who_may(w, worker):
     folder = w.doc("Imports", type="folder")
-    parts = [("docs/报告.docx", files.docx()), ("docs/notes.md", b"# Notes\n\nsee [report](%E6%8A%A5%E5%91%8A.docx)\n")]
+    parts = [("papers/报告.docx", files.docx()), ("papers/notes.md", b"# Notes\n\nsee [report](%E6%8A%A5%E5%91%8A.docx)\n")]
     for who in ("outsider", "other_tenant"):
         r = post(w.c[who], w.kb["id"], parts, folder["id"])
         assert r.status_code == 404, (who, r.text)
@@ -91,9 +91,9 @@ def test_several_files_into_a_folder_and_who_may(w, worker):
     assert job["status"] == "succeeded", job
     assert w.c["admin"].get(f"/api/import-jobs/{job['id']}").status_code == 404  # the creator's only
     by = {f["path"]: f for f in job["files"]}
-    report = w.c["owner"].get(f"/api/documents/{by['docs/报告.docx']['document_id']}").json()
+    report = w.c["owner"].get(f"/api/documents/{by['papers/报告.docx']['document_id']}").json()
     assert report["title"] == "季度报告 Q3" and report["path"][0]["id"] == folder["id"]
-    notes = w.c["owner"].get(f"/api/documents/{by['docs/notes.md']['document_id']}").json()
+    notes = w.c["owner"].get(f"/api/documents/{by['papers/notes.md']['document_id']}").json()
     assert f"(openkb://document/{report['id']})" in notes["markdown"]
 
 
