@@ -14,7 +14,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session, select
+from sqlalchemy import select
+from sqlmodel import Session
 
 from openkb.errors import Unauthenticated
 from openkb.models import McpOAuthAccessToken, McpOAuthClient, McpOAuthGrant, TenantMembership, User
@@ -62,8 +63,11 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
     """
     if not token or len(token) > MAX_TOKEN_CHARS or not looks_like_access_token(token):
         raise Unauthenticated("the access token is invalid, expired or revoked")
-    found = session.exec(
-        select(McpOAuthAccessToken, McpOAuthGrant, McpOAuthClient.client_id, McpOAuthClient.client_name,  # type: ignore[call-overload]
+    # Columns, not entities: no identity-map work on the hot path of every /mcp call.
+    found = session.execute(
+        select(McpOAuthAccessToken.id, McpOAuthAccessToken.scopes, McpOAuthAccessToken.resource,
+               McpOAuthAccessToken.expires_at, McpOAuthGrant.id, McpOAuthGrant.user_id, McpOAuthGrant.tenant_id,
+               McpOAuthGrant.status, McpOAuthGrant.expires_at, McpOAuthClient.client_id, McpOAuthClient.client_name,
                McpOAuthClient.status, User.status)
         .join(McpOAuthGrant, McpOAuthGrant.id == McpOAuthAccessToken.grant_id)
         .join(McpOAuthClient, McpOAuthClient.id == McpOAuthGrant.client_id)
@@ -74,22 +78,22 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
     ).first()
     if found is None:
         raise Unauthenticated("the access token is invalid, expired or revoked")
-    row, grant, client_id, client_name, client_status, user_status = found
+    (token_id, scopes, bound, expires_at, grant_id, user_id, tenant_id, grant_status, grant_expires_at,
+     client_id, client_name, client_status, user_status) = found
     now = utcnow()
-    if row.expires_at <= now:
+    if expires_at <= now:
         raise Unauthenticated("the access token has expired; refresh it")
-    if grant.status != "active" or grant.revoked_at is not None or (grant.expires_at is not None
-                                                                     and grant.expires_at <= now):
+    if grant_status != "active" or (grant_expires_at is not None and grant_expires_at <= now):
         raise Unauthenticated("the authorization behind this token was revoked")
     if client_status != "active":
         raise Unauthenticated("the OAuth client of this token is disabled")
     if user_status != "active":
         raise Unauthenticated("the account behind this token is not active")
-    if canonical_resource(row.resource) != canonical_resource(resource):
+    if canonical_resource(bound) != canonical_resource(resource):
         raise Unauthenticated("the access token was issued for another resource")
-    return OAuthGrant(user_id=grant.user_id, tenant_id=grant.tenant_id, client_id=client_id,
-                      scopes=frozenset(row.scopes), expires_at=row.expires_at, grant_id=grant.id,
-                      resource=row.resource, client_name=client_name, token_id=row.id)
+    return OAuthGrant(user_id=user_id, tenant_id=tenant_id, client_id=client_id, scopes=frozenset(scopes),
+                      expires_at=expires_at, grant_id=grant_id, resource=bound, client_name=client_name,
+                      token_id=token_id)
 
 
 def canonical_resource(url: str) -> str:
