@@ -10,6 +10,8 @@ answer any request; clients of the 2025-11-25 era still initialize (they get no 
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
@@ -21,6 +23,8 @@ from server.mcp.server import build
 
 
 def mount(app: FastAPI, ctx: AppContext) -> None:
+    # The stateless transport logs "Terminating session: None" at INFO on every request.
+    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     srv = build(ctx)
     hosts = allowed_hosts(ctx)
     srv.streamable_http_app(  # creates the session manager; its Starlette app is not used

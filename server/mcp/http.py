@@ -9,8 +9,10 @@ In order, before the SDK sees the request:
    ``WWW-Authenticate: Bearer resource_metadata=..., scope=...`` (RFC 9728 discovery).
 3. Scopes: a token with none of the MCP scopes, or a ``tools/call`` / ``resources/read`` whose
    scope it lacks, is 403 ``insufficient_scope`` naming the scope (a client can step up).
-   The JSON-RPC body is peeked for that; the app-wide body cap (``server/body_limit.py``,
+   The JSON-RPC body is peeked for the scope; the app-wide body cap (``server/body_limit.py``,
    413 before anything parses) has already bounded it.
+4. POST only: anything else is 405 (stateless, so no GET stream to hold open and no session to
+   DELETE).
 
 The resolved caller goes to the tools through a context variable (the SDK copies the request's
 context into the task that runs the tool). No state is kept between requests, so any replica
@@ -89,9 +91,10 @@ def _quote(text: str) -> str:
     return text.replace("\\", "").replace('"', "'")
 
 
-async def _refuse(send: Send, status: int, code: str, detail: str, challenge: str | None = None) -> None:
+async def _refuse(send: Send, status: int, code: str, detail: str, challenge: str | None = None,
+                  extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps({"error": code, "detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     if challenge:
         headers.append((b"www-authenticate", challenge.encode("latin-1", "replace")))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -179,15 +182,20 @@ class McpGate:
             await _refuse(send, 403, "INSUFFICIENT_SCOPE", detail,
                           self.challenge(error="insufficient_scope", description=detail))
             return
-        if scope.get("method") == "POST":
-            body, receive = await _buffer(receive)
-            need = needed_scope(body)
-            if need is not None and not caller.may(need):
-                detail = f"token lacks scope {need}"
-                await _refuse(send, 403, "INSUFFICIENT_SCOPE", detail,
-                              self.challenge(error="insufficient_scope", description=detail,
-                                             scope=" ".join(sorted(caller.scopes | {need}))))
-                return
+        if scope.get("method") != "POST":
+            # Stateless: no session to resume and nothing to push, so no GET stream (it would hold
+            # a connection and a server task open for nothing) and no DELETE; POST only.
+            await _refuse(send, 405, "METHOD_NOT_ALLOWED", "the MCP endpoint takes POST only (stateless)",
+                          extra=[(b"allow", b"POST")])
+            return
+        body, receive = await _buffer(receive)
+        need = needed_scope(body)
+        if need is not None and not caller.may(need):
+            detail = f"token lacks scope {need}"
+            await _refuse(send, 403, "INSUFFICIENT_SCOPE", detail,
+                          self.challenge(error="insufficient_scope", description=detail,
+                                         scope=" ".join(sorted(caller.scopes | {need}))))
+            return
         client = scope.get("client")
         ua = _header(scope, b"user-agent")
         token = current.set(McpRequest(caller, client[0] if client else None, ua[:500] if ua else None))

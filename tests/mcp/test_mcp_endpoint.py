@@ -348,6 +348,9 @@ def test_missing_revoked_and_underscoped_tokens_get_the_challenge(w: World, engi
     assert r.status_code == 403 and 'error="insufficient_scope"' in r.headers["www-authenticate"]
     r = rpc(w, w.tokens["reader"], "tools/list", {}, Host="evil.example.com")
     assert r.status_code == 421
+    r = httpx.get(w.base + "/mcp", headers={"Authorization": f"Bearer {w.tokens['reader']}",
+                                            "Accept": "text/event-stream"}, timeout=10)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"  # stateless: no stream held open
 
 
 def test_every_call_is_audited_with_client_query_and_documents(w: World) -> None:
