@@ -45,3 +45,78 @@ def test_mcp_client_connects_with_an_oauth_token(oauth_client, base, committed):
                    headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25",
                             "Authorization": f"Bearer {t['access_token']}"})
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
+
+
+class _Memory:
+    """The SDK's TokenStorage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens = None
+        self.client_info = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info) -> None:
+        self.client_info = client_info
+
+
+def test_the_sdk_oauth_client_connects_on_its_own(base, committed):
+    """The SDK's own OAuth client (what many MCP clients embed): 401 -> PRM -> AS metadata (issuer
+    checked) -> DCR -> authorize (our pages, driven like a browser) -> iss and state checked ->
+    token with PKCE and resource -> tool calls."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+    from tests.oauth.conftest import hidden_fields, redirect_params
+
+    user = make_login_user(committed)
+    browser = httpx.Client(timeout=30, follow_redirects=False)
+    seen: dict[str, str] = {}
+
+    async def redirect_handler(url: str) -> None:
+        seen["authorize_url"] = url
+        page = browser.get(url)
+        page = browser.post(base + "/oauth/authorize", data={**hidden_fields(page.text), "email": user.email,
+                                                            "password": user.password})
+        assert page.status_code == 200 and 'value="allow"' in page.text, page.text[:300]
+        seen.update(redirect_params(browser.post(base + "/oauth/authorize",
+                                                 data={**hidden_fields(page.text), "action": "allow"})))
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=seen["code"], state=seen.get("state"), iss=seen.get("iss"))
+
+    storage = _Memory()
+    provider = OAuthClientProvider(
+        server_url=base + "/mcp",
+        client_metadata=OAuthClientMetadata(client_name="SDK client", redirect_uris=["http://127.0.0.1:43123/cb"],
+                                            grant_types=["authorization_code", "refresh_token"],
+                                            response_types=["code"], token_endpoint_auth_method="none"),
+        storage=storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
+
+    async def go():
+        http = httpx2.AsyncClient(auth=provider, timeout=60)
+        async with http, Client(streamable_http_client(base + "/mcp", http_client=http)) as c:
+            tools = await c.list_tools()
+            listed = await c.call_tool("kb_list_workspaces", {})
+            return {t.name for t in tools.tools}, listed
+
+    try:
+        names, listed = asyncio.run(go())
+    finally:
+        browser.close()
+    assert "kb_search" in names and not listed.is_error
+    assert "resource=" in seen["authorize_url"] and "code_challenge_method=S256" in seen["authorize_url"]
+    assert storage.tokens.access_token.startswith("kbat_") and storage.tokens.refresh_token.startswith("kbrt_")
+    assert storage.client_info.client_id.startswith("kbcl_")
