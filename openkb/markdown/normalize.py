@@ -384,7 +384,7 @@ def _table_out(b: Block) -> str:
         for j in range(cols):
             children = row[j] if j < len(row) else []
             kept = [c for c in children if not (c.type == "html_inline" and c.content.strip() in _BR)]
-            s = serialize_inline(kept, " ", " ", ctx) if kept else ""
+            s = serialize_inline(kept, "|", "|", ctx)  # mdast-util-gfm-table: around = "|" (no tableCellPadding) if kept else ""
             cells.append(s if s else "<br />")
         matrix.append(cells)
     if len(matrix) == 1:

@@ -24,12 +24,36 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
+from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
+from mdit_py_plugins.dollarmath import index as _dollarmath_index
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
 
 __all__ = ["get_parser", "parse", "parse_with_env", "task_marker"]
+
+
+def _is_escaped(state: StateInline, back_pos: int, mod: int = 0) -> bool:
+    """Whether the ``$`` at ``back_pos`` is escaped by an odd run of backslashes before it.
+
+    Replaces mdit_py_plugins 0.7.0's ``dollarmath.index.is_escaped``, which reads
+    ``src[-1]`` for a ``$`` at position 0: a paragraph or heading that starts with ``$x$`` and
+    ends with a backslash lost its first formula (``$x$ a $y$ b\\`` parsed `` a `` as math).
+    Also, like remark-math, a backslash does not escape the *closing* ``$``: inside a formula
+    backslashes are TeX (``$a\\$b$`` is the formula ``a\\`` followed by ``b$``).
+    """
+    if back_pos != state.pos:
+        return False  # the closing dollar: no escapes inside math
+    backslashes = 0
+    pos = back_pos - 1
+    while pos >= 0 and state.src[pos] == "\\":
+        backslashes += 1
+        pos -= 1
+    return backslashes % 2 != mod if backslashes else False
+
+
+_dollarmath_index.is_escaped = _is_escaped  # the rule looks it up at call time
 
 
 def _identity(url: str) -> str:

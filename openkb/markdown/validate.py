@@ -255,12 +255,26 @@ def _split_row(line: str) -> int:
     return cells
 
 
+def _line(src: _Src, line0: int) -> str:
+    start = src.line_start(line0)
+    stop = src.text.find("\n", start)
+    return src.text[start : stop if stop >= 0 else len(src.text)]
+
+
 def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIssue]) -> None:
     """A body row with more cells than the header: markdown-it drops the extra cells, the
     editor adds a column for them. Refused so neither side loses or invents a cell."""
     header = 0
     j = idx + 1
     in_head = True
+    table_map = tokens[idx].map
+    if table_map and "|" not in _line(src, table_map[0] + 1):
+        line, col = _first_char(src, table_map[0] + 1)
+        issues.append(
+            DialectIssue("table", line, col, "a table delimiter row needs a pipe (`| --- |`); the editor "
+                         "reads this line as a heading underline")
+        )
+        return
     while j < len(tokens) and tokens[j].type != "table_close":
         t = tokens[j]
         if t.type == "th_open":

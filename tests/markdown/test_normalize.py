@@ -92,6 +92,18 @@ def test_image_block_keeps_alt_text() -> None:
     assert normalize("![a [x]](a.png)") == "![a \\[x\\]](a.png)\n\n"
 
 
+def test_parity_fixes() -> None:
+    # each of these differed from the editor (tests/markdown/parity)
+    assert normalize("| a |\n| - |\n| x\\ |") == "| a   |\n| --- |\n| x\\\\ |\n\n"  # cell ends in `\`
+    assert normalize("# $x$ a $y$ b\\") == "# $x$ a $y$ b\\\\\n"  # `$` at 0 and a final backslash
+    assert normalize("$a\\$b$") == "$a\\$b\\$\n"  # no escapes inside a formula (remark-math)
+    assert normalize("[l](http://a.b/c?x=1&y=2)") == "[l](http://a.b/c?x=1\\&y=2)\n"
+    assert normalize("``` foo\\+bar\nx\n```") == "```foo+bar\nx\n```\n\n"
+    assert normalize("$$\n$$") == "$$\n$$\n\n"
+    assert normalize("- [ ]\n- [x]") == "- \\[ ]\n- \\[x]\n\n"  # no task without text
+    assert normalize("- [x]  two") == "- [x] &#x20;two\n\n"
+
+
 def test_dash_rule_after_paragraph_in_tight_item_gets_a_blank_line() -> None:
     # `- a\n  ---` would read back as a setext heading
     assert normalize("- a\n  ***\n- b") == "- a\n\n  ---\n- b\n\n"

@@ -36,7 +36,9 @@ def _refused(md: str) -> bool:
 
 
 def test_corpus_is_complete() -> None:
-    assert len(NAMES) >= 1500
+    assert len(NAMES) >= 3000
+    # the editor's own output is in the corpus too (own-*): saving it again is proven, not assumed
+    assert sum(n.startswith("own-") for n in NAMES) >= 1000
     assert {p.stem for p in (HERE / "expected").glob("*.md")} == set(NAMES)
     assert set(DIVERGENT) <= set(NAMES), "divergences.txt names a document that is not in the corpus"
     assert all(DIVERGENT.values()), "every divergence needs a reason"
@@ -58,18 +60,4 @@ def test_normalize_matches_the_editor(name: str) -> None:
 def test_parity_rate() -> None:
     accepted = [n for n in NAMES if not _refused(_case(n)[0])]
     identical = len(accepted) - len(DIVERGENT)
-    # target 0.99 (issue 11); see divergences.txt for what is left
-    assert identical / len(accepted) >= 0.985, (identical, len(accepted))
-
-
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in DIVERGENT][::7])
-def test_editor_output_is_a_fixed_point(name: str) -> None:
-    """What the editor saved, normalized again, is unchanged (when the dialect accepts it)."""
-    _md, expected = _case(name)
-    # `<br />` placeholders (empty paragraphs) re-read as HTML blocks: not fixed points, so
-    # they are left out here rather than silently "fixed"
-    if _refused(expected) or "<br />" in expected:
-        return
-    if expected.endswith("\n\n") and normalize(expected) == expected[:-1]:
-        return  # an emptied last paragraph: the editor keeps a blank line, re-reading drops it
-    assert normalize(expected) == expected
+    assert identical / len(accepted) >= 0.99, (identical, len(accepted))

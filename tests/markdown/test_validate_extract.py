@@ -87,6 +87,7 @@ def test_refusals_where_the_editor_would_change_the_text() -> None:
     assert (e.extra["feature"], e.extra["line"]) == ("table", 3)
     assert _err("x `code\nspan` y\n").extra["feature"] == "inline_code"
     ensure_valid("| a | b |\n| - | - |\n| `x\\|y` | 2 |\n")
+    assert _err("x |\n---\n").extra["feature"] == "table"  # the editor reads a setext heading
 
 
 def test_import_mode_returns_warnings_and_keeps_content() -> None:
