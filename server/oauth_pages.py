@@ -67,8 +67,10 @@ def _hidden(params: Mapping[str, str]) -> str:
     return "".join(f"<input type=\"hidden\" name=\"{e(k)}\" value=\"{e(v)}\">" for k, v in params.items())
 
 
-def login_page(params: Mapping[str, str], *, client_name: str, csrf: str, error: str | None = None,
-               email: str = "", status: int = 200) -> HTMLResponse:
+def login_page(params: Mapping[str, str], *, client_name: str, csrf: str, redirect_uri: str,
+               error: str | None = None, email: str = "", status: int = 200) -> HTMLResponse:
+    """The sign-in form. Its CSP allows the redirect too: with consent remembered, signing in
+    answers with the redirect to the client straight away."""
     err = f"<p class=\"err\" role=\"alert\">{e(error)}</p>" if error else ""
     body = (f"<h1>Sign in to OpenKB</h1><p class=\"muted\">{e(client_name)} wants to connect to your "
             f"knowledge base. Sign in first.</p>{err}"
@@ -78,7 +80,7 @@ def login_page(params: Mapping[str, str], *, client_name: str, csrf: str, error:
             f"value=\"{e(email)}\" autocomplete=\"username\" required><label for=\"password\">Password</label>"
             f"<input id=\"password\" type=\"password\" name=\"password\" autocomplete=\"current-password\" required>"
             f"<button type=\"submit\">Sign in</button></form>")
-    return _page("Sign in", body, status=status)
+    return _page("Sign in", body, status=status, redirect_to=redirect_uri)
 
 
 def consent_page(params: Mapping[str, str], *, client_name: str, client_id: str, redirect_uri: str,

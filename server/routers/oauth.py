@@ -250,11 +250,11 @@ def _cookie_secure(ctx: AppContext) -> bool:
     return base_url(ctx).lower().startswith("https://")
 
 
-def _login(params: dict[str, str], client: McpOAuthClient, request: Request, ctx: AppContext, *,
-           error: str | None = None, email: str = "", status_code: int = 200) -> Response:
+def _login(params: dict[str, str], client: McpOAuthClient, redirect_uri: str, request: Request, ctx: AppContext,
+           *, error: str | None = None, email: str = "", status_code: int = 200) -> Response:
     token = request.cookies.get(LOGIN_CSRF_COOKIE) or secrets.token_urlsafe(32)
-    resp = oauth_pages.login_page(params, client_name=client.client_name, csrf=token, error=error, email=email,
-                                  status=status_code)
+    resp = oauth_pages.login_page(params, client_name=client.client_name, csrf=token, redirect_uri=redirect_uri,
+                                  error=error, email=email, status=status_code)
     resp.set_cookie(LOGIN_CSRF_COOKIE, token, path="/oauth", httponly=True, samesite="lax",
                     secure=_cookie_secure(ctx), max_age=3600)
     return resp
@@ -293,12 +293,12 @@ def _authorize(session: Session, ctx: AppContext, request: Request, params: dict
         sent = form.get("csrf_token", "")
         cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
         if not cookie or not secrets.compare_digest(sent.encode(), cookie.encode()):
-            return _login(carried, client, request, ctx, error="The form expired; sign in again.", status_code=403)
+            return _login(carried, client, redirect_uri, request, ctx, error="The form expired; sign in again.", status_code=403)
         try:
             r = sessions.login(session, ctx, email=form.get("email", ""), password=form.get("password", ""),
                                ip=client_ip(request), user_agent=user_agent(request))
         except OpenKBError as exc:
-            return _login(carried, client, request, ctx, error=exc.detail, email=form.get("email", "")[:300],
+            return _login(carried, client, redirect_uri, request, ctx, error=exc.detail, email=form.get("email", "")[:300],
                           status_code=exc.http_status)
         principal = Principal.user(r.user, r.session.tenant_id)
         live = sessions.ResolvedSession(row=r.session, user=r.user)
@@ -307,7 +307,7 @@ def _authorize(session: Session, ctx: AppContext, request: Request, params: dict
                         httponly=True, samesite="lax", secure=_cookie_secure(ctx))
         return resp
     if signed is None:
-        return _login(carried, client, request, ctx)
+        return _login(carried, client, redirect_uri, request, ctx)
     principal, live = signed
     if form is not None and action in ("allow", "deny"):
         sent = form.get("csrf_token", "")

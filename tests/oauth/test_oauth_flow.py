@@ -86,6 +86,8 @@ def test_full_flow_login_consent_pkce_refresh_reuse(oauth_client, user, committe
     assert page.status_code == 200 and 'name="password"' in page.text
     csp = page.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+    # signing in may redirect to the client at once (consent remembered): the form may go there
+    assert "form-action 'self' http://127.0.0.1:53682;" in csp
     for loads in ("<script", "<link", "src=", "href=", "url("):  # the page loads nothing, from anywhere
         assert loads not in page.text
     forged = oauth_client.browser.post(oauth_client.authorize_path(),
