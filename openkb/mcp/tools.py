@@ -154,10 +154,10 @@ def get_markdown(session: Session, caller: McpCaller, settings: Settings, *, doc
 def toc_entries(markdown: str) -> list[dict[str, Any]]:
     """Headings with the character range of their section (up to the next heading of the same
     or a higher level), so a client can fetch one section with ``kb_get_document_markdown``."""
-    starts = [0]
-    for i, ch in enumerate(markdown):
-        if ch == "\n":
-            starts.append(i + 1)
+    starts, pos = [0], 0
+    for line in markdown.split("\n")[:-1]:
+        pos += len(line) + 1
+        starts.append(pos)
     heads = outline(markdown)
     out = []
     for i, h in enumerate(heads):
@@ -293,11 +293,20 @@ def upsert_document(session: Session, caller: McpCaller, settings: Settings, *, 
                     metadata: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Keyed upsert (``openkb.content.upsert``): ``created`` | ``updated`` | ``unchanged``, the
     dialect check, a change-log row under a run (``run_id`` names it; revert it like any run).
-    Needs ``doc:write`` on the token and edit rights on the knowledge base."""
+    Needs ``doc:write`` on the token and edit rights on the knowledge base. The change row's
+    actor is the user (``actor_type`` ``api_key``: a token wrote it); the client that wrote it is
+    on the call's audit row, with the same ``run_id``."""
+
+    try:  # made first, so the audit row names the run the change log files the write under
+        actor: Actor | None = Actor.of(caller.principal, run_id, source="api")
+    except ValidationError:
+        actor = None
 
     def run() -> tuple[dict[str, Any], list[str]]:
         caller.require("doc:write")
-        actor = Actor.of(caller.principal, run_id, source="api")
+        if actor is None:
+            Actor.of(caller.principal, run_id)  # raises the run id's ValidationError
+            raise AssertionError("unreachable")
         res = upsert_service.upsert_by_key(session, actor, knowledge_base_id, key, title=title, markdown=markdown,
                                            parent_id=parent_id, status=status, metadata=metadata, tags=tags,
                                            settings=settings)
@@ -307,5 +316,6 @@ def upsert_document(session: Session, caller: McpCaller, settings: Settings, *, 
         return out, [out["document_id"]]
 
     return audited(session, caller, "kb_upsert_document", run,
-                   extra={"knowledge_base_id": knowledge_base_id, "key": key})
+                   extra={"knowledge_base_id": knowledge_base_id, "key": key,
+                          "run_id": actor.run_id if actor is not None else None})
 

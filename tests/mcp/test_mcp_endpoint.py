@@ -269,6 +269,10 @@ def test_upsert_document_created_unchanged_updated_and_in_the_change_log(w: Worl
     assert second["status"] == "updated" and second["document_id"] == first["document_id"]
     bad = error_text(call(w, "owner", "kb_upsert_document", {**args, "markdown": "ok\n\n<script>x</script>\n"}))
     assert bad.startswith("MARKDOWN_DIALECT_ERROR") and '"line": 3' in bad and '"column"' in bad
+    audit = w.http["admin"].get("/api/admin/audit-logs", params={
+        "action": "mcp.", "actor_user_id": str(w.users["owner"]), "limit": 200}).json()["items"]
+    row = next(x for x in audit if x["metadata"].get("run_id") == second["run_id"])
+    assert row["metadata"]["tool"] == "kb_upsert_document" and row["metadata"]["client_id"].startswith("pat:")
     changes = w.http["owner"].get("/api/changes", params={"run_id": second["run_id"]}).json()["items"]
     assert [(c["op"], c["object_id"], c["actor_type"]) for c in changes] == [
         ("document.upsert", first["document_id"], "api_key")]
