@@ -44,7 +44,7 @@ def _caller(who: Who) -> McpCaller:
     return McpCaller(p, "pat", uuid.uuid4(), "pat:test")
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=5, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 @given(w=worlds(max_docs=8), salt=st.integers(0, 10**9))
