@@ -32,7 +32,7 @@ from openkb.errors import NotFound
 DIST = Path(__file__).resolve().parent / "dist"
 ASSETS = DIST / "assets"
 
-CSP = "; ".join((
+_CSP_DIRECTIVES = (
     "default-src 'none'",
     "script-src 'self'",
     "style-src 'self' 'unsafe-inline'",
@@ -44,7 +44,8 @@ CSP = "; ".join((
     "form-action 'self'",
     "frame-ancestors 'none'",
     "object-src 'none'",
-))
+)
+CSP = "; ".join(_CSP_DIRECTIVES)
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,

@@ -4,6 +4,66 @@
  */
 
 export interface paths {
+    "/.well-known/oauth-authorization-server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Oauth Authorization Server
+         * @description RFC 8414 metadata; ``issuer`` equals ``APP_BASE_URL`` (RFC 8414 §3.3).
+         */
+        get: operations["oauth_authorization_server__well_known_oauth_authorization_server_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-protected-resource": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Oauth Protected Resource
+         * @description RFC 9728 metadata of the MCP endpoint (the ``resource_metadata`` of /mcp's 401 challenge).
+         */
+        get: operations["oauth_protected_resource__well_known_oauth_protected_resource_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-protected-resource/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Oauth Protected Resource
+         * @description RFC 9728 metadata of the MCP endpoint (the ``resource_metadata`` of /mcp's 401 challenge).
+         */
+        get: operations["oauth_protected_resource__well_known_oauth_protected_resource_mcp_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/audit-logs": {
         parameters: {
             query?: never;
@@ -833,7 +893,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Create Document */
+        /**
+         * Create Document
+         * @description With ``on_unsupported: "convert"`` the answer also has ``warnings``: the repairs made.
+         */
         post: operations["create_document_api_documents_post"];
         delete?: never;
         options?: never;
@@ -923,6 +986,46 @@ export interface paths {
         };
         /** Get Version */
         get: operations["get_version_api_documents__doc_id__versions__version_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/import-jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create Import Job
+         * @description Queue an import; the caller must be able to create documents in the target.
+         */
+        post: operations["create_import_job_api_import_jobs_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/import-jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Import Job
+         * @description Status (pending, running, succeeded, failed), per-file results, warnings, document ids.
+         */
+        get: operations["get_import_job_api_import_jobs__job_id__get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1137,7 +1240,7 @@ export interface paths {
          * Upsert By Key
          * @description Idempotent keyed write for integrations: ``created`` | ``updated`` | ``unchanged`` (writes and
          *     enqueues nothing). Fields left out keep their values. ``DOCUMENT_IN_TRASH`` (409) for a
-         *     trashed keyed document.
+         *     trashed keyed document. With ``on_unsupported: "convert"`` a repaired body adds ``warnings``.
          */
         put: operations["upsert_by_key_api_knowledge_bases__kb_id__documents_by_key__key__put"];
         post?: never;
@@ -1200,6 +1303,67 @@ export interface paths {
          * @description Who is calling (``/api/me`` is the same answer).
          */
         get: operations["me_api_me_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/oauth-grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Oauth Grants
+         * @description The applications the caller authorized (active grants), newest first.
+         */
+        get: operations["list_oauth_grants_api_me_oauth_grants_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/oauth-grants/{grant_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke Oauth Grant
+         * @description Revoke an authorization: its tokens fail on their next use. Another user's grant is 404.
+         */
+        delete: operations["revoke_oauth_grant_api_me_oauth_grants__grant_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/recent-documents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recent Documents
+         * @description The documents the caller saved most recently and can still read, newest first (the web
+         *     app's home page).
+         */
+        get: operations["recent_documents_api_me_recent_documents_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1614,6 +1778,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/oauth/register": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Oauth Register
+         * @description Register a public client (JSON body per RFC 7591). Any redirect URI real clients use is
+         *     accepted: https, loopback http (any port at authorize time), private schemes (``cursor://``).
+         */
+        post: operations["oauth_register_oauth_register_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/oauth/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Oauth Revoke
+         * @description RFC 7009: 200 whether or not the token was known. A refresh token revokes its grant.
+         */
+        post: operations["oauth_revoke_oauth_revoke_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/oauth/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Oauth Token
+         * @description ``authorization_code`` (with ``code_verifier``) and ``refresh_token`` (rotated) grants.
+         */
+        post: operations["oauth_token_oauth_token_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/readyz": {
         parameters: {
             query?: never;
@@ -1907,7 +2132,7 @@ export interface components {
              * @default user
              * @enum {string}
              */
-            subject_type: "user" | "group";
+            subject_type?: "user" | "group";
         };
         /** CollaboratorList */
         CollaboratorList: {
@@ -2094,6 +2319,13 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * On Unsupported
+             * @description Markdown the editor cannot keep (front matter, raw HTML, <br>): reject with MARKDOWN_DIALECT_ERROR, or convert it as an import does and answer the repairs in warnings (docs/importing.md#api-writers)
+             * @default reject
+             * @enum {string}
+             */
+            on_unsupported?: "reject" | "convert";
             /** Parent Id */
             parent_id?: string | null;
             /**
@@ -2115,10 +2347,15 @@ export interface components {
              * @default page
              * @enum {string}
              */
-            type: "page" | "folder";
+            type?: "page" | "folder";
         };
         /** DocumentOut */
         DocumentOut: {
+            /**
+             * Capabilities
+             * @description what the caller may do to it (read, edit, create_child, move, delete, manage, share, ...)
+             */
+            capabilities?: string[] | null;
             /** Current Version Id */
             current_version_id: string | null;
             /**
@@ -2205,6 +2442,61 @@ export interface components {
             /** Error */
             error: string;
         };
+        /** FileResultOut */
+        FileResultOut: {
+            /**
+             * Bytes
+             * @default 0
+             */
+            bytes?: number;
+            /** Code */
+            code?: string | null;
+            /** Converter */
+            converter?: string | null;
+            /** Document Id */
+            document_id?: string | null;
+            /** Error */
+            error?: string | null;
+            /** Path */
+            path: string;
+            /** Status */
+            status: string;
+            /** Type */
+            type: string;
+            /**
+             * Warnings
+             * @default []
+             */
+            warnings?: string[];
+        };
+        /** GrantList */
+        GrantList: {
+            /** Items */
+            items: components["schemas"]["GrantOut"][];
+        };
+        /** GrantOut */
+        GrantOut: {
+            /** Client Id */
+            client_id: string;
+            /** Client Name */
+            client_name: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Last Used At */
+            last_used_at?: string | null;
+            /** Registration */
+            registration: string;
+            /** Scopes */
+            scopes: string[];
+        };
         /** GroupIn */
         GroupIn: {
             /** Name */
@@ -2247,6 +2539,59 @@ export interface components {
              */
             updated_at: string;
         };
+        /** HTTPValidationError */
+        HTTPValidationError: {
+            /** Detail */
+            detail?: components["schemas"]["ValidationError"][];
+        };
+        /** ImportJobOut */
+        ImportJobOut: {
+            /** Counts */
+            counts: {
+                [key: string]: number;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Document Id */
+            document_id: string | null;
+            /** Document Ids */
+            document_ids: string[];
+            /** Error */
+            error: string | null;
+            /** Files */
+            files: components["schemas"]["FileResultOut"][];
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Knowledge Base Id
+             * Format: uuid
+             */
+            knowledge_base_id: string;
+            /** Run Id */
+            run_id: string | null;
+            /**
+             * Source Asset Id
+             * Format: uuid
+             */
+            source_asset_id: string;
+            /** Status */
+            status: string;
+            /** Target Id */
+            target_id: string | null;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Warnings */
+            warnings: string[];
+        };
         /** InvitationIn */
         InvitationIn: {
             /** Allowed Email Domains */
@@ -2264,7 +2609,7 @@ export interface components {
              * Require Approval
              * @default false
              */
-            require_approval: boolean;
+            require_approval?: boolean;
             /**
              * Role
              * @description workspace: admin/member/guest; knowledge base / document: manager/editor/viewer
@@ -2357,7 +2702,7 @@ export interface components {
              * Top K Limit
              * @default 10
              */
-            top_k_limit: number;
+            top_k_limit?: number;
         };
         /** KeyList */
         KeyList: {
@@ -2487,7 +2832,7 @@ export interface components {
              * @default private
              * @enum {string}
              */
-            visibility: "private" | "workspace" | "public";
+            visibility?: "private" | "workspace" | "public";
             /**
              * Workspace Id
              * Format: uuid
@@ -2863,7 +3208,37 @@ export interface components {
              * @description switch the active alias when the rebuild is healthy
              * @default false
              */
-            switch: boolean;
+            switch?: boolean;
+        };
+        /** RecentDocument */
+        RecentDocument: {
+            /**
+             * Edited At
+             * Format: date-time
+             * @description the caller's latest save of it
+             */
+            edited_at: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Knowledge Base Id
+             * Format: uuid
+             */
+            knowledge_base_id: string;
+            /** Knowledge Base Title */
+            knowledge_base_title: string;
+            /** Title */
+            title: string;
+            /** Type */
+            type: string;
+        };
+        /** RecentList */
+        RecentList: {
+            /** Items */
+            items: components["schemas"]["RecentDocument"][];
         };
         /** RegisterAndAccept */
         RegisterAndAccept: {
@@ -3039,12 +3414,12 @@ export interface components {
              * @description empty: the most recently updated readable documents
              * @default
              */
-            query: string;
+            query?: string;
             /**
              * Top K
              * @default 10
              */
-            top_k: number;
+            top_k?: number;
         };
         /** SearchOut */
         SearchOut: {
@@ -3076,7 +3451,7 @@ export interface components {
              * Knowledge Base Title
              * @default
              */
-            knowledge_base_title: string;
+            knowledge_base_title?: string;
             /** Metadata */
             metadata: {
                 [key: string]: unknown;
@@ -3092,7 +3467,7 @@ export interface components {
              * Tags
              * @default []
              */
-            tags: string[];
+            tags?: string[];
             /** Title */
             title: string;
             /** Updated At */
@@ -3112,7 +3487,7 @@ export interface components {
              * @default share
              * @constant
              */
-            token_type: "share";
+            token_type?: "share";
         };
         /** ShareLinkIn */
         ShareLinkIn: {
@@ -3125,17 +3500,17 @@ export interface components {
              * @default view
              * @constant
              */
-            permission: "view";
+            permission?: "view";
             /**
              * Require Login
              * @default false
              */
-            require_login: boolean;
+            require_login?: boolean;
             /**
              * Restrict To Workspace Members
              * @default false
              */
-            restrict_to_workspace_members: boolean;
+            restrict_to_workspace_members?: boolean;
         };
         /** ShareLinkList */
         ShareLinkList: {
@@ -3222,7 +3597,7 @@ export interface components {
              * Force
              * @default false
              */
-            force: boolean;
+            force?: boolean;
             /**
              * Profile
              * @description profile to activate; omit with rollback=true
@@ -3233,7 +3608,7 @@ export interface components {
              * @description return to the previously active collection
              * @default false
              */
-            rollback: boolean;
+            rollback?: boolean;
         };
         /** TenantRoleOut */
         TenantRoleOut: {
@@ -3344,6 +3719,13 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * On Unsupported
+             * @description reject Markdown the editor cannot keep, or convert it and answer the repairs in warnings
+             * @default reject
+             * @enum {string}
+             */
+            on_unsupported?: "reject" | "convert";
+            /**
              * Parent Id
              * @description omitted: unchanged (root when created)
              */
@@ -3360,7 +3742,7 @@ export interface components {
              * @default page
              * @enum {string}
              */
-            type: "page" | "folder";
+            type?: "page" | "folder";
         };
         /** UpsertOut */
         UpsertOut: {
@@ -3403,6 +3785,19 @@ export interface components {
         /** UserResult */
         UserResult: {
             user: components["schemas"]["UserOut"];
+        };
+        /** ValidationError */
+        ValidationError: {
+            /** Context */
+            ctx?: Record<string, never>;
+            /** Input */
+            input?: unknown;
+            /** Location */
+            loc: (string | number)[];
+            /** Message */
+            msg: string;
+            /** Error Type */
+            type: string;
         };
         /** VerifyIn */
         VerifyIn: {
@@ -3644,6 +4039,66 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    oauth_authorization_server__well_known_oauth_authorization_server_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
+    oauth_protected_resource__well_known_oauth_protected_resource_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
+    oauth_protected_resource__well_known_oauth_protected_resource_mcp_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
     audit_logs_api_admin_audit_logs_get: {
         parameters: {
             query?: {
@@ -8074,6 +8529,146 @@ export interface operations {
             };
         };
     };
+    create_import_job_api_import_jobs_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Groups this request's writes into a run (UUID or short name) for listing and revert */
+                "x-run-id"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /** @description one or more files (a filename may be a relative path), or one .zip */
+                    file: string[];
+                    /** Format: uuid */
+                    knowledge_base_id: string;
+                    /**
+                     * Format: uuid
+                     * @description folder to import into
+                     */
+                    parent_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJobOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UPLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_import_job_api_import_jobs__job_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJobOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     approve_api_invitations__invitation_id__approve_post: {
         parameters: {
             query?: never;
@@ -9412,6 +10007,131 @@ export interface operations {
             };
             /** @description UNAUTHENTICATED */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_oauth_grants_api_me_oauth_grants_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_oauth_grant_api_me_oauth_grants__grant_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    recent_documents_api_me_recent_documents_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecentList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11672,6 +12392,102 @@ export interface operations {
                     "application/json": {
                         [key: string]: string;
                     };
+                };
+            };
+        };
+    };
+    oauth_register_oauth_register_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description OAUTH_ERROR */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    oauth_revoke_oauth_revoke_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description OAUTH_ERROR */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    oauth_token_oauth_token_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description OAUTH_ERROR */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };

@@ -1,0 +1,268 @@
+"""The web app in a real browser (Chromium through Playwright) against the live server.
+
+Selectors are roles and labels (the app's accessibility is what makes them stable), never CSS
+classes, except the editor's ProseMirror surface. Waits are Playwright's auto-waits on visible
+states ("Saved", a dialog, a tree item), never sleeps. Every page is checked for CSP violations
+(tests/web/conftest.py).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+from sqlmodel import Session
+
+from tests.api.helpers import (
+    PASSWORD,
+    auth_settings_override,
+    login,
+    mailed_token,
+    make_login_user,
+    unique_email,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def sign_in(page, email: str, password: str = PASSWORD, next_path: str | None = None) -> None:
+    page.goto("/login" + (f"?next={next_path}" if next_path else ""))
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(re.escape(next_path or "/app") + "$"))
+
+
+def editor(page):
+    surface = page.locator(".editor[data-ready='true'] .ProseMirror")
+    expect(surface).to_be_visible()
+    return surface
+
+
+def type_at_end(page, text: str) -> int:
+    """Type at the end of the document; returns how many saves the page had made before."""
+    surface = editor(page)
+    before = int(page.get_by_role("status").get_attribute("data-saves"))
+    surface.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(text)
+    return before
+
+
+def autosaved(page, before: int) -> None:
+    """The debounced autosave ran after the edit and nothing is left unsaved."""
+    status = page.get_by_role("status")
+    expect(status).to_have_attribute("data-saves", re.compile(rf"^(?!{before}$)\d+$"))
+    expect(status).to_have_text("Saved")
+
+
+@pytest.fixture(scope="module")
+def owner(live_server, engine):
+    """A signed-up owner with a workspace and a knowledge base, made over the API (the UI flow
+    itself is test_register_verify_create_and_autosave)."""
+    acct = make_login_user(lambda: Session(engine, expire_on_commit=False))
+    with login(live_server, acct.email) as c:
+        ws = c.post("/api/workspaces", json={"name": f"Team {uuid.uuid4().hex[:6]}"}).json()
+        kb = c.post("/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Handbook",
+                                                  "visibility": "workspace"}).json()
+    return {"email": acct.email, "user_id": acct.user_id, "ws": ws, "kb": kb}
+
+
+def api(live_server, owner) -> httpx.Client:
+    return login(live_server, owner["email"])
+
+
+def new_page(c: httpx.Client, kb_id: str, title: str, markdown: str, **kw) -> dict:
+    r = c.post("/api/documents", json={"knowledge_base_id": kb_id, "type": "page", "title": title,
+                                       "markdown": markdown, **kw})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_register_verify_create_and_autosave(contexts, live_server, committed, test_home):
+    email = unique_email("web")
+    with auth_settings_override(committed, email_verification_required=True, default_signup_status="active"):
+        page = contexts.page()
+        page.goto("/register")
+        page.get_by_label("Display name").fill("Web Owner")
+        page.get_by_label("Email").fill(email)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Create account").click()
+        expect(page.get_by_role("status")).to_contain_text("Check your mailbox")
+
+        # the mailed link names APP_BASE_URL; open its path and query on the served app
+        token = mailed_token(test_home, email, "/verify-email")
+        page.goto(f"/verify-email?token={token}")
+        expect(page.get_by_role("status")).to_have_text("Your email address is confirmed.")
+        page.get_by_role("link", name="Continue to sign in").click()
+        sign_in(page, email)
+
+    expect(page.get_by_role("heading", name="Home")).to_be_visible()
+    page.get_by_role("button", name="New workspace").click()
+    page.get_by_label("Workspace name").fill("Browser team")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="Browser team")).to_be_visible()
+
+    page.get_by_role("button", name="New knowledge base").click()
+    page.get_by_label("Title").fill("Field notes")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="Field notes")).to_be_visible()
+    kb_id = urlsplit(page.url).path.rsplit("/", 1)[1]
+
+    page.get_by_role("button", name="New folder").click()
+    page.get_by_label("Title").fill("Guides")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("treeitem", name="Guides")).to_be_visible()
+
+    page.get_by_role("button", name="New page").first.click()
+    page.get_by_label("Title").fill("Welcome")
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{kb_id}/docs/[0-9a-f-]+$"))
+    doc_id = urlsplit(page.url).path.rsplit("/", 1)[1]
+
+    autosaved(page, type_at_end(page, "Hello from the browser"))
+    page.reload()
+    expect(editor(page)).to_contain_text("Hello from the browser")
+    expect(page.get_by_role("treeitem", name="Welcome")).to_have_attribute("aria-current", "page")
+
+    with login(live_server, email) as c:
+        doc = c.get(f"/api/documents/{doc_id}").json()
+        assert "Hello from the browser" in doc["markdown"]
+        recent = c.get("/api/me/recent-documents").json()["items"]
+        assert recent[0]["id"] == doc_id
+
+    page.get_by_role("link", name="OpenKB").click()
+    expect(page.get_by_role("link", name="Welcome")).to_be_visible()  # recent documents on the home page
+
+
+def test_language_follows_the_browser_and_can_be_switched(contexts):
+    page = contexts.page(locale="zh-CN")
+    page.goto("/login")
+    expect(page.get_by_role("heading", name="登录")).to_be_visible()
+    page.get_by_label("语言").select_option("en")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    page.reload()  # the choice is remembered
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_conflict_dialog_when_another_context_saved_first(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Shared notes", "Start\n")
+    url = f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}"
+    mine = contexts.page()
+    sign_in(mine, owner["email"], next_path=url)
+    editor(mine)
+    theirs = contexts.page()
+    sign_in(theirs, owner["email"], next_path=url)
+    autosaved(theirs, type_at_end(theirs, " theirs"))
+
+    type_at_end(mine, " mine")
+    dialog = mine.get_by_role("dialog", name="Someone else saved this document")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_label("Their text (current version)")).to_contain_text("theirs")
+    expect(dialog.get_by_label("Your text")).to_contain_text("mine")
+    before = int(mine.get_by_role("status").get_attribute("data-saves"))
+    dialog.get_by_role("button", name="Keep mine as a new version").click()
+    autosaved(mine, before)
+    with api(live_server, owner) as c:
+        got = c.get(f"/api/documents/{doc['id']}").json()
+        assert "mine" in got["markdown"] and got["version_no"] == 3
+
+
+def test_source_mode_refuses_bad_markdown_with_its_position(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Source page", "Fine\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    editor(page)
+    page.get_by_role("button", name="Source", exact=True).click()
+    page.get_by_label("Markdown source").fill("Fine\n\nbad<br>line\n")
+    page.get_by_role("button", name="Save source").click()
+    expect(page.get_by_role("alert")).to_contain_text("Line 3, column 4")
+    page.get_by_label("Markdown source").fill("Fine\n\ngood line\n")
+    page.get_by_role("button", name="Save source").click()
+    expect(editor(page)).to_contain_text("good line")
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/documents/{doc['id']}").json()["markdown"] == "Fine\n\ngood line\n"
+
+
+def test_outline_click_scrolls_to_the_heading(contexts, live_server, owner):
+    body = "".join(f"## Part {i}\n\n" + "Some text. " * 80 + "\n\n" for i in range(1, 9))
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Long page", body)
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    target = editor(page).get_by_role("heading", name="Part 8")
+    expect(target).not_to_be_in_viewport()
+    outline = page.get_by_role("complementary", name="Outline")
+    outline.get_by_role("button", name="Part 8").click()
+    expect(target).to_be_in_viewport()
+    expect(outline.get_by_role("button", name="Part 8")).to_have_attribute("aria-current", "location")
+
+
+def test_drag_a_page_into_a_folder(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        folder = c.post("/api/documents", json={"knowledge_base_id": owner["kb"]["id"], "type": "folder",
+                                                "title": "Archive"}).json()
+        doc = new_page(c, owner["kb"]["id"], "Loose page", "x\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
+    tree = page.get_by_role("tree")
+    tree.get_by_role("treeitem", name="Loose page").locator("> div").drag_to(
+        tree.get_by_role("treeitem", name="Archive").locator("> div"))
+    expect(tree.get_by_role("treeitem", name="Archive").get_by_role("treeitem", name="Loose page")).to_be_visible()
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/documents/{doc['id']}").json()["parent_id"] == folder["id"]
+
+
+def test_a_guest_sees_no_private_item(contexts, live_server, committed, owner):
+    guest = make_login_user(committed)
+    with api(live_server, owner) as c:
+        kb = c.post("/api/knowledge-bases", json={"workspace_id": owner["ws"]["id"], "title": "Guest view",
+                                                  "visibility": "workspace"}).json()
+        r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"email": guest.email, "role": "guest"})
+        assert r.status_code == 201, r.text
+        r = c.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+                   json={"subject_type": "user", "subject_id": str(guest.user_id), "role": "viewer"})
+        assert r.status_code == 201, r.text
+        new_page(c, kb["id"], "Visible page", "hello\n")
+        secret = new_page(c, kb["id"], "Secret plans", "hidden\n")
+        r = c.put(f"/api/documents/{secret['id']}", json={"permission_mode": "custom", "visibility": "private"})
+        assert r.status_code == 200, r.text
+    page = contexts.page()
+    sign_in(page, guest.email, next_path=f"/app/kb/{kb['id']}")
+    tree = page.get_by_role("tree")
+    expect(tree.get_by_role("treeitem", name="Visible page")).to_be_visible()
+    expect(tree.get_by_role("treeitem")).to_have_count(1)
+    expect(page.get_by_text("Secret plans")).to_have_count(0)
+    expect(page.get_by_role("button", name="New page")).to_have_count(0)  # a viewer creates nothing
+
+
+def test_password_share_link_in_a_fresh_anonymous_context(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Shared by link", "# Public words\n\nread me\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    editor(page)
+    page.get_by_role("button", name="Share", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Share")
+    dialog.get_by_label("Password (optional)").fill("open sesame")
+    dialog.get_by_role("button", name="Create share link").click()
+    url = dialog.get_by_role("textbox", name="Share links").input_value()
+    assert re.search(r"/share/kbshare_[A-Za-z0-9_-]+$", url), url
+
+    visitor = contexts.page()
+    visitor.goto(urlsplit(url).path)
+    expect(visitor.get_by_text("This link is protected by a password.")).to_be_visible()
+    visitor.get_by_label("Password").fill("wrong")
+    visitor.get_by_role("button", name="Open").click()
+    expect(visitor.get_by_role("alert")).to_have_text("Wrong password.")
+    visitor.get_by_label("Password").fill("open sesame")
+    visitor.get_by_role("button", name="Open").click()
+    expect(visitor.get_by_role("heading", name="Shared by link", level=1)).to_be_visible()
+    expect(visitor.locator(".reader[data-ready='true']")).to_contain_text("read me")
+    expect(visitor.locator(".reader .ProseMirror")).to_have_attribute("contenteditable", "false")  # read-only

@@ -1,0 +1,162 @@
+/**
+ * The one way the web app talks to the server: the public REST API (docs/api.md), cookie
+ * session + CSRF header, JSON in and out. Types come from the generated OpenAPI schema
+ * (`schema.d.ts`, from web/openapi.json), so a renamed field breaks `npm run build`.
+ *
+ * Errors: every non-2xx body is `{"error": CODE, "detail": ...}`; it becomes an `ApiError`
+ * whose `code` pages switch on (VERSION_CONFLICT, SHARE_PASSWORD_REQUIRED, ...). A network
+ * failure is `ApiError` with code `NETWORK`.
+ *
+ * Trap: the CSRF token belongs to the session. It is learned from login or `GET /api/auth/me`;
+ * if a write answers CSRF_FAILED (e.g. the session was renewed in another tab) the token is
+ * fetched again and the write retried once.
+ */
+import type { components } from './schema'
+
+export type S = components['schemas']
+
+export class ApiError extends Error {
+  readonly code: string
+  readonly status: number
+  readonly detail: string
+  readonly body: Record<string, unknown>
+
+  constructor(status: number, body: Record<string, unknown>) {
+    const code = typeof body.error === 'string' ? body.error : status === 0 ? 'NETWORK' : `HTTP_${status}`
+    const detail = typeof body.detail === 'string' ? body.detail : ''
+    super(`${code}: ${detail}`)
+    this.code = code
+    this.status = status
+    this.detail = detail
+    this.body = body
+  }
+}
+
+let csrfToken: string | null = null
+
+export function setCsrfToken(token: string | null | undefined): void {
+  csrfToken = token ?? null
+}
+
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE'
+
+export interface RequestOptions {
+  headers?: Record<string, string>
+  signal?: AbortSignal
+}
+
+async function send(method: Method, url: string, body: unknown, opts: RequestOptions): Promise<Response> {
+  const headers: Record<string, string> = { Accept: 'application/json', ...opts.headers }
+  if (body !== undefined && !(body instanceof FormData)) headers['Content-Type'] = 'application/json'
+  if (method !== 'GET' && csrfToken) headers['X-CSRF-Token'] = csrfToken
+  try {
+    return await fetch(url, {
+      method,
+      headers,
+      credentials: 'same-origin',
+      signal: opts.signal,
+      body: body === undefined ? undefined : body instanceof FormData ? body : JSON.stringify(body),
+    })
+  } catch (e) {
+    if ((e as Error).name === 'AbortError') throw e
+    throw new ApiError(0, { error: 'NETWORK', detail: String(e) })
+  }
+}
+
+export async function request<T>(method: Method, url: string, body?: unknown, opts: RequestOptions = {}): Promise<T> {
+  let res = await send(method, url, body, opts)
+  if (res.status === 403 && method !== 'GET') {
+    const err = await errorOf(res.clone())
+    if (err.code === 'CSRF_FAILED') {
+      await refreshCsrf()
+      res = await send(method, url, body, opts)
+    }
+  }
+  if (!res.ok) throw await errorOf(res)
+  if (res.status === 204) return undefined as T
+  const text = await res.text()
+  return (text ? JSON.parse(text) : undefined) as T
+}
+
+async function errorOf(res: Response): Promise<ApiError> {
+  let body: Record<string, unknown> = {}
+  try {
+    const parsed: unknown = await res.json()
+    if (parsed && typeof parsed === 'object') body = parsed as Record<string, unknown>
+  } catch {
+    /* not JSON: keep the status only */
+  }
+  return new ApiError(res.status, body)
+}
+
+async function refreshCsrf(): Promise<void> {
+  const res = await send('GET', '/api/auth/me', undefined, {})
+  if (res.ok) setCsrfToken(((await res.json()) as S['MeOut']).csrf_token)
+}
+
+const enc = encodeURIComponent
+
+/** SHA-256 hex of the UTF-8 text: the `markdown_hash` of a save (docs/api.md). */
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text))
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('')
+}
+
+export type ObjectType = 'workspace' | 'knowledge_base' | 'document'
+
+export const api = {
+  // accounts (docs/accounts.md)
+  me: () => request<S['MeOut']>('GET', '/api/auth/me'),
+  login: (body: S['LoginIn']) => request<S['LoginOut']>('POST', '/api/auth/login', body),
+  logout: () => request<void>('POST', '/api/auth/logout'),
+  register: (body: S['RegisterIn']) => request<S['RegisterOut']>('POST', '/api/auth/register', body),
+  verifyEmail: (body: S['VerifyIn']) => request<S['VerifyOut']>('POST', '/api/auth/verify-email', body),
+  resetRequest: (body: S['ResetRequestIn']) => request<unknown>('POST', '/api/auth/password-reset/request', body),
+  resetConfirm: (body: S['ResetConfirmIn']) => request<S['VerifyOut']>('POST', '/api/auth/password-reset/confirm', body),
+
+  recentDocuments: (limit = 20) => request<S['RecentList']>('GET', `/api/me/recent-documents?limit=${limit}`),
+
+  // workspaces and knowledge bases
+  workspaces: () => request<S['WorkspaceList']>('GET', '/api/workspaces'),
+  workspace: (id: string) => request<S['WorkspaceOut']>('GET', `/api/workspaces/${enc(id)}`),
+  createWorkspace: (body: S['WorkspaceIn']) => request<S['WorkspaceOut']>('POST', '/api/workspaces', body),
+  knowledgeBases: (workspaceId?: string) =>
+    request<S['KnowledgeBaseList']>('GET', '/api/knowledge-bases' + (workspaceId ? `?workspace_id=${enc(workspaceId)}` : '')),
+  knowledgeBase: (id: string) => request<S['KnowledgeBaseOut']>('GET', `/api/knowledge-bases/${enc(id)}`),
+  createKnowledgeBase: (body: S['KnowledgeBaseIn']) => request<S['KnowledgeBaseOut']>('POST', '/api/knowledge-bases', body),
+  updateKnowledgeBase: (id: string, body: S['KnowledgeBaseUpdate']) =>
+    request<S['KnowledgeBaseOut']>('PUT', `/api/knowledge-bases/${enc(id)}`, body),
+  tree: (kbId: string) => request<S['TreeOut']>('GET', `/api/knowledge-bases/${enc(kbId)}/tree`),
+
+  // documents and versions
+  document: (id: string) => request<S['DocumentOut']>('GET', `/api/documents/${enc(id)}`),
+  createDocument: (body: S['DocumentIn']) => request<S['DocumentOut']>('POST', '/api/documents', body),
+  updateDocument: (id: string, body: S['DocumentUpdate']) => request<S['DocumentOut']>('PUT', `/api/documents/${enc(id)}`, body),
+  deleteDocument: (id: string) => request<void>('DELETE', `/api/documents/${enc(id)}`),
+  saveVersion: (id: string, body: S['VersionIn']) => request<S['SaveOut']>('POST', `/api/documents/${enc(id)}/versions`, body),
+  versions: (id: string) => request<S['VersionList']>('GET', `/api/documents/${enc(id)}/versions`),
+  version: (id: string, versionId: string) =>
+    request<S['VersionDetail']>('GET', `/api/documents/${enc(id)}/versions/${enc(versionId)}`),
+  restoreVersion: (id: string, versionId: string) =>
+    request<S['SaveOut']>('POST', `/api/documents/${enc(id)}/restore/${enc(versionId)}`),
+  upload: (form: FormData) => request<S['AssetOut']>('POST', '/api/uploads', form),
+
+  // search
+  search: (body: S['SearchIn']) => request<S['SearchOut']>('POST', '/api/search', body),
+
+  // sharing and invitations (docs/permissions.md)
+  collaborators: (type: ObjectType, id: string) =>
+    request<S['CollaboratorList']>('GET', `/api/objects/${type}/${enc(id)}/collaborators`),
+  shareLinks: (type: ObjectType, id: string) => request<S['ShareLinkList']>('GET', `/api/objects/${type}/${enc(id)}/share-links`),
+  createShareLink: (type: ObjectType, id: string, body: S['ShareLinkIn']) =>
+    request<S['CreatedShareLinkOut']>('POST', `/api/objects/${type}/${enc(id)}/share-links`, body),
+  revokeShareLink: (linkId: string) => request<S['ShareLinkOut']>('POST', `/api/share-links/${enc(linkId)}/revoke`),
+  invitation: (token: string) => request<S['InvitationView']>('GET', `/api/invitations/${enc(token)}`),
+  acceptInvitation: (token: string, body?: S['AcceptIn']) =>
+    request<S['AcceptOut']>('POST', `/api/invitations/${enc(token)}/accept`, body ?? {}),
+  shared: (token: string) => request<S['SharedOut']>('GET', `/api/share/${enc(token)}`),
+  sharedDocument: (token: string, docId: string) =>
+    request<Record<string, unknown>>('GET', `/api/share/${enc(token)}/documents/${enc(docId)}`),
+  sharePassword: (token: string, password: string) =>
+    request<S['ShareAccessOut']>('POST', `/api/share/${enc(token)}/verify-password`, { password }),
+}

@@ -1,0 +1,413 @@
+/**
+ * The left document tree (docs/04 §4): folders and pages the caller can see (the server leaves
+ * the others out), new page/folder, rename, delete to the trash, move, drag-and-drop reorder and
+ * re-parent, collapse state remembered per knowledge base, the current document highlighted.
+ *
+ * Accessible as an ARIA tree: one tab stop, arrows move/expand/collapse, Enter opens, F2
+ * renames, Delete deletes; every action is also a real button in the item's menu.
+ *
+ * Trap: `sort_order` in `PUT /api/documents/:id` is the 0-based position among the *new*
+ * siblings (the server renumbers the rest), so a drop before an item sends that item's index
+ * with the dragged item left out of the count.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { api } from '../api/client'
+import { t } from '../lib/i18n'
+import { invalidate, useQuery } from '../lib/query'
+import { navigate, paths } from '../lib/router'
+import { buildTree, descendants, type TreeItem, type TreeNode } from '../lib/tree'
+import { Dialog, ErrorNote, Field } from './ui'
+
+function collapsedKey(kbId: string): string {
+  return `openkb.tree.collapsed.${kbId}`
+}
+
+function loadCollapsed(kbId: string): Set<string> {
+  try {
+    return new Set(JSON.parse(localStorage.getItem(collapsedKey(kbId)) ?? '[]') as string[])
+  } catch {
+    return new Set()
+  }
+}
+
+type Action = { kind: 'rename' | 'delete' | 'move'; item: TreeItem } | { kind: 'new'; type: 'page' | 'folder'; parentId: string | null }
+
+export function Tree(props: { kbId: string; currentId: string | null; canCreate: boolean; currentTitle?: string }) {
+  const { kbId, currentId } = props
+  const tree = useQuery(`tree:${kbId}`, () => api.tree(kbId))
+  const [collapsed, setCollapsed] = useState<Set<string>>(() => loadCollapsed(kbId))
+  const [focusId, setFocusId] = useState<string | null>(currentId)
+  const [action, setAction] = useState<Action | null>(null)
+  const [error, setError] = useState<unknown>(null)
+  const [dragId, setDragId] = useState<string | null>(null)
+  const [dropTarget, setDropTarget] = useState<string | null>(null)
+  const [menuFor, setMenuFor] = useState<string | null>(null)
+  const rootRef = useRef<HTMLUListElement>(null)
+
+  const items = (tree.data?.items ?? []).map((it) => (it.id === currentId && props.currentTitle ? { ...it, title: props.currentTitle } : it))
+  const nodes = buildTree(items)
+  const byId = new Map(items.map((i) => [i.id, i]))
+
+  // the current document's folders are open
+  useEffect(() => {
+    if (!currentId || !tree.data) return
+    let p = byId.get(currentId)?.parent_id ?? null
+    const next = new Set(collapsed)
+    let changed = false
+    while (p) {
+      if (next.delete(p)) changed = true
+      p = byId.get(p)?.parent_id ?? null
+    }
+    if (changed) save(next)
+  }, [currentId, tree.data])
+
+  function save(next: Set<string>) {
+    setCollapsed(next)
+    localStorage.setItem(collapsedKey(kbId), JSON.stringify([...next]))
+  }
+
+  function toggle(id: string, open?: boolean) {
+    const next = new Set(collapsed)
+    const isOpen = !next.has(id)
+    if (open === undefined ? isOpen : !open) next.add(id)
+    else next.delete(id)
+    save(next)
+  }
+
+  const visible: TreeNode[] = []
+  const walk = (ns: TreeNode[]) => {
+    for (const n of ns) {
+      visible.push(n)
+      if (n.item.type === 'folder' && !collapsed.has(n.item.id)) walk(n.children)
+    }
+  }
+  walk(nodes)
+
+  function open(item: TreeItem) {
+    if (item.type === 'folder') toggle(item.id)
+    else navigate(paths.doc(kbId, item.id))
+  }
+
+  function focusItem(id: string) {
+    setFocusId(id)
+    requestAnimationFrame(() => rootRef.current?.querySelector<HTMLElement>(`[data-id="${id}"]`)?.focus())
+  }
+
+  function onKeyDown(e: KeyboardEvent, n: TreeNode) {
+    const i = visible.findIndex((v) => v.item.id === n.item.id)
+    const folderOpen = n.item.type === 'folder' && !collapsed.has(n.item.id)
+    switch (e.key) {
+      case 'ArrowDown':
+        if (i + 1 < visible.length) focusItem(visible[i + 1].item.id)
+        break
+      case 'ArrowUp':
+        if (i > 0) focusItem(visible[i - 1].item.id)
+        break
+      case 'ArrowRight':
+        if (n.item.type === 'folder' && !folderOpen) toggle(n.item.id, true)
+        else if (folderOpen && n.children.length) focusItem(n.children[0].item.id)
+        break
+      case 'ArrowLeft':
+        if (folderOpen) toggle(n.item.id, false)
+        else if (n.item.parent_id && byId.has(n.item.parent_id)) focusItem(n.item.parent_id)
+        break
+      case 'Home':
+        if (visible.length) focusItem(visible[0].item.id)
+        break
+      case 'End':
+        if (visible.length) focusItem(visible[visible.length - 1].item.id)
+        break
+      case 'Enter':
+        open(n.item)
+        break
+      case 'F2':
+        setAction({ kind: 'rename', item: n.item })
+        break
+      case 'Delete':
+        setAction({ kind: 'delete', item: n.item })
+        break
+      default:
+        return
+    }
+    e.preventDefault()
+    e.stopPropagation()
+  }
+
+  async function move(id: string, parentId: string | null, sortOrder?: number) {
+    setError(null)
+    try {
+      await api.updateDocument(id, sortOrder === undefined ? { parent_id: parentId } : { parent_id: parentId, sort_order: sortOrder })
+      if (parentId) {
+        const next = new Set(collapsed)
+        next.delete(parentId)
+        save(next)
+      }
+    } catch (e) {
+      setError(e)
+    }
+    invalidate(`tree:${kbId}`)
+    invalidate(`doc:${id}`)
+  }
+
+  function onDrop(e: DragEvent, target: TreeItem) {
+    e.preventDefault()
+    setDropTarget(null)
+    const id = dragId ?? e.dataTransfer?.getData('application/x-openkb-document')
+    setDragId(null)
+    if (!id || id === target.id) return
+    if (descendants(items, id).has(target.id)) return // never into itself
+    if (target.type === 'folder') {
+      void move(id, target.id)
+    } else {
+      const siblings = items
+        .filter((x) => (x.parent_id ?? null) === (target.parent_id ?? null) && x.id !== id)
+        .sort((a, b) => a.sort_order - b.sort_order)
+      void move(id, target.parent_id ?? null, Math.max(0, siblings.findIndex((x) => x.id === target.id)))
+    }
+  }
+
+  const renderNodes = (ns: TreeNode[], level: number) =>
+    ns.map((n) => {
+      const it = n.item
+      const isFolder = it.type === 'folder'
+      const isOpen = isFolder && !collapsed.has(it.id)
+      const tabbable = focusId ? focusId === it.id : visible[0]?.item.id === it.id
+      return (
+        <li
+          key={it.id}
+          role="treeitem"
+          data-id={it.id}
+          aria-label={it.title}
+          aria-level={level}
+          aria-expanded={isFolder ? isOpen : undefined}
+          aria-selected={it.id === currentId}
+          aria-current={it.id === currentId ? 'page' : undefined}
+          tabIndex={tabbable ? 0 : -1}
+          onKeyDown={(e) => onKeyDown(e, n)}
+          onFocus={(e) => {
+            if (e.target === e.currentTarget) setFocusId(it.id)
+          }}
+        >
+          <div
+            class={`row${it.id === currentId ? ' current' : ''}${dropTarget === it.id ? ' drop' : ''}`}
+            style={{ paddingLeft: `${(level - 1) * 14 + 4}px` }}
+            draggable={props.canCreate}
+            onDragStart={(e) => {
+              setDragId(it.id)
+              e.dataTransfer?.setData('application/x-openkb-document', it.id)
+              if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move'
+            }}
+            onDragEnd={() => {
+              setDragId(null)
+              setDropTarget(null)
+            }}
+            onDragOver={(e) => {
+              if (!dragId || dragId === it.id) return
+              e.preventDefault()
+              setDropTarget(it.id)
+            }}
+            onDragLeave={() => setDropTarget((d) => (d === it.id ? null : d))}
+            onDrop={(e) => onDrop(e, it)}
+          >
+            {isFolder ? (
+              <button type="button" class="twisty" tabIndex={-1} aria-label={isOpen ? t('collapse') : t('expand')} onClick={() => toggle(it.id)}>
+                {isOpen ? '▾' : '▸'}
+              </button>
+            ) : (
+              <span class="twisty" aria-hidden="true">
+                •
+              </span>
+            )}
+            {isFolder ? (
+              <span class="label folder" onClick={() => toggle(it.id)}>
+                {it.title}
+              </span>
+            ) : (
+              <a class="label" tabIndex={-1} href={paths.doc(kbId, it.id)}>
+                {it.title}
+              </a>
+            )}
+            {props.canCreate ? (
+              <span class="menu-wrap">
+                <button
+                  type="button"
+                  class="more"
+                  tabIndex={-1}
+                  aria-haspopup="menu"
+                  aria-expanded={menuFor === it.id}
+                  aria-label={t('itemActions', { title: it.title })}
+                  onClick={() => setMenuFor(menuFor === it.id ? null : it.id)}
+                >
+                  ⋯
+                </button>
+                {menuFor === it.id ? (
+                  <span class="menu" role="menu" onKeyDown={(e) => e.key === 'Escape' && setMenuFor(null)}>
+                    {isFolder ? (
+                      <>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'page', parentId: it.id }) }}>
+                          {t('newPage')}
+                        </button>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'folder', parentId: it.id }) }}>
+                          {t('newFolder')}
+                        </button>
+                      </>
+                    ) : null}
+                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'rename', item: it }) }}>
+                      {t('rename')}
+                    </button>
+                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'move', item: it }) }}>
+                      {t('move')}
+                    </button>
+                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'delete', item: it }) }}>
+                      {t('delete')}
+                    </button>
+                  </span>
+                ) : null}
+              </span>
+            ) : null}
+          </div>
+          {isFolder && isOpen && n.children.length ? <ul role="group">{renderNodes(n.children, level + 1)}</ul> : null}
+        </li>
+      )
+    })
+
+  return (
+    <nav class="sidebar" aria-label={t('tree')}>
+      <div class="sidebar-head">
+        <a href={paths.kb(kbId)}>{t('kbHome')}</a>
+        {props.canCreate ? (
+          <span class="tree-actions">
+            <button type="button" onClick={() => setAction({ kind: 'new', type: 'page', parentId: null })}>
+              {t('newPage')}
+            </button>
+            <button type="button" onClick={() => setAction({ kind: 'new', type: 'folder', parentId: null })}>
+              {t('newFolder')}
+            </button>
+          </span>
+        ) : null}
+      </div>
+      <ErrorNote error={tree.error ?? error} />
+      {tree.data && nodes.length === 0 ? <p class="muted">{t('emptyTree')}</p> : null}
+      <ul role="tree" aria-label={t('tree')} ref={rootRef}>
+        {renderNodes(nodes, 1)}
+      </ul>
+      {action ? <TreeActionDialog kbId={kbId} action={action} items={items} onDone={() => setAction(null)} currentId={currentId} /> : null}
+    </nav>
+  )
+}
+
+function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem[]; currentId: string | null; onDone: () => void }) {
+  const { action, kbId } = props
+  const [title, setTitle] = useState(action.kind === 'rename' ? action.item.title : '')
+  const [target, setTarget] = useState<string>(action.kind === 'move' ? (action.item.parent_id ?? '') : '')
+  const [error, setError] = useState<unknown>(null)
+
+  const finish = (docId?: string) => {
+    invalidate(`tree:${kbId}`)
+    if (docId) invalidate(`doc:${docId}`)
+    props.onDone()
+  }
+
+  if (action.kind === 'delete') {
+    return (
+      <Dialog title={t('delete')} onClose={props.onDone}>
+        <p>{t('deleteConfirm', { title: action.item.title })}</p>
+        <ErrorNote error={error} />
+        <div class="actions">
+          <button type="button" onClick={props.onDone}>
+            {t('cancel')}
+          </button>
+          <button
+            type="button"
+            class="danger"
+            onClick={() => {
+              api
+                .deleteDocument(action.item.id)
+                .then(() => {
+                  finish(action.item.id)
+                  if (descendants(props.items, action.item.id).has(props.currentId ?? '')) navigate(paths.kb(kbId))
+                })
+                .catch(setError)
+            }}
+          >
+            {t('delete')}
+          </button>
+        </div>
+      </Dialog>
+    )
+  }
+  if (action.kind === 'move') {
+    const blocked = descendants(props.items, action.item.id)
+    const folders = props.items.filter((i) => i.type === 'folder' && !blocked.has(i.id))
+    return (
+      <Dialog title={t('move')} onClose={props.onDone}>
+        <form
+          onSubmit={(e) => {
+            e.preventDefault()
+            api
+              .updateDocument(action.item.id, { parent_id: target || null })
+              .then(() => finish(action.item.id))
+              .catch(setError)
+          }}
+        >
+          <div class="field">
+            <label for="move-target">{t('moveTo', { title: action.item.title })}</label>
+            <select id="move-target" value={target} onChange={(e) => setTarget((e.target as HTMLSelectElement).value)}>
+              <option value="">{t('moveRoot')}</option>
+              {folders.map((f) => (
+                <option key={f.id} value={f.id}>
+                  {f.title}
+                </option>
+              ))}
+            </select>
+          </div>
+          <ErrorNote error={error} />
+          <div class="actions">
+            <button type="button" onClick={props.onDone}>
+              {t('cancel')}
+            </button>
+            <button type="submit" class="primary">
+              {t('move')}
+            </button>
+          </div>
+        </form>
+      </Dialog>
+    )
+  }
+  const isNew = action.kind === 'new'
+  const heading = isNew ? (action.type === 'page' ? t('newPage') : t('newFolder')) : t('rename')
+  return (
+    <Dialog title={heading} onClose={props.onDone}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          if (action.kind === 'new') {
+            api
+              .createDocument({ knowledge_base_id: kbId, parent_id: action.parentId, type: action.type, title: title || t('untitled'), markdown: action.type === 'page' ? '' : null })
+              .then((doc) => {
+                finish()
+                if (doc.type === 'page') navigate(paths.doc(kbId, doc.id))
+              })
+              .catch(setError)
+          } else if (action.kind === 'rename') {
+            api
+              .updateDocument(action.item.id, { title })
+              .then(() => finish(action.item.id))
+              .catch(setError)
+          }
+        }}
+      >
+        <Field label={t('title')} name="item-title" value={title} onInput={setTitle} required={!isNew} />
+        <ErrorNote error={error} />
+        <div class="actions">
+          <button type="button" onClick={props.onDone}>
+            {t('cancel')}
+          </button>
+          <button type="submit" class="primary">
+            {isNew ? t('create') : t('save')}
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  )
+}

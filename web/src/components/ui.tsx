@@ -1,0 +1,157 @@
+/** Small shared pieces: error notes, labelled fields, modal dialogs, the top bar. */
+import type { ComponentChildren, JSX } from 'preact'
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { ApiError } from '../api/client'
+import { errorText, LANGS, lang, setLang, t, type Lang } from '../lib/i18n'
+import { navigate, paths } from '../lib/router'
+import { signOut, useSession } from '../lib/session'
+
+export function ErrorNote({ error }: { error: unknown }) {
+  if (!error) return null
+  const text = error instanceof ApiError ? errorText(error.code, error.detail) : errorText('NETWORK', String(error))
+  return (
+    <p class="error" role="alert">
+      {text}
+    </p>
+  )
+}
+
+export function Field(props: {
+  label: string
+  name: string
+  type?: 'text' | 'email' | 'password' | 'datetime-local' | 'search'
+  value: string
+  onInput: (v: string) => void
+  required?: boolean
+  autoComplete?: string
+  minLength?: number
+}) {
+  const id = `f-${props.name}`
+  // Preact's input typings narrow by `type`; a variable type needs one cast
+  const inputAttrs = {
+    id,
+    name: props.name,
+    type: props.type ?? 'text',
+    value: props.value,
+    required: props.required,
+    minLength: props.minLength,
+    autoComplete: props.autoComplete,
+    onInput: (e: Event) => props.onInput((e.target as HTMLInputElement).value),
+  } as unknown as JSX.IntrinsicElements['input']
+  return (
+    <div class="field">
+      <label for={id}>{props.label}</label>
+      <input {...inputAttrs} />
+    </div>
+  )
+}
+
+/** A modal `<dialog>`: focus moves in, Escape closes, the rest of the page is inert. */
+export function Dialog(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean }) {
+  const ref = useRef<HTMLDialogElement>(null)
+  useEffect(() => {
+    const d = ref.current!
+    if (!d.open) d.showModal()
+    const onCancel = (e: Event) => {
+      e.preventDefault()
+      props.onClose()
+    }
+    d.addEventListener('cancel', onCancel)
+    return () => {
+      d.removeEventListener('cancel', onCancel)
+      if (d.open) d.close()
+    }
+  }, [])
+  return (
+    <dialog ref={ref} class={props.wide ? 'dialog wide' : 'dialog'} aria-labelledby="dialog-title">
+      <h2 id="dialog-title">{props.title}</h2>
+      {props.children}
+    </dialog>
+  )
+}
+
+export function LanguageSwitch() {
+  return (
+    <label class="lang">
+      <span class="sr-only">{t('language')}</span>
+      <select aria-label={t('language')} value={lang()} onChange={(e) => setLang((e.target as HTMLSelectElement).value as Lang)}>
+        {LANGS.map((l) => (
+          <option value={l.code} key={l.code}>
+            {l.label}
+          </option>
+        ))}
+      </select>
+    </label>
+  )
+}
+
+export function TopBar(props: { children?: ComponentChildren }) {
+  const s = useSession()
+  const [q, setQ] = useState('')
+  return (
+    <header class="topbar">
+      <a class="brand" href={paths.home()}>
+        {t('appName')}
+      </a>
+      <nav class="crumbs" aria-label={t('breadcrumb')}>
+        {props.children}
+      </nav>
+      <form
+        role="search"
+        class="topsearch"
+        onSubmit={(e) => {
+          e.preventDefault()
+          navigate(paths.search(q))
+        }}
+      >
+        <input
+          type="search"
+          aria-label={t('search')}
+          placeholder={t('searchPlaceholder')}
+          value={q}
+          onInput={(e) => setQ((e.target as HTMLInputElement).value)}
+        />
+      </form>
+      <LanguageSwitch />
+      {s.status === 'signed-in' ? (
+        <span class="user">
+          <span class="user-name" title={t('signedInAs', { name: s.me.user.email })}>
+            {s.me.user.display_name}
+          </span>
+          <button
+            type="button"
+            class="link-button"
+            onClick={() => {
+              void signOut().then(() => navigate(paths.login()))
+            }}
+          >
+            {t('signOut')}
+          </button>
+        </span>
+      ) : null}
+    </header>
+  )
+}
+
+export function PublicFrame(props: { title: string; children: ComponentChildren }) {
+  return (
+    <div class="public">
+      <div class="public-top">
+        <span class="brand">{t('appName')}</span>
+        <LanguageSwitch />
+      </div>
+      <main id="main" class="card">
+        <h1>{props.title}</h1>
+        {props.children}
+      </main>
+    </div>
+  )
+}
+
+export function Loading() {
+  return (
+    <p class="muted" aria-busy="true">
+      {t('loading')}
+    </p>
+  )
+}

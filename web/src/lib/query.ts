@@ -1,0 +1,94 @@
+/**
+ * Server state: one small helper (house style). `useQuery(key, fetcher)` loads, caches by key
+ * for the page's lifetime, and re-renders everyone using the key when `invalidate(prefix)` is
+ * called after a write. No global store beyond this cache.
+ */
+import { useEffect, useState } from 'preact/hooks'
+import { ApiError } from '../api/client'
+
+interface Entry {
+  data?: unknown
+  error?: ApiError
+  promise?: Promise<void>
+  fetcher?: () => Promise<unknown>
+  listeners: Set<() => void>
+}
+
+const cache = new Map<string, Entry>()
+
+function entry(key: string): Entry {
+  let e = cache.get(key)
+  if (!e) {
+    e = { listeners: new Set() }
+    cache.set(key, e)
+  }
+  return e
+}
+
+function load(key: string, fetcher: () => Promise<unknown>): void {
+  const e = entry(key)
+  if (e.promise) return
+  e.promise = fetcher()
+    .then((data) => {
+      e.data = data
+      e.error = undefined
+    })
+    .catch((err: unknown) => {
+      e.error = err instanceof ApiError ? err : new ApiError(0, { error: 'NETWORK', detail: String(err) })
+    })
+    .finally(() => {
+      e.promise = undefined
+      e.listeners.forEach((l) => l())
+    })
+}
+
+export interface Query<T> {
+  data: T | undefined
+  error: ApiError | undefined
+  loading: boolean
+  reload: () => void
+}
+
+export function useQuery<T>(key: string | null, fetcher: () => Promise<T>): Query<T> {
+  const [, setTick] = useState(0)
+  useEffect(() => {
+    if (key === null) return
+    const e = entry(key)
+    const l = () => setTick((n) => n + 1)
+    e.listeners.add(l)
+    if (e.data === undefined && e.error === undefined) load(key, fetcher)
+    return () => {
+      e.listeners.delete(l)
+    }
+  }, [key])
+  if (key === null) return { data: undefined, error: undefined, loading: false, reload: () => {} }
+  const e = entry(key)
+  e.fetcher = fetcher
+  return {
+    data: e.data as T | undefined,
+    error: e.error,
+    loading: e.data === undefined && e.error === undefined,
+    reload: () => load(key, fetcher),
+  }
+}
+
+/** Refetch every cached key starting with `prefix` that someone is showing; drop the others. */
+export function invalidate(prefix: string): void {
+  for (const [key, e] of cache) {
+    if (!key.startsWith(prefix)) continue
+    if (e.listeners.size === 0) {
+      cache.delete(key)
+      continue
+    }
+    // keep showing the old data until the fresh load lands (no flicker)
+    if (e.fetcher) load(key, e.fetcher)
+  }
+}
+
+/** Put a value the caller already has (e.g. a write's response) into the cache. */
+export function setQueryData(key: string, data: unknown): void {
+  const e = entry(key)
+  e.data = data
+  e.error = undefined
+  e.listeners.forEach((l) => l())
+}

@@ -1,0 +1,63 @@
+/**
+ * Who is signed in: `GET /api/auth/me` once, then kept here (the one piece of state distant
+ * pages share: top bar, home, invitation page). Also owns the CSRF token handed to the client.
+ */
+import { useEffect, useState } from 'preact/hooks'
+import { api, ApiError, setCsrfToken, type S } from '../api/client'
+
+export type SessionState = { status: 'loading' } | { status: 'anonymous' } | { status: 'signed-in'; me: S['MeOut'] }
+
+let state: SessionState = { status: 'loading' }
+const listeners = new Set<() => void>()
+let loading: Promise<void> | null = null
+
+function set(s: SessionState): void {
+  state = s
+  listeners.forEach((l) => l())
+}
+
+export function refreshSession(): Promise<void> {
+  loading = api
+    .me()
+    .then((me) => {
+      setCsrfToken(me.csrf_token)
+      set({ status: 'signed-in', me })
+    })
+    .catch((e: unknown) => {
+      if (e instanceof ApiError && e.status === 401) {
+        setCsrfToken(null)
+        set({ status: 'anonymous' })
+      } else {
+        set({ status: 'anonymous' })
+      }
+    })
+  return loading
+}
+
+export async function signIn(email: string, password: string): Promise<void> {
+  const r = await api.login({ email, password })
+  setCsrfToken(r.csrf_token)
+  await refreshSession()
+}
+
+export async function signOut(): Promise<void> {
+  try {
+    await api.logout()
+  } finally {
+    setCsrfToken(null)
+    set({ status: 'anonymous' })
+  }
+}
+
+export function useSession(): SessionState {
+  const [, setTick] = useState(0)
+  useEffect(() => {
+    const l = () => setTick((n) => n + 1)
+    listeners.add(l)
+    if (state.status === 'loading' && !loading) void refreshSession()
+    return () => {
+      listeners.delete(l)
+    }
+  }, [])
+  return state
+}

@@ -1,0 +1,445 @@
+/**
+ * The document page (docs/04 §4, docs/14 §3): top bar with breadcrumb and actions, left tree,
+ * title + editor (read / edit / source), right outline.
+ *
+ * Autosave: every change marks the page dirty; after a quiet moment (DEBOUNCE_MS) the body and
+ * title are saved as a new version with `base_version_id` = the version the edit started from
+ * (docs/api.md: optimistic locking). States shown: unsaved, saving, saved, failed (with retry).
+ * A 409 VERSION_CONFLICT opens the conflict dialog with both texts: keep mine (saved on top of
+ * the current version) or take theirs (the editor reloads it).
+ *
+ * Traps: a save can be in flight while the user keeps typing; the next save starts only when
+ * it returns, from the version it created. Leaving with unsaved work asks first (in-app
+ * navigation through the router guard, reload/close through `beforeunload`).
+ */
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { api, ApiError, sha256Hex, type S } from '../api/client'
+import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../components/MarkdownView'
+import { Outline } from '../components/Outline'
+import { HistoryDialog, ShareDialog } from '../components/panels'
+import { Tree } from '../components/Tree'
+import { Dialog, ErrorNote, Loading, TopBar } from '../components/ui'
+import type { EditorHandle } from '../editor/Editor'
+import { t } from '../lib/i18n'
+import { invalidate, useQuery } from '../lib/query'
+import { navigate, paths, setLeaveGuard, type Route } from '../lib/router'
+import { headings } from '../lib/tree'
+
+const DEBOUNCE_MS = 800
+
+type SaveState = 'saved' | 'dirty' | 'saving' | 'failed' | 'conflict'
+type Mode = 'read' | 'edit' | 'source'
+
+interface Base {
+  versionId: string | null
+  markdown: string
+  title: string
+}
+
+export function DocumentPage({ route }: { route: Route }) {
+  const { kbId, docId } = route.params
+  const doc = useQuery(`doc:${docId}`, () => api.document(docId))
+  const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
+  const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  if (doc.error) {
+    return (
+      <>
+        <TopBar />
+        <main id="main" class="page">
+          <ErrorNote error={doc.error} />
+        </main>
+      </>
+    )
+  }
+  if (!doc.data) {
+    return (
+      <>
+        <TopBar />
+        <main id="main" class="page">
+          <Loading />
+        </main>
+      </>
+    )
+  }
+  return <DocumentEditor key={docId} doc={doc.data} kb={kb.data} ws={ws.data} />
+}
+
+function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut']; ws?: S['WorkspaceOut'] }) {
+  const { doc } = props
+  const kbId = doc.knowledge_base_id
+  const canEdit = doc.type === 'page' && !!doc.capabilities?.includes('edit')
+  const [mode, setMode] = useState<Mode>(canEdit ? 'edit' : 'read')
+  const [state, setState] = useState<SaveState>('saved')
+  const [saveError, setSaveError] = useState<unknown>(null)
+  const [title, setTitle] = useState(doc.title)
+  const [markdown, setMarkdown] = useState(doc.markdown ?? '')
+  const [editorKey, setEditorKey] = useState(0)
+  const [conflict, setConflict] = useState<S['DocumentOut'] | null>(null)
+  const [source, setSource] = useState('')
+  const [sourceError, setSourceError] = useState<ApiError | null>(null)
+  const [panel, setPanel] = useState<'history' | 'share' | null>(null)
+  const [moreOpen, setMoreOpen] = useState(false)
+  const [saves, setSaves] = useState(0) // successful saves on this page (data-saves: tests and scripts wait on it)
+
+  const base = useRef<Base>({ versionId: doc.current_version_id, markdown: doc.markdown ?? '', title: doc.title })
+  const latest = useRef({ markdown: doc.markdown ?? '', title: doc.title })
+  const timer = useRef<number | undefined>(undefined)
+  const inFlight = useRef(false)
+  const stateRef = useRef<SaveState>('saved')
+  const editorEl = useRef<HTMLDivElement>(null)
+  const scroller = useRef<HTMLElement>(null)
+  const handle = useRef<EditorHandle | null>(null)
+
+  const setSave = (s: SaveState) => {
+    stateRef.current = s
+    setState(s)
+  }
+
+  const targets: LinkTargets = {
+    documentUrl: (id) => `/app/kb/${kbId}/docs/${id}`,
+    assetUrl: (id) => `/api/assets/${id}`,
+    navigate,
+  }
+
+  async function saveNow(force?: { baseVersionId: string | null }) {
+    window.clearTimeout(timer.current)
+    if (inFlight.current) return
+    const md = latest.current.markdown
+    const ti = latest.current.title.trim() || t('untitled')
+    if (!force && md === base.current.markdown && ti === base.current.title) {
+      setSave('saved')
+      return
+    }
+    inFlight.current = true
+    setSave('saving')
+    setSaveError(null)
+    try {
+      const res = await api.saveVersion(doc.id, {
+        base_version_id: force ? force.baseVersionId : base.current.versionId,
+        title: ti,
+        markdown: md,
+        markdown_hash: await sha256Hex(md),
+      })
+      base.current = { versionId: res.version_id, markdown: md, title: ti }
+      inFlight.current = false
+      setSaves((n) => n + 1)
+      invalidate(`tree:${kbId}`)
+      if (latest.current.markdown !== md || (latest.current.title.trim() || t('untitled')) !== ti) {
+        setSave('dirty')
+        schedule()
+      } else {
+        setSave('saved')
+      }
+    } catch (e) {
+      inFlight.current = false
+      if (e instanceof ApiError && e.code === 'VERSION_CONFLICT') {
+        setSave('conflict')
+        try {
+          setConflict(await api.document(doc.id))
+        } catch (e2) {
+          setSaveError(e2)
+          setSave('failed')
+        }
+      } else {
+        setSaveError(e)
+        setSave('failed')
+      }
+    }
+  }
+
+  function schedule() {
+    window.clearTimeout(timer.current)
+    timer.current = window.setTimeout(() => void saveNow(), DEBOUNCE_MS)
+  }
+
+  function changed(next: { markdown?: string; title?: string }) {
+    latest.current = { ...latest.current, ...next }
+    if (next.markdown !== undefined) setMarkdown(next.markdown)
+    if (stateRef.current === 'conflict') return // the dialog decides
+    setSave('dirty')
+    schedule()
+  }
+
+  // mount the editor (again when the text is replaced: take theirs, restore, source save)
+  useEffect(() => {
+    if (mode === 'source' || doc.type !== 'page') return
+    let cancelled = false
+    const el = editorEl.current!
+    void import('../editor/Editor').then(async ({ mountEditor }) => {
+      if (cancelled) return
+      const h = await mountEditor(el, {
+        markdown: latest.current.markdown,
+        readonly: mode === 'read',
+        placeholder: t('editorPlaceholder'),
+        onChange: (md) => changed({ markdown: md }),
+        onUpload: async (file) => {
+          const form = new FormData()
+          form.append('file', file)
+          form.append('document_id', doc.id)
+          const a = await api.upload(form)
+          return `asset://${a.id}`
+        },
+        resolveUrl: (u) => resolveStoredUrl(u, targets),
+      })
+      if (cancelled) {
+        void h.destroy()
+        return
+      }
+      handle.current = h
+      el.setAttribute('data-ready', 'true')
+    })
+    return () => {
+      cancelled = true
+      el.removeAttribute('data-ready')
+      void handle.current?.destroy()
+      handle.current = null
+    }
+  }, [editorKey, mode === 'source'])
+
+  useEffect(() => {
+    handle.current?.setReadonly(mode === 'read')
+  }, [mode])
+
+  // links inside the editor: internal ones open in the app, others in a new tab (read mode)
+  useEffect(() => {
+    const el = editorEl.current
+    if (!el) return
+    const onClick = (e: MouseEvent) => {
+      if (mode === 'read' || (e.target as Element).closest('a')?.getAttribute('href')?.startsWith('openkb://')) handleLinkClick(e, targets)
+    }
+    el.addEventListener('click', onClick)
+    return () => el.removeEventListener('click', onClick)
+  }, [mode])
+
+  // never leave unsaved work silently
+  useEffect(() => {
+    const unsafe = () => stateRef.current !== 'saved'
+    setLeaveGuard(() => !unsafe() || window.confirm(t('unsavedLeave')))
+    const onBeforeUnload = (e: BeforeUnloadEvent) => {
+      if (unsafe()) {
+        e.preventDefault()
+        e.returnValue = ''
+      }
+    }
+    window.addEventListener('beforeunload', onBeforeUnload)
+    return () => {
+      setLeaveGuard(null)
+      window.removeEventListener('beforeunload', onBeforeUnload)
+      window.clearTimeout(timer.current)
+    }
+  }, [])
+
+  function replaceText(md: string, versionId: string | null, newTitle: string) {
+    base.current = { versionId, markdown: md, title: newTitle }
+    latest.current = { markdown: md, title: newTitle }
+    setMarkdown(md)
+    setTitle(newTitle)
+    setEditorKey((k) => k + 1)
+    setSave('saved')
+  }
+
+  async function saveSource() {
+    setSourceError(null)
+    latest.current = { ...latest.current, markdown: source }
+    try {
+      const res = await api.saveVersion(doc.id, {
+        base_version_id: base.current.versionId,
+        title: latest.current.title.trim() || t('untitled'),
+        markdown: source,
+        markdown_hash: await sha256Hex(source),
+      })
+      // the server stores the normalized form: show what was stored
+      const fresh = await api.document(doc.id)
+      replaceText(fresh.markdown ?? '', res.version_id, fresh.title)
+      setMode('edit')
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'VERSION_CONFLICT') {
+        setSave('conflict')
+        setConflict(await api.document(doc.id))
+      } else if (e instanceof ApiError) setSourceError(e)
+      else setSourceError(new ApiError(0, { error: 'NETWORK', detail: String(e) }))
+    }
+  }
+
+  function exportMarkdown() {
+    const blob = new Blob([latest.current.markdown], { type: 'text/markdown;charset=utf-8' })
+    const a = document.createElement('a')
+    a.href = URL.createObjectURL(blob)
+    a.download = `${(latest.current.title || 'document').replace(/[\\/:*?"<>|]+/g, '_')}.md`
+    a.click()
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000)
+  }
+
+  const statusText =
+    state === 'saving' ? t('saveSaving') : state === 'saved' ? t('saveSaved') : state === 'failed' ? t('saveFailed') : t('saveDirty')
+  const hs = headings(markdown)
+
+  return (
+    <>
+      <TopBar>
+        {props.ws ? <a href={paths.workspace(props.ws.id)}>{props.ws.name}</a> : null}
+        {props.kb ? <a href={paths.kb(kbId)}>{props.kb.title}</a> : null}
+        {(doc.path ?? []).filter((p) => p.id !== doc.id).map((p) => (
+          <span key={p.id}>{p.title}</span>
+        ))}
+        <span aria-current="page">{title}</span>
+      </TopBar>
+      <div class="doc-layout">
+        <Tree kbId={kbId} currentId={doc.id} canCreate={!!props.kb?.capabilities?.includes('create') || canEdit} currentTitle={title} />
+        <main id="main" class="doc-main" ref={scroller}>
+          <div class="doc-toolbar">
+            {doc.type === 'page' ? (
+              <div role="group" aria-label={t('mode')} class="modes">
+                <button type="button" aria-pressed={mode === 'read'} onClick={() => setMode('read')}>
+                  {t('modeRead')}
+                </button>
+                {canEdit ? (
+                  <>
+                    <button type="button" aria-pressed={mode === 'edit'} onClick={() => setMode('edit')}>
+                      {t('modeEdit')}
+                    </button>
+                    <button
+                      type="button"
+                      aria-pressed={mode === 'source'}
+                      onClick={() => {
+                        if (handle.current) latest.current.markdown = handle.current.getMarkdown()
+                        setSource(latest.current.markdown)
+                        setSourceError(null)
+                        setMode('source')
+                      }}
+                    >
+                      {t('modeSource')}
+                    </button>
+                  </>
+                ) : null}
+              </div>
+            ) : null}
+            {canEdit ? (
+              <span class={`save-state ${state}`} role="status" aria-live="polite" data-state={state} data-saves={saves}>
+                {statusText}
+                {state === 'failed' ? (
+                  <>
+                    {' '}
+                    <button type="button" onClick={() => void saveNow()}>
+                      {t('retry')}
+                    </button>
+                  </>
+                ) : null}
+              </span>
+            ) : (
+              <span class="muted">{t('readOnly')}</span>
+            )}
+            <span class="spacer" />
+            {doc.capabilities?.includes('share') || doc.capabilities?.includes('manage') ? (
+              <button type="button" onClick={() => setPanel('share')}>
+                {t('share')}
+              </button>
+            ) : null}
+            <span class="menu-wrap">
+              <button type="button" aria-haspopup="menu" aria-expanded={moreOpen} onClick={() => setMoreOpen(!moreOpen)}>
+                {t('more')}
+              </button>
+              {moreOpen ? (
+                <span class="menu right" role="menu">
+                  <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); setPanel('history') }}>
+                    {t('history')}
+                  </button>
+                  <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); exportMarkdown() }}>
+                    {t('exportMarkdown')}
+                  </button>
+                </span>
+              ) : null}
+            </span>
+          </div>
+          {saveError && state === 'failed' ? <ErrorNote error={saveError} /> : null}
+          {canEdit && mode !== 'read' ? (
+            <input
+              class="doc-title-input"
+              aria-label={t('title')}
+              value={title}
+              onInput={(e) => {
+                const v = (e.target as HTMLInputElement).value
+                setTitle(v)
+                changed({ title: v })
+              }}
+            />
+          ) : (
+            <h1 class="doc-title">{title}</h1>
+          )}
+          {mode === 'source' ? (
+            <div class="source">
+              <label for="source-text" class="sr-only">
+                {t('sourceLabel')}
+              </label>
+              <textarea id="source-text" spellcheck={false} value={source} onInput={(e) => setSource((e.target as HTMLTextAreaElement).value)} />
+              {sourceError ? (
+                <p class="error" role="alert">
+                  {sourceError.code === 'MARKDOWN_DIALECT_ERROR' && typeof sourceError.body.line === 'number'
+                    ? t('sourceError', { line: sourceError.body.line as number, column: sourceError.body.column as number, detail: sourceError.detail })
+                    : sourceError.detail || sourceError.code}
+                </p>
+              ) : null}
+              <button type="button" class="primary" onClick={() => void saveSource()}>
+                {t('saveSource')}
+              </button>
+            </div>
+          ) : doc.type === 'page' ? (
+            <div class="editor" ref={editorEl} />
+          ) : null}
+        </main>
+        <Outline headings={mode === 'source' ? [] : hs} container={() => editorEl.current} scroller={() => scroller.current} />
+      </div>
+      {conflict ? (
+        <Dialog title={t('conflictTitle')} onClose={() => {}} wide>
+          <p>{t('conflictBody', { theirs: conflict.version_no ?? '' })}</p>
+          <div class="compare">
+            <div>
+              <h3 id="mine-h">{t('conflictMine')}</h3>
+              <pre aria-labelledby="mine-h">{latest.current.markdown}</pre>
+            </div>
+            <div>
+              <h3 id="theirs-h">{t('conflictTheirs')}</h3>
+              <pre aria-labelledby="theirs-h">{conflict.markdown ?? ''}</pre>
+            </div>
+          </div>
+          <div class="actions">
+            <button
+              type="button"
+              onClick={() => {
+                replaceText(conflict.markdown ?? '', conflict.current_version_id, conflict.title)
+                setConflict(null)
+              }}
+            >
+              {t('conflictTakeTheirs')}
+            </button>
+            <button
+              type="button"
+              class="primary"
+              onClick={() => {
+                const theirs = conflict.current_version_id
+                setConflict(null)
+                base.current = { ...base.current, versionId: theirs }
+                void saveNow({ baseVersionId: theirs })
+              }}
+            >
+              {t('conflictKeepMine')}
+            </button>
+          </div>
+        </Dialog>
+      ) : null}
+      {panel === 'history' ? (
+        <HistoryDialog
+          doc={doc}
+          canRestore={canEdit}
+          onClose={() => setPanel(null)}
+          onRestored={async () => {
+            const fresh = await api.document(doc.id)
+            replaceText(fresh.markdown ?? '', fresh.current_version_id, fresh.title)
+            setPanel(null)
+          }}
+        />
+      ) : null}
+      {panel === 'share' ? <ShareDialog objectType="document" objectId={doc.id} onClose={() => setPanel(null)} /> : null}
+    </>
+  )
+}

@@ -1,0 +1,272 @@
+/** App pages around documents: /app, /app/workspaces/:id, /app/kb/:kbId, /app/search. */
+import { useState } from 'preact/hooks'
+import { api, type S } from '../api/client'
+import { Tree } from '../components/Tree'
+import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
+import { t, type MessageKey } from '../lib/i18n'
+import { invalidate, useQuery } from '../lib/query'
+import { navigate, paths, type Route } from '../lib/router'
+
+function NewWorkspaceButton() {
+  const [open, setOpen] = useState(false)
+  const [name, setName] = useState('')
+  const [error, setError] = useState<unknown>(null)
+  return (
+    <>
+      <button type="button" onClick={() => setOpen(true)}>
+        {t('newWorkspace')}
+      </button>
+      {open ? (
+        <Dialog title={t('newWorkspace')} onClose={() => setOpen(false)}>
+          <form
+            onSubmit={(e) => {
+              e.preventDefault()
+              api
+                .createWorkspace({ name })
+                .then((ws) => {
+                  invalidate('workspaces')
+                  navigate(paths.workspace(ws.id))
+                })
+                .catch(setError)
+            }}
+          >
+            <Field label={t('workspaceName')} name="workspace-name" value={name} onInput={setName} required />
+            <ErrorNote error={error} />
+            <div class="actions">
+              <button type="button" onClick={() => setOpen(false)}>
+                {t('cancel')}
+              </button>
+              <button type="submit" class="primary">
+                {t('create')}
+              </button>
+            </div>
+          </form>
+        </Dialog>
+      ) : null}
+    </>
+  )
+}
+
+export function HomePage() {
+  const ws = useQuery('workspaces', api.workspaces)
+  const recent = useQuery('recent', () => api.recentDocuments())
+  return (
+    <>
+      <TopBar />
+      <main id="main" class="page">
+        <h1>{t('homeTitle')}</h1>
+        <section aria-labelledby="recent-h">
+          <h2 id="recent-h">{t('recentDocuments')}</h2>
+          {recent.loading ? <Loading /> : null}
+          <ErrorNote error={recent.error} />
+          {recent.data && recent.data.items.length === 0 ? <p class="muted">{t('noRecentDocuments')}</p> : null}
+          <ul class="list">
+            {recent.data?.items.map((d) => (
+              <li key={d.id}>
+                <a href={paths.doc(d.knowledge_base_id, d.id)}>{d.title}</a>{' '}
+                <span class="muted">{d.knowledge_base_title}</span>
+              </li>
+            ))}
+          </ul>
+        </section>
+        <section aria-labelledby="ws-h">
+          <h2 id="ws-h">{t('myWorkspaces')}</h2>
+          {ws.loading ? <Loading /> : null}
+          <ErrorNote error={ws.error} />
+          {ws.data && ws.data.items.length === 0 ? <p class="muted">{t('noWorkspaces')}</p> : null}
+          <ul class="list">
+            {ws.data?.items.map((w) => (
+              <li key={w.id}>
+                <a href={paths.workspace(w.id)}>{w.name}</a> <span class="muted">{w.role}</span>
+              </li>
+            ))}
+          </ul>
+          <NewWorkspaceButton />
+        </section>
+      </main>
+    </>
+  )
+}
+
+const VISIBILITIES: S['KnowledgeBaseIn']['visibility'][] = ['private', 'workspace', 'public']
+
+function NewKnowledgeBaseButton({ workspaceId }: { workspaceId: string }) {
+  const [open, setOpen] = useState(false)
+  const [title, setTitle] = useState('')
+  const [description, setDescription] = useState('')
+  const [visibility, setVisibility] = useState<S['KnowledgeBaseIn']['visibility']>('workspace')
+  const [error, setError] = useState<unknown>(null)
+  return (
+    <>
+      <button type="button" onClick={() => setOpen(true)}>
+        {t('newKnowledgeBase')}
+      </button>
+      {open ? (
+        <Dialog title={t('newKnowledgeBase')} onClose={() => setOpen(false)}>
+          <form
+            onSubmit={(e) => {
+              e.preventDefault()
+              api
+                .createKnowledgeBase({ workspace_id: workspaceId, title, description: description || null, visibility })
+                .then((kb) => {
+                  invalidate(`kbs:${workspaceId}`)
+                  navigate(paths.kb(kb.id))
+                })
+                .catch(setError)
+            }}
+          >
+            <Field label={t('kbTitle')} name="kb-title" value={title} onInput={setTitle} required />
+            <Field label={t('kbDescription')} name="kb-description" value={description} onInput={setDescription} />
+            <div class="field">
+              <label for="kb-visibility">{t('visibility')}</label>
+              <select id="kb-visibility" value={visibility} onChange={(e) => setVisibility((e.target as HTMLSelectElement).value as typeof visibility)}>
+                {VISIBILITIES.map((v) => (
+                  <option key={v} value={v}>
+                    {t(`visibility_${v}` as MessageKey)}
+                  </option>
+                ))}
+              </select>
+            </div>
+            <ErrorNote error={error} />
+            <div class="actions">
+              <button type="button" onClick={() => setOpen(false)}>
+                {t('cancel')}
+              </button>
+              <button type="submit" class="primary">
+                {t('create')}
+              </button>
+            </div>
+          </form>
+        </Dialog>
+      ) : null}
+    </>
+  )
+}
+
+export function WorkspacePage({ route }: { route: Route }) {
+  const id = route.params.workspaceId
+  const ws = useQuery(`workspace:${id}`, () => api.workspace(id))
+  const kbs = useQuery(`kbs:${id}`, () => api.knowledgeBases(id))
+  return (
+    <>
+      <TopBar>{ws.data ? <span>{ws.data.name}</span> : null}</TopBar>
+      <main id="main" class="page">
+        <ErrorNote error={ws.error} />
+        <h1>{ws.data?.name ?? ''}</h1>
+        <h2>{t('knowledgeBases')}</h2>
+        {kbs.loading ? <Loading /> : null}
+        <ErrorNote error={kbs.error} />
+        {kbs.data && kbs.data.items.length === 0 ? <p class="muted">{t('noKnowledgeBases')}</p> : null}
+        <ul class="list">
+          {kbs.data?.items.map((kb) => (
+            <li key={kb.id}>
+              <a href={paths.kb(kb.id)}>{kb.title}</a> <span class="muted">{t(`visibility_${kb.visibility}` as MessageKey)}</span>
+              {kb.description ? <p class="muted">{kb.description}</p> : null}
+            </li>
+          ))}
+        </ul>
+        {ws.data && ws.data.role !== 'guest' ? <NewKnowledgeBaseButton workspaceId={id} /> : null}
+      </main>
+    </>
+  )
+}
+
+export function KnowledgeBasePage({ route }: { route: Route }) {
+  const kbId = route.params.kbId
+  const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
+  const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  return (
+    <>
+      <TopBar>
+        {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
+        {kb.data ? <span>{kb.data.title}</span> : null}
+      </TopBar>
+      <div class="doc-layout">
+        <Tree kbId={kbId} currentId={null} canCreate={!!kb.data?.capabilities?.includes('create')} />
+        <main id="main" class="doc-main">
+          <ErrorNote error={kb.error} />
+          <h1 class="doc-title">{kb.data?.title ?? ''}</h1>
+          {kb.data?.description ? <p>{kb.data.description}</p> : null}
+        </main>
+      </div>
+    </>
+  )
+}
+
+/** Highlight the query's words in a snippet, as text nodes (no HTML from the server). */
+function highlight(text: string, query: string) {
+  const words = query.split(/\s+/).filter((w) => w.length > 0).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+  if (!words.length) return text
+  const re = new RegExp(`(${words.join('|')})`, 'gi')
+  return text.split(re).map((part, i) => (i % 2 === 1 ? <mark key={i}>{part}</mark> : part))
+}
+
+export function SearchPage({ route }: { route: Route }) {
+  const q = route.query.get('q') ?? ''
+  const kbFilter = route.query.get('kb') ?? ''
+  const [text, setText] = useState(q)
+  const kbs = useQuery('kbs:all', () => api.knowledgeBases())
+  const results = useQuery(q ? `search:${kbFilter}:${q}` : null, () =>
+    api.search({ query: q, top_k: 30, knowledge_base_ids: kbFilter ? [kbFilter] : null }),
+  )
+  // one entry per document, its chunks under it, best document first
+  const groups: { doc: S['SearchResultOut']; chunks: S['SearchResultOut'][] }[] = []
+  for (const r of results.data?.results ?? []) {
+    const g = groups.find((x) => x.doc.document_id === r.document_id)
+    if (g) g.chunks.push(r)
+    else groups.push({ doc: r, chunks: [r] })
+  }
+  const go = (query: string, kb: string) =>
+    navigate(`${paths.search(query)}${kb ? `${query ? '&' : '?'}kb=${encodeURIComponent(kb)}` : ''}`)
+  return (
+    <>
+      <TopBar />
+      <main id="main" class="page">
+        <h1>{t('search')}</h1>
+        <form
+          role="search"
+          class="search-form"
+          onSubmit={(e) => {
+            e.preventDefault()
+            go(text, kbFilter)
+          }}
+        >
+          <input type="search" aria-label={t('searchPlaceholder')} value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} />
+          <label>
+            <span class="sr-only">{t('searchKbFilter')}</span>
+            <select aria-label={t('searchKbFilter')} value={kbFilter} onChange={(e) => go(text, (e.target as HTMLSelectElement).value)}>
+              <option value="">{t('searchAllKbs')}</option>
+              {kbs.data?.items.map((kb) => (
+                <option key={kb.id} value={kb.id}>
+                  {kb.title}
+                </option>
+              ))}
+            </select>
+          </label>
+          <button type="submit" class="primary">
+            {t('search')}
+          </button>
+        </form>
+        {results.loading ? <Loading /> : null}
+        <ErrorNote error={results.error} />
+        {q && results.data && groups.length === 0 ? <p>{t('searchNoResults')}</p> : null}
+        <ol class="results">
+          {groups.map(({ doc, chunks }) => (
+            <li key={doc.document_id}>
+              <h2>
+                <a href={paths.doc(doc.knowledge_base_id, doc.document_id)}>{doc.title}</a>
+              </h2>
+              <p class="muted">{[doc.knowledge_base_title, doc.path].filter(Boolean).join(' / ')}</p>
+              {chunks.map((c) => (
+                <p class="snippet" key={c.chunk_id}>
+                  {c.heading_path.length ? <span class="muted">{c.heading_path.join(' › ')}: </span> : null}
+                  {highlight(c.content.length > 300 ? c.content.slice(0, 300) + '…' : c.content, q)}
+                </p>
+              ))}
+            </li>
+          ))}
+        </ol>
+      </main>
+    </>
+  )
+}
