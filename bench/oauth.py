@@ -86,7 +86,7 @@ def main() -> None:
         with Session(engine) as s:
             tenant = ensure_instance(s).tenant
             s.commit()
-            client = clients.register_client(s, {"client_name": "bench", "redirect_uris": ["http://127.0.0.1/cb"]},
+            client, _ = clients.register_client(s, {"client_name": "bench", "redirect_uris": ["http://127.0.0.1/cb"]},
                                              tenant_id=tenant.id)
             users = [{"id": uuid.uuid4(), "email": f"b{i}-{uuid.uuid4().hex[:6]}@bench.example",
                       "display_name": f"B{i}", "status": "active"} for i in range(args.grants + 1)]

@@ -4,8 +4,9 @@ Client ID Metadata Documents (docs/oauth.md#clients).
 * DCR: an unauthenticated ``POST /oauth/register`` gets a random ``kbcl_...`` client_id.
   Accept what real clients send: Cursor registers ``cursor://anysphere.cursor-mcp/oauth/callback``
   together with an https and a loopback URI in one request (refusing the custom scheme fails
-  its whole connection). Every client is public (``token_endpoint_auth_method: none``, PKCE):
-  a secret in an IDE on a laptop protects nothing.
+  its whole connection); claude.ai asks for ``client_secret_basic`` and a scope of its own.
+  Clients are public (``none``, PKCE) unless they ask for a secret method; PKCE is required
+  either way.
 * CIMD: the client_id IS an https URL (Claude Code, VS Code, Codex). The document is fetched
   with a size and time limit, no redirects, and must name the same URL as its ``client_id``.
   In production (``OPENKB_ENV=production``) only https URLs whose host resolves to public
@@ -39,10 +40,15 @@ from sqlmodel import Session, select
 from openkb.errors import OAuthProtocolError
 from openkb.models import McpOAuthClient
 from openkb.models._base import utcnow
+from openkb.security import hash_token, new_token, tokens_equal
 
 SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write")
 DEFAULT_SCOPES = ("kb:read", "kb:search", "doc:read")  # doc:write only when asked for (docs/oauth.md#scopes)
 CLIENT_ID_PREFIX = "kbcl"
+CLIENT_SECRET_PREFIX = "kbcs"
+SECRET_METHODS = ("client_secret_basic", "client_secret_post")
+AUTH_METHODS = ("none", *SECRET_METHODS)
+IGNORED_SCOPES = frozenset({"offline_access"})
 MAX_REDIRECT_URIS = 20
 MAX_URI_CHARS = 2000
 MAX_NAME_CHARS = 200
@@ -124,16 +130,27 @@ def redirect_uri_allowed(registered: list[str], uri: str) -> bool:
 
 
 def parse_scopes(scope: Any, *, default: tuple[str, ...] = DEFAULT_SCOPES) -> list[str]:
-    """A space-separated scope string -> sorted known scopes; unknown ones are ``invalid_scope``."""
+    """A space-separated scope string -> sorted known scopes; unknown ones are ``invalid_scope``.
+
+    ``offline_access`` is dropped silently: some clients add it to ask for a refresh token, which
+    every grant here gets anyway; refusing it would fail their whole connection."""
     if scope is None or (isinstance(scope, str) and not scope.strip()):
         return sorted(default)
     if not isinstance(scope, str):
         raise OAuthProtocolError("invalid_scope", "scope must be a space-separated string")
-    asked = set(scope.split())
+    asked = set(scope.split()) - IGNORED_SCOPES
     unknown = sorted(asked - set(SCOPES))
     if unknown:
         raise OAuthProtocolError("invalid_scope", f"unknown scope(s) {' '.join(unknown)}; known: {' '.join(SCOPES)}")
-    return sorted(asked)
+    return sorted(asked) if asked else sorted(default)
+
+
+def registered_scopes(scope: Any) -> list[str]:
+    """The scopes a registering client may later ask for: the known ones it names, else all.
+    Lenient on purpose (RFC 7591 §2 lets the server replace values): clients register scopes
+    of their own (claude.ai sends ``claudeai``) and must not fail registration for it."""
+    named = set(scope.split()) if isinstance(scope, str) else set()
+    return sorted(named & set(SCOPES)) or list(SCOPES)
 
 
 def _name(value: Any, fallback: str) -> str:
@@ -157,34 +174,66 @@ def _common_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def register_client(session: Session, meta: Any, *, tenant_id: Any) -> McpOAuthClient:
-    """RFC 7591 registration. ``token_endpoint_auth_method`` is answered ``none`` whatever was
-    asked (RFC 7591 §3.2.1 lets the server replace values): every client here is public."""
+def register_client(session: Session, meta: Any, *, tenant_id: Any) -> tuple[McpOAuthClient, str | None]:
+    """RFC 7591 registration; returns ``(row, client_secret or None)``.
+
+    Public clients (``token_endpoint_auth_method: none``, the default) use PKCE alone. A client
+    asking for ``client_secret_basic`` or ``client_secret_post`` (claude.ai asks for the former
+    and fails without it) gets a secret, shown once, stored as SHA-256; PKCE is still required.
+    Any other method is answered ``none`` (RFC 7591 §3.2.1 lets the server replace values)."""
     if not isinstance(meta, dict):
         raise OAuthProtocolError("invalid_client_metadata", "the body must be a JSON object")
     redirect_uris = validate_redirect_uris(meta.get("redirect_uris"))
     kept = _common_metadata(meta)
-    scopes = parse_scopes(meta.get("scope"), default=SCOPES)
+    method = meta.get("token_endpoint_auth_method")
+    method = method if method in SECRET_METHODS else "none"
+    kept["token_endpoint_auth_method"] = method
+    secret = None
+    if method != "none":
+        secret, kept["client_secret_sha256"] = new_token(CLIENT_SECRET_PREFIX)
     row = McpOAuthClient(tenant_id=tenant_id, client_id=f"{CLIENT_ID_PREFIX}_{secrets.token_urlsafe(24)}",
                          client_name=_name(meta.get("client_name"), "MCP client"), redirect_uris=redirect_uris,
-                         allowed_scopes=scopes, status="active", registration="dcr", meta=kept)
+                         allowed_scopes=registered_scopes(meta.get("scope")), status="active", registration="dcr",
+                         meta=kept)
     session.add(row)
     session.flush()
-    return row
+    return row, secret
 
 
-def registration_response(row: McpOAuthClient) -> dict[str, Any]:
-    return {
+def registration_response(row: McpOAuthClient, secret: str | None = None) -> dict[str, Any]:
+    out = {
         "client_id": row.client_id,
         "client_id_issued_at": int(row.created_at.timestamp()),
         "client_name": row.client_name,
         "redirect_uris": list(row.redirect_uris),
         "grant_types": row.meta.get("grant_types", ["authorization_code", "refresh_token"]),
         "response_types": ["code"],
-        "token_endpoint_auth_method": "none",
+        "token_endpoint_auth_method": auth_method(row),
         "scope": " ".join(row.allowed_scopes),
         **{k: row.meta[k] for k in ("client_uri", "logo_uri", "software_id", "software_version") if k in row.meta},
     }
+    if secret is not None:
+        out.update(client_secret=secret, client_secret_expires_at=0)
+    return out
+
+
+def auth_method(row: McpOAuthClient) -> str:
+    return str(row.meta.get("token_endpoint_auth_method") or "none")
+
+
+def authenticate_client(session: Session, client_id: str | None, secret: str | None) -> McpOAuthClient:
+    """The client calling the token or revocation endpoint: a public client names itself; a
+    confidential one must also prove its secret (``invalid_client``, 401, otherwise)."""
+    if not client_id:
+        raise OAuthProtocolError("invalid_client", "client_id is required (in the form, or HTTP Basic)", status=401)
+    row = session.exec(select(McpOAuthClient).where(McpOAuthClient.client_id == client_id)).first()
+    if row is None or row.status != "active":
+        raise OAuthProtocolError("invalid_client", "unknown or disabled client", status=401)
+    if auth_method(row) != "none":
+        expected = str(row.meta.get("client_secret_sha256") or "")
+        if not secret or not expected or not tokens_equal(hash_token(secret), expected):
+            raise OAuthProtocolError("invalid_client", "client authentication failed", status=401)
+    return row
 
 
 # --- Client ID Metadata Documents ----------------------------------------------------------------
@@ -311,7 +360,7 @@ def resolve_client(session: Session, client_id: Any, *, tenant_id: Any, producti
     try:
         redirect_uris = validate_redirect_uris(meta.get("redirect_uris"))
         kept = _common_metadata(meta)
-        scopes = parse_scopes(meta.get("scope"), default=SCOPES)
+        scopes = registered_scopes(meta.get("scope"))
     except OAuthProtocolError as exc:
         raise OAuthProtocolError("invalid_client", f"client metadata document: {exc.detail}") from None
     ttl = CIMD_DEFAULT_TTL if doc.max_age is None else timedelta(seconds=doc.max_age)

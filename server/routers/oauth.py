@@ -82,7 +82,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(OAuthProtocolError)
     async def _oauth_error(request: Request, exc: OAuthProtocolError) -> JSONResponse:
-        return _json(exc.to_oauth(), exc.http_status)
+        resp = _json(exc.to_oauth(), exc.http_status)
+        if exc.http_status == 401:  # RFC 6749 §5.2: invalid_client names the scheme to authenticate with
+            resp.headers["WWW-Authenticate"] = 'Basic realm="OpenKB OAuth"'
+        return resp
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -107,18 +110,17 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
-def _client_id_from(form: dict[str, str], request: Request) -> str | None:
-    """Public clients send ``client_id`` in the form; some send HTTP Basic with an empty secret."""
-    if form.get("client_id"):
-        return form["client_id"]
+def _client_credentials(form: dict[str, str], request: Request) -> tuple[str | None, str | None]:
+    """``(client_id, client_secret)`` from HTTP Basic (RFC 6749 §2.3.1: both form-urlencoded
+    inside) or from the form (public clients send only ``client_id``)."""
     h = request.headers.get("authorization", "")
     if h.lower().startswith("basic "):
         try:
-            user = base64.b64decode(h[6:].strip()).decode("utf-8").split(":", 1)[0]
+            user, _, password = base64.b64decode(h[6:].strip(), validate=True).decode("utf-8").partition(":")
         except (ValueError, UnicodeDecodeError):
             raise OAuthProtocolError("invalid_client", "malformed HTTP Basic credentials", status=401) from None
-        return unquote(user) or None
-    return None
+        return unquote(user) or None, unquote(password) or None
+    return form.get("client_id") or None, form.get("client_secret") or None
 
 
 # --- metadata (RFC 9728, RFC 8414) -----------------------------------------------------------------
@@ -153,8 +155,8 @@ def oauth_authorization_server(ctx: CtxDep) -> JSONResponse:
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": ["none"],
-        "revocation_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
         "code_challenge_methods_supported": ["S256"],
         "client_id_metadata_document_supported": True,
         "authorization_response_iss_parameter_supported": True,
@@ -174,8 +176,9 @@ for _path in CORS_PATHS:
 
 @router.post("/oauth/register", status_code=201, responses=errors_for(ERRORS, RateLimited))
 async def oauth_register(request: Request, session: SessionDep) -> JSONResponse:
-    """Register a public client (JSON body per RFC 7591). Any redirect URI real clients use is
-    accepted: https, loopback http (any port at authorize time), private schemes (``cursor://``)."""
+    """Register a client (JSON body per RFC 7591): public (PKCE) unless it asks for
+    ``client_secret_basic``/``client_secret_post``. Any redirect URI real clients use is accepted:
+    https, loopback http (any port at authorize time), private schemes (``cursor://``)."""
     ip = client_ip(request)
     if ip:
         ratelimit.enforce(session, f"oauth:register:{ip}", REGISTER_LIMIT_PER_IP, 60)
@@ -186,8 +189,8 @@ async def oauth_register(request: Request, session: SessionDep) -> JSONResponse:
         meta = json.loads(raw or b"null")
     except ValueError:
         raise OAuthProtocolError("invalid_client_metadata", "the body must be JSON") from None
-    row = clients.register_client(session, meta, tenant_id=default_tenant_id(session))
-    return _json(clients.registration_response(row), 201)
+    row, secret = clients.register_client(session, meta, tenant_id=default_tenant_id(session))
+    return _json(clients.registration_response(row, secret), 201)
 
 
 # --- authorize -----------------------------------------------------------------------------------
@@ -352,19 +355,19 @@ async def oauth_authorize_post(request: Request, session: SessionDep, ctx: CtxDe
 async def oauth_token(request: Request, session: SessionDep, ctx: CtxDep) -> JSONResponse:
     """``authorization_code`` (with ``code_verifier``) and ``refresh_token`` (rotated) grants."""
     form = await _form(request)
-    client_id = _client_id_from(form, request)
     grant_type = form.get("grant_type")
+    if not grant_type:
+        raise OAuthProtocolError("invalid_request", "grant_type is required")
+    if grant_type not in ("authorization_code", "refresh_token"):
+        raise OAuthProtocolError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+    client_id = clients.authenticate_client(session, *_client_credentials(form, request)).client_id
     if grant_type == "authorization_code":
         tokens = grants.exchange_code(session, ctx.settings, code=form.get("code"), client_id=client_id,
                                       redirect_uri=form.get("redirect_uri"), code_verifier=form.get("code_verifier"),
                                       resource=form.get("resource"))
-    elif grant_type == "refresh_token":
+    else:
         tokens = grants.refresh(session, ctx.settings, refresh_token=form.get("refresh_token"), client_id=client_id,
                                 scope=form.get("scope"), resource=form.get("resource"))
-    elif not grant_type:
-        raise OAuthProtocolError("invalid_request", "grant_type is required")
-    else:
-        raise OAuthProtocolError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
     return _json(tokens.response())
 
 
@@ -372,7 +375,8 @@ async def oauth_token(request: Request, session: SessionDep, ctx: CtxDep) -> JSO
 async def oauth_revoke(request: Request, session: SessionDep) -> JSONResponse:
     """RFC 7009: 200 whether or not the token was known. A refresh token revokes its grant."""
     form = await _form(request)
-    grants.revoke_token(session, token=form.get("token"), client_id=_client_id_from(form, request))
+    client = clients.authenticate_client(session, *_client_credentials(form, request))
+    grants.revoke_token(session, token=form.get("token"), client_id=client.client_id)
     return _json({})
 
 

@@ -272,3 +272,33 @@ def test_expired_rows_of_a_grant_are_dropped_when_it_is_used(oauth_client, user,
                                    {"g": gid}).scalar_one()
                   for table in ("mcp_oauth_access_tokens", "mcp_oauth_refresh_tokens", "mcp_oauth_authorization_codes")}
     assert counts == {"mcp_oauth_access_tokens": 0, "mcp_oauth_refresh_tokens": 0, "mcp_oauth_authorization_codes": 0}
+
+
+def test_claude_style_confidential_client_and_its_own_scope(oauth_client, user):
+    """claude.ai registers with client_secret_basic and a scope of its own ("claudeai"); a server
+    that refuses either fails the whole connection. PKCE stays required for it too."""
+    oauth_client.redirect_uri = "https://claude.ai/api/mcp/auth_callback"
+    got = oauth_client.register([oauth_client.redirect_uri], token_endpoint_auth_method="client_secret_basic",
+                                scope="claudeai", client_name="Claude")
+    assert got["token_endpoint_auth_method"] == "client_secret_basic" and got["client_secret"].startswith("kbcs_")
+    assert set(got["scope"].split()) == {"kb:read", "kb:search", "doc:read", "doc:write"}
+    secret = got["client_secret"]
+    v = secrets.token_urlsafe(48)
+    q = oauth_client.get_code(user.email, user.password, v, scope="kb:read kb:search offline_access")
+    form = {"grant_type": "authorization_code", "code": q["code"], "code_verifier": v,
+            "redirect_uri": oauth_client.redirect_uri, "resource": oauth_client.resource}
+    token_url = oauth_client.meta["as"]["token_endpoint"]
+    no_secret = httpx.post(token_url, data={**form, "client_id": oauth_client.client_id})
+    assert no_secret.status_code == 401 and no_secret.json()["error"] == "invalid_client"
+    assert no_secret.headers["www-authenticate"].startswith("Basic")
+    wrong = httpx.post(token_url, data=form, auth=(oauth_client.client_id, "kbcs_wrong"))
+    assert wrong.status_code == 401
+    ok = httpx.post(token_url, data=form, auth=(oauth_client.client_id, secret))
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["scope"] == "kb:read kb:search"  # offline_access dropped, refresh token issued anyway
+    post = httpx.post(token_url, data={"grant_type": "refresh_token", "refresh_token": ok.json()["refresh_token"],
+                                       "client_id": oauth_client.client_id, "client_secret": secret})
+    assert post.status_code == 200, post.text  # client_secret_post works as well
+    revoke = httpx.post(oauth_client.meta["as"]["revocation_endpoint"],
+                        data={"token": post.json()["refresh_token"]}, auth=(oauth_client.client_id, "kbcs_wrong"))
+    assert revoke.status_code == 401
