@@ -117,6 +117,50 @@ for (const name of names) {
     writeFileSync(target, out)
   }
 }
+// --- behaviours the corpus cannot show: edits made through the editor UI -------------------
+// The image block's resize handle and caption input set node attributes; these are the same
+// transactions, checked on the shipped configuration.
+const { editorViewCtx } = await import('@milkdown/kit/core')
+function withImageBlock(md, attrs) {
+  crepe.editor.action(replaceAll(md))
+  crepe.editor.action((ctx) => {
+    const view = ctx.get(editorViewCtx)
+    let pos = -1
+    view.state.doc.descendants((node, p) => {
+      if (pos < 0 && node.type.name === 'image-block') pos = p
+    })
+    if (pos < 0) throw new Error(`no image block in ${JSON.stringify(md)}`)
+    let tr = view.state.tr
+    for (const [k, v] of Object.entries(attrs)) tr = tr.setNodeAttribute(pos, k, v)
+    view.dispatch(tr)
+  })
+  return crepe.getMarkdown()
+}
+const behaviours = [
+  ['resized image without alt keeps its ratio', () => withImageBlock('![](a.png)', { ratio: 1.5 }), '![1.50](a.png)\n\n'],
+  ['resized image with alt keeps its alt', () => withImageBlock('![架构图](a.png)', { ratio: 0.5 }), '![架构图](a.png)\n\n'],
+  ['caption edit keeps the alt', () => withImageBlock('![alt](a.png)', { caption: '说明' }), '![alt](a.png "说明")\n\n'],
+  ['resized back to 1 drops the ratio', () => withImageBlock('![0.50](a.png)', { ratio: 1 }), '![](a.png)\n\n'],
+  [
+    'internal links render with their reference kept',
+    () => {
+      crepe.editor.action(replaceAll('[文档](openkb://document/123e4567-e89b-12d3-a456-426614174000)'))
+      const a = w.document.querySelector('#app a[data-openkb-href]')
+      return a ? `${a.getAttribute('href')} ${a.getAttribute('data-openkb-href')}` : 'no anchor'
+    },
+    'openkb://document/123e4567-e89b-12d3-a456-426614174000 openkb://document/123e4567-e89b-12d3-a456-426614174000',
+  ],
+]
+for (const [what, run, want] of behaviours) {
+  let got
+  try {
+    got = run()
+  } catch (e) {
+    got = `error: ${e && e.message}`
+  }
+  if (got !== want) failed.push(`behaviour "${what}": got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
+}
+
 const stale = readdirSync(expectedDir).filter((n) => n.endsWith('.md') && !names.includes(n))
 await crepe.destroy()
 if (failed.length) console.error(`editor failed on:\n  ${failed.join('\n  ')}`)
