@@ -326,9 +326,9 @@ def _ocr_engine():  # -> rapidocr engine or None
         from rapidocr import RapidOCR  # type: ignore[import-not-found]
     except ImportError:
         return None
-    logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+    logging.getLogger("RapidOCR").setLevel(logging.ERROR)
     engine = RapidOCR()
-    logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+    logging.getLogger("RapidOCR").setLevel(logging.ERROR)
     return engine
 
 

@@ -111,3 +111,44 @@ def rewrite(markdown: str, resolve: Resolve, wiki: ResolveWiki) -> tuple[str, li
             kids.append(c)
         tok.children = kids
     return normalize_tokens(markdown, tokens), unresolved
+
+
+_SKIP = re.compile(r"\A(?:[a-zA-Z][a-zA-Z0-9+.-]*:|#|//)")
+
+
+def placeholder(nonce: str, i: int) -> str:
+    return f"openkb-import://{nonce}/ref{i:06d}"
+
+
+def mark(markdown: str, nonce: str) -> tuple[str, list[tuple[str, bool]]]:
+    """Replace every relative reference by a placeholder (``placeholder(nonce, i)``); returns the
+    normalized Markdown and the references in placeholder order.
+
+    Why: this runs where the file is converted (in parallel, before any id exists); the write
+    then swaps placeholders for ``openkb://``/``asset://`` URLs with plain string replacement
+    (:func:`fill`) instead of parsing the page again. Wiki links are left as text (they need the
+    names of every file of the import). ``nonce`` is per run, so no text can collide with it.
+    """
+    if "](" not in markdown and "]:" not in markdown:
+        return markdown, []
+    refs: list[tuple[str, bool]] = []
+
+    def resolve(url: str, is_image: bool) -> str | None:
+        u = url.strip()
+        if not u or _SKIP.match(u):
+            return None
+        refs.append((url, is_image))
+        return placeholder(nonce, len(refs) - 1)
+
+    body, _unresolved = rewrite(markdown, resolve, lambda _t, _a, _e: None)
+    return body, refs
+
+
+def fill(markdown: str, nonce: str, refs: list[tuple[str, bool]], resolve: Resolve) -> str:
+    """Swap the placeholders of :func:`mark` for what ``resolve`` answers (or the URL as it was)."""
+    from openkb.markdown._inline import destination
+
+    for i, (url, is_image) in enumerate(refs):
+        new = resolve(url, is_image)
+        markdown = markdown.replace(placeholder(nonce, i), new if new is not None else destination(url))
+    return markdown

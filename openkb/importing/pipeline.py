@@ -55,7 +55,7 @@ from openkb.content.documents import trash_document
 from openkb.content.upsert import upsert_by_key
 from openkb.errors import OpenKBError, PermissionDenied
 from openkb.importing.converters import choose
-from openkb.importing.links import references, rewrite
+from openkb.importing.links import WIKI, fill, mark, rewrite
 from openkb.importing.repair import import_markdown
 from openkb.importing.sniff import sniff
 from openkb.importing.sources import Entry, Source
@@ -140,7 +140,8 @@ class Prepared:
     assets: list[tuple[str, bytes, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     confidence: float = 1.0
-    refs: list[tuple[str, bool]] = field(default_factory=list)
+    refs: list[tuple[str, bool]] = field(default_factory=list)  # placeholder order (links.mark)
+    wiki: list[str] = field(default_factory=list)  # [[targets]], lower-cased
     error: str | None = None
     code: str | None = None
     source: bytes | None = None  # the original, kept as the page's source asset (non-Markdown)
@@ -150,8 +151,9 @@ def key_prefix(target_id: uuid.UUID | None) -> str:
     return f"import:{target_id or 'root'}:"
 
 
-def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False) -> Prepared:
-    """Sniff, convert and repair one file. Never raises: a failure is in ``error``/``code``."""
+def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False, nonce: str = "") -> Prepared:
+    """Sniff, convert and repair one file; its references become placeholders (``links.mark``)
+    the write fills in. Never raises: a failure is in ``error``/``code``."""
     p = Prepared(rel, len(data))
     try:
         s = sniff(data, rel)
@@ -169,7 +171,9 @@ def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False) -> Pre
         p.warnings = out.warnings + rep.warnings
         p.confidence = out.confidence
         p.assets = [(a.name, a.data, a.mime) for a in out.assets]
-        p.refs = references(rep.markdown)
+        p.markdown, p.refs = mark(rep.markdown, nonce)
+        # the normalizer escapes "[" in text: look for wiki links in the unescaped form
+        p.wiki = [m.group(2).strip().lower() for m in WIKI.finditer(p.markdown.replace("\\[", "["))]
         if s.kind not in ("markdown", "text", "empty", "image"):
             p.source = data
     except OpenKBError as exc:
@@ -179,22 +183,23 @@ def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False) -> Pre
     return p
 
 
-def _prepare_entry(entry: Entry) -> Prepared:
+def _prepare_entry(entry: Entry, nonce: str) -> Prepared:
     if entry.error is not None or entry.read is None:
         return Prepared(entry.rel, entry.size, error=entry.error or "cannot read", code="CONVERSION_FAILED")
     try:
         data = entry.read()
     except OpenKBError as exc:
         return Prepared(entry.rel, entry.size, error=exc.detail, code=exc.code)
-    return prepare_bytes(entry.rel, data)
+    return prepare_bytes(entry.rel, data, nonce=nonce)
 
 
-def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None]) -> list[Prepared]:
+def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None],
+                 nonce: str) -> list[Prepared]:
     out: list[Prepared] = []
     if jobs <= 1 or len(files) < 8:
         for e in files:
             report(len(out), e.size, e.rel)
-            out.append(_prepare_entry(e))
+            out.append(_prepare_entry(e, nonce))
         return out
     ctx = multiprocessing.get_context("spawn")  # never fork a process holding gRPC/DB handles
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
@@ -208,11 +213,11 @@ def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str]
             except OpenKBError as exc:
                 futures.append(Prepared(e.rel, e.size, error=exc.detail, code=exc.code))
                 continue
-            futures.append(pool.submit(prepare_bytes, e.rel, data))
+            futures.append(pool.submit(prepare_bytes, e.rel, data, nonce=nonce))
         for e, fut in zip(files, futures):
             report(len(out), e.size, e.rel)
             if fut is None:
-                out.append(_prepare_entry(e))
+                out.append(_prepare_entry(e, nonce))
             elif isinstance(fut, Prepared):
                 out.append(fut)
             else:
@@ -308,6 +313,7 @@ class _Run:
     blobs: BlobStore
     settings: Settings
     source: Source
+    nonce: str = ""
     page_ids: dict[str, uuid.UUID] = field(default_factory=dict)  # rel -> id of pages of this import
     files: dict[str, Entry] = field(default_factory=dict)  # rel -> readable file entries
     _mimes: dict[str, str] = field(default_factory=dict)
@@ -394,36 +400,35 @@ def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: 
         done_bytes[phase] += size
 
     # -- pass 1: prepare ---------------------------------------------------------------------------
-    prepared = _prepare_all(files, jobs, lambda n, size, rel: tell("prepare", n, size, rel, len(files)))
+    nonce = uuid.uuid4().hex  # placeholders of this run's references (links.mark)
+    run.nonce = nonce
+    prepared = _prepare_all(files, jobs, lambda n, size, rel: tell("prepare", n, size, rel, len(files)), nonce)
     run.files = {e.rel: e for e in files if e.error is None and e.read is not None}
     by_rel = {p.rel: p for p in prepared}
     referenced: set[str] = set()
+    wiki_names: set[str] = set()
     for p in prepared:
         if p.markdown is None:
             continue
         d = posixpath.dirname(p.rel)
+        wiki_names.update(p.wiki)
         for url, _img in p.refs:
-            if url.startswith("[["):
-                referenced.add(url)
-                continue
             if _SCHEME.match(url) or url.startswith(("#", "//")) or url in {a[0] for a in p.assets}:
                 continue
             base = unquote(url.split("#", 1)[0].split("?", 1)[0])
             if base:
                 referenced.add(posixpath.normpath(posixpath.join(d, base)))
-    wiki_names = {u[2:-2].strip().lower() for u in referenced if u.startswith("[[")}
     for i, p in enumerate(prepared):
         if p.kind == "image" and p.markdown is None and p.error is None:
             if p.rel in referenced or posixpath.basename(p.rel).lower() in wiki_names:
                 continue  # an asset of the pages that show it
             data = run.read(p.rel)
-            prepared[i] = prepare_bytes(p.rel, data, convert_images=True) if data is not None else \
+            prepared[i] = prepare_bytes(p.rel, data, convert_images=True, nonce=nonce) if data is not None else \
                 Prepared(p.rel, p.size, error="cannot read the file", code="CONVERSION_FAILED")
             by_rel[p.rel] = prepared[i]
 
     # -- pass 2: plan ----------------------------------------------------------------------------
-    folders = [e for e in source.folders()]
-    {e.rel for e in folders}
+    folders = source.folders()
     pages = [p for p in prepared if p.markdown is not None or p.error is not None]
     asset_only = [p for p in prepared if p.kind == "image" and p.markdown is None and p.error is None]
     keys = [prefix + e.rel + "/" for e in folders] + [prefix + p.rel for p in pages]
@@ -531,7 +536,10 @@ def _write_page(units: Units, run: _Run, p: Prepared, prefix: str, existing: dic
     try:
         with units() as s:
             r = _Resolver(run, p, doc_id, row is not None, s)
-            body, unresolved = rewrite(p.markdown or "", r.resolve, r.wiki)
+            body = fill(p.markdown or "", run.nonce, p.refs, r.resolve)
+            unresolved: list[str] = []
+            if p.wiki:  # wiki links need every file's name: resolved here, with one more parse
+                body, unresolved = rewrite(body, lambda _u, _i: None, r.wiki)
             res.warnings += r.warnings + [f"wiki link {w} is unknown or ambiguous; kept as text" for w in unresolved]
             meta = dict(p.metadata)
             meta["import"] = {"path": p.rel, "converter": p.converter, "confidence": p.confidence}

@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from openkb.errors import MarkdownDialectError
 from openkb.markdown import prepare_import, validate, validate_and_normalize
 
 __all__ = ["Repaired", "import_markdown", "split_front_matter"]
@@ -222,6 +223,11 @@ def import_markdown(text: str, *, depth: int = 0) -> Repaired:
         title, tags, meta, more = _meta_from(fields)
         warnings += more
         warnings.append("line 1: front matter moved to the document's metadata")
+    if not fm_warnings:
+        try:  # most files need no repair: one parse, as a save does
+            return Repaired(validate_and_normalize(text), title, tags, meta, warnings)
+        except MarkdownDialectError:
+            pass
     for _ in range(4):
         text = _repair_html(text, warnings, depth)
         repaired, issues = prepare_import(text)
