@@ -115,7 +115,9 @@ def validate_redirect_uris(uris: Any) -> list[str]:
 
 
 def redirect_uri_allowed(registered: list[str], uri: str) -> bool:
-    """Exact match, except that a loopback http URI matches on any port (RFC 8252 §7.3)."""
+    """Exact match, except that a loopback http URI matches on any port (RFC 8252 §7.3), and an
+    empty loopback path equals ``/``: VS Code's metadata document lists ``http://127.0.0.1:33418``
+    and then redirects to ``http://127.0.0.1:<free port>/``."""
     if uri in registered:
         return True
     if not is_loopback_uri(uri):
@@ -123,7 +125,7 @@ def redirect_uri_allowed(registered: list[str], uri: str) -> bool:
     asked = urlsplit(uri)
     for r in registered:
         reg = urlsplit(r)
-        if (is_loopback_uri(r) and reg.hostname == asked.hostname and reg.path == asked.path
+        if (is_loopback_uri(r) and reg.hostname == asked.hostname and (reg.path or "/") == (asked.path or "/")
                 and reg.query == asked.query):
             return True
     return False

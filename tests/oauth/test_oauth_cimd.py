@@ -168,3 +168,19 @@ def test_two_first_authorizations_of_one_client_share_its_row(db, committed):
     row = clients.resolve_client(db, url, tenant_id=tid, production=False, fetch=fetch)
     assert row.client_name == "Racer" and row.metadata_expires_at is not None
     assert len(db.exec(select(McpOAuthClient).where(McpOAuthClient.client_id == url)).all()) == 1
+
+
+def test_loopback_redirects_match_any_port_as_real_clients_send_them():
+    """RFC 8252 §7.3 and what clients really register: VS Code's document lists
+    ``http://127.0.0.1:33418`` (no path) and its DCR ``http://127.0.0.1/``, then redirects to
+    ``http://127.0.0.1:<free port>/``; Claude Code lists no port at all."""
+    vscode = ["http://127.0.0.1:33418", "https://vscode.dev/redirect"]
+    assert clients.redirect_uri_allowed(vscode, "http://127.0.0.1:59656/")
+    assert clients.redirect_uri_allowed(["http://127.0.0.1/", "http://127.0.0.1:33418/"], "http://127.0.0.1:59656/")
+    assert clients.redirect_uri_allowed(["http://localhost/callback"], "http://localhost:41234/callback")
+    assert clients.redirect_uri_allowed(vscode, "https://vscode.dev/redirect")
+    refused = [("http://127.0.0.1:59656/other", vscode), ("https://vscode.dev/redirect/x", vscode),
+               ("http://localhost:41234/callback", ["http://127.0.0.1/callback"]),  # host is part of the match
+               ("https://vscode.dev:444/redirect", vscode), ("http://evil.example:33418/", vscode)]
+    for uri, registered in refused:
+        assert not clients.redirect_uri_allowed(registered, uri), uri
