@@ -133,3 +133,28 @@ def test_changed_file_updates_removed_file_is_pruned_and_revert_undoes(world, va
     readme, _ = _doc(world, files["readme.txt"].document_id)
     _other, ov = _doc(world, files["笔记/sub/Other Page.md"].document_id)
     assert readme.status == "published" and "More text" not in ov.markdown
+
+
+def test_dry_run_writes_nothing_and_revert_removes_pages_and_assets(world, tmp_path):
+    kb = world.new_kb()
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "a.png").write_bytes(png("blue"))
+    (tmp_path / "page.md").write_text("# Page\n\n![a](img/a.png)\n")
+    dry = world.run(tmp_path, kb=kb, dry_run=True)
+    assert {f.path: f.status for f in dry.files} == {"img": "would_create", "page.md": "would_create",
+                                                     "img/a.png": "asset"}
+    with Session(world.engine) as s:
+        assert not s.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id)).all()
+    run = world.run(tmp_path, kb=kb)
+    page = by_path(run)["page.md"].document_id
+    with Session(world.engine) as s:
+        [asset] = s.exec(select(DocumentAsset).where(col(DocumentAsset.document_id) == page)).all()
+        key = asset.object_key
+    with world.units() as s:
+        out = revert(s, world.actor(), run_id=run.run_id, blobs=world.blobs)
+    assert {r["op"] for r in out["reverted"]} == {"document.create", "asset.create"}
+    with Session(world.engine) as s:
+        assert not s.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id,
+                                                 col(Document.status) != "deleted")).all()
+        assert s.get(DocumentAsset, asset.id) is None
+    assert not (world.blobs.root / key).exists()
