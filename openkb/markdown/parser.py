@@ -24,6 +24,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block.paragraph import paragraph as md_paragraph
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
@@ -97,7 +98,26 @@ def get_parser() -> MarkdownIt:
         _math_fence,
         {"alt": ["paragraph", "reference", "blockquote", "list", "footnote_def"]},
     )
+    md.block.ruler.at("paragraph", _paragraph, {"alt": []})
     return md
+
+
+_PARAGRAPH = md_paragraph
+
+
+def _paragraph(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """markdown-it's paragraph, but trimmed like micromark: only spaces, tabs and line ends.
+
+    markdown-it trims the CommonMark Unicode whitespace set, so a paragraph that starts with a
+    no-break space (pasted text does) lost it; the editor keeps it.
+    """
+    n = len(state.tokens)
+    if not _PARAGRAPH(state, start, end, silent):
+        return False
+    if len(state.tokens) >= n + 3 and state.tokens[n + 1].type == "inline":
+        tok = state.tokens[n + 1]
+        tok.content = state.getLines(start, state.line, state.blkIndent, False).strip(" \t\r\n")
+    return True
 
 
 def _math_fence(state: StateBlock, start: int, end: int, silent: bool) -> bool:
