@@ -84,12 +84,15 @@ def s256(verifier: str) -> str:
 
 
 def check_resource(resource: Any, expected: str) -> str:
-    """RFC 8707: the client names the MCP endpoint it wants a token for; anything else is refused."""
-    if not isinstance(resource, str) or not resource:
-        raise OAuthProtocolError("invalid_target", f"resource is required (RFC 8707): {expected}")
-    if canonical_resource(resource) != canonical_resource(expected):
-        raise OAuthProtocolError("invalid_target", f"unknown resource {resource[:200]!r}; this server issues tokens "
-                                                   f"for {expected}")
+    """RFC 8707: the resource the token is for. Another resource is ``invalid_target``; an
+    omitted one means the only resource this server issues tokens for (RFC 8707 §2 lets the
+    server pick a default), bound into the code and tokens all the same. Trap: requiring it
+    fails clients that still omit it (Codex did), for no gain: the binding is what matters."""
+    if resource is None or resource == "":
+        return canonical_resource(expected)
+    if not isinstance(resource, str) or canonical_resource(resource) != canonical_resource(expected):
+        raise OAuthProtocolError("invalid_target", f"unknown resource {str(resource)[:200]!r}; this server issues "
+                                                   f"tokens for {expected}")
     return canonical_resource(expected)
 
 

@@ -162,8 +162,8 @@ def test_pkce_and_request_errors_redirect_back(oauth_client, user):
     assert missing["error"] == "invalid_request"
     other = redirect_params(oauth_client.start(v, resource="https://elsewhere.example/mcp"))
     assert other["error"] == "invalid_target"
-    nores = redirect_params(oauth_client.start(v, resource=None))
-    assert nores["error"] == "invalid_target"
+    other = redirect_params(oauth_client.start(v, resource="https://elsewhere.example/"))
+    assert other["error"] == "invalid_target"
     scope = redirect_params(oauth_client.start(v, scope="kb:read admin"))
     assert scope["error"] == "invalid_scope"
     # an unregistered redirect URI or an unknown client is an error page, never a redirect
@@ -302,3 +302,18 @@ def test_claude_style_confidential_client_and_its_own_scope(oauth_client, user):
     revoke = httpx.post(oauth_client.meta["as"]["revocation_endpoint"],
                         data={"token": post.json()["refresh_token"]}, auth=(oauth_client.client_id, "kbcs_wrong"))
     assert revoke.status_code == 401
+
+
+def test_a_client_that_omits_resource_gets_tokens_bound_to_mcp(oauth_client, user, committed):
+    """RFC 8707 §2 default: a client that sends no ``resource`` (Codex did) still connects, and
+    its tokens are bound to /mcp like everyone's (refused for any other resource)."""
+    oauth_client.register()
+    v = secrets.token_urlsafe(48)
+    q = oauth_client.get_code(user.email, user.password, v, resource=None)
+    r = oauth_client.token(grant_type="authorization_code", code=q["code"], code_verifier=v,
+                           redirect_uri=oauth_client.redirect_uri)
+    assert r.status_code == 200, r.text
+    g = check(committed, r.json()["access_token"], oauth_client.resource)
+    assert g.resource == oauth_client.resource
+    with pytest.raises(Unauthenticated):
+        check(committed, r.json()["access_token"], "https://elsewhere.example/mcp")
