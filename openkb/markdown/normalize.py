@@ -70,12 +70,22 @@ def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
     pos = 0
     n = len(tokens)
 
+    depth = 0  # blockquotes around the current position
+
     def blank(line_no: int) -> bool:
-        # a line holding only quote markers is blank inside that quote
-        return 0 <= line_no < len(lines) and not lines[line_no].strip(" \t>")
+        # a line holding only the markers of the quotes we are in is blank there; a `>` of a
+        # quote inside (`- a\n  > b\n  >\n- c`) is that quote's content, not a blank line
+        if not 0 <= line_no < len(lines):
+            return False
+        s = lines[line_no]
+        for _ in range(depth):
+            s = s.lstrip(" \t")
+            if s.startswith(">"):
+                s = s[1:]
+        return not s.strip(" \t")
 
     def seq(close: str | None) -> list[Block]:
-        nonlocal pos
+        nonlocal pos, depth
         out: list[Block] = []
         while pos < n:
             tok = tokens[pos]
@@ -119,7 +129,9 @@ def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
                 else:
                     out.append(Block("html", tok, data=tok.content.rstrip("\n")))
             elif t == "blockquote_open":
+                depth += 1
                 kids = seq("blockquote_close") or [Block("paragraph", None, data=[])]
+                depth -= 1
                 out.append(Block("blockquote", tok, kids))
             elif t in ("bullet_list_open", "ordered_list_open"):
                 close_t = t.replace("_open", "_close")
