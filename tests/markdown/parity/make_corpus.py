@@ -1,6 +1,7 @@
 """Write the parity corpus, ``tests/markdown/parity/corpus/*.md`` (run by hand, output committed).
 
     python tests/markdown/parity/make_corpus.py && node web/scripts/parity.mjs
+    python tests/markdown/parity/make_corpus.py --own && node web/scripts/parity.mjs
 
 Sources, one small document per file, named by where it comes from:
 
