@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import select
 from sqlmodel import Session
@@ -97,5 +98,7 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
 
 
 def canonical_resource(url: str) -> str:
-    """RFC 8707 resource URLs compare without a trailing slash and fragment (``/mcp/`` == ``/mcp``)."""
-    return (url or "").split("#", 1)[0].rstrip("/")
+    """RFC 8707 / MCP canonical form: scheme and host lower-cased, no fragment, no trailing slash
+    (``HTTPS://KB.example.com/mcp/`` == ``https://kb.example.com/mcp``)."""
+    parts = urlsplit((url or "").strip())
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))

@@ -315,5 +315,7 @@ def test_a_client_that_omits_resource_gets_tokens_bound_to_mcp(oauth_client, use
     assert r.status_code == 200, r.text
     g = check(committed, r.json()["access_token"], oauth_client.resource)
     assert g.resource == oauth_client.resource
+    same = oauth_client.resource.replace("http://", "HTTP://") + "/"  # canonical form: case of scheme, slash
+    assert check(committed, r.json()["access_token"], same).grant_id == g.grant_id
     with pytest.raises(Unauthenticated):
         check(committed, r.json()["access_token"], "https://elsewhere.example/mcp")
