@@ -16,7 +16,8 @@ mdast-util-to-markdown with Milkdown's handlers. Notable, deliberately copied be
   appends an empty paragraph, so the file ends with a blank line;
 * list "spread" follows micromark (blank line between items), not markdown-it's tight flag.
 
-Parity is pinned by ``tests/markdown/milkdown_corpus.json``, recorded from real Milkdown.
+Parity is proven by ``tests/markdown/test_parity.py`` against outputs recorded from the shipped
+editor configuration (``web/scripts/parity.mjs``; docs/markdown.md#normalization).
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from typing import Any
 from markdown_it.common.utils import unescapeAll
 from markdown_it.token import Token
 
-from ._inline import _RAW_TEXT, destination, escape, image_block_alt, leaves, serialize_inline, title_part
+from ._inline import (
+    _RAW_TEXT,
+    destination,
+    escape,
+    image_block_alt,
+    leaves,
+    serialize_inline,
+    title_part,
+)
 from .parser import parse_with_env, strip_task_marker, task_marker
 from .registry import OPENKB_PLUGINS, SERIALIZER, bullet_markers, thematic_break
 
@@ -80,8 +89,7 @@ def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
         s = lines[line_no]
         for _ in range(depth):
             s = s.lstrip(" \t")
-            if s.startswith(">"):
-                s = s[1:]
+            s = s.removeprefix(">")
         return not s.strip(" \t")
 
     def seq(close: str | None) -> list[Block]:
@@ -230,7 +238,7 @@ def _paragraph(b: Block, last_root: bool) -> str:
     if not text:
         return "" if last_root else "<br />"
     if text[0] in " \t" and _encodes_leading_blank(kept):
-        text = "&#x%X;" % ord(text[0]) + text[1:]
+        text = f"&#x{ord(text[0]):X};" + text[1:]
     return text
 
 
