@@ -23,6 +23,7 @@ from tests.api.helpers import (
     login,
     mailed_token,
     make_login_user,
+    outbox_messages,
     unique_email,
 )
 
@@ -266,3 +267,26 @@ def test_password_share_link_in_a_fresh_anonymous_context(contexts, live_server,
     expect(visitor.get_by_role("heading", name="Shared by link", level=1)).to_be_visible()
     expect(visitor.locator(".reader[data-ready='true']")).to_contain_text("read me")
     expect(visitor.locator(".reader .ProseMirror")).to_have_attribute("contenteditable", "false")  # read-only
+
+
+def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, committed, test_home, owner):
+    email = unique_email("invited")
+    with api(live_server, owner) as c:
+        r = c.post(f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "editor", "email": email})
+        assert r.status_code == 201, r.text
+    # the mail goes out when the request's unit of work commits, before the answer
+    links = [m for msg in outbox_messages(test_home, email)
+             for m in re.findall(r"/invitations/([A-Za-z0-9_-]+)", msg.get_content())]
+    assert len(links) == 1, links
+    token = links[0]
+    with auth_settings_override(committed, email_verification_required=False, default_signup_status="active"):
+        page = contexts.page()
+        page.goto(f"/invitations/{token}")
+        expect(page.get_by_text("You are invited to Handbook as editor.")).to_be_visible()
+        page.get_by_label("Display name").fill("New Editor")
+        page.get_by_label("Email").fill(email)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Create account").click()
+        expect(page.get_by_role("status")).to_contain_text("Invitation accepted.")
+        sign_in(page, email, next_path=f"/app/kb/{owner['kb']['id']}")
+    expect(page.get_by_role("button", name="New page")).to_be_visible()  # an editor may create pages
