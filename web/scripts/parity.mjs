@@ -151,6 +151,36 @@ const behaviours = [
     'openkb://document/123e4567-e89b-12d3-a456-426614174000 openkb://document/123e4567-e89b-12d3-a456-426614174000',
   ],
 ]
+// A pasted or dropped image goes through the page's onUpload and is stored as what it returns.
+const { uploadConfig } = await import('@milkdown/kit/plugin/upload')
+const uploadRoot = w.document.createElement('div')
+w.document.body.appendChild(uploadRoot)
+const uploaded = []
+const uploading = createCrepe({
+  root: uploadRoot,
+  onUpload: async (file) => {
+    uploaded.push(file.name)
+    return 'asset://123e4567-e89b-12d3-a456-426614174000'
+  },
+})
+await uploading.create()
+const dropped = await new Promise((resolveDrop) => {
+  uploading.editor.action(async (ctx) => {
+    const view = ctx.get(editorViewCtx)
+    const file = new w.File(['x'], 'shot.png', { type: 'image/png' })
+    const files = { length: 1, item: (i) => (i === 0 ? file : null) }
+    const nodes = await ctx.get(uploadConfig.key).uploader(files, view.state.schema, ctx)
+    view.dispatch(view.state.tr.replaceWith(0, view.state.doc.content.size, nodes))
+    resolveDrop(uploading.getMarkdown())
+  })
+})
+behaviours.push([
+  'a dropped image is uploaded through onUpload and stored as its asset reference',
+  () => `${uploaded.join(',')} ${dropped}`,
+  'shot.png ![](asset://123e4567-e89b-12d3-a456-426614174000)\n\n',
+])
+await uploading.destroy()
+
 for (const [what, run, want] of behaviours) {
   let got
   try {
