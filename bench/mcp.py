@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     log, pct = sb.log, sb.pct
     home = args.home or Path(tempfile.mkdtemp(prefix="openkb-bench-mcp-"))
     result: dict[str, Any] = {"n_chunks": args.n}
+    endpoint = None
     try:
         from openkb.embedder.models import load_model
 
@@ -192,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         server.should_exit = True
         thread.join(10)
         sb.stop_services(b)
-        endpoint.terminate()
-        endpoint.wait(10)
     finally:
+        if endpoint is not None:  # also when a step above failed: never leave it running
+            endpoint.terminate()
+            try:
+                endpoint.wait(10)
+            except Exception:  # noqa: BLE001 - a stuck endpoint is killed
+                endpoint.kill()
         if not args.keep and args.home is None:
             shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(result, ensure_ascii=False))
