@@ -187,6 +187,9 @@ def task_marker(item_children: list[Token], open_index: int) -> bool | None:
     if item_children[open_index].type != "paragraph_open" or inline.type != "inline":
         return None
     kids = inline.children or []
+    if len(kids) >= 3 and kids[0].type == "link_open" and _TASK.match(inline.content):
+        _unlink_task_marker(inline)
+        kids = inline.children or []
     if not kids or kids[0].type != "text":
         return None
     m = _TASK.match(kids[0].content)
@@ -195,6 +198,22 @@ def task_marker(item_children: list[Token], open_index: int) -> bool | None:
     if len(kids) == 1 and not kids[0].content[3:].strip():
         return None  # micromark: the marker must be followed by more of the paragraph
     return m.group(1) != " "
+
+
+def _unlink_task_marker(inline: Token) -> None:
+    """``- [x] a`` with a definition ``[x]: url`` in the document: markdown-it reads ``[x]`` as a
+    reference link, micromark reads the task marker first. Turn the link back into the text
+    ``[x]`` so the item is the task the editor shows."""
+    kids = inline.children or []
+    if not (kids[1].type == "text" and kids[1].content in (" ", "x", "X") and kids[2].type == "link_close"):
+        return
+    text = Token("text", "", 0)
+    text.content = "[" + kids[1].content + "]"
+    rest = kids[3:]
+    if rest and rest[0].type == "text":
+        text.content += rest[0].content
+        rest = rest[1:]
+    inline.children = [text, *rest]
 
 
 def strip_task_marker(inline: Token) -> None:

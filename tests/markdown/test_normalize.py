@@ -103,6 +103,7 @@ def test_parity_fixes() -> None:
     assert normalize("- [ ]\n- [x]") == "- \\[ ]\n- \\[x]\n\n"  # no task without text
     assert normalize("- [x]  two") == "- [x] &#x20;two\n\n"
     assert normalize("\xa0 a") == "\xa0 a\n"  # a no-break space is content, not indentation
+    assert normalize("- [x] a\n- b\n\n[x]: y") == "- [x] a\n- b\n\n"  # a task, not a reference link
     assert normalize("* a\n  > b\n  >\n* c") == "- a\n  > b\n- c\n\n"  # the `>` line is the quote's
 
 
