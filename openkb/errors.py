@@ -52,11 +52,13 @@ class ValidationError(OpenKBError):
 
 class ConfigError(OpenKBError):
     """A setting is malformed or points at something unusable (names the variable); also a
-    Milvus collection whose shape does not match its profile."""
+    Milvus collection whose shape does not match its profile. Met at start-up and by jobs; an
+    API request meets one only if a setting broke after the server started (answered 500)."""
 
     code = "CONFIG_ERROR"
     http_status = 500
     exit_code = 78  # EX_CONFIG
+    surfaces = frozenset({CLI, WORKER})
 
 
 class ServiceUnavailable(OpenKBError):
@@ -169,7 +171,219 @@ class IndexError_(OpenKBError):
     retryable = True
 
 
+# --- accounts (docs/accounts.md) -----------------------------------------------------------------
+
+
+class InvalidCredentials(Unauthenticated):
+    """Login with an unknown email or a wrong password (one code for both: no account enumeration)."""
+
+    code = "INVALID_CREDENTIALS"
+
+
+class EmailNotVerified(PermissionDenied):
+    """Login before the account's email address is confirmed."""
+
+    code = "EMAIL_NOT_VERIFIED"
+
+
+class AccountPendingActivation(PermissionDenied):
+    """Login to an account an administrator has not activated yet (approval registration mode)."""
+
+    code = "ACCOUNT_PENDING_ACTIVATION"
+
+
+class AccountSuspended(PermissionDenied):
+    """Login to a suspended account."""
+
+    code = "ACCOUNT_SUSPENDED"
+
+
+class RegistrationDisabled(PermissionDenied):
+    """Self-registration while registration is closed."""
+
+    code = "REGISTRATION_DISABLED"
+
+
+class RegistrationInviteRequired(PermissionDenied):
+    """Self-registration without an invitation where one is required."""
+
+    code = "REGISTRATION_INVITE_REQUIRED"
+
+
+class EmailDomainNotAllowed(ValidationError):
+    """Registration (or an invitation's use) from an email domain that is not allowed."""
+
+    code = "EMAIL_DOMAIN_NOT_ALLOWED"
+
+
+class InvalidToken(OpenKBError):
+    """A verification, reset or invitation token that is unknown, used or expired (not told apart)."""
+
+    code = "INVALID_TOKEN"
+    http_status = 400
+    exit_code = 2
+
+
+class CsrfFailed(PermissionDenied):
+    """A cookie-authenticated unsafe request without the session's ``X-CSRF-Token`` header."""
+
+    code = "CSRF_FAILED"
+    surfaces = frozenset({HTTP})
+
+
+class InsufficientScope(PermissionDenied):
+    """A personal access token lacks a scope the route needs (a browser session has them all)."""
+
+    code = "INSUFFICIENT_SCOPE"
+
+
+# --- content: size limits (docs/api.md#limits; checked in services, so every adapter agrees) ----
+
+
+class MarkdownTooLarge(PayloadTooLarge):
+    """A document body over the Markdown character limit (5,000,000 by default)."""
+
+    code = "MARKDOWN_TOO_LARGE"
+
+
+class TitleTooLong(PayloadTooLarge):
+    """A title over 1,000 characters."""
+
+    code = "TITLE_TOO_LONG"
+
+
+class NameTooLong(PayloadTooLarge):
+    """A name, description or upsert key over 1,000 characters."""
+
+    code = "NAME_TOO_LONG"
+
+
+class MetadataTooLarge(PayloadTooLarge):
+    """Document metadata (or knowledge-base settings) over 64 KB as compact UTF-8 JSON."""
+
+    code = "METADATA_TOO_LARGE"
+
+
+class UploadTooLarge(PayloadTooLarge):
+    """An uploaded asset over ``MAX_UPLOAD_BYTES``."""
+
+    code = "UPLOAD_TOO_LARGE"
+
+
+class FolderDepthExceeded(LimitExceeded):
+    """A create or move that would nest folders deeper than the limit (10)."""
+
+    code = "FOLDER_DEPTH_EXCEEDED"
+
+
+class TooManyTags(LimitExceeded):
+    """More tags on one document than the limit (256)."""
+
+    code = "TOO_MANY_TAGS"
+
+
+class UnsupportedMedia(ValidationError):
+    """An upload not sent as ``multipart/form-data`` with a ``file`` part."""
+
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    http_status = 415
+    surfaces = frozenset({HTTP})
+
+
+# --- content: documents, tree, versions, revert --------------------------------------------------
+
+
+class NotInTrash(ValidationError):
+    """Restore-from-trash or purge of a document that is not in the trash."""
+
+    code = "NOT_IN_TRASH"
+
+
+class InvalidMove(ValidationError):
+    """A move out of the document's knowledge base, or under itself or one of its descendants."""
+
+    code = "INVALID_MOVE"
+
+
+class ModelSettingsForbidden(ValidationError):
+    """Knowledge-base settings that name embedding or model options (those live in index profiles)."""
+
+    code = "MODEL_SETTINGS_FORBIDDEN"
+
+
+class NotAPage(ValidationError):
+    """A version save or restore on a folder (only pages have bodies)."""
+
+    code = "NOT_A_PAGE"
+
+
+class DocumentInTrash(Conflict):
+    """A keyed upsert whose key names a document in the trash (restore or purge it first)."""
+
+    code = "DOCUMENT_IN_TRASH"
+
+
+class RevertConflict(Conflict):
+    """A revert would silently overwrite a newer write, or cannot remove a non-empty object."""
+
+    code = "REVERT_CONFLICT"
+
+
+class NotRevertible(ValidationError):
+    """A change that cannot be reverted (its kind, a closed invitation or share link, a lost version)."""
+
+    code = "NOT_REVERTIBLE"
+
+
+# --- sharing: share links and invitations (docs/permissions.md) ----------------------------------
+
+
+class SharePasswordRequired(OpenKBError):
+    """Opening a password-protected share link without having given its password."""
+
+    code = "SHARE_PASSWORD_REQUIRED"
+    http_status = 401
+    exit_code = 5
+
+
+class SharePasswordIncorrect(PermissionDenied):
+    """A wrong share-link password (counted; too many is ``RATE_LIMITED``)."""
+
+    code = "SHARE_PASSWORD_INCORRECT"
+
+
+class InvitationExpired(OpenKBError):
+    """Accepting an invitation past its expiry."""
+
+    code = "INVITATION_EXPIRED"
+    http_status = 410
+    exit_code = 4
+
+
+class InvitationExhausted(OpenKBError):
+    """Accepting an invitation whose uses are all taken."""
+
+    code = "INVITATION_EXHAUSTED"
+    http_status = 410
+    exit_code = 4
+
+
+# --- indexing (docs/retrieval.md) ----------------------------------------------------------------
+
+
+class RebuildBusy(Conflict):
+    """A rebuild of the same collection is already running, or a drop hits a running rebuild."""
+
+    code = "REBUILD_RUNNING"
+
+
 # --- Dify External Knowledge (POST /retrieval; the server renders these in Dify's wire shape) ----
+
+
+class ConditionError(ValidationError):
+    """A Dify ``metadata_condition`` (or a key's metadata filter) that cannot be parsed."""
+
+    code = "INVALID_METADATA_CONDITION"
 
 
 class DifyKeyRejected(PermissionDenied):
@@ -184,6 +398,28 @@ class DifyKnowledgeNotFound(NotFound):
     disabled (Dify shows 404 ``error_code`` 2001)."""
 
     code = "DIFY_KNOWLEDGE_NOT_FOUND"
+
+
+# --- OAuth authorization server (/oauth/*; the server renders these in OAuth's wire shape) -------
+
+
+class OAuthProtocolError(ValidationError):
+    """An OAuth endpoint (token, registration, revocation, authorize) refuses a request: the
+    OAuth routes answer ``{"error": "<oauth_error>", "error_description": ...}`` (RFC 6749
+    §5.2, RFC 7591 §3.2.2) with the instance's status, or redirect with the error where RFC 6749
+    §4.1.2.1 says so (docs/oauth.md#errors)."""
+
+    code = "OAUTH_ERROR"
+    http_status = 400
+    surfaces = frozenset({HTTP})
+
+    def __init__(self, oauth_error: str, description: str, *, status: int = 400) -> None:
+        super().__init__(description)
+        self.oauth_error = oauth_error
+        self.http_status = status
+
+    def to_oauth(self) -> dict[str, str]:
+        return {"error": self.oauth_error, "error_description": self.detail}
 
 
 # --- Import (docs/importing.md) ------------------------------------------------------------------
@@ -217,25 +453,3 @@ class ImportIncomplete(OpenKBError):
     http_status = 422
     exit_code = 3
     surfaces = frozenset({CLI})
-
-
-# --- OAuth authorization server (/oauth/*; the server renders these in OAuth's wire shape) -------
-
-
-class OAuthProtocolError(ValidationError):
-    """An OAuth endpoint (token, registration, revocation, authorize) refuses a request: the
-    OAuth routes answer ``{"error": "<oauth_error>", "error_description": ...}`` (RFC 6749
-    §5.2, RFC 7591 §3.2.2) with the instance's status, or redirect with the error where RFC 6749
-    §4.1.2.1 says so (docs/oauth.md#errors)."""
-
-    code = "OAUTH_ERROR"
-    http_status = 400
-    surfaces = frozenset({HTTP})
-
-    def __init__(self, oauth_error: str, description: str, *, status: int = 400) -> None:
-        super().__init__(description)
-        self.oauth_error = oauth_error
-        self.http_status = status
-
-    def to_oauth(self) -> dict[str, str]:
-        return {"error": self.oauth_error, "error_description": self.detail}

@@ -18,9 +18,8 @@ from fastapi import FastAPI, Request
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from openkb import __version__
-from openkb.accounts.errors import CsrfFailed, InsufficientScope
 from openkb.context import AppContext
-from openkb.errors import Unauthenticated
+from openkb.errors import CsrfFailed, InsufficientScope, Unauthenticated
 from openkb.indexing.service import warm_active
 from openkb.jobs import JobQueue, set_queue
 from server import docs_ui, errors

@@ -30,10 +30,10 @@ from typing import Annotated, Literal
 from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
 
-from openkb.accounts.errors import CsrfFailed, InsufficientScope
 from openkb.accounts.sessions import resolve_session
 from openkb.accounts.tokens import principal_for, resolve_pat
 from openkb.accounts.users import AdminScope, access_admin
+from openkb.errors import CsrfFailed, InsufficientScope
 from openkb.permissions.principal import Principal
 from server.deps import SessionDep
 

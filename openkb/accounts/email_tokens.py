@@ -15,8 +15,8 @@ from urllib.parse import quote
 from sqlalchemy import update
 from sqlmodel import Session, select
 
-from openkb.accounts.errors import InvalidToken
 from openkb.db import after_commit
+from openkb.errors import InvalidToken
 from openkb.models import EmailToken, User
 from openkb.models._base import utcnow
 

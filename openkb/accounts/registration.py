@@ -31,12 +31,18 @@ from sqlmodel import Session, select
 
 from openkb import ratelimit
 from openkb.accounts import auth_settings, email_tokens
-from openkb.accounts.errors import (
-    EmailDomainNotAllowed, InvalidToken, RegistrationDisabled, RegistrationInviteRequired,
-)
 from openkb.accounts.users import check_password, create_user, has_system_admin, normalize_email
 from openkb.audit import record_audit
-from openkb.errors import AlreadyExists, OpenKBError, PermissionDenied, ValidationError
+from openkb.errors import (
+    AlreadyExists,
+    EmailDomainNotAllowed,
+    InvalidToken,
+    OpenKBError,
+    PermissionDenied,
+    RegistrationDisabled,
+    RegistrationInviteRequired,
+    ValidationError,
+)
 from openkb.models import AuthSettings, Invitation, Tenant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal

@@ -18,13 +18,17 @@ from typing import NoReturn
 from sqlalchemy import text, update
 from sqlmodel import Session, select
 
-from openkb.accounts.errors import (
-    AccountPendingActivation, AccountSuspended, EmailNotVerified, InvalidCredentials,
-)
 from openkb.accounts.users import normalize_email
 from openkb.audit import record_audit
 from openkb.db import record_then_refuse
-from openkb.errors import RateLimited, ValidationError
+from openkb.errors import (
+    AccountPendingActivation,
+    AccountSuspended,
+    EmailNotVerified,
+    InvalidCredentials,
+    RateLimited,
+    ValidationError,
+)
 from openkb.models import Tenant, TenantMembership, User, UserSession
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal

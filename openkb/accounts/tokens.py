@@ -15,9 +15,8 @@ from typing import Literal
 from sqlalchemy import text
 from sqlmodel import Session, select
 
-from openkb.accounts.errors import InsufficientScope
 from openkb.audit import record_audit
-from openkb.errors import NotFound, Unauthenticated, ValidationError
+from openkb.errors import InsufficientScope, NotFound, Unauthenticated, ValidationError
 from openkb.models import McpPersonalAccessToken, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal

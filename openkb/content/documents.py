@@ -39,7 +39,7 @@ from openkb.content.versions import (
     prepare_markdown,
     scope_of,
 )
-from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.errors import NotFound, NotInTrash, PermissionDenied, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Document, DocumentAsset, DocumentVersion
 from openkb.models._base import utcnow
@@ -54,10 +54,6 @@ from openkb.permissions import (
 )
 from openkb.permissions import settings as access_settings
 from openkb.permissions.access import DOC_NOT_FOUND
-
-
-class NotInTrash(ValidationError):
-    code = "NOT_IN_TRASH"
 
 
 CREATE_STATUSES = ("draft", "published")

@@ -23,9 +23,8 @@ from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import jsonable, record_change
-from openkb.content.errors import RevertConflict
 from openkb.content.workspaces import check_slug, choose_slug, slugify, unique_slug
-from openkb.errors import AlreadyExists, ValidationError
+from openkb.errors import AlreadyExists, ModelSettingsForbidden, RevertConflict, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Document, KnowledgeBase
 from openkb.models._base import utcnow
@@ -44,10 +43,6 @@ from openkb.permissions.collaborators import do_grant
 
 CAPABILITY_KEYS = access_settings.KB_SETTING_KEYS
 _MODEL_KEY = re.compile(r"model|embedding|rerank|provider|api_?key|endpoint", re.I)
-
-
-class ModelSettingsForbidden(ValidationError):
-    code = "MODEL_SETTINGS_FORBIDDEN"
 
 
 def check_settings(value: Any, settings: Settings | None = None) -> dict[str, Any]:

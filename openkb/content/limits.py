@@ -16,35 +16,16 @@ import json
 from typing import Any
 
 from openkb.config import Settings, get_settings
-from openkb.errors import LimitExceeded, PayloadTooLarge, ValidationError
-
-
-class MarkdownTooLarge(PayloadTooLarge):
-    code = "MARKDOWN_TOO_LARGE"
-
-
-class TitleTooLong(PayloadTooLarge):
-    code = "TITLE_TOO_LONG"
-
-
-class NameTooLong(PayloadTooLarge):
-    code = "NAME_TOO_LONG"
-
-
-class MetadataTooLarge(PayloadTooLarge):
-    code = "METADATA_TOO_LARGE"
-
-
-class UploadTooLarge(PayloadTooLarge):
-    code = "UPLOAD_TOO_LARGE"
-
-
-class FolderDepthExceeded(LimitExceeded):
-    code = "FOLDER_DEPTH_EXCEEDED"
-
-
-class TooManyTags(LimitExceeded):
-    code = "TOO_MANY_TAGS"
+from openkb.errors import (
+    FolderDepthExceeded,
+    MarkdownTooLarge,
+    MetadataTooLarge,
+    NameTooLong,
+    TitleTooLong,
+    TooManyTags,
+    UploadTooLarge,
+    ValidationError,
+)
 
 
 MAX_TAGS = 256

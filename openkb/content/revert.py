@@ -35,9 +35,8 @@ from openkb.content import sharing
 from openkb.content import workspaces as wss
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change, run_changes
-from openkb.content.errors import NotRevertible, RevertConflict
 from openkb.content.versions import commit_version, lock_document, prepare_markdown, scope_of
-from openkb.errors import NotFound, ValidationError
+from openkb.errors import NotFound, NotRevertible, RevertConflict, ValidationError
 from openkb.models import Change, Document, DocumentVersion
 from openkb.permissions import Action, access_change, access_document
 

@@ -23,7 +23,7 @@ from sqlmodel import Session
 
 from openkb.config import Settings
 from openkb.content import limits
-from openkb.errors import NotFound, ValidationError
+from openkb.errors import InvalidMove, NotFound
 from openkb.permissions import (
     Action,
     DocumentAccess,
@@ -32,10 +32,6 @@ from openkb.permissions import (
     access_tree,
     filter_readable_documents,
 )
-
-
-class InvalidMove(ValidationError):
-    code = "INVALID_MOVE"
 
 
 _ANCESTORS = text(

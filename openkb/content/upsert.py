@@ -36,17 +36,13 @@ from openkb.content.versions import (
     prepare_markdown,
     scope_of,
 )
-from openkb.errors import Conflict, PermissionDenied, ValidationError
+from openkb.errors import DocumentInTrash, PermissionDenied, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
 from openkb.permissions import Action, access_document, access_knowledge_base, can_move_document
 
 UNSET: Any = object()
-
-
-class DocumentInTrash(Conflict):
-    code = "DOCUMENT_IN_TRASH"
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,11 @@ from openkb.config import Settings
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
-from openkb.errors import HashMismatch, NotFound, ValidationError, VersionConflict
+from openkb.errors import HashMismatch, NotAPage, NotFound, ValidationError, VersionConflict
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
 from openkb.permissions import Action, Principal, access_document
-
-
-class NotAPage(ValidationError):
-    code = "NOT_A_PAGE"
 
 
 def sha256_hex(markdown: str) -> str:

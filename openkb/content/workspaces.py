@@ -21,8 +21,7 @@ from openkb.accounts.users import normalize_email
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
-from openkb.content.errors import RevertConflict
-from openkb.errors import AlreadyExists, NotFound, PermissionDenied, ValidationError
+from openkb.errors import AlreadyExists, NotFound, PermissionDenied, RevertConflict, ValidationError
 from openkb.models import Change, KnowledgeBase, TenantMembership, User, Workspace, WorkspaceMember
 from openkb.models._base import utcnow
 from openkb.permissions import Principal, WsAction, access_workspace

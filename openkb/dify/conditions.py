@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from typing import Any, Literal, Union
 
-from openkb.errors import ValidationError
+from openkb.errors import ConditionError
 
 MAX_CONDITIONS = 100
 MAX_DEPTH = 4
@@ -74,10 +74,6 @@ BUILTIN_ALIASES = {
     "updated_at": "updated_at", "last_update_date": "updated_at",
     "document_id": "document_id",
 }
-
-
-class ConditionError(ValidationError):
-    code = "INVALID_METADATA_CONDITION"
 
 
 Scalar = Union[str, int, float, bool, None]

@@ -40,7 +40,7 @@ from sqlmodel import Session, col, select
 
 from openkb.context import AppContext
 from openkb.db import session_scope
-from openkb.errors import Conflict, IndexError_, NotFound, OpenKBError, ValidationError
+from openkb.errors import Conflict, IndexError_, NotFound, OpenKBError, RebuildBusy, ValidationError
 from openkb.indexing import milvus as mv
 from openkb.indexing.history import (
     history_view,
@@ -85,10 +85,6 @@ CATCH_UP_MARGIN = timedelta(seconds=60)  # transactions that began before the jo
 LIVE_STATUSES = ("pending", "running", "failed")
 
 Progress = Callable[[int, int], None]
-
-
-class RebuildBusy(Conflict):
-    code = "REBUILD_RUNNING"
 
 
 # --- liveness --------------------------------------------------------------------------------------

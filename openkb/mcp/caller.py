@@ -21,9 +21,8 @@ from typing import Literal
 
 from sqlmodel import Session
 
-from openkb.accounts.errors import InsufficientScope
 from openkb.accounts.tokens import looks_like_pat, principal_for, resolve_pat
-from openkb.errors import Unauthenticated
+from openkb.errors import InsufficientScope, Unauthenticated
 from openkb.oauth.tokens import verify_access_token
 from openkb.permissions.principal import Principal
 

@@ -27,7 +27,14 @@ from sqlalchemy import func, select, text
 from sqlmodel import Session
 
 from openkb.audit import record_audit
-from openkb.errors import NotFound, OpenKBError, PermissionDenied, Unauthenticated, ValidationError
+from openkb.errors import (
+    InvitationExhausted,
+    InvitationExpired,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    ValidationError,
+)
 from openkb.models import (
     Collaborator, Document, Invitation, InvitationAcceptance, KnowledgeBase, TenantMembership, User, Workspace,
     WorkspaceMember,
@@ -42,18 +49,6 @@ from openkb.permissions.service import ObjectRef, as_ref
 from openkb.security import hash_token, new_token
 
 TOKEN_PREFIX = "kbinv"
-
-
-class InvitationExpired(OpenKBError):
-    code = "INVITATION_EXPIRED"
-    http_status = 410
-    exit_code = 4
-
-
-class InvitationExhausted(OpenKBError):
-    code = "INVITATION_EXHAUSTED"
-    http_status = 410
-    exit_code = 4
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,15 @@ from sqlmodel import Session
 from openkb import ratelimit
 from openkb.audit import record_audit
 from openkb.db import record_then_refuse
-from openkb.errors import NotFound, OpenKBError, PermissionDenied, RateLimited, Unauthenticated, ValidationError
+from openkb.errors import (
+    NotFound,
+    PermissionDenied,
+    RateLimited,
+    SharePasswordIncorrect,
+    SharePasswordRequired,
+    Unauthenticated,
+    ValidationError,
+)
 from openkb.models import ShareLink
 from openkb.permissions import rules
 from openkb.permissions.guards import authorize, content_ref
@@ -38,16 +46,6 @@ TOKEN_PREFIX = "kbshare"
 # Failed password attempts: per link and visitor, and per link overall (slows distributed guessing).
 PASSWORD_FAILURES_PER_VISITOR = (5, 15 * 60)
 PASSWORD_FAILURES_PER_LINK = (50, 60 * 60)
-
-
-class SharePasswordRequired(OpenKBError):
-    code = "SHARE_PASSWORD_REQUIRED"
-    http_status = 401
-    exit_code = 5
-
-
-class SharePasswordIncorrect(PermissionDenied):
-    code = "SHARE_PASSWORD_INCORRECT"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from openkb import assets as asset_service
 from openkb.content import limits
-from openkb.errors import ValidationError
+from openkb.errors import UnsupportedMedia, ValidationError
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
@@ -111,11 +111,6 @@ async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx
         return asset_service.asset_out(a)
     finally:
         await form.close()
-
-
-class UnsupportedMedia(ValidationError):
-    code = "UNSUPPORTED_MEDIA_TYPE"
-    http_status = 415
 
 
 def _serve(ctx: Any, a: Any, download: bool) -> Response:

@@ -2,7 +2,7 @@
 inside functions included), and none of them re-implements an access decision.
 
 ``revert`` drives ``workspaces``, ``knowledge_bases``, ``documents`` and ``sharing``; they must
-not import ``revert`` back (a revert-only error lives in ``openkb/content/errors.py``). A cycle
+not import ``revert`` back (the errors a revert raises live in ``openkb/errors.py``). A cycle
 hidden in a function-level import still makes the modules one unit that cannot be understood,
 tested or loaded alone, so function-level imports count here too.
 """
