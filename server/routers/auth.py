@@ -15,10 +15,21 @@ from pydantic import BaseModel, Field, field_validator
 from openkb.accounts import passwords, registration, sessions, tokens
 from openkb.accounts.users import tenant_roles
 from openkb.content.workspaces import list_workspaces
+from openkb.errors import (
+    AccountPendingActivation,
+    AccountSuspended,
+    EmailDomainNotAllowed,
+    EmailNotVerified,
+    InsufficientScope,
+    InvalidCredentials,
+    InvalidToken,
+    RegistrationDisabled,
+    RegistrationInviteRequired,
+)
 from openkb.models import McpPersonalAccessToken, User
 from server.auth import SESSION_COOKIE, AuthDep, UserDep, client_ip, require_user, user_agent
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from server.errors import error_responses, errors_for
 from server.schemas import RequestModel
 
 router = APIRouter(tags=["auth"])
@@ -165,7 +176,8 @@ class PatList(BaseModel):
 
 
 @router.post("/api/auth/register", status_code=status.HTTP_201_CREATED, response_model=RegisterOut,
-             responses=error_responses(400, 403, 422))
+             responses=errors_for(400, 403, 422, InvalidToken, RegistrationDisabled, RegistrationInviteRequired,
+                                  EmailDomainNotAllowed))
 def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDep) -> RegisterOut:
     """Create an account. 403 ``REGISTRATION_DISABLED`` / ``REGISTRATION_INVITE_REQUIRED``, 422
     ``EMAIL_DOMAIN_NOT_ALLOWED``, 400 ``INVALID_TOKEN`` (bad invitation).
@@ -182,7 +194,7 @@ def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDe
     return RegisterOut(user=UserOut.of(r.user), verification_required=r.verification_sent, invitation=r.invitation)
 
 
-@router.post("/api/auth/verify-email", response_model=VerifyOut, responses=error_responses(400, 422))
+@router.post("/api/auth/verify-email", response_model=VerifyOut, responses=errors_for(400, 422, InvalidToken))
 def verify_email(body: VerifyIn, request: Request, session: SessionDep, ctx: CtxDep) -> VerifyOut:
     """Consume the mailed link's token (and accept the invitation it carries). 400
     ``INVALID_TOKEN`` when unknown, used or expired."""
@@ -199,7 +211,8 @@ def password_reset_request(body: ResetRequestIn, request: Request, session: Sess
     return {"status": "accepted", "detail": "if the address has an account, a reset link is on its way"}
 
 
-@router.post("/api/auth/password-reset/confirm", response_model=VerifyOut, responses=error_responses(400, 422))
+@router.post("/api/auth/password-reset/confirm", response_model=VerifyOut,
+             responses=errors_for(400, 422, InvalidToken))
 def password_reset_confirm(body: ResetConfirmIn, request: Request, session: SessionDep) -> VerifyOut:
     """Set the new password and sign out every session of the account."""
     user = passwords.confirm_reset(session, body.token, body.password, ip=client_ip(request),
@@ -214,7 +227,9 @@ def _cookie_secure(ctx: CtxDep) -> bool:
     return ctx.settings.app_base_url.lower().startswith("https://")
 
 
-@router.post("/api/auth/login", response_model=LoginOut, responses=error_responses(401, 403, 422, 429))
+@router.post("/api/auth/login", response_model=LoginOut,
+             responses=errors_for(401, 403, 422, 429, InvalidCredentials, EmailNotVerified, AccountPendingActivation,
+                                  AccountSuspended))
 def login(body: LoginIn, request: Request, response: Response, session: SessionDep, ctx: CtxDep) -> LoginOut:
     """401 ``INVALID_CREDENTIALS`` (unknown email and wrong password alike); 403
     ``EMAIL_NOT_VERIFIED`` / ``ACCOUNT_PENDING_ACTIVATION`` / ``ACCOUNT_SUSPENDED``; 429
@@ -261,7 +276,7 @@ def me(auth: AuthDep, session: SessionDep) -> MeOut:
 
 
 @router.post("/api/me/tokens", status_code=status.HTTP_201_CREATED, response_model=PatCreated,
-             responses=error_responses(401, 403, 422))
+             responses=errors_for(401, 403, 422, InsufficientScope))
 def create_token(body: PatIn, request: Request, principal: UserDep, session: SessionDep) -> PatCreated:
     """Mint a PAT (``kbpat_...``), shown once. Only from a signed-in session (a token can't mint
     tokens: 403 ``INSUFFICIENT_SCOPE``); unknown scope -> 422."""
