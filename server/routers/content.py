@@ -25,11 +25,28 @@ from openkb.content import tree as tree_service
 from openkb.content import upsert as upsert_service
 from openkb.content import versions as version_service
 from openkb.content import workspaces as ws_service
+from openkb.errors import (
+    AlreadyExists,
+    DocumentInTrash,
+    FolderDepthExceeded,
+    HashMismatch,
+    InvalidMove,
+    MarkdownDialectError,
+    MarkdownTooLarge,
+    MetadataTooLarge,
+    ModelSettingsForbidden,
+    NameTooLong,
+    NotAPage,
+    NotInTrash,
+    TitleTooLong,
+    TooManyTags,
+    VersionConflict,
+)
 from openkb.permissions import access_workspace
 from openkb.permissions.principal import Principal
 from server.auth import PrincipalDep, UserDep, check_any_scope, check_scopes, client_ip, user_agent
 from server.deps import SessionDep
-from server.errors import error_responses
+from server.errors import error_responses, errors_for
 from server.schemas import RequestModel
 
 router = APIRouter(tags=["content"])
@@ -84,6 +101,8 @@ KbWriterDep = Annotated[Actor, Depends(_writer("kb:write"))]
 # Errors every route may answer: a bad bearer token (401), CSRF/scope/permission (403).
 _READ = error_responses(401, 403, 404, 422)
 _WRITE = error_responses(401, 403, 404, 409, 413, 422)
+_WS_WRITE = errors_for(_WRITE, AlreadyExists, NameTooLong)
+_KB_WRITE = errors_for(_WRITE, AlreadyExists, TitleTooLong, NameTooLong, MetadataTooLarge, ModelSettingsForbidden)
 
 
 class Out(BaseModel):
@@ -148,7 +167,7 @@ def list_workspaces(session: SessionDep, principal: PrincipalDep) -> dict[str, A
 
 
 @router.post("/api/workspaces", status_code=status.HTTP_201_CREATED, response_model=WorkspaceOut,
-             responses=_WRITE)
+             responses=_WS_WRITE)
 def create_workspace(body: WorkspaceIn, session: SessionDep, actor: KbWriterDep) -> dict[str, Any]:
     """The caller becomes the workspace owner."""
     ws = ws_service.create_workspace(session, actor, name=body.name, slug=body.slug, description=body.description)
@@ -161,7 +180,7 @@ def get_workspace(workspace_id: uuid.UUID, session: SessionDep, principal: Princ
     return ws_service.workspace_out(acc.workspace, acc.role)
 
 
-@router.put("/api/workspaces/{workspace_id}", response_model=WorkspaceOut, responses=_WRITE)
+@router.put("/api/workspaces/{workspace_id}", response_model=WorkspaceOut, responses=_WS_WRITE)
 def update_workspace(workspace_id: uuid.UUID, body: WorkspaceUpdate, session: SessionDep,
                      actor: KbWriterDep) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
@@ -281,7 +300,7 @@ def list_knowledge_bases(session: SessionDep, principal: PrincipalDep,
 
 
 @router.post("/api/knowledge-bases", status_code=status.HTTP_201_CREATED, response_model=KnowledgeBaseOut,
-             responses=_WRITE)
+             responses=_KB_WRITE)
 def create_knowledge_base(body: KnowledgeBaseIn, session: SessionDep, actor: KbWriterDep) -> dict[str, Any]:
     """The caller becomes the owner collaborator."""
     kb = kb_service.create_knowledge_base(session, actor, workspace_id=body.workspace_id, title=body.title,
@@ -295,7 +314,7 @@ def get_knowledge_base(kb_id: uuid.UUID, session: SessionDep, principal: Princip
     return kb_service.get_knowledge_base(session, principal, kb_id)
 
 
-@router.put("/api/knowledge-bases/{kb_id}", response_model=KnowledgeBaseOut, responses=_WRITE)
+@router.put("/api/knowledge-bases/{kb_id}", response_model=KnowledgeBaseOut, responses=_KB_WRITE)
 def update_knowledge_base(kb_id: uuid.UUID, body: KnowledgeBaseUpdate, session: SessionDep,
                           actor: KbWriterDep) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
@@ -445,12 +464,16 @@ class PurgeOut(BaseModel):
     purged: list[uuid.UUID]
 
 
-_SAVE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **_WRITE, 200: {"model": SaveOut, "description": "unchanged: identical to the current version"},
-}
+_UNCHANGED: dict[int | str, dict[str, Any]] = {
+    200: {"model": SaveOut, "description": "unchanged: identical to the current version"}}
+_BODY_CHECKS = (MarkdownTooLarge, MarkdownDialectError, HashMismatch)
+_DOC_FIELDS = (TitleTooLong, MetadataTooLarge, TooManyTags, InvalidMove, FolderDepthExceeded)
+_SAVE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage, TitleTooLong, *_BODY_CHECKS), **_UNCHANGED}
+_RESTORE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage), **_UNCHANGED}
 
 
-@router.post("/api/documents", status_code=status.HTTP_201_CREATED, response_model=DocumentOut, responses=_WRITE)
+@router.post("/api/documents", status_code=status.HTTP_201_CREATED, response_model=DocumentOut,
+             responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS))
 def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """With ``on_unsupported: "convert"`` the answer also has ``warnings``: the repairs made."""
     warnings: list[str] = []
@@ -468,7 +491,7 @@ def get_document(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
     return doc_service.get_document(session, principal, doc_id)
 
 
-@router.put("/api/documents/{doc_id}", response_model=DocumentOut, responses=_WRITE)
+@router.put("/api/documents/{doc_id}", response_model=DocumentOut, responses=errors_for(_WRITE, *_DOC_FIELDS))
 def update_document(doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Rename, move (``parent_id`` + ``sort_order``), reorder (``sort_order``), status, permission
     mode/visibility (managers), metadata, tags. Moving under itself or a descendant is
@@ -516,7 +539,7 @@ def get_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep,
 
 
 @router.post("/api/documents/{doc_id}/restore/{version_id}", status_code=status.HTTP_201_CREATED,
-             response_model=SaveOut, responses=_SAVE_RESPONSES)
+             response_model=SaveOut, responses=_RESTORE_RESPONSES)
 def restore_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep, actor: DocWriterDep,
                     response: Response, body: RestoreIn | None = None) -> dict[str, Any]:
     """A new version with the old version's body and title (200 ``unchanged`` if identical)."""
@@ -532,7 +555,7 @@ KeyPath = Annotated[str, Path(min_length=1, description=(
 
 
 @router.put("/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}", response_model=UpsertOut,
-            responses=_WRITE)
+            responses=errors_for(_WRITE, DocumentInTrash, NameTooLong, *_DOC_FIELDS, *_BODY_CHECKS))
 def upsert_by_key(kb_id: uuid.UUID, key: KeyPath, body: UpsertIn,
                   session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Idempotent keyed write for integrations: ``created`` | ``updated`` | ``unchanged`` (writes and
@@ -573,14 +596,14 @@ def recent_documents(session: SessionDep, principal: UserDep,
     return {"items": recent_service.recent_documents(session, principal, limit=limit)}
 
 
-@router.post("/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=_WRITE)
+@router.post("/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=errors_for(_WRITE, NotInTrash))
 def restore_from_trash(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Back to its previous status (to the root if its parent is still in the trash)."""
     doc_service.restore_from_trash(session, actor, doc_id)
     return doc_service.get_document(session, actor.principal, doc_id)
 
 
-@router.delete("/api/trash/{doc_id}", response_model=PurgeOut, responses=_WRITE)
+@router.delete("/api/trash/{doc_id}", response_model=PurgeOut, responses=errors_for(_WRITE, NotInTrash))
 def purge(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Remove a trashed document and its subtree for good (a revert of the run re-creates them)."""
     return {"purged": doc_service.purge_document(session, actor, doc_id)}
