@@ -21,10 +21,16 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from openkb import assets as asset_service
 from openkb.content import limits
-from openkb.errors import UnsupportedMedia, ValidationError
+from openkb.errors import (
+    SharePasswordIncorrect,
+    SharePasswordRequired,
+    UnsupportedMedia,
+    UploadTooLarge,
+    ValidationError,
+)
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from server.errors import error_responses, errors_for
 from server.routers.content import DocWriterDep
 from server.routers.sharing import SHARE_COOKIE, visitor_for
 
@@ -74,7 +80,8 @@ _UPLOAD_FIELDS = ("file", "document_id")
 
 
 @router.post("/api/uploads", status_code=status.HTTP_201_CREATED, response_model=AssetOut,
-             openapi_extra=_UPLOAD_BODY, responses=error_responses(401, 403, 404, 413, 415, 422))
+             openapi_extra=_UPLOAD_BODY,
+             responses=errors_for(401, 403, 404, 413, 415, 422, UploadTooLarge, UnsupportedMedia))
 async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx: CtxDep,
                  document_id: Annotated[uuid.UUID | None, Query(description="same as the form field")] = None,
                  ) -> dict[str, Any]:
@@ -130,6 +137,7 @@ _ASSET_RESPONSES: dict[int | str, dict[str, Any]] = {
     307: {"description": "S3: redirect to a short-lived signed URL"},
     **error_responses(401, 403, 404, 422),
 }
+_SHARED_ASSET_RESPONSES = {**_ASSET_RESPONSES, **errors_for(401, 403, SharePasswordRequired, SharePasswordIncorrect)}
 
 
 @router.get("/api/assets/{asset_id}", response_class=Response, responses=_ASSET_RESPONSES)
@@ -151,7 +159,7 @@ def delete_asset(asset_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, 
     return Response(status_code=204)
 
 
-@router.get("/api/share/{token}/assets/{asset_id}", response_class=Response, responses=_ASSET_RESPONSES)
+@router.get("/api/share/{token}/assets/{asset_id}", response_class=Response, responses=_SHARED_ASSET_RESPONSES)
 def get_shared_asset(token: Annotated[str, Path(min_length=1, max_length=200)], asset_id: uuid.UUID,
                      request: Request, session: SessionDep, principal: PrincipalDep, ctx: CtxDep,
                      download: bool = False,

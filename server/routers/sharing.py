@@ -19,7 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from openkb.content import share_access, share_view
 from openkb.content import sharing as recorded
 from openkb.content import Actor
-from openkb.errors import NotFound, ValidationError
+from openkb.errors import (
+    EmailDomainNotAllowed,
+    InvalidToken,
+    InvitationExhausted,
+    InvitationExpired,
+    NotFound,
+    RegistrationDisabled,
+    SharePasswordIncorrect,
+    SharePasswordRequired,
+    ValidationError,
+)
 from openkb.models import Invitation, ShareLink
 from openkb.permissions import ObjectRef, Principal
 from openkb.permissions import collaborators as collab_service
@@ -27,7 +37,7 @@ from openkb.permissions import invitations as invite_service
 from openkb.permissions import share_links as link_service
 from server.auth import PrincipalDep, UserDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from server.errors import error_responses, errors_for
 from server.schemas import RequestModel
 from server.routers.content import ActorDep
 
@@ -38,6 +48,9 @@ ContentType = Literal["knowledge_base", "document"]
 TokenPath = Annotated[str, Path(min_length=1, max_length=200)]
 InviteType = Literal["workspace", "knowledge_base", "document"]
 _ERR = error_responses(401, 403, 404, 409, 410, 422, 429)
+_SHARE = errors_for(_ERR, SharePasswordRequired, SharePasswordIncorrect)  # 429 after too many wrong passwords
+_ACCEPT = errors_for(_ERR, InvitationExpired, InvitationExhausted, InvalidToken, RegistrationDisabled,
+                     EmailDomainNotAllowed)  # with ``account``: registration through the invitation
 
 
 class Out(BaseModel):
@@ -266,7 +279,7 @@ def get_invitation(token: TokenPath, session: SessionDep) -> dict[str, Any]:
             "targeted": inv.email is not None or inv.invited_user_id is not None}
 
 
-@router.post("/api/invitations/{token}/accept", response_model=AcceptOut, responses=_ERR)
+@router.post("/api/invitations/{token}/accept", response_model=AcceptOut, responses=_ACCEPT)
 def accept_invitation(token: TokenPath, request: Request, session: SessionDep,
                       principal: PrincipalDep, ctx: CtxDep, body: AcceptIn | None = None) -> dict[str, Any]:
     """Signed in: accept (or request approval). Not signed in: pass ``account`` to create the
@@ -296,7 +309,7 @@ def accept_invitation(token: TokenPath, request: Request, session: SessionDep,
 
 
 @router.post("/api/invitations/{token}/decline", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-             responses=_ERR)
+             responses=errors_for(_ERR, InvitationExpired, InvitationExhausted))
 def decline_invitation(token: TokenPath, session: SessionDep, actor: ActorDep) -> Response:
     inv = invite_service.decline_invitation(session, token, actor.principal)
     recorded.record_invitation_event(session, actor, "invitation.decline", inv, user_id=actor.principal.user_id)
@@ -448,7 +461,7 @@ def visitor_for(request: Request, session: SessionDep, token: str, principal: Pr
     return acc.raise_for_status(), acc.link
 
 
-@router.get("/api/share/{token}", response_model=SharedOut, responses=_ERR)
+@router.get("/api/share/{token}", response_model=SharedOut, responses=_SHARE)
 def open_share(token: TokenPath, request: Request, session: SessionDep, principal: PrincipalDep, ctx: CtxDep,
                x_share_access: AccessHeader = None, share_cookie: AccessCookie = None) -> dict[str, Any]:
     """The linked object as its visitor sees it: a document (markdown + visible subtree) or a
@@ -457,7 +470,7 @@ def open_share(token: TokenPath, request: Request, session: SessionDep, principa
     return share_view.shared_object(session, visitor, link)
 
 
-@router.get("/api/share/{token}/documents/{doc_id}", response_model=dict[str, Any], responses=_ERR)
+@router.get("/api/share/{token}/documents/{doc_id}", response_model=dict[str, Any], responses=_SHARE)
 def open_shared_document(token: TokenPath, doc_id: uuid.UUID, request: Request, session: SessionDep,
                          principal: PrincipalDep, ctx: CtxDep, x_share_access: AccessHeader = None,
                          share_cookie: AccessCookie = None) -> dict[str, Any]:
@@ -466,7 +479,7 @@ def open_shared_document(token: TokenPath, doc_id: uuid.UUID, request: Request, 
     return share_view.shared_document(session, visitor, doc_id)
 
 
-@router.post("/api/share/{token}/verify-password", response_model=ShareAccessOut, responses=_ERR)
+@router.post("/api/share/{token}/verify-password", response_model=ShareAccessOut, responses=_SHARE)
 def verify_password(token: TokenPath, body: PasswordIn, request: Request, response: Response, session: SessionDep,
                     principal: PrincipalDep, ctx: CtxDep) -> dict[str, Any]:
     """Check the link's password (rate limited, audited) and get a 30-minute share-access token,
