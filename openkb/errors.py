@@ -28,7 +28,7 @@ class OpenKBError(Exception):
     http_status = 500
     exit_code = 1
     retryable = False
-    surfaces: frozenset[str] = EVERYWHERE
+    surfaces: frozenset[str] = EVERYWHERE  # empty: a base class never raised itself
 
     def __init__(self, detail: str = "", **extra: Any) -> None:
         super().__init__(detail or self.code)
@@ -146,11 +146,13 @@ class PayloadTooLarge(OpenKBError):
 
 
 class LimitExceeded(OpenKBError):
-    """A structural limit (folder depth, count) rather than a byte size."""
+    """A structural limit (folder depth, count) rather than a byte size. Never raised itself:
+    callers meet its subclasses (``FOLDER_DEPTH_EXCEEDED``, ``TOO_MANY_TAGS``)."""
 
     code = "LIMIT_EXCEEDED"
     http_status = 422
     exit_code = 2
+    surfaces: frozenset[str] = frozenset()  # a base only
 
 
 class RateLimited(OpenKBError):
@@ -274,12 +276,14 @@ class FolderDepthExceeded(LimitExceeded):
     """A create or move that would nest folders deeper than the limit (10)."""
 
     code = "FOLDER_DEPTH_EXCEEDED"
+    surfaces = EVERYWHERE  # not the base's "never raised itself"
 
 
 class TooManyTags(LimitExceeded):
     """More tags on one document than the limit (256)."""
 
     code = "TOO_MANY_TAGS"
+    surfaces = EVERYWHERE
 
 
 class UnsupportedMedia(ValidationError):

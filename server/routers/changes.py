@@ -14,7 +14,8 @@ from openkb.content import revert as revert_service
 from openkb.permissions import access_change
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from openkb.errors import NotRevertible, RevertConflict
+from server.errors import error_responses, errors_for
 from server.routers.content import DocWriterDep
 from server.schemas import RequestModel
 
@@ -86,7 +87,7 @@ def get_change(change_id: uuid.UUID, session: SessionDep, principal: PrincipalDe
 
 
 @router.post("/api/changes/revert", response_model=RevertOut,
-             responses=error_responses(401, 403, 404, 409, 413, 422))
+             responses=errors_for(401, 403, 404, 409, 413, 422, RevertConflict, NotRevertible))
 def revert(body: RevertIn, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> dict[str, Any]:
     """Undo one change (``change_id``) or a whole run (``run_id``), newest first, as new recorded
     writes. 409 ``REVERT_CONFLICT`` when an object changed again later outside the set."""

@@ -14,11 +14,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, Field
 
+from openkb.errors import AlreadyExists
 from openkb.models import Group, User
 from openkb.permissions import groups as group_service
 from server.auth import AdminDep, client_ip, user_agent
 from server.deps import SessionDep
-from server.errors import error_responses
+from server.errors import error_responses, errors_for
 from server.routers.auth import Body
 
 router = APIRouter(prefix="/api/admin/groups", tags=["admin"])
@@ -86,7 +87,8 @@ def list_groups(session: SessionDep, principal: AdminDep) -> GroupList:
     return GroupList(items=[_group(g, counts.get(g.id, 0)) for g in rows])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=GroupOut, responses=_ERR)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=GroupOut,
+             responses=errors_for(_ERR, AlreadyExists))
 def create_group(body: GroupIn, request: Request, session: SessionDep, principal: AdminDep) -> GroupOut:
     """409 ``ALREADY_EXISTS`` when the tenant has a group of that name."""
     return _group(group_service.create_group(session, principal, name=body.name, **_where(request)), 0)
@@ -97,7 +99,7 @@ def get_group(group_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> 
     return _one(session, group_service.access_group(session, principal, group_id))
 
 
-@router.put("/{group_id}", response_model=GroupOut, responses=_ERR)
+@router.put("/{group_id}", response_model=GroupOut, responses=errors_for(_ERR, AlreadyExists))
 def rename_group(group_id: uuid.UUID, body: GroupIn, request: Request, session: SessionDep,
                  principal: AdminDep) -> GroupOut:
     return _one(session, group_service.rename_group(session, principal, group_id, name=body.name, **_where(request)))

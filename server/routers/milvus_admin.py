@@ -16,7 +16,7 @@ from fastapi import APIRouter, Body, Query, status
 from pydantic import ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from openkb.errors import ValidationError
+from openkb.errors import AlreadyExists, IndexError_, RebuildBusy, ValidationError
 from openkb.indexing.profiles import (
     ProfileInput,
     create_profile,
@@ -38,7 +38,7 @@ from openkb.indexing.service import index_status, rebuild_view
 from openkb.jobs import enqueue_after_commit
 from server.auth import AdminDep
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from server.errors import error_responses, errors_for
 from server.schemas import RequestModel
 
 router = APIRouter(prefix="/api/admin/milvus", tags=["admin: milvus"])
@@ -89,7 +89,7 @@ def get_profiles(ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[
     return {"items": [describe(p, active_collection=active) for p in list_profiles(session)]}
 
 
-@router.post("/index-profiles", status_code=status.HTTP_201_CREATED, responses=_ERR)
+@router.post("/index-profiles", status_code=status.HTTP_201_CREATED, responses=errors_for(_ERR, AlreadyExists))
 def post_profile(ctx: CtxDep, session: SessionDep, principal: AdminDep,
                  body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     # Credentials first, with the clear message, before schema validation names the field "extra".
@@ -108,7 +108,7 @@ def post_profile(ctx: CtxDep, session: SessionDep, principal: AdminDep,
     return describe(prof)
 
 
-@router.post("/rebuild-jobs", status_code=status.HTTP_202_ACCEPTED, responses=_ERR)
+@router.post("/rebuild-jobs", status_code=status.HTTP_202_ACCEPTED, responses=errors_for(_ERR, RebuildBusy))
 def post_rebuild(body: RebuildIn, ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[str, Any]:
     job = start_rebuild(ctx, session, principal, body.profile, switch=body.switch)
     enqueue_after_commit(session, "index_rebuild", job_id=str(job.id))
@@ -125,7 +125,7 @@ def get_rebuild(job_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> 
     return rebuild_view(get_job(session, job_id))
 
 
-@router.post("/aliases/switch", responses=_ERR)
+@router.post("/aliases/switch", responses=errors_for(_ERR, IndexError_))
 def post_switch(body: SwitchIn, ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[str, Any]:
     """``rollback: true`` returns to the collection active before the last switch not yet undone
     (a second rollback goes one step further back; 409 CONFLICT when nothing is left)."""
@@ -143,7 +143,7 @@ def get_history(ctx: CtxDep, session: SessionDep, principal: AdminDep,
     return history(ctx, session, principal, limit=limit)
 
 
-@router.delete("/index-profiles/{profile}/collection", responses=_ERR)
+@router.delete("/index-profiles/{profile}/collection", responses=errors_for(_ERR, RebuildBusy))
 def delete_collection(profile: str, ctx: CtxDep, session: SessionDep, principal: AdminDep,
                       force: bool = Query(False, description="also drop the rollback target")) -> dict[str, Any]:
     """Drop a profile's collection (the profile stays, status ``dropped``); 409 for the active
