@@ -73,7 +73,7 @@ def test_killed_import_reruns_to_the_same_result(world, env, tmp_path):
     proc.wait()
     partial = len(keyed(world.engine, kb.id))
     assert 20 <= partial < total + 4, "the import was not interrupted mid-run"
-    p = cli(["import", str(tmp_path), "--kb", str(kb.id), "--json"], env)
+    p = cli(["import", str(tmp_path), "--kb", str(kb.id), "--json", "--jobs", "2"], env)  # worker processes
     assert p.returncode == 0, p.stderr
     counts = json.loads(p.stdout)["counts"]
     # what committed before the kill is unchanged (links to pages written later were already right)
