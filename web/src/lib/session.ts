@@ -4,6 +4,7 @@
  */
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, setCsrfToken, type S } from '../api/client'
+import { invalidate } from './query'
 
 export type SessionState = { status: 'loading' } | { status: 'anonymous' } | { status: 'signed-in'; me: S['MeOut'] }
 
@@ -38,6 +39,7 @@ export async function signIn(email: string, password: string): Promise<void> {
   const r = await api.login({ email, password })
   setCsrfToken(r.csrf_token)
   await refreshSession()
+  invalidate('') // nothing loaded as someone else (or as nobody) survives a sign-in
 }
 
 export async function signOut(): Promise<void> {
@@ -45,6 +47,7 @@ export async function signOut(): Promise<void> {
     await api.logout()
   } finally {
     setCsrfToken(null)
+    invalidate('')
     set({ status: 'anonymous' })
   }
 }
