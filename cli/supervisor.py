@@ -57,6 +57,7 @@ class Supervisor:
         self.services: EmbeddedServices | None = None
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping = False
+        self._stop_signal: int | None = None
         self._env: dict[str, str] = {}
         self.timings: dict[str, float] = {}
 
@@ -107,6 +108,11 @@ class Supervisor:
                                           "--port", str(self.port)], logs / "api.log", env)
             self._wait_ready()
             self.timings["ready_s"] = time.perf_counter() - t0
+            # From here on a stop signal only raises a flag that ``run_forever`` acts on. Switching
+            # before the record is written leaves no moment where a signal ends the process
+            # outside this ``try`` (that left PostgreSQL running and exited 143 instead of 0).
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, self._flag_stop)
             write_record(self.home, "up", {"url": self.url, "children": {k: p.pid for k, p in self.children.items()}})
         except BaseException:
             self.stop()
@@ -148,17 +154,15 @@ class Supervisor:
             time.sleep(0.2)
         raise ServiceUnavailable(f"the API did not become ready within {timeout:.0f}s (see {self.home.log_dir}/api.log)")
 
+    def _flag_stop(self, signum: int, _frame: object) -> None:
+        self._stop_signal = signum
+
     def run_forever(self) -> int:
         """Watch the children; restart a crashed worker, stop everything if the API dies."""
-        stop = {"sig": None}
-
-        def handler(signum: int, _frame: object) -> None:
-            stop["sig"] = signum
-
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, handler)
+        for sig in STOP_SIGNALS:  # already so after ``start``; kept for callers that skip it
+            signal.signal(sig, self._flag_stop)
         restarts = 0
-        while stop["sig"] is None:
+        while self._stop_signal is None:
             api = self.children.get("api")
             if api is not None and api.poll() is not None:
                 self.say(f"the API process exited (code {api.returncode}); stopping")

@@ -16,7 +16,7 @@ from openkb.models import AuditLog
 def test_healthz_and_readyz(http):
     assert http.get("/healthz").json() == {"status": "alive"}
     r = http.get("/readyz")
-    assert r.status_code == 200
+    assert r.status_code == 200, r.text
     body = r.json()
     assert body["status"] == "ready"
     assert set(body["checks"]) == {"postgresql", "milvus", "queue"}

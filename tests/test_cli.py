@@ -178,10 +178,15 @@ def start_up(env: dict[str, str], port: int) -> subprocess.Popen[str]:
 
 
 def wait_ready(proc: subprocess.Popen[str], port: int, home: Path, timeout: float = 240) -> None:
+    """Ready as `openkb up` itself means it: /readyz is 200 *and* up wrote its run record (a signal
+    sent before that stops a start in progress, which exits 143 by design)."""
+    from openkb.runtime.home import Home, read_record
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+            if (httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+                    and read_record(Home(home), "up") is not None):
                 return
         except httpx.HTTPError:
             pass
