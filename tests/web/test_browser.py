@@ -290,3 +290,46 @@ def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, commi
         expect(page.get_by_role("status")).to_contain_text("Invitation accepted.")
         sign_in(page, email, next_path=f"/app/kb/{owner['kb']['id']}")
     expect(page.get_by_role("button", name="New page")).to_be_visible()  # an editor may create pages
+
+
+def test_read_mode_links_internal_opens_in_app_unsafe_does_nothing(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        target = new_page(c, owner["kb"]["id"], "Link target", "target body\n")
+        doc = new_page(c, owner["kb"]["id"], "Links", f"Go [to the target](openkb://document/{target['id']}) "
+                                                      "or [nowhere](javascript:alert(1)).\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    editor(page)
+    page.get_by_role("button", name="Read", exact=True).click()
+    page.get_by_role("link", name="nowhere").click()
+    expect(page.get_by_role("heading", name="Links", level=1)).to_be_visible()  # still here, nothing ran
+    page.get_by_role("link", name="to the target").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}/docs/{target['id']}$"))
+    expect(editor(page)).to_contain_text("target body")
+
+
+def test_tree_keyboard_rename_and_leave_guard(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        first = new_page(c, owner["kb"]["id"], "Keyboard one", "one\n")
+        new_page(c, owner["kb"]["id"], "Keyboard two", "two\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{first['id']}")
+    editor(page)
+    tree = page.get_by_role("tree")
+    current = tree.get_by_role("treeitem", name="Keyboard one")
+    expect(current).to_have_attribute("tabindex", "0")  # the tree's one tab stop is the current page
+    current.focus()
+    page.keyboard.press("ArrowDown")
+    expect(tree.get_by_role("treeitem", name="Keyboard two")).to_be_focused()
+    page.keyboard.press("F2")
+    dialog = page.get_by_role("dialog", name="Rename")
+    dialog.get_by_label("Title").fill("Keyboard renamed")
+    page.keyboard.press("Enter")
+    expect(tree.get_by_role("treeitem", name="Keyboard renamed")).to_be_visible()
+
+    # unsaved work: leaving asks first; declining keeps the page
+    editor(page).click()
+    page.keyboard.type("x")
+    page.once("dialog", lambda d: d.dismiss())
+    tree.get_by_role("link", name="Keyboard renamed").click()
+    expect(page).to_have_url(re.compile(rf"/docs/{first['id']}$"))

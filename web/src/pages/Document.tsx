@@ -186,6 +186,13 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
         return
       }
       handle.current = h
+      // the editor's own serialization of what it loaded is the baseline (it may differ from the
+      // stored text in spacing); unless edits are pending, nothing is unsaved
+      const serialized = h.getMarkdown()
+      if (latest.current.markdown === base.current.markdown) {
+        base.current = { ...base.current, markdown: serialized }
+        latest.current = { ...latest.current, markdown: serialized }
+      }
       el.setAttribute('data-ready', 'true')
     })
     return () => {
@@ -213,7 +220,12 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
 
   // never leave unsaved work silently
   useEffect(() => {
-    const unsafe = () => stateRef.current !== 'saved'
+    const unsafe = () => {
+      // the editor reports changes after a short debounce: ask it directly too
+      const now = handle.current?.getMarkdown()
+      if (now !== undefined && now !== latest.current.markdown) changed({ markdown: now })
+      return stateRef.current !== 'saved'
+    }
     setLeaveGuard(() => !unsafe() || window.confirm(t('unsavedLeave')))
     const onBeforeUnload = (e: BeforeUnloadEvent) => {
       if (unsafe()) {
