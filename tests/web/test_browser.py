@@ -250,7 +250,7 @@ def test_password_share_link_in_a_fresh_anonymous_context(contexts, live_server,
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
     editor(page)
     page.get_by_role("button", name="Share", exact=True).click()
-    dialog = page.get_by_role("dialog", name="Share")
+    dialog = page.get_by_role("dialog", name="Share and collaborate")
     dialog.get_by_label("Password (optional)").fill("open sesame")
     dialog.get_by_role("button", name="Create share link").click()
     url = dialog.get_by_role("textbox", name="Share links").input_value()
@@ -333,3 +333,29 @@ def test_tree_keyboard_rename_and_leave_guard(contexts, live_server, owner):
     page.once("dialog", lambda d: d.dismiss())
     tree.get_by_role("link", name="Keyboard renamed").click()
     expect(page).to_have_url(re.compile(rf"/docs/{first['id']}$"))
+
+
+def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, live_server, committed, owner):
+    joiner = make_login_user(committed)
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
+    page.get_by_role("button", name="Share", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Share and collaborate")
+    dialog.get_by_label("Role").select_option("editor")
+    dialog.get_by_label("I approve each acceptance").check()
+    dialog.get_by_role("button", name="Create invitation link").click()
+    url = dialog.get_by_role("textbox", name="Invitation links").input_value()
+
+    other = contexts.page()
+    sign_in(other, joiner.email, next_path=urlsplit(url).path)
+    other.get_by_role("button", name="Accept invitation").click()
+    expect(other.get_by_role("status")).to_have_text("Your request waits for approval.")
+
+    page.reload()
+    page.get_by_role("button", name="Share", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Share and collaborate")
+    dialog.get_by_role("button", name="1 waiting for approval").click()
+    dialog.get_by_role("button", name="Approve").click()
+    expect(dialog.get_by_role("button", name="1 waiting for approval")).to_have_count(0)
+    other.goto(f"/app/kb/{owner['kb']['id']}")
+    expect(other.get_by_role("button", name="New page")).to_be_visible()  # now an editor

@@ -151,6 +151,18 @@ export const api = {
   createShareLink: (type: ObjectType, id: string, body: S['ShareLinkIn']) =>
     request<S['CreatedShareLinkOut']>('POST', `/api/objects/${type}/${enc(id)}/share-links`, body),
   revokeShareLink: (linkId: string) => request<S['ShareLinkOut']>('POST', `/api/share-links/${enc(linkId)}/revoke`),
+  invitations: (type: ObjectType, id: string) => request<S['InvitationList']>('GET', `/api/objects/${type}/${enc(id)}/invitations`),
+  createInvitation: (type: ObjectType, id: string, body: S['InvitationIn']) =>
+    request<S['CreatedInvitationOut']>('POST', `/api/objects/${type}/${enc(id)}/invitations`, body),
+  revokeInvitation: (invitationId: string) => request<S['InvitationOut']>('POST', `/api/invitations/${enc(invitationId)}/revoke`),
+  invitationRequests: (invitationId: string) => request<S['RequestList']>('GET', `/api/invitations/${enc(invitationId)}/requests`),
+  approveRequest: (invitationId: string, requestId: string) =>
+    request<S['RequestOut']>('POST', `/api/invitations/${enc(invitationId)}/approve`, { request_id: requestId }),
+  rejectRequest: (invitationId: string, requestId: string) =>
+    request<S['RequestOut']>('POST', `/api/invitations/${enc(invitationId)}/reject`, { request_id: requestId }),
+  updateCollaborator: (collaboratorId: string, body: S['CollaboratorUpdate']) =>
+    request<S['CollaboratorOut']>('PUT', `/api/collaborators/${enc(collaboratorId)}`, body),
+  removeCollaborator: (collaboratorId: string) => request<void>('DELETE', `/api/collaborators/${enc(collaboratorId)}`),
   invitation: (token: string) => request<S['InvitationView']>('GET', `/api/invitations/${enc(token)}`),
   acceptInvitation: (token: string, body?: S['AcceptIn']) =>
     request<S['AcceptOut']>('POST', `/api/invitations/${enc(token)}/accept`, body ?? {}),

@@ -1,7 +1,7 @@
 /** Dialogs of the document page: version history, share links and collaborators (docs/permissions.md). */
 import { useState } from 'preact/hooks'
 import { api, type ObjectType, type S } from '../api/client'
-import { t } from '../lib/i18n'
+import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { Dialog, ErrorNote, Field, Loading } from './ui'
 
@@ -57,7 +57,100 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
   )
 }
 
-export function ShareDialog(props: { objectType: ObjectType; objectId: string; onClose: () => void }) {
+const CONTENT_ROLES: S['CollaboratorUpdate']['role'][] = ['manager', 'editor', 'viewer']
+
+function InvitationsSection(props: { objectType: ObjectType; objectId: string }) {
+  const key = `share:${props.objectType}:${props.objectId}:invitations`
+  const list = useQuery(key, () => api.invitations(props.objectType, props.objectId))
+  const [role, setRole] = useState<S['CollaboratorUpdate']['role']>('viewer')
+  const [approval, setApproval] = useState(false)
+  const [maxUses, setMaxUses] = useState('')
+  const [expires, setExpires] = useState('')
+  const [created, setCreated] = useState<S['CreatedInvitationOut'] | null>(null)
+  const [requests, setRequests] = useState<Record<string, S['RequestOut'][]>>({})
+  const [error, setError] = useState<unknown>(null)
+  const loadRequests = (id: string) => api.invitationRequests(id).then((r) => setRequests((m) => ({ ...m, [id]: r.items }))).catch(setError)
+  return (
+    <section aria-labelledby="inv-h">
+      <h3 id="inv-h">{t('invitationLinks')}</h3>
+      {list.data && list.data.items.length === 0 ? <p class="muted">{t('noInvitations')}</p> : null}
+      <ul class="list">
+        {list.data?.items.map((i) => (
+          <li key={i.id}>
+            <span>{t(`role_${i.role}` as MessageKey)}</span> <span class="tag">{i.status}</span>{' '}
+            <span class="muted">{t('invitationUses', { used: i.used_count })}</span>{' '}
+            {i.expires_at ? <span class="tag">{t('linkExpiresAt', { date: new Date(i.expires_at).toLocaleString() })}</span> : null}
+            {i.pending_requests > 0 ? (
+              <button type="button" onClick={() => void loadRequests(i.id)}>
+                {t('invitationPending', { n: i.pending_requests })}
+              </button>
+            ) : null}
+            {i.status === 'pending' ? (
+              <button type="button" onClick={() => api.revokeInvitation(i.id).then(() => invalidate(key)).catch(setError)}>
+                {t('revoke')}
+              </button>
+            ) : null}
+            {(requests[i.id] ?? []).map((r) => (
+              <div key={r.id}>
+                <span class="muted">{r.user_id.slice(0, 8)}</span>{' '}
+                <button type="button" onClick={() => api.approveRequest(i.id, r.id).then(() => { invalidate(key); void loadRequests(i.id) }).catch(setError)}>
+                  {t('approve')}
+                </button>
+                <button type="button" onClick={() => api.rejectRequest(i.id, r.id).then(() => { invalidate(key); void loadRequests(i.id) }).catch(setError)}>
+                  {t('reject')}
+                </button>
+              </div>
+            ))}
+          </li>
+        ))}
+      </ul>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          setError(null)
+          api
+            .createInvitation(props.objectType, props.objectId, {
+              role,
+              require_approval: approval,
+              max_uses: maxUses ? Number(maxUses) : null,
+              expires_at: expires ? new Date(expires).toISOString() : null,
+            })
+            .then((c) => {
+              setCreated(c)
+              invalidate(key)
+            })
+            .catch(setError)
+        }}
+      >
+        <div class="field">
+          <label for="inv-role">{t('invitationRole')}</label>
+          <select id="inv-role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value as typeof role)}>
+            {CONTENT_ROLES.map((r) => (
+              <option key={r} value={r}>
+                {t(`role_${r}` as MessageKey)}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div class="field check">
+          <input id="inv-approval" type="checkbox" checked={approval} onChange={(e) => setApproval((e.target as HTMLInputElement).checked)} />
+          <label for="inv-approval">{t('invitationRequireApproval')}</label>
+        </div>
+        <Field label={t('invitationMaxUses')} name="inv-max-uses" value={maxUses} onInput={setMaxUses} />
+        <Field label={t('linkExpires')} name="inv-expires" type="datetime-local" value={expires} onInput={setExpires} />
+        <button type="submit">{t('createInvitation')}</button>
+      </form>
+      {created ? (
+        <p role="status">
+          {t('invitationCreated')} <input readOnly aria-label={t('invitationLinks')} class="url" value={`${location.origin}/invitations/${created.token}`} />
+        </p>
+      ) : null}
+      <ErrorNote error={error ?? list.error} />
+    </section>
+  )
+}
+
+export function ShareDialog(props: { objectType: ObjectType; objectId: string; canShare: boolean; canManage: boolean; onClose: () => void }) {
   const key = `share:${props.objectType}:${props.objectId}`
   const links = useQuery(`${key}:links`, () => api.shareLinks(props.objectType, props.objectId))
   const collaborators = useQuery(`${key}:collaborators`, () => api.collaborators(props.objectType, props.objectId))
@@ -69,7 +162,8 @@ export function ShareDialog(props: { objectType: ObjectType; objectId: string; o
   const [error, setError] = useState<unknown>(null)
   const url = created ? `${location.origin}/share/${created.token}` : ''
   return (
-    <Dialog title={t('share')} onClose={props.onClose} wide>
+    <Dialog title={t('shareAndCollaborate')} onClose={props.onClose} wide>
+      {props.canShare ? (
       <section aria-labelledby="links-h">
         <h3 id="links-h">{t('shareLinks')}</h3>
         {links.loading ? <Loading /> : null}
@@ -135,13 +229,40 @@ export function ShareDialog(props: { objectType: ObjectType; objectId: string; o
           </p>
         ) : null}
       </section>
+      ) : null}
+      {props.canManage ? <InvitationsSection objectType={props.objectType} objectId={props.objectId} /> : null}
       <section aria-labelledby="collab-h">
         <h3 id="collab-h">{t('collaborators')}</h3>
         {collaborators.data && collaborators.data.items.length === 0 ? <p class="muted">{t('noCollaborators')}</p> : null}
         <ul class="list">
           {collaborators.data?.items.map((c) => (
             <li key={c.id}>
-              {String((c as Record<string, unknown>).subject_name ?? c.subject_id)} <span class="muted">{c.role}</span>
+              <span>{String((c as Record<string, unknown>).subject_name ?? `${c.subject_type} ${c.subject_id.slice(0, 8)}`)}</span>{' '}
+              {props.canManage && c.role !== 'owner' ? (
+                <>
+                  <select
+                    aria-label={t('role')}
+                    value={c.role}
+                    onChange={(e) =>
+                      api
+                        .updateCollaborator(c.id, { role: (e.target as HTMLSelectElement).value as S['CollaboratorUpdate']['role'] })
+                        .then(() => invalidate(key))
+                        .catch(setError)
+                    }
+                  >
+                    {CONTENT_ROLES.map((r) => (
+                      <option key={r} value={r}>
+                        {t(`role_${r}` as MessageKey)}
+                      </option>
+                    ))}
+                  </select>{' '}
+                  <button type="button" onClick={() => api.removeCollaborator(c.id).then(() => invalidate(key)).catch(setError)}>
+                    {t('remove')}
+                  </button>
+                </>
+              ) : (
+                <span class="muted">{t(`role_${c.role}` as MessageKey)}</span>
+              )}
             </li>
           ))}
         </ul>

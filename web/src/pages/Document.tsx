@@ -451,7 +451,15 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
           }}
         />
       ) : null}
-      {panel === 'share' ? <ShareDialog objectType="document" objectId={doc.id} onClose={() => setPanel(null)} /> : null}
+      {panel === 'share' ? (
+        <ShareDialog
+          objectType="document"
+          objectId={doc.id}
+          canShare={!!doc.capabilities?.includes('share')}
+          canManage={!!doc.capabilities?.includes('manage') && doc.permission_mode === 'custom'}
+          onClose={() => setPanel(null)}
+        />
+      ) : null}
     </>
   )
 }

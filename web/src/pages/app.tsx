@@ -1,6 +1,7 @@
 /** App pages around documents: /app, /app/workspaces/:id, /app/kb/:kbId, /app/search. */
 import { useState } from 'preact/hooks'
 import { api, type S } from '../api/client'
+import { ShareDialog } from '../components/panels'
 import { Tree } from '../components/Tree'
 import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
@@ -175,6 +176,8 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   const kbId = route.params.kbId
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
   const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  const [sharing, setSharing] = useState(false)
+  const caps = kb.data?.capabilities ?? []
   return (
     <>
       <TopBar>
@@ -185,9 +188,20 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
         <Tree kbId={kbId} currentId={null} canCreate={!!kb.data?.capabilities?.includes('create')} />
         <main id="main" class="doc-main">
           <ErrorNote error={kb.error} />
+          <div class="doc-toolbar">
+            <span class="spacer" />
+            {caps.includes('share') || caps.includes('manage') ? (
+              <button type="button" onClick={() => setSharing(true)}>
+                {t('share')}
+              </button>
+            ) : null}
+          </div>
           <h1 class="doc-title">{kb.data?.title ?? ''}</h1>
           {kb.data?.description ? <p>{kb.data.description}</p> : null}
         </main>
+        {sharing ? (
+          <ShareDialog objectType="knowledge_base" objectId={kbId} canShare={caps.includes('share')} canManage={caps.includes('manage')} onClose={() => setSharing(false)} />
+        ) : null}
       </div>
     </>
   )
