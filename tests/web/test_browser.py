@@ -359,3 +359,30 @@ def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, l
     expect(dialog.get_by_role("button", name="1 waiting for approval")).to_have_count(0)
     other.goto(f"/app/kb/{owner['kb']['id']}")
     expect(other.get_by_role("button", name="New page")).to_be_visible()  # now an editor
+
+
+def test_version_history_view_and_restore(contexts, live_server, owner):
+    import hashlib
+
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Versioned", "first words\n")
+        md = "second words\n"
+        r = c.post(f"/api/documents/{doc['id']}/versions", json={
+            "base_version_id": doc["current_version_id"], "markdown": md,
+            "markdown_hash": hashlib.sha256(md.encode()).hexdigest()})
+        assert r.status_code == 201, r.text
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    expect(editor(page)).to_contain_text("second words")
+    page.get_by_role("button", name="More").click()
+    page.get_by_role("menuitem", name="Version history").click()
+    dialog = page.get_by_role("dialog", name="Version history")
+    first = dialog.get_by_role("listitem").filter(has_text="Version 1")
+    first.get_by_role("button", name="View").click()
+    expect(dialog.get_by_role("region", name="Version 1")).to_contain_text("first words")
+    first.get_by_role("button", name="Restore").click()
+    expect(dialog).to_have_count(0)
+    expect(editor(page)).to_contain_text("first words")
+    with api(live_server, owner) as c:
+        got = c.get(f"/api/documents/{doc['id']}").json()
+        assert got["version_no"] == 3 and got["markdown"] == "first words\n"
