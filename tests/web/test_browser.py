@@ -341,10 +341,14 @@ def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, l
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
     page.get_by_role("button", name="Share", exact=True).click()
     dialog = page.get_by_role("dialog", name="Share and collaborate")
-    dialog.get_by_label("Role").select_option("editor")
-    dialog.get_by_label("I approve each acceptance").check()
-    dialog.get_by_role("button", name="Create invitation link").click()
-    url = dialog.get_by_role("textbox", name="Invitation links").input_value()
+    expect(dialog.get_by_label("Visibility")).to_have_value("workspace")
+    dialog.get_by_label("Visibility").select_option("private")
+    expect(dialog.get_by_label("Visibility")).to_have_value("private")
+    invitations = dialog.get_by_role("region", name="Invitation links")
+    invitations.get_by_label("Role").select_option("editor")
+    invitations.get_by_label("I approve each acceptance").check()
+    invitations.get_by_role("button", name="Create invitation link").click()
+    url = invitations.get_by_role("textbox", name="Invitation links").input_value()
 
     other = contexts.page()
     sign_in(other, joiner.email, next_path=urlsplit(url).path)
@@ -359,6 +363,9 @@ def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, l
     expect(dialog.get_by_role("button", name="1 waiting for approval")).to_have_count(0)
     other.goto(f"/app/kb/{owner['kb']['id']}")
     expect(other.get_by_role("button", name="New page")).to_be_visible()  # now an editor
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/knowledge-bases/{owner['kb']['id']}").json()["visibility"] == "private"
+        c.put(f"/api/knowledge-bases/{owner['kb']['id']}", json={"visibility": "workspace"})
 
 
 def test_version_history_view_and_restore(contexts, live_server, owner):

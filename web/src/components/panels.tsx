@@ -150,7 +150,15 @@ function InvitationsSection(props: { objectType: ObjectType; objectId: string })
   )
 }
 
-export function ShareDialog(props: { objectType: ObjectType; objectId: string; canShare: boolean; canManage: boolean; onClose: () => void }) {
+export function ShareDialog(props: {
+  objectType: ObjectType
+  objectId: string
+  canShare: boolean
+  canManage: boolean
+  /** the knowledge base's visibility, offered for change to its managers */
+  visibility?: S['KnowledgeBaseUpdate']['visibility']
+  onClose: () => void
+}) {
   const key = `share:${props.objectType}:${props.objectId}`
   const links = useQuery(`${key}:links`, () => api.shareLinks(props.objectType, props.objectId))
   const collaborators = useQuery(`${key}:collaborators`, () => api.collaborators(props.objectType, props.objectId))
@@ -163,6 +171,27 @@ export function ShareDialog(props: { objectType: ObjectType; objectId: string; c
   const url = created ? `${location.origin}/share/${created.token}` : ''
   return (
     <Dialog title={t('shareAndCollaborate')} onClose={props.onClose} wide>
+      {props.objectType === 'knowledge_base' && props.canManage && props.visibility ? (
+        <div class="field">
+          <label for="kb-visibility-edit">{t('visibility')}</label>
+          <select
+            id="kb-visibility-edit"
+            value={props.visibility}
+            onChange={(e) =>
+              api
+                .updateKnowledgeBase(props.objectId, { visibility: (e.target as HTMLSelectElement).value as S['KnowledgeBaseUpdate']['visibility'] })
+                .then(() => invalidate(`kb:${props.objectId}`))
+                .catch(setError)
+            }
+          >
+            {(['private', 'workspace', 'public'] as const).map((v) => (
+              <option key={v} value={v}>
+                {t(`visibility_${v}` as MessageKey)}
+              </option>
+            ))}
+          </select>
+        </div>
+      ) : null}
       {props.canShare ? (
       <section aria-labelledby="links-h">
         <h3 id="links-h">{t('shareLinks')}</h3>

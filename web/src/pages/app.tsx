@@ -200,7 +200,14 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
           {kb.data?.description ? <p>{kb.data.description}</p> : null}
         </main>
         {sharing ? (
-          <ShareDialog objectType="knowledge_base" objectId={kbId} canShare={caps.includes('share')} canManage={caps.includes('manage')} onClose={() => setSharing(false)} />
+          <ShareDialog
+            objectType="knowledge_base"
+            objectId={kbId}
+            canShare={caps.includes('share')}
+            canManage={caps.includes('manage')}
+            visibility={kb.data?.visibility as S['KnowledgeBaseUpdate']['visibility']}
+            onClose={() => setSharing(false)}
+          />
         ) : null}
       </div>
     </>
