@@ -412,6 +412,10 @@ def test_an_oauth_token_for_this_resource_works_until_its_grant_is_revoked(w: Wo
 
     names, doc = run(w.base, token, go, MODERN)
     assert names == TOOLS and doc["id"] == w.long["id"]
+    rows = w.http["admin"].get("/api/admin/audit-logs", params={
+        "action": "mcp.", "actor_user_id": str(w.users["reader"]), "limit": 200}).json()["items"]
+    assert any(x["metadata"]["credential"] == "oauth" and x["metadata"]["credential_id"] == str(grant.id)
+               and x["metadata"]["client_id"].startswith("https://client.example/") for x in rows)
     other, _ = _oauth_token(w, engine, "reader", "https://elsewhere.example/mcp")
     r = rpc(w, other, "tools/list", {})
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
