@@ -393,3 +393,9 @@ def test_version_history_view_and_restore(contexts, live_server, owner):
     with api(live_server, owner) as c:
         got = c.get(f"/api/documents/{doc['id']}").json()
         assert got["version_no"] == 3 and got["markdown"] == "first words\n"
+
+    page.get_by_role("button", name="More").click()
+    page.get_by_role("menuitem", name="Delete").click()
+    page.get_by_role("dialog", name="Delete").get_by_role("button", name="Delete").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}$"))
+    expect(page.get_by_role("tree").get_by_role("treeitem", name="Versioned")).to_have_count(0)

@@ -77,7 +77,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const [conflict, setConflict] = useState<S['DocumentOut'] | null>(null)
   const [source, setSource] = useState('')
   const [sourceError, setSourceError] = useState<ApiError | null>(null)
-  const [panel, setPanel] = useState<'history' | 'share' | null>(null)
+  const [panel, setPanel] = useState<'history' | 'share' | 'delete' | null>(null)
   const [moreOpen, setMoreOpen] = useState(false)
   const [saves, setSaves] = useState(0) // successful saves on this page (data-saves: tests and scripts wait on it)
 
@@ -359,6 +359,11 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
                   <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); exportMarkdown() }}>
                     {t('exportMarkdown')}
                   </button>
+                  {doc.capabilities?.includes('delete') ? (
+                    <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); setPanel('delete') }}>
+                      {t('delete')}
+                    </button>
+                  ) : null}
                 </span>
               ) : null}
             </span>
@@ -450,6 +455,35 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             setPanel(null)
           }}
         />
+      ) : null}
+      {panel === 'delete' ? (
+        <Dialog title={t('delete')} onClose={() => setPanel(null)}>
+          <p>{t('deleteConfirm', { title })}</p>
+          <ErrorNote error={saveError} />
+          <div class="actions">
+            <button type="button" onClick={() => setPanel(null)}>
+              {t('cancel')}
+            </button>
+            <button
+              type="button"
+              class="danger"
+              onClick={() => {
+                api
+                  .deleteDocument(doc.id)
+                  .then(() => {
+                    window.clearTimeout(timer.current)
+                    setSave('saved') // nothing left to save on a document in the trash
+                    invalidate(`tree:${kbId}`)
+                    invalidate('recent')
+                    navigate(paths.kb(kbId))
+                  })
+                  .catch(setSaveError)
+              }}
+            >
+              {t('delete')}
+            </button>
+          </div>
+        </Dialog>
       ) : null}
       {panel === 'share' ? (
         <ShareDialog
