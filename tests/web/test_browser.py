@@ -399,3 +399,38 @@ def test_version_history_view_and_restore(contexts, live_server, owner):
     page.get_by_role("dialog", name="Delete").get_by_role("button", name="Delete").click()
     expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}$"))
     expect(page.get_by_role("tree").get_by_role("treeitem", name="Versioned")).to_have_count(0)
+
+
+def _wait_indexed(c: httpx.Client, doc_id: str, timeout: float = 180) -> None:
+    """Poll ``index_status`` (docs/api.md: how clients wait for indexing), as tests/indexing does."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (status := c.get(f"/api/documents/{doc_id}").json()["index_status"]) != "indexed":
+        assert status != "failed" and time.monotonic() < deadline, status
+        time.sleep(0.2)
+
+
+@pytest.mark.usefixtures("worker")
+def test_search_groups_by_document_highlights_and_filters(contexts, live_server, owner):
+    word = f"zephyr{uuid.uuid4().hex[:6]}"
+    with api(live_server, owner) as c:
+        other_kb = c.post("/api/knowledge-bases", json={"workspace_id": owner["ws"]["id"], "title": "Other shelf",
+                                                        "visibility": "workspace"}).json()
+        a = new_page(c, owner["kb"]["id"], "Search one", f"# Intro\n\nThe {word} appears here.\n\n"
+                     f"# Later\n\n{'Filler text. ' * 60}\n\nAnd {word} again.\n")
+        b = new_page(c, other_kb["id"], "Search two", f"Only one {word} in this one.\n")
+        _wait_indexed(c, a["id"])
+        _wait_indexed(c, b["id"])
+    page = contexts.page()
+    sign_in(page, owner["email"])
+    page.get_by_role("searchbox", name="Search").fill(word)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/app/search\?q="))
+    results = page.get_by_role("list", name="Results")
+    expect(results.get_by_role("heading", level=2)).to_have_count(2)  # one entry per document
+    expect(results.get_by_role("link", name="Search one")).to_have_count(1)  # one entry, however many of its chunks match
+    expect(results.get_by_role("link", name="Search two")).to_have_count(1)
+    expect(results.locator("mark").first).to_have_text(word)
+    page.get_by_label("Knowledge base").select_option(label="Other shelf")
+    expect(results.get_by_role("heading", level=2)).to_have_text(["Search two"])

@@ -271,7 +271,7 @@ export function SearchPage({ route }: { route: Route }) {
         {results.loading ? <Loading /> : null}
         <ErrorNote error={results.error} />
         {q && results.data && groups.length === 0 ? <p>{t('searchNoResults')}</p> : null}
-        <ol class="results">
+        <ol class="results" aria-label={t('searchResults')}>
           {groups.map(({ doc, chunks }) => (
             <li key={doc.document_id}>
               <h2>
