@@ -25,7 +25,8 @@ class BlobStore(Protocol):
     def open(self, key: str) -> Iterator[bytes]: ...
     def delete(self, key: str) -> None: ...
     def check(self) -> str: ...
-    def signed_url(self, key: str, expires_s: int = 300) -> str | None: ...
+    def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
+                   disposition: str | None = None) -> str | None: ...
 
 
 class LocalBlobStore:
@@ -77,7 +78,8 @@ class LocalBlobStore:
         usage = shutil.disk_usage(self.root)
         return f"local folder, {usage.free // (1 << 30)} GiB free"
 
-    def signed_url(self, key: str, expires_s: int = 300) -> str | None:
+    def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
+                   disposition: str | None = None) -> str | None:
         return None
 
 
@@ -92,7 +94,9 @@ class S3BlobStore:
         self.client = boto3.client(
             "s3", endpoint_url=settings.s3_endpoint, aws_access_key_id=settings.s3_access_key,
             aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region,
-            config=Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}),
+            # SigV4 for presigned URLs too: botocore's default for them is the legacy
+            # SigV2, which AWS regions opened since 2014 and some S3-compatible stores refuse.
+            config=Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}, signature_version="s3v4"),
         )
 
     def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]:
@@ -129,9 +133,18 @@ class S3BlobStore:
             raise ServiceUnavailable(f"S3 bucket {self.bucket!r} at S3_ENDPOINT is not reachable: {exc}") from None
         return f"bucket {self.bucket}"
 
-    def signed_url(self, key: str, expires_s: int = 300) -> str | None:
-        return str(self.client.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": key},
-                                                      ExpiresIn=expires_s))
+    def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
+                   disposition: str | None = None) -> str | None:
+        """A short-lived GET URL. The trap: the object keeps the Content-Type it was uploaded
+        with (an unattached ``text/html`` upload stays ``text/html``), so the URL must carry the
+        response overrides the API would have sent (``openkb.assets.disposition``), or the
+        redirect serves active content that the proxied path never would."""
+        params: dict[str, str] = {"Bucket": self.bucket, "Key": key}
+        if content_type:
+            params["ResponseContentType"] = content_type
+        if disposition:
+            params["ResponseContentDisposition"] = disposition
+        return str(self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s))
 
 
 def blob_store(settings: Settings) -> BlobStore:

@@ -124,7 +124,7 @@ def _serve(ctx: Any, a: Any, download: bool) -> Response:
     ctype, disp = asset_service.disposition(a, download)
     headers = {"Content-Disposition": disp, "X-Content-Type-Options": "nosniff",
                "Content-Security-Policy": "sandbox; default-src 'none'", "Cache-Control": "private, max-age=300"}
-    url = ctx.blobs.signed_url(a.object_key, 300)
+    url = ctx.blobs.signed_url(a.object_key, 300, content_type=ctype, disposition=disp)
     if url:
         return RedirectResponse(url, status_code=307, headers={"Cache-Control": "private, no-store"})
     return StreamingResponse(ctx.blobs.open(a.object_key), media_type=ctype,

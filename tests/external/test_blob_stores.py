@@ -1,0 +1,145 @@
+"""Assets against both blob stores (the local folder and S3 on a loopback server): written,
+read back only through the permission check, deleted when the recording transaction rolls back,
+and downloaded proxied (local) or through a presigned redirect (S3) that keeps the safe headers."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from openkb.assets import access_asset, upload_asset
+from openkb.content import Actor
+from openkb.db import session_scope
+from openkb.errors import NotFound
+from openkb.models import DocumentAsset
+from openkb.permissions import Principal
+from tests.content.http_world import HttpWorld
+from tests.factories import make_doc, make_kb, make_tenant, make_user, make_workspace
+
+
+def _exists(blobs, key: str) -> bool:
+    try:
+        b"".join(blobs.open(key))
+        return True
+    except NotFound:
+        return False
+
+
+def test_put_read_delete_and_check(blobs):
+    data = bytes(range(256)) * 5000  # > 1 MiB: several chunks each way
+    key = f"tenant/{uuid.uuid4()}/{uuid.uuid4()}"
+    size, digest = blobs.put(key, io.BytesIO(data), "image/png")
+    assert size == len(data)
+    assert b"".join(blobs.open(key)) == data
+    import hashlib
+
+    assert digest == hashlib.sha256(data).hexdigest()
+    assert blobs.check()
+    blobs.delete(key)
+    assert not _exists(blobs, key)
+    with pytest.raises(NotFound):
+        blobs.open(key)
+    blobs.delete(key)  # deleting what is gone is not an error (a retried cleanup)
+
+
+@pytest.fixture()
+def world(committed):
+    with committed() as s:
+        t = make_tenant(s)
+        owner = make_user(s, t)
+        outsider = make_user(s, t)
+        ws = make_workspace(s, t, owner)
+        doc = make_doc(s, make_kb(s, ws, owner, visibility="private"), owner)
+        s.commit()
+        return {"owner": Principal.user(owner, t.id), "outsider": Principal.user(outsider, t.id), "doc_id": doc.id}
+
+
+def test_upload_is_read_through_the_permission_check_and_removed_on_rollback(engine, world, blobs):
+    with session_scope(engine) as s:
+        a = upload_asset(s, Actor.of(world["owner"]), blobs, io.BytesIO(b"\x89PNG kept"), size=None,
+                         filename="a.png", content_type="image/png", document_id=world["doc_id"])
+        kept = (a.id, a.object_key)
+    with session_scope(engine) as s:
+        row = access_asset(s, world["owner"], kept[0])
+        assert b"".join(blobs.open(row.object_key)) == b"\x89PNG kept"
+        with pytest.raises(NotFound):  # the store is reached only after this check
+            access_asset(s, world["outsider"], kept[0])
+
+    with pytest.raises(DBAPIError), session_scope(engine) as s:
+        a = upload_asset(s, Actor.of(world["owner"]), blobs, io.BytesIO(b"\x89PNG lost"), size=None,
+                         filename="b.png", content_type="image/png", document_id=world["doc_id"])
+        lost = (a.id, a.object_key)
+        assert _exists(blobs, lost[1])
+        s.execute(text("SELECT 1 / 0"))  # the request fails after the upload was recorded
+    assert not _exists(blobs, lost[1])
+    assert _exists(blobs, kept[1])
+    with session_scope(engine) as s:
+        assert s.get(DocumentAsset, lost[0]) is None
+
+
+@pytest.fixture(scope="module")
+def s3_server_base(app_ctx, s3_settings):
+    """A second live API in this process whose context stores assets in S3 (same database)."""
+    import uvicorn
+
+    from openkb.runtime.embedded import free_port
+    from openkb.storage import S3BlobStore
+    from server.app import create_app
+    from workers.queue import HueyQueue
+
+    ctx = dataclasses.replace(app_ctx, blobs=S3BlobStore(s3_settings), _milvus=None, _lock=threading.Lock())
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ctx, queue=HueyQueue(), warm=False), host="127.0.0.1",
+                                           port=port, log_level="warning", access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, name="uvicorn-s3", daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not server.started:
+        time.sleep(0.05)
+    assert server.started, "the S3-backed test server did not start"
+    yield base
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_download_over_http(store, request, committed):
+    base = request.getfixturevalue("live_server" if store == "local" else "s3_server_base")
+    w = HttpWorld(base, committed)
+    try:
+        o = w.c["owner"]
+        page = w.doc("P", markdown="p\n")
+        data = bytes(range(256)) * 64
+        a = o.post("/api/uploads", data={"document_id": page["id"]},
+                   files={"file": ("图 1.png", io.BytesIO(data), "image/png")}).json()
+        evil = o.post("/api/uploads", files={"file": ("e.html", io.BytesIO(b"<script>1</script>"), "text/html")}).json()
+        r = w.c["member"].get(f"/api/assets/{a['id']}")
+        if store == "local":  # proxied through the API
+            assert r.status_code == 200
+        else:  # a short-lived presigned URL on the object store, issued after the check
+            assert r.status_code == 307 and r.headers["location"].startswith(w.c["member"].base_url.scheme)
+            assert "X-Amz-Signature" in r.headers["location"]
+            r = httpx.get(r.headers["location"])
+            assert r.status_code == 200
+        assert r.content == data and r.headers["content-type"] == "image/png"
+        assert r.headers["content-disposition"].startswith("inline")
+        # an unattached HTML upload is never served as HTML, not even by the object store
+        r = o.get(f"/api/assets/{evil['id']}", follow_redirects=True)
+        assert r.status_code == 200 and r.content == b"<script>1</script>"
+        assert r.headers["content-type"].startswith("application/octet-stream")
+        assert r.headers["content-disposition"].startswith("attachment")
+        for c in (w.c["outsider"], w.c["other_tenant"], w.anon):
+            assert c.get(f"/api/assets/{a['id']}").status_code in (401, 404)
+        assert o.delete(f"/api/assets/{evil['id']}").status_code == 204
+        assert o.get(f"/api/assets/{evil['id']}").status_code == 404
+    finally:
+        w.close()
