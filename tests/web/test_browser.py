@@ -8,6 +8,7 @@ states ("Saved", a dialog, a tree item), never sleeps. Every page is checked for
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from urllib.parse import urlsplit
@@ -369,8 +370,6 @@ def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, l
 
 
 def test_version_history_view_and_restore(contexts, live_server, owner):
-    import hashlib
-
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Versioned", "first words\n")
         md = "second words\n"
@@ -434,3 +433,27 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     expect(results.locator("mark").first).to_have_text(word)
     page.get_by_label("Knowledge base").select_option(label="Other shelf")
     expect(results.get_by_role("heading", level=2)).to_have_text(["Search two"])
+
+
+PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082")
+
+
+def test_asset_images_load_through_the_permission_checked_route(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Pictures", "placeholder\n")
+        r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")},
+                   data={"document_id": doc["id"]})
+        assert r.status_code == 201, r.text
+        asset_id = r.json()["id"]
+        md = f"![a dot](asset://{asset_id})\n"
+        r = c.post(f"/api/documents/{doc['id']}/versions", json={
+            "base_version_id": doc["current_version_id"], "markdown": md,
+            "markdown_hash": hashlib.sha256(md.encode()).hexdigest()})
+        assert r.status_code == 201, r.text
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    img = editor(page).locator(f"img[src='/api/assets/{asset_id}']")
+    expect(img).to_have_count(1)
+    expect(img).to_have_js_property("naturalWidth", 1)  # loaded with the session, under the CSP
