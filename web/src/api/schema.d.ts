@@ -1789,8 +1789,9 @@ export interface paths {
         put?: never;
         /**
          * Oauth Register
-         * @description Register a public client (JSON body per RFC 7591). Any redirect URI real clients use is
-         *     accepted: https, loopback http (any port at authorize time), private schemes (``cursor://``).
+         * @description Register a client (JSON body per RFC 7591): public (PKCE) unless it asks for
+         *     ``client_secret_basic``/``client_secret_post``. Any redirect URI real clients use is accepted:
+         *     https, loopback http (any port at authorize time), private schemes (``cursor://``).
          */
         post: operations["oauth_register_oauth_register_post"];
         delete?: never;
@@ -5447,7 +5448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5603,7 +5604,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6084,6 +6085,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description INDEX_ERROR */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_profiles_api_admin_milvus_index_profiles_get: {
@@ -6215,7 +6225,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6296,7 +6306,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, REBUILD_RUNNING */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6443,7 +6453,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, REBUILD_RUNNING */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7163,7 +7173,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description UNAUTHENTICATED */
+            /** @description UNAUTHENTICATED, INVALID_CREDENTIALS */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7172,7 +7182,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED */
+            /** @description PERMISSION_DENIED, EMAIL_NOT_VERIFIED, ACCOUNT_PENDING_ACTIVATION, ACCOUNT_SUSPENDED */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7297,7 +7307,7 @@ export interface operations {
                     "application/json": components["schemas"]["VerifyOut"];
                 };
             };
-            /** @description BAD_REQUEST */
+            /** @description BAD_REQUEST, INVALID_TOKEN */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7401,7 +7411,7 @@ export interface operations {
                     "application/json": components["schemas"]["RegisterOut"];
                 };
             };
-            /** @description BAD_REQUEST */
+            /** @description BAD_REQUEST, INVALID_TOKEN */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7410,7 +7420,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED */
+            /** @description PERMISSION_DENIED, REGISTRATION_DISABLED, REGISTRATION_INVITE_REQUIRED */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7428,7 +7438,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, EMAIL_DOMAIN_NOT_ALLOWED */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7461,7 +7471,7 @@ export interface operations {
                     "application/json": components["schemas"]["VerifyOut"];
                 };
             };
-            /** @description BAD_REQUEST */
+            /** @description BAD_REQUEST, INVALID_TOKEN */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7606,7 +7616,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, REVERT_CONFLICT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7624,7 +7634,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, NOT_REVERTIBLE */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7959,7 +7969,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, TITLE_TOO_LONG, METADATA_TOO_LARGE, MARKDOWN_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -7968,7 +7978,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8109,7 +8119,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, TITLE_TOO_LONG, METADATA_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8118,7 +8128,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8279,7 +8289,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, VERSION_CONFLICT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8297,7 +8307,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, NOT_A_PAGE */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8441,7 +8451,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, VERSION_CONFLICT */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8450,7 +8460,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, TITLE_TOO_LONG, MARKDOWN_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8459,7 +8469,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, NOT_A_PAGE, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9259,7 +9269,7 @@ export interface operations {
                     "application/json": components["schemas"]["AcceptOut"];
                 };
             };
-            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            /** @description INVALID_TOKEN */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9277,7 +9287,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            /** @description PERMISSION_DENIED, REGISTRATION_DISABLED, CSRF_FAILED */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9304,7 +9314,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description error */
+            /** @description INVITATION_EXPIRED, INVITATION_EXHAUSTED */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -9322,7 +9332,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, EMAIL_DOMAIN_NOT_ALLOWED */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9399,7 +9409,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description error */
+            /** @description INVITATION_EXPIRED, INVITATION_EXHAUSTED */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -9538,7 +9548,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9547,7 +9557,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, TITLE_TOO_LONG, NAME_TOO_LONG, METADATA_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9556,7 +9566,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, MODEL_SETTINGS_FORBIDDEN */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9688,7 +9698,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9697,7 +9707,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, TITLE_TOO_LONG, NAME_TOO_LONG, METADATA_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9706,7 +9716,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, MODEL_SETTINGS_FORBIDDEN */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9842,7 +9852,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, DOCUMENT_IN_TRASH */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9851,7 +9861,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, NAME_TOO_LONG, TITLE_TOO_LONG, METADATA_TOO_LARGE, MARKDOWN_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9860,7 +9870,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10210,7 +10220,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE, CSRF_FAILED */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11188,7 +11198,7 @@ export interface operations {
                     "application/json": components["schemas"]["SharedOut"];
                 };
             };
-            /** @description UNAUTHENTICATED */
+            /** @description UNAUTHENTICATED, SHARE_PASSWORD_REQUIRED */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11197,7 +11207,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED */
+            /** @description PERMISSION_DENIED, SHARE_PASSWORD_INCORRECT */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11287,7 +11297,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description UNAUTHENTICATED */
+            /** @description UNAUTHENTICATED, SHARE_PASSWORD_REQUIRED */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11296,7 +11306,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED */
+            /** @description PERMISSION_DENIED, SHARE_PASSWORD_INCORRECT */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11353,7 +11363,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description UNAUTHENTICATED */
+            /** @description UNAUTHENTICATED, SHARE_PASSWORD_REQUIRED */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11362,7 +11372,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED */
+            /** @description PERMISSION_DENIED, SHARE_PASSWORD_INCORRECT */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11451,7 +11461,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description UNAUTHENTICATED */
+            /** @description UNAUTHENTICATED, SHARE_PASSWORD_REQUIRED */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11460,7 +11470,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            /** @description PERMISSION_DENIED, SHARE_PASSWORD_INCORRECT, CSRF_FAILED */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11593,7 +11603,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, NOT_IN_TRASH */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11672,7 +11682,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, NOT_IN_TRASH */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11746,7 +11756,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, UPLOAD_TOO_LARGE */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -11874,7 +11884,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11883,7 +11893,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, NAME_TOO_LONG */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12024,7 +12034,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12033,7 +12043,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PAYLOAD_TOO_LARGE */
+            /** @description PAYLOAD_TOO_LARGE, NAME_TOO_LONG */
             413: {
                 headers: {
                     [name: string]: unknown;
