@@ -219,6 +219,18 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
     expect(tree.get_by_role("treeitem", name="Archive").get_by_role("treeitem", name="Loose page")).to_be_visible()
     with api(live_server, owner) as c:
         assert c.get(f"/api/documents/{doc['id']}").json()["parent_id"] == folder["id"]
+        second = new_page(c, owner["kb"]["id"], "Second inside", "y\n", parent_id=folder["id"])
+
+    # onto a page: placed before it, among its siblings
+    page.reload()
+    archive = tree.get_by_role("treeitem", name="Archive")
+    archive.get_by_role("treeitem", name="Second inside").locator("> div").drag_to(
+        archive.get_by_role("treeitem", name="Loose page").locator("> div"))
+    expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Second inside", "Loose page"])
+    with api(live_server, owner) as c:
+        items = [i for i in c.get(f"/api/knowledge-bases/{owner['kb']['id']}/tree").json()["items"]
+                 if i["parent_id"] == folder["id"]]
+        assert [i["id"] for i in sorted(items, key=lambda i: i["sort_order"])] == [second["id"], doc["id"]]
 
 
 def test_a_guest_sees_no_private_item(contexts, live_server, committed, owner):
