@@ -19,7 +19,18 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import typer
 
-from cli.commands import dify, groups, importing, index, profiles, search, system, tokens, users
+from cli.commands import (
+    backup,
+    dify,
+    groups,
+    importing,
+    index,
+    profiles,
+    search,
+    system,
+    tokens,
+    users,
+)
 from openkb import __version__
 from openkb.errors import OpenKBError
 
@@ -41,7 +52,7 @@ def _root(
     """OpenKB: self-hosted Markdown knowledge base."""
 
 
-for _module in (system, users, groups, profiles, index, search, dify, importing, tokens):
+for _module in (system, users, groups, profiles, index, search, dify, importing, tokens, backup):
     _module.register(app)
 
 

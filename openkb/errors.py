@@ -457,3 +457,34 @@ class ImportIncomplete(OpenKBError):
     http_status = 422
     exit_code = 3
     surfaces = frozenset({CLI})
+
+
+# --- backup and restore (docs/operations.md#backup-and-restore) -----------------------------------
+
+
+class BackupInvalid(ValidationError):
+    """``openkb restore`` was given something that is not an OpenKB backup archive (not a tar,
+    no manifest, a manifest of an unknown format, a member outside the archive root), or
+    ``openkb backup`` a destination it cannot write."""
+
+    code = "BACKUP_INVALID"
+    exit_code = 65  # EX_DATAERR
+    surfaces = frozenset({CLI})
+
+
+class BackupChecksumMismatch(ValidationError):
+    """A file in a backup archive does not have the size or SHA-256 its manifest records
+    (a truncated or altered archive): nothing is restored."""
+
+    code = "BACKUP_CHECKSUM_MISMATCH"
+    exit_code = 65  # EX_DATAERR
+    surfaces = frozenset({CLI})
+
+
+class RestoreTargetNotEmpty(Conflict):
+    """``openkb restore`` refuses a database that already has tables or a blob store that
+    already holds assets: a restore never merges into or overwrites live data."""
+
+    code = "RESTORE_TARGET_NOT_EMPTY"
+    exit_code = 73  # EX_CANTCREAT
+    surfaces = frozenset({CLI})

@@ -25,6 +25,7 @@ class BlobStore(Protocol):
     def open(self, key: str) -> Iterator[bytes]: ...
     def delete(self, key: str) -> None: ...
     def check(self) -> str: ...
+    def has_objects(self, prefix: str = "tenant/") -> bool: ...
     def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
                    disposition: str | None = None) -> str | None: ...
 
@@ -82,6 +83,11 @@ class LocalBlobStore:
                    disposition: str | None = None) -> str | None:
         return None
 
+    def has_objects(self, prefix: str = "tenant/") -> bool:
+        """Whether any blob exists under ``prefix`` (a restore refuses a store that is not empty)."""
+        base = self.root / prefix
+        return base.is_dir() and any(p.is_file() for p in base.rglob("*"))
+
 
 class S3BlobStore:
     kind = "s3"
@@ -132,6 +138,13 @@ class S3BlobStore:
         except Exception as exc:  # noqa: BLE001
             raise ServiceUnavailable(f"S3 bucket {self.bucket!r} at S3_ENDPOINT is not reachable: {exc}") from None
         return f"bucket {self.bucket}"
+
+    def has_objects(self, prefix: str = "tenant/") -> bool:
+        try:
+            got = self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
+        except Exception as exc:  # noqa: BLE001
+            raise ServiceUnavailable(f"S3 list failed ({self.bucket}): {exc}") from None
+        return bool(got.get("KeyCount") or got.get("Contents"))
 
     def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
                    disposition: str | None = None) -> str | None:
