@@ -15,6 +15,8 @@ profile) under a temporary home:
 * every query goes through ``openkb.retrieval.search`` as a workspace *member* (readable scope,
   Milvus prefilter, PostgreSQL final check), ``top_k`` 30 chunks; a document's rank is its best
   chunk's rank; document-level nDCG@10 and recall@10;
+* in the same run, the ranking before issue 14 (Milvus RRF(60) on the same filter, raw: no
+  PostgreSQL steps) for a same-run quality and latency reference;
 * in the same run, a plain BM25 (``bm25s``, Lucene BM25 k1=1.2 b=0.75) over the same title +
   text: English stemming (PyStemmer) and stop words, jieba for Chinese.
 
@@ -130,12 +132,35 @@ def _escape(text: str) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def sweep(ctx, engine, who, queries, qrels, doc_of) -> None:
+    """Re-run the queries under other fusion constants (the index is reused)."""
+    from sqlmodel import Session
+
+    from openkb.indexing import milvus as mv
+    from openkb.retrieval import search
+
+    saved = (mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING)
+    for wl in (0.5, 0.6, 0.7, 0.8, 1.0):
+        for floor, ceiling in ((0.3, 0.8), (0.2, 0.7), (0.4, 0.9)):
+            mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING = wl, 1 - wl, floor, ceiling
+            vals = []
+            for qid, q in queries.items():
+                with Session(engine) as s:
+                    res = search(ctx, s, who, q, top_k=30)
+                vals.append(ndcg_at_10(list(dict.fromkeys(doc_of.get(r.document_id, "?") for r in res)), qrels[qid]))
+            print(json.dumps({"sweep": True, "lexical_weight": wl, "dense_floor": floor, "dense_ceiling": ceiling,
+                              "ndcg10": round(statistics.mean(vals), 4)}), flush=True)
+    mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING = saved
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", type=Path, required=True, help="a development set (JSON, see the docstring)")
     ap.add_argument("--profile", choices=("default", "bm25"), default="default")
     ap.add_argument("--limit-queries", type=int, default=None)
     ap.add_argument("--max-docs", type=int, default=None, help="cap the corpus (judged documents kept)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="after the run, nDCG@10 of other fusion settings (lexical weight, dense floor/ceiling)")
     args = ap.parse_args()
 
     name, docs, queries, qrels = load_set(args.set, args.max_docs, args.limit_queries)
@@ -151,8 +176,16 @@ def main() -> int:
     from openkb.indexing import service
     from openkb.jobs import RecordingQueue, set_queue
     from openkb.migrate import upgrade
-    from openkb.models import Collaborator, DocumentChunk, KnowledgeBase, Tenant, TenantMembership, User
-    from openkb.models import Workspace, WorkspaceMember
+    from openkb.models import (
+        Collaborator,
+        DocumentChunk,
+        KnowledgeBase,
+        Tenant,
+        TenantMembership,
+        User,
+        Workspace,
+        WorkspaceMember,
+    )
     from openkb.permissions import Principal
     from openkb.retrieval import forget_active_profile, search
     from openkb.runtime.embedded import EmbeddedServices, Endpoints
@@ -236,6 +269,32 @@ def main() -> int:
 
         ref = BM25Reference(list(docs), [f"{ti}\n{tx}" for ti, tx in docs.values()], chinese)
         who = Principal.user(member, t.id)
+        from pymilvus import AnnSearchRequest, RRFRanker
+
+        from openkb.retrieval import service as retrieval
+        from openkb.retrieval.filters import SearchFilters
+
+        with Session(engine) as s:
+            flt = retrieval.plan(ctx, s, who, knowledge_base_ids=None, filters=SearchFilters()).filter
+        spec = service.default_spec(ctx)
+
+        def rrf_before(q: str) -> list[str]:
+            """The ranking before issue 14 (Milvus RRF(60) over dense + BM25, limit 30, 120 per
+            route), on the same filter: the same-run reference for quality and latency."""
+            if not spec.has_dense:
+                raw = ctx.milvus.search(settings.milvus_active_alias, data=[q], anns_field=mv.SPARSE_FIELD,
+                                        filter=flt, limit=30, output_fields=["document_id"],
+                                        search_params={"metric_type": "BM25"})
+            else:
+                reqs = [AnnSearchRequest(data=[q], anns_field=mv.DENSE_FIELD, limit=120, expr=flt,
+                                         param={"metric_type": "COSINE", "params": {"ef": mv.HNSW_EF}}),
+                        AnnSearchRequest(data=[q], anns_field=mv.SPARSE_FIELD, limit=120, expr=flt,
+                                         param={"metric_type": "BM25"})]
+                raw = ctx.milvus.hybrid_search(settings.milvus_active_alias, reqs, ranker=RRFRanker(60), limit=30,
+                                               output_fields=["document_id"])
+            return list(dict.fromkeys(doc_of.get(h["entity"]["document_id"], "?") for h in raw[0]))
+
+        r_ndcg, r_times = [], []
         o_ndcg, o_rec, b_ndcg, b_rec, times = [], [], [], [], []
         scores: list[float] = []
         for n, (qid, q) in enumerate(queries.items()):
@@ -247,6 +306,10 @@ def main() -> int:
             scores.extend(r.score for r in res[:1])
             o_ndcg.append(ndcg_at_10(ranked, qrels[qid]))
             o_rec.append(recall_at_10(ranked, qrels[qid]))
+            t0 = time.perf_counter()
+            rr = rrf_before(q)
+            r_times.append((time.perf_counter() - t0) * 1000)
+            r_ndcg.append(ndcg_at_10(rr, qrels[qid]))
             bm = ref.search(q)
             b_ndcg.append(ndcg_at_10(bm, qrels[qid]))
             b_rec.append(recall_at_10(bm, qrels[qid]))
@@ -260,14 +323,21 @@ def main() -> int:
             "ratio": round(on / bn, 4) if bn else None,
             "search_p50_ms": round(statistics.median(times), 1), "search_p95_ms": round(pct(times, 0.95), 1),
             "index_chunks_per_s": round(rate, 1),
+            "rrf_before_ndcg10": round(statistics.mean(r_ndcg), 4),
+            "rrf_before_raw_p50_ms": round(statistics.median(r_times), 1),
+            "rrf_before_raw_p95_ms": round(pct(r_times, 0.95), 1),
             "top_score_min": round(min(scores), 4) if scores else None,
             "top_score_max": round(max(scores), 4) if scores else None,
             "cpus": os.cpu_count() or 0, "loadavg_1m": round(os.getloadavg()[0], 2),
         }
         print(f"OpenKB  nDCG@10 {on:.4f}  recall@10 {summary['openkb_recall10']:.4f}")
+        print(f"RRF(60) before issue 14 nDCG@10 {summary['rrf_before_ndcg10']:.4f}  raw Milvus p50 "
+              f"{summary['rrf_before_raw_p50_ms']} ms  p95 {summary['rrf_before_raw_p95_ms']} ms (no PostgreSQL)")
         print(f"BM25    nDCG@10 {bn:.4f}  recall@10 {summary['bm25_recall10']:.4f}")
         print(f"ratio {summary['ratio']}   search p50 {summary['search_p50_ms']} ms  p95 {summary['search_p95_ms']} ms")
         print(json.dumps(summary), flush=True)
+        if args.sweep:
+            sweep(ctx, engine, who, queries, qrels, doc_of)
         ctx.close()
     finally:
         dispose_engines()

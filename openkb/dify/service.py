@@ -43,7 +43,7 @@ share of a large knowledge base can return fewer than top_k records. An exact fi
 retrieval service to accept a document-id restriction (it already resolves tags/metadata to
 ``document_id in [...]`` internally); until then this is the documented limit.
 
-Scores: see ``RRF_MAX`` below — RRF-fused scores are rescaled to 0-1 for Dify's threshold.
+Scores: retrieval's scores are 0-1 in every profile (docs/retrieval.md#scores); passed unchanged.
 """
 
 from __future__ import annotations
@@ -262,23 +262,11 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-# Milvus fuses dense + BM25 with RRFRanker(60) (openkb.indexing.milvus.hybrid_search): a chunk
-# ranked first by both routes scores 2/61. Dify's score_threshold is a 0-1 relevance slider
-# (0.5 is a common setting), so raw RRF scores (~0.016-0.033) would make any threshold drop
-# everything. DECISION: for RRF-fused results the score sent to Dify (and thresholded) is
-# raw / (2/61), clamped to 1.0: 1.0 = top of both routes, 0.5 = top of one. Reranked and
-# BM25-only scores are passed through unchanged (rerankers already answer 0-1).
-RRF_K = 60
-RRF_MAX = 2.0 / (RRF_K + 1)
-
-
+# Retrieval scores are already in [0, 1] in every profile (docs/retrieval.md#scores: score-aware
+# fusion, BM25 relative to the query's best match, rerank relevance clamped), so they reach Dify
+# unchanged and its score_threshold (a 0-1 relevance slider) keeps its own meaning.
 def score_scale(ctx: Any, session: Session) -> float:
-    """Factor applied to retrieval scores for Dify (1.0 = unchanged)."""
-    from openkb.retrieval.service import active_spec
-
-    _, spec = active_spec(ctx, session)
-    if spec is not None and spec.has_dense and spec.rerank is None:
-        return 1.0 / RRF_MAX
+    """Factor applied to retrieval scores for Dify: 1.0 (scores are 0-1 already)."""
     return 1.0
 
 

@@ -37,10 +37,11 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, RRFRanker
+from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
 from openkb.errors import ConfigError, IndexError_, ServiceUnavailable, ValidationError
@@ -431,9 +432,15 @@ def and_filters(*exprs: str | None) -> str:
 
 @dataclass(frozen=True)
 class Hit:
+    """One chunk found. ``score`` is in [0, 1] (docs/retrieval.md#scores); ``lexical`` and
+    ``dense`` are the route scores it was fused from (``lexical`` 0 = no query term matched)."""
+
     id: str
     score: float
     fields: Mapping[str, Any]
+    lexical: float = 0.0
+    dense: float = 0.0
+    reranked: bool = False
 
     @property
     def chunk_id(self) -> str:
@@ -463,11 +470,91 @@ def _hits(raw: Any, *, bm25_only: bool = False) -> list[Hit]:
     return out
 
 
+# The BM25 route of a hybrid search runs here while the caller's thread runs the dense route.
+_ROUTES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="openkb-bm25")
+
+
+def _bm25_route(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
+                fields: list[str], timeout: float | None) -> list[Hit]:
+    raw = client.search(collection, data=[query_text], anns_field=SPARSE_FIELD, filter=filter or "", limit=limit,
+                        output_fields=fields, search_params={"metric_type": "BM25"}, timeout=timeout)
+    return [h for h in _hits(raw, bm25_only=True) if h.score > 0]
+
+
+def _reranked(hits: list[Hit]) -> list[Hit]:
+    """A rerank model's relevance scores, clamped to [0, 1] (cohere-style scores already are)."""
+    return [Hit(id=h.id, score=min(1.0, max(0.0, h.score)), fields=h.fields, reranked=True) for h in hits]
+
+
 def _rerank_function(spec: ProfileSpec, query_text: str) -> Function | None:
     if spec.rerank is None:
         return None
     return Function(name=RERANK_FUNCTION, input_field_names=["content_text"], function_type=FunctionType.RERANK,
                     params=spec.rerank.function_params(query_text))
+
+
+# --- fusion (docs/retrieval.md#scores) -----------------------------------------------------------
+# Tuned on the development sets with bench/quality.py (figures in docs/retrieval.md#fusion).
+LEXICAL_WEIGHT = 0.6
+DENSE_WEIGHT = 0.4
+# A chunk no query term matched must be at least this close (cosine) to the query to be shown:
+# below it the dense route only returns "the nearest of nothing" (a nonsense query's neighbours).
+DENSE_FLOOR = 0.30
+# cosine at or above this counts as a perfect semantic match (the model's cosines rarely exceed it)
+DENSE_CEILING = 0.80
+
+
+def _dense_sim(cosine: float) -> float:
+    return min(1.0, max(0.0, (cosine - DENSE_FLOOR) / (DENSE_CEILING - DENSE_FLOOR)))
+
+
+def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
+         lexical_weight: float | None = None, dense_weight: float | None = None,
+         dense_floor: float | None = None) -> list[Hit]:
+    """Score-aware fusion of the two routes into hits scored in [0, 1].
+
+    ``score = wl * lexical/best_lexical + wd * dense_sim`` where ``best_lexical`` is the best BM25
+    score of this query's candidates and ``dense_sim`` maps cosine [floor, ceiling] to [0, 1].
+    Why not RRF: RRF throws the scores away, so a chunk that is the only one containing a query
+    word ranks level with the dense route's nearest neighbour and is often outranked; and RRF
+    values (0.015-0.033) mean nothing to a reader. Here a chunk both routes rank first gets the
+    highest possible fused score (max of each term), so fusion never drops it; and with
+    ``wl >= wd`` the best keyword match beats any chunk without a keyword.
+
+    Trap: ``dense`` hits carry the raw cosine in ``score``; ``lexical`` hits the raw BM25 score.
+    A chunk in no lexical hit and below ``dense_floor`` is dropped (the relevance floor)."""
+    wl = LEXICAL_WEIGHT if lexical_weight is None else lexical_weight
+    wd = DENSE_WEIGHT if dense_weight is None else dense_weight
+    floor = DENSE_FLOOR if dense_floor is None else dense_floor
+    best_lex = max((h.score for h in lexical), default=0.0)
+    merged: dict[str, dict[str, Any]] = {}
+    for h in lexical:
+        if h.score > 0:
+            merged[h.id] = {"fields": h.fields, "lex": h.score / best_lex if best_lex > 0 else 0.0, "cos": None}
+    for h in dense:
+        m = merged.get(h.id)
+        if m is None:
+            if h.score < floor:
+                continue
+            merged[h.id] = {"fields": h.fields, "lex": 0.0, "cos": h.score}
+        else:
+            m["cos"] = h.score
+            m["fields"] = {**h.fields, **m["fields"]}
+    out = []
+    for cid, m in merged.items():
+        sim = _dense_sim(m["cos"]) if m["cos"] is not None else 0.0
+        total = wl + wd
+        score = (wl * m["lex"] + wd * sim) / total if total else 0.0
+        out.append(Hit(id=cid, score=round(min(1.0, max(0.0, score)), 6), fields=m["fields"], lexical=m["lex"],
+                       dense=float(m["cos"] or 0.0)))
+    out.sort(key=lambda h: (-h.score, -h.lexical, h.id))
+    return out[:limit]
+
+
+def _normalize_lexical(hits: list[Hit]) -> list[Hit]:
+    best = max((h.score for h in hits), default=0.0)
+    return [Hit(id=h.id, score=round(h.score / best, 6) if best > 0 else 0.0, fields=h.fields,
+                lexical=h.score / best if best > 0 else 0.0) for h in hits if h.score > 0]
 
 
 def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
@@ -498,21 +585,36 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
     first_error: MilvusException | None = None
     for label, dense, ranker in attempts:
         try:
-            if dense:
+            if dense and ranker is not None:
                 reqs = [
                     AnnSearchRequest(data=[query_text], anns_field=DENSE_FIELD, limit=per_route, expr=filter or None,
                                      param={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}}),
                     AnnSearchRequest(data=[query_text], anns_field=SPARSE_FIELD, limit=per_route, expr=filter or None,
                                      param={"metric_type": "BM25"}),
                 ]
-                raw = client.hybrid_search(collection, reqs, ranker=ranker or RRFRanker(60), limit=limit,
+                raw = client.hybrid_search(collection, reqs, ranker=ranker, limit=limit,
                                            output_fields=fields, timeout=timeout)
-                hits = _hits(raw)
-            else:
+                hits = _reranked(_hits(raw))
+            elif dense:
+                # both routes, fused here (``fuse``): their scores are kept, unlike Milvus' RRF
+                # in parallel: Milvus serves both at once, so fusing here costs no extra round trip
+                # Measured on Lite (bench/quality.py): both routes with their fields take ~1.25x one
+                # RRF hybrid call; ids-only routes plus a ``get`` of the fused top are slower, and
+                # ``output_fields=[]`` is slower still (Lite then returns every field).
+                lex_f = _ROUTES.submit(_bm25_route, client, collection, query_text, filter, per_route, fields,
+                                       timeout)
+                raw = client.search(collection, data=[query_text], anns_field=DENSE_FIELD, filter=filter or "",
+                                    limit=per_route, output_fields=fields, timeout=timeout,
+                                    search_params={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}})
+                hits = fuse(lex_f.result(), _hits(raw), limit)
+            elif ranker is not None:
                 raw = client.search(collection, data=[query_text], anns_field=SPARSE_FIELD, filter=filter or "",
-                                    limit=limit if ranker is None else per_route, output_fields=fields,
+                                    limit=per_route, output_fields=fields,
                                     search_params={"metric_type": "BM25"}, ranker=ranker, timeout=timeout)
-                hits = _hits(raw, bm25_only=ranker is None)[:limit]
+                hits = _reranked(_hits(raw))[:limit]
+            else:
+                hits = _normalize_lexical(_bm25_route(client, collection, query_text, filter, limit, fields,
+                                                      timeout))
         except MilvusException as exc:
             first_error = first_error or exc
             log.warning("search on %s: %s failed (%s); degrading", collection, label, exc.message)

@@ -537,7 +537,7 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
             out["milvus_rows_error"] = exc.detail
     out["in_sync"] = out["milvus_rows"] == out["pg_chunks"]
     out["embedder"] = ctx.endpoints.embedder_url
-    out["search_mode"] = (None if prof is None else ("hybrid (dense + BM25, RRF)" if prof.vector_dim else "BM25-only")
+    out["search_mode"] = (None if prof is None else ("hybrid (dense + BM25, score fusion)" if prof.vector_dim else "BM25-only")
                           + (" + rerank" if prof and prof.rerank_function_name else ""))
     others = []
     for p in list_profiles(session):

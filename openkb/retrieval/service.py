@@ -6,7 +6,8 @@ changes. The flow, with its cost on the hot path:
 
 1. ``readable_scope`` (one SQL statement) -> the Milvus prefilter over indexed scalar fields.
    The prefilter may admit extra candidates, never miss a readable one.
-2. One hybrid search on the active alias (dense + BM25 fused with RRF inside Milvus; a RERANK
+2. One hybrid search on the active alias (a dense and a BM25 search, fused by score with a
+   relevance floor, ``milvus.fuse``: scores in [0, 1], docs/retrieval.md#scores; a RERANK
    function when the profile has one, and on rerank failure the unreranked result plus a log
    line — ``milvus.hybrid_search`` degrades, it never returns nothing because a model failed).
    It over-fetches (``top_k * 3``) so the final check can drop candidates without starving.
