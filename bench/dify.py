@@ -66,12 +66,15 @@ def pick_knowledge_base(engine: Any, tenant_id: uuid.UUID) -> tuple[uuid.UUID, i
     from sqlmodel import Session
 
     with Session(engine) as s:
-        row = s.execute(text("""
+        row = s.execute(
+            text("""
             SELECT d.knowledge_base_id, count(*) AS n FROM document_chunks c JOIN documents d ON d.id = c.document_id
             JOIN knowledge_bases k ON k.id = d.knowledge_base_id
             WHERE d.tenant_id = :t AND d.status = 'published' AND d.permission_mode = 'inherit'
               AND d.deleted_at IS NULL AND d.current_version_id = c.version_id AND k.status = 'active'
-            GROUP BY 1 ORDER BY 2 DESC LIMIT 1"""), {"t": tenant_id}).one()
+            GROUP BY 1 ORDER BY 2 DESC LIMIT 1"""),
+            {"t": tenant_id},
+        ).one()
     return row[0], int(row[1])
 
 
@@ -82,12 +85,15 @@ def start_server(home: Path, port: int, embedder_url: str) -> subprocess.Popen[b
     env.update(OPENKB_HOME=str(home), OPENKB_EMBEDDER_URL=embedder_url, OPENKB_LOG_LEVEL="WARNING")
     # What `openkb serve` does (borrowing this process's embedded PostgreSQL and Milvus),
     # without importing every CLI command module.
-    code = ("import uvicorn\nfrom cli.context import appliance\nfrom server.app import create_app\n"
-            "from workers.queue import HueyQueue\n"
-            "with appliance(migrate=False) as ctx:\n"
-            f"    uvicorn.run(create_app(ctx, queue=HueyQueue()), host='127.0.0.1', port={port}, log_level='warning', access_log=False)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    code = (
+        "import uvicorn\nfrom cli.context import appliance\nfrom server.app import create_app\n"
+        "from workers.queue import HueyQueue\n"
+        "with appliance(migrate=False) as ctx:\n"
+        f"    uvicorn.run(create_app(ctx, queue=HueyQueue()), host='127.0.0.1', port={port}, log_level='warning', access_log=False)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -103,8 +109,9 @@ def start_server(home: Path, port: int, embedder_url: str) -> subprocess.Popen[b
     raise SystemExit("API server did not become ready")
 
 
-def measure(ctx: Any, base: str, key: str, knowledge_id: str, principal: Any, kb_id: Any, qs: list[str],
-            top_k: int, warmup: int) -> dict[str, list[float]]:
+def measure(
+    ctx: Any, base: str, key: str, knowledge_id: str, principal: Any, kb_id: Any, qs: list[str], top_k: int, warmup: int
+) -> dict[str, list[float]]:
     import httpx
     from sqlmodel import Session
 
@@ -114,10 +121,15 @@ def measure(ctx: Any, base: str, key: str, knowledge_id: str, principal: Any, kb
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "User-Agent": "bench/dify"}
     with httpx.Client(base_url=base, timeout=30, headers=headers) as client:
         for i, q in enumerate(qs[:warmup] + qs):
-            body = json.dumps({"knowledge_id": knowledge_id, "query": q,
-                               "retrieval_setting": {"top_k": top_k, "score_threshold": 0.0},
-                               "metadata_condition": None})  # json.dumps: non-ASCII as \uXXXX, as Dify sends
-            for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            body = json.dumps(
+                {
+                    "knowledge_id": knowledge_id,
+                    "query": q,
+                    "retrieval_setting": {"top_k": top_k, "score_threshold": 0.0},
+                    "metadata_condition": None,
+                }
+            )  # json.dumps: non-ASCII as \uXXXX, as Dify sends
+            for which in (0, 1) if i % 2 == 0 else (1, 0):
                 t = time.perf_counter()
                 if which == 0:
                     r = client.post("/retrieval", content=body)
@@ -159,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         qs = sb.make_queries(w, args.queries + args.warmup)
         url, endpoint = _vector_endpoint(home, real, w, qs)
         job, secs = sb.fill_collection(b, url)
-        figures.update(n_chunks=w.n_chunks, indexed_chunks=job.processed_chunks,
-                       build_s=round(time.perf_counter() - t, 1), rebuild_s=round(secs, 1))
+        figures.update(
+            n_chunks=w.n_chunks,
+            indexed_chunks=job.processed_chunks,
+            build_s=round(time.perf_counter() - t, 1),
+            rebuild_s=round(secs, 1),
+        )
         sb.log(f"collection {job.target_collection}: {job.processed_chunks} chunks in {secs:.1f}s")
         sb.stop_services(b)  # restart on the bench endpoint, as the bench/search.py timing does
         b = sb.start_services(home, url)
@@ -180,8 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         forget_active_profile()
         kb_id, kb_chunks = pick_knowledge_base(ctx.engine, w.tenant_a)
         with session_scope(ctx.engine) as s:
-            row, key = keys.create_key(s, SYSTEM, tenant_id=w.tenant_a, name="bench", knowledge_base_ids=[kb_id],
-                                       top_k_limit=max(10, args.top_k))
+            row, key = keys.create_key(
+                s,
+                SYSTEM,
+                tenant_id=w.tenant_a,
+                name="bench",
+                knowledge_base_ids=[kb_id],
+                top_k_limit=max(10, args.top_k),
+            )
             kid = f"bench-{uuid.uuid4().hex[:6]}"
             mappings.do_map(s, SYSTEM, tenant_id=w.tenant_a, knowledge_id=kid, kb=kb_id)
         with session_scope(ctx.engine) as s:
@@ -191,27 +213,43 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         proc = start_server(home, port, url)
         t = time.perf_counter()
-        res = measure(ctx, f"http://127.0.0.1:{port}", key, kid, principal, kb_id, qs[args.warmup:], args.top_k,
-                      args.warmup)
+        res = measure(
+            ctx, f"http://127.0.0.1:{port}", key, kid, principal, kb_id, qs[args.warmup :], args.top_k, args.warmup
+        )
         http_ms, in_ms = res["http"], res["inproc"]
         p95, ip95 = sb.pct(http_ms, 0.95), sb.pct(in_ms, 0.95)
         figures.update(
-            kb_chunks=kb_chunks, queries=len(http_ms), top_k=args.top_k,
-            p50_ms=round(sb.pct(http_ms, 0.5), 1), p95_ms=round(p95, 1), p99_ms=round(sb.pct(http_ms, 0.99), 1),
-            inprocess_p50_ms=round(sb.pct(in_ms, 0.5), 1), inprocess_p95_ms=round(ip95, 1),
-            inprocess_p99_ms=round(sb.pct(in_ms, 0.99), 1), ratio=round(p95 / max(ip95, 1e-6), 3),
+            kb_chunks=kb_chunks,
+            queries=len(http_ms),
+            top_k=args.top_k,
+            p50_ms=round(sb.pct(http_ms, 0.5), 1),
+            p95_ms=round(p95, 1),
+            p99_ms=round(sb.pct(http_ms, 0.99), 1),
+            inprocess_p50_ms=round(sb.pct(in_ms, 0.5), 1),
+            inprocess_p95_ms=round(ip95, 1),
+            inprocess_p99_ms=round(sb.pct(in_ms, 0.99), 1),
+            ratio=round(p95 / max(ip95, 1e-6), 3),
             mean_records=round(sum(res["records"]) / max(1, len(res["records"])), 2),
             mean_results_inprocess=round(sum(res["results"]) / max(1, len(res["results"])), 2),
-            under_dify_timeout=p95 < DIFY_TIMEOUT_S * 1000, measure_s=round(time.perf_counter() - t, 1),
-            load_avg=round(os.getloadavg()[0], 2), cpus=os.cpu_count())
-        print(f"\nn_chunks={figures['n_chunks']}; the key's knowledge base holds {kb_chunks} of them; "
-              f"{figures['queries']} queries, top_k {args.top_k}, load average {figures['load_avg']}")
+            under_dify_timeout=p95 < DIFY_TIMEOUT_S * 1000,
+            measure_s=round(time.perf_counter() - t, 1),
+            load_avg=round(os.getloadavg()[0], 2),
+            cpus=os.cpu_count(),
+        )
+        print(
+            f"\nn_chunks={figures['n_chunks']}; the key's knowledge base holds {kb_chunks} of them; "
+            f"{figures['queries']} queries, top_k {args.top_k}, load average {figures['load_avg']}"
+        )
         print(f"{'':26}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
         print(f"{'POST /retrieval (HTTP)':26}{figures['p50_ms']:>9}{figures['p95_ms']:>9}{figures['p99_ms']:>9}")
-        print(f"{'retrieval.search (in-proc)':26}{figures['inprocess_p50_ms']:>9}{figures['inprocess_p95_ms']:>9}"
-              f"{figures['inprocess_p99_ms']:>9}")
-        print(f"ratio p95 HTTP / in-process = {figures['ratio']} (target <= 1.2); p95 "
-              f"{'under' if figures['under_dify_timeout'] else 'OVER'} Dify's {DIFY_TIMEOUT_S:.0f} s client timeout")
+        print(
+            f"{'retrieval.search (in-proc)':26}{figures['inprocess_p50_ms']:>9}{figures['inprocess_p95_ms']:>9}"
+            f"{figures['inprocess_p99_ms']:>9}"
+        )
+        print(
+            f"ratio p95 HTTP / in-process = {figures['ratio']} (target <= 1.2); p95 "
+            f"{'under' if figures['under_dify_timeout'] else 'OVER'} Dify's {DIFY_TIMEOUT_S:.0f} s client timeout"
+        )
     finally:
         if proc is not None:
             proc.terminate()

@@ -70,7 +70,7 @@ def load_beir(root: Path, max_docs: int | None) -> tuple[dict[str, str], dict[st
 def ndcg_at_10(ranked: list[str], rel: dict[str, int]) -> float:
     dcg = sum((2 ** rel.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
     ideal = sorted((g for g in rel.values() if g > 0), reverse=True)[:10]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     return dcg / idcg if idcg else 0.0
 
 
@@ -101,12 +101,30 @@ def _process(cmd: list[str], env: dict[str, str] | None = None) -> Iterator[subp
             proc.kill()
 
 
-def evaluate(client: MilvusClient, spec: ProfileSpec, corpus: dict[str, str], queries: dict[str, str],
-             qrels: dict[str, dict[str, int]], batch: int) -> dict[str, float]:
+def evaluate(
+    client: MilvusClient,
+    spec: ProfileSpec,
+    corpus: dict[str, str],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    batch: int,
+) -> dict[str, float]:
     mv.ensure_collection(client, spec)
-    rows = (mv.chunk_row(chunk_id=f"c{n}", tenant_id="bench", workspace_id="w", knowledge_base_id="kb",
-                         document_id=f"c{n}", version_id="v1", doc_status="published", visibility_eff="public",
-                         title=doc_id, content_text=text) for n, (doc_id, text) in enumerate(corpus.items()))
+    rows = (
+        mv.chunk_row(
+            chunk_id=f"c{n}",
+            tenant_id="bench",
+            workspace_id="w",
+            knowledge_base_id="kb",
+            document_id=f"c{n}",
+            version_id="v1",
+            doc_status="published",
+            visibility_eff="public",
+            title=doc_id,
+            content_text=text,
+        )
+        for n, (doc_id, text) in enumerate(corpus.items())
+    )
     started = time.perf_counter()
     mv.upsert_rows(client, spec.collection_name, rows, batch_size=batch)
     load_s = time.perf_counter() - started
@@ -116,15 +134,20 @@ def evaluate(client: MilvusClient, spec: ProfileSpec, corpus: dict[str, str], qu
     from openkb.retrieval.service import FIELD_MAP
 
     # the filter retrieval sends for a public reader of this one-tenant benchmark collection
-    flt = mv.and_filters(ReadableScope(tenant_id="bench", public=True).to_milvus_filter(FIELD_MAP), "is_current == true")
+    flt = mv.and_filters(
+        ReadableScope(tenant_id="bench", public=True).to_milvus_filter(FIELD_MAP), "is_current == true"
+    )
     scores, times = [], []
     for qid, text in queries.items():
         t = time.perf_counter()
         hits = mv.hybrid_search(client, spec.collection_name, text, flt, 10, spec, output_fields=["title"])
         times.append((time.perf_counter() - t) * 1000)
         scores.append(ndcg_at_10([h.fields["title"] for h in hits], qrels[qid]))
-    return {"ndcg@10": statistics.mean(scores), "query_ms_p50": statistics.median(times),
-            "load_rows_per_s": len(corpus) / load_s}
+    return {
+        "ndcg@10": statistics.mean(scores),
+        "query_ms_p50": statistics.median(times),
+        "load_rows_per_s": len(corpus) / load_s,
+    }
 
 
 def main() -> int:
@@ -137,8 +160,11 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=256)
     args = ap.parse_args()
     if args.beir is None:
-        print("no public IR benchmark is bundled in any package obtainable here (beir, mteb, ir-datasets and "
-              "c-mteb download their data at run time); pass --beir DIR with a local copy", file=sys.stderr)
+        print(
+            "no public IR benchmark is bundled in any package obtainable here (beir, mteb, ir-datasets and "
+            "c-mteb download their data at run time); pass --beir DIR with a local copy",
+            file=sys.stderr,
+        )
         return 2
     corpus, queries, qrels = load_beir(args.beir, args.max_docs)
     print(f"{args.beir.name}: {len(corpus)} docs, {len(queries)} queries", flush=True)
@@ -150,25 +176,54 @@ def main() -> int:
             stack.callback(shutil.rmtree, data, True)
             port = free_port()
             exe = Path(sys.executable).with_name("milvus-lite")
-            proc = stack.enter_context(_process(
-                [str(exe) if exe.exists() else "milvus-lite", "server", "--data-dir", str(data), "--host",
-                 "127.0.0.1", "--port", str(port)], env={**os.environ, "OPENAI_API_KEY": "bench"}))
+            proc = stack.enter_context(
+                _process(
+                    [
+                        str(exe) if exe.exists() else "milvus-lite",
+                        "server",
+                        "--data-dir",
+                        str(data),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                    ],
+                    env={**os.environ, "OPENAI_API_KEY": "bench"},
+                )
+            )
             uri = f"http://127.0.0.1:{port}"
             _wait(lambda: MilvusClient(uri=uri, timeout=2).list_collections() is not None, proc, "milvus-lite")
         if emb is None:
             port = free_port()
-            proc = stack.enter_context(_process([sys.executable, "-m", "openkb.embedder", "--host", "127.0.0.1",
-                                                 "--port", str(port), "--model", args.model]))
+            proc = stack.enter_context(
+                _process(
+                    [
+                        sys.executable,
+                        "-m",
+                        "openkb.embedder",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--model",
+                        args.model,
+                    ]
+                )
+            )
             _wait(lambda: httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200, proc, "embedder")
             emb = f"http://127.0.0.1:{port}/v1"
         dim = httpx.get(emb.rstrip("/") + "/models").json()["data"][0]["dimensions"]
         client = MilvusClient(uri=uri)
-        for label, spec in (("bm25", make_profile(model_name=None, dim=0, version=9001)),
-                            (f"hybrid[{args.model}]", make_profile(model_name=args.model, dim=dim, version=9001,
-                                                                  base_url=emb))):
+        for label, spec in (
+            ("bm25", make_profile(model_name=None, dim=0, version=9001)),
+            (f"hybrid[{args.model}]", make_profile(model_name=args.model, dim=dim, version=9001, base_url=emb)),
+        ):
             res = evaluate(client, spec, corpus, queries, qrels, args.batch)
-            print(f"{label:36s} nDCG@10 {res['ndcg@10']:.4f}  query p50 {res['query_ms_p50']:.0f} ms  "
-                  f"load {res['load_rows_per_s']:.0f} rows/s", flush=True)
+            print(
+                f"{label:36s} nDCG@10 {res['ndcg@10']:.4f}  query p50 {res['query_ms_p50']:.0f} ms  "
+                f"load {res['load_rows_per_s']:.0f} rows/s",
+                flush=True,
+            )
             client.drop_collection(spec.collection_name)
     return 0
 

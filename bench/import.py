@@ -78,8 +78,12 @@ def make_markdown_tree(root: Path, n: int) -> int:
 
 def make_office_tree(root: Path, n: int) -> None:
     root.mkdir(parents=True)
-    makers = (("docx", realfiles.docx), ("xlsx", realfiles.xlsx), ("pptx", realfiles.pptx),
-              ("pdf", realfiles.pdf_with_table))
+    makers = (
+        ("docx", realfiles.docx),
+        ("xlsx", realfiles.xlsx),
+        ("pptx", realfiles.pptx),
+        ("pdf", realfiles.pdf_with_table),
+    )
     blobs = {ext: make() for ext, make in makers}
     for i in range(n):
         ext = makers[i % 4][0]
@@ -179,12 +183,18 @@ def main() -> None:
         print(f"    openkb import --jobs 2:           {bare_n / imp_s:8.1f} files/s ({imp_s:.2f} s; {c})")
         re_s, rep2 = do_import(engine, blobs, tenant, user, kbs[0], md_root, jobs=2)
         print(f"    re-import (unchanged):            {bare_n / re_s:8.1f} files/s ({rep2.counts()})")
-        summary.update({"md_files": bare_n, "md_pages_created": pages, "md_failed": c.get("failed", 0),
-                        "md_bare_files_per_s": round(bare_n / bare_s, 1),
-                        "md_import_files_per_s": round(bare_n / imp_s, 1),
-                        "md_import_ratio": round(bare_s / imp_s, 3),
-                        "md_reimport_files_per_s": round(bare_n / re_s, 1),
-                        "md_reimport_unchanged": rep2.counts().get("unchanged", 0)})
+        summary.update(
+            {
+                "md_files": bare_n,
+                "md_pages_created": pages,
+                "md_failed": c.get("failed", 0),
+                "md_bare_files_per_s": round(bare_n / bare_s, 1),
+                "md_import_files_per_s": round(bare_n / imp_s, 1),
+                "md_import_ratio": round(bare_s / imp_s, 3),
+                "md_reimport_files_per_s": round(bare_n / re_s, 1),
+                "md_reimport_unchanged": rep2.counts().get("unchanged", 0),
+            }
+        )
 
         n_off = max(8, int(200 * SCALE))
         off_root = work / "office"
@@ -195,12 +205,17 @@ def main() -> None:
         print(f"(b) {raw_n} Office/PDF files (DOCX, XLSX, PPTX, PDF with a table)")
         print(f"    raw converters, one process:      {raw_n / raw_s:8.1f} files/s ({raw_s:.2f} s)")
         print(f"    openkb import --jobs 2:           {raw_n / off_s:8.1f} files/s ({off_s:.2f} s; {c3})")
-        summary.update({"office_files": raw_n, "office_failed": c3.get("failed", 0),
-                        "office_raw_files_per_s": round(raw_n / raw_s, 1),
-                        "office_import_files_per_s": round(raw_n / off_s, 1),
-                        "office_import_ratio": round(raw_s / off_s, 3),
-                        "index_jobs_enqueued": sum(1 for j in queue.jobs if j[0] == "index_document"),
-                        "scale": SCALE})
+        summary.update(
+            {
+                "office_files": raw_n,
+                "office_failed": c3.get("failed", 0),
+                "office_raw_files_per_s": round(raw_n / raw_s, 1),
+                "office_import_files_per_s": round(raw_n / off_s, 1),
+                "office_import_ratio": round(raw_s / off_s, 3),
+                "index_jobs_enqueued": sum(1 for j in queue.jobs if j[0] == "index_document"),
+                "scale": SCALE,
+            }
+        )
         summary["targets_met"] = int(summary["md_import_ratio"] >= 0.5 and summary["office_import_ratio"] >= 0.8)
         print(json.dumps(summary))
     finally:
@@ -214,4 +229,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-

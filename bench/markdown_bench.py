@@ -26,9 +26,7 @@ EN = (
     "the quick brown fox jumps over lazy dog markdown editor search index version history "
     "permission workspace folder export import table code math link image"
 ).split()
-UUIDS = [
-    "123e4567-e89b-12d3-a456-4266141740%02d" % i for i in range(40)
-]
+UUIDS = [f"123e4567-e89b-12d3-a456-4266141740{i:02d}" for i in range(40)]
 
 
 def _zh(rng: random.Random, n: int) -> str:
@@ -83,8 +81,7 @@ def _block(rng: random.Random, i: int) -> str:
         return "```python\n" + body + "\n```"
     if kind == 7:
         return "\n".join(
-            f"{j + 1}. " + ("[x] " if rng.random() < 0.3 else "") + _sentence(rng)
-            for j in range(rng.randint(2, 4))
+            f"{j + 1}. " + ("[x] " if rng.random() < 0.3 else "") + _sentence(rng) for j in range(rng.randint(2, 4))
         )
     return f"$$\n\\sum_{{i=1}}^{{{rng.randint(2, 9)}}} x_i\n$$\n\n> {_sentence(rng)}"
 
@@ -147,9 +144,7 @@ def main() -> None:
         )
         print(f"{label}: {len(doc.encode())} bytes, {len(doc)} chars, {repeat} runs")
         for name, vals in results.items():
-            print(
-                f"  {name:<24} p50 {statistics.median(vals):7.2f} ms   p95 {_p(vals, 0.95):7.2f} ms"
-            )
+            print(f"  {name:<24} p50 {statistics.median(vals):7.2f} ms   p95 {_p(vals, 0.95):7.2f} ms")
         # what a save runs (prepare_markdown -> validate_and_normalize) against a bare parse
         summary[f"parse{label}_p95_ms"] = round(_p(results["parse"], 0.95), 2)
         summary[f"save_step{label}_p95_ms"] = round(_p(results["validate_and_normalize"], 0.95), 2)

@@ -69,8 +69,9 @@ def serve(ctx: Any) -> tuple[str, Any, threading.Thread]:
 
     port = free_port()
     app = create_app(ctx, queue=RecordingQueue(), warm=False)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                                           lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
+    )
     thread = threading.Thread(target=server.run, name="uvicorn-bench", daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -131,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         warm_active(b.ctx)
         engine = b.ctx.engine
         with session_scope(engine) as s:
-            _, token = issue_pat(s, tenant_id=w.tenant_a, user_id=w.bench_user, name="bench",
-                                 scopes=["kb:read", "kb:search", "doc:read"])
+            _, token = issue_pat(
+                s, tenant_id=w.tenant_a, user_id=w.bench_user, name="bench", scopes=["kb:read", "kb:search", "doc:read"]
+            )
         principal = Principal.user(w.bench_user, w.tenant_a, scopes={"kb:read", "kb:search", "doc:read"})
         api, server, thread = serve(b.ctx)
         log(f"API at {api}; timing {len(queries)} queries each way, interleaved")
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     await c.call_tool("kb_search", {"query": q, "top_k": args.top_k})
                     inproc(q)
                 for i, q in enumerate(queries):
-                    for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    for which in (0, 1) if i % 2 == 0 else (1, 0):
                         t = time.perf_counter()
                         if which == 0:
                             r = await c.call_tool("kb_search", {"query": q, "top_k": args.top_k})
@@ -177,19 +179,30 @@ def main(argv: list[str] | None = None) -> int:
                 verify_bearer(s, token, resource=resource)
             checks.append((time.perf_counter() - t) * 1000)
         result.update(
-            mcp_p50_ms=round(pct(mcp_ms, 0.5), 1), mcp_p95_ms=round(pct(mcp_ms, 0.95), 1),
-            inproc_p50_ms=round(pct(local_ms, 0.5), 1), inproc_p95_ms=round(pct(local_ms, 0.95), 1),
+            mcp_p50_ms=round(pct(mcp_ms, 0.5), 1),
+            mcp_p95_ms=round(pct(mcp_ms, 0.95), 1),
+            inproc_p50_ms=round(pct(local_ms, 0.5), 1),
+            inproc_p95_ms=round(pct(local_ms, 0.95), 1),
             ratio=round(pct(mcp_ms, 0.95) / pct(local_ms, 0.95), 2),
             ratio_p50=round(pct(mcp_ms, 0.5) / pct(local_ms, 0.5), 2),
-            token_check_p50_ms=round(pct(checks, 0.5), 2), token_check_p95_ms=round(pct(checks, 0.95), 2),
-            queries=len(queries), top_k=args.top_k, mean_results_mcp=round(statistics.mean(n_mcp), 1),
-            mean_results_inproc=round(statistics.mean(n_local), 1), same_counts=n_mcp == n_local,
-            load_avg=round(os.getloadavg()[0], 2))
+            token_check_p50_ms=round(pct(checks, 0.5), 2),
+            token_check_p95_ms=round(pct(checks, 0.95), 2),
+            queries=len(queries),
+            top_k=args.top_k,
+            mean_results_mcp=round(statistics.mean(n_mcp), 1),
+            mean_results_inproc=round(statistics.mean(n_local), 1),
+            same_counts=n_mcp == n_local,
+            load_avg=round(os.getloadavg()[0], 2),
+        )
         print(f"\nn_chunks={args.n}  top_k={args.top_k}  queries={len(queries)}")
         print(f"(a) kb_search via MCP/HTTP   p50 {result['mcp_p50_ms']:.1f} ms  p95 {result['mcp_p95_ms']:.1f} ms")
-        print(f"(b) retrieval.search         p50 {result['inproc_p50_ms']:.1f} ms  p95 {result['inproc_p95_ms']:.1f} ms")
-        print(f"ratio p95 {result['ratio']} (p50 {result['ratio_p50']}); token check p50 "
-              f"{result['token_check_p50_ms']} ms p95 {result['token_check_p95_ms']} ms")
+        print(
+            f"(b) retrieval.search         p50 {result['inproc_p50_ms']:.1f} ms  p95 {result['inproc_p95_ms']:.1f} ms"
+        )
+        print(
+            f"ratio p95 {result['ratio']} (p50 {result['ratio_p50']}); token check p50 "
+            f"{result['token_check_p50_ms']} ms p95 {result['token_check_p95_ms']} ms"
+        )
         server.should_exit = True
         thread.join(10)
         sb.stop_services(b)

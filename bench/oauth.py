@@ -86,31 +86,75 @@ def main() -> None:
         with Session(engine) as s:
             tenant = ensure_instance(s).tenant
             s.commit()
-            client, _ = clients.register_client(s, {"client_name": "bench", "redirect_uris": ["http://127.0.0.1/cb"]},
-                                             tenant_id=tenant.id)
-            users = [{"id": uuid.uuid4(), "email": f"b{i}-{uuid.uuid4().hex[:6]}@bench.example",
-                      "display_name": f"B{i}", "status": "active"} for i in range(args.grants + 1)]
+            client, _ = clients.register_client(
+                s, {"client_name": "bench", "redirect_uris": ["http://127.0.0.1/cb"]}, tenant_id=tenant.id
+            )
+            users = [
+                {
+                    "id": uuid.uuid4(),
+                    "email": f"b{i}-{uuid.uuid4().hex[:6]}@bench.example",
+                    "display_name": f"B{i}",
+                    "status": "active",
+                }
+                for i in range(args.grants + 1)
+            ]
             s.execute(insert(User), users)
-            s.execute(insert(TenantMembership), [{"id": uuid.uuid4(), "tenant_id": tenant.id, "user_id": u["id"],
-                                                  "role": "member"} for u in users])
-            filler = [{"id": uuid.uuid4(), "tenant_id": tenant.id, "user_id": u["id"], "client_id": client.id,
-                       "scopes": ["kb:read"], "status": "active"} for u in users[1:]]
+            s.execute(
+                insert(TenantMembership),
+                [{"id": uuid.uuid4(), "tenant_id": tenant.id, "user_id": u["id"], "role": "member"} for u in users],
+            )
+            filler = [
+                {
+                    "id": uuid.uuid4(),
+                    "tenant_id": tenant.id,
+                    "user_id": u["id"],
+                    "client_id": client.id,
+                    "scopes": ["kb:read"],
+                    "status": "active",
+                }
+                for u in users[1:]
+            ]
             s.execute(insert(McpOAuthGrant), filler)
             later = utcnow() + timedelta(hours=1)
-            s.execute(insert(McpOAuthAccessToken), [
-                {"id": uuid.uuid4(), "tenant_id": tenant.id, "grant_id": g["id"], "scopes": ["kb:read"],
-                 "token_hash": hash_token(f"kbat_{secrets.token_urlsafe(32)}"), "resource": resource,
-                 "expires_at": later} for g in filler])
+            s.execute(
+                insert(McpOAuthAccessToken),
+                [
+                    {
+                        "id": uuid.uuid4(),
+                        "tenant_id": tenant.id,
+                        "grant_id": g["id"],
+                        "scopes": ["kb:read"],
+                        "token_hash": hash_token(f"kbat_{secrets.token_urlsafe(32)}"),
+                        "resource": resource,
+                        "expires_at": later,
+                    }
+                    for g in filler
+                ],
+            )
             s.commit()
             # the measured token: minted through the real flow
             principal = Principal.user(users[0]["id"], tenant.id)
-            grant = grants.consent(s, principal, client, list(clients.DEFAULT_SCOPES), redirect_uri="http://127.0.0.1/cb")
+            grant = grants.consent(
+                s, principal, client, list(clients.DEFAULT_SCOPES), redirect_uri="http://127.0.0.1/cb"
+            )
             verifier = secrets.token_urlsafe(48)
-            code = grants.issue_code(s, grant, redirect_uri="http://127.0.0.1/cb", scopes=list(clients.DEFAULT_SCOPES),
-                                     code_challenge=grants.s256(verifier), resource=resource)
-            token = grants.exchange_code(s, settings, code=code, client_id=client.client_id,
-                                         redirect_uri="http://127.0.0.1/cb", code_verifier=verifier,
-                                         resource=resource).access_token
+            code = grants.issue_code(
+                s,
+                grant,
+                redirect_uri="http://127.0.0.1/cb",
+                scopes=list(clients.DEFAULT_SCOPES),
+                code_challenge=grants.s256(verifier),
+                resource=resource,
+            )
+            token = grants.exchange_code(
+                s,
+                settings,
+                code=code,
+                client_id=client.client_id,
+                redirect_uri="http://127.0.0.1/cb",
+                code_verifier=verifier,
+                resource=resource,
+            ).access_token
             s.commit()
 
         statements: list[int] = []
@@ -127,22 +171,27 @@ def main() -> None:
             t = time.perf_counter()
             with session_scope(engine) as s:
                 try:
-                    verify_access_token(s, f"kbat_{secrets.token_urlsafe(32)}" if unknown else token,
-                                        resource=resource)
+                    verify_access_token(s, f"kbat_{secrets.token_urlsafe(32)}" if unknown else token, resource=resource)
                 except Unauthenticated:
                     pass
             (refused_ms if unknown else ok_ms).append((time.perf_counter() - t) * 1000)
         event.remove(engine, "before_cursor_execute", count)
         result = {
-            "bench": "oauth_token_check", "grants": args.grants, "checks": args.checks,
-            "check_p50_ms": round(_percentile(ok_ms, 0.5), 3), "check_p95_ms": round(_percentile(ok_ms, 0.95), 3),
+            "bench": "oauth_token_check",
+            "grants": args.grants,
+            "checks": args.checks,
+            "check_p50_ms": round(_percentile(ok_ms, 0.5), 3),
+            "check_p95_ms": round(_percentile(ok_ms, 0.95), 3),
             "refused_p50_ms": round(_percentile(refused_ms, 0.5), 3),
             "refused_p95_ms": round(_percentile(refused_ms, 0.95), 3),
-            "statements_per_check": max(statements), "target_p95_ms": 2.0,
+            "statements_per_check": max(statements),
+            "target_p95_ms": 2.0,
         }
-        print(f"token check (live): p50 {result['check_p50_ms']} ms, p95 {result['check_p95_ms']} ms; "
-              f"unknown token: p50 {result['refused_p50_ms']} ms, p95 {result['refused_p95_ms']} ms; "
-              f"{result['statements_per_check']} statement(s) per check")
+        print(
+            f"token check (live): p50 {result['check_p50_ms']} ms, p95 {result['check_p95_ms']} ms; "
+            f"unknown token: p50 {result['refused_p50_ms']} ms, p95 {result['refused_p95_ms']} ms; "
+            f"{result['statements_per_check']} statement(s) per check"
+        )
         print(json.dumps(result))
     finally:
         if svc is not None:

@@ -58,7 +58,7 @@ def raw_insert(b: Any, url: str, rows: list[dict[str, Any]], version: int, batch
     mv.ensure_collection(client, spec)
     t = time.perf_counter()
     for start in range(0, len(rows), batch):
-        client.insert(spec.collection_name, rows[start:start + batch])
+        client.insert(spec.collection_name, rows[start : start + batch])
     client.flush(spec.collection_name)
     secs = time.perf_counter() - t
     n = mv.count_rows(client, spec.collection_name)
@@ -105,15 +105,24 @@ def main(argv: list[str] | None = None) -> int:
             raw_rates.append(len(rows) / secs)
             bs.log(f"  {raw_rates[-1]:,.0f} rows/s")
             bs.log(f"OpenKB rebuild #{run + 1} ...")
-            job, total = bs.fill_collection(b, url, name=f"openkb{run}", switch=False, batch_size=args.batch,
-                                            version=10 + run)
+            job, total = bs.fill_collection(
+                b, url, name=f"openkb{run}", switch=False, batch_size=args.batch, version=10 + run
+            )
             phases = b.phases  # type: ignore[attr-defined]
             insert_s = phases["catch up"] - phases["insert"]
             ours_rates.append(job.processed_chunks / insert_s)
-            jobs.append({"status": job.status, "chunks": job.processed_chunks, "insert_s": round(insert_s, 1),
-                         "job_s": round(total, 1), "phases_s": {k: round(v, 1) for k, v in phases.items()}})
-            bs.log(f"  {job.status}: insert phase {insert_s:.1f}s ({ours_rates[-1]:,.0f} chunks/s), "
-                   f"whole job {total:.1f}s")
+            jobs.append(
+                {
+                    "status": job.status,
+                    "chunks": job.processed_chunks,
+                    "insert_s": round(insert_s, 1),
+                    "job_s": round(total, 1),
+                    "phases_s": {k: round(v, 1) for k, v in phases.items()},
+                }
+            )
+            bs.log(
+                f"  {job.status}: insert phase {insert_s:.1f}s ({ours_rates[-1]:,.0f} chunks/s), whole job {total:.1f}s"
+            )
             from openkb.db import session_scope
             from openkb.indexing.rebuild import drop
 
@@ -121,14 +130,22 @@ def main(argv: list[str] | None = None) -> int:
                 drop(b.ctx, s, f"openkb{run}")
         raw_rate, ours = statistics.median(raw_rates), statistics.median(ours_rates)
         job_rate = statistics.median(j["chunks"] / j["job_s"] for j in jobs)
-        out.update(openkb_chunks_per_s=round(ours, 1), raw_rows_per_s=round(raw_rate, 1),
-                   ratio=round(ours / raw_rate, 2), raw_runs_rows_per_s=[round(x, 1) for x in raw_rates],
-                   openkb_runs_chunks_per_s=[round(x, 1) for x in ours_rates],
-                   openkb_job_chunks_per_s=round(job_rate, 1), openkb_jobs=jobs, rows=len(rows),
-                   load_avg=round(os.getloadavg()[0], 2))
-        print(f"\nOpenKB rebuild insert phase: {ours:,.0f} chunks/s; raw pymilvus insert: {raw_rate:,.0f} rows/s "
-              f"(medians of {args.runs} interleaved runs); ratio {out['ratio']}  (whole job incl. catch-up/compact/"
-              f"warm/health: {job_rate:,.0f} chunks/s)")
+        out.update(
+            openkb_chunks_per_s=round(ours, 1),
+            raw_rows_per_s=round(raw_rate, 1),
+            ratio=round(ours / raw_rate, 2),
+            raw_runs_rows_per_s=[round(x, 1) for x in raw_rates],
+            openkb_runs_chunks_per_s=[round(x, 1) for x in ours_rates],
+            openkb_job_chunks_per_s=round(job_rate, 1),
+            openkb_jobs=jobs,
+            rows=len(rows),
+            load_avg=round(os.getloadavg()[0], 2),
+        )
+        print(
+            f"\nOpenKB rebuild insert phase: {ours:,.0f} chunks/s; raw pymilvus insert: {raw_rate:,.0f} rows/s "
+            f"(medians of {args.runs} interleaved runs); ratio {out['ratio']}  (whole job incl. catch-up/compact/"
+            f"warm/health: {job_rate:,.0f} chunks/s)"
+        )
         bs.stop_services(b)
     finally:
         if server is not None:

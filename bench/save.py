@@ -55,7 +55,13 @@ from openkb.markdown import validate_and_normalize  # noqa: E402
 from openkb.markdown.parser import parse  # noqa: E402
 from openkb.migrate import upgrade  # noqa: E402
 from openkb.models import (  # noqa: E402
-    Collaborator, KnowledgeBase, Tenant, TenantMembership, User, Workspace, WorkspaceMember,
+    Collaborator,
+    KnowledgeBase,
+    Tenant,
+    TenantMembership,
+    User,
+    Workspace,
+    WorkspaceMember,
 )
 from openkb.permissions import Principal  # noqa: E402
 from openkb.runtime.embedded import EmbeddedServices  # noqa: E402
@@ -84,16 +90,36 @@ def seed_world(engine) -> dict:
         ws = Workspace(tenant_id=t.id, name="Bench", slug="bench", created_by=owner.id)
         s.add(ws)
         s.flush()
-        s.add_all([WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=owner.id, role="owner"),
-                   WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=member.id, role="member")])
+        s.add_all(
+            [
+                WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=owner.id, role="owner"),
+                WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=member.id, role="member"),
+            ]
+        )
         kbs = []
         for title in ("saves", "tree"):
-            kb = KnowledgeBase(tenant_id=t.id, workspace_id=ws.id, title=title, slug=title, visibility="workspace",
-                               status="active", created_by=owner.id)
+            kb = KnowledgeBase(
+                tenant_id=t.id,
+                workspace_id=ws.id,
+                title=title,
+                slug=title,
+                visibility="workspace",
+                status="active",
+                created_by=owner.id,
+            )
             s.add(kb)
             s.flush()
-            s.add(Collaborator(tenant_id=t.id, object_type="knowledge_base", object_id=kb.id, subject_type="user",
-                               subject_id=owner.id, role="owner", source="system"))
+            s.add(
+                Collaborator(
+                    tenant_id=t.id,
+                    object_type="knowledge_base",
+                    object_id=kb.id,
+                    subject_type="user",
+                    subject_id=owner.id,
+                    role="owner",
+                    source="system",
+                )
+            )
             kbs.append(kb)
         s.commit()
         return {"tenant": t, "owner": owner, "member": member, "ws": ws, "kb": kbs[0], "tree_kb": kbs[1]}
@@ -113,14 +139,31 @@ def seed_tree(engine, world: dict, n: int = 5000) -> None:
         rows.append((uuid.uuid4(), subs[i % len(subs)][0], "page", f"文档 Page {i}", i))
     custom = {rows[-1][0], rows[-2][0]}  # a couple of custom-mode pages (hidden from the member)
     with Session(engine) as s:
-        s.execute(text(
-            "INSERT INTO documents (id, tenant_id, workspace_id, knowledge_base_id, parent_id, type, title, slug, "
-            "status, permission_mode, visibility, sort_order, metadata, tags, index_status, created_by, updated_by) "
-            "VALUES (:id, :t, :w, :kb, :p, :type, :title, :slug, 'published', :mode, :vis, :so, '{}'::jsonb, "
-            "'{}'::text[], 'indexed', :u, :u)"),
-            [{"id": r[0], "t": kb.tenant_id, "w": kb.workspace_id, "kb": kb.id, "p": r[1], "type": r[2],
-              "title": r[3], "slug": r[0].hex[:12], "mode": "custom" if r[0] in custom else "inherit",
-              "vis": "private" if r[0] in custom else None, "so": r[4], "u": owner.id} for r in rows])
+        s.execute(
+            text(
+                "INSERT INTO documents (id, tenant_id, workspace_id, knowledge_base_id, parent_id, type, title, slug, "
+                "status, permission_mode, visibility, sort_order, metadata, tags, index_status, created_by, updated_by) "
+                "VALUES (:id, :t, :w, :kb, :p, :type, :title, :slug, 'published', :mode, :vis, :so, '{}'::jsonb, "
+                "'{}'::text[], 'indexed', :u, :u)"
+            ),
+            [
+                {
+                    "id": r[0],
+                    "t": kb.tenant_id,
+                    "w": kb.workspace_id,
+                    "kb": kb.id,
+                    "p": r[1],
+                    "type": r[2],
+                    "title": r[3],
+                    "slug": r[0].hex[:12],
+                    "mode": "custom" if r[0] in custom else "inherit",
+                    "vis": "private" if r[0] in custom else None,
+                    "so": r[4],
+                    "u": owner.id,
+                }
+                for r in rows
+            ],
+        )
         s.commit()
 
 
@@ -129,8 +172,9 @@ def bench_saves(engine, world: dict, label: str, size: int, repeat: int) -> dict
     principal = Principal.user(owner, world["tenant"].id)
     doc_md = build_document(size)
     with Session(engine, expire_on_commit=False) as s:
-        doc, v = documents.create_document(s, Actor.of(principal), knowledge_base_id=world["kb"].id,
-                                           title=f"Bench {label}", markdown=doc_md)
+        doc, v = documents.create_document(
+            s, Actor.of(principal), knowledge_base_id=world["kb"].id, title=f"Bench {label}", markdown=doc_md
+        )
         s.commit()
         base = v.id
     variants = [doc_md + f"\n修订 revision {i} 版本\n" for i in range(repeat + 1)]
@@ -163,8 +207,15 @@ def bench_saves(engine, world: dict, label: str, size: int, repeat: int) -> dict
         digest = hashlib.sha256(md.encode()).hexdigest()
         t0 = time.perf_counter()
         with Session(engine, expire_on_commit=False) as s:
-            res = versions.save_version(s, Actor.of(principal), doc.id, base_version_id=base, title=f"Bench {label}",
-                                        markdown=md, markdown_hash=digest)
+            res = versions.save_version(
+                s,
+                Actor.of(principal),
+                doc.id,
+                base_version_id=base,
+                title=f"Bench {label}",
+                markdown=md,
+                markdown_hash=digest,
+            )
             s.commit()
         elapsed = (time.perf_counter() - t0) * 1000
         assert res.status == "created", res.status
@@ -175,8 +226,14 @@ def bench_saves(engine, world: dict, label: str, size: int, repeat: int) -> dict
             overhead.append(elapsed - md_ms)
             beyond.append(elapsed - inner[-1])
     versions.prepare_markdown = real_prepare
-    return {"markdown": md_times, "parse": parse_times, "save": save_times, "overhead": overhead, "beyond": beyond,
-            "bytes": [len(doc_md.encode())]}
+    return {
+        "markdown": md_times,
+        "parse": parse_times,
+        "save": save_times,
+        "overhead": overhead,
+        "beyond": beyond,
+        "bytes": [len(doc_md.encode())],
+    }
 
 
 def bench_tree(engine, world: dict, repeat: int = 40) -> tuple[list[float], int]:

@@ -80,6 +80,7 @@ def log(msg: str) -> None:
 
 # --- text --------------------------------------------------------------------------------------------
 
+
 class Vocab:
     """Zipf-distributed words: Chinese from jieba's dictionary, English generated from syllables."""
 
@@ -95,11 +96,67 @@ class Vocab:
                     words.append((int(freq), w))
         words.sort(reverse=True)
         self.zh = [w for _, w in words[:zh]]
-        syl = ["ka", "ri", "to", "mel", "van", "dor", "sin", "ex", "plo", "tra", "qui", "net", "lo", "gra", "phi",
-               "bu", "zen", "cor", "al", "is", "mon", "ter", "ux", "fa", "ly", "den", "sa", "po", "nik", "ver"]
-        tech = ["milvus", "index", "search", "vector", "permission", "tenant", "workspace", "document", "chunk",
-                "embedding", "rerank", "hybrid", "filter", "query", "alias", "rebuild", "markdown", "folder",
-                "cluster", "replica", "backup", "deploy", "latency", "token", "schema", "version", "policy"]
+        syl = [
+            "ka",
+            "ri",
+            "to",
+            "mel",
+            "van",
+            "dor",
+            "sin",
+            "ex",
+            "plo",
+            "tra",
+            "qui",
+            "net",
+            "lo",
+            "gra",
+            "phi",
+            "bu",
+            "zen",
+            "cor",
+            "al",
+            "is",
+            "mon",
+            "ter",
+            "ux",
+            "fa",
+            "ly",
+            "den",
+            "sa",
+            "po",
+            "nik",
+            "ver",
+        ]
+        tech = [
+            "milvus",
+            "index",
+            "search",
+            "vector",
+            "permission",
+            "tenant",
+            "workspace",
+            "document",
+            "chunk",
+            "embedding",
+            "rerank",
+            "hybrid",
+            "filter",
+            "query",
+            "alias",
+            "rebuild",
+            "markdown",
+            "folder",
+            "cluster",
+            "replica",
+            "backup",
+            "deploy",
+            "latency",
+            "token",
+            "schema",
+            "version",
+            "policy",
+        ]
         en_words: list[str] = list(tech)
         seen = set(en_words)
         while len(en_words) < en:
@@ -114,8 +171,9 @@ class Vocab:
 
     def words(self, n: int, zh_share: float = 0.55) -> list[str]:
         nz = sum(1 for _ in range(n) if self.rng.random() < zh_share)
-        out = (self.rng.choices(self.zh, cum_weights=self._zw, k=nz)
-               + self.rng.choices(self.en, cum_weights=self._ew, k=n - nz))
+        out = self.rng.choices(self.zh, cum_weights=self._zw, k=nz) + self.rng.choices(
+            self.en, cum_weights=self._ew, k=n - nz
+        )
         self.rng.shuffle(out)
         return out
 
@@ -126,13 +184,14 @@ class Vocab:
 
 # --- the world ---------------------------------------------------------------------------------------
 
+
 @dataclass
 class World:
     tenant_a: uuid.UUID
     bench_user: uuid.UUID
     n_docs: int
     n_chunks: int
-    texts: dict[str, tuple[int, int]] = field(default_factory=dict)   # index text -> (base passage, seed)
+    texts: dict[str, tuple[int, int]] = field(default_factory=dict)  # index text -> (base passage, seed)
     pool: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -141,16 +200,36 @@ def _insert(conn: Any, model: Any, rows: list[dict[str, Any]], step: int = 5000)
     from sqlalchemy import insert
 
     for start in range(0, len(rows), step):
-        conn.execute(insert(model.__table__), rows[start:start + step])
+        conn.execute(insert(model.__table__), rows[start : start + step])
 
 
-def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1000, chunks_per_doc: int = 5,
-                n_users: int = 2000, n_ws: int = 20, n_groups: int = 100, n_kbs: int = 200) -> World:
+def build_world(
+    engine: Any,
+    n_chunks: int,
+    *,
+    seed: int = 7,
+    pool_size: int = 1000,
+    chunks_per_doc: int = 5,
+    n_users: int = 2000,
+    n_ws: int = 20,
+    n_groups: int = 100,
+    n_kbs: int = 200,
+) -> World:
     """Bulk-insert the permission world and ``n_chunks`` chunks (see the module docstring)."""
     from openkb.indexing.chunker import CHUNKER_VERSION, count_tokens, index_text
     from openkb.models import (
-        Collaborator, Document, DocumentChunk, DocumentVersion, Group, GroupMember, KnowledgeBase, Tenant,
-        TenantMembership, User, Workspace, WorkspaceMember,
+        Collaborator,
+        Document,
+        DocumentChunk,
+        DocumentVersion,
+        Group,
+        GroupMember,
+        KnowledgeBase,
+        Tenant,
+        TenantMembership,
+        User,
+        Workspace,
+        WorkspaceMember,
     )
 
     rng = random.Random(seed)
@@ -158,18 +237,26 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
     pool = [vocab.sentence(rng.randint(18, 30)) + " " + vocab.sentence(rng.randint(8, 14)) for _ in range(pool_size)]
     now = datetime.now(UTC)
     ta, tb = uuid.uuid4(), uuid.uuid4()
-    tenants = [{"id": ta, "name": "Bench A", "slug": f"bench-a-{ta.hex[:6]}"},
-               {"id": tb, "name": "Bench B", "slug": f"bench-b-{tb.hex[:6]}"}]
-    users = [{"id": uuid.uuid4(), "email": f"bench{i}@example.com", "display_name": f"Bench {i}", "status": "active"}
-             for i in range(n_users + n_users // 10)]
+    tenants = [
+        {"id": ta, "name": "Bench A", "slug": f"bench-a-{ta.hex[:6]}"},
+        {"id": tb, "name": "Bench B", "slug": f"bench-b-{tb.hex[:6]}"},
+    ]
+    users = [
+        {"id": uuid.uuid4(), "email": f"bench{i}@example.com", "display_name": f"Bench {i}", "status": "active"}
+        for i in range(n_users + n_users // 10)
+    ]
     a_users, b_users = users[:n_users], users[n_users:]
     memberships = [{"id": uuid.uuid4(), "tenant_id": ta, "user_id": u["id"], "role": "member"} for u in a_users]
     memberships += [{"id": uuid.uuid4(), "tenant_id": tb, "user_id": u["id"], "role": "member"} for u in b_users]
     creator = a_users[0]["id"]
-    workspaces = [{"id": uuid.uuid4(), "tenant_id": ta, "name": f"ws{i}", "slug": f"ws{i}", "created_by": creator}
-                  for i in range(n_ws)]
-    workspaces += [{"id": uuid.uuid4(), "tenant_id": tb, "name": f"b-ws{i}", "slug": f"b-ws{i}",
-                    "created_by": b_users[0]["id"]} for i in range(2)]
+    workspaces = [
+        {"id": uuid.uuid4(), "tenant_id": ta, "name": f"ws{i}", "slug": f"ws{i}", "created_by": creator}
+        for i in range(n_ws)
+    ]
+    workspaces += [
+        {"id": uuid.uuid4(), "tenant_id": tb, "name": f"b-ws{i}", "slug": f"b-ws{i}", "created_by": b_users[0]["id"]}
+        for i in range(2)
+    ]
     ws_a, ws_b = workspaces[:n_ws], workspaces[n_ws:]
     members: list[dict[str, Any]] = []
     seen_m: set[tuple[Any, Any]] = set()
@@ -178,16 +265,25 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
         for w in rng.sample(ws_a, rng.choice([1, 1, 2, 3])):
             if (w["id"], u["id"]) not in seen_m:
                 seen_m.add((w["id"], u["id"]))
-                members.append({"id": uuid.uuid4(), "tenant_id": ta, "workspace_id": w["id"], "user_id": u["id"],
-                                "role": rng.choice(["member"] * 6 + ["guest"] * 2 + ["admin", "owner"])})
+                members.append(
+                    {
+                        "id": uuid.uuid4(),
+                        "tenant_id": ta,
+                        "workspace_id": w["id"],
+                        "user_id": u["id"],
+                        "role": rng.choice(["member"] * 6 + ["guest"] * 2 + ["admin", "owner"]),
+                    }
+                )
     # the bench user: member of exactly two workspaces
     members = [m for m in members if m["user_id"] != bench_user]
     for w in ws_a[:2]:
-        members.append({"id": uuid.uuid4(), "tenant_id": ta, "workspace_id": w["id"], "user_id": bench_user,
-                        "role": "member"})
+        members.append(
+            {"id": uuid.uuid4(), "tenant_id": ta, "workspace_id": w["id"], "user_id": bench_user, "role": "member"}
+        )
     for u in b_users:
-        members.append({"id": uuid.uuid4(), "tenant_id": tb, "workspace_id": ws_b[0]["id"], "user_id": u["id"],
-                        "role": "member"})
+        members.append(
+            {"id": uuid.uuid4(), "tenant_id": tb, "workspace_id": ws_b[0]["id"], "user_id": u["id"], "role": "member"}
+        )
     groups = [{"id": uuid.uuid4(), "tenant_id": ta, "name": f"g{i}", "created_by": creator} for i in range(n_groups)]
     gmembers: list[dict[str, Any]] = []
     for g in groups:
@@ -201,10 +297,21 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
     for i in range(n_kbs + n_kbs // 10):
         in_a = i < n_kbs
         w = rng.choice(ws_a) if in_a else rng.choice(ws_b)
-        kbs.append({"id": uuid.uuid4(), "tenant_id": ta if in_a else tb, "workspace_id": w["id"], "title": f"KB {i}",
-                    "slug": f"kb{i}", "visibility": rng.choices(["private", "workspace", "public"], [45, 40, 15])[0],
-                    "status": "active", "settings": {}, "created_by": creator,
-                    "created_at": now - timedelta(days=500), "updated_at": now - timedelta(days=500)})
+        kbs.append(
+            {
+                "id": uuid.uuid4(),
+                "tenant_id": ta if in_a else tb,
+                "workspace_id": w["id"],
+                "title": f"KB {i}",
+                "slug": f"kb{i}",
+                "visibility": rng.choices(["private", "workspace", "public"], [45, 40, 15])[0],
+                "status": "active",
+                "settings": {},
+                "created_by": creator,
+                "created_at": now - timedelta(days=500),
+                "updated_at": now - timedelta(days=500),
+            }
+        )
     collabs: list[dict[str, Any]] = []
     seen_c: set[tuple[Any, Any]] = set()
 
@@ -212,15 +319,31 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
         if (oid, sid) in seen_c:
             return
         seen_c.add((oid, sid))
-        collabs.append({"id": uuid.uuid4(), "tenant_id": tenant, "object_type": otype, "object_id": oid,
-                        "subject_type": stype, "subject_id": sid, "role": role, "source": "direct"})
+        collabs.append(
+            {
+                "id": uuid.uuid4(),
+                "tenant_id": tenant,
+                "object_type": otype,
+                "object_id": oid,
+                "subject_type": stype,
+                "subject_id": sid,
+                "role": role,
+                "source": "direct",
+            }
+        )
 
     for kb in kbs:
         pool_users = a_users if kb["tenant_id"] == ta else b_users
         grant("knowledge_base", kb["id"], kb["tenant_id"], "user", rng.choice(pool_users)["id"], "owner")
         for u in rng.sample(pool_users, min(len(pool_users), rng.randint(5, 20))):
-            grant("knowledge_base", kb["id"], kb["tenant_id"], "user", u["id"],
-                  rng.choice(["viewer"] * 5 + ["editor"] * 2 + ["manager"]))
+            grant(
+                "knowledge_base",
+                kb["id"],
+                kb["tenant_id"],
+                "user",
+                u["id"],
+                rng.choice(["viewer"] * 5 + ["editor"] * 2 + ["manager"]),
+            )
         if kb["tenant_id"] == ta:
             for g in rng.sample(groups, rng.randint(0, 3)):
                 grant("knowledge_base", kb["id"], ta, "group", g["id"], rng.choice(["viewer", "viewer", "editor"]))
@@ -241,11 +364,24 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
         parent = rng.choice(folders[kb["id"]]) if folders[kb["id"]] and rng.random() < 0.7 else None
         if rng.random() < 0.1:  # a folder
             fid = uuid.uuid4()
-            docs.append({"id": fid, "tenant_id": kb["tenant_id"], "workspace_id": kb["workspace_id"],
-                         "knowledge_base_id": kb["id"], "parent_id": parent, "type": "folder",
-                         "title": " ".join(vocab.words(2)), "slug": f"f{i}", "status": "published",
-                         "permission_mode": "inherit", "visibility": None, "created_by": creator,
-                         "updated_by": creator, "index_status": "indexed"})
+            docs.append(
+                {
+                    "id": fid,
+                    "tenant_id": kb["tenant_id"],
+                    "workspace_id": kb["workspace_id"],
+                    "knowledge_base_id": kb["id"],
+                    "parent_id": parent,
+                    "type": "folder",
+                    "title": " ".join(vocab.words(2)),
+                    "slug": f"f{i}",
+                    "status": "published",
+                    "permission_mode": "inherit",
+                    "visibility": None,
+                    "created_by": creator,
+                    "updated_by": creator,
+                    "index_status": "indexed",
+                }
+            )
             folders[kb["id"]].append(fid)
             continue
         did, vid = uuid.uuid4(), uuid.uuid4()
@@ -254,16 +390,30 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
         title = " ".join(vocab.words(rng.randint(2, 5)))
         k = min(remaining, rng.randint(1, 2 * chunks_per_doc - 1))
         remaining -= k
-        docs.append({"id": did, "tenant_id": kb["tenant_id"], "workspace_id": kb["workspace_id"],
-                     "knowledge_base_id": kb["id"], "parent_id": parent, "type": "page", "title": title,
-                     "slug": f"d{i}", "status": rng.choices(["published", "draft", "archived", "deleted"],
-                                                            [85, 10, 3, 2])[0],
-                     "permission_mode": "custom" if custom else "inherit",
-                     "visibility": rng.choice([None, "private", "workspace", "public"]) if custom else None,
-                     "current_version_id": None, "meta": {"source": rng.choice(["wiki", "import", "api"])},
-                     "tags": rng.sample(["guide", "api", "ops", "faq", "policy", "release"], rng.randint(0, 2)),
-                     "created_by": creator, "updated_by": creator, "index_status": "indexed",
-                     "indexed_version_id": vid, "created_at": updated - timedelta(days=3), "updated_at": updated})
+        docs.append(
+            {
+                "id": did,
+                "tenant_id": kb["tenant_id"],
+                "workspace_id": kb["workspace_id"],
+                "knowledge_base_id": kb["id"],
+                "parent_id": parent,
+                "type": "page",
+                "title": title,
+                "slug": f"d{i}",
+                "status": rng.choices(["published", "draft", "archived", "deleted"], [85, 10, 3, 2])[0],
+                "permission_mode": "custom" if custom else "inherit",
+                "visibility": rng.choice([None, "private", "workspace", "public"]) if custom else None,
+                "current_version_id": None,
+                "meta": {"source": rng.choice(["wiki", "import", "api"])},
+                "tags": rng.sample(["guide", "api", "ops", "faq", "policy", "release"], rng.randint(0, 2)),
+                "created_by": creator,
+                "updated_by": creator,
+                "index_status": "indexed",
+                "indexed_version_id": vid,
+                "created_at": updated - timedelta(days=3),
+                "updated_at": updated,
+            }
+        )
         if custom:
             pool_users = a_users if kb["tenant_id"] == ta else b_users
             for u in rng.sample(pool_users, rng.randint(1, 6)):
@@ -274,56 +424,115 @@ def build_world(engine: Any, n_chunks: int, *, seed: int = 7, pool_size: int = 1
             body = pool[base] + " " + vocab.sentence(rng.randint(8, 16))
             heading = [title, f"{' '.join(vocab.words(2))} {j}"]
             cid = uuid.uuid4()
-            chunks.append({"id": cid, "tenant_id": kb["tenant_id"], "workspace_id": kb["workspace_id"],
-                           "knowledge_base_id": kb["id"], "document_id": did, "version_id": vid, "ordinal": j,
-                           "heading_path": heading, "content_text": body, "content_markdown": body,
-                           "token_count": count_tokens(body), "meta": {"chunker": CHUNKER_VERSION},
-                           "created_at": updated})
+            chunks.append(
+                {
+                    "id": cid,
+                    "tenant_id": kb["tenant_id"],
+                    "workspace_id": kb["workspace_id"],
+                    "knowledge_base_id": kb["id"],
+                    "document_id": did,
+                    "version_id": vid,
+                    "ordinal": j,
+                    "heading_path": heading,
+                    "content_text": body,
+                    "content_markdown": body,
+                    "token_count": count_tokens(body),
+                    "meta": {"chunker": CHUNKER_VERSION},
+                    "created_at": updated,
+                }
+            )
             texts[index_text(title, heading, body)] = (base, rng.randrange(2**31))
             bodies.append(f"## {heading[1]}\n\n{body}")
         md = f"# {title}\n\n" + "\n\n".join(bodies) + "\n"
-        versions.append({"id": vid, "tenant_id": kb["tenant_id"], "document_id": did, "version_no": 1,
-                         "title": title, "markdown": md, "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
-                         "source_type": "import", "created_by": creator, "created_at": updated})
+        versions.append(
+            {
+                "id": vid,
+                "tenant_id": kb["tenant_id"],
+                "document_id": did,
+                "version_no": 1,
+                "title": title,
+                "markdown": md,
+                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
+                "source_type": "import",
+                "created_by": creator,
+                "created_at": updated,
+            }
+        )
     with engine.begin() as conn:
-        for model, rows in ((Tenant, tenants), (User, users), (TenantMembership, memberships),
-                            (Workspace, workspaces), (WorkspaceMember, members), (Group, groups),
-                            (GroupMember, gmembers), (KnowledgeBase, kbs)):
+        for model, rows in (
+            (Tenant, tenants),
+            (User, users),
+            (TenantMembership, memberships),
+            (Workspace, workspaces),
+            (WorkspaceMember, members),
+            (Group, groups),
+            (GroupMember, gmembers),
+            (KnowledgeBase, kbs),
+        ):
             _insert(conn, model, rows)
         # folders first (parents), then pages; current_version_id after the versions exist
         for d in docs:
             d.setdefault("meta", {})
             d.setdefault("tags", [])
-        _insert(conn, Document, [{k: v for k, v in d.items() if k != "meta"} | {"metadata": d["meta"]}
-                                 for d in docs if d["type"] == "folder"])
-        _insert(conn, Document, [{k: v for k, v in d.items() if k != "meta"} | {"metadata": d["meta"]}
-                                 for d in docs if d["type"] == "page"])
+        _insert(
+            conn,
+            Document,
+            [
+                {k: v for k, v in d.items() if k != "meta"} | {"metadata": d["meta"]}
+                for d in docs
+                if d["type"] == "folder"
+            ],
+        )
+        _insert(
+            conn,
+            Document,
+            [
+                {k: v for k, v in d.items() if k != "meta"} | {"metadata": d["meta"]}
+                for d in docs
+                if d["type"] == "page"
+            ],
+        )
         _insert(conn, DocumentVersion, versions)
         from sqlalchemy import text as sql
 
-        conn.execute(sql("UPDATE documents d SET current_version_id = v.id FROM document_versions v "
-                         "WHERE v.document_id = d.id"))
-        _insert(conn, DocumentChunk, [{k: v for k, v in c.items() if k != "meta"} | {"metadata": c["meta"]}
-                                      for c in chunks])
+        conn.execute(
+            sql("UPDATE documents d SET current_version_id = v.id FROM document_versions v WHERE v.document_id = d.id")
+        )
+        _insert(
+            conn, DocumentChunk, [{k: v for k, v in c.items() if k != "meta"} | {"metadata": c["meta"]} for c in chunks]
+        )
         _insert(conn, Collaborator, collabs)
         conn.execute(sql("ANALYZE"))
-    w = World(tenant_a=ta, bench_user=bench_user, n_docs=sum(1 for d in docs if d["type"] == "page"),
-              n_chunks=len(chunks), texts=texts, pool=pool)
-    w.stats = {"users": len(users), "workspaces": len(workspaces), "groups": len(groups), "knowledge_bases": len(kbs),
-               "documents": len(docs), "pages": w.n_docs, "custom_documents": sum(d["permission_mode"] == "custom"
-                                                                                  for d in docs),
-               "collaborators": len(collabs)}
+    w = World(
+        tenant_a=ta,
+        bench_user=bench_user,
+        n_docs=sum(1 for d in docs if d["type"] == "page"),
+        n_chunks=len(chunks),
+        texts=texts,
+        pool=pool,
+    )
+    w.stats = {
+        "users": len(users),
+        "workspaces": len(workspaces),
+        "groups": len(groups),
+        "knowledge_bases": len(kbs),
+        "documents": len(docs),
+        "pages": w.n_docs,
+        "custom_documents": sum(d["permission_mode"] == "custom" for d in docs),
+        "collaborators": len(collabs),
+    }
     w.vocab = vocab  # type: ignore[attr-defined]
     return w
 
 
 # --- the vector endpoint -----------------------------------------------------------------------------
 
+
 def embed_pool(real: Any, pool: Sequence[str]) -> tuple[np.ndarray, float]:
     """The base passages' vectors, computed once in bulk with the real model; and its rate."""
     log(f"embedding {len(pool)} base passages with {MODEL} ...")
     t = time.perf_counter()
-    base = np.vstack([real.encode(list(pool[i:i + 64])) for i in range(0, len(pool), 64)])
+    base = np.vstack([real.encode(list(pool[i : i + 64])) for i in range(0, len(pool), 64)])
     rate = len(pool) / (time.perf_counter() - t)
     log(f"  {rate:.0f} passages/s in-process; 100k chunks would take ~{100_000 / rate / 60:.0f} min through the model")
     return base, rate
@@ -335,8 +544,14 @@ class PooledEncoder:
 
     dim = DIM
 
-    def __init__(self, texts: dict[str, tuple[int, int]], base: np.ndarray, cache: dict[str, np.ndarray] | None = None,
-                 noise: float = 0.08, counter: Path | None = None) -> None:
+    def __init__(
+        self,
+        texts: dict[str, tuple[int, int]],
+        base: np.ndarray,
+        cache: dict[str, np.ndarray] | None = None,
+        noise: float = 0.08,
+        counter: Path | None = None,
+    ) -> None:
         self.texts, self.base, self.noise = texts, base, noise
         self.cache = dict(cache or {})
         self.real: Any = None
@@ -351,7 +566,8 @@ class PooledEncoder:
             if hit is not None:
                 b, seed = hit
                 v = self.base[b] + self.noise * np.random.default_rng(seed).standard_normal(self.dim).astype(
-                    np.float32) / np.sqrt(self.dim)
+                    np.float32
+                ) / np.sqrt(self.dim)
                 out[i] = v / np.linalg.norm(v)
             elif t in self.cache:
                 out[i] = self.cache[t]
@@ -387,8 +603,9 @@ def serve_endpoint(workdir: Path, port: int) -> None:
     server.serve_forever(poll_interval=0.2)
 
 
-def start_endpoint(workdir: Path, texts: dict[str, tuple[int, int]], base: np.ndarray,
-                   cache: dict[str, np.ndarray]) -> tuple[str, subprocess.Popen[bytes]]:
+def start_endpoint(
+    workdir: Path, texts: dict[str, tuple[int, int]], base: np.ndarray, cache: dict[str, np.ndarray]
+) -> tuple[str, subprocess.Popen[bytes]]:
     import httpx
 
     from openkb.runtime.embedded import free_port
@@ -401,8 +618,7 @@ def start_endpoint(workdir: Path, texts: dict[str, tuple[int, int]], base: np.nd
         pickle.dump(cache, f, protocol=pickle.HIGHEST_PROTOCOL)
     (workdir / "model_texts.txt").write_text("0")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-endpoint", str(workdir), "--port", str(port)],
-                            cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-endpoint", str(workdir), "--port", str(port)], cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -426,6 +642,7 @@ def model_texts(workdir: Path) -> int:
 
 # --- environment ------------------------------------------------------------------------------------
 
+
 @dataclass
 class Bench:
     home: Path
@@ -434,8 +651,9 @@ class Bench:
     ctx: Any
 
 
-def start_services(home: Path, embedder_url: str | None, components: tuple[str, ...] = ("postgresql", "milvus")
-                   ) -> Bench:
+def start_services(
+    home: Path, embedder_url: str | None, components: tuple[str, ...] = ("postgresql", "milvus")
+) -> Bench:
     os.environ["OPENKB_HOME"] = str(home)
     for var in ("DATABASE_URL", "MILVUS_URI", "REDIS_URL"):
         os.environ.pop(var, None)
@@ -462,8 +680,9 @@ def stop_services(b: Bench) -> None:
     b.services.stop()
 
 
-def fill_collection(b: Bench, embedder_url: str, *, name: str = "bench", switch: bool = True,
-                    batch_size: int = 512, version: int = 1) -> tuple[Any, float]:
+def fill_collection(
+    b: Bench, embedder_url: str, *, name: str = "bench", switch: bool = True, batch_size: int = 512, version: int = 1
+) -> tuple[Any, float]:
     """The embedded default's collection shape, filled by OpenKB's rebuild. Returns (job, seconds)."""
     from openkb.db import session_scope
     from openkb.indexing.profiles import insert_profile
@@ -497,6 +716,7 @@ def fill_collection(b: Bench, embedder_url: str, *, name: str = "bench", switch:
 
 # --- timing -----------------------------------------------------------------------------------------
 
+
 def pct(xs: Sequence[float], p: float) -> float:
     s = sorted(xs)
     if not s:
@@ -517,7 +737,7 @@ def make_queries(w: World, n: int, seed: int = 11) -> list[str]:
         elif kind == 1:
             base = w.pool[rng.randrange(len(w.pool))].split()
             start = rng.randrange(max(1, len(base) - 5))
-            out.append(" ".join(base[start:start + rng.randint(3, 5)]))
+            out.append(" ".join(base[start : start + rng.randint(3, 5)]))
         else:
             out.append(" ".join(vocab.words(1, zh_share=1.0) + vocab.words(2, zh_share=0.0)))
     return out
@@ -530,9 +750,15 @@ def raw_search(client: Any, collection: str, query: str, limit: int, per_route: 
     from openkb.retrieval.service import OUTPUT_FIELDS
 
     ef = max(getattr(mv, "HNSW_EF", 64), per_route)  # exactly what milvus.hybrid_search sends
-    reqs = [AnnSearchRequest(data=[query], anns_field=mv.DENSE_FIELD, limit=per_route,
-                             param={"metric_type": "COSINE", "params": {"ef": ef}}),
-            AnnSearchRequest(data=[query], anns_field=mv.SPARSE_FIELD, limit=per_route, param={"metric_type": "BM25"})]
+    reqs = [
+        AnnSearchRequest(
+            data=[query],
+            anns_field=mv.DENSE_FIELD,
+            limit=per_route,
+            param={"metric_type": "COSINE", "params": {"ef": ef}},
+        ),
+        AnnSearchRequest(data=[query], anns_field=mv.SPARSE_FIELD, limit=per_route, param={"metric_type": "BM25"}),
+    ]
     return client.hybrid_search(collection, reqs, ranker=RRFRanker(60), limit=limit, output_fields=list(OUTPUT_FIELDS))
 
 
@@ -570,19 +796,23 @@ def main(argv: list[str] | None = None) -> int:
         url, server = start_endpoint(home / "endpoint", w.texts, base, cache)
         log("filling the collection through OpenKB's rebuild (switch on success) ...")
         job, secs = fill_collection(b, url)
-        result.update(rebuild_seconds=round(secs, 1), rebuild_chunks_per_s=round(w.n_chunks / secs, 1),
-                      embedding_rate_passages_per_s=round(rate, 1))
+        result.update(
+            rebuild_seconds=round(secs, 1),
+            rebuild_chunks_per_s=round(w.n_chunks / secs, 1),
+            embedding_rate_passages_per_s=round(rate, 1),
+        )
         log(f"  rebuild {job.status}: {job.processed_chunks} chunks in {secs:.1f}s")
         collection = job.target_collection
 
         log("restarting PostgreSQL and Milvus (cold collection), then warm_active as `openkb up` does ...")
         stop_services(b)
         b = start_services(home, url)
+        from sqlmodel import Session
+
         from openkb.db import session_scope
         from openkb.indexing.service import warm_active
         from openkb.permissions import Principal
         from openkb.retrieval import search
-        from sqlmodel import Session
 
         t = time.perf_counter()
         warm = warm_active(b.ctx)
@@ -628,18 +858,33 @@ def main(argv: list[str] | None = None) -> int:
 
         visible = count_rows(client, collection, f"({filt}) and is_current == true")
         result.update(
-            openkb_p50_ms=round(pct(ours, 0.5), 1), openkb_p95_ms=round(pct(ours, 0.95), 1),
-            raw_p50_ms=round(pct(raw, 0.5), 1), raw_p95_ms=round(pct(raw, 0.95), 1),
-            ratio=round(pct(ours, 0.95) / pct(raw, 0.95), 2), ratio_p50=round(pct(ours, 0.5) / pct(raw, 0.5), 2),
-            queries=len(queries), top_k=args.top_k, mean_results=round(statistics.mean(got), 1),
-            prefilter_rows_visible=visible, prefilter_share=round(visible / max(1, w.n_chunks), 3),
-            model_texts_during_timing=model_texts(home / "endpoint") - model_texts_before, world=w.stats,
-            load_avg=round(os.getloadavg()[0], 2), collection=collection)
-        print(f"\nn_chunks={args.n}  visible to the bench user by prefilter: {visible} ({result['prefilter_share']:.0%})")
-        print(f"(a) openkb.retrieval.search  p50 {result['openkb_p50_ms']:.1f} ms  p95 {result['openkb_p95_ms']:.1f} ms")
+            openkb_p50_ms=round(pct(ours, 0.5), 1),
+            openkb_p95_ms=round(pct(ours, 0.95), 1),
+            raw_p50_ms=round(pct(raw, 0.5), 1),
+            raw_p95_ms=round(pct(raw, 0.95), 1),
+            ratio=round(pct(ours, 0.95) / pct(raw, 0.95), 2),
+            ratio_p50=round(pct(ours, 0.5) / pct(raw, 0.5), 2),
+            queries=len(queries),
+            top_k=args.top_k,
+            mean_results=round(statistics.mean(got), 1),
+            prefilter_rows_visible=visible,
+            prefilter_share=round(visible / max(1, w.n_chunks), 3),
+            model_texts_during_timing=model_texts(home / "endpoint") - model_texts_before,
+            world=w.stats,
+            load_avg=round(os.getloadavg()[0], 2),
+            collection=collection,
+        )
+        print(
+            f"\nn_chunks={args.n}  visible to the bench user by prefilter: {visible} ({result['prefilter_share']:.0%})"
+        )
+        print(
+            f"(a) openkb.retrieval.search  p50 {result['openkb_p50_ms']:.1f} ms  p95 {result['openkb_p95_ms']:.1f} ms"
+        )
         print(f"(b) raw hybrid_search        p50 {result['raw_p50_ms']:.1f} ms  p95 {result['raw_p95_ms']:.1f} ms")
-        print(f"ratio p95 {result['ratio']}  (p50 {result['ratio_p50']}); first search after warm-up "
-              f"{result['first_search_ms']} ms; load average {result['load_avg']}")
+        print(
+            f"ratio p95 {result['ratio']}  (p50 {result['ratio_p50']}); first search after warm-up "
+            f"{result['first_search_ms']} ms; load average {result['load_avg']}"
+        )
         stop_services(b)
         server.terminate()
         server.wait(10)

@@ -34,12 +34,20 @@ def free_port() -> int:
 
 
 def start(home: Path, port: int) -> tuple[subprocess.Popen[bytes], float]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MILVUS_URI", "OPENKB_EMBEDDER_URL",
-                                                               "REDIS_URL", "S3_ENDPOINT", "SMTP_HOST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "MILVUS_URI", "OPENKB_EMBEDDER_URL", "REDIS_URL", "S3_ENDPOINT", "SMTP_HOST")
+    }
     env["OPENKB_HOME"] = str(home)
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     while True:
         if proc.poll() is not None:
             raise SystemExit(f"openkb up exited with {proc.returncode}")
@@ -105,8 +113,16 @@ def main() -> None:
             print(f"  {k:12s} {v:8.1f} MB")
         print(f"idle resident memory of the tree: {total:.0f} MB")
         stop(proc)
-        print(json.dumps({"cold_ready_s": round(cold, 2), "warm_ready_s": round(warm, 2), "idle_rss_mb": total,
-                          "rss_by_process_mb": rss}))
+        print(
+            json.dumps(
+                {
+                    "cold_ready_s": round(cold, 2),
+                    "warm_ready_s": round(warm, 2),
+                    "idle_rss_mb": total,
+                    "rss_by_process_mb": rss,
+                }
+            )
+        )
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -67,8 +67,15 @@ from server.web import ASSETS
 
 PASSWORD = "bench password 123"
 CHROMIUM = os.environ.get("OPENKB_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -85,11 +92,13 @@ def bare_page(markdown: str) -> str:
     js = next(ASSETS.glob("Editor-*.js")).name
     css = "".join(f'<link rel="stylesheet" href="/assets/{p.name}">' for p in sorted(ASSETS.glob("Editor-*.css")))
     md = json.dumps(markdown).replace("</", "<\\/")
-    return (f"<!doctype html><html><head><meta charset='utf-8'>{css}</head><body><div id='e'></div>"
-            f"<script type='module'>import {{ mountEditor }} from '/assets/{js}';"
-            f"const el = document.getElementById('e');"
-            f"mountEditor(el, {{ markdown: {md} }}).then(() => el.setAttribute('data-ready', 'true'));"
-            f"</script></body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'>{css}</head><body><div id='e'></div>"
+        f"<script type='module'>import {{ mountEditor }} from '/assets/{js}';"
+        f"const el = document.getElementById('e');"
+        f"mountEditor(el, {{ markdown: {md} }}).then(() => el.setAttribute('data-ready', 'true'));"
+        f"</script></body></html>"
+    )
 
 
 def serve(ctx: AppContext, markdown_for_bare: list[str]) -> tuple[str, object]:
@@ -122,9 +131,13 @@ def serve(ctx: AppContext, markdown_for_bare: list[str]) -> tuple[str, object]:
 def ready_ms(page, url: str, selector: str) -> float:
     page.goto(url)
     page.wait_for_selector(selector, state="attached", timeout=60_000)
-    return float(page.evaluate(
-        "(sel) => { const m = performance.getEntriesByName('editor-ready'); return m.length ? m[0].startTime"
-        " : performance.now() }", selector))
+    return float(
+        page.evaluate(
+            "(sel) => { const m = performance.getEntriesByName('editor-ready'); return m.length ? m[0].startTime"
+            " : performance.now() }",
+            selector,
+        )
+    )
 
 
 # Record the moment the editor element gets data-ready, in the page, so Playwright's polling
@@ -174,8 +187,17 @@ def main() -> None:
         upgrade(ep.database_url)
         os.environ["DATABASE_URL"] = ep.database_url
         reset_settings_cache()
-        ctx = AppContext.build(Settings(), Endpoints(database_url=ep.database_url, milvus_uri="", milvus_token=None,
-                                                      embedder_url=None, queue="", home=Path(_HOME)))
+        ctx = AppContext.build(
+            Settings(),
+            Endpoints(
+                database_url=ep.database_url,
+                milvus_uri="",
+                milvus_token=None,
+                embedder_url=None,
+                queue="",
+                home=Path(_HOME),
+            ),
+        )
         email = "owner@bench.local"
         with Session(ctx.engine) as s:
             t = default_tenant(s)
@@ -193,12 +215,14 @@ def main() -> None:
             r.raise_for_status()
             c.headers["X-CSRF-Token"] = r.json()["csrf_token"]
             ws = c.post("/api/workspaces", json={"name": "Bench"}).json()
-            kb = c.post("/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Bench",
-                                                      "visibility": "workspace"}).json()
+            kb = c.post(
+                "/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Bench", "visibility": "workspace"}
+            ).json()
             for i in range(30):  # a tree of realistic size around the page
                 c.post("/api/documents", json={"knowledge_base_id": kb["id"], "title": f"Page {i}", "markdown": "x\n"})
-            doc = c.post("/api/documents", json={"knowledge_base_id": kb["id"], "title": "Ten KB",
-                                                 "markdown": markdown})
+            doc = c.post(
+                "/api/documents", json={"knowledge_base_id": kb["id"], "title": "Ten KB", "markdown": markdown}
+            )
             doc.raise_for_status()
             doc = doc.json()
             holder[0] = c.get(f"/api/documents/{doc['id']}").json()["markdown"]  # the stored form
@@ -213,9 +237,11 @@ def main() -> None:
             p = cold.new_page()
             p.add_init_script(READY_OBSERVER)
             ready_ms(p, doc_url, ".editor[data-ready='true']")
-            js = p.evaluate("() => performance.getEntriesByType('resource').filter(e => e.name.endsWith('.js'))"
-                            ".concat(performance.getEntriesByType('navigation'))"
-                            ".filter(e => e.name.endsWith('.js')).map(e => [e.name, e.encodedBodySize])")
+            js = p.evaluate(
+                "() => performance.getEntriesByType('resource').filter(e => e.name.endsWith('.js'))"
+                ".concat(performance.getEntriesByType('navigation'))"
+                ".filter(e => e.name.endsWith('.js')).map(e => [e.name, e.encodedBodySize])"
+            )
             js_bytes = sum(size for _, size in js)
             cold.close()
 
@@ -244,17 +270,30 @@ def main() -> None:
     ratio50 = statistics.median(app_ms) / statistics.median(bare_ms)
     ratio95 = pct(app_ms, 0.95) / pct(bare_ms, 0.95)
     print(f"  ratio app/bare                 p50 {ratio50:.2f}   p95 {ratio95:.2f}   (target p50 <= 1.3)")
-    print(f"JavaScript transferred on a cold cache: {js_bytes / 1024:.1f} KB gzip in {len(js)} files (target <= 700 KB)")
+    print(
+        f"JavaScript transferred on a cold cache: {js_bytes / 1024:.1f} KB gzip in {len(js)} files (target <= 700 KB)"
+    )
     print(fmt("autosave round trip", saves) + "   (target p95 <= 100 ms)")
-    print(json.dumps({
-        "markdown_bytes": len(holder[0].encode()), "loads": args.loads,
-        "editor_ready_p50_ms": round(statistics.median(app_ms), 1), "editor_ready_p95_ms": round(pct(app_ms, 0.95), 1),
-        "bare_ready_p50_ms": round(statistics.median(bare_ms), 1), "bare_ready_p95_ms": round(pct(bare_ms, 0.95), 1),
-        "ready_ratio_p50": round(ratio50, 2), "ready_ratio_p95": round(ratio95, 2),
-        "js_gzip_kb": round(js_bytes / 1024, 1), "js_files": len(js),
-        "autosave_p50_ms": round(statistics.median(saves), 1), "autosave_p95_ms": round(pct(saves, 0.95), 1),
-        "cpus": os.cpu_count() or 0, "loadavg_1m": round(os.getloadavg()[0], 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "markdown_bytes": len(holder[0].encode()),
+                "loads": args.loads,
+                "editor_ready_p50_ms": round(statistics.median(app_ms), 1),
+                "editor_ready_p95_ms": round(pct(app_ms, 0.95), 1),
+                "bare_ready_p50_ms": round(statistics.median(bare_ms), 1),
+                "bare_ready_p95_ms": round(pct(bare_ms, 0.95), 1),
+                "ready_ratio_p50": round(ratio50, 2),
+                "ready_ratio_p95": round(ratio95, 2),
+                "js_gzip_kb": round(js_bytes / 1024, 1),
+                "js_files": len(js),
+                "autosave_p50_ms": round(statistics.median(saves), 1),
+                "autosave_p95_ms": round(pct(saves, 0.95), 1),
+                "cpus": os.cpu_count() or 0,
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ from openkb.runtime.embedded import COMPONENTS, EmbeddedServices
 
 
 @contextlib.contextmanager
-def appliance(components: tuple[str, ...] = COMPONENTS, settings: Settings | None = None,
-              migrate: bool = True) -> Iterator[AppContext]:
+def appliance(
+    components: tuple[str, ...] = COMPONENTS, settings: Settings | None = None, migrate: bool = True
+) -> Iterator[AppContext]:
     settings = settings or get_settings()
     svc = EmbeddedServices(settings, components)
     endpoints = svc.start()

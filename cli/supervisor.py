@@ -102,10 +102,14 @@ class Supervisor:
             env = child_env(endpoints)
             self._env = env
             logs = self.home.log_dir
-            self.children["worker"] = spawn([sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)],
-                                            logs / "worker.log", env)
-            self.children["api"] = spawn([sys.executable, "-m", "cli.main", "serve", "--host", self.host,
-                                          "--port", str(self.port)], logs / "api.log", env)
+            self.children["worker"] = spawn(
+                [sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)], logs / "worker.log", env
+            )
+            self.children["api"] = spawn(
+                [sys.executable, "-m", "cli.main", "serve", "--host", self.host, "--port", str(self.port)],
+                logs / "api.log",
+                env,
+            )
             self._wait_ready()
             self.timings["ready_s"] = time.perf_counter() - t0
             # From here on a stop signal only raises a flag that ``run_forever`` acts on. Switching
@@ -141,10 +145,13 @@ class Supervisor:
                     tail = log_path.read_text(errors="replace")[-600:] if log_path.exists() else ""
                     if attempts[name] >= retries:
                         raise ServiceUnavailable(
-                            f"the {name} process exited during start (code {proc.returncode}): {tail.strip()}")
+                            f"the {name} process exited during start (code {proc.returncode}): {tail.strip()}"
+                        )
                     attempts[name] += 1
-                    self.say(f"the {name} process exited during start (code {proc.returncode}); restarting "
-                             f"({attempts[name]}/{retries})")
+                    self.say(
+                        f"the {name} process exited during start (code {proc.returncode}); restarting "
+                        f"({attempts[name]}/{retries})"
+                    )
                     self.children[name] = spawn(proc.args, log_path, self._env)  # type: ignore[arg-type]
             try:
                 if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
@@ -152,7 +159,9 @@ class Supervisor:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise ServiceUnavailable(f"the API did not become ready within {timeout:.0f}s (see {self.home.log_dir}/api.log)")
+        raise ServiceUnavailable(
+            f"the API did not become ready within {timeout:.0f}s (see {self.home.log_dir}/api.log)"
+        )
 
     def _flag_stop(self, signum: int, _frame: object) -> None:
         self._stop_signal = signum
@@ -173,8 +182,11 @@ class Supervisor:
                 restarts += 1
                 self.say(f"worker exited (code {worker.returncode}); restarting ({restarts}/5)")
                 assert self.services is not None and self.services.endpoints is not None
-                self.children["worker"] = spawn([sys.executable, "-m", "cli.main", "worker"],
-                                                self.home.log_dir / "worker.log", child_env(self.services.endpoints))
+                self.children["worker"] = spawn(
+                    [sys.executable, "-m", "cli.main", "worker"],
+                    self.home.log_dir / "worker.log",
+                    child_env(self.services.endpoints),
+                )
             time.sleep(0.5)
         self.say("stopping OpenKB ...")
         self.stop()

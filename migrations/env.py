@@ -14,8 +14,12 @@ target_metadata = SQLModel.metadata
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=normalize_url(config.get_main_option("sqlalchemy.url")), target_metadata=target_metadata,
-                      literal_binds=True, compare_type=True)
+    context.configure(
+        url=normalize_url(config.get_main_option("sqlalchemy.url")),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        compare_type=True,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

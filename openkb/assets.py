@@ -28,8 +28,21 @@ from openkb.models import Document, DocumentAsset
 from openkb.permissions import Action, Principal, access_document, can_read_document
 from openkb.storage import BlobStore
 
-INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "application/pdf",
-                          "text/plain", "audio/mpeg", "audio/ogg", "video/mp4", "video/webm"})
+INLINE_TYPES = frozenset(
+    {
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "image/avif",
+        "application/pdf",
+        "text/plain",
+        "audio/mpeg",
+        "audio/ogg",
+        "video/mp4",
+        "video/webm",
+    }
+)
 _MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 
 
@@ -51,14 +64,32 @@ def clean_filename(name: str | None) -> str | None:
 
 
 def asset_out(a: DocumentAsset) -> dict[str, Any]:
-    return {"id": a.id, "document_id": a.document_id, "filename": a.filename, "mime_type": a.mime_type,
-            "size_bytes": a.size_bytes, "sha256": a.sha256, "ref": f"asset://{a.id}", "url": f"/api/assets/{a.id}",
-            "created_by": a.created_by, "created_at": a.created_at}
+    return {
+        "id": a.id,
+        "document_id": a.document_id,
+        "filename": a.filename,
+        "mime_type": a.mime_type,
+        "size_bytes": a.size_bytes,
+        "sha256": a.sha256,
+        "ref": f"asset://{a.id}",
+        "url": f"/api/assets/{a.id}",
+        "created_by": a.created_by,
+        "created_at": a.created_at,
+    }
 
 
-def upload_asset(session: Session, actor: Actor, blobs: BlobStore, data: BinaryIO, *, size: int | None,
-                 filename: str | None, content_type: str | None, document_id: uuid.UUID | None = None,
-                 settings: Settings | None = None) -> DocumentAsset:
+def upload_asset(
+    session: Session,
+    actor: Actor,
+    blobs: BlobStore,
+    data: BinaryIO,
+    *,
+    size: int | None,
+    filename: str | None,
+    content_type: str | None,
+    document_id: uuid.UUID | None = None,
+    settings: Settings | None = None,
+) -> DocumentAsset:
     """Store an upload; with ``document_id`` the caller must be able to edit that document. The
     blob is removed again if the transaction that records it rolls back."""
     if size is not None:
@@ -79,15 +110,31 @@ def upload_asset(session: Session, actor: Actor, blobs: BlobStore, data: BinaryI
     # The bytes are in the store before the row is: if this transaction does not commit (a later
     # statement fails, the commit itself fails), nothing would ever point at them again.
     after_rollback(session, lambda: blobs.delete(key))
-    a = DocumentAsset(id=asset_id, tenant_id=actor.tenant_id, document_id=doc.id if doc else None, object_key=key,
-                      filename=clean_filename(filename), mime_type=clean_mime(content_type), size_bytes=stored,
-                      sha256=digest, created_by=actor.user_id)
+    a = DocumentAsset(
+        id=asset_id,
+        tenant_id=actor.tenant_id,
+        document_id=doc.id if doc else None,
+        object_key=key,
+        filename=clean_filename(filename),
+        mime_type=clean_mime(content_type),
+        size_bytes=stored,
+        sha256=digest,
+        created_by=actor.user_id,
+    )
     session.add(a)
     session.flush()
     scope = {"knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id} if doc else {}
-    record_change(session, actor, op="asset.create", object_type="asset", object_id=a.id,
-                  summary=f"uploaded {a.filename or a.mime_type} ({stored} bytes)", scope=scope, before={},
-                  after={"document_id": a.document_id, "filename": a.filename, "size_bytes": stored})
+    record_change(
+        session,
+        actor,
+        op="asset.create",
+        object_type="asset",
+        object_id=a.id,
+        summary=f"uploaded {a.filename or a.mime_type} ({stored} bytes)",
+        scope=scope,
+        before={},
+        after={"document_id": a.document_id, "filename": a.filename, "size_bytes": stored},
+    )
     return a
 
 
@@ -105,8 +152,7 @@ def access_asset(session: Session, principal: Principal, asset_id: uuid.UUID) ->
     return a
 
 
-def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uuid.UUID, *,
-                 reverts: Any = None) -> None:
+def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uuid.UUID, *, reverts: Any = None) -> None:
     """Delete an upload (editors of its document, or its uploader when unattached); the blob goes
     after commit. Not revertible: the bytes are gone."""
     a = access_asset(session, actor.principal, asset_id)
@@ -116,9 +162,18 @@ def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uui
         raise NotFound("asset not found")
     doc = session.get(Document, a.document_id) if a.document_id else None
     scope = {"knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id} if doc else {}
-    record_change(session, actor, op="asset.delete", object_type="asset", object_id=a.id,
-                  summary=f"deleted {a.filename or a.mime_type}", scope=scope,
-                  before={"document_id": a.document_id, "filename": a.filename}, after={}, reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="asset.delete",
+        object_type="asset",
+        object_id=a.id,
+        summary=f"deleted {a.filename or a.mime_type}",
+        scope=scope,
+        before={"document_id": a.document_id, "filename": a.filename},
+        after={},
+        reverts=reverts,
+    )
     key = a.object_key
     session.delete(a)
     session.flush()
@@ -130,7 +185,14 @@ def disposition(a: DocumentAsset, download: bool = False) -> tuple[str, str]:
     from urllib.parse import quote
 
     inline = a.mime_type in INLINE_TYPES and not download
-    ctype = a.mime_type if inline else ("application/octet-stream" if a.mime_type.startswith(("text/html", "image/svg"))
-                                        or "xml" in a.mime_type or "javascript" in a.mime_type else a.mime_type)
+    ctype = (
+        a.mime_type
+        if inline
+        else (
+            "application/octet-stream"
+            if a.mime_type.startswith(("text/html", "image/svg")) or "xml" in a.mime_type or "javascript" in a.mime_type
+            else a.mime_type
+        )
+    )
     name = a.filename or str(a.id)
     return ctype, f"{'inline' if inline else 'attachment'}; filename*=UTF-8''{quote(name)}"

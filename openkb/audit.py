@@ -64,17 +64,27 @@ def actor_fields(actor: Principal | None) -> tuple[str, uuid.UUID | None, dict[s
     return "user", actor.user_id, extra
 
 
-def set_origin(session: Session, *, ip: str | None = None, user_agent: str | None = None,
-               via: str | None = None) -> None:
+def set_origin(
+    session: Session, *, ip: str | None = None, user_agent: str | None = None, via: str | None = None
+) -> None:
     """Declare where this session's calls come from (the adapter does it, once per unit of
     work). ``via`` (e.g. ``"cli"``) goes into each row's metadata; ip/user agent into their
     columns unless a service passes its own."""
     session.info[_ORIGIN] = {"ip": ip, "user_agent": user_agent, "via": via}
 
 
-def record_audit(session: Session, *, tenant_id: uuid.UUID | str | None, actor: Principal | None, action: str,
-                 object_type: str | None, object_id: uuid.UUID | str | None, metadata: dict[str, Any] | None = None,
-                 ip: str | None = None, user_agent: str | None = None) -> AuditLog:
+def record_audit(
+    session: Session,
+    *,
+    tenant_id: uuid.UUID | str | None,
+    actor: Principal | None,
+    action: str,
+    object_type: str | None,
+    object_id: uuid.UUID | str | None,
+    metadata: dict[str, Any] | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> AuditLog:
     actor_type, actor_user_id, extra = actor_fields(actor)
     origin = session.info.get(_ORIGIN) or {}
     ip = ip if ip is not None else origin.get("ip")
@@ -84,9 +94,14 @@ def record_audit(session: Session, *, tenant_id: uuid.UUID | str | None, actor: 
     meta = _jsonable({**(metadata or {}), **extra})
     row = AuditLog(
         tenant_id=None if tenant_id is None else uuid.UUID(str(tenant_id)),
-        actor_user_id=actor_user_id, actor_type=actor_type, action=action, object_type=object_type,
+        actor_user_id=actor_user_id,
+        actor_type=actor_type,
+        action=action,
+        object_type=object_type,
         object_id=None if object_id is None else uuid.UUID(str(object_id)),
-        meta=meta, ip=ip, user_agent=(user_agent or None) and user_agent[:512],
+        meta=meta,
+        ip=ip,
+        user_agent=(user_agent or None) and user_agent[:512],
     )
     session.add(row)
     session.flush()

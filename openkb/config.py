@@ -49,8 +49,9 @@ class Settings(BaseSettings):
     smtp_password: str | None = None
     smtp_from: str = "OpenKB <no-reply@openkb.local>"
     app_base_url: str = Field(
-        "", description="public URL in links (mail, invitations, shares, Dify citations); unset = the address "
-                        "`openkb up`/`serve` listens on (see app_base_url_source)"
+        "",
+        description="public URL in links (mail, invitations, shares, Dify citations); unset = the address "
+        "`openkb up`/`serve` listens on (see app_base_url_source)",
     )
 
     # --- appliance ----------------------------------------------------------------------
@@ -71,8 +72,9 @@ class Settings(BaseSettings):
     max_folder_depth: int = 10
     max_upload_bytes: int = 50 * 1024 * 1024
     max_json_body_bytes: int | None = Field(
-        None, description="cap on any non-upload request body (413 PAYLOAD_TOO_LARGE); unset = derived from "
-                          "MAX_MARKDOWN_CHARS (see json_body_limit)"
+        None,
+        description="cap on any non-upload request body (413 PAYLOAD_TOO_LARGE); unset = derived from "
+        "MAX_MARKDOWN_CHARS (see json_body_limit)",
     )
     session_ttl_hours: int = 24 * 14
     oauth_access_token_ttl_seconds: int = Field(
@@ -89,13 +91,18 @@ class Settings(BaseSettings):
     mcp_max_top_k: int = Field(20, ge=1, le=100, description="largest kb_search top_k an MCP client may ask for")
     mcp_snippet_chars: int = Field(500, ge=50, description="characters of chunk text in each kb_search result")
     mcp_max_response_chars: int = Field(
-        50_000, ge=1_000, description="cap on the text one MCP tool call or resource read returns (Markdown pages, "
-                                      "search results); the rest is reachable with offset/cursor")
+        50_000,
+        ge=1_000,
+        description="cap on the text one MCP tool call or resource read returns (Markdown pages, "
+        "search results); the rest is reachable with offset/cursor",
+    )
     mcp_page_size: int = Field(50, ge=1, description="default page of the kb_list_* tools")
     mcp_max_page_size: int = Field(200, ge=1, description="largest page a kb_list_* call may ask for")
     mcp_allowed_hosts: str = Field(
-        "", description="extra Host headers /mcp accepts (comma-separated host[:port]); APP_BASE_URL's host and "
-                        "loopback are always accepted, others get 421")
+        "",
+        description="extra Host headers /mcp accepts (comma-separated host[:port]); APP_BASE_URL's host and "
+        "loopback are always accepted, others get 421",
+    )
 
     _app_base_url_source: str = PrivateAttr("environment")
 
@@ -130,8 +137,10 @@ class Settings(BaseSettings):
                 source = f"derived: the running `openkb up` (pid {rec.get('pid')}) in OPENKB_HOME (APP_BASE_URL unset)"
             else:
                 url = DEFAULT_BASE_URL
-                source = ("default: APP_BASE_URL unset and no `openkb up` running in OPENKB_HOME; "
-                          "links follow --host/--port once it runs")
+                source = (
+                    "default: APP_BASE_URL unset and no `openkb up` running in OPENKB_HOME; "
+                    "links follow --host/--port once it runs"
+                )
         self.app_base_url = url
         self._app_base_url_source = source
         return self
@@ -184,7 +193,9 @@ class Settings(BaseSettings):
         """Catch malformed URLs up front, naming the variable and the fix."""
         if self.database_url is not None:
             u = urlparse(self.database_url)
-            if u.scheme not in ("postgresql", "postgres", "postgresql+psycopg") or not (u.hostname or "host=" in (u.query or "")):
+            if u.scheme not in ("postgresql", "postgres", "postgresql+psycopg") or not (
+                u.hostname or "host=" in (u.query or "")
+            ):
                 raise ConfigError(
                     f"DATABASE_URL is malformed ({mask_url(self.database_url)}): expected "
                     "postgresql://user:password@host:5432/dbname, or unset it for the embedded database"
@@ -209,12 +220,23 @@ class Settings(BaseSettings):
     def describe(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         comp_of = {
-            "database_url": "postgresql", "redis_url": "queue", "s3_endpoint": "blobs",
-            "s3_bucket": "blobs", "s3_access_key": "blobs", "s3_secret_key": "blobs",
-            "milvus_uri": "milvus", "milvus_token": "milvus", "milvus_database": "milvus",
-            "milvus_active_alias": "milvus", "smtp_host": "mail", "smtp_user": "mail",
-            "smtp_password": "mail", "smtp_port": "mail", "smtp_from": "mail",
-            "openkb_embedder_url": "embedder", "openkb_embedder_model": "embedder",
+            "database_url": "postgresql",
+            "redis_url": "queue",
+            "s3_endpoint": "blobs",
+            "s3_bucket": "blobs",
+            "s3_access_key": "blobs",
+            "s3_secret_key": "blobs",
+            "milvus_uri": "milvus",
+            "milvus_token": "milvus",
+            "milvus_database": "milvus",
+            "milvus_active_alias": "milvus",
+            "smtp_host": "mail",
+            "smtp_user": "mail",
+            "smtp_password": "mail",
+            "smtp_port": "mail",
+            "smtp_from": "mail",
+            "openkb_embedder_url": "embedder",
+            "openkb_embedder_model": "embedder",
         }
         for name in type(self).model_fields:
             value = getattr(self, name)

@@ -30,9 +30,14 @@ class AppContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def build(cls, settings: Settings, endpoints: Endpoints) -> "AppContext":
-        return cls(settings=settings, endpoints=endpoints, engine=get_engine(endpoints.database_url),
-                   blobs=blob_store(settings), mailer=Mailer(settings))
+    def build(cls, settings: Settings, endpoints: Endpoints) -> AppContext:
+        return cls(
+            settings=settings,
+            endpoints=endpoints,
+            engine=get_engine(endpoints.database_url),
+            blobs=blob_store(settings),
+            mailer=Mailer(settings),
+        )
 
     @property
     def milvus(self) -> Any:
@@ -42,8 +47,11 @@ class AppContext:
                 if self._milvus is None:
                     from openkb.runtime.embedded import milvus_client
 
-                    self._milvus = milvus_client(self.endpoints.milvus_uri, self.endpoints.milvus_token,
-                                                 db_name=self.settings.milvus_database if self.settings.milvus_uri else "")
+                    self._milvus = milvus_client(
+                        self.endpoints.milvus_uri,
+                        self.endpoints.milvus_token,
+                        db_name=self.settings.milvus_database if self.settings.milvus_uri else "",
+                    )
         return self._milvus
 
     def close(self) -> None:
@@ -57,10 +65,14 @@ class AppContext:
 
 def child_env(endpoints: Endpoints) -> dict[str, str]:
     """Env for processes the supervisor starts: they use the supervisor's embedded services."""
-    env = {"DATABASE_URL": endpoints.database_url, "MILVUS_URI": endpoints.milvus_uri,
-           "OPENKB_HOME": str(endpoints.home), "OPENKB_SUPERVISED": "1",
-           # gRPC's fork handlers can reset the poller of a live channel when a library forks a
-           # helper process (seen as "epoll_wait error: Bad file descriptor" + abort).
-           "GRPC_ENABLE_FORK_SUPPORT": "false"}
+    env = {
+        "DATABASE_URL": endpoints.database_url,
+        "MILVUS_URI": endpoints.milvus_uri,
+        "OPENKB_HOME": str(endpoints.home),
+        "OPENKB_SUPERVISED": "1",
+        # gRPC's fork handlers can reset the poller of a live channel when a library forks a
+        # helper process (seen as "epoll_wait error: Bad file descriptor" + abort).
+        "GRPC_ENABLE_FORK_SUPPORT": "false",
+    }
     env["OPENKB_EMBEDDER_URL"] = endpoints.embedder_url or "off"
     return env

@@ -29,9 +29,9 @@ _engines: dict[str, Engine] = {}
 def normalize_url(url: str) -> str:
     """Accept ``postgres://``/``postgresql://`` and pin the psycopg 3 driver."""
     if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
+        url = "postgresql://" + url[len("postgres://") :]
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return url
 
 

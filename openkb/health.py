@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import text
 
@@ -50,12 +51,21 @@ def check_postgresql(ctx: AppContext) -> Check:
 
         head = head_revision()
         if rev != head:
-            return Check("postgresql", False, mode, f"PostgreSQL {version}", f"schema at {rev}, code expects {head}",
-                         "run `openkb migrate`")
+            return Check(
+                "postgresql",
+                False,
+                mode,
+                f"PostgreSQL {version}",
+                f"schema at {rev}, code expects {head}",
+                "run `openkb migrate`",
+            )
         return Check("postgresql", True, mode, f"PostgreSQL {version}", f"schema {rev}")
     except Exception as exc:  # noqa: BLE001
-        fix = ("check DATABASE_URL and that the server accepts connections" if mode == "external"
-               else "run `openkb up`, or see $OPENKB_HOME/pg/log")
+        fix = (
+            "check DATABASE_URL and that the server accepts connections"
+            if mode == "external"
+            else "run `openkb up`, or see $OPENKB_HOME/pg/log"
+        )
         return Check("postgresql", False, mode, "", str(exc).splitlines()[0][:200], fix)
 
 
@@ -76,8 +86,11 @@ def check_milvus(ctx: AppContext) -> Check:
             detail += "; embedded Milvus Lite is for small knowledge bases, use Milvus 2.6 (MILVUS_URI) at scale"
         return Check("milvus", True, mode, f"{kind} {version}", detail)
     except Exception as exc:  # noqa: BLE001
-        fix = ("check MILVUS_URI / MILVUS_TOKEN and that Milvus 2.6 is up" if mode == "external"
-               else "run `openkb up`, or see $OPENKB_HOME/logs/milvus.log")
+        fix = (
+            "check MILVUS_URI / MILVUS_TOKEN and that Milvus 2.6 is up"
+            if mode == "external"
+            else "run `openkb up`, or see $OPENKB_HOME/logs/milvus.log"
+        )
         return Check("milvus", False, mode, "", str(exc).splitlines()[0][:200], fix)
 
 
@@ -125,8 +138,14 @@ def check_embedder(ctx: AppContext) -> Check:
     mode = "embedded" if ctx.settings.embedded("embedder") else "external"
     url = ctx.endpoints.embedder_url
     if not url:
-        return Check("embedder", False, mode, "", "no embedding service: search is BM25-only" + _dense_profile_note(ctx),
-                     "see $OPENKB_HOME/logs/embedder.log; set OPENKB_EMBEDDER_URL to an OpenAI-compatible /v1")
+        return Check(
+            "embedder",
+            False,
+            mode,
+            "",
+            "no embedding service: search is BM25-only" + _dense_profile_note(ctx),
+            "see $OPENKB_HOME/logs/embedder.log; set OPENKB_EMBEDDER_URL to an OpenAI-compatible /v1",
+        )
     try:
         import httpx
 
@@ -135,8 +154,14 @@ def check_embedder(ctx: AppContext) -> Check:
         models = [m.get("id") for m in r.json().get("data", [])]
         return Check("embedder", True, mode, ", ".join(str(m) for m in models), f"{url} (called by Milvus, not OpenKB)")
     except Exception as exc:  # noqa: BLE001
-        return Check("embedder", False, mode, "", f"{url}: {exc}"[:160] + _dense_profile_note(ctx),
-                     "search falls back to BM25-only; see $OPENKB_HOME/logs/embedder.log")
+        return Check(
+            "embedder",
+            False,
+            mode,
+            "",
+            f"{url}: {exc}"[:160] + _dense_profile_note(ctx),
+            "search falls back to BM25-only; see $OPENKB_HOME/logs/embedder.log",
+        )
 
 
 def _dense_profile_note(ctx: AppContext) -> str:
@@ -154,8 +179,10 @@ def _dense_profile_note(ctx: AppContext) -> str:
             prof = find_by_collection(s, target)
         if prof is None or prof.vector_dim <= 0:
             return ""
-        return (f"; the active profile {prof.name} ({target}) has {prof.vector_dim}-d dense vectors: "
-                "index writes fail and retry until an embedder is back")
+        return (
+            f"; the active profile {prof.name} ({target}) has {prof.vector_dim}-d dense vectors: "
+            "index writes fail and retry until an embedder is back"
+        )
     except Exception:  # noqa: BLE001 - doctor must report, not crash
         return ""
 
@@ -173,8 +200,12 @@ def index_readiness(ctx: AppContext, warmed_collection: str | None) -> dict[str,
         target = alias_target_quiet(ctx.milvus, alias)
     except Exception:  # noqa: BLE001 - the milvus check reports the outage
         target = None
-    return {"alias": alias, "collection": target, "warmed_collection": warmed_collection,
-            "warmed": target is not None and target == warmed_collection}
+    return {
+        "alias": alias,
+        "collection": target,
+        "warmed_collection": warmed_collection,
+        "warmed": target is not None and target == warmed_collection,
+    }
 
 
 def alias_target_quiet(client: Any, alias: str) -> str | None:
@@ -208,11 +239,10 @@ def preflight(settings: Any, endpoints: Any) -> None:
     Run by ``openkb up`` before any child starts, so a typo in MILVUS_URI is one clear line
     instead of an API that never becomes ready.
     """
-    from openkb.errors import ServiceUnavailable
-
     from sqlalchemy import create_engine
 
     from openkb.db import normalize_url
+    from openkb.errors import ServiceUnavailable
 
     eng = create_engine(normalize_url(endpoints.database_url), connect_args={"connect_timeout": 5})
     try:

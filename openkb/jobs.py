@@ -77,6 +77,7 @@ def enqueue_after_commit(session: Session, name: str, **kwargs: Any) -> None:
     seen.add(key)
     pending.append((name, kwargs))
     if len(pending) == 1:
+
         def flush() -> None:
             jobs = session.info.pop("pending_jobs", [])
             session.info.pop("pending_job_keys", None)

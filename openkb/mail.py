@@ -60,5 +60,7 @@ class Mailer:
             with smtplib.SMTP(self.settings.smtp_host, self.settings.smtp_port, timeout=5) as smtp:
                 code, banner = smtp.ehlo()
         except (OSError, smtplib.SMTPException) as exc:
-            raise ServiceUnavailable(f"SMTP_HOST {self.settings.smtp_host}:{self.settings.smtp_port} unreachable: {exc}") from None
+            raise ServiceUnavailable(
+                f"SMTP_HOST {self.settings.smtp_host}:{self.settings.smtp_port} unreachable: {exc}"
+            ) from None
         return f"SMTP {code} {banner.decode(errors='replace')[:40]}"

@@ -10,9 +10,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.routing import APIRoute, iter_route_contexts
@@ -28,16 +28,41 @@ from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
 from server.routers import (
-    admin, assets, auth, changes, content, dify, groups, health, imports, milvus_admin, oauth, search, sharing,
+    admin,
+    assets,
+    auth,
+    changes,
+    content,
+    dify,
+    groups,
+    health,
+    imports,
+    milvus_admin,
+    oauth,
+    search,
+    sharing,
 )
 from server.web import router as web_router
 
 log = logging.getLogger("openkb.server")
 
 # Every router, imported plainly: a missing or broken one fails the start, not one route later.
-ROUTERS = (health.router, auth.router, admin.router, groups.router, content.router, sharing.router,
-           assets.router, changes.router, search.router, milvus_admin.router, dify.router, oauth.router,
-           imports.router, web_router)  # last: the web app's pages and assets (server/web)
+ROUTERS = (
+    health.router,
+    auth.router,
+    admin.router,
+    groups.router,
+    content.router,
+    sharing.router,
+    assets.router,
+    changes.router,
+    search.router,
+    milvus_admin.router,
+    dify.router,
+    oauth.router,
+    imports.router,
+    web_router,
+)  # last: the web app's pages and assets (server/web)
 
 
 def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAPI:
@@ -52,7 +77,9 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
         async def do_warm() -> None:
             t = time.perf_counter()
             try:
-                app.state.warm["result"] = await asyncio.to_thread(warm_active, ctx) if warm else {"skipped": "disabled"}
+                app.state.warm["result"] = (
+                    await asyncio.to_thread(warm_active, ctx) if warm else {"skipped": "disabled"}
+                )
             except Exception as exc:  # noqa: BLE001 - readiness reports it
                 log.exception("warm-up failed")
                 app.state.warm["error"] = str(exc)
@@ -71,8 +98,14 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
             yield
         task.cancel()
 
-    app = FastAPI(title="OpenKB", version=__version__, openapi_url="/api/openapi.json", docs_url=None,
-                  redoc_url=None, lifespan=lifespan)
+    app = FastAPI(
+        title="OpenKB",
+        version=__version__,
+        openapi_url="/api/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
     app.state.ctx = ctx
     app.state.warm = {"done": False}
     errors.install(app)
@@ -91,8 +124,9 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
         finally:
             request_id_var.reset(token)
         response.headers["X-Request-Id"] = rid
-        log.debug("%s %s %s %.1fms", request.method, request.url.path, response.status_code,
-                  (time.perf_counter() - t) * 1000)
+        log.debug(
+            "%s %s %s %.1fms", request.method, request.url.path, response.status_code, (time.perf_counter() - t) * 1000
+        )
         return response
 
     # before the routers: the web app's catch-all pages come last among them
@@ -146,9 +180,13 @@ def _document_auth_errors(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any
                 extra = errors.errors_for(extra, InsufficientScope)
             responses = op.setdefault("responses", {})
             for status, entry in extra.items():
-                mine = responses.setdefault(str(status), {
-                    "description": entry["description"],
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+                mine = responses.setdefault(
+                    str(status),
+                    {
+                        "description": entry["description"],
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                    },
+                )
                 codes = mine.setdefault("x-error-codes", [])
                 codes.extend(c for c in entry["x-error-codes"] if c not in codes)
                 mine["description"] = ", ".join(codes)

@@ -107,9 +107,15 @@ def get_auth(request: Request, session: SessionDep) -> AuthInfo:
             if request.method.upper() not in SAFE_METHODS:
                 sent = request.headers.get(CSRF_HEADER) or ""
                 if not secrets.compare_digest(sent.encode(), live.row.csrf_token.encode()):
-                    raise CsrfFailed(f"missing or wrong {CSRF_HEADER} header (it is returned by login and /api/auth/me)")
-            info = AuthInfo(principal=Principal.user(live.user, live.row.tenant_id), via="session",
-                            session_id=live.row.id, csrf_token=live.row.csrf_token)
+                    raise CsrfFailed(
+                        f"missing or wrong {CSRF_HEADER} header (it is returned by login and /api/auth/me)"
+                    )
+            info = AuthInfo(
+                principal=Principal.user(live.user, live.row.tenant_id),
+                via="session",
+                session_id=live.row.id,
+                csrf_token=live.row.csrf_token,
+            )
     request.state.auth = info
     return info
 

@@ -80,11 +80,25 @@ def _chunked(scope: Scope) -> bool:
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    body = json.dumps({"error": CODE, "detail": f"the request body is larger than {limit} bytes",
-                       "limit": "max_json_body_bytes", "max": limit}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    body = json.dumps(
+        {
+            "error": CODE,
+            "detail": f"the request body is larger than {limit} bytes",
+            "limit": "max_json_body_bytes",
+            "max": limit,
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -97,9 +111,13 @@ def document_413(schema: dict[str, Any]) -> dict[str, Any]:
         for op in ops.values():
             if not isinstance(op, dict) or "requestBody" not in op:
                 continue
-            entry = op.setdefault("responses", {}).setdefault("413", {
-                "description": "PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES)",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+            entry = op.setdefault("responses", {}).setdefault(
+                "413",
+                {
+                    "description": "PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES)",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                },
+            )
             codes = entry.setdefault("x-error-codes", [])  # tests/test_errors_catalogue.py reads these
             if CODE not in codes:
                 codes.append(CODE)

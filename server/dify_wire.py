@@ -66,8 +66,9 @@ class DifyError(Exception):
 
     ``error`` is OpenKB's code for the same failure (audited next to Dify's number)."""
 
-    def __init__(self, status: int, error_code: int, error_msg: str, *, error: str,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, error_code: int, error_msg: str, *, error: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(error_msg)
         self.status = status
         self.error_code = error_code
@@ -174,15 +175,23 @@ def parse_authorization(header: str | None) -> str:
     message can say what went wrong.
     """
     if header is None or not header.strip():
-        raise DifyError(403, BAD_AUTH_HEADER, "missing Authorization header; expected 'Authorization: Bearer okdify_...'",
-                        error="UNAUTHENTICATED")
+        raise DifyError(
+            403,
+            BAD_AUTH_HEADER,
+            "missing Authorization header; expected 'Authorization: Bearer okdify_...'",
+            error="UNAUTHENTICATED",
+        )
     parts = header.strip().split()
     if len(parts) != 2 or parts[0].lower() != "bearer":
         hint = ""
         if len(parts) >= 3 and parts[0].lower() == "bearer" and parts[1].lower() == "bearer":
             hint = " ('Bearer ' was typed into the key: paste only the okdify_... key in Dify)"
-        raise DifyError(403, BAD_AUTH_HEADER, "invalid Authorization header format; expected 'Bearer <api-key>'" + hint,
-                        error="UNAUTHENTICATED")
+        raise DifyError(
+            403,
+            BAD_AUTH_HEADER,
+            "invalid Authorization header format; expected 'Bearer <api-key>'" + hint,
+            error="UNAUTHENTICATED",
+        )
     return parts[1]
 
 
@@ -211,9 +220,12 @@ def parse_body(raw: bytes) -> ParsedRequest:
     except cond.ConditionError as exc:
         raise DifyError(400, BAD_REQUEST, f"invalid metadata_condition: {exc.detail}", error=exc.code) from None
     setting = body.retrieval_setting or RetrievalSetting()
-    return ParsedRequest(knowledge_id=body.knowledge_id,
-                         query=RetrievalQuery(query=body.query, top_k=setting.top_k,
-                                              score_threshold=setting.score_threshold, condition=condition))
+    return ParsedRequest(
+        knowledge_id=body.knowledge_id,
+        query=RetrievalQuery(
+            query=body.query, top_k=setting.top_k, score_threshold=setting.score_threshold, condition=condition
+        ),
+    )
 
 
 # --- OpenAPI -------------------------------------------------------------------------------------

@@ -35,10 +35,14 @@ def install(app: FastAPI) -> None:
         root = request.scope.get("root_path", "").rstrip("/")
         assets = root + ASSETS_URL
         return get_swagger_ui_html(
-            openapi_url=root + (app.openapi_url or "/api/openapi.json"), title=f"{app.title} API",
-            swagger_js_url=f"{assets}/swagger-ui-bundle.js", swagger_css_url=f"{assets}/swagger-ui.css",
-            swagger_favicon_url=f"{assets}/favicon-32x32.png", oauth2_redirect_url=root + OAUTH2_REDIRECT_URL,
-            swagger_ui_parameters={"validatorUrl": None})
+            openapi_url=root + (app.openapi_url or "/api/openapi.json"),
+            title=f"{app.title} API",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon-32x32.png",
+            oauth2_redirect_url=root + OAUTH2_REDIRECT_URL,
+            swagger_ui_parameters={"validatorUrl": None},
+        )
 
     @app.get(OAUTH2_REDIRECT_URL, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:

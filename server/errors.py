@@ -18,9 +18,19 @@ from openkb.errors import OpenKBError
 
 log = logging.getLogger("openkb.server")
 
-_STATUS_CODES = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                 405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
-                 422: "VALIDATION_ERROR", 429: "RATE_LIMITED", 503: "SERVICE_UNAVAILABLE"}
+_STATUS_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    422: "VALIDATION_ERROR",
+    429: "RATE_LIMITED",
+    503: "SERVICE_UNAVAILABLE",
+}
 
 
 class ErrorBody(BaseModel):
@@ -58,8 +68,10 @@ def errors_for(*errors: ErrorSpec) -> dict[int | str, dict[str, Any]]:
                     add(int(status), code)
         else:
             add(e.http_status, e.code)
-    return {s: {"model": ErrorBody, "description": ", ".join(codes) or "error", "x-error-codes": codes}
-            for s, codes in sorted(by_status.items())}
+    return {
+        s: {"model": ErrorBody, "description": ", ".join(codes) or "error", "x-error-codes": codes}
+        for s, codes in sorted(by_status.items())
+    }
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -82,14 +94,23 @@ def install(app: FastAPI) -> None:
         errs = list(exc.errors())
         bad_json = next((e for e in errs if e.get("type") == "json_invalid"), None)
         if bad_json is not None:
-            return JSONResponse({"error": "INVALID_JSON", "detail": _json_error_detail(bad_json, exc.body)},
-                                status_code=400)
+            return JSONResponse(
+                {"error": "INVALID_JSON", "detail": _json_error_detail(bad_json, exc.body)}, status_code=400
+            )
         # Unknown fields first: a misspelt name ("titel") also shows up as a missing "title".
         errs.sort(key=lambda e: e.get("type") != "extra_forbidden")
         first = errs[0] if errs else {}
-        return JSONResponse({"error": "VALIDATION_ERROR", "detail": _validation_detail(request, first),
-                             "errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg")),
-                                         "type": str(e.get("type"))} for e in errs[:20]]}, status_code=422)
+        return JSONResponse(
+            {
+                "error": "VALIDATION_ERROR",
+                "detail": _validation_detail(request, first),
+                "errors": [
+                    {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg")), "type": str(e.get("type"))}
+                    for e in errs[:20]
+                ],
+            },
+            status_code=422,
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -98,8 +119,9 @@ def install(app: FastAPI) -> None:
         if exc.status_code == 400 and detail == _FASTAPI_BODY_PARSE_ERROR:
             # FastAPI's words when the bytes don't even decode as text (not valid UTF-8/16/32).
             code, detail = "INVALID_JSON", "line 1, column 1: the body is not UTF-8 text"
-        return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            {"error": code, "detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None)
+        )
 
     @app.exception_handler(DataError)
     async def _data(request: Request, exc: DataError) -> JSONResponse:
@@ -116,8 +138,15 @@ def install(app: FastAPI) -> None:
 # --- request validation: what the client sent wrong, in words --------------------------------------
 
 _FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"
-_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true/false",
-               type(None): "null", bytes: "raw bytes"}
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true/false",
+    type(None): "null",
+    bytes: "raw bytes",
+}
 
 
 def _json_error_detail(err: dict[str, Any], doc: Any) -> str:
@@ -205,9 +234,13 @@ def _document_invalid_json(app: FastAPI) -> None:
             for op in ops.values():
                 if not isinstance(op, dict) or "application/json" not in op.get("requestBody", {}).get("content", {}):
                     continue
-                op.setdefault("responses", {}).setdefault("400", {
-                    "description": "INVALID_JSON (the body is not valid JSON: detail names line and column)",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+                op.setdefault("responses", {}).setdefault(
+                    "400",
+                    {
+                        "description": "INVALID_JSON (the body is not valid JSON: detail names line and column)",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                    },
+                )
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -48,60 +48,94 @@ def redirect_source(redirect_uri: str) -> str:
 
 def csp(nonce: str, *, redirect_to: str | None = None) -> str:
     action = "'self'" + (f" {redirect_source(redirect_to)}" if redirect_to else "")
-    return (f"default-src 'none'; style-src 'nonce-{nonce}'; img-src 'none'; form-action {action}; "
-            "frame-ancestors 'none'; base-uri 'none'")
+    return (
+        f"default-src 'none'; style-src 'nonce-{nonce}'; img-src 'none'; form-action {action}; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    )
 
 
 def _page(title: str, body: str, *, status: int = 200, redirect_to: str | None = None) -> HTMLResponse:
     nonce = secrets.token_urlsafe(16)
-    doc = (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-           f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-           f"<meta name=\"referrer\" content=\"no-referrer\"><title>{e(title)} - OpenKB</title>"
-           f"<style nonce=\"{nonce}\">{_STYLE}</style></head><body><main>{body}</main></body></html>")
-    return HTMLResponse(doc, status_code=status, headers={
-        "Content-Security-Policy": csp(nonce, redirect_to=redirect_to), "X-Frame-Options": "DENY",
-        "Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"})
+    doc = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f'<meta name="referrer" content="no-referrer"><title>{e(title)} - OpenKB</title>'
+        f'<style nonce="{nonce}">{_STYLE}</style></head><body><main>{body}</main></body></html>'
+    )
+    return HTMLResponse(
+        doc,
+        status_code=status,
+        headers={
+            "Content-Security-Policy": csp(nonce, redirect_to=redirect_to),
+            "X-Frame-Options": "DENY",
+            "Cache-Control": "no-store",
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 def _hidden(params: Mapping[str, str]) -> str:
-    return "".join(f"<input type=\"hidden\" name=\"{e(k)}\" value=\"{e(v)}\">" for k, v in params.items())
+    return "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in params.items())
 
 
-def login_page(params: Mapping[str, str], *, client_name: str, csrf: str, redirect_uri: str,
-               error: str | None = None, email: str = "", status: int = 200) -> HTMLResponse:
+def login_page(
+    params: Mapping[str, str],
+    *,
+    client_name: str,
+    csrf: str,
+    redirect_uri: str,
+    error: str | None = None,
+    email: str = "",
+    status: int = 200,
+) -> HTMLResponse:
     """The sign-in form. Its CSP allows the redirect too: with consent remembered, signing in
     answers with the redirect to the client straight away."""
-    err = f"<p class=\"err\" role=\"alert\">{e(error)}</p>" if error else ""
-    body = (f"<h1>Sign in to OpenKB</h1><p class=\"muted\">{e(client_name)} wants to connect to your "
-            f"knowledge base. Sign in first.</p>{err}"
-            f"<form method=\"post\" action=\"/oauth/authorize\">{_hidden(params)}"
-            f"<input type=\"hidden\" name=\"action\" value=\"login\"><input type=\"hidden\" name=\"csrf_token\" "
-            f"value=\"{e(csrf)}\"><label for=\"email\">Email</label><input id=\"email\" type=\"email\" name=\"email\" "
-            f"value=\"{e(email)}\" autocomplete=\"username\" required><label for=\"password\">Password</label>"
-            f"<input id=\"password\" type=\"password\" name=\"password\" autocomplete=\"current-password\" required>"
-            f"<button type=\"submit\">Sign in</button></form>")
+    err = f'<p class="err" role="alert">{e(error)}</p>' if error else ""
+    body = (
+        f'<h1>Sign in to OpenKB</h1><p class="muted">{e(client_name)} wants to connect to your '
+        f"knowledge base. Sign in first.</p>{err}"
+        f'<form method="post" action="/oauth/authorize">{_hidden(params)}'
+        f'<input type="hidden" name="action" value="login"><input type="hidden" name="csrf_token" '
+        f'value="{e(csrf)}"><label for="email">Email</label><input id="email" type="email" name="email" '
+        f'value="{e(email)}" autocomplete="username" required><label for="password">Password</label>'
+        f'<input id="password" type="password" name="password" autocomplete="current-password" required>'
+        f'<button type="submit">Sign in</button></form>'
+    )
     return _page("Sign in", body, status=status, redirect_to=redirect_uri)
 
 
-def consent_page(params: Mapping[str, str], *, client_name: str, client_id: str, redirect_uri: str,
-                 scopes: list[str], user_email: str, csrf: str) -> HTMLResponse:
+def consent_page(
+    params: Mapping[str, str],
+    *,
+    client_name: str,
+    client_id: str,
+    redirect_uri: str,
+    scopes: list[str],
+    user_email: str,
+    csrf: str,
+) -> HTMLResponse:
     parts = urlsplit(redirect_uri)
     host = parts.netloc or f"{parts.scheme}:"
     items = "".join(f"<li><code>{e(s)}</code>: {e(SCOPE_WORDS.get(s, s))}</li>" for s in scopes)
-    body = (f"<h1>Authorize {e(client_name)}</h1>"
-            f"<p><strong>{e(client_name)}</strong> wants to act as <strong>{e(user_email)}</strong> in OpenKB. "
-            f"It will only see what you can see.</p><p>It asks to:</p><ul>{items}</ul>"
-            f"<p class=\"muted\">After you answer you are sent to <code>{e(host)}</code>.<br>"
-            f"Client: <code>{e(client_id)}</code></p>"
-            f"<form method=\"post\" action=\"/oauth/authorize\">{_hidden(params)}"
-            f"<input type=\"hidden\" name=\"csrf_token\" value=\"{e(csrf)}\">"
-            f"<button type=\"submit\" name=\"action\" value=\"allow\">Allow</button>"
-            f"<button type=\"submit\" name=\"action\" value=\"deny\">Deny</button></form>"
-            f"<p class=\"muted\">You can revoke this at any time (Settings, Connected applications).</p>")
+    body = (
+        f"<h1>Authorize {e(client_name)}</h1>"
+        f"<p><strong>{e(client_name)}</strong> wants to act as <strong>{e(user_email)}</strong> in OpenKB. "
+        f"It will only see what you can see.</p><p>It asks to:</p><ul>{items}</ul>"
+        f'<p class="muted">After you answer you are sent to <code>{e(host)}</code>.<br>'
+        f"Client: <code>{e(client_id)}</code></p>"
+        f'<form method="post" action="/oauth/authorize">{_hidden(params)}'
+        f'<input type="hidden" name="csrf_token" value="{e(csrf)}">'
+        f'<button type="submit" name="action" value="allow">Allow</button>'
+        f'<button type="submit" name="action" value="deny">Deny</button></form>'
+        f'<p class="muted">You can revoke this at any time (Settings, Connected applications).</p>'
+    )
     return _page("Authorize", body, redirect_to=redirect_uri)
 
 
 def error_page(message: str, *, status: int = 400) -> HTMLResponse:
-    body = (f"<h1>This authorization request cannot be completed</h1><p class=\"err\">{e(message)}</p>"
-            f"<p class=\"muted\">Return to the application and try connecting again.</p>")
+    body = (
+        f'<h1>This authorization request cannot be completed</h1><p class="err">{e(message)}</p>'
+        f'<p class="muted">Return to the application and try connecting again.</p>'
+    )
     return _page("Authorization error", body, status=status)

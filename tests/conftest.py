@@ -161,8 +161,14 @@ def app_ctx(settings: Settings, database_url: str, milvus_services):
     from openkb.runtime.embedded import Endpoints
 
     s = Settings()
-    ep = Endpoints(database_url=database_url, milvus_uri=milvus_services["milvus_uri"], milvus_token=None,
-                   embedder_url=milvus_services["embedder_url"], queue=str(_HOME / "queue.db"), home=_HOME)
+    ep = Endpoints(
+        database_url=database_url,
+        milvus_uri=milvus_services["milvus_uri"],
+        milvus_token=None,
+        embedder_url=milvus_services["embedder_url"],
+        queue=str(_HOME / "queue.db"),
+        home=_HOME,
+    )
     ctx = AppContext.build(s, ep)
     yield ctx
     ctx.close()
@@ -206,7 +212,6 @@ def live_server(app_ctx):
 @pytest.fixture(scope="session")
 def worker(app_ctx):
     """A real huey consumer (threads) in this process, consuming the test queue file."""
-    import threading
 
     from workers import tasks
     from workers.queue import get_huey

@@ -13,8 +13,17 @@ from dataclasses import dataclass, field
 from sqlmodel import Session
 
 from openkb.models import (
-    Collaborator, Document, DocumentVersion, Group, GroupMember, KnowledgeBase, Tenant, TenantMembership, User,
-    Workspace, WorkspaceMember,
+    Collaborator,
+    Document,
+    DocumentVersion,
+    Group,
+    GroupMember,
+    KnowledgeBase,
+    Tenant,
+    TenantMembership,
+    User,
+    Workspace,
+    WorkspaceMember,
 )
 
 _seq = itertools.count(1)
@@ -32,11 +41,22 @@ def make_tenant(s: Session, name: str | None = None) -> Tenant:
     return t
 
 
-def make_user(s: Session, tenant: Tenant, *, role: str = "member", status: str = "active", email: str | None = None,
-              display_name: str | None = None) -> User:
+def make_user(
+    s: Session,
+    tenant: Tenant,
+    *,
+    role: str = "member",
+    status: str = "active",
+    email: str | None = None,
+    display_name: str | None = None,
+) -> User:
     n = _n()
-    u = User(email=email or f"user{n}-{uuid.uuid4().hex[:6]}@example.com", display_name=display_name or f"User {n}",
-             status=status, password_hash=None)
+    u = User(
+        email=email or f"user{n}-{uuid.uuid4().hex[:6]}@example.com",
+        display_name=display_name or f"User {n}",
+        status=status,
+        password_hash=None,
+    )
     s.add(u)
     s.flush()
     s.add(TenantMembership(tenant_id=tenant.id, user_id=u.id, role=role))
@@ -61,11 +81,27 @@ def add_member(s: Session, ws: Workspace, user: User, role: str) -> WorkspaceMem
     return m
 
 
-def make_kb(s: Session, ws: Workspace, owner: User, *, visibility: str = "workspace", title: str | None = None,
-            settings: dict | None = None, add_owner: bool = True) -> KnowledgeBase:
+def make_kb(
+    s: Session,
+    ws: Workspace,
+    owner: User,
+    *,
+    visibility: str = "workspace",
+    title: str | None = None,
+    settings: dict | None = None,
+    add_owner: bool = True,
+) -> KnowledgeBase:
     n = _n()
-    kb = KnowledgeBase(tenant_id=ws.tenant_id, workspace_id=ws.id, title=title or f"KB {n}", slug=f"kb-{n}",
-                       visibility=visibility, status="active", settings=settings or {}, created_by=owner.id)
+    kb = KnowledgeBase(
+        tenant_id=ws.tenant_id,
+        workspace_id=ws.id,
+        title=title or f"KB {n}",
+        slug=f"kb-{n}",
+        visibility=visibility,
+        status="active",
+        settings=settings or {},
+        created_by=owner.id,
+    )
     s.add(kb)
     s.flush()
     if add_owner:
@@ -73,11 +109,18 @@ def make_kb(s: Session, ws: Workspace, owner: User, *, visibility: str = "worksp
     return kb
 
 
-def grant(s: Session, object_type: str, object_id: uuid.UUID, subject: User | Group, role: str, *,
-          tenant_id: uuid.UUID) -> Collaborator:
-    c = Collaborator(tenant_id=tenant_id, object_type=object_type, object_id=object_id,
-                     subject_type="group" if isinstance(subject, Group) else "user", subject_id=subject.id, role=role,
-                     source="direct")
+def grant(
+    s: Session, object_type: str, object_id: uuid.UUID, subject: User | Group, role: str, *, tenant_id: uuid.UUID
+) -> Collaborator:
+    c = Collaborator(
+        tenant_id=tenant_id,
+        object_type=object_type,
+        object_id=object_id,
+        subject_type="group" if isinstance(subject, Group) else "user",
+        subject_id=subject.id,
+        role=role,
+        source="direct",
+    )
     s.add(c)
     s.flush()
     return c
@@ -93,22 +136,52 @@ def make_group(s: Session, tenant: Tenant, creator: User, members: list[User] = 
     return g
 
 
-def make_doc(s: Session, kb: KnowledgeBase, author: User, *, parent: Document | None = None, type: str = "page",
-             title: str | None = None, markdown: str | None = None, status: str = "published",
-             permission_mode: str = "inherit", visibility: str | None = None, meta: dict | None = None,
-             tags: list[str] | None = None) -> Document:
+def make_doc(
+    s: Session,
+    kb: KnowledgeBase,
+    author: User,
+    *,
+    parent: Document | None = None,
+    type: str = "page",
+    title: str | None = None,
+    markdown: str | None = None,
+    status: str = "published",
+    permission_mode: str = "inherit",
+    visibility: str | None = None,
+    meta: dict | None = None,
+    tags: list[str] | None = None,
+) -> Document:
     n = _n()
-    d = Document(tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
-                 parent_id=parent.id if parent else None, type=type, title=title or f"Doc {n}", slug=f"doc-{n}",
-                 status=status, permission_mode=permission_mode, visibility=visibility, created_by=author.id,
-                 updated_by=author.id, meta=meta or {}, tags=tags or [])
+    d = Document(
+        tenant_id=kb.tenant_id,
+        workspace_id=kb.workspace_id,
+        knowledge_base_id=kb.id,
+        parent_id=parent.id if parent else None,
+        type=type,
+        title=title or f"Doc {n}",
+        slug=f"doc-{n}",
+        status=status,
+        permission_mode=permission_mode,
+        visibility=visibility,
+        created_by=author.id,
+        updated_by=author.id,
+        meta=meta or {},
+        tags=tags or [],
+    )
     s.add(d)
     s.flush()
     if type == "page":
         md = markdown if markdown is not None else f"# {d.title}\n\nBody {n}\n"
-        v = DocumentVersion(tenant_id=kb.tenant_id, document_id=d.id, version_no=1, title=d.title, markdown=md,
-                            markdown_hash=hashlib.sha256(md.encode()).hexdigest(), source_type="manual",
-                            created_by=author.id)
+        v = DocumentVersion(
+            tenant_id=kb.tenant_id,
+            document_id=d.id,
+            version_no=1,
+            title=d.title,
+            markdown=md,
+            markdown_hash=hashlib.sha256(md.encode()).hexdigest(),
+            source_type="manual",
+            created_by=author.id,
+        )
         s.add(v)
         s.flush()
         d.current_version_id = v.id

@@ -59,8 +59,9 @@ def test_job_runs_through_a_real_consumer(worker, committed):
         found = None
         while time.monotonic() < deadline and found is None:
             with committed() as s:
-                found = s.exec(select(AuditLog).where(AuditLog.action == "worker.ping")
-                               .where(AuditLog.meta["note"].astext == note)).first()
+                found = s.exec(
+                    select(AuditLog).where(AuditLog.action == "worker.ping").where(AuditLog.meta["note"].astext == note)
+                ).first()
             time.sleep(0.1)
         assert found is not None, "the consumer never ran the job"
     finally:

@@ -23,10 +23,10 @@ ADAPTERS = ("cli", "server", "workers")
 
 @dataclass(frozen=True)
 class Import:
-    module: str          # absolute dotted name of what is imported ("" for a bare relative import)
+    module: str  # absolute dotted name of what is imported ("" for a bare relative import)
     names: tuple[str, ...]
     line: int
-    top_level: bool      # executed when the module is imported (not inside a def/class body)
+    top_level: bool  # executed when the module is imported (not inside a def/class body)
     type_checking: bool  # under ``if TYPE_CHECKING:`` (never executed)
 
 
@@ -43,7 +43,8 @@ def package_files(package: str) -> list[Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(path: Path, root: Path = ROOT) -> Iterator[Import]:
@@ -94,7 +95,9 @@ def test_domain_imports_no_framework_or_adapter() -> None:
             if _top_package(imp.module) in FORBIDDEN_IN_DOMAIN:
                 where = "module level" if imp.top_level else "inside a function"
                 offences.append(f"{path.relative_to(ROOT)}:{imp.line} imports {imp.module} ({where})")
-    assert not offences, "openkb/ must not import frameworks or adapters (docs/architecture.md):\n" + "\n".join(offences)
+    assert not offences, "openkb/ must not import frameworks or adapters (docs/architecture.md):\n" + "\n".join(
+        offences
+    )
 
 
 # --- 2. no import cycles inside openkb -----------------------------------------------------------
@@ -185,8 +188,7 @@ def test_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_domain_modules_import_each_other_without_cycles() -> None:
     found = cycles(domain_graph())
-    assert not found, "import cycles among openkb modules (module level):\n" + "\n".join(
-        " -> ".join(c) for c in found)
+    assert not found, "import cycles among openkb modules (module level):\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 # --- 3. adapters wire their parts with plain imports ---------------------------------------------
@@ -214,10 +216,18 @@ def test_adapters_use_plain_imports() -> None:
 def test_the_scanner_sees_imports_inside_functions_and_skips_type_checking(tmp_path: Path) -> None:
     probe = tmp_path / "openkb" / "sub" / "probe.py"
     probe.parent.mkdir(parents=True)
-    probe.write_text("from typing import TYPE_CHECKING\nimport openkb.errors\nfrom ..jobs import set_queue\n"
-                     "if TYPE_CHECKING:\n    import fastapi\n"
-                     "class C:\n    from openkb import db\n"
-                     "def f():\n    from server import app\n")
+    probe.write_text(
+        "from typing import TYPE_CHECKING\nimport openkb.errors\nfrom ..jobs import set_queue\n"
+        "if TYPE_CHECKING:\n    import fastapi\n"
+        "class C:\n    from openkb import db\n"
+        "def f():\n    from server import app\n"
+    )
     found = {(i.module, i.top_level, i.type_checking) for i in imports_of(probe, root=tmp_path)}
-    assert found == {("typing", True, False), ("openkb.errors", True, False), ("openkb.jobs", True, False),
-                     ("fastapi", True, True), ("openkb", True, False), ("server", False, False)}
+    assert found == {
+        ("typing", True, False),
+        ("openkb.errors", True, False),
+        ("openkb.jobs", True, False),
+        ("fastapi", True, True),
+        ("openkb", True, False),
+        ("server", False, False),
+    }

@@ -22,8 +22,16 @@ import pytest
 
 def run(args: list[str], env: dict[str, str] | None = None, input: str | None = None, timeout: float = 120):
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, env=full_env,
-                          input=input, timeout=timeout, cwd=Path(__file__).parent.parent, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=input,
+        timeout=timeout,
+        cwd=Path(__file__).parent.parent,
+        check=False,
+    )
 
 
 @pytest.fixture()
@@ -46,9 +54,23 @@ def test_config_show_json_marks_modes_and_masks(db_env):
     assert rows["DATABASE_URL"]["mode"] == "external"
     assert rows["REDIS_URL"]["mode"] == "embedded"
     assert "s3cret-mail" not in p.stdout and "tok-123" not in p.stdout
-    for var in ("DATABASE_URL", "REDIS_URL", "S3_ENDPOINT", "S3_BUCKET", "S3_ACCESS_KEY", "S3_SECRET_KEY", "MILVUS_URI",
-                "MILVUS_TOKEN", "MILVUS_DATABASE", "MILVUS_ACTIVE_ALIAS", "SMTP_HOST", "SMTP_USER", "SMTP_PASSWORD",
-                "APP_BASE_URL", "OPENKB_HOME"):
+    for var in (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "S3_ENDPOINT",
+        "S3_BUCKET",
+        "S3_ACCESS_KEY",
+        "S3_SECRET_KEY",
+        "MILVUS_URI",
+        "MILVUS_TOKEN",
+        "MILVUS_DATABASE",
+        "MILVUS_ACTIVE_ALIAS",
+        "SMTP_HOST",
+        "SMTP_USER",
+        "SMTP_PASSWORD",
+        "APP_BASE_URL",
+        "OPENKB_HOME",
+    ):
         assert var in rows
 
 
@@ -59,7 +81,9 @@ def test_init_is_idempotent(db_env):
     again = run(["init"], env=db_env)
     assert again.returncode == 0
     assert "already initialised" in again.stdout
-    with_admin = run(["init", "--email", email, "--password-stdin", "--json"], env=db_env, input="correct horse battery\n")
+    with_admin = run(
+        ["init", "--email", email, "--password-stdin", "--json"], env=db_env, input="correct horse battery\n"
+    )
     assert with_admin.returncode == 0, with_admin.stderr
     out = json.loads(with_admin.stdout)
     twice = run(["init", "--email", email, "--password-stdin", "--json"], env=db_env, input="correct horse battery\n")
@@ -78,7 +102,9 @@ def test_tenant_and_user_lifecycle(db_env):
     assert slug in [t["slug"] for t in listed]
 
     email = f"ops-{uuid.uuid4().hex[:6]}@example.com"
-    c = run(["user", "create", email, "--tenant", slug, "--password-stdin", "--json"], env=db_env, input="longenough1\n")
+    c = run(
+        ["user", "create", email, "--tenant", slug, "--password-stdin", "--json"], env=db_env, input="longenough1\n"
+    )
     assert c.returncode == 0, c.stderr
     assert json.loads(c.stdout)["status"] == "active"
     s = run(["user", "suspend", email, "--json"], env=db_env)
@@ -90,7 +116,9 @@ def test_tenant_and_user_lifecycle(db_env):
 
     bad = run(["user", "create", "not-an-email", "--no-password"], env=db_env)
     assert_one_line_error(bad, 2, "not a valid email")
-    short = run(["user", "create", f"x{uuid.uuid4().hex[:5]}@example.com", "--password-stdin"], env=db_env, input="short\n")
+    short = run(
+        ["user", "create", f"x{uuid.uuid4().hex[:5]}@example.com", "--password-stdin"], env=db_env, input="short\n"
+    )
     assert_one_line_error(short, 2, "at least 8")
     missing = run(["user", "suspend", "nobody@example.com"], env=db_env)
     assert_one_line_error(missing, 4, "no user")
@@ -139,9 +167,15 @@ def test_up_refuses_busy_port(tmp_path):
 
 
 def test_up_with_unreachable_milvus_says_so(tmp_path, database_url):
-    p = run(["up", "--port", str(_free_port())],
-            env={"OPENKB_HOME": str(tmp_path / "h"), "DATABASE_URL": database_url, "MILVUS_URI": "http://127.0.0.1:1",
-                 "OPENKB_EMBEDDER_URL": "off"})
+    p = run(
+        ["up", "--port", str(_free_port())],
+        env={
+            "OPENKB_HOME": str(tmp_path / "h"),
+            "DATABASE_URL": database_url,
+            "MILVUS_URI": "http://127.0.0.1:1",
+            "OPENKB_EMBEDDER_URL": "off",
+        },
+    )
     assert_one_line_error(p, 69, "MILVUS_URI")
 
 
@@ -173,8 +207,14 @@ def up_env(home: Path) -> dict[str, str]:
 
 
 def start_up(env: dict[str, str], port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def wait_ready(proc: subprocess.Popen[str], port: int, home: Path, timeout: float = 240) -> None:
@@ -185,8 +225,10 @@ def wait_ready(proc: subprocess.Popen[str], port: int, home: Path, timeout: floa
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if (httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-                    and read_record(Home(home), "up") is not None):
+            if (
+                httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+                and read_record(Home(home), "up") is not None
+            ):
                 return
         except httpx.HTTPError:
             pass
@@ -196,8 +238,16 @@ def wait_ready(proc: subprocess.Popen[str], port: int, home: Path, timeout: floa
 
 
 def cli(args: list[str], env: dict[str, str], input: str | None = None, timeout: float = 120):
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True,
-                          input=input, timeout=timeout, cwd=ROOT, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        cwd=ROOT,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -286,8 +336,9 @@ def test_links_follow_the_served_port_when_app_base_url_is_unset(fresh_up):
     assert made.returncode == 0, made.stderr
     with httpx.Client(base_url=base, timeout=30) as http:
         newcomer = f"new-{uuid.uuid4().hex[:6]}@example.com"
-        r = http.post("/api/auth/register", json={"email": newcomer, "password": "correct horse battery",
-                                                  "display_name": "New"})
+        r = http.post(
+            "/api/auth/register", json={"email": newcomer, "password": "correct horse battery", "display_name": "New"}
+        )
         assert r.status_code == 201, r.text
         assert r.json()["verification_required"] is True
         _mail_with(home, newcomer, f"{base}/verify-email?token=")
@@ -300,13 +351,22 @@ def test_links_follow_the_served_port_when_app_base_url_is_unset(fresh_up):
         http.headers["X-CSRF-Token"] = r.json()["csrf_token"]
         ws = http.post("/api/workspaces", json={"name": "Links"})
         assert ws.status_code == 201, ws.text
-        kb = http.post("/api/knowledge-bases", json={"workspace_id": ws.json()["id"], "title": "Links KB",
-                                                      "visibility": "workspace"})
+        kb = http.post(
+            "/api/knowledge-bases",
+            json={"workspace_id": ws.json()["id"], "title": "Links KB", "visibility": "workspace"},
+        )
         assert kb.status_code == 201, kb.text
         kb_id = kb.json()["id"]
         word = f"wombat{uuid.uuid4().hex[:8]}"
-        doc = http.post("/api/documents", json={"knowledge_base_id": kb_id, "type": "page", "title": "Wombats",
-                                                "markdown": f"# Wombats\n\nThe {word} digs burrows.\n"})
+        doc = http.post(
+            "/api/documents",
+            json={
+                "knowledge_base_id": kb_id,
+                "type": "page",
+                "title": "Wombats",
+                "markdown": f"# Wombats\n\nThe {word} digs burrows.\n",
+            },
+        )
         assert doc.status_code == 201, doc.text
         doc_id = doc.json()["id"]
 
@@ -327,9 +387,11 @@ def test_links_follow_the_served_port_when_app_base_url_is_unset(fresh_up):
         while http.get(f"/api/documents/{doc_id}").json()["index_status"] != "indexed":
             assert time.monotonic() < deadline, _logs(home)
             time.sleep(0.5)
-        r = http.post("/retrieval", headers={"Authorization": f"Bearer {json.loads(key.stdout)['key']}"},
-                      json={"knowledge_id": "links-kb", "query": word,
-                            "retrieval_setting": {"top_k": 3, "score_threshold": 0.0}})
+        r = http.post(
+            "/retrieval",
+            headers={"Authorization": f"Bearer {json.loads(key.stdout)['key']}"},
+            json={"knowledge_id": "links-kb", "query": word, "retrieval_setting": {"top_k": 3, "score_threshold": 0.0}},
+        )
         assert r.status_code == 200, r.text
         records = r.json()["records"]
         assert records, r.text
@@ -346,8 +408,9 @@ USAGE_ERRORS = [
     pytest.param(["user", "list", "--bogus"], "No such option", id="unknown-nested-option"),
     pytest.param(["user", "list", "--status"], "requires an argument", id="option-without-value"),
     pytest.param(["dify", "key", "create"], "Missing option", id="missing-nested-option"),
-    pytest.param(["dify", "key", "create", "--name", "k", "--top-k-limit", "many"], "--top-k-limit",
-                 id="bad-int-nested"),
+    pytest.param(
+        ["dify", "key", "create", "--name", "k", "--top-k-limit", "many"], "--top-k-limit", id="bad-int-nested"
+    ),
     pytest.param(["search"], "Missing argument", id="missing-argument"),
 ]
 

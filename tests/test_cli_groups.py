@@ -22,8 +22,24 @@ def test_group_commands(db_env, committed):
     other = f"grp-other-{uuid.uuid4().hex[:6]}"
     _ok(run(["tenant", "create", slug], env=db_env))
     _ok(run(["tenant", "create", other], env=db_env))
-    admin = json.loads(_ok(run(["user", "create", f"adm-{slug}@example.com", "--tenant", slug, "--role",
-                                "tenant_admin", "--no-password", "--json"], env=db_env)).stdout)
+    admin = json.loads(
+        _ok(
+            run(
+                [
+                    "user",
+                    "create",
+                    f"adm-{slug}@example.com",
+                    "--tenant",
+                    slug,
+                    "--role",
+                    "tenant_admin",
+                    "--no-password",
+                    "--json",
+                ],
+                env=db_env,
+            )
+        ).stdout
+    )
     alice = f"alice-{slug}@example.com"
     _ok(run(["user", "create", alice, "--tenant", slug, "--no-password"], env=db_env))
     stranger = f"stranger-{slug}@example.com"
@@ -35,15 +51,16 @@ def test_group_commands(db_env, committed):
     assert_one_line_error(run(["group", "create", "  ", "--tenant", slug], env=db_env), 2, "group name")
     assert_one_line_error(run(["group", "list", "--tenant", "no-such-tenant"], env=db_env), 4, "no tenant")
 
-    added = json.loads(_ok(run(["group", "add-member", "Writers", alice, "--tenant", slug, "--json"],
-                               env=db_env)).stdout)
+    added = json.loads(
+        _ok(run(["group", "add-member", "Writers", alice, "--tenant", slug, "--json"], env=db_env)).stdout
+    )
     assert added["added"] is True
-    again = json.loads(_ok(run(["group", "add-member", g["id"], alice, "--tenant", slug, "--json"],
-                               env=db_env)).stdout)
+    again = json.loads(_ok(run(["group", "add-member", g["id"], alice, "--tenant", slug, "--json"], env=db_env)).stdout)
     assert again["added"] is False
     # never across tenants: a user of another tenant, or this group named under another tenant
-    assert_one_line_error(run(["group", "add-member", "Writers", stranger, "--tenant", slug], env=db_env), 4,
-                          "user not found")
+    assert_one_line_error(
+        run(["group", "add-member", "Writers", stranger, "--tenant", slug], env=db_env), 4, "user not found"
+    )
     assert_one_line_error(run(["group", "members", g["id"], "--tenant", other], env=db_env), 4, "no group")
     members = json.loads(_ok(run(["group", "members", "Writers", "--tenant", slug, "--json"], env=db_env)).stdout)
     assert [m["email"] for m in members] == [alice]
@@ -53,8 +70,9 @@ def test_group_commands(db_env, committed):
 
     _ok(run(["group", "rename", "Writers", "Authors", "--tenant", slug], env=db_env))
     _ok(run(["group", "remove-member", "Authors", alice, "--tenant", slug], env=db_env))
-    assert_one_line_error(run(["group", "remove-member", "Authors", alice, "--tenant", slug], env=db_env), 4,
-                          "member not found")
+    assert_one_line_error(
+        run(["group", "remove-member", "Authors", alice, "--tenant", slug], env=db_env), 4, "member not found"
+    )
 
     with committed() as s:  # a grant held by the group goes when the group does
         from openkb.accounts.users import get_tenant
@@ -71,11 +89,16 @@ def test_group_commands(db_env, committed):
     assert_one_line_error(run(["group", "delete", "Authors", "--tenant", slug], env=db_env), 4, "no group")
     with committed() as s:
         assert s.exec(select(Collaborator).where(Collaborator.subject_id == uuid.UUID(g["id"]))).all() == []
-        actions = [a.action for a in s.exec(select(AuditLog).where(AuditLog.object_id == uuid.UUID(g["id"]))
-                                            .order_by(AuditLog.created_at)).all()]
+        actions = [
+            a.action
+            for a in s.exec(
+                select(AuditLog).where(AuditLog.object_id == uuid.UUID(g["id"])).order_by(AuditLog.created_at)
+            ).all()
+        ]
         assert actions == ["group.create", "group_member.add", "group.rename", "group_member.remove", "group.delete"]
-        removed = s.exec(select(AuditLog).where(AuditLog.object_id == kb.id,
-                                                AuditLog.action == "collaborator.remove")).one()
+        removed = s.exec(
+            select(AuditLog).where(AuditLog.object_id == kb.id, AuditLog.action == "collaborator.remove")
+        ).one()
         assert removed.actor_type == "system" and removed.meta["reason"] == "group.delete"
 
 

@@ -77,8 +77,13 @@ def test_record_then_refuse_keeps_the_record_through_the_rollback(engine):
     with pytest.raises(_Refused), session_scope(engine) as s:
         set_origin(s, ip="10.1.2.3", via="test")
         record_audit(s, tenant_id=None, actor=None, action=lost, object_type=None, object_id=None)
-        record_then_refuse(s, lambda apart: record_audit(apart, tenant_id=None, actor=None, action=kept,
-                                                         object_type=None, object_id=None), _Refused())
+        record_then_refuse(
+            s,
+            lambda apart: record_audit(
+                apart, tenant_id=None, actor=None, action=kept, object_type=None, object_id=None
+            ),
+            _Refused(),
+        )
     assert _audit_count(engine, kept) == 1 and _audit_count(engine, lost) == 0
     with session_scope(engine) as s:  # the separate transaction carried the session's audit origin
         ip, via = s.execute(text("SELECT ip, metadata->>'via' FROM audit_logs WHERE action = :a"), {"a": kept}).one()
@@ -104,6 +109,7 @@ def test_commit_apart_on_a_connection_bound_session_writes_into_it(db):
     from openkb.db import commit_apart
 
     action = f"test.inline.{uuid.uuid4().hex[:8]}"
-    commit_apart(db, lambda s: record_audit(s, tenant_id=None, actor=None, action=action, object_type=None,
-                                            object_id=None))
+    commit_apart(
+        db, lambda s: record_audit(s, tenant_id=None, actor=None, action=action, object_type=None, object_id=None)
+    )
     assert db.execute(text("SELECT count(*) FROM audit_logs WHERE action = :a"), {"a": action}).scalar_one() == 1

@@ -26,8 +26,20 @@ SELF = Path(__file__).resolve()
 ROOT = SELF.parents[1]
 DOCS = ROOT / "docs"
 SCANNED_SUFFIXES = (".py", ".md", ".toml")
-SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "site", "build", "dist", "__pycache__",
-                ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+SKIPPED_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "site",
+    "build",
+    "dist",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+}
 
 # ``docs/<page>.md`` optionally followed by ``#anchor``; not preceded by a word character or a
 # slash (``/api/docs/x.md``, ``github.com/o/r/docs/x.md`` are someone else's docs), except for
@@ -41,8 +53,8 @@ NUMBERED = re.compile(r"(?<![\w/])(?:docs|prompts)/\d\d")
 
 @dataclass(frozen=True)
 class Ref:
-    where: str          # "path:line"
-    page: str           # "permissions.md"
+    where: str  # "path:line"
+    page: str  # "permissions.md"
     anchor: str | None  # "the-folder-gate-rule"
 
     def __str__(self) -> str:
@@ -129,8 +141,9 @@ def test_no_reference_to_the_specs_numbered_documents() -> None:
     for path in scanned_files():
         rel = path.relative_to(ROOT).as_posix()
         found += numbered_references(path.read_text(encoding="utf-8", errors="replace"), rel)
-    assert not found, ("cite the project's docs/<page>.md (see docs/index.md), not the spec's numbered "
-                       "documents:\n" + "\n".join(found))
+    assert not found, (
+        "cite the project's docs/<page>.md (see docs/index.md), not the spec's numbered documents:\n" + "\n".join(found)
+    )
 
 
 def test_code_cites_the_documentation() -> None:
@@ -153,30 +166,39 @@ def test_every_page_is_in_the_navigation() -> None:
 # --- the checker itself ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("see docs/permissions.md", [("permissions.md", None)]),
-    ("(docs/permissions.md#the-folder-gate-rule).", [("permissions.md", "the-folder-gate-rule")]),
-    ("[x](../../docs/api.md#errors)", [("api.md", "errors")]),
-    ("GET /api/docs/oauth.md and https://x.org/o/r/docs/y.md", []),
-    ("server/docs_ui.py docs/ alone", []),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see docs/permissions.md", [("permissions.md", None)]),
+        ("(docs/permissions.md#the-folder-gate-rule).", [("permissions.md", "the-folder-gate-rule")]),
+        ("[x](../../docs/api.md#errors)", [("api.md", "errors")]),
+        ("GET /api/docs/oauth.md and https://x.org/o/r/docs/y.md", []),
+        ("server/docs_ui.py docs/ alone", []),
+    ],
+)
 def test_references_are_recognised(text: str, expected: list[tuple[str, str | None]]) -> None:
     assert [(r.page, r.anchor) for r in references_in(text, "x.py", in_docs=False)] == expected
 
 
 def test_links_inside_the_pages_are_checked_too() -> None:
-    refs = references_in("[a](api.md#errors) [b](#principals) [c](https://x.org/a.md)", "docs/permissions.md",
-                         in_docs=True)
+    refs = references_in(
+        "[a](api.md#errors) [b](#principals) [c](https://x.org/a.md)", "docs/permissions.md", in_docs=True
+    )
     assert [(r.page, r.anchor) for r in refs] == [("api.md", "errors"), ("permissions.md", "principals")]
 
 
 def test_a_missing_page_or_section_is_reported() -> None:
-    refs = [Ref("a.py:1", "permissions.md", "the-folder-gate-rule"), Ref("a.py:2", "no-such-page.md", None),
-            Ref("a.py:3", "permissions.md", "no-such-section")]
+    refs = [
+        Ref("a.py:1", "permissions.md", "the-folder-gate-rule"),
+        Ref("a.py:2", "no-such-page.md", None),
+        Ref("a.py:3", "permissions.md", "no-such-section"),
+    ]
     assert problems(refs) == [
         "a.py:2: docs/no-such-page.md: no page docs/no-such-page.md",
-        ("a.py:3: docs/permissions.md#no-such-section: docs/permissions.md has no section with the anchor "
-         "#no-such-section"),
+        (
+            "a.py:3: docs/permissions.md#no-such-section: docs/permissions.md has no section with the anchor "
+            "#no-such-section"
+        ),
     ]
 
 

@@ -111,8 +111,9 @@ def test_every_class_says_when_it_is_raised_and_where(classes):
 def test_every_http_code_is_documented_by_a_route(classes, openapi):
     documented = documented_codes(openapi)
     missing = sorted(c.code for c in classes if "http" in c.surfaces and c.code not in documented)
-    assert not missing, ("these codes can reach an HTTP client but no route lists them "
-                         f"(responses=errors_for(...)): {missing}")
+    assert not missing, (
+        f"these codes can reach an HTTP client but no route lists them (responses=errors_for(...)): {missing}"
+    )
 
 
 def test_cli_and_worker_only_codes_are_not_claimed_by_routes(classes, openapi):
@@ -167,13 +168,18 @@ def test_errors_for_groups_codes_by_status():
     base = errors_for(401, NotFound)
     out = errors_for(base, VersionConflict, AlreadyExists, 404)
     assert {s: e["x-error-codes"] for s, e in out.items()} == {
-        401: ["UNAUTHENTICATED"], 404: ["NOT_FOUND"], 409: ["VERSION_CONFLICT", "ALREADY_EXISTS"]}
+        401: ["UNAUTHENTICATED"],
+        404: ["NOT_FOUND"],
+        409: ["VERSION_CONFLICT", "ALREADY_EXISTS"],
+    }
     assert out[409]["description"] == "VERSION_CONFLICT, ALREADY_EXISTS"
 
 
 def test_safe_methods_never_list_csrf_failed(openapi):
     """A GET with a session cookie needs no CSRF header (server/auth.py), so none documents it."""
-    wrong = [f"GET {path}" for path, ops in openapi["paths"].items()
-             if "CSRF_FAILED" in ops.get("get", {}).get("responses", {}).get("403", {}).get("x-error-codes", [])]
+    wrong = [
+        f"GET {path}"
+        for path, ops in openapi["paths"].items()
+        if "CSRF_FAILED" in ops.get("get", {}).get("responses", {}).get("403", {}).get("x-error-codes", [])
+    ]
     assert not wrong, wrong
-

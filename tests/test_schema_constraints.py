@@ -9,10 +9,20 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from openkb.models import (
-    AuthSettings, Collaborator, DifyApiKey, DifyKnowledgeMapping, Document, DocumentVersion, Invitation,
-    McpPersonalAccessToken, ShareLink, TenantMembership, User, WorkspaceMember,
+    AuthSettings,
+    Collaborator,
+    DifyApiKey,
+    DifyKnowledgeMapping,
+    Document,
+    DocumentVersion,
+    Invitation,
+    McpPersonalAccessToken,
+    ShareLink,
+    TenantMembership,
+    User,
+    WorkspaceMember,
 )
-from tests.factories import add_member, make_doc, make_kb, make_personas, make_tenant, make_user, make_workspace
+from tests.factories import make_doc, make_kb, make_personas, make_tenant, make_user
 
 
 def _rejects(db, obj) -> None:
@@ -74,9 +84,15 @@ def test_auth_settings_signup_status_and_single_instance_row(db):
 def test_workspace_member_roles_are_workspace_roles(db, world):
     u = make_user(db, world.tenant)
     for bad in ("manager", "editor", "viewer", "system_admin"):
-        _rejects(db, WorkspaceMember(tenant_id=world.tenant.id, workspace_id=world.workspace.id, user_id=u.id, role=bad))
-    _rejects(db, WorkspaceMember(tenant_id=world.tenant.id, workspace_id=world.workspace.id, user_id=world.member.id,
-                                 role="member"))
+        _rejects(
+            db, WorkspaceMember(tenant_id=world.tenant.id, workspace_id=world.workspace.id, user_id=u.id, role=bad)
+        )
+    _rejects(
+        db,
+        WorkspaceMember(
+            tenant_id=world.tenant.id, workspace_id=world.workspace.id, user_id=world.member.id, role="member"
+        ),
+    )
 
 
 def test_workspace_slug_unique_per_tenant(db, world):
@@ -97,8 +113,15 @@ def test_knowledge_base_checks(db, world):
 
 def test_document_checks(db, world):
     kb = make_kb(db, world.workspace, world.owner)
-    base = dict(tenant_id=world.tenant.id, workspace_id=world.workspace.id, knowledge_base_id=kb.id, slug="s",
-                created_by=world.owner.id, updated_by=world.owner.id, title="t")
+    base = dict(
+        tenant_id=world.tenant.id,
+        workspace_id=world.workspace.id,
+        knowledge_base_id=kb.id,
+        slug="s",
+        created_by=world.owner.id,
+        updated_by=world.owner.id,
+        title="t",
+    )
     _rejects(db, Document(**base, type="board", status="published"))
     _rejects(db, Document(**base, type="page", status="hidden"))
     _rejects(db, Document(**base, type="page", status="draft", permission_mode="override"))
@@ -126,27 +149,51 @@ def test_collaborators_only_content_objects_and_roles(db, world):
     base = dict(tenant_id=world.tenant.id, subject_type="user", subject_id=world.member.id, source="direct")
     _rejects(db, Collaborator(**base, object_type="workspace", object_id=world.workspace.id, role="viewer"))
     _rejects(db, Collaborator(**base, object_type="knowledge_base", object_id=kb.id, role="admin"))
-    _rejects(db, Collaborator(**{**base, "subject_type": "team"}, object_type="knowledge_base", object_id=kb.id,
-                              role="viewer"))
-    _rejects(db, Collaborator(**{**base, "source": "magic"}, object_type="knowledge_base", object_id=kb.id,
-                              role="viewer"))
-    _rejects(db, Collaborator(**{**base, "subject_id": world.owner.id}, object_type="knowledge_base", object_id=kb.id,
-                              role="viewer"))  # owner already a collaborator: unique
+    _rejects(
+        db,
+        Collaborator(**{**base, "subject_type": "team"}, object_type="knowledge_base", object_id=kb.id, role="viewer"),
+    )
+    _rejects(
+        db, Collaborator(**{**base, "source": "magic"}, object_type="knowledge_base", object_id=kb.id, role="viewer")
+    )
+    _rejects(
+        db,
+        Collaborator(
+            **{**base, "subject_id": world.owner.id}, object_type="knowledge_base", object_id=kb.id, role="viewer"
+        ),
+    )  # owner already a collaborator: unique
 
 
 @pytest.mark.parametrize(
     "object_type,role,ok",
     [
-        ("workspace", "admin", True), ("workspace", "member", True), ("workspace", "guest", True),
-        ("workspace", "owner", False), ("workspace", "viewer", False), ("workspace", "manager", False),
-        ("knowledge_base", "manager", True), ("knowledge_base", "editor", True), ("knowledge_base", "viewer", True),
-        ("knowledge_base", "owner", False), ("knowledge_base", "member", False), ("document", "viewer", True),
-        ("document", "owner", False), ("document", "admin", False), ("folder", "viewer", False),
+        ("workspace", "admin", True),
+        ("workspace", "member", True),
+        ("workspace", "guest", True),
+        ("workspace", "owner", False),
+        ("workspace", "viewer", False),
+        ("workspace", "manager", False),
+        ("knowledge_base", "manager", True),
+        ("knowledge_base", "editor", True),
+        ("knowledge_base", "viewer", True),
+        ("knowledge_base", "owner", False),
+        ("knowledge_base", "member", False),
+        ("document", "viewer", True),
+        ("document", "owner", False),
+        ("document", "admin", False),
+        ("folder", "viewer", False),
     ],
 )
 def test_invitation_role_by_object_type(db, world, object_type, role, ok):
-    inv = Invitation(tenant_id=world.tenant.id, object_type=object_type, object_id=uuid.uuid4(), role=role,
-                     token_hash=uuid.uuid4().hex, status="pending", invited_by=world.owner.id)
+    inv = Invitation(
+        tenant_id=world.tenant.id,
+        object_type=object_type,
+        object_id=uuid.uuid4(),
+        role=role,
+        token_hash=uuid.uuid4().hex,
+        status="pending",
+        invited_by=world.owner.id,
+    )
     if ok:
         db.add(inv)
         db.flush()
@@ -155,8 +202,18 @@ def test_invitation_role_by_object_type(db, world, object_type, role, ok):
 
 
 def test_invitation_status_check(db, world):
-    _rejects(db, Invitation(tenant_id=world.tenant.id, object_type="workspace", object_id=world.workspace.id,
-                            role="member", token_hash="h1", status="maybe", invited_by=world.owner.id))
+    _rejects(
+        db,
+        Invitation(
+            tenant_id=world.tenant.id,
+            object_type="workspace",
+            object_id=world.workspace.id,
+            role="member",
+            token_hash="h1",
+            status="maybe",
+            invited_by=world.owner.id,
+        ),
+    )
 
 
 def test_share_links_are_view_only(db, world):
@@ -175,17 +232,32 @@ def test_share_links_are_view_only(db, world):
 
 
 def test_integration_tables_checks(db, world):
-    _rejects(db, McpPersonalAccessToken(tenant_id=world.tenant.id, user_id=world.member.id, name="t",
-                                        token_hash="x1", status="paused"))
+    _rejects(
+        db,
+        McpPersonalAccessToken(
+            tenant_id=world.tenant.id, user_id=world.member.id, name="t", token_hash="x1", status="paused"
+        ),
+    )
     _rejects(db, DifyApiKey(tenant_id=world.tenant.id, name="k", key_hash="k1", status="deleted"))
     kb = make_kb(db, world.workspace, world.owner)
-    db.add(DifyKnowledgeMapping(tenant_id=world.tenant.id, dify_knowledge_id="abc", knowledge_base_id=kb.id,
-                                status="active"))
+    db.add(
+        DifyKnowledgeMapping(
+            tenant_id=world.tenant.id, dify_knowledge_id="abc", knowledge_base_id=kb.id, status="active"
+        )
+    )
     db.flush()
-    _rejects(db, DifyKnowledgeMapping(tenant_id=world.tenant.id, dify_knowledge_id="abc", knowledge_base_id=kb.id,
-                                      status="active"))
-    _rejects(db, DifyKnowledgeMapping(tenant_id=world.tenant.id, dify_knowledge_id="abd", knowledge_base_id=kb.id,
-                                      status="paused"))
+    _rejects(
+        db,
+        DifyKnowledgeMapping(
+            tenant_id=world.tenant.id, dify_knowledge_id="abc", knowledge_base_id=kb.id, status="active"
+        ),
+    )
+    _rejects(
+        db,
+        DifyKnowledgeMapping(
+            tenant_id=world.tenant.id, dify_knowledge_id="abd", knowledge_base_id=kb.id, status="paused"
+        ),
+    )
 
 
 def test_audit_actor_type_check(db):
@@ -195,8 +267,8 @@ def test_audit_actor_type_check(db):
 
 
 def test_group_member_unique(db, world):
-    from tests.factories import make_group
     from openkb.models import GroupMember
+    from tests.factories import make_group
 
     g = make_group(db, world.tenant, world.owner, [world.member])
     _rejects(db, GroupMember(tenant_id=world.tenant.id, group_id=g.id, user_id=world.member.id))
@@ -209,8 +281,15 @@ def test_index_profile_statuses_and_alias_switch_kinds(db):
 
     def profile(status: str) -> MilvusIndexProfile:
         n = uuid.uuid4().hex[:8]
-        return MilvusIndexProfile(name=f"p-{n}", alias="", collection_name=f"c_{n}", schema_version="chunks-1",
-                                  vector_dim=0, embedding_function_name="", status=status)
+        return MilvusIndexProfile(
+            name=f"p-{n}",
+            alias="",
+            collection_name=f"c_{n}",
+            schema_version="chunks-1",
+            vector_dim=0,
+            embedding_function_name="",
+            status=status,
+        )
 
     for ok in ("building", "ready", "active", "deprecated", "failed", "dropped"):
         db.add(profile(ok))
@@ -220,13 +299,18 @@ def test_index_profile_statuses_and_alias_switch_kinds(db):
     first = MilvusAliasSwitch(alias="a", from_collection=None, to_collection="c1", kind="initial", actor_type="system")
     db.add(first)
     db.flush()
-    back = MilvusAliasSwitch(alias="a", from_collection="c1", to_collection="c2", kind="rollback",
-                             reverts_id=first.id, actor_type="system")
+    back = MilvusAliasSwitch(
+        alias="a", from_collection="c1", to_collection="c2", kind="rollback", reverts_id=first.id, actor_type="system"
+    )
     db.add(back)
     db.flush()
     assert back.id > first.id
-    _rejects(db, MilvusAliasSwitch(alias="a", to_collection="c", kind="rollback", reverts_id=back.id + 10**9,
-                                   actor_type="system"))
+    _rejects(
+        db,
+        MilvusAliasSwitch(
+            alias="a", to_collection="c", kind="rollback", reverts_id=back.id + 10**9, actor_type="system"
+        ),
+    )
 
 
 def test_documents_index_attempts_defaults_to_zero(db, world):

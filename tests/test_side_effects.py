@@ -84,8 +84,12 @@ def test_adapters_write_no_audit_rows_and_send_no_mail():
                 if name in _SIDE_EFFECT_CALLS:
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {name}")
                 f = node.func
-                if (isinstance(f, ast.Attribute) and f.attr == "send" and isinstance(f.value, ast.Attribute)
-                        and f.value.attr == "mailer"):
+                if (
+                    isinstance(f, ast.Attribute)
+                    and f.attr == "send"
+                    and isinstance(f.value, ast.Attribute)
+                    and f.value.attr == "mailer"
+                ):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} calls mailer.send")
             if isinstance(node, ast.ImportFrom) and node.module in ("openkb.audit", "openkb.accounts.email_tokens"):
                 for alias in node.names:
@@ -107,11 +111,13 @@ def test_no_router_commits():
 
 def test_the_inspection_sees_what_it_looks_for():
     """Guard against a vacuous pass: the same walk flags a snippet that does it all."""
-    snippet = ("from openkb.audit import record_audit\n"
-               "def route(session, ctx):\n"
-               "    session.add(AuditLog(action='x'))\n"
-               "    ctx.mailer.send('a@b.c', 's', 'b')\n"
-               "    session.commit()\n")
+    snippet = (
+        "from openkb.audit import record_audit\n"
+        "def route(session, ctx):\n"
+        "    session.add(AuditLog(action='x'))\n"
+        "    ctx.mailer.send('a@b.c', 's', 'b')\n"
+        "    session.commit()\n"
+    )
     tree = ast.parse(snippet)
     calls = {_called_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert {"AuditLog", "send", "commit"} <= calls
@@ -182,8 +188,25 @@ def test_dify_key_changes_are_audited_once_from_cli_and_rest(db_env, http, commi
         admin.password_hash = hash_password(PASSWORD)
         s.add(admin)
         s.commit()
-    cli_key = json.loads(_ok(run(["dify", "key", "create", "--name", "by-cli", "--kb", str(kb.id), "--tenant",
-                                  str(p.tenant.id), "--json"], env=db_env)))
+    cli_key = json.loads(
+        _ok(
+            run(
+                [
+                    "dify",
+                    "key",
+                    "create",
+                    "--name",
+                    "by-cli",
+                    "--kb",
+                    str(kb.id),
+                    "--tenant",
+                    str(p.tenant.id),
+                    "--json",
+                ],
+                env=db_env,
+            )
+        )
+    )
     _ok(run(["dify", "key", "disable", cli_key["id"], "--tenant", str(p.tenant.id), "--json"], env=db_env))
     with login(http, p.tenant_admin.email) as c:
         r = c.post("/api/admin/dify/keys", json={"name": "by-rest", "knowledge_base_ids": [str(kb.id)]})
@@ -205,8 +228,7 @@ def test_dify_key_changes_are_audited_once_from_cli_and_rest(db_env, http, commi
 # --- invitations: mail after commit only --------------------------------------------------------
 
 
-def test_a_rolled_back_invitation_mails_nothing_and_a_committed_one_mails_once(engine, committed, tmp_path,
-                                                                                   settings):
+def test_a_rolled_back_invitation_mails_nothing_and_a_committed_one_mails_once(engine, committed, tmp_path, settings):
     """The service queues the mail on the transaction: rollback drops it, commit sends it."""
     from openkb.db import session_scope
     from openkb.mail import Mailer
@@ -234,20 +256,23 @@ def test_a_rolled_back_invitation_mails_nothing_and_a_committed_one_mails_once(e
     (msg,) = outbox_messages(tmp_path, kept)
     assert "Handbook" in msg["Subject"] and f"/invitations/{created.token}" in msg.get_content()
     with committed() as s:
-        invites = s.exec(select(AuditLog).where(AuditLog.object_id == kb.id,
-                                                AuditLog.action == "invitation.create")).all()
+        invites = s.exec(
+            select(AuditLog).where(AuditLog.object_id == kb.id, AuditLog.action == "invitation.create")
+        ).all()
     assert [r.meta["email"] for r in invites] == [kept]  # the rolled-back one left no row either
 
 
 def test_invitation_by_email_over_rest_mails_once(w, test_home):
     email = f"invitee-{uuid.uuid4().hex[:6]}@example.com"
-    r = w.c["owner"].post(f"/api/objects/knowledge_base/{w.kb['id']}/invitations",
-                          json={"role": "viewer", "email": email})
+    r = w.c["owner"].post(
+        f"/api/objects/knowledge_base/{w.kb['id']}/invitations", json={"role": "viewer", "email": email}
+    )
     assert r.status_code == 201, r.text
     (msg,) = outbox_messages(test_home, email)
     assert r.json()["url"] in msg.get_content()
-    bad = w.c["owner"].post(f"/api/objects/knowledge_base/{w.kb['id']}/invitations",
-                            json={"role": "owner", "email": "nobody-" + email})
+    bad = w.c["owner"].post(
+        f"/api/objects/knowledge_base/{w.kb['id']}/invitations", json={"role": "owner", "email": "nobody-" + email}
+    )
     assert bad.status_code == 422
     assert outbox_messages(test_home, "nobody-" + email) == []
 
@@ -264,8 +289,9 @@ def test_a_failed_login_is_counted_and_audited_although_the_request_fails(http, 
     with committed() as s:
         from sqlalchemy import text
 
-        count = s.execute(text("SELECT count FROM rate_limit_buckets WHERE key = :k"),
-                          {"k": f"login:acct:{acct.email}"}).scalar_one()
+        count = s.execute(
+            text("SELECT count FROM rate_limit_buckets WHERE key = :k"), {"k": f"login:acct:{acct.email}"}
+        ).scalar_one()
     assert count == 1
 
 
@@ -277,6 +303,7 @@ def test_a_wrong_share_link_password_stays_recorded_without_a_route_commit(w, co
     bad = w.anon.post(f"/api/share/{token}/verify-password", json={"password": "wrong"})
     assert bad.status_code == 403 and bad.json()["error"] == "SHARE_PASSWORD_INCORRECT"
     assert [a.action for a in _rows(committed, uuid.UUID(kb["id"]), "share_link.password_failed")] == [
-        "share_link.password_failed"]
+        "share_link.password_failed"
+    ]
     good = w.anon.post(f"/api/share/{token}/verify-password", json={"password": "open sesame"})
     assert good.status_code == 200, good.text

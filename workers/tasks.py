@@ -8,7 +8,8 @@ with exponential backoff; others fail the job once and are logged.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from huey import Huey
 

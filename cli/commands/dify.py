@@ -8,7 +8,7 @@ default ``default``); each command calls one service, which writes the audit row
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -19,8 +19,9 @@ TenantOpt = Annotated[str, typer.Option(help="Tenant slug or id.")]
 
 
 def register(app: typer.Typer) -> None:
-    dify = typer.Typer(help="Dify External Knowledge: scoped API keys, knowledge-id mappings, setup info.",
-                       no_args_is_help=True)
+    dify = typer.Typer(
+        help="Dify External Knowledge: scoped API keys, knowledge-id mappings, setup info.", no_args_is_help=True
+    )
     key = typer.Typer(help="Scoped Dify API keys (okdify_...).", no_args_is_help=True)
     key.command("create")(key_create)
     key.command("list")(key_list)
@@ -31,9 +32,11 @@ def register(app: typer.Typer) -> None:
     key.command("revoke")(key_revoke)
     key.command("rotate")(key_rotate)
     dify.add_typer(key, name="key")
-    mapping = typer.Typer(help="Map a Dify External Knowledge ID to a knowledge base: "
-                               "`openkb dify map --knowledge-id ID --kb KB`; `map list`, `map disable ID`.",
-                          invoke_without_command=True)
+    mapping = typer.Typer(
+        help="Map a Dify External Knowledge ID to a knowledge base: "
+        "`openkb dify map --knowledge-id ID --kb KB`; `map list`, `map disable ID`.",
+        invoke_without_command=True,
+    )
     mapping.callback()(map_create)
     mapping.command("list")(map_list)
     mapping.command("disable")(map_disable)
@@ -50,11 +53,17 @@ def _operator() -> Any:
 
 
 def _print_key(view: dict[str, Any], plaintext: str | None = None) -> None:
-    console.print(f"[bold]{view['name']}[/] ({view['id']}): {view['status']}, top-k limit {view['top_k_limit']}, "
-                  f"{len(view['knowledge_base_ids'])} knowledge base(s)", highlight=False)
+    console.print(
+        f"[bold]{view['name']}[/] ({view['id']}): {view['status']}, top-k limit {view['top_k_limit']}, "
+        f"{len(view['knowledge_base_ids'])} knowledge base(s)",
+        highlight=False,
+    )
     if not view["knowledge_base_ids"]:
-        console.print("[yellow]warning:[/] this key lists no knowledge base: it will find nothing "
-                      "(add some with `openkb dify key update ID --kb KB`)", highlight=False)
+        console.print(
+            "[yellow]warning:[/] this key lists no knowledge base: it will find nothing "
+            "(add some with `openkb dify key update ID --kb KB`)",
+            highlight=False,
+        )
     if plaintext:
         console.print("API key (shown once, store it in Dify now):", highlight=False)
         console.print(plaintext, highlight=False, soft_wrap=True)
@@ -65,13 +74,20 @@ def _print_key(view: dict[str, Any], plaintext: str | None = None) -> None:
 
 def key_create(
     name: Annotated[str, typer.Option("--name", help="What the key is for, e.g. the Dify app's name.")],
-    kb: Annotated[Optional[list[str]], typer.Option("--kb", help="Knowledge base id or slug the key may read "
-                                                                 "(repeat; none = the key sees nothing).")] = None,
+    kb: Annotated[
+        list[str] | None,
+        typer.Option("--kb", help="Knowledge base id or slug the key may read (repeat; none = the key sees nothing)."),
+    ] = None,
     top_k_limit: Annotated[int, typer.Option("--top-k-limit", help="Most records one call may return.")] = 10,
-    expires: Annotated[Optional[str], typer.Option("--expires", help="90d, 12h, or 2030-01-01[T00:00:00Z].")] = None,
-    metadata_filter: Annotated[Optional[list[str]], typer.Option(
-        "--metadata-filter", help="Restrict the key to documents whose metadata/tags match: NAME=VALUE (repeat; "
-                                  "a repeated NAME means any of its values) or one metadata_condition JSON object.")] = None,
+    expires: Annotated[str | None, typer.Option("--expires", help="90d, 12h, or 2030-01-01[T00:00:00Z].")] = None,
+    metadata_filter: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metadata-filter",
+            help="Restrict the key to documents whose metadata/tags match: NAME=VALUE (repeat; "
+            "a repeated NAME means any of its values) or one metadata_condition JSON object.",
+        ),
+    ] = None,
     tenant: TenantOpt = "default",
     json_out: JsonOpt = False,
 ) -> None:
@@ -83,8 +99,16 @@ def key_create(
     filters = svc.parse_filter_args(metadata_filter or [])
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        row, plaintext = svc.create_key(s, _operator(), tenant_id=t.id, name=name, knowledge_base_ids=kb or [],
-                                        top_k_limit=top_k_limit, expires_at=expires_at, metadata_filters=filters)
+        row, plaintext = svc.create_key(
+            s,
+            _operator(),
+            tenant_id=t.id,
+            name=name,
+            knowledge_base_ids=kb or [],
+            top_k_limit=top_k_limit,
+            expires_at=expires_at,
+            metadata_filters=filters,
+        )
         view = svc.key_view(row)
     if json_out:
         emit_json({**view, "key": plaintext})
@@ -92,9 +116,11 @@ def key_create(
         _print_key(view, plaintext)
 
 
-def key_list(tenant: TenantOpt = "default",
-             active_only: Annotated[bool, typer.Option("--active", help="Hide revoked keys.")] = False,
-             json_out: JsonOpt = False) -> None:
+def key_list(
+    tenant: TenantOpt = "default",
+    active_only: Annotated[bool, typer.Option("--active", help="Hide revoked keys.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
     """List the tenant's Dify keys (never their secrets)."""
     from openkb.accounts.users import get_tenant
     from openkb.dify import keys as svc
@@ -105,13 +131,27 @@ def key_list(tenant: TenantOpt = "default",
     if json_out:
         emit_json(rows)
     else:
-        table("dify keys", ["name", "status", "kbs", "top-k", "expires", "last used", "id"],
-              [(r["name"], r["status"], len(r["knowledge_base_ids"]), r["top_k_limit"], r["expires_at"] or "-",
-                r["last_used_at"] or "never", r["id"]) for r in rows])
+        table(
+            "dify keys",
+            ["name", "status", "kbs", "top-k", "expires", "last used", "id"],
+            [
+                (
+                    r["name"],
+                    r["status"],
+                    len(r["knowledge_base_ids"]),
+                    r["top_k_limit"],
+                    r["expires_at"] or "-",
+                    r["last_used_at"] or "never",
+                    r["id"],
+                )
+                for r in rows
+            ],
+        )
 
 
-def key_show(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
-             json_out: JsonOpt = False) -> None:
+def key_show(
+    key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default", json_out: JsonOpt = False
+) -> None:
     """Show one key's scope."""
     from openkb.accounts.users import get_tenant
     from openkb.dify import keys as svc
@@ -123,14 +163,15 @@ def key_show(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: Ten
 
 def key_update(
     key_id: Annotated[str, typer.Argument(help="Key id.")],
-    kb: Annotated[Optional[list[str]], typer.Option("--kb", help="Replace the knowledge bases (repeat).")] = None,
+    kb: Annotated[list[str] | None, typer.Option("--kb", help="Replace the knowledge bases (repeat).")] = None,
     no_kb: Annotated[bool, typer.Option("--no-kb", help="Remove every knowledge base (the key sees nothing).")] = False,
-    top_k_limit: Annotated[Optional[int], typer.Option("--top-k-limit", help="New top-k limit.")] = None,
-    expires: Annotated[Optional[str], typer.Option("--expires", help="New expiry (90d, 2030-01-01, or 'never').")] = None,
-    metadata_filter: Annotated[Optional[list[str]], typer.Option("--metadata-filter",
-                                                                 help="Replace the metadata filter.")] = None,
+    top_k_limit: Annotated[int | None, typer.Option("--top-k-limit", help="New top-k limit.")] = None,
+    expires: Annotated[str | None, typer.Option("--expires", help="New expiry (90d, 2030-01-01, or 'never').")] = None,
+    metadata_filter: Annotated[
+        list[str] | None, typer.Option("--metadata-filter", help="Replace the metadata filter.")
+    ] = None,
     clear_metadata_filter: Annotated[bool, typer.Option("--clear-metadata-filter", help="Remove the filter.")] = False,
-    name: Annotated[Optional[str], typer.Option("--name", help="New name.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="New name.")] = None,
     tenant: TenantOpt = "default",
     json_out: JsonOpt = False,
 ) -> None:
@@ -164,30 +205,35 @@ def _status(key_id: str, tenant: str, json_out: bool, action: str) -> None:
         t = get_tenant(s, tenant)
         ch = fn(s, _operator(), t.id, key_id)
         out = {"id": str(ch.row.id), "name": ch.row.name, "before": ch.before, "status": ch.after}
-    emit_json(out) if json_out else console.print(f"{out['name']} ({out['id']}): {ch.before} -> {ch.after}",
-                                                  highlight=False)
+    emit_json(out) if json_out else console.print(
+        f"{out['name']} ({out['id']}): {ch.before} -> {ch.after}", highlight=False
+    )
 
 
-def key_disable(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
-                json_out: JsonOpt = False) -> None:
+def key_disable(
+    key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default", json_out: JsonOpt = False
+) -> None:
     """Disable a key (reversible with `enable`); Dify calls fail from the next request."""
     _status(key_id, tenant, json_out, "disable")
 
 
-def key_enable(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
-               json_out: JsonOpt = False) -> None:
+def key_enable(
+    key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default", json_out: JsonOpt = False
+) -> None:
     """Re-enable a disabled key (a revoked key stays revoked)."""
     _status(key_id, tenant, json_out, "enable")
 
 
-def key_revoke(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
-               json_out: JsonOpt = False) -> None:
+def key_revoke(
+    key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default", json_out: JsonOpt = False
+) -> None:
     """Revoke a key for good; Dify calls fail from the next request."""
     _status(key_id, tenant, json_out, "revoke")
 
 
-def key_rotate(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default",
-               json_out: JsonOpt = False) -> None:
+def key_rotate(
+    key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: TenantOpt = "default", json_out: JsonOpt = False
+) -> None:
     """Issue a new secret for a key (same scope); the old secret stops working at once."""
     from openkb.accounts.users import get_tenant
     from openkb.dify import keys as svc
@@ -207,15 +253,19 @@ def key_rotate(key_id: Annotated[str, typer.Argument(help="Key id.")], tenant: T
 
 def map_create(
     ctx: typer.Context,
-    knowledge_id: Annotated[Optional[str], typer.Option("--knowledge-id", help="The External Knowledge ID typed in Dify.")] = None,
-    kb: Annotated[Optional[str], typer.Option("--kb", help="Knowledge base id or slug it stands for.")] = None,
+    knowledge_id: Annotated[
+        str | None, typer.Option("--knowledge-id", help="The External Knowledge ID typed in Dify.")
+    ] = None,
+    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base id or slug it stands for.")] = None,
     tenant: TenantOpt = "default",
     json_out: JsonOpt = False,
 ) -> None:
     """Map a Dify External Knowledge ID to a knowledge base (re-mapping an id moves it)."""
     if ctx.invoked_subcommand is not None:
         if knowledge_id or kb:
-            raise typer.BadParameter("--knowledge-id/--kb go without a subcommand: openkb dify map --knowledge-id ID --kb KB")
+            raise typer.BadParameter(
+                "--knowledge-id/--kb go without a subcommand: openkb dify map --knowledge-id ID --kb KB"
+            )
         ctx.obj = {"tenant": tenant, "json": json_out}
         return
     if not knowledge_id or not kb:
@@ -232,8 +282,10 @@ def map_create(
         emit_json({**view, "created": res.created})
     else:
         verb = "mapped" if res.created else "re-mapped"
-        console.print(f"{verb} knowledge id {view['knowledge_id']!r} -> knowledge base {view['knowledge_base_id']}",
-                      highlight=False)
+        console.print(
+            f"{verb} knowledge id {view['knowledge_id']!r} -> knowledge base {view['knowledge_base_id']}",
+            highlight=False,
+        )
         console.print("remember: a key reads it only if the key lists that knowledge base (--kb)", highlight=False)
 
 
@@ -242,8 +294,11 @@ def _opts(ctx: typer.Context, tenant: str | None, json_out: bool) -> tuple[str, 
     return tenant or parent.get("tenant", "default"), json_out or bool(parent.get("json"))
 
 
-def map_list(ctx: typer.Context, tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id.")] = None,
-             json_out: JsonOpt = False) -> None:
+def map_list(
+    ctx: typer.Context,
+    tenant: Annotated[str | None, typer.Option(help="Tenant slug or id.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
     """List knowledge-id mappings."""
     from openkb.accounts.users import get_tenant
     from openkb.dify import mappings as svc
@@ -254,8 +309,11 @@ def map_list(ctx: typer.Context, tenant: Annotated[Optional[str], typer.Option(h
     if as_json:
         emit_json(rows)
     else:
-        table("dify knowledge mappings", ["knowledge id", "knowledge base", "status", "id"],
-              [(r["knowledge_id"], r["knowledge_base_id"], r["status"], r["id"]) for r in rows])
+        table(
+            "dify knowledge mappings",
+            ["knowledge id", "knowledge base", "status", "id"],
+            [(r["knowledge_id"], r["knowledge_base_id"], r["status"], r["id"]) for r in rows],
+        )
 
 
 def _map_status(ctx: typer.Context, ref: str, tenant: str | None, json_out: bool, status: str) -> None:
@@ -268,20 +326,27 @@ def _map_status(ctx: typer.Context, ref: str, tenant: str | None, json_out: bool
         t = get_tenant(s, tenant_ref)
         row, before = fn(s, _operator(), t.id, ref)
         out = {**svc.mapping_view(row), "before": before}
-    emit_json(out) if as_json else console.print(f"{out['knowledge_id']!r}: {before} -> {out['status']}",
-                                                 highlight=False)
+    emit_json(out) if as_json else console.print(
+        f"{out['knowledge_id']!r}: {before} -> {out['status']}", highlight=False
+    )
 
 
-def map_disable(ctx: typer.Context, ref: Annotated[str, typer.Argument(help="Mapping id or knowledge id.")],
-                tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id.")] = None,
-                json_out: JsonOpt = False) -> None:
+def map_disable(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="Mapping id or knowledge id.")],
+    tenant: Annotated[str | None, typer.Option(help="Tenant slug or id.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Disable a mapping: Dify gets 2001 for that knowledge id from the next call."""
     _map_status(ctx, ref, tenant, json_out, "disabled")
 
 
-def map_enable(ctx: typer.Context, ref: Annotated[str, typer.Argument(help="Mapping id or knowledge id.")],
-               tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id.")] = None,
-               json_out: JsonOpt = False) -> None:
+def map_enable(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="Mapping id or knowledge id.")],
+    tenant: Annotated[str | None, typer.Option(help="Tenant slug or id.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Re-enable a mapping."""
     _map_status(ctx, ref, tenant, json_out, "active")
 
@@ -300,8 +365,9 @@ def info(json_out: JsonOpt = False) -> None:
         return
     console.print("Dify -> Knowledge -> External Knowledge API -> Add", highlight=False)
     console.print(f"  API Endpoint: [bold]{data['endpoint']}[/]", highlight=False, soft_wrap=True)
-    console.print(f"  (Dify calls {data['retrieval_url']} itself: do not add /retrieval)", highlight=False,
-                  soft_wrap=True)
+    console.print(
+        f"  (Dify calls {data['retrieval_url']} itself: do not add /retrieval)", highlight=False, soft_wrap=True
+    )
     for w in data["warnings"]:
         console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     console.print("Steps:", highlight=False)

@@ -33,8 +33,13 @@ def _system():  # noqa: ANN202
 
 
 def _group_out(g, members: int) -> dict:  # noqa: ANN001
-    return {"id": str(g.id), "name": g.name, "tenant_id": str(g.tenant_id), "members": members,
-            "created_at": g.created_at.isoformat()}
+    return {
+        "id": str(g.id),
+        "name": g.name,
+        "tenant_id": str(g.tenant_id),
+        "members": members,
+        "created_at": g.created_at.isoformat(),
+    }
 
 
 def _user_ref(ref: str) -> dict:
@@ -46,8 +51,11 @@ def _user_ref(ref: str) -> dict:
         return {"email": ref}
 
 
-def group_create(name: Annotated[str, typer.Argument(help="Group name (unique in the tenant).")],
-                 tenant: TenantOpt = "default", json_out: JsonOpt = False) -> None:
+def group_create(
+    name: Annotated[str, typer.Argument(help="Group name (unique in the tenant).")],
+    tenant: TenantOpt = "default",
+    json_out: JsonOpt = False,
+) -> None:
     """Create a group."""
     from openkb.accounts.users import get_tenant
     from openkb.permissions import groups
@@ -74,8 +82,12 @@ def group_list(tenant: TenantOpt = "default", json_out: JsonOpt = False) -> None
         table("groups", ["name", "members", "id"], [(r["name"], r["members"], r["id"]) for r in out])
 
 
-def group_rename(group: GroupArg, new_name: Annotated[str, typer.Argument(help="The new name.")],
-                 tenant: TenantOpt = "default", json_out: JsonOpt = False) -> None:
+def group_rename(
+    group: GroupArg,
+    new_name: Annotated[str, typer.Argument(help="The new name.")],
+    tenant: TenantOpt = "default",
+    json_out: JsonOpt = False,
+) -> None:
     """Rename a group."""
     from openkb.accounts.users import get_tenant
     from openkb.permissions import groups
@@ -109,13 +121,24 @@ def group_members(group: GroupArg, tenant: TenantOpt = "default", json_out: Json
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
         g = groups.find_group(s, _system(), group, tenant_id=t.id)
-        out = [{"user_id": str(u.id), "email": u.email, "display_name": u.display_name, "status": u.status,
-                "added_at": m.created_at.isoformat()} for m, u in groups.list_members(s, _system(), g.id)]
+        out = [
+            {
+                "user_id": str(u.id),
+                "email": u.email,
+                "display_name": u.display_name,
+                "status": u.status,
+                "added_at": m.created_at.isoformat(),
+            }
+            for m, u in groups.list_members(s, _system(), g.id)
+        ]
     if json_out:
         emit_json(out)
     else:
-        table(f"members of {g.name}", ["email", "status", "user id"],
-              [(r["email"], r["status"], r["user_id"]) for r in out])
+        table(
+            f"members of {g.name}",
+            ["email", "status", "user id"],
+            [(r["email"], r["status"], r["user_id"]) for r in out],
+        )
 
 
 def group_add_member(group: GroupArg, user: UserArg, tenant: TenantOpt = "default", json_out: JsonOpt = False) -> None:
@@ -134,8 +157,9 @@ def group_add_member(group: GroupArg, user: UserArg, tenant: TenantOpt = "defaul
         console.print(f"{out['email']} {'added to' if created else 'is already in'} {out['group']}")
 
 
-def group_remove_member(group: GroupArg, user: UserArg, tenant: TenantOpt = "default",
-                        json_out: JsonOpt = False) -> None:
+def group_remove_member(
+    group: GroupArg, user: UserArg, tenant: TenantOpt = "default", json_out: JsonOpt = False
+) -> None:
     """Remove a user from a group."""
     from openkb.accounts.users import get_tenant
     from openkb.permissions import groups

@@ -26,24 +26,38 @@ from openkb.importing import service
 
 
 def register(app: typer.Typer) -> None:
-    app.command("import", help="Import a folder, a file or a .zip into a knowledge base; "
-                               "`openkb import revert RUN_ID --kb KB` undoes a run.")(import_cmd)
+    app.command(
+        "import",
+        help="Import a folder, a file or a .zip into a knowledge base; "
+        "`openkb import revert RUN_ID --kb KB` undoes a run.",
+    )(import_cmd)
 
 
 def import_cmd(
-    args: Annotated[list[str], typer.Argument(help="PATH (folder, file or .zip), or: revert RUN_ID",
-                                              show_default=False)],
+    args: Annotated[
+        list[str], typer.Argument(help="PATH (folder, file or .zip), or: revert RUN_ID", show_default=False)
+    ],
     kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base id or slug.")] = None,
-    into: Annotated[str | None, typer.Option("--into", help="Id of the folder to import into "
-                                                               "(default: the knowledge base's root).")] = None,
+    into: Annotated[
+        str | None, typer.Option("--into", help="Id of the folder to import into (default: the knowledge base's root).")
+    ] = None,
     jobs: Annotated[int, typer.Option("--jobs", min=1, max=32, help="Files converted in parallel.")] = 1,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Name this run (UUID or short name); "
-                                                                   "default: a new one.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Name this run (UUID or short name); default: a new one.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Convert and report; write nothing.")] = False,
-    prune: Annotated[bool, typer.Option("--prune", help="Move pages imported earlier into the same target "
-                                                        "whose file is gone to the trash.")] = False,
-    as_user: Annotated[str | None, typer.Option("--as", help="Email or id of the user the import acts as "
-                                                                "(default: the knowledge base's creator).")] = None,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune", help="Move pages imported earlier into the same target whose file is gone to the trash."
+        ),
+    ] = False,
+    as_user: Annotated[
+        str | None,
+        typer.Option(
+            "--as", help="Email or id of the user the import acts as (default: the knowledge base's creator)."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Per-file report as JSON on stdout.")] = False,
 ) -> None:
     if args and args[0] == "revert":
@@ -63,16 +77,28 @@ def import_cmd(
             actor = service.operator_actor(s, kbase, as_user, run_id)
             kb_id = kbase.id
         with _progress(json_out) as progress:
-            report = service.import_path(lambda: unit_of_work(ctx), ctx.blobs, actor, kb_id, path,
-                                         target_id=target, jobs=jobs, dry_run=dry_run, prune=prune,
-                                         settings=ctx.settings, progress=progress)
+            report = service.import_path(
+                lambda: unit_of_work(ctx),
+                ctx.blobs,
+                actor,
+                kb_id,
+                path,
+                target_id=target,
+                jobs=jobs,
+                dry_run=dry_run,
+                prune=prune,
+                settings=ctx.settings,
+                progress=progress,
+            )
     if json_out:
         emit_json(report.to_dict())
     else:
         _summary(report)
     if report.failed:
-        raise ImportIncomplete(f"{len(report.failed)} of {len(report.files)} files failed; "
-                               f"re-run the same command to retry them (run {report.run_id})")
+        raise ImportIncomplete(
+            f"{len(report.failed)} of {len(report.files)} files failed; "
+            f"re-run the same command to retry them (run {report.run_id})"
+        )
 
 
 def _uuid(value: str, flag: str) -> uuid.UUID:
@@ -85,18 +111,36 @@ def _uuid(value: str, flag: str) -> uuid.UUID:
 def _summary(report: service.ImportReport) -> None:
     problems = [f for f in report.files if f.status == "failed" or f.warnings]
     if problems:
-        table("files with problems", ["path", "status", "reason / warnings"],
-              [(f.path, f.status, f.error if f.status == "failed" else "; ".join(f.warnings[:3])
-                + (f" (+{len(f.warnings) - 3})" if len(f.warnings) > 3 else "")) for f in problems[:200]])
+        table(
+            "files with problems",
+            ["path", "status", "reason / warnings"],
+            [
+                (
+                    f.path,
+                    f.status,
+                    f.error
+                    if f.status == "failed"
+                    else "; ".join(f.warnings[:3]) + (f" (+{len(f.warnings) - 3})" if len(f.warnings) > 3 else ""),
+                )
+                for f in problems[:200]
+            ],
+        )
     c = report.counts()
-    cols = ["would_create", "would_update", "would_trash"] if report.dry_run else \
-        ["created", "updated", "unchanged", "trashed"]
-    table("import" + (" (dry run: nothing written)" if report.dry_run else ""),
-          [*cols, "failed", "warnings", "seconds"],
-          [[*(c.get(k, 0) for k in cols), c.get("failed", 0), c.get("warnings", 0), f"{report.seconds:.1f}"]])
-    console.print(f"run id: {report.run_id}" + ("" if report.dry_run else
-                                                f"  (undo: openkb import revert {report.run_id} --kb "
-                                                f"{report.knowledge_base_id})"), highlight=False)
+    cols = (
+        ["would_create", "would_update", "would_trash"]
+        if report.dry_run
+        else ["created", "updated", "unchanged", "trashed"]
+    )
+    table(
+        "import" + (" (dry run: nothing written)" if report.dry_run else ""),
+        [*cols, "failed", "warnings", "seconds"],
+        [[*(c.get(k, 0) for k in cols), c.get("failed", 0), c.get("warnings", 0), f"{report.seconds:.1f}"]],
+    )
+    console.print(
+        f"run id: {report.run_id}"
+        + ("" if report.dry_run else f"  (undo: openkb import revert {report.run_id} --kb {report.knowledge_base_id})"),
+        highlight=False,
+    )
 
 
 class _progress:
@@ -118,17 +162,26 @@ class _progress:
             TransferSpeedColumn,
         )
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[files]}"),
-                            TextColumn("{task.fields[rate]} files/s"), TransferSpeedColumn(), TimeRemainingColumn(),
-                            TextColumn("{task.fields[current]}"), console=err_console, transient=False)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[files]}"),
+            TextColumn("{task.fields[rate]} files/s"),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[current]}"),
+            console=err_console,
+            transient=False,
+        )
         self.bar.start()
         return self.update
 
     def update(self, p: service.Progress) -> None:
         assert self.bar is not None
         if p.phase not in self.tasks:
-            self.tasks[p.phase] = self.bar.add_task(p.phase, total=max(1, p.bytes_total), rate="-", current="",
-                                                    files="")
+            self.tasks[p.phase] = self.bar.add_task(
+                p.phase, total=max(1, p.bytes_total), rate="-", current="", files=""
+            )
         tid = self.tasks[p.phase]
         task = self.bar.tasks[tid]
         elapsed = task.elapsed or 0
@@ -151,5 +204,7 @@ def _revert(run_id: str, kb: str | None, as_user: str | None, json_out: bool) ->
     if json_out:
         emit_json(out)
         return
-    console.print(f"reverted {len(out['reverted'])} changes, skipped {len(out['skipped'])}; "
-                  f"revert run id: {out['run_id']}", highlight=False)
+    console.print(
+        f"reverted {len(out['reverted'])} changes, skipped {len(out['skipped'])}; revert run id: {out['run_id']}",
+        highlight=False,
+    )

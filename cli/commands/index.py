@@ -10,7 +10,7 @@ console) and only parse, call and print.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.progress import (
@@ -31,8 +31,9 @@ OPERATOR = Principal.system()
 
 
 def register(app: typer.Typer) -> None:
-    index = typer.Typer(help="The Milvus retrieval index: status, rebuild, alias switch, rollback, verify.",
-                        no_args_is_help=True)
+    index = typer.Typer(
+        help="The Milvus retrieval index: status, rebuild, alias switch, rollback, verify.", no_args_is_help=True
+    )
     index.command("status")(index_status)
     index.command("rebuild")(index_rebuild)
     index.command("switch")(index_switch)
@@ -56,28 +57,43 @@ def index_status(json_out: JsonOpt = False) -> None:
     prof = out["profile"] or {}
     f = prof.get("functions") or {}
     emb, rr = f.get("embedding"), f.get("rerank")
-    console.print(f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}  ({out['backend']}, "
-                  f"Milvus {out['milvus']})", highlight=False)
+    console.print(
+        f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}  ({out['backend']}, Milvus {out['milvus']})",
+        highlight=False,
+    )
     if prof:
-        console.print(f"  profile     {prof['name']} ({prof['status']}), dim {prof['vector_dim'] or '-'}", highlight=False)
-        console.print(f"  functions   bm25 {f['bm25']['name']}; embedding "
-                      f"{emb['name'] + ' (' + str(emb['model']) + ')' if emb else 'none'}; rerank "
-                      f"{rr['name'] + ' (' + str(rr['provider']) + ')' if rr else 'none'}", highlight=False)
+        console.print(
+            f"  profile     {prof['name']} ({prof['status']}), dim {prof['vector_dim'] or '-'}", highlight=False
+        )
+        console.print(
+            f"  functions   bm25 {f['bm25']['name']}; embedding "
+            f"{emb['name'] + ' (' + str(emb['model']) + ')' if emb else 'none'}; rerank "
+            f"{rr['name'] + ' (' + str(rr['provider']) + ')' if rr else 'none'}",
+            highlight=False,
+        )
         console.print(f"  search      {out['search_mode']}", highlight=False)
     sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index verify`[/]"
     console.print(f"  rows        Milvus {out['milvus_rows']} / PostgreSQL chunks {out['pg_chunks']}  {sync}")
     docs = out.get("documents") or {}
-    console.print("  documents   " + ", ".join(f"{k} {v}" for k, v in sorted(docs.items()))
-                  + (f" ({out['retrying']} pending being retried)" if out.get("retrying") else "") if docs else
-                  "  documents   none")
+    console.print(
+        "  documents   "
+        + ", ".join(f"{k} {v}" for k, v in sorted(docs.items()))
+        + (f" ({out['retrying']} pending being retried)" if out.get("retrying") else "")
+        if docs
+        else "  documents   none"
+    )
     job = out.get("last_rebuild")
     if job:
-        console.print(f"  last rebuild {job['id'][:8]} {job['status']} -> {job['target_collection']} "
-                      f"({job['processed_chunks']}/{job['total_chunks']}){' ' + job['error'] if job['error'] else ''}",
-                      highlight=False)
+        console.print(
+            f"  last rebuild {job['id'][:8]} {job['status']} -> {job['target_collection']} "
+            f"({job['processed_chunks']}/{job['total_chunks']}){' ' + job['error'] if job['error'] else ''}",
+            highlight=False,
+        )
     for p in out.get("other_profiles") or []:
-        console.print(f"  other       {p['name']} ({p['status']}) {p['collection']}"
-                      f"{'' if p['exists'] else ' (no collection)'}", highlight=False)
+        console.print(
+            f"  other       {p['name']} ({p['status']}) {p['collection']}{'' if p['exists'] else ' (no collection)'}",
+            highlight=False,
+        )
 
 
 class _RateColumn(ProgressColumn):
@@ -106,10 +122,19 @@ def index_rebuild(
             done = run_rebuild(ctx, job_id, batch_size=batch_size)
         else:
             if resumed:
-                console.print(f"resuming rebuild {str(job_id)[:8]} of {job.target_collection} after "
-                              f"{job.processed_chunks} chunks")
-            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
-                          TextColumn("ETA"), TimeRemainingColumn(), console=err_console, transient=False) as bar:
+                console.print(
+                    f"resuming rebuild {str(job_id)[:8]} of {job.target_collection} after {job.processed_chunks} chunks"
+                )
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                _RateColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=err_console,
+                transient=False,
+            ) as bar:
                 task = bar.add_task(job.target_collection, total=None)
 
                 def progress(n: int, total: int) -> None:
@@ -124,10 +149,16 @@ def index_rebuild(
     if json_out:
         emit_json(out)
     else:
-        console.print(f"rebuild {out['status']}: {out['processed_chunks']} chunks into {out['target_collection']} "
-                      f"in {elapsed:.1f}s" + (" — alias switched" if done.switch_on_success else
-                                             f"; switch with: openkb index switch --profile {profile}"),
-                      highlight=False)
+        console.print(
+            f"rebuild {out['status']}: {out['processed_chunks']} chunks into {out['target_collection']} "
+            f"in {elapsed:.1f}s"
+            + (
+                " — alias switched"
+                if done.switch_on_success
+                else f"; switch with: openkb index switch --profile {profile}"
+            ),
+            highlight=False,
+        )
 
 
 def index_switch(
@@ -141,11 +172,12 @@ def index_switch(
     with appliance() as ctx, unit_of_work(ctx) as s:
         out = switch(ctx, s, OPERATOR, profile, force=force)
     emit_json(out) if json_out else console.print(
-        f"{out['alias']}: {out['previous']} -> {out['collection']}", highlight=False)
+        f"{out['alias']}: {out['previous']} -> {out['collection']}", highlight=False
+    )
 
 
 def index_rollback(
-    to: Annotated[Optional[str], typer.Option("--to", help="Jump to this profile instead (recorded as a switch).")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Jump to this profile instead (recorded as a switch).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Return to the collection that was active before the last switch (again: one more step back)."""
@@ -154,7 +186,8 @@ def index_rollback(
     with appliance() as ctx, unit_of_work(ctx) as s:
         out = rollback(ctx, s, OPERATOR, to)
     emit_json(out) if json_out else console.print(
-        f"rolled back {out['alias']}: {out['previous']} -> {out['collection']}", highlight=False)
+        f"rolled back {out['alias']}: {out['previous']} -> {out['collection']}", highlight=False
+    )
 
 
 def index_history(
@@ -169,11 +202,26 @@ def index_history(
     if json_out:
         emit_json(out)
         return
-    console.print(f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}; rollback goes to "
-                  f"{out['rollback_target'] or '(nothing: ' + str(out['rollback_refused']) + ')'}", highlight=False)
-    table("alias history", ["#", "at", "kind", "from", "to", "by"],
-          [(r["id"], r["at"], r["kind"] + (f" (undoes #{r['reverts']})" if r["reverts"] else ""), r["from"] or "-",
-            r["to"], r["by"]["user_id"] or r["by"]["type"]) for r in out["items"]])
+    console.print(
+        f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}; rollback goes to "
+        f"{out['rollback_target'] or '(nothing: ' + str(out['rollback_refused']) + ')'}",
+        highlight=False,
+    )
+    table(
+        "alias history",
+        ["#", "at", "kind", "from", "to", "by"],
+        [
+            (
+                r["id"],
+                r["at"],
+                r["kind"] + (f" (undoes #{r['reverts']})" if r["reverts"] else ""),
+                r["from"] or "-",
+                r["to"],
+                r["by"]["user_id"] or r["by"]["type"],
+            )
+            for r in out["items"]
+        ],
+    )
 
 
 def index_drop(
@@ -196,7 +244,7 @@ def index_drop(
 
 def index_verify(
     repair: Annotated[bool, typer.Option("--repair", help="Fix what differs.")] = False,
-    collection: Annotated[Optional[str], typer.Option(help="Collection (default: the active one).")] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection (default: the active one).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Missing, extra and stale Milvus rows compared with PostgreSQL (exit code 1 if any, unless repaired)."""
@@ -208,13 +256,17 @@ def index_verify(
         emit_json(out)
     else:
         state = "[green]ok[/]" if out["ok"] else ("[yellow]repaired[/]" if out["repaired"] else "[red]differs[/]")
-        console.print(f"{out['collection']}: {state} — Milvus rows {out['milvus_rows']}, expected {out['expected_rows']}; "
-                      f"missing {out['missing']}, extra {out['extra']}, stale {out['stale']}, "
-                      f"unchunked documents {out['unchunked_documents']}")
+        console.print(
+            f"{out['collection']}: {state} — Milvus rows {out['milvus_rows']}, expected {out['expected_rows']}; "
+            f"missing {out['missing']}, extra {out['extra']}, stale {out['stale']}, "
+            f"unchunked documents {out['unchunked_documents']}"
+        )
         if out["repaired"]:
             r = out["repair"]
-            console.print(f"  repaired: {r['inserted']} upserted, {r['updated']} updated, {r['deleted']} deleted "
-                          f"over {r['documents']} documents")
+            console.print(
+                f"  repaired: {r['inserted']} upserted, {r['updated']} updated, {r['deleted']} deleted "
+                f"over {r['documents']} documents"
+            )
     if not out["ok"] and not out["repaired"]:
         raise typer.Exit(1)
 
@@ -229,6 +281,18 @@ def index_jobs(json_out: JsonOpt = False) -> None:
     if json_out:
         emit_json(rows)
         return
-    table("rebuild jobs", ["id", "status", "collection", "progress", "started", "error"],
-          [(r["id"][:8], r["status"], r["target_collection"], f"{r['processed_chunks']}/{r['total_chunks']}",
-            r["started_at"], (r["error"] or "")[:60]) for r in rows])
+    table(
+        "rebuild jobs",
+        ["id", "status", "collection", "progress", "started", "error"],
+        [
+            (
+                r["id"][:8],
+                r["status"],
+                r["target_collection"],
+                f"{r['processed_chunks']}/{r['total_chunks']}",
+                r["started_at"],
+                (r["error"] or "")[:60],
+            )
+            for r in rows
+        ],
+    )

@@ -9,7 +9,7 @@ deployment (milvus.yaml credentials, provider env), not in OpenKB.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -19,8 +19,9 @@ from openkb.errors import ValidationError
 
 
 def register(app: typer.Typer) -> None:
-    profile = typer.Typer(help="Milvus index profiles (collection + embedding/BM25/rerank functions).",
-                          no_args_is_help=True)
+    profile = typer.Typer(
+        help="Milvus index profiles (collection + embedding/BM25/rerank functions).", no_args_is_help=True
+    )
     profile.command("create")(profile_create)
     profile.command("list")(profile_list)
     profile.command("show")(profile_show)
@@ -41,24 +42,36 @@ def _params(values: list[str] | None, what: str) -> dict[str, object]:
 
 
 def profile_create(
-    name: Annotated[Optional[str], typer.Argument(help="Profile name (default: the collection name).")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Embedding model name as the provider knows it; omit for "
-                                                       "a BM25-only profile.")] = None,
+    name: Annotated[str | None, typer.Argument(help="Profile name (default: the collection name).")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Embedding model name as the provider knows it; omit for a BM25-only profile.")
+    ] = None,
     dim: Annotated[int, typer.Option(help="Vector size of the model (required with --model).")] = 0,
-    provider: Annotated[str, typer.Option(help="TEXTEMBEDDING provider (Milvus Lite: openai = any "
-                                               "OpenAI-compatible endpoint; Milvus 2.6: also tei, vllm, ...).")] = "openai",
-    endpoint: Annotated[Optional[str], typer.Option(help="Provider base URL that Milvus calls, e.g. "
-                                                         "http://tei:80/v1.")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", help="Extra TEXTEMBEDDING param KEY=VALUE "
-                                                                      "(repeatable; never a key).")] = None,
-    rerank_provider: Annotated[Optional[str], typer.Option(help="RERANK provider (Lite: cohere; 2.6: tei, "
-                                                                "vllm, ...).")] = None,
-    rerank_endpoint: Annotated[Optional[str], typer.Option(help="Rerank service URL.")] = None,
-    rerank_model: Annotated[Optional[str], typer.Option(help="Rerank model name.")] = None,
-    rerank_param: Annotated[Optional[list[str]], typer.Option("--rerank-param", help="Extra RERANK param "
-                                                                                    "KEY=VALUE.")] = None,
-    analyzer: Annotated[Optional[str], typer.Option(help="BM25 analyzer params as JSON (default: jieba on "
-                                                         "Milvus Lite, chinese on Milvus 2.6).")] = None,
+    provider: Annotated[
+        str,
+        typer.Option(
+            help="TEXTEMBEDDING provider (Milvus Lite: openai = any "
+            "OpenAI-compatible endpoint; Milvus 2.6: also tei, vllm, ...)."
+        ),
+    ] = "openai",
+    endpoint: Annotated[
+        str | None, typer.Option(help="Provider base URL that Milvus calls, e.g. http://tei:80/v1.")
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", help="Extra TEXTEMBEDDING param KEY=VALUE (repeatable; never a key).")
+    ] = None,
+    rerank_provider: Annotated[
+        str | None, typer.Option(help="RERANK provider (Lite: cohere; 2.6: tei, vllm, ...).")
+    ] = None,
+    rerank_endpoint: Annotated[str | None, typer.Option(help="Rerank service URL.")] = None,
+    rerank_model: Annotated[str | None, typer.Option(help="Rerank model name.")] = None,
+    rerank_param: Annotated[
+        list[str] | None, typer.Option("--rerank-param", help="Extra RERANK param KEY=VALUE.")
+    ] = None,
+    analyzer: Annotated[
+        str | None,
+        typer.Option(help="BM25 analyzer params as JSON (default: jieba on Milvus Lite, chinese on Milvus 2.6)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Create a profile. Its collection is created and filled by `openkb index rebuild --profile NAME`."""
@@ -69,20 +82,32 @@ def profile_create(
         analyzer_params = json.loads(analyzer) if analyzer else None
     except json.JSONDecodeError as exc:
         raise ValidationError(f"--analyzer is not JSON: {exc}", field="analyzer") from None
-    inp = ProfileInput(name=name, model=model, dim=dim, provider=provider, endpoint=endpoint,
-                       params=_params(param, "--param"), rerank_provider=rerank_provider,
-                       rerank_endpoint=rerank_endpoint, rerank_model=rerank_model,
-                       rerank_params=_params(rerank_param, "--rerank-param"), analyzer=analyzer_params)
+    inp = ProfileInput(
+        name=name,
+        model=model,
+        dim=dim,
+        provider=provider,
+        endpoint=endpoint,
+        params=_params(param, "--param"),
+        rerank_provider=rerank_provider,
+        rerank_endpoint=rerank_endpoint,
+        rerank_model=rerank_model,
+        rerank_params=_params(rerank_param, "--rerank-param"),
+        analyzer=analyzer_params,
+    )
     with appliance() as ctx, unit_of_work(ctx) as s:
         prof = create_profile(ctx, s, Principal.system(), inp)  # the service audits it
         out = describe(prof)
     if json_out:
         emit_json(out)
     else:
-        console.print(f"created profile [bold]{out['name']}[/] -> collection {out['collection']} "
-                      f"({'dense ' + str(out['vector_dim']) + 'd + ' if out['vector_dim'] else ''}BM25"
-                      f"{' + rerank' if out['functions']['rerank'] else ''}); next: "
-                      f"openkb index rebuild --profile {out['name']} --switch", highlight=False)
+        console.print(
+            f"created profile [bold]{out['name']}[/] -> collection {out['collection']} "
+            f"({'dense ' + str(out['vector_dim']) + 'd + ' if out['vector_dim'] else ''}BM25"
+            f"{' + rerank' if out['functions']['rerank'] else ''}); next: "
+            f"openkb index rebuild --profile {out['name']} --switch",
+            highlight=False,
+        )
 
 
 def profile_list(json_out: JsonOpt = False) -> None:
@@ -95,30 +120,56 @@ def profile_list(json_out: JsonOpt = False) -> None:
     if json_out:
         emit_json(rows)
         return
-    table("index profiles", ["", "name", "status", "collection", "dim", "embedding", "rerank"],
-          [("*" if r["active"] else "", r["name"], r["status"], r["collection"], r["vector_dim"] or "-",
-            (r["functions"]["embedding"] or {}).get("model") or "BM25-only",
-            (r["functions"]["rerank"] or {}).get("provider") or "-") for r in rows])
+    table(
+        "index profiles",
+        ["", "name", "status", "collection", "dim", "embedding", "rerank"],
+        [
+            (
+                "*" if r["active"] else "",
+                r["name"],
+                r["status"],
+                r["collection"],
+                r["vector_dim"] or "-",
+                (r["functions"]["embedding"] or {}).get("model") or "BM25-only",
+                (r["functions"]["rerank"] or {}).get("provider") or "-",
+            )
+            for r in rows
+        ],
+    )
 
 
-def profile_show(name: Annotated[str, typer.Argument(help="Profile name, id or collection.")],
-                 json_out: JsonOpt = False) -> None:
+def profile_show(
+    name: Annotated[str, typer.Argument(help="Profile name, id or collection.")], json_out: JsonOpt = False
+) -> None:
     """Show one profile: collection, functions, status."""
     from openkb.indexing.profiles import current_target, describe, get_profile
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = describe(get_profile(s, name), active_collection=current_target(ctx.milvus, ctx.settings.milvus_active_alias))
+        out = describe(
+            get_profile(s, name), active_collection=current_target(ctx.milvus, ctx.settings.milvus_active_alias)
+        )
     if json_out:
         emit_json(out)
         return
     f = out["functions"]
-    console.print(f"[bold]{out['name']}[/] ({out['status']}{', the active alias points here' if out['active'] else ''})",
-                  highlight=False)
+    console.print(
+        f"[bold]{out['name']}[/] ({out['status']}{', the active alias points here' if out['active'] else ''})",
+        highlight=False,
+    )
     console.print(f"  collection  {out['collection']}  (schema {out['schema_version']}, backend {out['backend']})")
     emb = f["embedding"]
-    console.print("  embedding   " + (f"{emb['name']}: {emb['provider']} {emb['model']} {emb['dimensions']}d "
-                                      f"@ {emb['endpoint']}" if emb else "none (BM25-only)"), highlight=False)
+    console.print(
+        "  embedding   "
+        + (
+            f"{emb['name']}: {emb['provider']} {emb['model']} {emb['dimensions']}d @ {emb['endpoint']}"
+            if emb
+            else "none (BM25-only)"
+        ),
+        highlight=False,
+    )
     console.print(f"  bm25        {f['bm25']['name']}: analyzer {json.dumps(f['bm25']['analyzer'])}", highlight=False)
     rr = f["rerank"]
-    console.print("  rerank      " + (f"{rr['name']}: {rr['provider']} {rr['model'] or ''} @ {rr['endpoint']}"
-                                      if rr else "none"), highlight=False)
+    console.print(
+        "  rerank      " + (f"{rr['name']}: {rr['provider']} {rr['model'] or ''} @ {rr['endpoint']}" if rr else "none"),
+        highlight=False,
+    )

@@ -7,7 +7,7 @@ Without ``--as`` nothing is searched: an operator must say whose view they want.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,12 +20,12 @@ def register(app: typer.Typer) -> None:
 
 
 def search_cmd(
-    query: Annotated[str, typer.Argument(help="Search text (\"\" lists recently updated documents).")],
-    as_user: Annotated[Optional[str], typer.Option("--as", help="Email or id of the user whose view to show.")] = None,
+    query: Annotated[str, typer.Argument(help='Search text ("" lists recently updated documents).')],
+    as_user: Annotated[str | None, typer.Option("--as", help="Email or id of the user whose view to show.")] = None,
     anonymous: Annotated[bool, typer.Option("--anonymous", help="Search as an anonymous visitor instead.")] = False,
-    tenant: Annotated[Optional[str], typer.Option(help="Tenant slug or id (default: the user's, or default).")] = None,
-    kb: Annotated[Optional[list[str]], typer.Option("--kb", help="Only these knowledge base ids (repeatable).")] = None,
-    tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only documents with any of these tags.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant slug or id (default: the user's, or default).")] = None,
+    kb: Annotated[list[str] | None, typer.Option("--kb", help="Only these knowledge base ids (repeatable).")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only documents with any of these tags.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", help="Results to return.", min=1, max=100)] = 10,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -68,6 +68,17 @@ def search_cmd(
     if not rows:
         console.print(f"no results for {who}", highlight=False)
         return
-    table(f"{len(rows)} results for {who}", ["score", "title", "path", "heading", "content"],
-          [(f"{r['score']:.4f}", r["title"], r["path"], " / ".join(r["heading_path"]),
-            " ".join(r["content"].split())[:80]) for r in rows])
+    table(
+        f"{len(rows)} results for {who}",
+        ["score", "title", "path", "heading", "content"],
+        [
+            (
+                f"{r['score']:.4f}",
+                r["title"],
+                r["path"],
+                " / ".join(r["heading_path"]),
+                " ".join(r["content"].split())[:80],
+            )
+            for r in rows
+        ],
+    )

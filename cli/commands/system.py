@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -40,8 +40,12 @@ def up(
     sup.start()
     console.print(f"[bold green]OpenKB is ready[/] at {sup.url}  (ready in {sup.timings['ready_s']:.1f}s)")
     if settings.app_base_url_source != "environment":
-        console.print(f"Links in mail, shares and Dify citations use {settings.app_base_url} "
-                      "(set APP_BASE_URL to the address users reach).", highlight=False, soft_wrap=True)
+        console.print(
+            f"Links in mail, shares and Dify citations use {settings.app_base_url} "
+            "(set APP_BASE_URL to the address users reach).",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print("The first user to register becomes system_admin. Ctrl-C stops everything.")
     raise typer.Exit(sup.run_forever())
 
@@ -87,9 +91,9 @@ def worker(
 
 
 def init(
-    email: Annotated[Optional[str], typer.Option(help="Email of the first system administrator.")] = None,
+    email: Annotated[str | None, typer.Option(help="Email of the first system administrator.")] = None,
     password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
-    display_name: Annotated[Optional[str], typer.Option(help="Display name of the administrator.")] = None,
+    display_name: Annotated[str | None, typer.Option(help="Display name of the administrator.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Scripted setup: migrate, default tenant, first system_admin. Safe to run again."""
@@ -113,14 +117,26 @@ def init(
                         note = "a system_admin already exists; nothing created"
                 else:
                     password = read_password(password_stdin, hint="--password-stdin and pipe it, or run interactively")
-                    u = create_user(s, tenant=boot.tenant, email=email, password=password,
-                                    display_name=display_name, role="system_admin", status="active")
+                    u = create_user(
+                        s,
+                        tenant=boot.tenant,
+                        email=email,
+                        password=password,
+                        display_name=display_name,
+                        role="system_admin",
+                        status="active",
+                    )
                     created_admin = u.email
                     note = f"created system_admin {u.email}"
             else:
                 note = "no --email given: the first user to register becomes system_admin"
-    result = {"tenant": boot.tenant.slug, "created_tenant": boot.created_tenant,
-              "created_auth_settings": boot.created_auth_settings, "created_admin": created_admin, "note": note}
+    result = {
+        "tenant": boot.tenant.slug,
+        "created_tenant": boot.created_tenant,
+        "created_auth_settings": boot.created_auth_settings,
+        "created_admin": created_admin,
+        "note": note,
+    }
     if json_out:
         emit_json(result)
         return
@@ -157,12 +173,21 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
         sources = dict(ctx.endpoints.sources)
     core_ok = all(c.ok for c in checks if c.name != "embedder")
     if json_out:
-        emit_json({"ok": core_ok, "search_mode": search_mode, "checks": [c.as_dict() for c in checks],
-                   "services": sources,
-                   "elapsed_ms": round((time.perf_counter() - t) * 1000)})
+        emit_json(
+            {
+                "ok": core_ok,
+                "search_mode": search_mode,
+                "checks": [c.as_dict() for c in checks],
+                "services": sources,
+                "elapsed_ms": round((time.perf_counter() - t) * 1000),
+            }
+        )
     else:
-        table("openkb doctor", ["component", "status", "mode", "version", "detail", "fix"],
-              [(c.name, "[green]ok[/]" if c.ok else "[red]DOWN[/]", c.mode, c.version, c.detail, c.fix) for c in checks])
+        table(
+            "openkb doctor",
+            ["component", "status", "mode", "version", "detail", "fix"],
+            [(c.name, "[green]ok[/]" if c.ok else "[red]DOWN[/]", c.mode, c.version, c.detail, c.fix) for c in checks],
+        )
         console.print(f"search mode: {search_mode}")
     if not core_ok:
         raise typer.Exit(1)
@@ -174,6 +199,8 @@ def config_show(json_out: Annotated[bool, typer.Option("--json", help="Machine-r
     if json_out:
         emit_json(rows)
     else:
-        table("effective configuration", ["variable", "value", "mode", "source"],
-              [(r["name"], r["value"], r["mode"], r["source"]) for r in rows])
-
+        table(
+            "effective configuration",
+            ["variable", "value", "mode", "source"],
+            [(r["name"], r["value"], r["mode"], r["source"]) for r in rows],
+        )

@@ -22,8 +22,9 @@ TenantOpt = Annotated[str | None, typer.Option(help="Tenant slug or id (needed w
 
 
 def register(app: typer.Typer) -> None:
-    token = typer.Typer(help="Manage personal access tokens (kbpat_) for MCP clients and scripts.",
-                        no_args_is_help=True)
+    token = typer.Typer(
+        help="Manage personal access tokens (kbpat_) for MCP clients and scripts.", no_args_is_help=True
+    )
     token.command("create")(token_create)
     token.command("list")(token_list)
     token.command("revoke")(token_revoke)
@@ -33,18 +34,30 @@ def register(app: typer.Typer) -> None:
 def _row(r) -> dict:
     from openkb.accounts.tokens import effective_status
 
-    return {"id": str(r.id), "name": r.name, "scopes": list(r.scopes), "status": effective_status(r),
-            "expires_at": r.expires_at.isoformat() if r.expires_at else None,
-            "last_used_at": r.last_used_at.isoformat() if r.last_used_at else None,
-            "created_at": r.created_at.isoformat()}
+    return {
+        "id": str(r.id),
+        "name": r.name,
+        "scopes": list(r.scopes),
+        "status": effective_status(r),
+        "expires_at": r.expires_at.isoformat() if r.expires_at else None,
+        "last_used_at": r.last_used_at.isoformat() if r.last_used_at else None,
+        "created_at": r.created_at.isoformat(),
+    }
 
 
 def token_create(
     user: UserOpt,
     name: Annotated[str, typer.Option(help="What the token is for, e.g. 'Cursor on laptop'.")],
-    scope: Annotated[list[str] | None, typer.Option("--scope", help=(
-        "Repeat for each scope: kb:read kb:search doc:read (the default set), doc:write (the MCP write tool), "
-        "kb:write, admin."))] = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            help=(
+                "Repeat for each scope: kb:read kb:search doc:read (the default set), doc:write (the MCP write tool), "
+                "kb:write, admin."
+            ),
+        ),
+    ] = None,
     expires_at: Annotated[datetime | None, typer.Option(help="Expiry (ISO 8601, UTC), e.g. 2027-01-31.")] = None,
     tenant: TenantOpt = None,
     json_out: JsonOpt = False,
@@ -58,8 +71,9 @@ def token_create(
 
         expires_at = expires_at.replace(tzinfo=UTC)
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        row, plaintext, u = operator_create_pat(s, Principal.system(), user=user, name=name, scopes=scope,
-                                                tenant=tenant, expires_at=expires_at)
+        row, plaintext, u = operator_create_pat(
+            s, Principal.system(), user=user, name=name, scopes=scope, tenant=tenant, expires_at=expires_at
+        )
         out = {**_row(row), "user": u.email, "token": plaintext}
     if json_out:
         emit_json(out)
@@ -80,9 +94,21 @@ def token_list(user: UserOpt, tenant: TenantOpt = None, json_out: JsonOpt = Fals
     if json_out:
         emit_json(out)
     else:
-        table(f"tokens of {u.email}", ["id", "name", "scopes", "status", "last used", "expires"],
-              [(r["id"], r["name"], " ".join(r["scopes"]), r["status"], r["last_used_at"] or "-",
-                r["expires_at"] or "-") for r in out])
+        table(
+            f"tokens of {u.email}",
+            ["id", "name", "scopes", "status", "last used", "expires"],
+            [
+                (
+                    r["id"],
+                    r["name"],
+                    " ".join(r["scopes"]),
+                    r["status"],
+                    r["last_used_at"] or "-",
+                    r["expires_at"] or "-",
+                )
+                for r in out
+            ],
+        )
 
 
 def token_revoke(

@@ -7,7 +7,7 @@ the shell administers every tenant); the service authorizes and writes the audit
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def tenant_create(
     slug: Annotated[str, typer.Argument(help="URL-safe tenant id, e.g. acme.")],
-    name: Annotated[Optional[str], typer.Option(help="Display name (defaults to the slug).")] = None,
+    name: Annotated[str | None, typer.Option(help="Display name (defaults to the slug).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Create a tenant."""
@@ -48,19 +48,23 @@ def tenant_list(json_out: JsonOpt = False) -> None:
     from openkb.accounts.users import list_tenants
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        rows = [{"id": str(t.id), "slug": t.slug, "name": t.name, "members": n, "created_at": t.created_at.isoformat()}
-                for t, n in list_tenants(s)]
+        rows = [
+            {"id": str(t.id), "slug": t.slug, "name": t.name, "members": n, "created_at": t.created_at.isoformat()}
+            for t, n in list_tenants(s)
+        ]
     if json_out:
         emit_json(rows)
     else:
-        table("tenants", ["slug", "name", "members", "id"], [(r["slug"], r["name"], r["members"], r["id"]) for r in rows])
+        table(
+            "tenants", ["slug", "name", "members", "id"], [(r["slug"], r["name"], r["members"], r["id"]) for r in rows]
+        )
 
 
 def user_create(
     email: Annotated[str, typer.Argument(help="Email address (the login).")],
     tenant: Annotated[str, typer.Option(help="Tenant slug or id.")] = "default",
     role: Annotated[str, typer.Option(help="Tenant role: member, tenant_admin or system_admin.")] = "member",
-    display_name: Annotated[Optional[str], typer.Option(help="Display name.")] = None,
+    display_name: Annotated[str | None, typer.Option(help="Display name.")] = None,
     password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
     no_password: Annotated[bool, typer.Option("--no-password", help="Create without a password (must reset).")] = False,
     status: Annotated[str, typer.Option(help="Initial status.")] = "active",
@@ -71,18 +75,30 @@ def user_create(
     from openkb.accounts.users import add_user, get_tenant
     from openkb.permissions.principal import Principal
 
-    password = None if no_password else read_password(password_stdin, hint="--password-stdin (and pipe it) or --no-password")
+    password = (
+        None if no_password else read_password(password_stdin, hint="--password-stdin (and pipe it) or --no-password")
+    )
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant)
-        u = add_user(s, Principal.system(), tenant=t, email=email, password=password, display_name=display_name,
-                     role=role, status=status)
+        u = add_user(
+            s,
+            Principal.system(),
+            tenant=t,
+            email=email,
+            password=password,
+            display_name=display_name,
+            role=role,
+            status=status,
+        )
         out = {"id": str(u.id), "email": u.email, "tenant": t.slug, "role": role, "status": u.status}
-    emit_json(out) if json_out else console.print(f"created {out['role']} {out['email']} in {out['tenant']} ({out['id']})")
+    emit_json(out) if json_out else console.print(
+        f"created {out['role']} {out['email']} in {out['tenant']} ({out['id']})"
+    )
 
 
 def user_list(
-    status: Annotated[Optional[str], typer.Option(help="Only users with this status.")] = None,
-    tenant: Annotated[Optional[str], typer.Option(help="Only this tenant (slug or id).")] = None,
+    status: Annotated[str | None, typer.Option(help="Only users with this status.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant (slug or id).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List users."""
@@ -90,14 +106,26 @@ def user_list(
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         t = get_tenant(s, tenant) if tenant else None
-        rows = [{"id": str(r.user.id), "email": r.user.email, "display_name": r.user.display_name,
-                 "status": r.user.status, "tenant": r.tenant_slug, "role": r.role,
-                 "created_at": r.user.created_at.isoformat()} for r in list_users(s, status=status, tenant=t)]
+        rows = [
+            {
+                "id": str(r.user.id),
+                "email": r.user.email,
+                "display_name": r.user.display_name,
+                "status": r.user.status,
+                "tenant": r.tenant_slug,
+                "role": r.role,
+                "created_at": r.user.created_at.isoformat(),
+            }
+            for r in list_users(s, status=status, tenant=t)
+        ]
     if json_out:
         emit_json(rows)
     else:
-        table("users", ["email", "status", "tenant", "role", "id"],
-              [(r["email"], r["status"], r["tenant"], r["role"], r["id"]) for r in rows])
+        table(
+            "users",
+            ["email", "status", "tenant", "role", "id"],
+            [(r["email"], r["status"], r["tenant"], r["role"], r["id"]) for r in rows],
+        )
 
 
 def _set_status(email: str, status: str, json_out: bool) -> None:

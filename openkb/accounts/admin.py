@@ -56,8 +56,16 @@ def _page(limit: int, offset: int) -> tuple[int, int]:
     return limit, offset
 
 
-def list_users(session: Session, scope: AdminScope, *, status: str | None = None, tenant_id: uuid.UUID | None = None,
-               q: str | None = None, limit: int = 50, offset: int = 0) -> tuple[list[AdminUserRow], int]:
+def list_users(
+    session: Session,
+    scope: AdminScope,
+    *,
+    status: str | None = None,
+    tenant_id: uuid.UUID | None = None,
+    q: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[AdminUserRow], int]:
     """Users with their membership in the admin's tenant (system_admin: every tenant, or the
     named one). Returns (page, total)."""
     limit, offset = _page(limit, offset)
@@ -67,9 +75,11 @@ def list_users(session: Session, scope: AdminScope, *, status: str | None = None
         raise NotFound("no such tenant")
     if not scope.is_system_admin:
         tenant_id = scope.tenant_id
-    base = (select(User, TenantMembership.tenant_id, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
-            .join(TenantMembership, TenantMembership.user_id == User.id)
-            .join(Tenant, Tenant.id == TenantMembership.tenant_id))
+    base = (
+        select(User, TenantMembership.tenant_id, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
+        .join(TenantMembership, TenantMembership.user_id == User.id)
+        .join(Tenant, Tenant.id == TenantMembership.tenant_id)
+    )
     if tenant_id is not None:
         base = base.where(TenantMembership.tenant_id == tenant_id)
     if status:
@@ -82,12 +92,16 @@ def list_users(session: Session, scope: AdminScope, *, status: str | None = None
     return [AdminUserRow(u, tid, slug, role) for u, tid, slug, role in rows], int(total)
 
 
-def access_user(session: Session, scope: AdminScope, user_id: uuid.UUID, *,
-                lock: bool = False) -> tuple[User, uuid.UUID]:
+def access_user(
+    session: Session, scope: AdminScope, user_id: uuid.UUID, *, lock: bool = False
+) -> tuple[User, uuid.UUID]:
     """Fetch + authorize a user the admin may manage; returns (user, the tenant to audit under:
     the admin's own tenant if the user is in it, else the user's oldest membership)."""
-    q = (select(TenantMembership.tenant_id).where(TenantMembership.user_id == user_id)  # type: ignore[call-overload]
-         .order_by(TenantMembership.created_at))
+    q = (
+        select(TenantMembership.tenant_id)
+        .where(TenantMembership.user_id == user_id)  # type: ignore[call-overload]
+        .order_by(TenantMembership.created_at)
+    )
     if not scope.is_system_admin:
         q = q.where(TenantMembership.tenant_id == scope.tenant_id)
     tenants = list(session.exec(q).all())
@@ -101,12 +115,16 @@ def access_user(session: Session, scope: AdminScope, user_id: uuid.UUID, *,
 
 
 def _is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
-    return bool(session.exec(select(exists().where(TenantMembership.user_id == user_id,
-                                                   TenantMembership.role == "system_admin"))).one())
+    return bool(
+        session.exec(
+            select(exists().where(TenantMembership.user_id == user_id, TenantMembership.role == "system_admin"))
+        ).one()
+    )
 
 
-def _change_status(session: Session, principal: Principal, user_id: uuid.UUID, *, to: str,
-                   allowed_from: tuple[str, ...], action: str) -> User:
+def _change_status(
+    session: Session, principal: Principal, user_id: uuid.UUID, *, to: str, allowed_from: tuple[str, ...], action: str
+) -> User:
     scope = access_admin(session, principal)
     user, audit_tenant = access_user(session, scope, user_id, lock=True)
     if user.id == scope.user_id and to != "active":
@@ -124,34 +142,59 @@ def _change_status(session: Session, principal: Principal, user_id: uuid.UUID, *
     session.add(user)
     session.flush()
     killed = revoke_user_sessions(session, user.id) if to != "active" else 0
-    record_audit(session, tenant_id=audit_tenant, actor=principal, action=action, object_type="user",
-                 object_id=user.id,
-                 metadata={"before": {"status": before}, "after": {"status": to}, "email": user.email,
-                           **({"sessions_revoked": killed} if killed else {})})
+    record_audit(
+        session,
+        tenant_id=audit_tenant,
+        actor=principal,
+        action=action,
+        object_type="user",
+        object_id=user.id,
+        metadata={
+            "before": {"status": before},
+            "after": {"status": to},
+            "email": user.email,
+            **({"sessions_revoked": killed} if killed else {}),
+        },
+    )
     return user
 
 
 def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """pending_activation/suspended -> active. An unverified user may be activated too (the admin
     vouches for the address); email_verified_at stays empty."""
-    return _change_status(session, principal, user_id, to="active",
-                          allowed_from=("pending_activation", "suspended", "pending_email_verification"),
-                          action="user.activated")
+    return _change_status(
+        session,
+        principal,
+        user_id,
+        to="active",
+        allowed_from=("pending_activation", "suspended", "pending_email_verification"),
+        action="user.activated",
+    )
 
 
 def suspend(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """Any live status -> suspended; the user's sessions are revoked and their tokens stop
     working on the next request (both check the status on every use)."""
-    return _change_status(session, principal, user_id, to="suspended",
-                          allowed_from=("active", "pending_activation", "pending_email_verification"),
-                          action="user.suspended")
+    return _change_status(
+        session,
+        principal,
+        user_id,
+        to="suspended",
+        allowed_from=("active", "pending_activation", "pending_email_verification"),
+        action="user.suspended",
+    )
 
 
 def reject(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """Refuse a pending sign-up (docs/accounts.md#activation, "reject"): status deleted, the row stays for audit."""
-    return _change_status(session, principal, user_id, to="deleted",
-                          allowed_from=("pending_activation", "pending_email_verification"),
-                          action="user.rejected")
+    return _change_status(
+        session,
+        principal,
+        user_id,
+        to="deleted",
+        allowed_from=("pending_activation", "pending_email_verification"),
+        action="user.rejected",
+    )
 
 
 def resend_verification(session: Session, ctx, principal: Principal, user_id: uuid.UUID) -> User:  # noqa: ANN001
@@ -161,15 +204,31 @@ def resend_verification(session: Session, ctx, principal: Principal, user_id: uu
     if user.status != "pending_email_verification":
         raise Conflict(f"the user's email is already verified (status {user.status})", status=user.status)
     email_tokens.send_verification(session, ctx, user)
-    record_audit(session, tenant_id=audit_tenant, actor=principal, action="user.verification_resent",
-                 object_type="user", object_id=user.id, metadata={"email": user.email})
+    record_audit(
+        session,
+        tenant_id=audit_tenant,
+        actor=principal,
+        action="user.verification_resent",
+        object_type="user",
+        object_id=user.id,
+        metadata={"email": user.email},
+    )
     return user
 
 
-def list_audit_logs(session: Session, scope: AdminScope, *, action: str | None = None,
-                    object_type: str | None = None, object_id: uuid.UUID | None = None,
-                    actor_user_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None,
-                    since: datetime | None = None, limit: int = 50, offset: int = 0) -> tuple[list[AuditLog], int]:
+def list_audit_logs(
+    session: Session,
+    scope: AdminScope,
+    *,
+    action: str | None = None,
+    object_type: str | None = None,
+    object_id: uuid.UUID | None = None,
+    actor_user_id: uuid.UUID | None = None,
+    tenant_id: uuid.UUID | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[AuditLog], int]:
     """Newest first. A tenant_admin sees their tenant's rows; a system_admin sees all rows
     (including instance-level ones with no tenant) or the named tenant's."""
     limit, offset = _page(limit, offset)
@@ -192,14 +251,25 @@ def list_audit_logs(session: Session, scope: AdminScope, *, action: str | None =
     if since:
         q = q.where(AuditLog.created_at >= since)
     total = session.exec(select(func.count()).select_from(q.subquery())).one()
-    rows = session.exec(q.order_by(AuditLog.created_at.desc(), AuditLog.id.desc())  # type: ignore[attr-defined]
-                        .limit(limit).offset(offset)).all()
+    rows = session.exec(
+        q.order_by(AuditLog.created_at.desc(), AuditLog.id.desc())  # type: ignore[attr-defined]
+        .limit(limit)
+        .offset(offset)
+    ).all()
     return list(rows), int(total)
 
 
 def audit_row(row: AuditLog) -> dict[str, Any]:
-    return {"id": str(row.id), "tenant_id": str(row.tenant_id) if row.tenant_id else None,
-            "actor_user_id": str(row.actor_user_id) if row.actor_user_id else None, "actor_type": row.actor_type,
-            "action": row.action, "object_type": row.object_type,
-            "object_id": str(row.object_id) if row.object_id else None, "metadata": row.meta, "ip": row.ip,
-            "user_agent": row.user_agent, "created_at": row.created_at.isoformat()}
+    return {
+        "id": str(row.id),
+        "tenant_id": str(row.tenant_id) if row.tenant_id else None,
+        "actor_user_id": str(row.actor_user_id) if row.actor_user_id else None,
+        "actor_type": row.actor_type,
+        "action": row.action,
+        "object_type": row.object_type,
+        "object_id": str(row.object_id) if row.object_id else None,
+        "metadata": row.meta,
+        "ip": row.ip,
+        "user_agent": row.user_agent,
+        "created_at": row.created_at.isoformat(),
+    }

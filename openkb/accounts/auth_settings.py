@@ -20,8 +20,15 @@ from openkb.models import AuthSettings, Tenant
 from openkb.models._base import utcnow
 from openkb.models.enums import SIGNUP_STATUSES
 
-FIELDS = ("registration_enabled", "email_verification_required", "default_signup_status",
-          "invited_user_auto_active", "allowed_email_domains", "invite_required", "first_user_becomes_admin")
+FIELDS = (
+    "registration_enabled",
+    "email_verification_required",
+    "default_signup_status",
+    "invited_user_auto_active",
+    "allowed_email_domains",
+    "invite_required",
+    "first_user_becomes_admin",
+)
 _DOMAIN_MAX = 253
 
 
@@ -91,13 +98,16 @@ def _target(session: Session, scope: AdminScope, tenant_id: uuid.UUID | None) ->
     return tenant_id
 
 
-def read_for_admin(session: Session, scope: AdminScope, tenant_id: uuid.UUID | None) -> tuple[uuid.UUID | None, Effective]:
+def read_for_admin(
+    session: Session, scope: AdminScope, tenant_id: uuid.UUID | None
+) -> tuple[uuid.UUID | None, Effective]:
     target = _target(session, scope, tenant_id)
     return target, effective(session, target)
 
 
-def update(session: Session, scope: AdminScope, req: Any, tenant_id: uuid.UUID | None,
-           changes: dict[str, Any]) -> tuple[uuid.UUID | None, Effective]:
+def update(
+    session: Session, scope: AdminScope, req: Any, tenant_id: uuid.UUID | None, changes: dict[str, Any]
+) -> tuple[uuid.UUID | None, Effective]:
     """Apply ``changes`` (a subset of FIELDS) to the instance row or a tenant override; audited
     with before/after. ``req`` is an ``accounts.admin.Request`` (principal, ip, user agent).
 
@@ -111,11 +121,15 @@ def update(session: Session, scope: AdminScope, req: Any, tenant_id: uuid.UUID |
     if unknown:
         raise ValidationError(f"unknown setting(s): {', '.join(sorted(unknown))}")
     if "default_signup_status" in changes and changes["default_signup_status"] not in SIGNUP_STATUSES:
-        raise ValidationError(f"default_signup_status must be one of {', '.join(SIGNUP_STATUSES)}",
-                              field="default_signup_status")
+        raise ValidationError(
+            f"default_signup_status must be one of {', '.join(SIGNUP_STATUSES)}", field="default_signup_status"
+        )
     for f in FIELDS:
-        if f in changes and f not in ("default_signup_status", "allowed_email_domains") and \
-                not isinstance(changes[f], bool):
+        if (
+            f in changes
+            and f not in ("default_signup_status", "allowed_email_domains")
+            and not isinstance(changes[f], bool)
+        ):
             raise ValidationError(f"{f} must be true or false", field=f)
     if "allowed_email_domains" in changes:
         changes = {**changes, "allowed_email_domains": normalize_domains(changes["allowed_email_domains"])}
@@ -137,9 +151,17 @@ def update(session: Session, scope: AdminScope, req: Any, tenant_id: uuid.UUID |
     row.updated_at = utcnow()
     session.add(row)
     session.flush()
-    record_audit(session, tenant_id=target, actor=req.principal, action="auth_settings.updated",
-                 object_type="auth_settings", object_id=row.id, ip=req.ip, user_agent=req.user_agent,
-                 metadata={"scope": "tenant" if target else "instance", "before": before, "after": as_dict(row)})
+    record_audit(
+        session,
+        tenant_id=target,
+        actor=req.principal,
+        action="auth_settings.updated",
+        object_type="auth_settings",
+        object_id=row.id,
+        ip=req.ip,
+        user_agent=req.user_agent,
+        metadata={"scope": "tenant" if target else "instance", "before": before, "after": as_dict(row)},
+    )
     return target, Effective(row, "tenant" if target else "instance")
 
 
@@ -155,7 +177,15 @@ def delete_override(session: Session, scope: AdminScope, req: Any, tenant_id: uu
     row_id = row.id
     session.delete(row)
     session.flush()
-    record_audit(session, tenant_id=target, actor=req.principal, action="auth_settings.override_removed",
-                 object_type="auth_settings", object_id=row_id, ip=req.ip, user_agent=req.user_agent,
-                 metadata={"before": before})
+    record_audit(
+        session,
+        tenant_id=target,
+        actor=req.principal,
+        action="auth_settings.override_removed",
+        object_type="auth_settings",
+        object_id=row_id,
+        ip=req.ip,
+        user_agent=req.user_agent,
+        metadata={"before": before},
+    )
     return before

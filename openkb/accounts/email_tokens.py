@@ -33,8 +33,12 @@ def issue(session: Session, user_id: uuid.UUID, purpose: Purpose) -> str:
 
     now = utcnow()
     session.execute(
-        update(EmailToken).where(EmailToken.user_id == user_id, EmailToken.purpose == purpose,  # type: ignore[arg-type]
-                                 EmailToken.used_at.is_(None))  # type: ignore[union-attr]
+        update(EmailToken)
+        .where(
+            EmailToken.user_id == user_id,
+            EmailToken.purpose == purpose,  # type: ignore[arg-type]
+            EmailToken.used_at.is_(None),
+        )  # type: ignore[union-attr]
         .values(used_at=now)
     )
     plaintext, token_hash = new_token(_PREFIX[purpose])
@@ -50,7 +54,8 @@ def consume(session: Session, token: str, purpose: Purpose) -> EmailToken:
     if not token or len(token) > 200:
         raise InvalidToken("this link is invalid or has expired")
     row = session.exec(
-        select(EmailToken).where(EmailToken.token_hash == hash_token(token), EmailToken.purpose == purpose)
+        select(EmailToken)
+        .where(EmailToken.token_hash == hash_token(token), EmailToken.purpose == purpose)
         .with_for_update()
     ).first()
     now = utcnow()
@@ -64,8 +69,12 @@ def consume(session: Session, token: str, purpose: Purpose) -> EmailToken:
 
 def void_all(session: Session, user_id: uuid.UUID, purpose: Purpose) -> None:
     session.execute(
-        update(EmailToken).where(EmailToken.user_id == user_id, EmailToken.purpose == purpose,  # type: ignore[arg-type]
-                                 EmailToken.used_at.is_(None))  # type: ignore[union-attr]
+        update(EmailToken)
+        .where(
+            EmailToken.user_id == user_id,
+            EmailToken.purpose == purpose,  # type: ignore[arg-type]
+            EmailToken.used_at.is_(None),
+        )  # type: ignore[union-attr]
         .values(used_at=utcnow())
     )
 
@@ -97,15 +106,19 @@ def send_verification(session: Session, ctx, user: User, *, invitation_token: st
     url = link(ctx, "/verify-email", token)
     if invitation_token:
         url += f"&invitation={quote(invitation_token, safe='')}"
-    body = (f"Hello {user.display_name},\n\nconfirm your email address for OpenKB by opening this link:\n\n"
-            f"{url}\n\nThe link is valid for 48 hours. If you did not sign up, ignore this mail.\n")
+    body = (
+        f"Hello {user.display_name},\n\nconfirm your email address for OpenKB by opening this link:\n\n"
+        f"{url}\n\nThe link is valid for 48 hours. If you did not sign up, ignore this mail.\n"
+    )
     mail_after_commit(session, ctx, user.email, "Confirm your email address", body)
 
 
 def send_password_reset(session: Session, ctx, user: User) -> None:  # noqa: ANN001
     token = issue(session, user.id, "password_reset")
     url = link(ctx, "/reset-password", token)
-    body = (f"Hello {user.display_name},\n\nsomeone asked to reset your OpenKB password. To choose a new one, "
-            f"open:\n\n{url}\n\nThe link is valid for 1 hour. If it wasn't you, ignore this mail; "
-            "your password stays as it is.\n")
+    body = (
+        f"Hello {user.display_name},\n\nsomeone asked to reset your OpenKB password. To choose a new one, "
+        f"open:\n\n{url}\n\nThe link is valid for 1 hour. If it wasn't you, ignore this mail; "
+        "your password stays as it is.\n"
+    )
     mail_after_commit(session, ctx, user.email, "Reset your password", body)

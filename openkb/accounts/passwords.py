@@ -23,8 +23,14 @@ from openkb.permissions.principal import Principal
 RESET_MAILS_PER_HOUR = 5
 
 
-def request_reset(session: Session, ctx, email: str, *, ip: str | None = None,  # noqa: ANN001
-                  user_agent: str | None = None) -> None:
+def request_reset(
+    session: Session,
+    ctx,
+    email: str,
+    *,
+    ip: str | None = None,  # noqa: ANN001
+    user_agent: str | None = None,
+) -> None:
     try:
         email_n = normalize_email(email)
     except ValidationError:
@@ -36,12 +42,22 @@ def request_reset(session: Session, ctx, email: str, *, ip: str | None = None,  
         return
     email_tokens.send_password_reset(session, ctx, user)
     tenant_id = primary_tenant_id(session, user.id)
-    record_audit(session, tenant_id=tenant_id, actor=Principal.anonymous(tenant_id), action="user.password_reset_requested",
-                 object_type="user", object_id=user.id, ip=ip, user_agent=user_agent, metadata={})
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=Principal.anonymous(tenant_id),
+        action="user.password_reset_requested",
+        object_type="user",
+        object_id=user.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={},
+    )
 
 
-def confirm_reset(session: Session, token: str, password: str, *, ip: str | None = None,
-                  user_agent: str | None = None) -> User:
+def confirm_reset(
+    session: Session, token: str, password: str, *, ip: str | None = None, user_agent: str | None = None
+) -> User:
     from openkb.security import hash_password
 
     check_password(password)
@@ -54,7 +70,15 @@ def confirm_reset(session: Session, token: str, password: str, *, ip: str | None
     email_tokens.void_all(session, user.id, "password_reset")
     killed = revoke_user_sessions(session, user.id)
     tenant_id = primary_tenant_id(session, user.id)
-    record_audit(session, tenant_id=tenant_id, actor=Principal.user(user, tenant_id) if tenant_id else None,
-                 action="user.password_reset", object_type="user", object_id=user.id, ip=ip, user_agent=user_agent,
-                 metadata={"sessions_revoked": killed})
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=Principal.user(user, tenant_id) if tenant_id else None,
+        action="user.password_reset",
+        object_type="user",
+        object_id=user.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={"sessions_revoked": killed},
+    )
     return user

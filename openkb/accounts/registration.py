@@ -85,8 +85,12 @@ def _lookup_invitation(session: Session, token: str, email: str) -> Invitation:
     if token and len(token) <= 200:
         inv = session.exec(select(Invitation).where(Invitation.token_hash == hash_token(token))).first()
     now = utcnow()
-    if inv is None or inv.status != "pending" or (inv.expires_at is not None and inv.expires_at <= now) \
-            or (inv.max_uses is not None and inv.used_count >= inv.max_uses):
+    if (
+        inv is None
+        or inv.status != "pending"
+        or (inv.expires_at is not None and inv.expires_at <= now)
+        or (inv.max_uses is not None and inv.used_count >= inv.max_uses)
+    ):
         raise InvalidToken("this invitation is invalid, used up or expired")
     if inv.email is not None and inv.email.lower() != email:
         raise PermissionDenied("this invitation was sent to another email address")
@@ -107,9 +111,13 @@ def _accept_invitation(session: Session, user: User, tenant_id: uuid.UUID, token
             result = accept_invitation(session, token, Principal.user(user, tenant_id))
     except OpenKBError as exc:
         return {"status": "failed", "error": exc.code, "detail": exc.detail}
-    return {"status": result.status, "invitation_id": str(result.invitation.id),
-            "object_type": result.invitation.object_type, "object_id": str(result.invitation.object_id),
-            "role": result.invitation.role}
+    return {
+        "status": result.status,
+        "invitation_id": str(result.invitation.id),
+        "object_type": result.invitation.object_type,
+        "object_id": str(result.invitation.object_id),
+        "role": result.invitation.role,
+    }
 
 
 def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, settings: AuthSettings) -> bool:
@@ -119,8 +127,9 @@ def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, s
     session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _FIRST_ADMIN_LOCK})
     if has_system_admin(session):
         return False
-    m = session.exec(select(TenantMembership).where(TenantMembership.user_id == user.id,
-                                                    TenantMembership.tenant_id == tenant_id)).first()
+    m = session.exec(
+        select(TenantMembership).where(TenantMembership.user_id == user.id, TenantMembership.tenant_id == tenant_id)
+    ).first()
     if m is None:
         return False
     m.role = "system_admin"
@@ -133,9 +142,17 @@ def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, s
     return True
 
 
-def register(session: Session, ctx, *, email: str, password: str, display_name: str | None,  # noqa: ANN001
-             invitation_token: str | None = None, ip: str | None = None,
-             user_agent: str | None = None) -> Registration:
+def register(
+    session: Session,
+    ctx,
+    *,
+    email: str,
+    password: str,
+    display_name: str | None,  # noqa: ANN001
+    invitation_token: str | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> Registration:
     from openkb.bootstrap import default_tenant
 
     email_n = normalize_email(email)
@@ -152,34 +169,77 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
         raise EmailDomainNotAllowed("registration is not open to this email domain", field="email")
 
     verify = settings.email_verification_required
-    status = "pending_email_verification" if verify else status_after_verification(settings, invited=invitation is not None)
+    status = (
+        "pending_email_verification" if verify else status_after_verification(settings, invited=invitation is not None)
+    )
     name = _display_name(email_n, display_name)
     existing = session.exec(select(User).where(User.email == email_n)).first()
     if existing is None:
         try:
             with session.begin_nested():
-                user = create_user(session, tenant=tenant, email=email_n, password=password, display_name=name,
-                                   role="member", status=status, verified=False)
+                user = create_user(
+                    session,
+                    tenant=tenant,
+                    email=email_n,
+                    password=password,
+                    display_name=name,
+                    role="member",
+                    status=status,
+                    verified=False,
+                )
         except (IntegrityError, AlreadyExists):  # a simultaneous sign-up with the same address won
             existing = session.exec(select(User).where(User.email == email_n)).one()
     if existing is not None:
-        return _address_taken(session, ctx, existing, tenant_id=tenant.id, settings=settings, password=password,
-                              display_name=name, status=status, invited=invitation is not None,
-                              invitation_token=invitation_token, ip=ip, user_agent=user_agent)
+        return _address_taken(
+            session,
+            ctx,
+            existing,
+            tenant_id=tenant.id,
+            settings=settings,
+            password=password,
+            display_name=name,
+            status=status,
+            invited=invitation is not None,
+            invitation_token=invitation_token,
+            ip=ip,
+            user_agent=user_agent,
+        )
 
     became_admin = False
     if not verify:
         became_admin = maybe_make_first_admin(session, user, tenant.id, settings)
     actor = Principal.user(user, tenant.id)
-    record_audit(session, tenant_id=tenant.id, actor=actor, action="user.registered", object_type="user",
-                 object_id=user.id, ip=ip, user_agent=user_agent,
-                 metadata={"status": user.status, "invited": invitation is not None,
-                           "invitation_id": invitation.id if invitation else None,
-                           "became_system_admin": became_admin})
+    record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=actor,
+        action="user.registered",
+        object_type="user",
+        object_id=user.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={
+            "status": user.status,
+            "invited": invitation is not None,
+            "invitation_id": invitation.id if invitation else None,
+            "became_system_admin": became_admin,
+        },
+    )
     if became_admin:
-        record_audit(session, tenant_id=tenant.id, actor=None, action="user.role_granted", object_type="user",
-                     object_id=user.id, metadata={"role": "system_admin", "reason": "first_user_becomes_admin",
-                                                  "before": {"role": "member"}, "after": {"role": "system_admin"}})
+        record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=None,
+            action="user.role_granted",
+            object_type="user",
+            object_id=user.id,
+            metadata={
+                "role": "system_admin",
+                "reason": "first_user_becomes_admin",
+                "before": {"role": "member"},
+                "after": {"role": "system_admin"},
+            },
+        )
     inv_result = None
     if verify:
         # The invitation travels in the verification link and is accepted at verification.
@@ -188,8 +248,13 @@ def register(session: Session, ctx, *, email: str, password: str, display_name: 
             inv_result = {"status": "pending_verification"}
     elif invitation_token:
         inv_result = _accept_invitation(session, user, tenant.id, invitation_token)
-    return Registration(user=user, tenant_id=tenant.id, verification_sent=verify, became_system_admin=became_admin,
-                        invitation=inv_result)
+    return Registration(
+        user=user,
+        tenant_id=tenant.id,
+        verification_sent=verify,
+        became_system_admin=became_admin,
+        invitation=inv_result,
+    )
 
 
 def _display_name(email: str, display_name: str | None) -> str:
@@ -201,9 +266,21 @@ def _display_name(email: str, display_name: str | None) -> str:
     return name
 
 
-def _address_taken(session: Session, ctx, existing: User, *, tenant_id: uuid.UUID,
-                   settings: AuthSettings, password: str, display_name: str, status: str, invited: bool,
-                   invitation_token: str | None, ip: str | None, user_agent: str | None) -> Registration:
+def _address_taken(
+    session: Session,
+    ctx,
+    existing: User,
+    *,
+    tenant_id: uuid.UUID,
+    settings: AuthSettings,
+    password: str,
+    display_name: str,
+    status: str,
+    invited: bool,
+    invitation_token: str | None,
+    ip: str | None,
+    user_agent: str | None,
+) -> Registration:
     """Answer a sign-up for an address that has an account as if it were new (no enumeration).
 
     Nothing about the account changes. Its owner is mailed (at most ``_TAKEN_MAILS_PER_HOUR``
@@ -214,25 +291,50 @@ def _address_taken(session: Session, ctx, existing: User, *, tenant_id: uuid.UUI
     from openkb.security import hash_password
 
     hash_password(password)
-    if not settings.email_verification_required and settings.first_user_becomes_admin \
-            and not has_system_admin(session):
+    if not settings.email_verification_required and settings.first_user_becomes_admin and not has_system_admin(session):
         status = "active"  # what a new account would have become: the first administrator
-    mailed = existing.status != "deleted" and ratelimit.hit(session, f"register-taken:{existing.email}",
-                                                            _TAKEN_MAILS_PER_HOUR, 3600)
+    mailed = existing.status != "deleted" and ratelimit.hit(
+        session, f"register-taken:{existing.email}", _TAKEN_MAILS_PER_HOUR, 3600
+    )
     if mailed:
         _mail_address_taken(session, ctx, existing)
-    record_audit(session, tenant_id=tenant_id, actor=Principal.anonymous(tenant_id),
-                 action="user.registration_address_taken", object_type="user", object_id=existing.id, ip=ip,
-                 user_agent=user_agent, metadata={"status": existing.status, "invited": invited, "mailed": mailed})
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=Principal.anonymous(tenant_id),
+        action="user.registration_address_taken",
+        object_type="user",
+        object_id=existing.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={"status": existing.status, "invited": invited, "mailed": mailed},
+    )
     now = utcnow()
-    stand_in = User(id=uuid.uuid4(), email=existing.email, display_name=display_name, status=status,
-                    password_hash=None, email_verified_at=None, created_at=now, updated_at=now)
+    stand_in = User(
+        id=uuid.uuid4(),
+        email=existing.email,
+        display_name=display_name,
+        status=status,
+        password_hash=None,
+        email_verified_at=None,
+        created_at=now,
+        updated_at=now,
+    )
     inv_result = None
     if invitation_token:
-        inv_result = {"status": "pending_verification"} if settings.email_verification_required else \
-            {"status": "deferred", "detail": "accept the invitation once your account is active"}
-    return Registration(user=stand_in, tenant_id=tenant_id, verification_sent=settings.email_verification_required,
-                        became_system_admin=False, invitation=inv_result, address_taken=True)
+        inv_result = (
+            {"status": "pending_verification"}
+            if settings.email_verification_required
+            else {"status": "deferred", "detail": "accept the invitation once your account is active"}
+        )
+    return Registration(
+        user=stand_in,
+        tenant_id=tenant_id,
+        verification_sent=settings.email_verification_required,
+        became_system_admin=False,
+        invitation=inv_result,
+        address_taken=True,
+    )
 
 
 def _mail_address_taken(session: Session, ctx, user: User) -> None:
@@ -243,10 +345,12 @@ def _mail_address_taken(session: Session, ctx, user: User) -> None:
         email_tokens.send_verification(session, ctx, user)
         return
     base = ctx.settings.app_base_url.rstrip("/")
-    body = (f"Hello {user.display_name},\n\nsomeone tried to create a new OpenKB account with this email "
-            f"address, which already has an account.\n\nIf it was you, sign in at {base}/login with your "
-            "existing password; if you forgot it, reset it from the sign-in page.\n\nIf it wasn't you, "
-            "you can ignore this mail: nothing about your account has changed.\n")
+    body = (
+        f"Hello {user.display_name},\n\nsomeone tried to create a new OpenKB account with this email "
+        f"address, which already has an account.\n\nIf it was you, sign in at {base}/login with your "
+        "existing password; if you forgot it, reset it from the sign-in page.\n\nIf it wasn't you, "
+        "you can ignore this mail: nothing about your account has changed.\n"
+    )
     email_tokens.mail_after_commit(session, ctx, user.email, "Someone tried to register with your address", body)
 
 
@@ -256,7 +360,8 @@ def primary_tenant_id(session: Session, user_id: uuid.UUID) -> uuid.UUID | None:
     rows = session.exec(
         select(TenantMembership.tenant_id, Tenant.slug)  # type: ignore[call-overload]
         .join(Tenant, Tenant.id == TenantMembership.tenant_id)
-        .where(TenantMembership.user_id == user_id).order_by(TenantMembership.created_at)
+        .where(TenantMembership.user_id == user_id)
+        .order_by(TenantMembership.created_at)
     ).all()
     for tid, slug in rows:
         if slug == DEFAULT_TENANT_SLUG:
@@ -271,8 +376,15 @@ class Verification:
     invitation: dict[str, Any] | None = None
 
 
-def verify_email(session: Session, ctx, token: str, *, invitation_token: str | None = None,  # noqa: ANN001
-                 ip: str | None = None, user_agent: str | None = None) -> Verification:
+def verify_email(
+    session: Session,
+    ctx,
+    token: str,
+    *,
+    invitation_token: str | None = None,  # noqa: ANN001
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> Verification:
     """Consume a verification token; accept the invitation the link carries, if any.
 
     Only a ``pending_email_verification`` user changes status: verifying never re-activates a
@@ -302,14 +414,35 @@ def verify_email(session: Session, ctx, token: str, *, invitation_token: str | N
         became_admin = maybe_make_first_admin(session, user, tenant_id, settings)
     session.add(user)
     session.flush()
-    record_audit(session, tenant_id=tenant_id, actor=Principal.user(user, tenant_id) if tenant_id else None,
-                 action="user.email_verified", object_type="user", object_id=user.id, ip=ip, user_agent=user_agent,
-                 metadata={"before": {"status": before}, "after": {"status": user.status},
-                           "became_system_admin": became_admin})
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=Principal.user(user, tenant_id) if tenant_id else None,
+        action="user.email_verified",
+        object_type="user",
+        object_id=user.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={"before": {"status": before}, "after": {"status": user.status}, "became_system_admin": became_admin},
+    )
     if became_admin:
-        record_audit(session, tenant_id=tenant_id, actor=None, action="user.role_granted", object_type="user",
-                     object_id=user.id, metadata={"role": "system_admin", "reason": "first_user_becomes_admin",
-                                                  "before": {"role": "member"}, "after": {"role": "system_admin"}})
-    inv_result = _accept_invitation(session, user, tenant_id, invitation_token) \
-        if invitation_token and tenant_id is not None else None
+        record_audit(
+            session,
+            tenant_id=tenant_id,
+            actor=None,
+            action="user.role_granted",
+            object_type="user",
+            object_id=user.id,
+            metadata={
+                "role": "system_admin",
+                "reason": "first_user_becomes_admin",
+                "before": {"role": "member"},
+                "after": {"role": "system_admin"},
+            },
+        )
+    inv_result = (
+        _accept_invitation(session, user, tenant_id, invitation_token)
+        if invitation_token and tenant_id is not None
+        else None
+    )
     return Verification(user=user, became_system_admin=became_admin, invitation=inv_result)

@@ -118,8 +118,7 @@ def _check_throttle(session: Session, email: str, ip: str | None) -> None:
 
     for key, limit in _throttle_keys(email, ip):
         if ratelimit.exceeded(session, key, limit, LOGIN_WINDOW_SECONDS):
-            raise RateLimited("too many login attempts; wait a minute and try again",
-                              retry_after=LOGIN_WINDOW_SECONDS)
+            raise RateLimited("too many login attempts; wait a minute and try again", retry_after=LOGIN_WINDOW_SECONDS)
 
 
 def _refuse_login(session: Session, email: str, user: User | None, ip: str | None, user_agent: str | None) -> NoReturn:
@@ -134,21 +133,40 @@ def _refuse_login(session: Session, email: str, user: User | None, ip: str | Non
 
     tenant_id = None
     if user is not None:
-        tenant_id = session.exec(select(TenantMembership.tenant_id).where(TenantMembership.user_id == user.id)
-                                 .order_by(TenantMembership.created_at)).first()
+        tenant_id = session.exec(
+            select(TenantMembership.tenant_id)
+            .where(TenantMembership.user_id == user.id)
+            .order_by(TenantMembership.created_at)
+        ).first()
 
     def record(s: Session) -> None:
         for key, limit in _throttle_keys(email, ip):
             ratelimit.hit(s, key, limit, LOGIN_WINDOW_SECONDS)
-        record_audit(s, tenant_id=tenant_id, actor=Principal.anonymous(tenant_id), action="auth.login_failed",
-                     object_type="user", object_id=user.id if user is not None else None, ip=ip,
-                     user_agent=user_agent, metadata={"email": email})
+        record_audit(
+            s,
+            tenant_id=tenant_id,
+            actor=Principal.anonymous(tenant_id),
+            action="auth.login_failed",
+            object_type="user",
+            object_id=user.id if user is not None else None,
+            ip=ip,
+            user_agent=user_agent,
+            metadata={"email": email},
+        )
 
     record_then_refuse(session, record, InvalidCredentials("wrong email or password"))
 
 
-def login(session: Session, ctx, *, email: str, password: str, ip: str | None = None,  # noqa: ANN001
-          user_agent: str | None = None, tenant: str | None = None) -> LoginResult:
+def login(
+    session: Session,
+    ctx,
+    *,
+    email: str,
+    password: str,
+    ip: str | None = None,  # noqa: ANN001
+    user_agent: str | None = None,
+    tenant: str | None = None,
+) -> LoginResult:
     """Check the password, then the status; open a session row. Failed attempts are throttled.
 
     Status is checked *after* the password so the status codes don't reveal which emails exist.
@@ -178,22 +196,43 @@ def login(session: Session, ctx, *, email: str, password: str, ip: str | None = 
         user.password_hash = hash_password(password)
         session.add(user)
     result = open_session(session, ctx, user=user, tenant_id=tenant_id, ip=ip, user_agent=user_agent)
-    record_audit(session, tenant_id=tenant_id, actor=Principal.user(user, tenant_id), action="auth.login",
-                 object_type="user", object_id=user.id, ip=ip, user_agent=user_agent,
-                 metadata={"session_id": result.session.id})
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=Principal.user(user, tenant_id),
+        action="auth.login",
+        object_type="user",
+        object_id=user.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={"session_id": result.session.id},
+    )
     return result
 
 
-def open_session(session: Session, ctx, *, user: User, tenant_id: uuid.UUID, ip: str | None = None,  # noqa: ANN001
-                 user_agent: str | None = None) -> LoginResult:
+def open_session(
+    session: Session,
+    ctx,
+    *,
+    user: User,
+    tenant_id: uuid.UUID,
+    ip: str | None = None,  # noqa: ANN001
+    user_agent: str | None = None,
+) -> LoginResult:
     from openkb.security import new_token
 
     token, token_hash = new_token(SESSION_TOKEN_PREFIX)
     now = utcnow()
-    row = UserSession(tenant_id=tenant_id, user_id=user.id, token_hash=token_hash,
-                      csrf_token=secrets.token_urlsafe(32), ip=(ip or None) and ip[:100],
-                      user_agent=(user_agent or None) and user_agent[:500],
-                      expires_at=now + timedelta(hours=ctx.settings.session_ttl_hours), last_seen_at=now)
+    row = UserSession(
+        tenant_id=tenant_id,
+        user_id=user.id,
+        token_hash=token_hash,
+        csrf_token=secrets.token_urlsafe(32),
+        ip=(ip or None) and ip[:100],
+        user_agent=(user_agent or None) and user_agent[:500],
+        expires_at=now + timedelta(hours=ctx.settings.session_ttl_hours),
+        last_seen_at=now,
+    )
     session.add(row)
     session.flush()
     return LoginResult(session=row, token=token, user=user)
@@ -209,8 +248,10 @@ def resolve_session(session: Session, token: str) -> ResolvedSession | None:
     found = session.exec(
         select(UserSession, User)  # type: ignore[call-overload]
         .join(User, User.id == UserSession.user_id)
-        .join(TenantMembership, (TenantMembership.user_id == UserSession.user_id)
-              & (TenantMembership.tenant_id == UserSession.tenant_id))
+        .join(
+            TenantMembership,
+            (TenantMembership.user_id == UserSession.user_id) & (TenantMembership.tenant_id == UserSession.tenant_id),
+        )
         .where(UserSession.token_hash == hash_token(token))
     ).first()
     if found is None:
@@ -222,24 +263,44 @@ def resolve_session(session: Session, token: str) -> ResolvedSession | None:
     if row.last_seen_at < now - LAST_SEEN_EVERY:
         # Conditional UPDATE: concurrent requests of one session write at most once a minute.
         session.execute(
-            text("UPDATE user_sessions SET last_seen_at = now() WHERE id = :id "
-                 "AND last_seen_at < now() - interval '1 minute'"),
+            text(
+                "UPDATE user_sessions SET last_seen_at = now() WHERE id = :id "
+                "AND last_seen_at < now() - interval '1 minute'"
+            ),
             {"id": row.id},
         )
     return ResolvedSession(row=row, user=user)
 
 
-def logout(session: Session, principal: Principal, session_id: uuid.UUID, *, ip: str | None = None,
-           user_agent: str | None = None) -> None:
+def logout(
+    session: Session,
+    principal: Principal,
+    session_id: uuid.UUID,
+    *,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> None:
     res = session.execute(
-        update(UserSession).where(UserSession.id == session_id, UserSession.revoked_at.is_(None),  # type: ignore[union-attr,arg-type]
-                                  UserSession.user_id == principal.user_id)
+        update(UserSession)
+        .where(
+            UserSession.id == session_id,
+            UserSession.revoked_at.is_(None),  # type: ignore[union-attr,arg-type]
+            UserSession.user_id == principal.user_id,
+        )
         .values(revoked_at=utcnow())
     )
     if res.rowcount:  # type: ignore[attr-defined]
-        record_audit(session, tenant_id=principal.tenant_id, actor=principal, action="auth.logout",
-                     object_type="user", object_id=principal.user_id, ip=ip, user_agent=user_agent,
-                     metadata={"session_id": session_id})
+        record_audit(
+            session,
+            tenant_id=principal.tenant_id,
+            actor=principal,
+            action="auth.logout",
+            object_type="user",
+            object_id=principal.user_id,
+            ip=ip,
+            user_agent=user_agent,
+            metadata={"session_id": session_id},
+        )
 
 
 def revoke_user_sessions(session: Session, user_id: uuid.UUID, *, except_id: uuid.UUID | None = None) -> int:

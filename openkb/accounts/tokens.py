@@ -43,16 +43,22 @@ def looks_like_pat(value: str) -> bool:
 def validate_scopes(scopes: list[str]) -> list[str]:
     unknown = sorted(set(scopes) - set(PAT_SCOPES))
     if unknown:
-        raise ValidationError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(PAT_SCOPES)}",
-                              field="scopes")
+        raise ValidationError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(PAT_SCOPES)}", field="scopes")
     if not scopes:
         raise ValidationError("a token needs at least one scope", field="scopes")
     return sorted(set(scopes))
 
 
-def create_pat(session: Session, principal: Principal, *, name: str, scopes: list[str],
-               expires_at: datetime | None = None, ip: str | None = None,
-               user_agent: str | None = None) -> tuple[McpPersonalAccessToken, str]:
+def create_pat(
+    session: Session,
+    principal: Principal,
+    *,
+    name: str,
+    scopes: list[str],
+    expires_at: datetime | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> tuple[McpPersonalAccessToken, str]:
     """Mint a token for the calling user. Returns (row, plaintext).
 
     Only a browser session (``scopes is None``) may mint tokens: a token that could mint tokens
@@ -72,36 +78,73 @@ def create_pat(session: Session, principal: Principal, *, name: str, scopes: lis
         if expires_at <= utcnow():
             raise ValidationError("expires_at must be in the future", field="expires_at")
     live = session.exec(
-        select(McpPersonalAccessToken.id).where(McpPersonalAccessToken.user_id == principal.user_id,
-                                                McpPersonalAccessToken.status == "active")
+        select(McpPersonalAccessToken.id).where(
+            McpPersonalAccessToken.user_id == principal.user_id, McpPersonalAccessToken.status == "active"
+        )
     ).all()
     if len(live) >= MAX_TOKENS_PER_USER:
         raise ValidationError(f"at most {MAX_TOKENS_PER_USER} active tokens per user; revoke some first")
-    row, plaintext = _insert(session, tenant_id=principal.tenant_id, user_id=principal.user_id, name=name,
-                             scopes=scopes, expires_at=expires_at)
-    record_audit(session, tenant_id=principal.tenant_id, actor=principal, action="pat.created",
-                 object_type="personal_access_token", object_id=row.id, ip=ip, user_agent=user_agent,
-                 metadata={"name": name, "scopes": scopes, "expires_at": expires_at})
+    row, plaintext = _insert(
+        session,
+        tenant_id=principal.tenant_id,
+        user_id=principal.user_id,
+        name=name,
+        scopes=scopes,
+        expires_at=expires_at,
+    )
+    record_audit(
+        session,
+        tenant_id=principal.tenant_id,
+        actor=principal,
+        action="pat.created",
+        object_type="personal_access_token",
+        object_id=row.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={"name": name, "scopes": scopes, "expires_at": expires_at},
+    )
     return row, plaintext
 
 
-def _insert(session: Session, *, tenant_id: uuid.UUID, user_id: uuid.UUID, name: str, scopes: list[str],
-            expires_at: datetime | None) -> tuple[McpPersonalAccessToken, str]:
+def _insert(
+    session: Session,
+    *,
+    tenant_id: uuid.UUID,
+    user_id: uuid.UUID,
+    name: str,
+    scopes: list[str],
+    expires_at: datetime | None,
+) -> tuple[McpPersonalAccessToken, str]:
     from openkb.security import new_token
 
     plaintext, token_hash = new_token(PAT_PREFIX)
-    row = McpPersonalAccessToken(tenant_id=tenant_id, user_id=user_id, name=name, token_hash=token_hash,
-                                 scopes=scopes, status="active", expires_at=expires_at)
+    row = McpPersonalAccessToken(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        name=name,
+        token_hash=token_hash,
+        scopes=scopes,
+        status="active",
+        expires_at=expires_at,
+    )
     session.add(row)
     session.flush()
     return row, plaintext
 
 
-def issue_pat(session: Session, *, tenant_id: uuid.UUID, user_id: uuid.UUID, name: str, scopes: list[str],
-              expires_at: datetime | None = None) -> tuple[McpPersonalAccessToken, str]:
+def issue_pat(
+    session: Session,
+    *,
+    tenant_id: uuid.UUID,
+    user_id: uuid.UUID,
+    name: str,
+    scopes: list[str],
+    expires_at: datetime | None = None,
+) -> tuple[McpPersonalAccessToken, str]:
     """Operator/test path (no calling session): the CLI and test fixtures mint tokens with it."""
-    return _insert(session, tenant_id=tenant_id, user_id=user_id, name=name, scopes=validate_scopes(scopes),
-                   expires_at=expires_at)
+    return _insert(
+        session, tenant_id=tenant_id, user_id=user_id, name=name, scopes=validate_scopes(scopes), expires_at=expires_at
+    )
 
 
 def effective_status(row: McpPersonalAccessToken, now: datetime | None = None) -> str:
@@ -113,14 +156,18 @@ def effective_status(row: McpPersonalAccessToken, now: datetime | None = None) -
 def list_pats(session: Session, principal: Principal) -> list[McpPersonalAccessToken]:
     if principal.user_id is None:
         raise Unauthenticated("sign in to list tokens")
-    return list(session.exec(
-        select(McpPersonalAccessToken).where(McpPersonalAccessToken.user_id == principal.user_id)
-        .order_by(McpPersonalAccessToken.created_at.desc())  # type: ignore[attr-defined]
-    ).all())
+    return list(
+        session.exec(
+            select(McpPersonalAccessToken)
+            .where(McpPersonalAccessToken.user_id == principal.user_id)
+            .order_by(McpPersonalAccessToken.created_at.desc())  # type: ignore[attr-defined]
+        ).all()
+    )
 
 
-def revoke_pat(session: Session, principal: Principal, token_id: uuid.UUID, *, ip: str | None = None,
-               user_agent: str | None = None) -> McpPersonalAccessToken:
+def revoke_pat(
+    session: Session, principal: Principal, token_id: uuid.UUID, *, ip: str | None = None, user_agent: str | None = None
+) -> McpPersonalAccessToken:
     """Someone else's token id is NOT_FOUND, like an unknown one."""
     if principal.user_id is None:
         raise Unauthenticated("sign in to revoke tokens")
@@ -132,9 +179,17 @@ def revoke_pat(session: Session, principal: Principal, token_id: uuid.UUID, *, i
         row.revoked_at = utcnow()
         session.add(row)
         session.flush()
-        record_audit(session, tenant_id=row.tenant_id, actor=principal, action="pat.revoked",
-                     object_type="personal_access_token", object_id=row.id, ip=ip, user_agent=user_agent,
-                     metadata={"name": row.name, "before": {"status": "active"}, "after": {"status": "revoked"}})
+        record_audit(
+            session,
+            tenant_id=row.tenant_id,
+            actor=principal,
+            action="pat.revoked",
+            object_type="personal_access_token",
+            object_id=row.id,
+            ip=ip,
+            user_agent=user_agent,
+            metadata={"name": row.name, "before": {"status": "active"}, "after": {"status": "revoked"}},
+        )
     return row
 
 
@@ -147,8 +202,11 @@ def resolve_pat(session: Session, plaintext: str) -> ResolvedToken | None:
     found = session.exec(
         select(McpPersonalAccessToken, User)  # type: ignore[call-overload]
         .join(User, User.id == McpPersonalAccessToken.user_id)
-        .join(TenantMembership, (TenantMembership.user_id == McpPersonalAccessToken.user_id)
-              & (TenantMembership.tenant_id == McpPersonalAccessToken.tenant_id))
+        .join(
+            TenantMembership,
+            (TenantMembership.user_id == McpPersonalAccessToken.user_id)
+            & (TenantMembership.tenant_id == McpPersonalAccessToken.tenant_id),
+        )
         .where(McpPersonalAccessToken.token_hash == hash_token(plaintext))
     ).first()
     if found is None:
@@ -161,8 +219,10 @@ def resolve_pat(session: Session, plaintext: str) -> ResolvedToken | None:
         return None
     if row.last_used_at is None or row.last_used_at < now - LAST_USED_EVERY:
         session.execute(
-            text("UPDATE mcp_personal_access_tokens SET last_used_at = now() WHERE id = :id "
-                 "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"),
+            text(
+                "UPDATE mcp_personal_access_tokens SET last_used_at = now() WHERE id = :id "
+                "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"
+            ),
             {"id": row.id},
         )
     return ResolvedToken(row=row, user=user)
@@ -177,8 +237,7 @@ def principal_for(resolved: ResolvedToken) -> Principal:
 DEFAULT_SCOPES = ["kb:read", "kb:search", "doc:read"]  # doc:write is never a default
 
 
-def _operator_target(session: Session, principal: Principal, user: str,
-                     tenant: str | None) -> tuple[User, uuid.UUID]:
+def _operator_target(session: Session, principal: Principal, user: str, tenant: str | None) -> tuple[User, uuid.UUID]:
     """The user (email or id) and the tenant the token binds to, if ``principal`` administers it.
 
     A user in several tenants needs ``tenant``: a token acts in exactly one (docs/accounts.md#personal-access-tokens).
@@ -201,16 +260,24 @@ def _operator_target(session: Session, principal: Principal, user: str,
     return u, tid
 
 
-def operator_create_pat(session: Session, principal: Principal, *, user: str, name: str,
-                        scopes: list[str] | None = None, tenant: str | None = None,
-                        expires_at: datetime | None = None) -> tuple[McpPersonalAccessToken, str, User]:
+def operator_create_pat(
+    session: Session,
+    principal: Principal,
+    *,
+    user: str,
+    name: str,
+    scopes: list[str] | None = None,
+    tenant: str | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[McpPersonalAccessToken, str, User]:
     """Mint a token for another user (the operator at the shell, or a tenant admin for its
     tenant). Returns (row, plaintext, user); the plaintext is shown once. The token is bound to
     the user: it never reads more than the user may (no instance-wide tokens)."""
     u, tid = _operator_target(session, principal, user, tenant)
     if u.status != "active":
-        raise ValidationError(f"{u.email} is {u.status}: a token would not work until the account is active",
-                              field="user")
+        raise ValidationError(
+            f"{u.email} is {u.status}: a token would not work until the account is active", field="user"
+        )
     name = (name or "").strip()
     if not name or len(name) > 1000:
         raise ValidationError("token name must be 1-1000 characters", field="name")
@@ -218,22 +285,33 @@ def operator_create_pat(session: Session, principal: Principal, *, user: str, na
     if expires_at is not None and (expires_at.tzinfo is None or expires_at <= utcnow()):
         raise ValidationError("expires_at must be a future time with a timezone", field="expires_at")
     row, plaintext = _insert(session, tenant_id=tid, user_id=u.id, name=name, scopes=scopes, expires_at=expires_at)
-    record_audit(session, tenant_id=tid, actor=principal, action="pat.created", object_type="personal_access_token",
-                 object_id=row.id, metadata={"name": name, "scopes": scopes, "expires_at": expires_at,
-                                             "user_id": u.id, "for_user": True})
+    record_audit(
+        session,
+        tenant_id=tid,
+        actor=principal,
+        action="pat.created",
+        object_type="personal_access_token",
+        object_id=row.id,
+        metadata={"name": name, "scopes": scopes, "expires_at": expires_at, "user_id": u.id, "for_user": True},
+    )
     return row, plaintext, u
 
 
-def operator_list_pats(session: Session, principal: Principal, *, user: str,
-                       tenant: str | None = None) -> tuple[User, list[McpPersonalAccessToken]]:
+def operator_list_pats(
+    session: Session, principal: Principal, *, user: str, tenant: str | None = None
+) -> tuple[User, list[McpPersonalAccessToken]]:
     u, _ = _operator_target(session, principal, user, tenant)
-    rows = session.exec(select(McpPersonalAccessToken).where(McpPersonalAccessToken.user_id == u.id)
-                        .order_by(McpPersonalAccessToken.created_at.desc())).all()  # type: ignore[attr-defined]
+    rows = session.exec(
+        select(McpPersonalAccessToken)
+        .where(McpPersonalAccessToken.user_id == u.id)
+        .order_by(McpPersonalAccessToken.created_at.desc())
+    ).all()  # type: ignore[attr-defined]
     return u, list(rows)
 
 
-def operator_revoke_pat(session: Session, principal: Principal, *, user: str, token_id: uuid.UUID,
-                        tenant: str | None = None) -> McpPersonalAccessToken:
+def operator_revoke_pat(
+    session: Session, principal: Principal, *, user: str, token_id: uuid.UUID, tenant: str | None = None
+) -> McpPersonalAccessToken:
     """Revoke one of ``user``'s tokens; effective on the token's next request."""
     u, _ = _operator_target(session, principal, user, tenant)
     row = session.get(McpPersonalAccessToken, token_id)
@@ -244,8 +322,18 @@ def operator_revoke_pat(session: Session, principal: Principal, *, user: str, to
         row.revoked_at = utcnow()
         session.add(row)
         session.flush()
-        record_audit(session, tenant_id=row.tenant_id, actor=principal, action="pat.revoked",
-                     object_type="personal_access_token", object_id=row.id,
-                     metadata={"name": row.name, "user_id": u.id, "before": {"status": "active"},
-                               "after": {"status": "revoked"}})
+        record_audit(
+            session,
+            tenant_id=row.tenant_id,
+            actor=principal,
+            action="pat.revoked",
+            object_type="personal_access_token",
+            object_id=row.id,
+            metadata={
+                "name": row.name,
+                "user_id": u.id,
+                "before": {"status": "active"},
+                "after": {"status": "revoked"},
+            },
+        )
     return row

@@ -78,8 +78,15 @@ def add_tenant(session: Session, principal: Principal, *, name: str, slug: str) 
     if not access_admin(session, principal).is_system_admin:
         raise PermissionDenied("only a system_admin can create tenants")
     t = create_tenant(session, name=name, slug=slug)
-    record_audit(session, tenant_id=t.id, actor=principal, action="tenant.create", object_type="tenant",
-                 object_id=t.id, metadata={"slug": t.slug, "name": t.name})
+    record_audit(
+        session,
+        tenant_id=t.id,
+        actor=principal,
+        action="tenant.create",
+        object_type="tenant",
+        object_id=t.id,
+        metadata={"slug": t.slug, "name": t.name},
+    )
     return t
 
 
@@ -87,7 +94,8 @@ def list_tenants(session: Session) -> list[tuple[Tenant, int]]:
     rows = session.exec(
         select(Tenant, func.count(TenantMembership.id))  # type: ignore[arg-type]
         .join(TenantMembership, TenantMembership.tenant_id == Tenant.id, isouter=True)
-        .group_by(Tenant.id).order_by(Tenant.created_at)
+        .group_by(Tenant.id)
+        .order_by(Tenant.created_at)
     ).all()
     return [(t, int(n)) for t, n in rows]
 
@@ -110,8 +118,17 @@ def find_user(session: Session, email_or_id: str) -> User:
     return u
 
 
-def create_user(session: Session, *, tenant: Tenant, email: str, password: str | None, display_name: str | None = None,
-                role: str = "member", status: str = "active", verified: bool = True) -> User:
+def create_user(
+    session: Session,
+    *,
+    tenant: Tenant,
+    email: str,
+    password: str | None,
+    display_name: str | None = None,
+    role: str = "member",
+    status: str = "active",
+    verified: bool = True,
+) -> User:
     from openkb.security import hash_password
 
     email = normalize_email(email)
@@ -126,9 +143,13 @@ def create_user(session: Session, *, tenant: Tenant, email: str, password: str |
     name = (display_name or email.split("@")[0]).strip()
     if not name or len(name) > 1000 or "\x00" in name:
         raise ValidationError("display name must be 1-1000 characters", field="display_name")
-    u = User(email=email, display_name=name, status=status,
-             password_hash=hash_password(password) if password is not None else None,
-             email_verified_at=utcnow() if verified else None)
+    u = User(
+        email=email,
+        display_name=name,
+        status=status,
+        password_hash=hash_password(password) if password is not None else None,
+        email_verified_at=utcnow() if verified else None,
+    )
     session.add(u)
     session.flush()
     session.add(TenantMembership(tenant_id=tenant.id, user_id=u.id, role=role))
@@ -136,8 +157,17 @@ def create_user(session: Session, *, tenant: Tenant, email: str, password: str |
     return u
 
 
-def add_user(session: Session, principal: Principal, *, tenant: Tenant, email: str, password: str | None,
-             display_name: str | None = None, role: str = "member", status: str = "active") -> User:
+def add_user(
+    session: Session,
+    principal: Principal,
+    *,
+    tenant: Tenant,
+    email: str,
+    password: str | None,
+    display_name: str | None = None,
+    role: str = "member",
+    status: str = "active",
+) -> User:
     """Create an (email-verified) user in ``tenant`` as ``principal``, audited ``user.create``.
 
     A tenant_admin adds users to their own tenant only and never a system_admin; the system
@@ -151,17 +181,27 @@ def add_user(session: Session, principal: Principal, *, tenant: Tenant, email: s
         raise NotFound(f"no tenant {tenant.slug!r}")
     if role == "system_admin" and not scope.is_system_admin:
         raise PermissionDenied("only a system_admin can create a system_admin")
-    u = create_user(session, tenant=tenant, email=email, password=password, display_name=display_name, role=role,
-                    status=status)
-    record_audit(session, tenant_id=tenant.id, actor=principal, action="user.create", object_type="user",
-                 object_id=u.id, metadata={"email": u.email, "role": role, "status": u.status})
+    u = create_user(
+        session, tenant=tenant, email=email, password=password, display_name=display_name, role=role, status=status
+    )
+    record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=principal,
+        action="user.create",
+        object_type="user",
+        object_id=u.id,
+        metadata={"email": u.email, "role": role, "status": u.status},
+    )
     return u
 
 
 def list_users(session: Session, *, status: str | None = None, tenant: Tenant | None = None) -> list[UserRow]:
-    q = (select(User, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
-         .join(TenantMembership, TenantMembership.user_id == User.id)
-         .join(Tenant, Tenant.id == TenantMembership.tenant_id))
+    q = (
+        select(User, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
+        .join(TenantMembership, TenantMembership.user_id == User.id)
+        .join(Tenant, Tenant.id == TenantMembership.tenant_id)
+    )
     if status:
         if status not in USER_STATUSES:
             raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
@@ -172,7 +212,10 @@ def list_users(session: Session, *, status: str | None = None, tenant: Tenant | 
 
 
 def has_system_admin(session: Session) -> bool:
-    return session.exec(select(TenantMembership.id).where(TenantMembership.role == "system_admin").limit(1)).first() is not None
+    return (
+        session.exec(select(TenantMembership.id).where(TenantMembership.role == "system_admin").limit(1)).first()
+        is not None
+    )
 
 
 def set_status(session: Session, user: User, status: str) -> tuple[str, str]:
@@ -203,7 +246,8 @@ def tenant_roles(session: Session, user_id: uuid.UUID) -> list[TenantRole]:
     rows = session.exec(
         select(TenantMembership.tenant_id, Tenant.slug, TenantMembership.role)  # type: ignore[call-overload]
         .join(Tenant, Tenant.id == TenantMembership.tenant_id)
-        .where(TenantMembership.user_id == user_id).order_by(TenantMembership.created_at)
+        .where(TenantMembership.user_id == user_id)
+        .order_by(TenantMembership.created_at)
     ).all()
     return [TenantRole(tid, slug, role) for tid, slug, role in rows]
 

@@ -29,8 +29,7 @@ def parse_run_id(tenant_id: uuid.UUID | None, value: str | uuid.UUID | None) -> 
     if not v:
         return None
     if len(v) > MAX_RUN_NAME or "\x00" in v:
-        raise ValidationError(f"run id must be a UUID or a name of at most {MAX_RUN_NAME} characters",
-                              field="run_id")
+        raise ValidationError(f"run id must be a UUID or a name of at most {MAX_RUN_NAME} characters", field="run_id")
     try:
         return uuid.UUID(v)
     except ValueError:

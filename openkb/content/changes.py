@@ -60,20 +60,43 @@ def _created_at(session: Session) -> datetime:
     return now
 
 
-def record_change(session: Session, actor: Actor, *, op: str, object_type: str, object_id: uuid.UUID,
-                  summary: str, scope: dict[str, Any], before: dict[str, Any] | None = None,
-                  after: dict[str, Any] | None = None, before_version_id: uuid.UUID | None = None,
-                  after_version_id: uuid.UUID | None = None, reverts: Change | None = None) -> Change:
+def record_change(
+    session: Session,
+    actor: Actor,
+    *,
+    op: str,
+    object_type: str,
+    object_id: uuid.UUID,
+    summary: str,
+    scope: dict[str, Any],
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    before_version_id: uuid.UUID | None = None,
+    after_version_id: uuid.UUID | None = None,
+    reverts: Change | None = None,
+) -> Change:
     """Append one change row. ``scope`` names ``knowledge_base_id`` and/or ``workspace_id``."""
     sc = jsonable({k: v for k, v in scope.items() if v is not None})
     b = {**sc, **jsonable(before or {})}
     a = {**sc, **jsonable(after or {})}
     if reverts is not None:
         a["reverts_change_id"] = str(reverts.id)
-    row = Change(tenant_id=actor.tenant_id, run_id=actor.run_id, actor_type=actor.actor_type,
-                 actor_id=actor.principal.user_id, op=op, object_type=object_type, object_id=object_id,
-                 summary=summary[:500], before_version_id=before_version_id, after_version_id=after_version_id,
-                 before_state=b, after_state=a, status="applied", created_at=_created_at(session))
+    row = Change(
+        tenant_id=actor.tenant_id,
+        run_id=actor.run_id,
+        actor_type=actor.actor_type,
+        actor_id=actor.principal.user_id,
+        op=op,
+        object_type=object_type,
+        object_id=object_id,
+        summary=summary[:500],
+        before_version_id=before_version_id,
+        after_version_id=after_version_id,
+        before_state=b,
+        after_state=a,
+        status="applied",
+        created_at=_created_at(session),
+    )
     session.add(row)
     if reverts is not None:
         reverts.status = "reverted"
@@ -87,12 +110,23 @@ def change_out(c: Change) -> dict[str, Any]:
     kb = c.after_state.get("knowledge_base_id") or c.before_state.get("knowledge_base_id")
     ws = c.after_state.get("workspace_id") or c.before_state.get("workspace_id")
     return {
-        "id": c.id, "run_id": c.run_id, "actor_type": c.actor_type, "actor_id": c.actor_id, "op": c.op,
-        "object_type": c.object_type, "object_id": c.object_id, "summary": c.summary, "status": c.status,
-        "knowledge_base_id": kb, "workspace_id": ws,
-        "before_version_id": c.before_version_id, "after_version_id": c.after_version_id,
-        "before": _public_state(c.before_state), "after": _public_state(c.after_state),
-        "reverted_by_change_id": c.reverted_by_change_id, "created_at": c.created_at,
+        "id": c.id,
+        "run_id": c.run_id,
+        "actor_type": c.actor_type,
+        "actor_id": c.actor_id,
+        "op": c.op,
+        "object_type": c.object_type,
+        "object_id": c.object_id,
+        "summary": c.summary,
+        "status": c.status,
+        "knowledge_base_id": kb,
+        "workspace_id": ws,
+        "before_version_id": c.before_version_id,
+        "after_version_id": c.after_version_id,
+        "before": _public_state(c.before_state),
+        "after": _public_state(c.after_state),
+        "reverted_by_change_id": c.reverted_by_change_id,
+        "created_at": c.created_at,
     }
 
 
@@ -104,17 +138,24 @@ def _public_state(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def list_changes(session: Session, principal: Principal, *, run_id: str | None = None,
-                 knowledge_base_id: uuid.UUID | None = None, object_id: uuid.UUID | None = None,
-                 status: str | None = None, since: datetime | None = None, before: datetime | None = None,
-                 limit: int = 100) -> list[Change]:
+def list_changes(
+    session: Session,
+    principal: Principal,
+    *,
+    run_id: str | None = None,
+    knowledge_base_id: uuid.UUID | None = None,
+    object_id: uuid.UUID | None = None,
+    status: str | None = None,
+    since: datetime | None = None,
+    before: datetime | None = None,
+    limit: int = 100,
+) -> list[Change]:
     if principal.kind != "user" or principal.tenant_id is None:
         return []
     if status is not None and status not in ("applied", "reverted"):
         raise ValidationError("status must be applied or reverted", field="status")
     limit = max(1, min(int(limit), 500))
-    conds = [col(Change.tenant_id) == principal.tenant_id,
-             change_scope(session, principal, knowledge_base_id).clause()]
+    conds = [col(Change.tenant_id) == principal.tenant_id, change_scope(session, principal, knowledge_base_id).clause()]
     rid = parse_run_id(principal.tenant_id, run_id)
     if rid is not None:
         conds.append(col(Change.run_id) == rid)
@@ -137,7 +178,13 @@ def run_changes(session: Session, principal: Principal, run_id: str | uuid.UUID)
     if principal.kind != "user" or principal.tenant_id is None:
         return []
     rid = parse_run_id(principal.tenant_id, run_id)
-    q = select(Change).where(col(Change.tenant_id) == principal.tenant_id, col(Change.run_id) == rid,
-                             change_scope(session, principal).clause()) \
+    q = (
+        select(Change)
+        .where(
+            col(Change.tenant_id) == principal.tenant_id,
+            col(Change.run_id) == rid,
+            change_scope(session, principal).clause(),
+        )
         .order_by(col(Change.created_at).desc(), col(Change.id).desc())
+    )
     return list(session.exec(q).all())

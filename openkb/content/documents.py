@@ -55,11 +55,19 @@ from openkb.permissions import (
 from openkb.permissions import settings as access_settings
 from openkb.permissions.access import DOC_NOT_FOUND
 
-
 CREATE_STATUSES = ("draft", "published")
 UPDATE_STATUSES = ("draft", "published", "archived")
-STATE_FIELDS = ("parent_id", "title", "status", "sort_order", "permission_mode", "visibility", "metadata", "tags",
-                "deleted_at")
+STATE_FIELDS = (
+    "parent_id",
+    "title",
+    "status",
+    "sort_order",
+    "permission_mode",
+    "visibility",
+    "metadata",
+    "tags",
+    "deleted_at",
+)
 
 
 def new_slug() -> str:
@@ -79,10 +87,16 @@ def snapshot(session: Session, doc: Document) -> dict[str, Any]:
     cur = current_version(session, doc)
     assets = session.exec(select(DocumentAsset.id).where(col(DocumentAsset.document_id) == doc.id)).all()
     return {
-        "id": str(doc.id), "type": doc.type, "slug": doc.slug, "external_key": doc.external_key,
-        "created_by": str(doc.created_by), "created_at": doc.created_at.isoformat(),
-        **doc_state(doc), "markdown": cur.markdown if cur else None,
-        "version_title": cur.title if cur else None, "asset_ids": [str(a) for a in assets],
+        "id": str(doc.id),
+        "type": doc.type,
+        "slug": doc.slug,
+        "external_key": doc.external_key,
+        "created_by": str(doc.created_by),
+        "created_at": doc.created_at.isoformat(),
+        **doc_state(doc),
+        "markdown": cur.markdown if cur else None,
+        "version_title": cur.title if cur else None,
+        "asset_ids": [str(a) for a in assets],
     }
 
 
@@ -91,14 +105,28 @@ def _check_status(status: str | None, allowed: tuple[str, ...]) -> None:
         raise ValidationError(f"status must be one of {', '.join(allowed)}", field="status")
 
 
-def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.UUID, title: str,
-                    type: str = "page", parent_id: uuid.UUID | None = None, markdown: str | None = None,
-                    markdown_hash: str | None = None, status: str | None = None,
-                    metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
-                    sort_order: int | None = None, external_key: str | None = None,
-                    source: str | None = None, settings: Settings | None = None,
-                    record: bool = True, document_id: uuid.UUID | None = None, on_unsupported: str = "reject",
-                    warnings: list[str] | None = None) -> tuple[Document, DocumentVersion | None]:
+def create_document(
+    session: Session,
+    actor: Actor,
+    *,
+    knowledge_base_id: uuid.UUID,
+    title: str,
+    type: str = "page",
+    parent_id: uuid.UUID | None = None,
+    markdown: str | None = None,
+    markdown_hash: str | None = None,
+    status: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    tags: list[str] | None = None,
+    sort_order: int | None = None,
+    external_key: str | None = None,
+    source: str | None = None,
+    settings: Settings | None = None,
+    record: bool = True,
+    document_id: uuid.UUID | None = None,
+    on_unsupported: str = "reject",
+    warnings: list[str] | None = None,
+) -> tuple[Document, DocumentVersion | None]:
     """``document_id``: an id chosen beforehand (an import links pages to each other before they exist).
     ``on_unsupported="convert"``: Markdown the editor cannot keep is repaired as an import would
     (docs/importing.md#api-writers) instead of refused; the repairs are appended to ``warnings``."""
@@ -136,28 +164,50 @@ def create_document(session: Session, actor: Actor, *, knowledge_base_id: uuid.U
     tree.lock_tree(session, kb.id)
     limits.check_depth(tree.depth_of(session, parent_id) + 1, settings)
     uid = actor.user_id
-    doc = Document(tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
-                   parent_id=parent_id, type=type, title=title, slug=new_slug(), status=status or "published",
-                   sort_order=tree.next_sort_order(session, kb.id, parent_id) if sort_order is None else 0,
-                   external_key=external_key, meta=meta, tags=tag_list,
-                   index_status="pending" if type == "page" else "indexed", created_by=uid, updated_by=uid,
-                   **({"id": document_id} if document_id is not None else {}))
+    doc = Document(
+        tenant_id=kb.tenant_id,
+        workspace_id=kb.workspace_id,
+        knowledge_base_id=kb.id,
+        parent_id=parent_id,
+        type=type,
+        title=title,
+        slug=new_slug(),
+        status=status or "published",
+        sort_order=tree.next_sort_order(session, kb.id, parent_id) if sort_order is None else 0,
+        external_key=external_key,
+        meta=meta,
+        tags=tag_list,
+        index_status="pending" if type == "page" else "indexed",
+        created_by=uid,
+        updated_by=uid,
+        **({"id": document_id} if document_id is not None else {}),
+    )
     session.add(doc)
     session.flush()
     if sort_order is not None:
         doc.sort_order = tree.place_at(session, kb.id, parent_id, doc.id, sort_order)
-    version = commit_version(session, actor, doc, title=title, markdown=body, source=source) \
-        if body is not None else None
+    version = (
+        commit_version(session, actor, doc, title=title, markdown=body, source=source) if body is not None else None
+    )
     if record:
-        record_change(session, actor, op="document.create", object_type="document", object_id=doc.id,
-                      summary=f"created {type} {title!r}", scope=scope_of(doc), before={},
-                      after={**doc_state(doc), "type": type, "external_key": external_key},
-                      after_version_id=version.id if version else None)
+        record_change(
+            session,
+            actor,
+            op="document.create",
+            object_type="document",
+            object_id=doc.id,
+            summary=f"created {type} {title!r}",
+            scope=scope_of(doc),
+            before={},
+            after={**doc_state(doc), "type": type, "external_key": external_key},
+            after_version_id=version.id if version else None,
+        )
     return doc, version
 
 
 _PATH = text("SELECT id, title, type FROM documents WHERE id = ANY(:ids)").bindparams(
-    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True))))
+    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True)))
+)
 
 
 def get_document(session: Session, principal: Principal, doc_id: uuid.UUID) -> dict[str, Any]:
@@ -173,26 +223,47 @@ def get_document(session: Session, principal: Principal, doc_id: uuid.UUID) -> d
 
 def get_by_key(session: Session, principal: Principal, kb_id: uuid.UUID, key: str) -> dict[str, Any]:
     access_knowledge_base(session, principal, kb_id)
-    doc_id = session.exec(select(Document.id).where(col(Document.knowledge_base_id) == kb_id,
-                                                    col(Document.external_key) == key)).first()
+    doc_id = session.exec(
+        select(Document.id).where(col(Document.knowledge_base_id) == kb_id, col(Document.external_key) == key)
+    ).first()
     if doc_id is None:
         raise NotFound(DOC_NOT_FOUND)
     return get_document(session, principal, doc_id)
 
 
-def document_out(doc: Document, version: DocumentVersion | None, *, path: list[dict[str, Any]] | None = None,
-                 capabilities: frozenset[Action] | None = None) -> dict[str, Any]:
+def document_out(
+    doc: Document,
+    version: DocumentVersion | None,
+    *,
+    path: list[dict[str, Any]] | None = None,
+    capabilities: frozenset[Action] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "id": doc.id, "knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id,
-        "parent_id": doc.parent_id, "type": doc.type, "title": doc.title, "status": doc.status,
-        "current_version_id": doc.current_version_id, "version_no": version.version_no if version else None,
+        "id": doc.id,
+        "knowledge_base_id": doc.knowledge_base_id,
+        "workspace_id": doc.workspace_id,
+        "parent_id": doc.parent_id,
+        "type": doc.type,
+        "title": doc.title,
+        "status": doc.status,
+        "current_version_id": doc.current_version_id,
+        "version_no": version.version_no if version else None,
         "markdown": version.markdown if version else None,
         "markdown_hash": version.markdown_hash if version else None,
-        "metadata": doc.meta, "tags": list(doc.tags or []), "index_status": doc.index_status,
-        "index_error": doc.index_error, "permission_mode": doc.permission_mode, "visibility": doc.visibility,
-        "sort_order": doc.sort_order, "external_key": doc.external_key, "slug": doc.slug,
-        "deleted_at": doc.deleted_at, "created_by": doc.created_by, "updated_by": doc.updated_by,
-        "created_at": doc.created_at, "updated_at": doc.updated_at,
+        "metadata": doc.meta,
+        "tags": list(doc.tags or []),
+        "index_status": doc.index_status,
+        "index_error": doc.index_error,
+        "permission_mode": doc.permission_mode,
+        "visibility": doc.visibility,
+        "sort_order": doc.sort_order,
+        "external_key": doc.external_key,
+        "slug": doc.slug,
+        "deleted_at": doc.deleted_at,
+        "created_by": doc.created_by,
+        "updated_by": doc.updated_by,
+        "created_at": doc.created_at,
+        "updated_at": doc.updated_at,
     }
     if path is not None:
         out["path"] = path
@@ -208,9 +279,16 @@ UPDATABLE = _EDIT_FIELDS | _MOVE_FIELDS | _MANAGE_FIELDS
 NULLABLE = {"parent_id", "visibility"}  # null = knowledge-base root / inherited visibility
 
 
-def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: dict[str, Any], *,
-                    settings: Settings | None = None, op: str = "document.update",
-                    reverts: Change | None = None) -> Document:
+def update_document(
+    session: Session,
+    actor: Actor,
+    doc_id: uuid.UUID,
+    fields: dict[str, Any],
+    *,
+    settings: Settings | None = None,
+    op: str = "document.update",
+    reverts: Change | None = None,
+) -> Document:
     """Apply the given fields (only keys present change). Records one ``document.update``."""
     p = actor.principal
     unknown = set(fields) - UPDATABLE
@@ -251,8 +329,9 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
     if changed.keys() & _MANAGE_FIELDS:
         needed.add(Action.MANAGE)
     acc.require(*needed)
-    if moving and not can_move_document(session, p, doc.id, new_parent_id=changed["parent_id"],
-                                        knowledge_base_id=doc.knowledge_base_id):
+    if moving and not can_move_document(
+        session, p, doc.id, new_parent_id=changed["parent_id"], knowledge_base_id=doc.knowledge_base_id
+    ):
         raise PermissionDenied("not allowed to move the document there")
     if not changed:
         return doc
@@ -269,8 +348,12 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
     if changed.keys() & _MANAGE_FIELDS:
         # the permission service changes (and audits) access settings
         access_settings.update_document_access(
-            session, p, doc.id, permission_mode=changed.get("permission_mode"),
-            visibility=changed["visibility"] if "visibility" in changed else access_settings.UNSET)
+            session,
+            p,
+            doc.id,
+            permission_mode=changed.get("permission_mode"),
+            visibility=changed["visibility"] if "visibility" in changed else access_settings.UNSET,
+        )
         doc = lock_document(session, doc_id)
     for k in ("title", "status", "tags"):
         if k in changed:
@@ -282,9 +365,18 @@ def update_document(session: Session, actor: Actor, doc_id: uuid.UUID, fields: d
     session.add(doc)
     session.flush()
     after = doc_state(doc, list(changed))
-    record_change(session, actor, op=op, object_type="document", object_id=doc.id,
-                  summary=f"updated {', '.join(sorted(changed))} of {doc.title!r}", scope=scope_of(doc),
-                  before=before, after=after, reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op=op,
+        object_type="document",
+        object_id=doc.id,
+        summary=f"updated {', '.join(sorted(changed))} of {doc.title!r}",
+        scope=scope_of(doc),
+        before=before,
+        after=after,
+        reverts=reverts,
+    )
     _enqueue_for(session, doc, set(changed))
     return doc
 
@@ -316,24 +408,42 @@ def trash_document(session: Session, actor: Actor, doc_id: uuid.UUID, *, reverts
     doc.updated_at = utcnow()
     session.add(doc)
     session.flush()
-    record_change(session, actor, op="document.trash", object_type="document", object_id=doc.id,
-                  summary=f"moved {doc.title!r} to the trash", scope=scope_of(doc), before=before,
-                  after=doc_state(doc, ["status", "deleted_at"]), reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="document.trash",
+        object_type="document",
+        object_id=doc.id,
+        summary=f"moved {doc.title!r} to the trash",
+        scope=scope_of(doc),
+        before=before,
+        after=doc_state(doc, ["status", "deleted_at"]),
+        reverts=reverts,
+    )
     enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
     return doc
 
 
 def _status_before_trash(session: Session, doc_id: uuid.UUID) -> str:
-    row = session.exec(select(Change).where(col(Change.object_id) == doc_id, col(Change.op) == "document.trash")
-                       .order_by(col(Change.created_at).desc()).limit(1)).first()
+    row = session.exec(
+        select(Change)
+        .where(col(Change.object_id) == doc_id, col(Change.op) == "document.trash")
+        .order_by(col(Change.created_at).desc())
+        .limit(1)
+    ).first()
     st = (row.before_state.get("status") if row else None) or "draft"
     return st if st in UPDATE_STATUSES else "draft"
 
 
-def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, status: str | None = None,
-                       reverts: Change | None = None) -> Document:
-    doc = _access_trashed(session, actor.principal, doc_id,
-                          "only a document that was itself deleted can be restored; restore its trashed ancestor")
+def restore_from_trash(
+    session: Session, actor: Actor, doc_id: uuid.UUID, *, status: str | None = None, reverts: Change | None = None
+) -> Document:
+    doc = _access_trashed(
+        session,
+        actor.principal,
+        doc_id,
+        "only a document that was itself deleted can be restored; restore its trashed ancestor",
+    )
     if status is not None:
         _check_status(status, UPDATE_STATUSES)
     before = doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"])
@@ -347,9 +457,18 @@ def restore_from_trash(session: Session, actor: Actor, doc_id: uuid.UUID, *, sta
     doc.updated_at = utcnow()
     session.add(doc)
     session.flush()
-    record_change(session, actor, op="document.untrash", object_type="document", object_id=doc.id,
-                  summary=f"restored {doc.title!r} from the trash", scope=scope_of(doc), before=before,
-                  after=doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"]), reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="document.untrash",
+        object_type="document",
+        object_id=doc.id,
+        summary=f"restored {doc.title!r} from the trash",
+        scope=scope_of(doc),
+        before=before,
+        after=doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"]),
+        reverts=reverts,
+    )
     enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
     return doc
 
@@ -369,8 +488,9 @@ def _ancestor_trashed(session: Session, doc: Document) -> bool:
     ids = [r["id"] for r in chain[1:]]
     if not ids:
         return False
-    n = session.execute(text("SELECT count(*) FROM documents WHERE id = ANY(:ids) AND status = 'deleted'"),
-                        {"ids": ids}).scalar_one()
+    n = session.execute(
+        text("SELECT count(*) FROM documents WHERE id = ANY(:ids) AND status = 'deleted'"), {"ids": ids}
+    ).scalar_one()
     return bool(n)
 
 
@@ -380,8 +500,9 @@ def purge_document(session: Session, actor: Actor, doc_id: uuid.UUID) -> list[uu
     return remove_subtree(session, actor, doc, op="document.purge")
 
 
-def remove_subtree(session: Session, actor: Actor, doc: Document, *, op: str,
-                   reverts: Change | None = None) -> list[uuid.UUID]:
+def remove_subtree(
+    session: Session, actor: Actor, doc: Document, *, op: str, reverts: Change | None = None
+) -> list[uuid.UUID]:
     """Delete ``doc`` and its descendants, recording one snapshot change per document (deepest
     first, so a revert — newest first — re-creates parents before children)."""
     nodes = tree.subtree(session, doc.id, doc.knowledge_base_id)
@@ -392,26 +513,36 @@ def remove_subtree(session: Session, actor: Actor, doc: Document, *, op: str,
         if d is None:
             continue
         snap = snapshot(session, d)
-        record_change(session, actor, op=op, object_type="document", object_id=d.id,
-                      summary=f"{'purged' if op == 'document.purge' else 'removed'} {d.title!r}",
-                      scope=scope_of(d), before={**snap, "snapshot": True}, after={},
-                      before_version_id=d.current_version_id,
-                      reverts=reverts if nid == doc.id else None)
+        record_change(
+            session,
+            actor,
+            op=op,
+            object_type="document",
+            object_id=d.id,
+            summary=f"{'purged' if op == 'document.purge' else 'removed'} {d.title!r}",
+            scope=scope_of(d),
+            before={**snap, "snapshot": True},
+            after={},
+            before_version_id=d.current_version_id,
+            reverts=reverts if nid == doc.id else None,
+        )
         removed.append(d.id)
     session.execute(text("UPDATE documents SET current_version_id = NULL WHERE id = ANY(:ids)"), {"ids": removed})
     session.execute(text("DELETE FROM documents WHERE id = ANY(:ids)"), {"ids": removed})
     gone = set(removed)
     for obj in list(session.identity_map.values()):
-        if (isinstance(obj, Document) and obj.id in gone) or \
-                (isinstance(obj, DocumentVersion) and obj.document_id in gone):
+        if (isinstance(obj, Document) and obj.id in gone) or (
+            isinstance(obj, DocumentVersion) and obj.document_id in gone
+        ):
             session.expunge(obj)
     for rid in removed:
         enqueue_after_commit(session, "reindex_subtree", document_id=str(rid))
     return removed
 
 
-def recreate_from_snapshot(session: Session, actor: Actor, snap: dict[str, Any], *,
-                           reverts: Change | None = None) -> Document:
+def recreate_from_snapshot(
+    session: Session, actor: Actor, snap: dict[str, Any], *, reverts: Change | None = None
+) -> Document:
     """Re-create a removed document with its id, fields and last body (as version 1)."""
     p = actor.principal
     kb_access = access_knowledge_base(session, p, uuid.UUID(snap["knowledge_base_id"]))
@@ -432,17 +563,33 @@ def recreate_from_snapshot(session: Session, actor: Actor, snap: dict[str, Any],
         # children of a purged subtree go back under their (trashed) parent: trash rights suffice
         parent.require_any(Action.CREATE_CHILD, Action.TRASH, message=denied)
     tree.lock_tree(session, kb.id)
-    doc = Document(id=doc_id, tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
-                   parent_id=parent_id, type=snap["type"], title=snap["title"], slug=snap.get("slug") or new_slug(),
-                   status=snap["status"], permission_mode=snap.get("permission_mode") or "inherit",
-                   visibility=snap.get("visibility"), sort_order=int(snap.get("sort_order") or 0),
-                   external_key=snap.get("external_key"), meta=snap.get("metadata") or {}, tags=snap.get("tags") or [],
-                   index_status="pending" if snap["type"] == "page" else "indexed",
-                   deleted_at=None, created_by=_user_or(session, snap.get("created_by"), actor.user_id),
-                   updated_by=actor.user_id)
+    doc = Document(
+        id=doc_id,
+        tenant_id=kb.tenant_id,
+        workspace_id=kb.workspace_id,
+        knowledge_base_id=kb.id,
+        parent_id=parent_id,
+        type=snap["type"],
+        title=snap["title"],
+        slug=snap.get("slug") or new_slug(),
+        status=snap["status"],
+        permission_mode=snap.get("permission_mode") or "inherit",
+        visibility=snap.get("visibility"),
+        sort_order=int(snap.get("sort_order") or 0),
+        external_key=snap.get("external_key"),
+        meta=snap.get("metadata") or {},
+        tags=snap.get("tags") or [],
+        index_status="pending" if snap["type"] == "page" else "indexed",
+        deleted_at=None,
+        created_by=_user_or(session, snap.get("created_by"), actor.user_id),
+        updated_by=actor.user_id,
+    )
     if snap.get("external_key"):
-        taken = session.exec(select(Document.id).where(col(Document.knowledge_base_id) == kb.id,
-                                                       col(Document.external_key) == snap["external_key"])).first()
+        taken = session.exec(
+            select(Document.id).where(
+                col(Document.knowledge_base_id) == kb.id, col(Document.external_key) == snap["external_key"]
+            )
+        ).first()
         if taken is not None:
             doc.external_key = None
     session.add(doc)
@@ -455,14 +602,25 @@ def recreate_from_snapshot(session: Session, actor: Actor, snap: dict[str, Any],
         doc.deleted_at = utcnow()
     asset_ids = [uuid.UUID(a) for a in snap.get("asset_ids") or ()]
     if asset_ids:
-        session.execute(text("UPDATE document_assets SET document_id = :d WHERE id = ANY(:ids) AND document_id IS NULL"),
-                        {"d": doc.id, "ids": asset_ids})
+        session.execute(
+            text("UPDATE document_assets SET document_id = :d WHERE id = ANY(:ids) AND document_id IS NULL"),
+            {"d": doc.id, "ids": asset_ids},
+        )
     session.add(doc)
     session.flush()
-    record_change(session, actor, op="document.create", object_type="document", object_id=doc.id,
-                  summary=f"re-created {doc.type} {doc.title!r}", scope=scope_of(doc), before={},
-                  after={**doc_state(doc), "type": doc.type, "external_key": doc.external_key},
-                  after_version_id=version.id if version else None, reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="document.create",
+        object_type="document",
+        object_id=doc.id,
+        summary=f"re-created {doc.type} {doc.title!r}",
+        scope=scope_of(doc),
+        before={},
+        after={**doc_state(doc), "type": doc.type, "external_key": doc.external_key},
+        after_version_id=version.id if version else None,
+        reverts=reverts,
+    )
     enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
     return doc
 

@@ -49,8 +49,11 @@ def check_settings(value: Any, settings: Settings | None = None) -> dict[str, An
     s = limits.check_metadata(value, "settings", settings)
     for k, v in s.items():
         if _MODEL_KEY.search(k):
-            raise ModelSettingsForbidden(f"knowledge-base settings cannot configure models ({k!r}); "
-                                         "embedding and rerank are instance-level (admin)", field="settings")
+            raise ModelSettingsForbidden(
+                f"knowledge-base settings cannot configure models ({k!r}); "
+                "embedding and rerank are instance-level (admin)",
+                field="settings",
+            )
         if k in CAPABILITY_KEYS and not isinstance(v, bool):
             raise ValidationError(f"settings.{k} must be true or false", field="settings")
     return s
@@ -58,9 +61,16 @@ def check_settings(value: Any, settings: Settings | None = None) -> dict[str, An
 
 def kb_out(kb: KnowledgeBase, caps: frozenset[KbAction] | None = None, role: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "id": kb.id, "workspace_id": kb.workspace_id, "title": kb.title, "slug": kb.slug,
-        "description": kb.description, "visibility": kb.visibility, "status": kb.status,
-        "settings": kb.settings or {}, "created_by": kb.created_by, "created_at": kb.created_at,
+        "id": kb.id,
+        "workspace_id": kb.workspace_id,
+        "title": kb.title,
+        "slug": kb.slug,
+        "description": kb.description,
+        "visibility": kb.visibility,
+        "status": kb.status,
+        "settings": kb.settings or {},
+        "created_by": kb.created_by,
+        "created_at": kb.created_at,
         "updated_at": kb.updated_at,
     }
     if caps is not None:
@@ -70,8 +80,9 @@ def kb_out(kb: KnowledgeBase, caps: frozenset[KbAction] | None = None, role: str
     return out
 
 
-def list_knowledge_bases(session: Session, principal: Principal, *,
-                         workspace_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+def list_knowledge_bases(
+    session: Session, principal: Principal, *, workspace_id: uuid.UUID | None = None
+) -> list[dict[str, Any]]:
     """Readable knowledge bases of the caller's tenant: candidate ids, one batch decision."""
     if principal.tenant_id is None:
         return []
@@ -89,14 +100,26 @@ def get_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID)
     acc = access_knowledge_base(session, principal, kb_id)
     kb = acc.knowledge_base
     out = kb_out(kb, acc.actions, acc.role)
-    out["document_count"] = session.exec(select(func.count()).select_from(Document).where(
-        col(Document.knowledge_base_id) == kb.id, col(Document.status) != "deleted")).one()
+    out["document_count"] = session.exec(
+        select(func.count())
+        .select_from(Document)
+        .where(col(Document.knowledge_base_id) == kb.id, col(Document.status) != "deleted")
+    ).one()
     return out
 
 
-def create_knowledge_base(session: Session, actor: Actor, *, workspace_id: uuid.UUID, title: str,
-                          visibility: str = "private", slug: str | None = None, description: str | None = None,
-                          settings: dict[str, Any] | None = None, cfg: Settings | None = None) -> KnowledgeBase:
+def create_knowledge_base(
+    session: Session,
+    actor: Actor,
+    *,
+    workspace_id: uuid.UUID,
+    title: str,
+    visibility: str = "private",
+    slug: str | None = None,
+    description: str | None = None,
+    settings: dict[str, Any] | None = None,
+    cfg: Settings | None = None,
+) -> KnowledgeBase:
     access_workspace(session, actor.principal, workspace_id, WsAction.CREATE_KNOWLEDGE_BASE)
     title = limits.check_title(title, settings=cfg)
     if visibility not in VISIBILITIES:
@@ -105,15 +128,40 @@ def create_knowledge_base(session: Session, actor: Actor, *, workspace_id: uuid.
     sets = check_settings(settings, cfg)
     taken = set(session.exec(select(KnowledgeBase.slug).where(col(KnowledgeBase.workspace_id) == workspace_id)).all())
     s = choose_slug(taken, slug, title, "a knowledge base with slug {slug!r} already exists in this workspace")
-    kb = KnowledgeBase(tenant_id=actor.tenant_id, workspace_id=workspace_id, title=title, slug=s,
-                       description=desc or None, visibility=visibility, status="active", settings=sets,
-                       created_by=actor.user_id)
+    kb = KnowledgeBase(
+        tenant_id=actor.tenant_id,
+        workspace_id=workspace_id,
+        title=title,
+        slug=s,
+        description=desc or None,
+        visibility=visibility,
+        status="active",
+        settings=sets,
+        created_by=actor.user_id,
+    )
     session.add(kb)
     session.flush()
-    do_grant(session, tenant_id=kb.tenant_id, ref=ObjectRef("knowledge_base", kb.id), subject_type="user",
-             subject_id=actor.user_id, role="owner", source="system", created_by=actor.user_id)
-    record_change(session, actor, op="knowledge_base.create", object_type="knowledge_base", object_id=kb.id,
-                  summary=f"created knowledge base {title!r}", scope=_scope(kb), before={}, after=kb_state(kb))
+    do_grant(
+        session,
+        tenant_id=kb.tenant_id,
+        ref=ObjectRef("knowledge_base", kb.id),
+        subject_type="user",
+        subject_id=actor.user_id,
+        role="owner",
+        source="system",
+        created_by=actor.user_id,
+    )
+    record_change(
+        session,
+        actor,
+        op="knowledge_base.create",
+        object_type="knowledge_base",
+        object_id=kb.id,
+        summary=f"created knowledge base {title!r}",
+        scope=_scope(kb),
+        before={},
+        after=kb_state(kb),
+    )
     return kb
 
 
@@ -128,8 +176,15 @@ def _scope(kb: KnowledgeBase) -> dict[str, Any]:
     return {"knowledge_base_id": kb.id, "workspace_id": kb.workspace_id}
 
 
-def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fields: dict[str, Any], *,
-                          cfg: Settings | None = None, reverts: Change | None = None) -> KnowledgeBase:
+def update_knowledge_base(
+    session: Session,
+    actor: Actor,
+    kb_id: uuid.UUID,
+    fields: dict[str, Any],
+    *,
+    cfg: Settings | None = None,
+    reverts: Change | None = None,
+) -> KnowledgeBase:
     p = actor.principal
     unknown = set(fields) - set(KB_FIELDS)
     if unknown:
@@ -143,12 +198,19 @@ def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fiel
         new["title"] = limits.check_title(fields["title"], settings=cfg)
     if "description" in fields:
         d = fields["description"]
-        new["description"] = (limits.check_name(d, "description", cfg, allow_empty=True) or None) \
-            if d is not None else None
+        new["description"] = (
+            (limits.check_name(d, "description", cfg, allow_empty=True) or None) if d is not None else None
+        )
     if "slug" in fields:
         s = check_slug(fields["slug"])
-        if s != kb.slug and session.exec(select(KnowledgeBase.id).where(
-                col(KnowledgeBase.workspace_id) == kb.workspace_id, col(KnowledgeBase.slug) == s)).first():
+        if (
+            s != kb.slug
+            and session.exec(
+                select(KnowledgeBase.id).where(
+                    col(KnowledgeBase.workspace_id) == kb.workspace_id, col(KnowledgeBase.slug) == s
+                )
+            ).first()
+        ):
             raise AlreadyExists(f"a knowledge base with slug {s!r} already exists in this workspace", field="slug")
         new["slug"] = s
     if "status" in fields:
@@ -168,9 +230,13 @@ def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fiel
     if "visibility" in changed or ("settings" in changed and _cells(changed["settings"]) != _cells(kb.settings)):
         cells = _cells(changed.get("settings", kb.settings))
         access_settings.update_knowledge_base_access(
-            session, p, kb.id, visibility=changed.get("visibility"),
+            session,
+            p,
+            kb.id,
+            visibility=changed.get("visibility"),
             editor_can_delete=cells["editor_can_delete"],
-            editor_can_create_share_links=cells["editor_can_create_share_links"])
+            editor_can_create_share_links=cells["editor_can_create_share_links"],
+        )
         session.refresh(kb)
     for k in ("title", "slug", "description", "status"):
         if k in changed:
@@ -180,9 +246,18 @@ def update_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID, fiel
     kb.updated_at = utcnow()
     session.add(kb)
     session.flush()
-    record_change(session, actor, op="knowledge_base.update", object_type="knowledge_base", object_id=kb.id,
-                  summary=f"updated {', '.join(sorted(changed))} of knowledge base {kb.title!r}", scope=_scope(kb),
-                  before=before, after=kb_state(kb, list(changed)), reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="knowledge_base.update",
+        object_type="knowledge_base",
+        object_id=kb.id,
+        summary=f"updated {', '.join(sorted(changed))} of knowledge base {kb.title!r}",
+        scope=_scope(kb),
+        before=before,
+        after=kb_state(kb, list(changed)),
+        reverts=reverts,
+    )
     if changed.keys() & {"visibility", "status"}:
         enqueue_after_commit(session, "reindex_subtree", knowledge_base_id=str(kb.id))
     return kb
@@ -199,33 +274,68 @@ def delete_empty_knowledge_base(session: Session, actor: Actor, kb_id: uuid.UUID
     n = session.exec(select(func.count()).select_from(Document).where(col(Document.knowledge_base_id) == kb_id)).one()
     if n:
         raise RevertConflict("the knowledge base has documents; it cannot be removed by a revert")
-    record_change(session, actor, op="knowledge_base.remove", object_type="knowledge_base", object_id=kb.id,
-                  summary=f"removed knowledge base {kb.title!r}", scope=_scope(kb),
-                  before={**kb_state(kb), "created_by": kb.created_by}, after={}, reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="knowledge_base.remove",
+        object_type="knowledge_base",
+        object_id=kb.id,
+        summary=f"removed knowledge base {kb.title!r}",
+        scope=_scope(kb),
+        before={**kb_state(kb), "created_by": kb.created_by},
+        after={},
+        reverts=reverts,
+    )
     for table in ("collaborators", "share_links", "invitations"):
-        session.execute(text(f"DELETE FROM {table} WHERE object_type = 'knowledge_base' AND object_id = :id"),
-                        {"id": kb_id})
+        session.execute(
+            text(f"DELETE FROM {table} WHERE object_type = 'knowledge_base' AND object_id = :id"), {"id": kb_id}
+        )
     session.delete(kb)
     session.flush()
 
 
-def recreate_knowledge_base(session: Session, actor: Actor, state: dict[str, Any], kb_id: uuid.UUID, *,
-                            reverts: Change) -> KnowledgeBase:
+def recreate_knowledge_base(
+    session: Session, actor: Actor, state: dict[str, Any], kb_id: uuid.UUID, *, reverts: Change
+) -> KnowledgeBase:
     ws_id = uuid.UUID(state["workspace_id"])
     access_workspace(session, actor.principal, ws_id, WsAction.CREATE_KNOWLEDGE_BASE)
     if session.get(KnowledgeBase, kb_id) is not None:
         raise ValidationError("the knowledge base exists already")
     taken = set(session.exec(select(KnowledgeBase.slug).where(col(KnowledgeBase.workspace_id) == ws_id)).all())
-    kb = KnowledgeBase(id=kb_id, tenant_id=actor.tenant_id, workspace_id=ws_id, title=state["title"],
-                       slug=unique_slug(taken, state.get("slug") or slugify(state["title"])),
-                       description=state.get("description"), visibility=state.get("visibility") or "private",
-                       status=state.get("status") or "active", settings=state.get("settings") or {},
-                       created_by=actor.user_id)
+    kb = KnowledgeBase(
+        id=kb_id,
+        tenant_id=actor.tenant_id,
+        workspace_id=ws_id,
+        title=state["title"],
+        slug=unique_slug(taken, state.get("slug") or slugify(state["title"])),
+        description=state.get("description"),
+        visibility=state.get("visibility") or "private",
+        status=state.get("status") or "active",
+        settings=state.get("settings") or {},
+        created_by=actor.user_id,
+    )
     session.add(kb)
     session.flush()
-    do_grant(session, tenant_id=kb.tenant_id, ref=ObjectRef("knowledge_base", kb.id), subject_type="user",
-             subject_id=actor.user_id, role="owner", source="system", created_by=actor.user_id)
-    record_change(session, actor, op="knowledge_base.create", object_type="knowledge_base", object_id=kb.id,
-                  summary=f"re-created knowledge base {kb.title!r}", scope=_scope(kb), before={},
-                  after=kb_state(kb), reverts=reverts)
+    do_grant(
+        session,
+        tenant_id=kb.tenant_id,
+        ref=ObjectRef("knowledge_base", kb.id),
+        subject_type="user",
+        subject_id=actor.user_id,
+        role="owner",
+        source="system",
+        created_by=actor.user_id,
+    )
+    record_change(
+        session,
+        actor,
+        op="knowledge_base.create",
+        object_type="knowledge_base",
+        object_id=kb.id,
+        summary=f"re-created knowledge base {kb.title!r}",
+        scope=_scope(kb),
+        before={},
+        after=kb_state(kb),
+        reverts=reverts,
+    )
     return kb

@@ -27,7 +27,6 @@ from openkb.errors import (
     ValidationError,
 )
 
-
 MAX_TAGS = 256
 
 
@@ -53,8 +52,13 @@ def check_title(title: str, field: str = "title", settings: Settings | None = No
     t = title.strip()
     limit = _settings(settings).max_title_chars
     if len(t) > limit:
-        raise TitleTooLong(f"{field} has {len(t)} characters; at most {limit} are allowed", field=field,
-                           limit="max_title_chars", max=limit, actual=len(t))
+        raise TitleTooLong(
+            f"{field} has {len(t)} characters; at most {limit} are allowed",
+            field=field,
+            limit="max_title_chars",
+            max=limit,
+            actual=len(t),
+        )
     if not t:
         raise ValidationError(f"{field} must not be empty", field=field)
     return t
@@ -65,8 +69,13 @@ def check_name(name: str, field: str = "name", settings: Settings | None = None,
     n = name.strip()
     limit = _settings(settings).max_name_chars
     if len(n) > limit:
-        raise NameTooLong(f"{field} has {len(n)} characters; at most {limit} are allowed", field=field,
-                          limit="max_name_chars", max=limit, actual=len(n))
+        raise NameTooLong(
+            f"{field} has {len(n)} characters; at most {limit} are allowed",
+            field=field,
+            limit="max_name_chars",
+            max=limit,
+            actual=len(n),
+        )
     if not n and not allow_empty:
         raise ValidationError(f"{field} must not be empty", field=field)
     return n
@@ -76,8 +85,13 @@ def check_markdown(markdown: str, field: str = "markdown", settings: Settings | 
     check_text(markdown, field)
     limit = _settings(settings).max_markdown_chars
     if len(markdown) > limit:
-        raise MarkdownTooLarge(f"{field} has {len(markdown)} characters; at most {limit} are allowed",
-                               field=field, limit="max_markdown_chars", max=limit, actual=len(markdown))
+        raise MarkdownTooLarge(
+            f"{field} has {len(markdown)} characters; at most {limit} are allowed",
+            field=field,
+            limit="max_markdown_chars",
+            max=limit,
+            actual=len(markdown),
+        )
     return markdown
 
 
@@ -106,8 +120,13 @@ def check_metadata(meta: Any, field: str = "metadata", settings: Settings | None
         raise ValidationError(f"{field} must be plain JSON (no NaN/Infinity)", field=field) from None
     limit = _settings(settings).max_metadata_bytes
     if size > limit:
-        raise MetadataTooLarge(f"{field} is {size} bytes as JSON; at most {limit} are allowed", field=field,
-                               limit="max_metadata_bytes", max=limit, actual=size)
+        raise MetadataTooLarge(
+            f"{field} is {size} bytes as JSON; at most {limit} are allowed",
+            field=field,
+            limit="max_metadata_bytes",
+            max=limit,
+            actual=size,
+        )
     return meta
 
 
@@ -122,8 +141,13 @@ def check_tags(tags: Any, settings: Settings | None = None) -> list[str]:
         if name not in out:
             out.append(name)
     if len(out) > MAX_TAGS:
-        raise TooManyTags(f"{len(out)} tags; at most {MAX_TAGS} are allowed", field="tags", limit="max_tags",
-                          max=MAX_TAGS, actual=len(out))
+        raise TooManyTags(
+            f"{len(out)} tags; at most {MAX_TAGS} are allowed",
+            field="tags",
+            limit="max_tags",
+            max=MAX_TAGS,
+            actual=len(out),
+        )
     return out
 
 
@@ -131,8 +155,12 @@ def check_depth(depth: int, settings: Settings | None = None) -> None:
     """``depth`` counts levels: a document at the knowledge-base root has depth 1."""
     limit = _settings(settings).max_folder_depth
     if depth > limit:
-        raise FolderDepthExceeded(f"the tree would be {depth} levels deep; at most {limit} are allowed",
-                                  limit="max_folder_depth", max=limit, actual=depth)
+        raise FolderDepthExceeded(
+            f"the tree would be {depth} levels deep; at most {limit} are allowed",
+            limit="max_folder_depth",
+            max=limit,
+            actual=depth,
+        )
 
 
 def check_upload_size(size: int, settings: Settings | None = None) -> None:

@@ -43,10 +43,20 @@ def recent_documents(session: Session, principal: Principal, *, limit: int = 20)
     if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
         raise Unauthenticated("sign in to list your recent documents")
     limit = max(1, min(limit, MAX_LIMIT))
-    rows = session.execute(_RECENT, {"user_id": principal.user_id, "tenant_id": principal.tenant_id,
-                                     "n": limit * 3}).all()
+    rows = session.execute(
+        _RECENT, {"user_id": principal.user_id, "tenant_id": principal.tenant_id, "n": limit * 3}
+    ).all()
     readable = filter_documents(session, principal, [r.id for r in rows], Action.READ)
-    out = [{"id": r.id, "knowledge_base_id": r.knowledge_base_id, "knowledge_base_title": r.knowledge_base_title,
-            "title": r.title, "type": r.type, "edited_at": r.edited_at}
-           for r in rows if uuid.UUID(str(r.id)) in readable]
+    out = [
+        {
+            "id": r.id,
+            "knowledge_base_id": r.knowledge_base_id,
+            "knowledge_base_title": r.knowledge_base_title,
+            "title": r.title,
+            "type": r.type,
+            "edited_at": r.edited_at,
+        }
+        for r in rows
+        if uuid.UUID(str(r.id)) in readable
+    ]
     return out[:limit]

@@ -43,8 +43,14 @@ from openkb.permissions import Action, access_change, access_document
 __all__ = ["NotRevertible", "RevertConflict", "revert"]
 
 
-def revert(session: Session, actor: Actor, *, change_id: uuid.UUID | None = None,
-           run_id: str | uuid.UUID | None = None, blobs: Any = None) -> dict[str, Any]:
+def revert(
+    session: Session,
+    actor: Actor,
+    *,
+    change_id: uuid.UUID | None = None,
+    run_id: str | uuid.UUID | None = None,
+    blobs: Any = None,
+) -> dict[str, Any]:
     """``blobs`` (the blob store) is needed to revert uploads (``asset.create`` deletes the asset)."""
     p = actor.principal
     if (change_id is None) == (run_id is None):
@@ -69,8 +75,15 @@ def revert(session: Session, actor: Actor, *, change_id: uuid.UUID | None = None
             c.status = "reverted"
             session.add(c)
             session.flush()
-        done.append({"change_id": c.id, "op": c.op, "object_type": c.object_type, "object_id": c.object_id,
-                     "reverted_by_change_id": c.reverted_by_change_id})
+        done.append(
+            {
+                "change_id": c.id,
+                "op": c.op,
+                "object_type": c.object_type,
+                "object_id": c.object_id,
+                "reverted_by_change_id": c.reverted_by_change_id,
+            }
+        )
     return {"run_id": actor.run_id, "reverted": done, "skipped": skipped}
 
 
@@ -78,18 +91,28 @@ def _check_conflicts(session: Session, actor: Actor, todo: list[Change]) -> None
     if not todo:
         return
     ids = {c.id for c in todo}
-    rows = session.exec(select(Change).where(col(Change.tenant_id) == actor.tenant_id,
-                                             col(Change.object_id).in_({c.object_id for c in todo}),
-                                             col(Change.status) == "applied")).all()
+    rows = session.exec(
+        select(Change).where(
+            col(Change.tenant_id) == actor.tenant_id,
+            col(Change.object_id).in_({c.object_id for c in todo}),
+            col(Change.status) == "applied",
+        )
+    ).all()
     blocking: list[str] = []
     for c in todo:
         for r in rows:
-            if r.id not in ids and r.object_type == c.object_type and r.object_id == c.object_id \
-                    and (r.created_at, str(r.id)) > (c.created_at, str(c.id)):
+            if (
+                r.id not in ids
+                and r.object_type == c.object_type
+                and r.object_id == c.object_id
+                and (r.created_at, str(r.id)) > (c.created_at, str(c.id))
+            ):
                 blocking.append(str(r.id))
     if blocking:
-        raise RevertConflict("the object was changed again after this change; revert the newer changes first "
-                             "(or together, by run)", blocking_change_ids=sorted(set(blocking)))
+        raise RevertConflict(
+            "the object was changed again after this change; revert the newer changes first (or together, by run)",
+            blocking_change_ids=sorted(set(blocking)),
+        )
 
 
 def _uuid(v: Any) -> uuid.UUID | None:
@@ -113,12 +136,14 @@ def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
         doc = session.get(Document, c.object_id)
         if doc is None:
             return "gone"
-        doc = access_document(session, actor.principal, doc.id,
-                              Action.EDIT if doc.status != "deleted" else Action.TRASH, for_update=True).document
+        doc = access_document(
+            session, actor.principal, doc.id, Action.EDIT if doc.status != "deleted" else Action.TRASH, for_update=True
+        ).document
         children = session.exec(select(Document.id).where(col(Document.parent_id) == doc.id)).first()
         if children is not None:
-            raise RevertConflict("the document has children now; move or revert them first",
-                                 blocking_document_id=str(children))
+            raise RevertConflict(
+                "the document has children now; move or revert them first", blocking_document_id=str(children)
+            )
         docs.remove_subtree(session, actor, doc, op="document.remove", reverts=c)
         return "ok"
     if op in ("document.remove", "document.purge"):
@@ -153,8 +178,9 @@ def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
         wss.delete_empty_workspace(session, actor, c.object_id, reverts=c)
         return "ok"
     if op == "workspace.update":
-        wss.update_workspace(session, actor, c.object_id, {k: v for k, v in b.items()
-                                                          if k in ("name", "slug", "description")}, reverts=c)
+        wss.update_workspace(
+            session, actor, c.object_id, {k: v for k, v in b.items() if k in ("name", "slug", "description")}, reverts=c
+        )
         return "ok"
     if op.startswith("workspace_member."):
         ws_id = _uuid(b.get("workspace_id"))
@@ -190,8 +216,10 @@ def _revert_document(session: Session, actor: Actor, c: Change) -> None:
     acc = access_document(session, actor.principal, c.object_id, Action.READ)
     doc = acc.document
     if c.after_version_id is not None and doc.current_version_id != c.after_version_id:
-        raise RevertConflict("the document has a newer version than the one this change wrote",
-                             current_version_id=str(doc.current_version_id))
+        raise RevertConflict(
+            "the document has a newer version than the one this change wrote",
+            current_version_id=str(doc.current_version_id),
+        )
     fields: dict[str, Any] = {k: v for k, v in b.items() if k in docs.UPDATABLE}
     if "parent_id" in fields:
         fields["parent_id"] = _uuid(fields["parent_id"])
@@ -205,9 +233,19 @@ def _revert_document(session: Session, actor: Actor, c: Change) -> None:
         cur_no = doc.current_version_id
         title = fields.pop("title", None) or old.title or doc.title
         v = commit_version(session, actor, doc, title=title, markdown=body)
-        record_change(session, actor, op="document.save", object_type="document", object_id=doc.id,
-                      summary=f"reverted {doc.title!r} to version {old.version_no} (as version {v.version_no})",
-                      scope=scope_of(doc), before={"title": b.get("title")}, after={"title": title},
-                      before_version_id=cur_no, after_version_id=v.id, reverts=c)
+        record_change(
+            session,
+            actor,
+            op="document.save",
+            object_type="document",
+            object_id=doc.id,
+            summary=f"reverted {doc.title!r} to version {old.version_no} (as version {v.version_no})",
+            scope=scope_of(doc),
+            before={"title": b.get("title")},
+            after={"title": title},
+            before_version_id=cur_no,
+            after_version_id=v.id,
+            reverts=c,
+        )
     if fields:
         docs.update_document(session, actor, doc.id, fields, reverts=c)

@@ -34,7 +34,7 @@ def verify(secret: str, token: str | None, link_id: uuid.UUID) -> bool:
     if not token or not token.startswith(PREFIX + "_") or len(token) > 200:
         return False
     try:
-        lid, exp_s, sig = token[len(PREFIX) + 1:].split(".", 2)
+        lid, exp_s, sig = token[len(PREFIX) + 1 :].split(".", 2)
         exp = int(exp_s)
         if uuid.UUID(hex=lid) != link_id:
             return False

@@ -22,28 +22,51 @@ from openkb.permissions import Principal
 from openkb.permissions.share_links import ShareLinkAccess, open_share_link
 
 
-def open_link(session: Session, token: str, *, viewer: Principal | None, secret: str,
-              access_token: str | None = None, ip: str | None = None,
-              user_agent: str | None = None) -> ShareLinkAccess:
+def open_link(
+    session: Session,
+    token: str,
+    *,
+    viewer: Principal | None,
+    secret: str,
+    access_token: str | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> ShareLinkAccess:
     """Open a link; a valid share-access token counts as the password. ``raise_for_status()``
     on the result gives the visitor (failures were recorded and raised by ``open_share_link``)."""
     acc = open_share_link(session, token, password=None, viewer=viewer, ip=ip, user_agent=user_agent)
     if acc.status == "password_required" and share_access.verify(secret, access_token, acc.link.id):
         user_id = viewer.user_id if viewer is not None and viewer.kind == "user" else None
         principal = Principal.share_link(acc.link, user_id=user_id)
-        record_audit(session, tenant_id=acc.link.tenant_id, actor=principal, action="share_link.open",
-                     object_type=acc.link.object_type, object_id=acc.link.object_id, ip=ip, user_agent=user_agent,
-                     metadata={"share_link_id": acc.link.id, "via": "share_access_token"})
+        record_audit(
+            session,
+            tenant_id=acc.link.tenant_id,
+            actor=principal,
+            action="share_link.open",
+            object_type=acc.link.object_type,
+            object_id=acc.link.object_id,
+            ip=ip,
+            user_agent=user_agent,
+            metadata={"share_link_id": acc.link.id, "via": "share_access_token"},
+        )
         return ShareLinkAccess("ok", acc.link, principal)
     return acc
 
 
 def link_out(link: ShareLink) -> dict[str, Any]:
-    return {"id": link.id, "object_type": link.object_type, "object_id": link.object_id,
-            "permission": link.permission, "has_password": link.password_hash is not None,
-            "require_login": link.require_login, "restrict_to_workspace_members": link.restrict_to_workspace_members,
-            "expires_at": link.expires_at, "revoked_at": link.revoked_at, "created_by": link.created_by,
-            "created_at": link.created_at}
+    return {
+        "id": link.id,
+        "object_type": link.object_type,
+        "object_id": link.object_id,
+        "permission": link.permission,
+        "has_password": link.password_hash is not None,
+        "require_login": link.require_login,
+        "restrict_to_workspace_members": link.restrict_to_workspace_members,
+        "expires_at": link.expires_at,
+        "revoked_at": link.revoked_at,
+        "created_by": link.created_by,
+        "created_at": link.created_at,
+    }
 
 
 def _public_doc(d: dict[str, Any]) -> dict[str, Any]:

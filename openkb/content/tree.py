@@ -33,7 +33,6 @@ from openkb.permissions import (
     filter_readable_documents,
 )
 
-
 _ANCESTORS = text(
     """
 WITH RECURSIVE up AS (
@@ -72,8 +71,11 @@ SELECT id FROM documents
 WHERE knowledge_base_id = :kb AND parent_id IS NOT DISTINCT FROM :parent AND id <> :moved AND status <> 'deleted'
 ORDER BY sort_order, created_at, id
 """
-).bindparams(bindparam("kb", type_=UUID(as_uuid=True)), bindparam("parent", type_=UUID(as_uuid=True)),
-             bindparam("moved", type_=UUID(as_uuid=True)))
+).bindparams(
+    bindparam("kb", type_=UUID(as_uuid=True)),
+    bindparam("parent", type_=UUID(as_uuid=True)),
+    bindparam("moved", type_=UUID(as_uuid=True)),
+)
 
 _RENUMBER = text(
     """
@@ -121,8 +123,9 @@ def next_sort_order(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | N
     return int(session.execute(_NEXT_ORDER, {"kb": kb_id, "parent": parent_id}).scalar_one())
 
 
-def place_at(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None, doc_id: uuid.UUID,
-             position: int | None) -> int:
+def place_at(
+    session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None, doc_id: uuid.UUID, position: int | None
+) -> int:
     """Put ``doc_id`` at ``position`` (0-based, clamped; None = last) among the live children of
     ``parent_id`` and renumber them 0..n-1. Returns the document's new sort_order."""
     ids = [r[0] for r in session.execute(_SIBLINGS, {"kb": kb_id, "parent": parent_id, "moved": doc_id})]
@@ -142,8 +145,13 @@ def _expire(session: Session, ids: set[uuid.UUID]) -> None:
             session.expire(obj, ["sort_order"])
 
 
-def check_move(session: Session, doc_id: uuid.UUID, kb_id: uuid.UUID, new_parent_id: uuid.UUID | None,
-               settings: Settings | None = None) -> None:
+def check_move(
+    session: Session,
+    doc_id: uuid.UUID,
+    kb_id: uuid.UUID,
+    new_parent_id: uuid.UUID | None,
+    settings: Settings | None = None,
+) -> None:
     """Structural checks of a move (the caller has checked that it may see both ends).
 
     Raises ``InvalidMove`` for a move under itself or a descendant, or into another knowledge
@@ -164,8 +172,9 @@ def check_move(session: Session, doc_id: uuid.UUID, kb_id: uuid.UUID, new_parent
     limits.check_depth(target_depth + height, settings)
 
 
-def target_parent(session: Session, principal: Principal, kb_id: uuid.UUID,
-                  parent_id: uuid.UUID | None) -> DocumentAccess | None:
+def target_parent(
+    session: Session, principal: Principal, kb_id: uuid.UUID, parent_id: uuid.UUID | None
+) -> DocumentAccess | None:
     """The target parent must exist in ``kb_id`` and be readable, else 404 (never 403); its access
     (None for the knowledge-base root) answers the create-child question without another query."""
     if parent_id is None:
@@ -199,9 +208,19 @@ def get_tree(session: Session, principal: Principal, kb_id: uuid.UUID) -> list[d
                 hops += 1
             if p not in visible:
                 p = None
-        append({"id": d.id, "parent_id": p, "type": d.type, "title": title, "status": d.status,
-                "sort_order": sort_order, "permission_mode": d.mode, "visibility": d.visibility,
-                "external_key": key})
+        append(
+            {
+                "id": d.id,
+                "parent_id": p,
+                "type": d.type,
+                "title": title,
+                "status": d.status,
+                "sort_order": sort_order,
+                "permission_mode": d.mode,
+                "visibility": d.visibility,
+                "external_key": key,
+            }
+        )
     return items
 
 
@@ -224,10 +243,16 @@ def get_subtree(session: Session, principal: Principal, doc_id: uuid.UUID) -> li
     visible = filter_readable_documents(session, principal, ids)
     if doc_id not in visible:
         raise NotFound("document not found")
-    rows = [dict(r) for r in session.execute(text(
-        "SELECT id, parent_id, type, title, status, sort_order, permission_mode, visibility, external_key "
-        "FROM documents WHERE id = ANY(:ids) AND status <> 'deleted' ORDER BY sort_order, created_at, id"),
-        {"ids": ids}).mappings()]
+    rows = [
+        dict(r)
+        for r in session.execute(
+            text(
+                "SELECT id, parent_id, type, title, status, sort_order, permission_mode, visibility, external_key "
+                "FROM documents WHERE id = ANY(:ids) AND status <> 'deleted' ORDER BY sort_order, created_at, id"
+            ),
+            {"ids": ids},
+        ).mappings()
+    ]
     parent_of = {r["id"]: r["parent_id"] for r in rows}
     items = []
     for r in rows:

@@ -47,27 +47,42 @@ UNSET: Any = object()
 
 @dataclass(frozen=True)
 class UpsertResult:
-    status: str                       # created | updated | unchanged
+    status: str  # created | updated | unchanged
     document: Document
     version: DocumentVersion | None
     warnings: tuple[str, ...] = ()  # repairs made with on_unsupported="convert"
 
     def out(self) -> dict[str, Any]:
-        out = {"status": self.status, "document_id": self.document.id,
-               "version_id": self.version.id if self.version else None,
-               "version_no": self.version.version_no if self.version else None,
-               "index_status": self.document.index_status}
+        out = {
+            "status": self.status,
+            "document_id": self.document.id,
+            "version_id": self.version.id if self.version else None,
+            "version_no": self.version.version_no if self.version else None,
+            "index_status": self.document.index_status,
+        }
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
 
 
-def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, key: str, *, title: str,
-                  markdown: str | None = None, markdown_hash: str | None = None, type: str = "page",
-                  parent_id: uuid.UUID | None | Any = UNSET, status: str | None = None,
-                  metadata: dict[str, Any] | None = None, tags: list[str] | None = None,
-                  settings: Settings | None = None, document_id: uuid.UUID | None = None,
-                  on_unsupported: str = "reject") -> UpsertResult:
+def upsert_by_key(
+    session: Session,
+    actor: Actor,
+    knowledge_base_id: uuid.UUID,
+    key: str,
+    *,
+    title: str,
+    markdown: str | None = None,
+    markdown_hash: str | None = None,
+    type: str = "page",
+    parent_id: uuid.UUID | None | Any = UNSET,
+    status: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    tags: list[str] | None = None,
+    settings: Settings | None = None,
+    document_id: uuid.UUID | None = None,
+    on_unsupported: str = "reject",
+) -> UpsertResult:
     """``document_id``: the id a *new* document gets (ignored when the key exists).
     ``on_unsupported="convert"``: repair what the editor cannot keep, answer the warnings."""
     p = actor.principal
@@ -90,14 +105,27 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
         raise ValidationError(f"status must be one of {', '.join(UPDATE_STATUSES)}", field="status")
     kb = access_knowledge_base(session, p, knowledge_base_id).knowledge_base
     session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 11))"), {"k": f"key:{kb.id}:{key}"})
-    existing = session.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id,
-                                                   col(Document.external_key) == key)).first()
+    existing = session.exec(
+        select(Document).where(col(Document.knowledge_base_id) == kb.id, col(Document.external_key) == key)
+    ).first()
     if existing is None:
         doc, version = create_document(
-            session, actor, knowledge_base_id=kb.id, title=title, type=type,
-            parent_id=None if parent_id is UNSET else parent_id, markdown=markdown, markdown_hash=markdown_hash,
-            status=status if status in ("draft", "published") else None, metadata=metadata, tags=tags,
-            external_key=key, source=actor.source or "api", settings=settings, document_id=document_id)
+            session,
+            actor,
+            knowledge_base_id=kb.id,
+            title=title,
+            type=type,
+            parent_id=None if parent_id is UNSET else parent_id,
+            markdown=markdown,
+            markdown_hash=markdown_hash,
+            status=status if status in ("draft", "published") else None,
+            metadata=metadata,
+            tags=tags,
+            external_key=key,
+            source=actor.source or "api",
+            settings=settings,
+            document_id=document_id,
+        )
         if status == "archived":
             doc.status = "archived"
             session.add(doc)
@@ -108,8 +136,9 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
     acc = access_document(session, p, existing.id, None)
     doc = acc.document
     if doc.status == "deleted":
-        raise DocumentInTrash("the document with this key is in the trash; restore or purge it first",
-                              document_id=str(doc.id))
+        raise DocumentInTrash(
+            "the document with this key is in the trash; restore or purge it first", document_id=str(doc.id)
+        )
     acc.require(Action.EDIT)
     body: str | None = None
     if doc.type == "page":
@@ -134,8 +163,9 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
     if "parent_id" in fields:
         tree.target_parent(session, p, doc.knowledge_base_id, fields["parent_id"])
         tree.check_move(session, doc.id, doc.knowledge_base_id, fields["parent_id"], settings)
-        if not can_move_document(session, p, doc.id, new_parent_id=fields["parent_id"],
-                                 knowledge_base_id=doc.knowledge_base_id):
+        if not can_move_document(
+            session, p, doc.id, new_parent_id=fields["parent_id"], knowledge_base_id=doc.knowledge_base_id
+        ):
             raise PermissionDenied("not allowed to move the document there")
     doc = lock_document(session, doc.id)
     before = {**doc_state(doc, [*fields, "title"]), "version_no": cur.version_no if cur else None}
@@ -162,10 +192,19 @@ def upsert_by_key(session: Session, actor: Actor, knowledge_base_id: uuid.UUID, 
     session.flush()
     after = {**doc_state(doc, [*fields, "title"]), "version_no": version.version_no if version else None}
     what = sorted([*fields, *(["body"] if body_changed else []), *(["title"] if title_changed else [])])
-    record_change(session, actor, op="document.upsert", object_type="document", object_id=doc.id,
-                  summary=f"upserted {key!r}: {', '.join(what)}", scope=scope_of(doc), before=before, after=after,
-                  before_version_id=cur.id if cur and version is not cur else None,
-                  after_version_id=version.id if version is not None and version is not cur else None)
+    record_change(
+        session,
+        actor,
+        op="document.upsert",
+        object_type="document",
+        object_id=doc.id,
+        summary=f"upserted {key!r}: {', '.join(what)}",
+        scope=scope_of(doc),
+        before=before,
+        after=after,
+        before_version_id=cur.id if cur and version is not cur else None,
+        after_version_id=version.id if version is not None and version is not cur else None,
+    )
     if fields.keys() & {"parent_id", "status"} or (title_changed and doc.type == "folder"):
         enqueue_after_commit(session, "reindex_subtree", document_id=str(doc.id))
     elif fields.keys() & {"metadata", "tags"} and doc.type == "page":

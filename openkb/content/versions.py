@@ -50,8 +50,11 @@ def prepare_markdown(markdown: str, markdown_hash: str | None = None, settings: 
         sent = markdown_hash.strip().lower()
         actual = sha256_hex(markdown)
         if sent != actual:
-            raise HashMismatch("markdown_hash is not the SHA-256 of the markdown sent (lowercase hex of its UTF-8)",
-                               field="markdown_hash", expected=actual)
+            raise HashMismatch(
+                "markdown_hash is not the SHA-256 of the markdown sent (lowercase hex of its UTF-8)",
+                field="markdown_hash",
+                expected=actual,
+            )
     normalized = validate_and_normalize(markdown)  # one parse for both
     limits.check_markdown(normalized, settings=settings)
     return normalized
@@ -59,8 +62,9 @@ def prepare_markdown(markdown: str, markdown_hash: str | None = None, settings: 
 
 def lock_document(session: Session, doc_id: uuid.UUID) -> Document:
     """Re-read the document row ``FOR UPDATE`` (serializes concurrent saves of one document)."""
-    doc = session.exec(select(Document).where(col(Document.id) == doc_id).with_for_update()
-                       .execution_options(populate_existing=True)).first()
+    doc = session.exec(
+        select(Document).where(col(Document.id) == doc_id).with_for_update().execution_options(populate_existing=True)
+    ).first()
     if doc is None:
         raise NotFound("document not found")
     return doc
@@ -96,9 +100,17 @@ def head(session: Session, doc: Document) -> Head | None:
     return Head(*row) if row else None
 
 
-def commit_version(session: Session, actor: Actor, doc: Document, *, title: str, markdown: str,
-                   source: str | None = None, version_no: int | None = None,
-                   markdown_hash: str | None = None) -> DocumentVersion:
+def commit_version(
+    session: Session,
+    actor: Actor,
+    doc: Document,
+    *,
+    title: str,
+    markdown: str,
+    source: str | None = None,
+    version_no: int | None = None,
+    markdown_hash: str | None = None,
+) -> DocumentVersion:
     """Insert the next version of a locked page and make it current; index job after commit.
 
     ``markdown`` must already be prepared (validated + normalized). Records no change row: the
@@ -107,12 +119,20 @@ def commit_version(session: Session, actor: Actor, doc: Document, *, title: str,
     if doc.type != "page":
         raise NotAPage("folders have no body; only pages have versions")
     if version_no is None:
-        last = session.exec(select(func.max(DocumentVersion.version_no))
-                            .where(col(DocumentVersion.document_id) == doc.id)).one()
+        last = session.exec(
+            select(func.max(DocumentVersion.version_no)).where(col(DocumentVersion.document_id) == doc.id)
+        ).one()
         version_no = int(last or 0) + 1
-    v = DocumentVersion(tenant_id=doc.tenant_id, document_id=doc.id, version_no=version_no, title=title,
-                        markdown=markdown, markdown_hash=markdown_hash or sha256_hex(markdown),
-                        source_type=source or actor.version_source, created_by=actor.user_id)
+    v = DocumentVersion(
+        tenant_id=doc.tenant_id,
+        document_id=doc.id,
+        version_no=version_no,
+        title=title,
+        markdown=markdown,
+        markdown_hash=markdown_hash or sha256_hex(markdown),
+        source_type=source or actor.version_source,
+        created_by=actor.user_id,
+    )
     session.add(v)
     session.flush()
     doc.current_version_id = v.id
@@ -132,20 +152,35 @@ def scope_of(doc: Document) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SaveResult:
-    status: str                 # "created" | "unchanged"
+    status: str  # "created" | "unchanged"
     document: Document
     version: DocumentVersion
-    normalized: bool = False    # the stored body differs from what was sent (normalization)
+    normalized: bool = False  # the stored body differs from what was sent (normalization)
 
     def out(self) -> dict[str, Any]:
-        return {"status": self.status, "document_id": self.document.id, "version_id": self.version.id,
-                "version_no": self.version.version_no, "markdown_hash": self.version.markdown_hash,
-                "normalized": self.normalized, "index_status": self.document.index_status}
+        return {
+            "status": self.status,
+            "document_id": self.document.id,
+            "version_id": self.version.id,
+            "version_no": self.version.version_no,
+            "markdown_hash": self.version.markdown_hash,
+            "normalized": self.normalized,
+            "index_status": self.document.index_status,
+        }
 
 
-def save_version(session: Session, actor: Actor, doc_id: uuid.UUID, *, markdown: str, markdown_hash: str,
-                 base_version_id: uuid.UUID | None = None, base_version_no: int | None = None,
-                 title: str | None = None, settings: Settings | None = None) -> SaveResult:
+def save_version(
+    session: Session,
+    actor: Actor,
+    doc_id: uuid.UUID,
+    *,
+    markdown: str,
+    markdown_hash: str,
+    base_version_id: uuid.UUID | None = None,
+    base_version_no: int | None = None,
+    title: str | None = None,
+    settings: Settings | None = None,
+) -> SaveResult:
     # the access fetches the row FOR UPDATE: concurrent saves of one document queue here, and
     # the row is read once (trap: the lock is then held while the body is validated below)
     doc = access_document(session, actor.principal, doc_id, Action.EDIT, for_update=True).document
@@ -166,24 +201,44 @@ def save_version(session: Session, actor: Actor, doc_id: uuid.UUID, *, markdown:
         current = session.get(DocumentVersion, cur.id)
         assert current is not None
         return SaveResult("unchanged", doc, current, normalized != markdown)
-    stale = (base_version_id is not None and base_version_id != cur.id) or \
-            (base_version_id is None and base_version_no != cur.version_no)
+    stale = (base_version_id is not None and base_version_id != cur.id) or (
+        base_version_id is None and base_version_no != cur.version_no
+    )
     if stale:
-        raise VersionConflict("the document changed since your base version; reload and merge",
-                              current_version_id=str(cur.id), current_version_no=cur.version_no)
+        raise VersionConflict(
+            "the document changed since your base version; reload and merge",
+            current_version_id=str(cur.id),
+            current_version_no=cur.version_no,
+        )
     before_title = doc.title
-    v = commit_version(session, actor, doc, title=title_final, markdown=normalized, version_no=cur.next_no,
-                       markdown_hash=digest)
-    record_change(session, actor, op="document.save", object_type="document", object_id=doc.id,
-                  summary=f"saved version {v.version_no} of {title_final!r}", scope=scope_of(doc),
-                  before={"title": before_title, "version_no": cur.version_no},
-                  after={"title": title_final, "version_no": v.version_no},
-                  before_version_id=cur.id, after_version_id=v.id)
+    v = commit_version(
+        session, actor, doc, title=title_final, markdown=normalized, version_no=cur.next_no, markdown_hash=digest
+    )
+    record_change(
+        session,
+        actor,
+        op="document.save",
+        object_type="document",
+        object_id=doc.id,
+        summary=f"saved version {v.version_no} of {title_final!r}",
+        scope=scope_of(doc),
+        before={"title": before_title, "version_no": cur.version_no},
+        after={"title": title_final, "version_no": v.version_no},
+        before_version_id=cur.id,
+        after_version_id=v.id,
+    )
     return SaveResult("created", doc, v, normalized != markdown)
 
 
-def restore_version(session: Session, actor: Actor, doc_id: uuid.UUID, version_id: uuid.UUID, *,
-                    base_version_id: uuid.UUID | None = None, settings: Settings | None = None) -> SaveResult:
+def restore_version(
+    session: Session,
+    actor: Actor,
+    doc_id: uuid.UUID,
+    version_id: uuid.UUID,
+    *,
+    base_version_id: uuid.UUID | None = None,
+    settings: Settings | None = None,
+) -> SaveResult:
     """Make an old version's body and title current again, as a new version."""
     doc = access_document(session, actor.principal, doc_id, Action.EDIT, for_update=True).document
     old = session.get(DocumentVersion, version_id)
@@ -199,38 +254,62 @@ def restore_version(session: Session, actor: Actor, doc_id: uuid.UUID, version_i
     if cur.markdown == normalized and doc.title == title:
         return SaveResult("unchanged", doc, cur)
     if base_version_id is not None and base_version_id != cur.id:
-        raise VersionConflict("the document changed since your base version; reload first",
-                              current_version_id=str(cur.id), current_version_no=cur.version_no)
+        raise VersionConflict(
+            "the document changed since your base version; reload first",
+            current_version_id=str(cur.id),
+            current_version_no=cur.version_no,
+        )
     before_title = doc.title
     v = commit_version(session, actor, doc, title=title, markdown=normalized)
-    record_change(session, actor, op="document.restore_version", object_type="document", object_id=doc.id,
-                  summary=f"restored version {old.version_no} of {title!r} as version {v.version_no}",
-                  scope=scope_of(doc), before={"title": before_title, "version_no": cur.version_no},
-                  after={"title": title, "version_no": v.version_no, "restored_version_id": old.id},
-                  before_version_id=cur.id, after_version_id=v.id)
+    record_change(
+        session,
+        actor,
+        op="document.restore_version",
+        object_type="document",
+        object_id=doc.id,
+        summary=f"restored version {old.version_no} of {title!r} as version {v.version_no}",
+        scope=scope_of(doc),
+        before={"title": before_title, "version_no": cur.version_no},
+        after={"title": title, "version_no": v.version_no, "restored_version_id": old.id},
+        before_version_id=cur.id,
+        after_version_id=v.id,
+    )
     return SaveResult("created", doc, v)
 
 
 def version_out(v: DocumentVersion, *, with_markdown: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "id": v.id, "document_id": v.document_id, "version_no": v.version_no, "title": v.title,
-        "markdown_hash": v.markdown_hash, "source_type": v.source_type, "created_by": v.created_by,
-        "created_at": v.created_at, "chars": len(v.markdown),
+        "id": v.id,
+        "document_id": v.document_id,
+        "version_no": v.version_no,
+        "title": v.title,
+        "markdown_hash": v.markdown_hash,
+        "source_type": v.source_type,
+        "created_by": v.created_by,
+        "created_at": v.created_at,
+        "chars": len(v.markdown),
     }
     if with_markdown:
         out["markdown"] = v.markdown
     return out
 
 
-def list_versions(session: Session, principal: Principal, doc_id: uuid.UUID, *, limit: int = 50,
-                  before_no: int | None = None) -> list[dict[str, Any]]:
+def list_versions(
+    session: Session, principal: Principal, doc_id: uuid.UUID, *, limit: int = 50, before_no: int | None = None
+) -> list[dict[str, Any]]:
     access_document(session, principal, doc_id, Action.READ)
     limit = max(1, min(int(limit), 500))
-    q = select(DocumentVersion.id, DocumentVersion.document_id, DocumentVersion.version_no,  # type: ignore[call-overload]
-               DocumentVersion.title, DocumentVersion.markdown_hash, DocumentVersion.source_type,
-               DocumentVersion.created_by, DocumentVersion.created_at,
-               func.char_length(DocumentVersion.markdown).label("chars")) \
-        .where(col(DocumentVersion.document_id) == doc_id)
+    q = select(
+        DocumentVersion.id,
+        DocumentVersion.document_id,
+        DocumentVersion.version_no,  # type: ignore[call-overload]
+        DocumentVersion.title,
+        DocumentVersion.markdown_hash,
+        DocumentVersion.source_type,
+        DocumentVersion.created_by,
+        DocumentVersion.created_at,
+        func.char_length(DocumentVersion.markdown).label("chars"),
+    ).where(col(DocumentVersion.document_id) == doc_id)
     if before_no is not None:
         q = q.where(col(DocumentVersion.version_no) < before_no)
     rows = session.exec(q.order_by(col(DocumentVersion.version_no).desc()).limit(limit)).all()

@@ -35,8 +35,9 @@ def check_slug(slug: str, field: str = "slug") -> str:
     limits.check_text(slug, field)
     s = slug.strip().lower()
     if not SLUG_RE.match(s):
-        raise ValidationError(f"{field} must be 1-63 lowercase letters, digits and dashes, starting with a letter "
-                              "or digit", field=field)
+        raise ValidationError(
+            f"{field} must be 1-63 lowercase letters, digits and dashes, starting with a letter or digit", field=field
+        )
     return s
 
 
@@ -67,8 +68,16 @@ def choose_slug(taken: set[str], requested: str | None, name: str, duplicate: st
 
 
 def workspace_out(ws: Workspace, role: str | None = None) -> dict[str, Any]:
-    return {"id": ws.id, "name": ws.name, "slug": ws.slug, "description": ws.description, "role": role,
-            "created_by": ws.created_by, "created_at": ws.created_at, "updated_at": ws.updated_at}
+    return {
+        "id": ws.id,
+        "name": ws.name,
+        "slug": ws.slug,
+        "description": ws.description,
+        "role": role,
+        "created_by": ws.created_by,
+        "created_at": ws.created_at,
+        "updated_at": ws.updated_at,
+    }
 
 
 def _require_writer(actor: Actor) -> None:
@@ -90,8 +99,9 @@ def list_workspaces(session: Session, principal: Principal) -> list[dict[str, An
     return [workspace_out(ws, role) for ws, role in rows]
 
 
-def create_workspace(session: Session, actor: Actor, *, name: str, slug: str | None = None,
-                     description: str | None = None) -> Workspace:
+def create_workspace(
+    session: Session, actor: Actor, *, name: str, slug: str | None = None, description: str | None = None
+) -> Workspace:
     _require_writer(actor)
     name = limits.check_name(name)
     desc = limits.check_name(description, "description", allow_empty=True) if description is not None else None
@@ -102,14 +112,23 @@ def create_workspace(session: Session, actor: Actor, *, name: str, slug: str | N
     session.add(ws)
     session.flush()
     do_add_workspace_member(session, tenant_id=tenant, workspace_id=ws.id, user_id=actor.user_id, role="owner")
-    record_change(session, actor, op="workspace.create", object_type="workspace", object_id=ws.id,
-                  summary=f"created workspace {name!r}", scope={"workspace_id": ws.id}, before={},
-                  after={"name": ws.name, "slug": ws.slug, "description": ws.description})
+    record_change(
+        session,
+        actor,
+        op="workspace.create",
+        object_type="workspace",
+        object_id=ws.id,
+        summary=f"created workspace {name!r}",
+        scope={"workspace_id": ws.id},
+        before={},
+        after={"name": ws.name, "slug": ws.slug, "description": ws.description},
+    )
     return ws
 
 
-def update_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, fields: dict[str, Any], *,
-                     reverts: Change | None = None) -> Workspace:
+def update_workspace(
+    session: Session, actor: Actor, workspace_id: uuid.UUID, fields: dict[str, Any], *, reverts: Change | None = None
+) -> Workspace:
     ws = access_workspace(session, actor.principal, workspace_id, WsAction.MANAGE).workspace
     unknown = set(fields) - {"name", "slug", "description"}
     if unknown:
@@ -125,8 +144,12 @@ def update_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, fi
         new["description"] = (limits.check_name(d, "description", allow_empty=True) or None) if d is not None else None
     if "slug" in fields:
         s = check_slug(fields["slug"])
-        if s != ws.slug and session.exec(select(Workspace.id).where(col(Workspace.tenant_id) == ws.tenant_id,
-                                                                    col(Workspace.slug) == s)).first():
+        if (
+            s != ws.slug
+            and session.exec(
+                select(Workspace.id).where(col(Workspace.tenant_id) == ws.tenant_id, col(Workspace.slug) == s)
+            ).first()
+        ):
             raise AlreadyExists(f"a workspace with slug {s!r} already exists", field="slug")
         new["slug"] = s
     changed = {k: v for k, v in new.items() if getattr(ws, k) != v}
@@ -138,23 +161,41 @@ def update_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, fi
     ws.updated_at = utcnow()
     session.add(ws)
     session.flush()
-    record_change(session, actor, op="workspace.update", object_type="workspace", object_id=ws.id,
-                  summary=f"updated {', '.join(sorted(changed))} of workspace {ws.name!r}",
-                  scope={"workspace_id": ws.id}, before=before, after=changed, reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="workspace.update",
+        object_type="workspace",
+        object_id=ws.id,
+        summary=f"updated {', '.join(sorted(changed))} of workspace {ws.name!r}",
+        scope={"workspace_id": ws.id},
+        before=before,
+        after=changed,
+        reverts=reverts,
+    )
     return ws
 
 
 def delete_empty_workspace(session: Session, actor: Actor, workspace_id: uuid.UUID, *, reverts: Change) -> None:
     """Only as the revert of ``workspace.create``: refuses a workspace that has knowledge bases."""
     ws = access_workspace(session, actor.principal, workspace_id, WsAction.DELETE).workspace
-    n = session.exec(select(func.count()).select_from(KnowledgeBase)
-                     .where(col(KnowledgeBase.workspace_id) == workspace_id)).one()
+    n = session.exec(
+        select(func.count()).select_from(KnowledgeBase).where(col(KnowledgeBase.workspace_id) == workspace_id)
+    ).one()
     if n:
         raise RevertConflict("the workspace has knowledge bases; it cannot be removed by a revert")
-    record_change(session, actor, op="workspace.remove", object_type="workspace", object_id=ws.id,
-                  summary=f"removed workspace {ws.name!r}", scope={"workspace_id": ws.id},
-                  before={"name": ws.name, "slug": ws.slug, "description": ws.description}, after={},
-                  reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="workspace.remove",
+        object_type="workspace",
+        object_id=ws.id,
+        summary=f"removed workspace {ws.name!r}",
+        scope={"workspace_id": ws.id},
+        before={"name": ws.name, "slug": ws.slug, "description": ws.description},
+        after={},
+        reverts=reverts,
+    )
     session.delete(ws)
     session.flush()
 
@@ -163,8 +204,13 @@ def delete_empty_workspace(session: Session, actor: Actor, workspace_id: uuid.UU
 
 
 def member_out(m: WorkspaceMember, user: User | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": m.id, "workspace_id": m.workspace_id, "user_id": m.user_id, "role": m.role,
-                           "created_at": m.created_at}
+    out: dict[str, Any] = {
+        "id": m.id,
+        "workspace_id": m.workspace_id,
+        "user_id": m.user_id,
+        "role": m.role,
+        "created_at": m.created_at,
+    }
     if user is not None:
         out["email"] = user.email
         out["display_name"] = user.display_name
@@ -175,9 +221,12 @@ def list_members(session: Session, principal: Principal, workspace_id: uuid.UUID
     """Members with their emails: for owners, admins and members — not guests
     (``WsAction.LIST_MEMBERS``; docs/permissions.md)."""
     access_workspace(session, principal, workspace_id, WsAction.LIST_MEMBERS)
-    rows = session.exec(select(WorkspaceMember, User).join(User, col(User.id) == WorkspaceMember.user_id)
-                        .where(col(WorkspaceMember.workspace_id) == workspace_id)
-                        .order_by(col(WorkspaceMember.created_at))).all()
+    rows = session.exec(
+        select(WorkspaceMember, User)
+        .join(User, col(User.id) == WorkspaceMember.user_id)
+        .where(col(WorkspaceMember.workspace_id) == workspace_id)
+        .order_by(col(WorkspaceMember.created_at))
+    ).all()
     return [member_out(m, u) for m, u in rows]
 
 
@@ -187,8 +236,11 @@ def _resolve_user(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID | N
     if user_id is not None:
         return user_id
     e = normalize_email(limits.check_text(email or "", "email"))
-    uid = session.exec(select(User.id).join(TenantMembership, col(TenantMembership.user_id) == User.id)
-                       .where(func.lower(User.email) == e, col(TenantMembership.tenant_id) == tenant_id)).first()
+    uid = session.exec(
+        select(User.id)
+        .join(TenantMembership, col(TenantMembership.user_id) == User.id)
+        .where(func.lower(User.email) == e, col(TenantMembership.tenant_id) == tenant_id)
+    ).first()
     if uid is None:
         raise NotFound("user not found (invite people who have no account with POST .../invitations)")
     return uid
@@ -200,13 +252,23 @@ def member_key(workspace_id: uuid.UUID, user_id: uuid.UUID) -> uuid.UUID:
 
 
 def _current_role(session: Session, workspace_id: uuid.UUID, user_id: uuid.UUID) -> str | None:
-    return session.exec(select(WorkspaceMember.role).where(col(WorkspaceMember.workspace_id) == workspace_id,
-                                                           col(WorkspaceMember.user_id) == user_id)).first()
+    return session.exec(
+        select(WorkspaceMember.role).where(
+            col(WorkspaceMember.workspace_id) == workspace_id, col(WorkspaceMember.user_id) == user_id
+        )
+    ).first()
 
 
-def add_member(session: Session, actor: Actor, workspace_id: uuid.UUID, *, role: str,
-               user_id: uuid.UUID | None = None, email: str | None = None,
-               reverts: Change | None = None) -> tuple[WorkspaceMember, bool]:
+def add_member(
+    session: Session,
+    actor: Actor,
+    workspace_id: uuid.UUID,
+    *,
+    role: str,
+    user_id: uuid.UUID | None = None,
+    email: str | None = None,
+    reverts: Change | None = None,
+) -> tuple[WorkspaceMember, bool]:
     """Add (or change the role of) a member; returns (row, created). The manage right is checked
     before the user is looked up, so a non-manager cannot probe which emails have accounts."""
     access_workspace(session, actor.principal, workspace_id, WsAction.MANAGE)
@@ -214,34 +276,64 @@ def add_member(session: Session, actor: Actor, workspace_id: uuid.UUID, *, role:
     before = _current_role(session, workspace_id, uid)
     row = member_service.add_workspace_member(session, actor.principal, workspace_id, user_id=uid, role=role)
     if before != row.role:
-        record_change(session, actor, op="workspace_member.add" if before is None else "workspace_member.update",
-                      object_type="workspace_member", object_id=member_key(workspace_id, uid),
-                      summary=f"{'added' if before is None else 'changed'} workspace member as {row.role}",
-                      scope={"workspace_id": workspace_id}, before={"role": before, "user_id": uid},
-                      after={"role": row.role, "user_id": uid}, reverts=reverts)
+        record_change(
+            session,
+            actor,
+            op="workspace_member.add" if before is None else "workspace_member.update",
+            object_type="workspace_member",
+            object_id=member_key(workspace_id, uid),
+            summary=f"{'added' if before is None else 'changed'} workspace member as {row.role}",
+            scope={"workspace_id": workspace_id},
+            before={"role": before, "user_id": uid},
+            after={"role": row.role, "user_id": uid},
+            reverts=reverts,
+        )
     return row, before is None
 
 
-def update_member(session: Session, actor: Actor, workspace_id: uuid.UUID, user_id: uuid.UUID, *, role: str,
-                  reverts: Change | None = None) -> WorkspaceMember:
+def update_member(
+    session: Session,
+    actor: Actor,
+    workspace_id: uuid.UUID,
+    user_id: uuid.UUID,
+    *,
+    role: str,
+    reverts: Change | None = None,
+) -> WorkspaceMember:
     before = _current_role(session, workspace_id, user_id)
-    row = member_service.change_workspace_member_role(session, actor.principal, workspace_id, user_id=user_id,
-                                                      role=role)
+    row = member_service.change_workspace_member_role(
+        session, actor.principal, workspace_id, user_id=user_id, role=role
+    )
     if before != row.role:
-        record_change(session, actor, op="workspace_member.update", object_type="workspace_member",
-                      object_id=member_key(workspace_id, user_id),
-                      summary=f"changed workspace member role {before} -> {row.role}",
-                      scope={"workspace_id": workspace_id}, before={"role": before, "user_id": user_id},
-                      after={"role": row.role, "user_id": user_id}, reverts=reverts)
+        record_change(
+            session,
+            actor,
+            op="workspace_member.update",
+            object_type="workspace_member",
+            object_id=member_key(workspace_id, user_id),
+            summary=f"changed workspace member role {before} -> {row.role}",
+            scope={"workspace_id": workspace_id},
+            before={"role": before, "user_id": user_id},
+            after={"role": row.role, "user_id": user_id},
+            reverts=reverts,
+        )
     return row
 
 
-def remove_member(session: Session, actor: Actor, workspace_id: uuid.UUID, user_id: uuid.UUID, *,
-                  reverts: Change | None = None) -> None:
+def remove_member(
+    session: Session, actor: Actor, workspace_id: uuid.UUID, user_id: uuid.UUID, *, reverts: Change | None = None
+) -> None:
     before = _current_role(session, workspace_id, user_id)
     member_service.remove_workspace_member(session, actor.principal, workspace_id, user_id=user_id)
-    record_change(session, actor, op="workspace_member.remove", object_type="workspace_member",
-                      object_id=member_key(workspace_id, user_id),
-                  summary=f"removed workspace member ({before})", scope={"workspace_id": workspace_id},
-                  before={"role": before, "user_id": user_id}, after={"role": None, "user_id": user_id},
-                  reverts=reverts)
+    record_change(
+        session,
+        actor,
+        op="workspace_member.remove",
+        object_type="workspace_member",
+        object_id=member_key(workspace_id, user_id),
+        summary=f"removed workspace member ({before})",
+        scope={"workspace_id": workspace_id},
+        before={"role": before, "user_id": user_id},
+        after={"role": None, "user_id": user_id},
+        reverts=reverts,
+    )

@@ -47,7 +47,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from openkb.errors import ConditionError
 
@@ -56,43 +56,55 @@ MAX_DEPTH = 4
 MAX_VALUES = 1000
 MAX_TEXT = 1000
 
-POSITIVE = {"contains", "start with", "end with", "is", "in", "not empty", "=", ">", "<", "≥", "≤",
-            "before", "after"}
+POSITIVE = {"contains", "start with", "end with", "is", "in", "not empty", "=", ">", "<", "≥", "≤", "before", "after"}
 NEGATION = {"not contains": "contains", "is not": "is", "not in": "in", "empty": "not empty", "≠": "="}
 OPERATORS = frozenset(POSITIVE | set(NEGATION))
 NO_VALUE = frozenset({"empty", "not empty"})
 
 _ALIASES = {
-    "!=": "≠", "<>": "≠", ">=": "≥", "=>": "≥", "<=": "≤", "=<": "≤", "==": "=",
-    "starts with": "start with", "ends with": "end with", "not contain": "not contains",
-    "is empty": "empty", "is not empty": "not empty", "notin": "not in",
+    "!=": "≠",
+    "<>": "≠",
+    ">=": "≥",
+    "=>": "≥",
+    "<=": "≤",
+    "=<": "≤",
+    "==": "=",
+    "starts with": "start with",
+    "ends with": "end with",
+    "not contain": "not contains",
+    "is empty": "empty",
+    "is not empty": "not empty",
+    "notin": "not in",
 }
 
 BUILTIN_ALIASES = {
-    "title": "title", "document_name": "title",
-    "created_at": "created_at", "upload_date": "created_at",
-    "updated_at": "updated_at", "last_update_date": "updated_at",
+    "title": "title",
+    "document_name": "title",
+    "created_at": "created_at",
+    "upload_date": "created_at",
+    "updated_at": "updated_at",
+    "last_update_date": "updated_at",
     "document_id": "document_id",
 }
 
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 
 @dataclass(frozen=True)
 class Condition:
-    name: tuple[str, ...]            # one or more field names (Dify's docs show a list); any matches
-    op: str                          # canonical operator
-    value: tuple[Scalar, ...] | Scalar = None   # a tuple means "any of"
+    name: tuple[str, ...]  # one or more field names (Dify's docs show a list); any matches
+    op: str  # canonical operator
+    value: tuple[Scalar, ...] | Scalar = None  # a tuple means "any of"
 
 
 @dataclass(frozen=True)
 class Group:
     logic: Literal["and", "or"]
-    items: tuple[Union[Condition, "Group"], ...] = field(default=())
+    items: tuple[Condition | Group, ...] = field(default=())
 
 
-Node = Union[Condition, Group]
+Node = Condition | Group
 
 
 @dataclass(frozen=True)
@@ -214,8 +226,10 @@ def to_dict(node: Node) -> dict[str, Any]:
     if isinstance(node, Group):
         return {"logical_operator": node.logic, "conditions": [to_dict(i) for i in node.items]}
     value = list(node.value) if isinstance(node.value, tuple) else node.value
-    out: dict[str, Any] = {"name": node.name[0] if len(node.name) == 1 else list(node.name),
-                           "comparison_operator": node.op}
+    out: dict[str, Any] = {
+        "name": node.name[0] if len(node.name) == 1 else list(node.name),
+        "comparison_operator": node.op,
+    }
     if node.op not in NO_VALUE:
         out["value"] = value
     return out

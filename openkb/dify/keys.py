@@ -76,13 +76,16 @@ def resolve_kb(session: Session, tenant_id: uuid.UUID, ref: str) -> KnowledgeBas
         return kb
     except ValueError:
         pass
-    found = session.exec(select(KnowledgeBase).where(KnowledgeBase.tenant_id == tenant_id,
-                                                     KnowledgeBase.slug == ref)).all()
+    found = session.exec(
+        select(KnowledgeBase).where(KnowledgeBase.tenant_id == tenant_id, KnowledgeBase.slug == ref)
+    ).all()
     if not found:
         raise NotFound(f"no knowledge base {ref!r} in this tenant")
     if len(found) > 1:
-        raise Conflict(f"knowledge base slug {ref!r} is used in {len(found)} workspaces; give its id instead",
-                       ids=[str(k.id) for k in found])
+        raise Conflict(
+            f"knowledge base slug {ref!r} is used in {len(found)} workspaces; give its id instead",
+            ids=[str(k.id) for k in found],
+        )
     return found[0]
 
 
@@ -142,10 +145,16 @@ def normalize_metadata_filters(value: Any) -> dict[str, Any]:
         for k, v in value.items():
             values = v if isinstance(v, list) else [v]
             if not values or any(x is None for x in values):
-                raise ValidationError(f"metadata filter {k!r} needs at least one non-null value",
-                                      field="metadata_filter")
-            items.append({"name": k, "comparison_operator": "in" if len(values) > 1 else "is",
-                          "value": values if len(values) > 1 else values[0]})
+                raise ValidationError(
+                    f"metadata filter {k!r} needs at least one non-null value", field="metadata_filter"
+                )
+            items.append(
+                {
+                    "name": k,
+                    "comparison_operator": "in" if len(values) > 1 else "is",
+                    "value": values if len(values) > 1 else values[0],
+                }
+            )
         value = {"logical_operator": "and", "conditions": items}
     group = conditions.parse_condition(value)
     if group is None:
@@ -168,8 +177,9 @@ def parse_filter_args(args: Sequence[str]) -> dict[str, Any]:
     for a in args:
         k, sep, v = a.partition("=")
         if not sep or not k.strip():
-            raise ValidationError(f"--metadata-filter {a!r}: expected NAME=VALUE or a JSON object",
-                                  field="metadata_filter")
+            raise ValidationError(
+                f"--metadata-filter {a!r}: expected NAME=VALUE or a JSON object", field="metadata_filter"
+            )
         pairs.setdefault(k.strip(), []).append(v.strip())
     return normalize_metadata_filters(pairs)
 
@@ -184,8 +194,9 @@ def parse_expires(value: str | None, now: datetime | None = None) -> datetime | 
         return (now or utcnow()) + timedelta(**{units[v[-1]]: int(v[:-1])})
     d = conditions.to_datetime(value.strip()) if not value.strip().isdigit() else None
     if d is None:
-        raise ValidationError(f"--expires {value!r}: expected e.g. 90d, 12h or 2030-01-01[T00:00:00Z]",
-                              field="expires_at")
+        raise ValidationError(
+            f"--expires {value!r}: expected e.g. 90d, 12h or 2030-01-01[T00:00:00Z]", field="expires_at"
+        )
     return d
 
 
@@ -202,32 +213,51 @@ def authorize_tenant(session: Session, principal: Principal, tenant_id: uuid.UUI
 
 
 def _audit(session: Session, principal: Principal, row: DifyApiKey, action: str, **meta: Any) -> None:
-    record_audit(session, tenant_id=row.tenant_id, actor=principal, action=f"dify.key.{action}",
-                 object_type="dify_api_key", object_id=row.id, metadata=meta)
+    record_audit(
+        session,
+        tenant_id=row.tenant_id,
+        actor=principal,
+        action=f"dify.key.{action}",
+        object_type="dify_api_key",
+        object_id=row.id,
+        metadata=meta,
+    )
 
 
 _VIEW_FIELDS = ("name", "knowledge_base_ids", "top_k_limit", "expires_at", "metadata_filter")
 
 
-def create_key(session: Session, principal: Principal, *, tenant_id: uuid.UUID, name: str,
-               knowledge_base_ids: Iterable[str | uuid.UUID] = (), top_k_limit: int | None = None,
-               expires_at: datetime | None = None, metadata_filters: Any = None) -> tuple[DifyApiKey, str]:
+def create_key(
+    session: Session,
+    principal: Principal,
+    *,
+    tenant_id: uuid.UUID,
+    name: str,
+    knowledge_base_ids: Iterable[str | uuid.UUID] = (),
+    top_k_limit: int | None = None,
+    expires_at: datetime | None = None,
+    metadata_filters: Any = None,
+) -> tuple[DifyApiKey, str]:
     """Returns (row, plaintext). The plaintext is not recoverable afterwards (nor audited)."""
     from openkb.security import new_token
 
     authorize_tenant(session, principal, tenant_id)
-    count = session.execute(text("SELECT count(*) FROM dify_api_keys WHERE tenant_id = :t AND status <> 'revoked'"),
-                            {"t": tenant_id}).scalar_one()
+    count = session.execute(
+        text("SELECT count(*) FROM dify_api_keys WHERE tenant_id = :t AND status <> 'revoked'"), {"t": tenant_id}
+    ).scalar_one()
     if count >= MAX_KEYS_PER_TENANT:
         raise ValidationError(f"at most {MAX_KEYS_PER_TENANT} live Dify keys per tenant; revoke some first")
     row_kwargs = dict(
-        name=_name(name), allowed_knowledge_base_ids=resolve_kbs(session, tenant_id, knowledge_base_ids),
-        retrieval_top_k_limit=_top_k_limit(top_k_limit), expires_at=_expires(expires_at),
+        name=_name(name),
+        allowed_knowledge_base_ids=resolve_kbs(session, tenant_id, knowledge_base_ids),
+        retrieval_top_k_limit=_top_k_limit(top_k_limit),
+        expires_at=_expires(expires_at),
         allowed_metadata_filters=normalize_metadata_filters(metadata_filters),
     )
     plaintext, key_hash = new_token(KEY_PREFIX)
-    row = DifyApiKey(tenant_id=tenant_id, key_hash=key_hash, status="active", created_by=principal.user_id,
-                     **row_kwargs)
+    row = DifyApiKey(
+        tenant_id=tenant_id, key_hash=key_hash, status="active", created_by=principal.user_id, **row_kwargs
+    )
     session.add(row)
     session.flush()
     view = key_view(row)
@@ -242,7 +272,9 @@ def list_keys(session: Session, tenant_id: uuid.UUID, *, include_revoked: bool =
     return list(session.exec(q.order_by(DifyApiKey.created_at)).all())  # type: ignore[arg-type]
 
 
-def access_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str, *, for_update: bool = False) -> DifyApiKey:
+def access_key(
+    session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID | str, *, for_update: bool = False
+) -> DifyApiKey:
     """Fetch a key of ``tenant_id``; unknown and other-tenant ids are the same NOT_FOUND."""
     try:
         kid = key_id if isinstance(key_id, uuid.UUID) else uuid.UUID(str(key_id))
@@ -264,8 +296,9 @@ class StatusChange:
     after: str
 
 
-def _set_status(session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str,
-                status: str, action: str) -> StatusChange:
+def _set_status(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str, status: str, action: str
+) -> StatusChange:
     authorize_tenant(session, principal, tenant_id)
     row = access_key(session, tenant_id, key_id, for_update=True)
     before = row.status
@@ -280,23 +313,27 @@ def _set_status(session: Session, principal: Principal, tenant_id: uuid.UUID, ke
     return StatusChange(row, before, row.status)
 
 
-def do_disable_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
-                   key_id: uuid.UUID | str) -> StatusChange:
+def do_disable_key(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str
+) -> StatusChange:
     return _set_status(session, principal, tenant_id, key_id, "disabled", "disable")
 
 
-def do_enable_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
-                  key_id: uuid.UUID | str) -> StatusChange:
+def do_enable_key(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str
+) -> StatusChange:
     return _set_status(session, principal, tenant_id, key_id, "active", "enable")
 
 
-def do_revoke_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
-                  key_id: uuid.UUID | str) -> StatusChange:
+def do_revoke_key(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str
+) -> StatusChange:
     return _set_status(session, principal, tenant_id, key_id, "revoked", "revoke")
 
 
-def do_rotate_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
-                  key_id: uuid.UUID | str) -> tuple[DifyApiKey, str]:
+def do_rotate_key(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str
+) -> tuple[DifyApiKey, str]:
     """New secret, same id, scope and status: the old plaintext stops working on commit."""
     from openkb.security import new_token
 
@@ -313,10 +350,18 @@ def do_rotate_key(session: Session, principal: Principal, tenant_id: uuid.UUID,
     return row, plaintext
 
 
-def do_update_key(session: Session, principal: Principal, tenant_id: uuid.UUID, key_id: uuid.UUID | str, *,
-                  knowledge_base_ids: Iterable[str | uuid.UUID] | None = None, top_k_limit: int | None = None,
-                  metadata_filters: Any = ..., expires_at: datetime | None | Any = ...,
-                  name: str | None = None) -> DifyApiKey:
+def do_update_key(
+    session: Session,
+    principal: Principal,
+    tenant_id: uuid.UUID,
+    key_id: uuid.UUID | str,
+    *,
+    knowledge_base_ids: Iterable[str | uuid.UUID] | None = None,
+    top_k_limit: int | None = None,
+    metadata_filters: Any = ...,
+    expires_at: datetime | None | Any = ...,
+    name: str | None = None,
+) -> DifyApiKey:
     """Change a key's scope in place (``...`` = leave unchanged; ``expires_at=None`` clears it).
     Audited with the before/after of each field that changed."""
     authorize_tenant(session, principal, tenant_id)
@@ -338,8 +383,13 @@ def do_update_key(session: Session, principal: Principal, tenant_id: uuid.UUID, 
     session.add(row)
     session.flush()
     after = key_view(row)
-    _audit(session, principal, row, "update",
-           changes={k: {"before": before[k], "after": after[k]} for k in _VIEW_FIELDS if before[k] != after[k]})
+    _audit(
+        session,
+        principal,
+        row,
+        "update",
+        changes={k: {"before": before[k], "after": after[k]} for k in _VIEW_FIELDS if before[k] != after[k]},
+    )
     return row
 
 
@@ -348,18 +398,27 @@ def touch_last_used(session: Session, row: DifyApiKey, now: datetime | None = No
     now = now or utcnow()
     if row.last_used_at is not None and row.last_used_at >= now - LAST_USED_EVERY:
         return False
-    session.execute(text("UPDATE dify_api_keys SET last_used_at = now() WHERE id = :id "
-                         "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"), {"id": row.id})
+    session.execute(
+        text(
+            "UPDATE dify_api_keys SET last_used_at = now() WHERE id = :id "
+            "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"
+        ),
+        {"id": row.id},
+    )
     return True
 
 
 def key_view(row: DifyApiKey, now: datetime | None = None) -> dict[str, Any]:
     """The admin-facing description of a key (never the hash)."""
     return {
-        "id": str(row.id), "name": row.name, "status": effective_status(row, now), "stored_status": row.status,
+        "id": str(row.id),
+        "name": row.name,
+        "status": effective_status(row, now),
+        "stored_status": row.status,
         "tenant_id": str(row.tenant_id),
         "knowledge_base_ids": [str(k) for k in row.allowed_knowledge_base_ids],
-        "metadata_filter": row.allowed_metadata_filters or {}, "top_k_limit": row.retrieval_top_k_limit,
+        "metadata_filter": row.allowed_metadata_filters or {},
+        "top_k_limit": row.retrieval_top_k_limit,
         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
         "last_used_at": row.last_used_at.isoformat() if row.last_used_at else None,
         "created_by": str(row.created_by) if row.created_by else None,

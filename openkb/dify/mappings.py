@@ -36,8 +36,9 @@ def normalize_knowledge_id(value: str) -> str:
     if not v:
         raise ValidationError("knowledge id must not be empty", field="knowledge_id")
     if len(v) > MAX_KNOWLEDGE_ID or _CONTROL.search(v):
-        raise ValidationError(f"knowledge id must be at most {MAX_KNOWLEDGE_ID} printable characters",
-                              field="knowledge_id")
+        raise ValidationError(
+            f"knowledge id must be at most {MAX_KNOWLEDGE_ID} printable characters", field="knowledge_id"
+        )
     return v
 
 
@@ -49,22 +50,36 @@ class MapResult:
 
 
 def _audit(session: Session, principal: Principal, row: DifyKnowledgeMapping, action: str, **meta: Any) -> None:
-    record_audit(session, tenant_id=row.tenant_id, actor=principal, action=f"dify.mapping.{action}",
-                 object_type="dify_knowledge_mapping", object_id=row.id,
-                 metadata={"knowledge_id": row.dify_knowledge_id, **meta})
+    record_audit(
+        session,
+        tenant_id=row.tenant_id,
+        actor=principal,
+        action=f"dify.mapping.{action}",
+        object_type="dify_knowledge_mapping",
+        object_id=row.id,
+        metadata={"knowledge_id": row.dify_knowledge_id, **meta},
+    )
 
 
-def do_map(session: Session, principal: Principal, *, tenant_id: uuid.UUID, knowledge_id: str,
-           kb: str | uuid.UUID) -> MapResult:
+def do_map(
+    session: Session, principal: Principal, *, tenant_id: uuid.UUID, knowledge_id: str, kb: str | uuid.UUID
+) -> MapResult:
     authorize_tenant(session, principal, tenant_id)
     kid = normalize_knowledge_id(knowledge_id)
     target = resolve_kb(session, tenant_id, str(kb))
-    row = session.exec(select(DifyKnowledgeMapping).where(DifyKnowledgeMapping.tenant_id == tenant_id,
-                                                          DifyKnowledgeMapping.dify_knowledge_id == kid)
-                       .with_for_update()).first()
+    row = session.exec(
+        select(DifyKnowledgeMapping)
+        .where(DifyKnowledgeMapping.tenant_id == tenant_id, DifyKnowledgeMapping.dify_knowledge_id == kid)
+        .with_for_update()
+    ).first()
     if row is None:
-        row = DifyKnowledgeMapping(tenant_id=tenant_id, dify_knowledge_id=kid, knowledge_base_id=target.id,
-                                   status="active", created_by=principal.user_id)
+        row = DifyKnowledgeMapping(
+            tenant_id=tenant_id,
+            dify_knowledge_id=kid,
+            knowledge_base_id=target.id,
+            status="active",
+            created_by=principal.user_id,
+        )
         session.add(row)
         session.flush()
         _audit(session, principal, row, "create", knowledge_base_id=str(target.id), before=None)
@@ -80,8 +95,13 @@ def do_map(session: Session, principal: Principal, *, tenant_id: uuid.UUID, know
 
 
 def list_mappings(session: Session, tenant_id: uuid.UUID) -> list[DifyKnowledgeMapping]:
-    return list(session.exec(select(DifyKnowledgeMapping).where(DifyKnowledgeMapping.tenant_id == tenant_id)
-                             .order_by(DifyKnowledgeMapping.created_at)).all())  # type: ignore[arg-type]
+    return list(
+        session.exec(
+            select(DifyKnowledgeMapping)
+            .where(DifyKnowledgeMapping.tenant_id == tenant_id)
+            .order_by(DifyKnowledgeMapping.created_at)
+        ).all()
+    )  # type: ignore[arg-type]
 
 
 def access_mapping(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID) -> DifyKnowledgeMapping:
@@ -95,15 +115,19 @@ def access_mapping(session: Session, tenant_id: uuid.UUID, ref: str | uuid.UUID)
     except ValueError:
         pass
     if row is None:
-        row = session.exec(select(DifyKnowledgeMapping).where(DifyKnowledgeMapping.tenant_id == tenant_id,
-                                                              DifyKnowledgeMapping.dify_knowledge_id == ref_s)).first()
+        row = session.exec(
+            select(DifyKnowledgeMapping).where(
+                DifyKnowledgeMapping.tenant_id == tenant_id, DifyKnowledgeMapping.dify_knowledge_id == ref_s
+            )
+        ).first()
     if row is None:
         raise NotFound(f"no mapping for {ref_s!r}")
     return row
 
 
-def _set_status(session: Session, principal: Principal, tenant_id: uuid.UUID, ref: str | uuid.UUID,
-                status: str) -> tuple[DifyKnowledgeMapping, str]:
+def _set_status(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, ref: str | uuid.UUID, status: str
+) -> tuple[DifyKnowledgeMapping, str]:
     authorize_tenant(session, principal, tenant_id)
     row = access_mapping(session, tenant_id, ref)
     before = row.status
@@ -112,24 +136,32 @@ def _set_status(session: Session, principal: Principal, tenant_id: uuid.UUID, re
         row.updated_at = utcnow()
         session.add(row)
         session.flush()
-        _audit(session, principal, row, "disable" if status == "disabled" else "enable", before=before,
-               after=row.status)
+        _audit(
+            session, principal, row, "disable" if status == "disabled" else "enable", before=before, after=row.status
+        )
     return row, before
 
 
-def do_disable_mapping(session: Session, principal: Principal, tenant_id: uuid.UUID,
-                       ref: str | uuid.UUID) -> tuple[DifyKnowledgeMapping, str]:
+def do_disable_mapping(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, ref: str | uuid.UUID
+) -> tuple[DifyKnowledgeMapping, str]:
     return _set_status(session, principal, tenant_id, ref, "disabled")
 
 
-def do_enable_mapping(session: Session, principal: Principal, tenant_id: uuid.UUID,
-                      ref: str | uuid.UUID) -> tuple[DifyKnowledgeMapping, str]:
+def do_enable_mapping(
+    session: Session, principal: Principal, tenant_id: uuid.UUID, ref: str | uuid.UUID
+) -> tuple[DifyKnowledgeMapping, str]:
     return _set_status(session, principal, tenant_id, ref, "active")
 
 
 def mapping_view(row: DifyKnowledgeMapping) -> dict[str, Any]:
-    return {"id": str(row.id), "knowledge_id": row.dify_knowledge_id, "knowledge_base_id": str(row.knowledge_base_id),
-            "status": row.status, "tenant_id": str(row.tenant_id),
-            "created_by": str(row.created_by) if row.created_by else None,
-            "created_at": row.created_at.isoformat() if row.created_at else None,
-            "updated_at": row.updated_at.isoformat() if row.updated_at else None}
+    return {
+        "id": str(row.id),
+        "knowledge_id": row.dify_knowledge_id,
+        "knowledge_base_id": str(row.knowledge_base_id),
+        "status": row.status,
+        "tenant_id": str(row.tenant_id),
+        "created_by": str(row.created_by) if row.created_by else None,
+        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "updated_at": row.updated_at.isoformat() if row.updated_at else None,
+    }

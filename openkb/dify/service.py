@@ -58,7 +58,8 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY, UUID as PG_UUID
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlmodel import Session, select
 
 from openkb.dify import conditions as cond
@@ -86,9 +87,9 @@ class RetrievalQuery:
     """One retrieval request, parsed: what ``retrieve`` needs, independent of Dify's JSON."""
 
     query: str = ""
-    top_k: int | None = None              # None: the key's limit; always capped by it
+    top_k: int | None = None  # None: the key's limit; always capped by it
     score_threshold: float | None = None  # 0.0 or None: disabled
-    condition: cond.Group | None = None   # the request's metadata_condition
+    condition: cond.Group | None = None  # the request's metadata_condition
 
 
 # --- phase 1: who is calling, for what -----------------------------------------------------------
@@ -114,8 +115,8 @@ class Caller:
 class Authorized:
     key: DifyApiKey
     knowledge_id: str
-    knowledge_base_id: uuid.UUID | None      # None: the registration probe
-    principal: Principal                     # narrowed to knowledge_base_id
+    knowledge_base_id: uuid.UUID | None  # None: the registration probe
+    principal: Principal  # narrowed to knowledge_base_id
     key_condition: cond.Group | None
     top_k_limit: int
 
@@ -136,8 +137,11 @@ def identify(session: Session, token: str, knowledge_id: str) -> Caller:
     if keys_svc.looks_like_key(token):
         row = session.exec(
             select(DifyApiKey, DifyKnowledgeMapping)  # type: ignore[call-overload]
-            .outerjoin(DifyKnowledgeMapping, (DifyKnowledgeMapping.tenant_id == DifyApiKey.tenant_id)
-                       & (DifyKnowledgeMapping.dify_knowledge_id == knowledge_id))
+            .outerjoin(
+                DifyKnowledgeMapping,
+                (DifyKnowledgeMapping.tenant_id == DifyApiKey.tenant_id)
+                & (DifyKnowledgeMapping.dify_knowledge_id == knowledge_id),
+            )
             .where(DifyApiKey.key_hash == hash_token(token))
         ).first()
     if row is None:
@@ -156,8 +160,9 @@ def dify_principal(key: DifyApiKey, knowledge_base_id: uuid.UUID | None) -> Prin
     return replace(p, allowed_kb_ids=frozenset({knowledge_base_id}) if knowledge_base_id else frozenset())
 
 
-def authorize(session: Session, settings: Any, caller: Caller, knowledge_id: str, *,
-              now: datetime | None = None) -> Authorized:
+def authorize(
+    session: Session, settings: Any, caller: Caller, knowledge_id: str, *, now: datetime | None = None
+) -> Authorized:
     """May ``caller`` search ``knowledge_id`` now? Counts the call against the key's rate limit.
 
     ``knowledge_id == ""`` is Dify's registration probe: a live key gets an ``Authorized``
@@ -184,8 +189,9 @@ def authorize(session: Session, settings: Any, caller: Caller, knowledge_id: str
         return Authorized(key, "", None, _principal(key, None), key_condition, key.retrieval_top_k_limit)
     kb_id = caller.knowledge_base_id
     if kb_id is None:
-        raise DifyKnowledgeNotFound(f"knowledge does not exist: {knowledge_id!r} is not mapped "
-                                    "(openkb dify map --knowledge-id ... --kb ...)")
+        raise DifyKnowledgeNotFound(
+            f"knowledge does not exist: {knowledge_id!r} is not mapped (openkb dify map --knowledge-id ... --kb ...)"
+        )
     if kb_id not in set(key.allowed_knowledge_base_ids or ()):
         raise DifyKeyRejected(f"authorization failed: this API key may not read {knowledge_id!r}")
     return Authorized(key, knowledge_id, kb_id, _principal(key, kb_id), key_condition, key.retrieval_top_k_limit)
@@ -212,7 +218,8 @@ class Outcome:
 
 
 _CREATED_SQL = text("SELECT d.id::text AS id, d.created_at FROM documents d WHERE d.id = ANY(:ids)").bindparams(
-    bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=False))))
+    bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=False)))
+)
 _CREATED_NAMES = frozenset({"created_at", "upload_date"})
 
 
@@ -223,8 +230,7 @@ def _doc_fields(hit: Any, created: Mapping[str, Any]) -> cond.DocFields:
     builtins = {"title": _attr(hit, "title"), "updated_at": _attr(hit, "updated_at"), "document_id": doc_id}
     if doc_id in created:
         builtins["created_at"] = created[doc_id]
-    return cond.DocFields(metadata=_attr(hit, "metadata") or {}, tags=list(_attr(hit, "tags") or ()),
-                          builtins=builtins)
+    return cond.DocFields(metadata=_attr(hit, "metadata") or {}, tags=list(_attr(hit, "tags") or ()), builtins=builtins)
 
 
 def document_url(base_url: str, kb_id: Any, doc_id: Any) -> str:
@@ -285,18 +291,29 @@ def build_record(hit: Any, *, base_url: str, knowledge_id: str, score: float) ->
     """
     doc_id, kb_id = str(_attr(hit, "document_id")), str(_attr(hit, "knowledge_base_id"))
     own = _attr(hit, "metadata") or {}
-    meta: dict[str, Any] = {str(k): v for k, v in own.items() if k not in DIFY_RESERVED_META} \
-        if isinstance(own, Mapping) else {}
-    meta.update({
-        "document_id": doc_id, "chunk_id": str(_attr(hit, "chunk_id")), "knowledge_base_id": kb_id,
-        "knowledge_id": knowledge_id, "path": str(_attr(hit, "path") or ""),
-        "heading_path": [str(h) for h in (_attr(hit, "heading_path") or ())],
-        "url": document_url(base_url, kb_id, doc_id), "tags": [str(t) for t in (_attr(hit, "tags") or ())],
-    })
+    meta: dict[str, Any] = (
+        {str(k): v for k, v in own.items() if k not in DIFY_RESERVED_META} if isinstance(own, Mapping) else {}
+    )
+    meta.update(
+        {
+            "document_id": doc_id,
+            "chunk_id": str(_attr(hit, "chunk_id")),
+            "knowledge_base_id": kb_id,
+            "knowledge_id": knowledge_id,
+            "path": str(_attr(hit, "path") or ""),
+            "heading_path": [str(h) for h in (_attr(hit, "heading_path") or ())],
+            "url": document_url(base_url, kb_id, doc_id),
+            "tags": [str(t) for t in (_attr(hit, "tags") or ())],
+        }
+    )
     if _attr(hit, "updated_at"):
         meta["updated_at"] = _attr(hit, "updated_at")
-    return {"content": str(_attr(hit, "content") or ""), "score": score, "title": _title(hit),
-            "metadata": _jsonable(meta)}
+    return {
+        "content": str(_attr(hit, "content") or ""),
+        "score": score,
+        "title": _title(hit),
+        "metadata": _jsonable(meta),
+    }
 
 
 def effective_top_k(requested: int | None, limit: int) -> int:
@@ -314,7 +331,8 @@ def retrieve(ctx: Any, session: Session, auth: Authorized, request: RetrievalQue
     fewer than top_k records (the trade-off is documented in the module docstring).
     """
     from openkb.retrieval import search
-    from openkb.retrieval.service import MAX_QUERY_CHARS as SEARCH_MAX_QUERY, MAX_TOP_K
+    from openkb.retrieval.service import MAX_QUERY_CHARS as SEARCH_MAX_QUERY
+    from openkb.retrieval.service import MAX_TOP_K
 
     top_k = min(effective_top_k(request.top_k, auth.top_k_limit), MAX_TOP_K)
     out = Outcome(top_k=top_k)
@@ -335,8 +353,9 @@ def retrieve(ctx: Any, session: Session, auth: Authorized, request: RetrievalQue
             out.pushed_tags, exact = len(pushed[0]), pushed[1]
         if not exact:
             fetch = min(max(top_k * OVERFETCH, top_k), MAX_TOP_K)
-    hits = search(ctx, session, auth.principal, query, knowledge_base_ids=[auth.knowledge_base_id],
-                  top_k=fetch, filters=filters)
+    hits = search(
+        ctx, session, auth.principal, query, knowledge_base_ids=[auth.knowledge_base_id], top_k=fetch, filters=filters
+    )
     out.fetched = len(hits)
     # the principal and knowledge_base_ids already restrict this; cheap insurance all the same
     hits = [h for h in hits if str(_attr(h, "knowledge_base_id")) == str(auth.knowledge_base_id)]
@@ -361,10 +380,20 @@ def retrieve(ctx: Any, session: Session, auth: Authorized, request: RetrievalQue
 # --- audit ---------------------------------------------------------------------------------------
 
 
-def audit_call(session: Session, *, key: DifyApiKey, knowledge_id: str, knowledge_base_id: uuid.UUID | None,
-               status: int, error_code: int | None, ip: str | None, user_agent: str | None,
-               error: str | None = None, document_ids: Sequence[str] = (),
-               extra: Mapping[str, Any] | None = None) -> None:
+def audit_call(
+    session: Session,
+    *,
+    key: DifyApiKey,
+    knowledge_id: str,
+    knowledge_base_id: uuid.UUID | None,
+    status: int,
+    error_code: int | None,
+    ip: str | None,
+    user_agent: str | None,
+    error: str | None = None,
+    document_ids: Sequence[str] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> None:
     """One ``audit_logs`` row per identified call (actor_type ``api_key``).
 
     ``status`` and ``error_code`` are what Dify was answered (the adapter's wire values, the ones
@@ -376,15 +405,28 @@ def audit_call(session: Session, *, key: DifyApiKey, knowledge_id: str, knowledg
     from openkb.audit import record_audit
 
     actor = Principal(kind="dify_key", tenant_id=key.tenant_id, dify_key_id=key.id, allowed_kb_ids=frozenset())
-    meta: dict[str, Any] = {"knowledge_id": knowledge_id, "key_name": key.name, "status": status,
-                            "document_ids": list(document_ids), **(extra or {})}
+    meta: dict[str, Any] = {
+        "knowledge_id": knowledge_id,
+        "key_name": key.name,
+        "status": status,
+        "document_ids": list(document_ids),
+        **(extra or {}),
+    }
     if error_code is not None:
         meta["error_code"] = error_code
     if error is not None:
         meta["error"] = error
-    record_audit(session, tenant_id=key.tenant_id, actor=actor, action="dify.retrieval",
-                 object_type="knowledge_base" if knowledge_base_id else None, object_id=knowledge_base_id,
-                 metadata=meta, ip=ip, user_agent=user_agent)
+    record_audit(
+        session,
+        tenant_id=key.tenant_id,
+        actor=actor,
+        action="dify.retrieval",
+        object_type="knowledge_base" if knowledge_base_id else None,
+        object_id=knowledge_base_id,
+        metadata=meta,
+        ip=ip,
+        user_agent=user_agent,
+    )
 
 
 # --- setup info ----------------------------------------------------------------------------------
@@ -398,10 +440,14 @@ def endpoint_info(settings: Any) -> dict[str, Any]:
     host = (urlparse(base).hostname or "").lower()
     if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
         port = urlparse(base).port or 80
-        warnings.append(f"APP_BASE_URL is {base}: Dify (often in Docker) cannot reach a loopback address; set "
-                        f"APP_BASE_URL to the URL Dify can reach, e.g. http://host.docker.internal:{port} or https://kb.example.com")
+        warnings.append(
+            f"APP_BASE_URL is {base}: Dify (often in Docker) cannot reach a loopback address; set "
+            f"APP_BASE_URL to the URL Dify can reach, e.g. http://host.docker.internal:{port} or https://kb.example.com"
+        )
     if str(getattr(settings, "app_base_url_source", "")).startswith("default"):  # docs/operations.md
-        warnings.append(f"APP_BASE_URL is unset and no `openkb up` is running: {base} is a guess: start `openkb up` first, or set APP_BASE_URL")
+        warnings.append(
+            f"APP_BASE_URL is unset and no `openkb up` is running: {base} is a guess: start `openkb up` first, or set APP_BASE_URL"
+        )
     if base.endswith("/retrieval"):
         warnings.append("APP_BASE_URL ends with /retrieval: Dify would call /retrieval/retrieval; drop the suffix")
     return {
@@ -418,7 +464,12 @@ def endpoint_info(settings: Any) -> dict[str, Any]:
             "External Knowledge ID from step 2",
             "Check it with Dify's Retrieval Testing; each call is in OpenKB's audit log (action dify.retrieval)",
         ],
-        "errors": {"1001": "403 malformed Authorization header", "1002": "403 key invalid or not allowed",
-                   "2001": "404 knowledge id not mapped", "2002": "400 malformed body",
-                   "3001": "429 rate limited", "5001": "503 search backend unavailable"},
+        "errors": {
+            "1001": "403 malformed Authorization header",
+            "1002": "403 key invalid or not allowed",
+            "2001": "404 knowledge id not mapped",
+            "2002": "400 malformed body",
+            "3001": "429 rate limited",
+            "5001": "503 search backend unavailable",
+        },
     }

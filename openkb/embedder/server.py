@@ -44,8 +44,15 @@ MAX_INPUTS = 2048  # OpenAI's own per-request limit; Milvus chunks its batches t
 
 
 class RequestError(Exception):
-    def __init__(self, message: str, *, param: str | None = None, code: str = "invalid_request",
-                 status: int = 400, type_: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str = "invalid_request",
+        status: int = 400,
+        type_: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.message, self.param, self.code, self.status, self.type = message, param, code, status, type_
 
@@ -63,8 +70,9 @@ def float_rows_json(vectors: np.ndarray) -> list[str]:
     ``json.dumps(vectors.tolist())`` spends ~0.7 ms per 512-d row printing 17-digit doubles,
     about a tenth of the encode time; ``savetxt`` is 3x faster and halves the response size."""
     if not np.isfinite(vectors).all():
-        raise RequestError("the model produced a non-finite vector", code="internal_error", status=500,
-                           type_="server_error")
+        raise RequestError(
+            "the model produced a non-finite vector", code="internal_error", status=500, type_="server_error"
+        )
     if len(vectors) == 0:
         return []
     buf = io.StringIO()
@@ -115,14 +123,16 @@ class EmbeddingService:
             raise RequestError(
                 f"model {name!r} is not served here (this service runs {self.model.name!r}); "
                 "a collection built with another model must be rebuilt, not pointed at this one",
-                param="model", code="model_not_found")
+                param="model",
+                code="model_not_found",
+            )
 
     def encode(self, texts: list[str]) -> np.ndarray:
         out = np.empty((len(texts), self.model.dim), dtype=np.float32)
         step = self.model.info.batch_size
         for start in range(0, len(texts), step):
             with self._lock:
-                out[start:start + step] = self.model.encode(texts[start:start + step])
+                out[start : start + step] = self.model.encode(texts[start : start + step])
         return out
 
     # --- endpoints ----------------------------------------------------------------------------
@@ -130,8 +140,14 @@ class EmbeddingService:
         return {"object": "list", "data": [self.model_card()]}
 
     def model_card(self) -> dict[str, Any]:
-        return {"id": self.model.name, "object": "model", "created": 0, "owned_by": "openkb",
-                "dimensions": self.model.dim, "description": self.model.info.description}
+        return {
+            "id": self.model.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "openkb",
+            "dimensions": self.model.dim,
+            "description": self.model.info.description,
+        }
 
     def embeddings(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
@@ -145,15 +161,18 @@ class EmbeddingService:
         elif isinstance(raw, list) and not raw:
             raise RequestError("'input' must not be empty", param="input")
         else:
-            raise RequestError("'input' must be a string or a list of strings (token arrays are not supported)",
-                               param="input")
+            raise RequestError(
+                "'input' must be a string or a list of strings (token arrays are not supported)", param="input"
+            )
         if len(texts) > MAX_INPUTS:
             raise RequestError(f"'input' has {len(texts)} items; at most {MAX_INPUTS} per request", param="input")
         dims = body.get("dimensions")
         if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims != self.model.dim):
-            raise RequestError(f"model {self.model.name!r} produces {self.model.dim}-dimensional vectors; "
-                               f"'dimensions' must be {self.model.dim} or omitted (got {dims!r})",
-                               param="dimensions")
+            raise RequestError(
+                f"model {self.model.name!r} produces {self.model.dim}-dimensional vectors; "
+                f"'dimensions' must be {self.model.dim} or omitted (got {dims!r})",
+                param="dimensions",
+            )
         fmt = body.get("encoding_format", "float")
         if fmt not in ("float", "base64"):
             raise RequestError("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
@@ -184,7 +203,7 @@ class EmbeddingService:
         for d in docs:
             text = d.get("text") if isinstance(d, dict) else d
             if not isinstance(text, str):
-                raise RequestError("each document must be a string or {\"text\": str}", param="documents")
+                raise RequestError('each document must be a string or {"text": str}', param="documents")
             texts.append(text)
         top_n = body.get("top_n")
         if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
@@ -194,8 +213,10 @@ class EmbeddingService:
         vecs = self.encode([query, *texts])
         scores = (vecs[1:] @ vecs[0] + 1.0) / 2.0  # cosine in [-1, 1] -> relevance in [0, 1]
         order = np.argsort(-scores, kind="stable")[: top_n or len(texts)]
-        return {"results": [{"index": int(i), "relevance_score": float(scores[i])} for i in order],
-                "meta": {"billed_units": {"search_units": 1}}}
+        return {
+            "results": [{"index": int(i), "relevance_score": float(scores[i])} for i in order],
+            "meta": {"billed_units": {"search_units": 1}},
+        }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -238,8 +259,9 @@ class _Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY_BYTES:
                 self.close_connection = True  # the unread body would poison a kept-alive connection
-                raise RequestError(f"request body is {length} bytes; at most {MAX_BODY_BYTES}",
-                                   code="payload_too_large", status=413)
+                raise RequestError(
+                    f"request body is {length} bytes; at most {MAX_BODY_BYTES}", code="payload_too_large", status=413
+                )
             try:
                 body = json.loads(self.rfile.read(length) or b"null")
             except (ValueError, UnicodeDecodeError) as exc:
@@ -251,11 +273,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except Exception as exc:  # report, keep serving
             log.exception("POST %s failed", path)
-            self._send(500, RequestError(f"internal error: {type(exc).__name__}", code="internal_error",
-                                         status=500, type_="server_error").body())
+            self._send(
+                500,
+                RequestError(
+                    f"internal error: {type(exc).__name__}", code="internal_error", status=500, type_="server_error"
+                ).body(),
+            )
             return
-        log.debug("POST %s %d items in %.1f ms", path, len(result.get("data") or result.get("results") or []),
-                  (time.perf_counter() - started) * 1000)
+        log.debug(
+            "POST %s %d items in %.1f ms",
+            path,
+            len(result.get("data") or result.get("results") or []),
+            (time.perf_counter() - started) * 1000,
+        )
         self._send(200, result)
 
 

@@ -79,7 +79,9 @@ def check_zip(data: bytes, what: str) -> None:
         raise ConversionFailed(f"{what} expands to {total} bytes; at most {MAX_ZIP_TOTAL} are allowed")
     packed = sum(i.compress_size for i in infos) or 1
     if total > 1 << 20 and total / packed > MAX_ZIP_RATIO:
-        raise ConversionFailed(f"{what} expands {total // packed}x; a ratio above {MAX_ZIP_RATIO} looks like a zip bomb")
+        raise ConversionFailed(
+            f"{what} expands {total // packed}x; a ratio above {MAX_ZIP_RATIO} looks like a zip bomb"
+        )
 
 
 # --- Markdown / plain text ---------------------------------------------------------------------
@@ -105,18 +107,33 @@ class MarkdownConverter:
 # --- HTML ----------------------------------------------------------------------------------------
 
 _DATA_URI = re.compile(r"\(data:(image/[a-z0-9.+-]+);base64,([A-Za-z0-9+/=\s]+)\)")
-_EXT = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
-        "image/svg+xml": ".svg", "image/bmp": ".bmp", "image/tiff": ".tif", "image/x-emf": ".emf",
-        "image/x-wmf": ".wmf"}
+_EXT = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/svg+xml": ".svg",
+    "image/bmp": ".bmp",
+    "image/tiff": ".tif",
+    "image/x-emf": ".emf",
+    "image/x-wmf": ".wmf",
+}
 
 
 def html_to_markdown(html: str) -> str:
     """HTML -> Markdown written close to what the editor keeps (ATX headings, ``*`` bullets)."""
     from markdownify import markdownify
 
-    return markdownify(html, heading_style="ATX", bullets="*", strong_em_symbol="*", escape_underscores=False,
-                       escape_misc=False, strip=["script", "style"], keep_inline_images_in=["td", "th", "a", "p",
-                                                                                             "li", "span", "div"])
+    return markdownify(
+        html,
+        heading_style="ATX",
+        bullets="*",
+        strong_em_symbol="*",
+        escape_underscores=False,
+        escape_misc=False,
+        strip=["script", "style"],
+        keep_inline_images_in=["td", "th", "a", "p", "li", "span", "div"],
+    )
 
 
 def extract_data_uris(markdown: str, prefix: str) -> tuple[str, list[ConvertedAsset], list[str]]:
@@ -212,8 +229,13 @@ def _markitdown_converter(kind: str):  # -> markitdown.DocumentConverter
         XlsxConverter,
     )
 
-    return {"docx": DocxConverter, "pptx": PptxConverter, "xlsx": XlsxConverter, "xls": XlsConverter,
-            "csv": CsvConverter}[kind]()
+    return {
+        "docx": DocxConverter,
+        "pptx": PptxConverter,
+        "xlsx": XlsxConverter,
+        "xls": XlsConverter,
+        "csv": CsvConverter,
+    }[kind]()
 
 
 # --- PDF through pdfplumber ----------------------------------------------------------------------
@@ -303,8 +325,12 @@ class PdfConverter:
 
 def _crop_png(page: object, img: dict) -> bytes | None:
     try:
-        x0, top, x1, bottom = (max(0, img["x0"]), max(0, img["top"]), min(page.width, img["x1"]),  # type: ignore[attr-defined]
-                               min(page.height, img["bottom"]))  # type: ignore[attr-defined]
+        x0, top, x1, bottom = (
+            max(0, img["x0"]),
+            max(0, img["top"]),
+            min(page.width, img["x1"]),  # type: ignore[attr-defined]
+            min(page.height, img["bottom"]),
+        )  # type: ignore[attr-defined]
         if x1 - x0 < 2 or bottom - top < 2:
             return None
         pic = page.crop((x0, top, x1, bottom)).to_image(resolution=110).original  # type: ignore[attr-defined]
@@ -366,8 +392,13 @@ class ImageConverter:
         return Converted(md, [ConvertedAsset(base, data, mime)], warnings, confidence)
 
 
-CONVERTERS: tuple[Converter, ...] = (MarkdownConverter(), HtmlConverter(), MarkItDownConverter(), PdfConverter(),
-                                     ImageConverter())
+CONVERTERS: tuple[Converter, ...] = (
+    MarkdownConverter(),
+    HtmlConverter(),
+    MarkItDownConverter(),
+    PdfConverter(),
+    ImageConverter(),
+)
 
 _REFUSED = {
     "encrypted": "password-protected Office file",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import uuid
 import zipfile
-from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from sqlmodel import Session
@@ -44,9 +43,16 @@ __all__ = ["JOB_HANDLERS", "create_import_job", "get_import_job", "job_out", "ru
 MAX_FILES = 10_000
 
 
-def create_import_job(session: Session, actor: Actor, blobs: BlobStore, *, knowledge_base_id: uuid.UUID,
-                      files: list[tuple[str, BinaryIO]], target_id: uuid.UUID | None = None,
-                      settings: Settings | None = None) -> ImportJob:
+def create_import_job(
+    session: Session,
+    actor: Actor,
+    blobs: BlobStore,
+    *,
+    knowledge_base_id: uuid.UUID,
+    files: list[tuple[str, BinaryIO]],
+    target_id: uuid.UUID | None = None,
+    settings: Settings | None = None,
+) -> ImportJob:
     """``files``: (relative name, stream). One zip is imported as its tree; several files are packed."""
     settings = settings or get_settings()
     p = actor.principal
@@ -63,12 +69,22 @@ def create_import_job(session: Session, actor: Actor, blobs: BlobStore, *, knowl
     if not p.has_write_scope():
         raise PermissionDenied("this token may not import (it needs doc:write)")
     name, data, mime = _pack(files, settings.max_upload_bytes)
-    asset = upload_asset(session, actor, blobs, io.BytesIO(data), size=len(data), filename=name, content_type=mime,
-                         settings=settings)
+    asset = upload_asset(
+        session, actor, blobs, io.BytesIO(data), size=len(data), filename=name, content_type=mime, settings=settings
+    )
     kb = kb_acc.knowledge_base
-    job = ImportJob(tenant_id=kb.tenant_id, workspace_id=kb.workspace_id, knowledge_base_id=kb.id,
-                    source_asset_id=asset.id, status="pending", converter="auto", target_id=target_id,
-                    run_id=actor.run_id, created_by=actor.user_id, results={})
+    job = ImportJob(
+        tenant_id=kb.tenant_id,
+        workspace_id=kb.workspace_id,
+        knowledge_base_id=kb.id,
+        source_asset_id=asset.id,
+        status="pending",
+        converter="auto",
+        target_id=target_id,
+        run_id=actor.run_id,
+        created_by=actor.user_id,
+        results={},
+    )
     session.add(job)
     session.flush()
     enqueue_after_commit(session, "import_job", job_id=str(job.id))
@@ -100,8 +116,9 @@ def _pack(files: list[tuple[str, BinaryIO]], cap: int) -> tuple[str, bytes, str]
             data = read(rel, f)
             total += len(data)
             if total > cap:
-                raise limits.UploadTooLarge(f"the files are larger than {cap} bytes together",
-                                            limit="max_upload_bytes", max=cap)
+                raise limits.UploadTooLarge(
+                    f"the files are larger than {cap} bytes together", limit="max_upload_bytes", max=cap
+                )
             z.writestr(rel, data)  # names with ".." fail per file in the import, like any zip
     return "upload.zip", buf.getvalue(), "application/zip"
 
@@ -109,23 +126,39 @@ def _pack(files: list[tuple[str, BinaryIO]], cap: int) -> tuple[str, bytes, str]
 def get_import_job(session: Session, principal: Principal, job_id: uuid.UUID) -> ImportJob:
     """The job for its creator; NotFound for anyone else (existence stays private)."""
     job = session.get(ImportJob, job_id)
-    if job is None or principal.kind != "user" or principal.user_id != job.created_by \
-            or principal.tenant_id != job.tenant_id:
+    if (
+        job is None
+        or principal.kind != "user"
+        or principal.user_id != job.created_by
+        or principal.tenant_id != job.tenant_id
+    ):
         raise NotFound("import job not found")
     return job
 
 
 def job_out(job: ImportJob) -> dict[str, Any]:
     r = job.results or {}
-    return {"id": job.id, "status": job.status, "knowledge_base_id": job.knowledge_base_id,
-            "target_id": job.target_id, "run_id": job.run_id, "source_asset_id": job.source_asset_id,
-            "error": job.error, "warnings": list(job.warnings or []), "counts": r.get("counts", {}),
-            "files": r.get("files", []), "document_ids": r.get("document_ids", []),
-            "document_id": job.document_id, "created_at": job.created_at, "updated_at": job.updated_at}
+    return {
+        "id": job.id,
+        "status": job.status,
+        "knowledge_base_id": job.knowledge_base_id,
+        "target_id": job.target_id,
+        "run_id": job.run_id,
+        "source_asset_id": job.source_asset_id,
+        "error": job.error,
+        "warnings": list(job.warnings or []),
+        "counts": r.get("counts", {}),
+        "files": r.get("files", []),
+        "document_ids": r.get("document_ids", []),
+        "document_id": job.document_id,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+    }
 
 
-def run_import_job(units: Units, blobs: BlobStore, job_id: uuid.UUID, settings: Settings | None = None,
-                   jobs: int = 1) -> str:
+def run_import_job(
+    units: Units, blobs: BlobStore, job_id: uuid.UUID, settings: Settings | None = None, jobs: int = 1
+) -> str:
     """Run one job to its end; returns its final status. Each step commits on its own."""
     settings = settings or get_settings()
     with units() as s:
@@ -139,8 +172,9 @@ def run_import_job(units: Units, blobs: BlobStore, job_id: uuid.UUID, settings: 
         asset = s.get(DocumentAsset, job.source_asset_id)
         key = asset.object_key if asset else None
         name = asset.filename if asset and asset.filename else "upload"
-        actor = Actor.of(Principal.user(job.created_by, job.tenant_id), str(job.run_id) if job.run_id else None,
-                         source="import")
+        actor = Actor.of(
+            Principal.user(job.created_by, job.tenant_id), str(job.run_id) if job.run_id else None, source="import"
+        )
         kb_id, target_id = job.knowledge_base_id, job.target_id
     try:
         if key is None:
@@ -157,18 +191,28 @@ def run_import_job(units: Units, blobs: BlobStore, job_id: uuid.UUID, settings: 
         return "failed"
     failed = report.failed
     pages = [f for f in report.files if f.type == "page" and f.document_id and f.status != "failed"]
-    _finish(units, job_id, "failed" if failed else "succeeded",
-            error=f"{len(failed)} of {len(report.files)} files failed" if failed else None,
-            warnings=[f"{f.path}: {w}" for f in report.files for w in f.warnings][:1000],
-            results={"counts": report.counts(), "files": report.to_dict()["files"],
-                     "document_ids": report.document_ids()},
-            document_id=uuid.UUID(pages[0].document_id) if len(pages) == 1 else None)
+    _finish(
+        units,
+        job_id,
+        "failed" if failed else "succeeded",
+        error=f"{len(failed)} of {len(report.files)} files failed" if failed else None,
+        warnings=[f"{f.path}: {w}" for f in report.files for w in f.warnings][:1000],
+        results={"counts": report.counts(), "files": report.to_dict()["files"], "document_ids": report.document_ids()},
+        document_id=uuid.UUID(pages[0].document_id) if len(pages) == 1 else None,
+    )
     return "failed" if failed else "succeeded"
 
 
-def _finish(units: Units, job_id: uuid.UUID, status: str, *, error: str | None = None,
-            warnings: list[str] | None = None, results: dict[str, Any] | None = None,
-            document_id: uuid.UUID | None = None) -> None:
+def _finish(
+    units: Units,
+    job_id: uuid.UUID,
+    status: str,
+    *,
+    error: str | None = None,
+    warnings: list[str] | None = None,
+    results: dict[str, Any] | None = None,
+    document_id: uuid.UUID | None = None,
+) -> None:
     with units() as s:
         job = s.get(ImportJob, job_id, with_for_update=True)
         if job is None:
@@ -188,7 +232,9 @@ def _handle_import_job(ctx: Any, session: Session, *, job_id: str) -> str:
     its own units of work on the context's engine instead of the handler's one session."""
     from openkb.db import session_scope
 
-    units: Callable[[], Any] = lambda: session_scope(ctx.engine)
+    def units() -> Any:
+        return session_scope(ctx.engine)
+
     return run_import_job(units, ctx.blobs, uuid.UUID(job_id), ctx.settings)
 
 

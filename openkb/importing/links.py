@@ -64,7 +64,7 @@ def _wiki_tokens(content: str, wiki: ResolveWiki, unresolved: list[str]) -> list
             continue
         changed = True
         if m.start() > pos:
-            out.append(_text(content[pos:m.start()]))
+            out.append(_text(content[pos : m.start()]))
         label = (shown if shown is not None else target + (anchor.replace("#", " > ", 1) if anchor else "")).strip()
         if embed:
             img = Token("image", "img", 0, attrs={"src": url, "alt": ""})

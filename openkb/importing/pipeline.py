@@ -109,9 +109,15 @@ class ImportReport:
         return [f.document_id for f in self.files if f.document_id and f.status in ("created", "updated", "unchanged")]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "knowledge_base_id": self.knowledge_base_id, "target_id": self.target_id,
-                "dry_run": self.dry_run, "counts": self.counts(), "seconds": round(self.seconds, 3),
-                "files": [asdict(f) for f in self.files]}
+        return {
+            "run_id": self.run_id,
+            "knowledge_base_id": self.knowledge_base_id,
+            "target_id": self.target_id,
+            "dry_run": self.dry_run,
+            "counts": self.counts(),
+            "seconds": round(self.seconds, 3),
+            "files": [asdict(f) for f in self.files],
+        }
 
 
 @dataclass
@@ -193,8 +199,7 @@ def _prepare_entry(entry: Entry, nonce: str) -> Prepared:
     return prepare_bytes(entry.rel, data, nonce=nonce)
 
 
-def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None],
-                 nonce: str) -> list[Prepared]:
+def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None], nonce: str) -> list[Prepared]:
     out: list[Prepared] = []
     if jobs <= 1 or len(files) < 8:
         for e in files:
@@ -234,8 +239,11 @@ class _Resolver:
         self.converted = {name: (data, mime) for name, data, mime in page.assets}
         self.existing_assets: dict[str, uuid.UUID] = {}
         if existing:
-            rows = session.exec(select(DocumentAsset.id, DocumentAsset.sha256, DocumentAsset.filename)
-                                .where(col(DocumentAsset.document_id) == doc_id)).all()
+            rows = session.exec(
+                select(DocumentAsset.id, DocumentAsset.sha256, DocumentAsset.filename).where(
+                    col(DocumentAsset.document_id) == doc_id
+                )
+            ).all()
             self.existing_assets = {f"{sha}:{name}": aid for aid, sha, name in rows}
         self.new_assets: list[uuid.UUID] = []
         self.cache: dict[str, str] = {}
@@ -252,8 +260,16 @@ class _Resolver:
         aid = self.existing_assets.get(ref)
         if aid is None:
             # uploaded unattached, attached once the page exists (its id is known, its row not yet)
-            a = upload_asset(self.session, self.run.actor, self.run.blobs, io.BytesIO(data), size=len(data),
-                             filename=filename, content_type=mime, settings=self.run.settings)
+            a = upload_asset(
+                self.session,
+                self.run.actor,
+                self.run.blobs,
+                io.BytesIO(data),
+                size=len(data),
+                filename=filename,
+                content_type=mime,
+                settings=self.run.settings,
+            )
             aid = a.id
             self.new_assets.append(aid)
         self.cache[ref] = f"asset://{aid}"
@@ -347,7 +363,11 @@ class _Run:
         t = target.strip().lower()
         if "/" in t:
             for cand in (t, t + ".md"):
-                hits = [r for r in set(self.files) | set(self.page_ids) if r.lower() == cand or r.lower().endswith("/" + cand)]
+                hits = [
+                    r
+                    for r in set(self.files) | set(self.page_ids)
+                    if r.lower() == cand or r.lower().endswith("/" + cand)
+                ]
                 if len(hits) == 1:
                     return hits[0]
             return None
@@ -367,9 +387,20 @@ def _parent_rel(rel: str) -> str:
     return posixpath.dirname(rel)
 
 
-def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: uuid.UUID, source: Source, *,
-               target_id: uuid.UUID | None = None, jobs: int = 1, dry_run: bool = False, prune: bool = False,
-               settings: Settings | None = None, progress: Callable[[Progress], None] | None = None) -> ImportReport:
+def run_import(
+    units: Units,
+    blobs: BlobStore,
+    actor: Actor,
+    knowledge_base_id: uuid.UUID,
+    source: Source,
+    *,
+    target_id: uuid.UUID | None = None,
+    jobs: int = 1,
+    dry_run: bool = False,
+    prune: bool = False,
+    settings: Settings | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> ImportReport:
     """Import ``source`` into the knowledge base (under ``target_id`` when given).
 
     Raises NotFound when the caller cannot see the knowledge base or target (an outsider learns
@@ -423,8 +454,11 @@ def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: 
             if p.rel in referenced or posixpath.basename(p.rel).lower() in wiki_names:
                 continue  # an asset of the pages that show it
             data = run.read(p.rel)
-            prepared[i] = prepare_bytes(p.rel, data, convert_images=True, nonce=nonce) if data is not None else \
-                Prepared(p.rel, p.size, error="cannot read the file", code="CONVERSION_FAILED")
+            prepared[i] = (
+                prepare_bytes(p.rel, data, convert_images=True, nonce=nonce)
+                if data is not None
+                else Prepared(p.rel, p.size, error="cannot read the file", code="CONVERSION_FAILED")
+            )
             by_rel[p.rel] = prepared[i]
 
     # -- pass 2: plan ----------------------------------------------------------------------------
@@ -454,19 +488,29 @@ def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: 
         parent_rel = _parent_rel(e.rel)
         if parent_rel in failed_dirs or parent_rel not in folder_ids:
             failed_dirs.add(e.rel)
-            report.files.append(FileResult(e.rel, "failed", "folder", error="its parent folder failed",
-                                           code="CONVERSION_FAILED"))
+            report.files.append(
+                FileResult(e.rel, "failed", "folder", error="its parent folder failed", code="CONVERSION_FAILED")
+            )
             continue
         if dry_run:
             row = existing.get(key)
             folder_ids[e.rel] = row[0] if row else None
-            report.files.append(FileResult(e.rel, "would_update" if row else "would_create", "folder",
-                                           str(row[0]) if row else None))
+            report.files.append(
+                FileResult(e.rel, "would_update" if row else "would_create", "folder", str(row[0]) if row else None)
+            )
             continue
         try:
             with units() as s:
-                res = upsert_by_key(s, actor, knowledge_base_id, key, title=_title_of(e.rel) or e.rel, type="folder",
-                                    parent_id=folder_ids[parent_rel], settings=settings)
+                res = upsert_by_key(
+                    s,
+                    actor,
+                    knowledge_base_id,
+                    key,
+                    title=_title_of(e.rel) or e.rel,
+                    type="folder",
+                    parent_id=folder_ids[parent_rel],
+                    settings=settings,
+                )
                 folder_ids[e.rel] = res.document.id
                 report.files.append(FileResult(e.rel, res.status, "folder", str(res.document.id)))
         except OpenKBError as exc:
@@ -474,14 +518,15 @@ def run_import(units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: 
             report.files.append(FileResult(e.rel, "failed", "folder", error=exc.detail, code=exc.code))
     for done, p in enumerate(pages, 1):
         tell("write", done, p.size, p.rel, len(pages))
-        report.files.append(_write_page(units, run, p, prefix, existing, folder_ids, failed_dirs, dry_run,
-                                        knowledge_base_id, settings))
+        report.files.append(
+            _write_page(units, run, p, prefix, existing, folder_ids, failed_dirs, dry_run, knowledge_base_id, settings)
+        )
     for p in asset_only:
         report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
     if prune:
         gone = [(k, row) for k, row in existing.items() if k not in set(keys) and row[1] != "deleted"]
         for k, (doc_id, _status, dtype) in sorted(gone, key=lambda kv: kv[0], reverse=True):
-            rel = k[len(prefix):].rstrip("/")
+            rel = k[len(prefix) :].rstrip("/")
             if dry_run:
                 report.files.append(FileResult(rel, "would_trash", dtype, str(doc_id)))
                 continue
@@ -510,14 +555,26 @@ def _ancestor_gone(s: Session, doc_id: uuid.UUID, gone: set[uuid.UUID]) -> bool:
 
 def _existing(s: Session, kb_id: uuid.UUID, prefix: str) -> dict[str, tuple[uuid.UUID, str, str]]:
     like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = s.exec(select(Document.external_key, Document.id, Document.status, Document.type)
-                  .where(col(Document.knowledge_base_id) == kb_id, col(Document.external_key).like(like))).all()
+    rows = s.exec(
+        select(Document.external_key, Document.id, Document.status, Document.type).where(
+            col(Document.knowledge_base_id) == kb_id, col(Document.external_key).like(like)
+        )
+    ).all()
     return {k: (i, st, t) for k, i, st, t in rows if k}
 
 
-def _write_page(units: Units, run: _Run, p: Prepared, prefix: str, existing: dict[str, tuple[uuid.UUID, str, str]],
-                folder_ids: dict[str, uuid.UUID | None], failed_dirs: set[str], dry_run: bool,
-                kb_id: uuid.UUID, settings: Settings) -> FileResult:
+def _write_page(
+    units: Units,
+    run: _Run,
+    p: Prepared,
+    prefix: str,
+    existing: dict[str, tuple[uuid.UUID, str, str]],
+    folder_ids: dict[str, uuid.UUID | None],
+    failed_dirs: set[str],
+    dry_run: bool,
+    kb_id: uuid.UUID,
+    settings: Settings,
+) -> FileResult:
     res = FileResult(p.rel, "failed", "page", converter=p.converter, bytes=p.size, warnings=list(p.warnings))
     if p.error is not None:
         res.error, res.code = p.error, p.code
@@ -546,9 +603,19 @@ def _write_page(units: Units, run: _Run, p: Prepared, prefix: str, existing: dic
             if p.source is not None:
                 src_ref = r.asset(posixpath.basename(p.rel), p.source, p.mime or "application/octet-stream")
                 meta["import"]["source_asset_id"] = src_ref.removeprefix("asset://")
-            up = upsert_by_key(s, run.actor, kb_id, key, title=p.title or _title_of(p.rel), markdown=body,
-                               parent_id=folder_ids[parent_rel], metadata=meta,
-                               tags=p.tags if p.tags is not None else None, settings=settings, document_id=doc_id)
+            up = upsert_by_key(
+                s,
+                run.actor,
+                kb_id,
+                key,
+                title=p.title or _title_of(p.rel),
+                markdown=body,
+                parent_id=folder_ids[parent_rel],
+                metadata=meta,
+                tags=p.tags if p.tags is not None else None,
+                settings=settings,
+                document_id=doc_id,
+            )
             if up.document.id != doc_id:  # someone else created the key meanwhile: see the module's trap
                 run.page_ids[p.rel] = up.document.id
                 res.warnings.append("created concurrently by another writer; links to it resolve on the next run")

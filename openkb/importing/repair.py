@@ -46,8 +46,34 @@ _FRONT = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?)\n(\1|\.\.\.)[ \t]*(?:\n|\Z)", 
 _TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][a-zA-Z0-9-]*)([^>]*)>\Z", re.DOTALL)
 _ATTR = re.compile(r"""([a-zA-Z_:][-a-zA-Z0-9_:.]*)\s*=\s*("([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 _MARKS = {"b": "**", "strong": "**", "i": "*", "em": "*", "code": "`", "s": "~~", "del": "~~", "strike": "~~"}
-_TEXT_ONLY = frozenset({"span", "u", "ins", "mark", "font", "sup", "sub", "small", "big", "kbd", "abbr", "cite",
-                        "q", "var", "samp", "tt", "center", "nobr", "wbr", "time", "label", "bdi", "bdo", "dfn"})
+_TEXT_ONLY = frozenset(
+    {
+        "span",
+        "u",
+        "ins",
+        "mark",
+        "font",
+        "sup",
+        "sub",
+        "small",
+        "big",
+        "kbd",
+        "abbr",
+        "cite",
+        "q",
+        "var",
+        "samp",
+        "tt",
+        "center",
+        "nobr",
+        "wbr",
+        "time",
+        "label",
+        "bdi",
+        "bdo",
+        "dfn",
+    }
+)
 _DATE_KEYS = ("date", "created", "created_at", "updated", "updated_at", "modified", "lastmod")
 _MERGED = re.compile(r"<t[dh][^>]*\b(colspan|rowspan)\s*=", re.IGNORECASE)
 
@@ -88,7 +114,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str, list[str]
         data = {}
     if not isinstance(data, dict):
         return None, text, ["line 1: front matter is not a mapping; kept as a code block"]
-    return {str(k): _jsonable(v) for k, v in data.items()}, text[m.end():], []
+    return {str(k): _jsonable(v) for k, v in data.items()}, text[m.end() :], []
 
 
 def _meta_from(fields: dict[str, Any]) -> tuple[str | None, list[str] | None, dict[str, Any], list[str]]:
@@ -156,8 +182,10 @@ def _inline_repair(src: str, state: dict[str, list[str]]) -> tuple[str, str] | N
             return "", "<img> without src dropped"
         alt = a.get("alt", "").replace("]", "\\]").replace("[", "\\[")
         title = a.get("title", "").replace('"', '\\"')
-        return (f"![{alt}]({_dest(a['src'])}" + (f' "{title}"' if title else "") + ")",
-                "<img> written as a Markdown image")
+        return (
+            f"![{alt}]({_dest(a['src'])}" + (f' "{title}"' if title else "") + ")",
+            "<img> written as a Markdown image",
+        )
     if tag in _TEXT_ONLY:
         return "", f"<{tag}> formatting is not supported by the editor; its text is kept without it"
     return None
@@ -189,7 +217,7 @@ def _repair_html(text: str, warnings: list[str], depth: int) -> str:
     for i in issues:
         if i.feature != "html" or i.start < 0:
             continue
-        piece = text[i.start:i.end]
+        piece = text[i.start : i.end]
         if i.replacement is not None and i.replacement.startswith("```html"):
             got = _block_repair(piece, i.replacement, depth)  # a top-level HTML block
         elif i.end - i.start == 1:
@@ -264,8 +292,11 @@ def repair_for_write(markdown: str, markdown_hash: str | None = None) -> Repaire
     from openkb.errors import HashMismatch
 
     if markdown_hash is not None and markdown_hash.strip().lower() != sha256_hex(markdown):
-        raise HashMismatch("markdown_hash is not the SHA-256 of the markdown sent (lowercase hex of its UTF-8)",
-                           field="markdown_hash", expected=sha256_hex(markdown))
+        raise HashMismatch(
+            "markdown_hash is not the SHA-256 of the markdown sent (lowercase hex of its UTF-8)",
+            field="markdown_hash",
+            expected=sha256_hex(markdown),
+        )
     rep = import_markdown(markdown)
     if rep.title:  # the write names its own title; the header's stays on record
         rep.metadata.setdefault("front_matter", {})["title"] = rep.title

@@ -48,8 +48,11 @@ def operator_actor(session: Session, kb: KnowledgeBase, as_user: str | None, run
     """The user an operator's import acts as: ``as_user``, else the knowledge base's creator."""
     if as_user:
         user = find_user(session, as_user)
-        member = session.exec(select(TenantMembership).where(col(TenantMembership.user_id) == user.id,
-                                                             col(TenantMembership.tenant_id) == kb.tenant_id)).first()
+        member = session.exec(
+            select(TenantMembership).where(
+                col(TenantMembership.user_id) == user.id, col(TenantMembership.tenant_id) == kb.tenant_id
+            )
+        ).first()
         if member is None:
             raise NotFound(f"{user.email} is not a member of the knowledge base's tenant")
         uid = user.id
@@ -58,14 +61,36 @@ def operator_actor(session: Session, kb: KnowledgeBase, as_user: str | None, run
     return Actor.of(Principal.user(uid, kb.tenant_id), run_id, source="import")
 
 
-def import_path(units: Units, blobs: BlobStore, actor: Actor, kb_id: uuid.UUID, path: Path, *,
-                target_id: uuid.UUID | None = None, jobs: int = 1, dry_run: bool = False, prune: bool = False,
-                settings: Settings | None = None, progress: Any = None) -> ImportReport:
+def import_path(
+    units: Units,
+    blobs: BlobStore,
+    actor: Actor,
+    kb_id: uuid.UUID,
+    path: Path,
+    *,
+    target_id: uuid.UUID | None = None,
+    jobs: int = 1,
+    dry_run: bool = False,
+    prune: bool = False,
+    settings: Settings | None = None,
+    progress: Any = None,
+) -> ImportReport:
     settings = settings or get_settings()
     source = open_source(path, settings.max_upload_bytes)
     try:
-        return run_import(units, blobs, actor, kb_id, source, target_id=target_id, jobs=jobs, dry_run=dry_run,
-                          prune=prune, settings=settings, progress=progress)
+        return run_import(
+            units,
+            blobs,
+            actor,
+            kb_id,
+            source,
+            target_id=target_id,
+            jobs=jobs,
+            dry_run=dry_run,
+            prune=prune,
+            settings=settings,
+            progress=progress,
+        )
     finally:
         source.close()
 

@@ -90,14 +90,26 @@ def _zip(data: bytes, name: str) -> Sniffed:
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         return Sniffed("corrupt", "application/zip", name, f"damaged zip archive ({exc})")
     if "word/document.xml" in names:
-        return Sniffed("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", name,
-                       "zip with word/document.xml")
+        return Sniffed(
+            "docx",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            name,
+            "zip with word/document.xml",
+        )
     if "ppt/presentation.xml" in names:
-        return Sniffed("pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", name,
-                       "zip with ppt/presentation.xml")
+        return Sniffed(
+            "pptx",
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+            name,
+            "zip with ppt/presentation.xml",
+        )
     if "xl/workbook.xml" in names:
-        return Sniffed("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", name,
-                       "zip with xl/workbook.xml")
+        return Sniffed(
+            "xlsx",
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            name,
+            "zip with xl/workbook.xml",
+        )
     return Sniffed("zip", "application/zip", name)
 
 
@@ -108,8 +120,12 @@ def _text(data: bytes, name: str, ext: str) -> Sniffed:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Sniffed("binary", "application/octet-stream", name,
-                       f"not valid UTF-8 (byte {exc.start}: {body[exc.start:exc.start + 1].hex()})")
+        return Sniffed(
+            "binary",
+            "application/octet-stream",
+            name,
+            f"not valid UTF-8 (byte {exc.start}: {body[exc.start : exc.start + 1].hex()})",
+        )
     control = sum(1 for ch in text[:4096] if ord(ch) < 32 and ch not in "\t\n\r\f")
     if control > 8:
         return Sniffed("binary", "application/octet-stream", name, "binary content (control characters)")

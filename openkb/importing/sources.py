@@ -135,8 +135,13 @@ def _folder(root: Path, max_file_bytes: int) -> Source:
             if p.is_symlink():
                 dirnames.remove(d)
                 inside = _inside(p, root_real)
-                src.entries.append(Entry(rel, error="symlinked folder not followed" + (
-                    "" if inside else " (it points outside the imported folder)")))
+                src.entries.append(
+                    Entry(
+                        rel,
+                        error="symlinked folder not followed"
+                        + ("" if inside else " (it points outside the imported folder)"),
+                    )
+                )
                 continue
             src.entries.append(Entry(rel, is_dir=True))
         for f in sorted(filenames):
@@ -164,8 +169,13 @@ def _folder(root: Path, max_file_bytes: int) -> Source:
                 src.entries.append(Entry(rel, error="not a regular file"))
                 continue
             if st.st_size > max_file_bytes:
-                src.entries.append(Entry(rel, size=st.st_size,
-                                         error=f"oversize: {st.st_size} bytes; at most {max_file_bytes} are allowed"))
+                src.entries.append(
+                    Entry(
+                        rel,
+                        size=st.st_size,
+                        error=f"oversize: {st.st_size} bytes; at most {max_file_bytes} are allowed",
+                    )
+                )
                 continue
             src.entries.append(Entry(rel, size=st.st_size, read=_read_file(target)))
     return src
@@ -222,13 +232,23 @@ def _zip(z: zipfile.ZipFile, name: str, max_file_bytes: int) -> Source:
             src.entries.append(Entry(rel, error="password-protected zip entry"))
             continue
         if info.file_size > max_file_bytes:
-            src.entries.append(Entry(rel, size=info.file_size,
-                                     error=f"oversize: {info.file_size} bytes; at most {max_file_bytes} are allowed"))
+            src.entries.append(
+                Entry(
+                    rel,
+                    size=info.file_size,
+                    error=f"oversize: {info.file_size} bytes; at most {max_file_bytes} are allowed",
+                )
+            )
             continue
         if info.file_size > 1 << 20 and info.file_size / max(1, info.compress_size) > MAX_ZIP_RATIO:
-            src.entries.append(Entry(rel, size=info.file_size,
-                                     error=f"expands {info.file_size // max(1, info.compress_size)}x; a ratio above "
-                                           f"{MAX_ZIP_RATIO} looks like a zip bomb"))
+            src.entries.append(
+                Entry(
+                    rel,
+                    size=info.file_size,
+                    error=f"expands {info.file_size // max(1, info.compress_size)}x; a ratio above "
+                    f"{MAX_ZIP_RATIO} looks like a zip bomb",
+                )
+            )
             continue
         src.entries.append(Entry(rel, size=info.file_size, read=_zip_reader(z, info)))
     src.entries.sort(key=lambda e: (e.rel.count("/"), e.rel) if e.is_dir else (99, e.rel))

@@ -197,7 +197,7 @@ def _push_trimmed(parent: _Node, node: _Node) -> None:
     if ch and isinstance(ch[-1], Leaf) and ch[-1].kind == "text" and ch[-1].value.endswith(" "):
         v = ch[-1].value
         t = v.rstrip(" ")
-        end = v[len(t):]
+        end = v[len(t) :]
         ch[-1] = Leaf("text", t, ch[-1].marks)
     if ch and isinstance(ch[0], Leaf) and ch[0].kind == "text" and ch[0].value.startswith(" "):
         v = ch[0].value
@@ -208,12 +208,7 @@ def _push_trimmed(parent: _Node, node: _Node) -> None:
     if start:
         siblings.append(Leaf("text", start, ()))
     prev = siblings[-1] if siblings else None
-    if (
-        isinstance(prev, _Node)
-        and prev.mark == node.mark
-        and node.mark[0] != CODE
-        and not start
-    ):
+    if isinstance(prev, _Node) and prev.mark == node.mark and node.mark[0] != CODE and not start:
         prev.children.extend(node.children)  # maybeMergeChildren
     else:
         siblings.append(node)
@@ -338,8 +333,12 @@ def escape(text: str, before: str, after: str, ctx: frozenset[str]) -> str:
             i += 1
             continue
         c = value[p]
-        if c == "_" and p > 0 and not _is_ws_or_punct(value[p - 1]) and (p - 1) not in unsafe and not (
-            p - 1 == off and off > 0 and value[off - 1] in "*_"
+        if (
+            c == "_"
+            and p > 0
+            and not _is_ws_or_punct(value[p - 1])
+            and (p - 1) not in unsafe
+            and not (p - 1 == off and off > 0 and value[off - 1] in "*_")
         ):
             seq_end = p + 1
             while seq_end < end and value[seq_end] == "_":
@@ -369,7 +368,7 @@ def escape(text: str, before: str, after: str, ctx: frozenset[str]) -> str:
         if c in _ASCII_PUNCT:
             out.append("\\" + c)
         else:
-            out.append("&#x%X;" % ord(c))
+            out.append(f"&#x{ord(c):X};")
         i += 1
     out.append(_escape_backslashes(value[start:end], after))
     return "".join(out)

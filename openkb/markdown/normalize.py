@@ -152,15 +152,13 @@ def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
                         strip_task_marker(tokens[pos + 1])
                     kids = seq("list_item_close")
                     spread = False
-                    for a, b in zip(kids, kids[1:]):
+                    for _a, b in zip(kids, kids[1:]):
                         if b.tok is not None and b.tok.map and blank(b.tok.map[0] - 1):
                             spread = True
                             break
                     items.append(Block("item", item_tok, kids, (spread, checked)))
                 pos += 1  # list close
-                lspread = any(
-                    it.tok.map and blank(it.tok.map[1] - 1) for it in items[:-1]
-                )
+                lspread = any(it.tok.map and blank(it.tok.map[1] - 1) for it in items[:-1])
                 ordered = t == "ordered_list_open"
                 start = 1
                 if ordered:
@@ -404,7 +402,9 @@ def _table_out(b: Block) -> str:
         for j in range(cols):
             children = row[j] if j < len(row) else []
             kept = [c for c in children if not (c.type == "html_inline" and c.content.strip() in _BR)]
-            s = serialize_inline(kept, "|", "|", ctx)  # mdast-util-gfm-table: around = "|" (no tableCellPadding) if kept else ""
+            s = serialize_inline(
+                kept, "|", "|", ctx
+            )  # mdast-util-gfm-table: around = "|" (no tableCellPadding) if kept else ""
             cells.append(s if s else "<br />")
         matrix.append(cells)
     if len(matrix) == 1:

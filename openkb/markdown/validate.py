@@ -111,17 +111,13 @@ def _validate_tokens(markdown: str, tokens: list[Token], mode: Mode) -> list[Dia
         )
     _scan(tokens, src, issues, fm.end() if fm else 0)
     if mode == "import":
-        issues = [
-            i if i.replacement is None else _as_warning(i) for i in issues
-        ]
+        issues = [i if i.replacement is None else _as_warning(i) for i in issues]
     issues.sort(key=lambda i: (i.line, i.column))
     return issues
 
 
 def _as_warning(i: DialectIssue) -> DialectIssue:
-    return DialectIssue(
-        i.feature, i.line, i.column, i.message, "warning", i.start, i.end, i.replacement
-    )
+    return DialectIssue(i.feature, i.line, i.column, i.message, "warning", i.start, i.end, i.replacement)
 
 
 def _scan(tokens: list[Token], src: _Src, issues: list[DialectIssue], skip_until: int) -> None:
@@ -192,8 +188,11 @@ def _html_block(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
             "html",
             line,
             col,
-            ("raw <br> is deleted by the editor; end the line with a backslash instead"
-             if is_br else "raw HTML blocks cannot be edited; they are stored as an html code block on import"),
+            (
+                "raw <br> is deleted by the editor; end the line with a backslash instead"
+                if is_br
+                else "raw HTML blocks cannot be edited; they are stored as an html code block on import"
+            ),
             start=start,
             end=end,
             replacement=repl,
@@ -271,8 +270,12 @@ def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIs
     if table_map and "|" not in _line(src, table_map[0] + 1):
         line, col = _first_char(src, table_map[0] + 1)
         issues.append(
-            DialectIssue("table", line, col, "a table delimiter row needs a pipe (`| --- |`); the editor "
-                         "reads this line as a heading underline")
+            DialectIssue(
+                "table",
+                line,
+                col,
+                "a table delimiter row needs a pipe (`| --- |`); the editor reads this line as a heading underline",
+            )
         )
         return
     while j < len(tokens) and tokens[j].type != "table_close":
@@ -323,8 +326,13 @@ def _multiline_code(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
             assert tok.map is not None
             line, col = _first_char(src, tok.map[0])
             issues.append(
-                DialectIssue("inline_code", line, col, "inline code across a line break: the editor keeps the "
-                             "line break inside the code; keep inline code on one line")
+                DialectIssue(
+                    "inline_code",
+                    line,
+                    col,
+                    "inline code across a line break: the editor keeps the "
+                    "line break inside the code; keep inline code on one line",
+                )
             )
             return
         i = runs.index(closing) + 1
@@ -339,15 +347,23 @@ def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIss
     quiet = _QUIET_INLINE
     if all(c.type in quiet or c.type.endswith("_close") for c in children):
         # no raw HTML, nothing outside the registry: only the image-block check below applies
-        if _RATIO_IN_ALT and opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
+        if (
+            _RATIO_IN_ALT
+            and opener is not None
+            and opener.type == "paragraph_open"
+            and len(children) == 1
+            and children[0].type == "image"
+        ):
             _image_block(tok, children[0], src, issues)
         return
     base = src.line_start(tok.map[0])
     cursor = base
     html = [c for c in children if c.type == "html_inline"]
     in_cell = opener is not None and opener.type in ("th_open", "td_open")
-    if html and all(_BR.match(c.content.strip()) for c in html) and all(
-        c.type == "html_inline" or (c.type == "text" and not c.content.strip()) for c in children
+    if (
+        html
+        and all(_BR.match(c.content.strip()) for c in html)
+        and all(c.type == "html_inline" or (c.type == "text" and not c.content.strip()) for c in children)
     ):
         return  # whole paragraph/cell is `<br />`: Milkdown's empty block
     for c in children:
@@ -367,7 +383,13 @@ def _inline(tok: Token, opener: Token | None, src: _Src, issues: list[DialectIss
         elif c.type not in TOKEN_FEATURES and not c.type.endswith("_close"):
             line, col = src.pos(cursor)
             issues.append(DialectIssue("unknown", line, col, f"construct {c.type!r} is not in the editor registry"))
-    if _RATIO_IN_ALT and opener is not None and opener.type == "paragraph_open" and len(children) == 1 and children[0].type == "image":
+    if (
+        _RATIO_IN_ALT
+        and opener is not None
+        and opener.type == "paragraph_open"
+        and len(children) == 1
+        and children[0].type == "image"
+    ):
         _image_block(tok, children[0], src, issues)
 
 
@@ -383,7 +405,14 @@ def _image_block(tok: Token, img: Token, src: _Src, issues: list[DialectIssue]) 
         start = base + lead
         end = src.line_start(tok.map[1]) - 1 if tok.map[1] < len(src.starts) else len(src.text)
         title = str(img.attrs.get("title") or "") or alt
-        repl = "![" + js_to_fixed2(alt) + "](" + destination(str(img.attrs.get("src", "")), title) + title_part(title) + ")"
+        repl = (
+            "!["
+            + js_to_fixed2(alt)
+            + "]("
+            + destination(str(img.attrs.get("src", "")), title)
+            + title_part(title)
+            + ")"
+        )
         line, col = src.pos(start)
         issues.append(
             DialectIssue(

@@ -47,9 +47,7 @@ def fk(target: str, nullable: bool = False, ondelete: str | None = None, index: 
 def text_array(nullable: bool = False) -> Any:
     return Field(
         default=None if nullable else [],
-        sa_column=Column(
-            ARRAY(Text), nullable=nullable, server_default=None if nullable else text("'{}'::text[]")
-        ),
+        sa_column=Column(ARRAY(Text), nullable=nullable, server_default=None if nullable else text("'{}'::text[]")),
     )
 
 

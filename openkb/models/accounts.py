@@ -55,7 +55,9 @@ class AuthSettings(SQLModel, table=True):
 
     __tablename__ = "auth_settings"
     __table_args__ = (
-        CheckConstraint(check_in("default_signup_status", SIGNUP_STATUSES), name="auth_settings_default_signup_status_check"),
+        CheckConstraint(
+            check_in("default_signup_status", SIGNUP_STATUSES), name="auth_settings_default_signup_status_check"
+        ),
         # NULLS NOT DISTINCT (PostgreSQL 15+) makes the single instance-default row unique too.
         UniqueConstraint("tenant_id", name="auth_settings_tenant_id_key", postgresql_nulls_not_distinct=True),
     )

@@ -110,8 +110,9 @@ class Document(SQLModel, table=True):
         default=None,
         sa_column=Column(
             PGUUID(as_uuid=True),
-            ForeignKey("document_versions.id", ondelete="SET NULL", use_alter=True,
-                       name="documents_current_version_id_fkey"),
+            ForeignKey(
+                "document_versions.id", ondelete="SET NULL", use_alter=True, name="documents_current_version_id_fkey"
+            ),
             nullable=True,
         ),
     )

@@ -142,8 +142,10 @@ class MilvusAliasSwitch(SQLModel, table=True):
     from_collection: str | None = None
     to_collection: str
     kind: str
-    reverts_id: int | None = Field(default=None, sa_column=Column(
-        BigInteger, ForeignKey("milvus_alias_switches.id", ondelete="SET NULL"), nullable=True))
+    reverts_id: int | None = Field(
+        default=None,
+        sa_column=Column(BigInteger, ForeignKey("milvus_alias_switches.id", ondelete="SET NULL"), nullable=True),
+    )
     actor_type: str = Field(default="system")
     actor_user_id: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
     created_at: datetime = ts()

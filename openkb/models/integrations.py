@@ -11,7 +11,12 @@ from sqlmodel import Field, SQLModel
 
 from openkb.models._base import check_in, fk, id_field, jsonb, text_array, ts, uuid_array
 from openkb.models.enums import (
-    CLIENT_REGISTRATIONS, CLIENT_STATUSES, DIFY_KEY_STATUSES, GRANT_STATUSES, MAPPING_STATUSES, PAT_STATUSES,
+    CLIENT_REGISTRATIONS,
+    CLIENT_STATUSES,
+    DIFY_KEY_STATUSES,
+    GRANT_STATUSES,
+    MAPPING_STATUSES,
+    PAT_STATUSES,
 )
 
 

@@ -34,7 +34,9 @@ class Collaborator(SQLModel, table=True):
         CheckConstraint(check_in("subject_type", SUBJECT_TYPES), name="collaborators_subject_type_check"),
         CheckConstraint(check_in("role", CONTENT_ROLES), name="collaborators_role_check"),
         CheckConstraint(check_in("source", COLLABORATOR_SOURCES), name="collaborators_source_check"),
-        UniqueConstraint("object_type", "object_id", "subject_type", "subject_id", name="collaborators_object_subject_key"),
+        UniqueConstraint(
+            "object_type", "object_id", "subject_type", "subject_id", name="collaborators_object_subject_key"
+        ),
         Index("ix_collaborators_subject", "subject_type", "subject_id"),
     )
 
@@ -88,7 +90,9 @@ class InvitationAcceptance(SQLModel, table=True):
 
     __tablename__ = "invitation_acceptances"
     __table_args__ = (
-        CheckConstraint("status IN ('awaiting_approval', 'accepted', 'rejected')", name="invitation_acceptances_status_check"),
+        CheckConstraint(
+            "status IN ('awaiting_approval', 'accepted', 'rejected')", name="invitation_acceptances_status_check"
+        ),
         UniqueConstraint("invitation_id", "user_id", name="invitation_acceptances_invitation_user_key"),
     )
 

@@ -93,9 +93,10 @@ def validate_redirect_uri(uri: Any) -> str:
     if scheme in FORBIDDEN_SCHEMES:
         raise OAuthProtocolError("invalid_redirect_uri", f"redirect URI scheme {scheme!r} is not allowed")
     if scheme == "http" and not is_loopback_uri(uri):
-        raise OAuthProtocolError("invalid_redirect_uri",
-                                 f"redirect URI {uri!r}: http is allowed only on loopback (127.0.0.1, [::1], "
-                                 "localhost); use https")
+        raise OAuthProtocolError(
+            "invalid_redirect_uri",
+            f"redirect URI {uri!r}: http is allowed only on loopback (127.0.0.1, [::1], localhost); use https",
+        )
     if scheme == "https" and not parts.hostname:
         raise OAuthProtocolError("invalid_redirect_uri", f"redirect URI {uri!r} has no host")
     return uri
@@ -125,8 +126,12 @@ def redirect_uri_allowed(registered: list[str], uri: str) -> bool:
     asked = urlsplit(uri)
     for r in registered:
         reg = urlsplit(r)
-        if (is_loopback_uri(r) and reg.hostname == asked.hostname and (reg.path or "/") == (asked.path or "/")
-                and reg.query == asked.query):
+        if (
+            is_loopback_uri(r)
+            and reg.hostname == asked.hostname
+            and (reg.path or "/") == (asked.path or "/")
+            and reg.query == asked.query
+        ):
             return True
     return False
 
@@ -165,13 +170,17 @@ def _common_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Check grant/response types and auth method; keep the descriptive fields worth showing."""
     grant_types = meta.get("grant_types", ["authorization_code"])
     if not isinstance(grant_types, list) or not set(grant_types) <= {"authorization_code", "refresh_token"}:
-        raise OAuthProtocolError("invalid_client_metadata",
-                                 "grant_types may only hold authorization_code and refresh_token")
+        raise OAuthProtocolError(
+            "invalid_client_metadata", "grant_types may only hold authorization_code and refresh_token"
+        )
     response_types = meta.get("response_types", ["code"])
     if not isinstance(response_types, list) or not set(response_types) <= {"code"}:
         raise OAuthProtocolError("invalid_client_metadata", "response_types may only hold code")
-    kept = {k: meta[k] for k in ("client_uri", "logo_uri", "software_id", "software_version")
-            if isinstance(meta.get(k), str) and len(meta[k]) <= MAX_URI_CHARS}
+    kept = {
+        k: meta[k]
+        for k in ("client_uri", "logo_uri", "software_id", "software_version")
+        if isinstance(meta.get(k), str) and len(meta[k]) <= MAX_URI_CHARS
+    }
     kept["grant_types"] = sorted(set(grant_types) | {"authorization_code", "refresh_token"})
     return kept
 
@@ -193,10 +202,16 @@ def register_client(session: Session, meta: Any, *, tenant_id: Any) -> tuple[Mcp
     secret = None
     if method != "none":
         secret, kept["client_secret_sha256"] = new_token(CLIENT_SECRET_PREFIX)
-    row = McpOAuthClient(tenant_id=tenant_id, client_id=f"{CLIENT_ID_PREFIX}_{secrets.token_urlsafe(24)}",
-                         client_name=_name(meta.get("client_name"), "MCP client"), redirect_uris=redirect_uris,
-                         allowed_scopes=registered_scopes(meta.get("scope")), status="active", registration="dcr",
-                         meta=kept)
+    row = McpOAuthClient(
+        tenant_id=tenant_id,
+        client_id=f"{CLIENT_ID_PREFIX}_{secrets.token_urlsafe(24)}",
+        client_name=_name(meta.get("client_name"), "MCP client"),
+        redirect_uris=redirect_uris,
+        allowed_scopes=registered_scopes(meta.get("scope")),
+        status="active",
+        registration="dcr",
+        meta=kept,
+    )
     session.add(row)
     session.flush()
     return row, secret
@@ -245,8 +260,7 @@ def is_metadata_url(client_id: str) -> bool:
     return client_id.startswith(("https://", "http://"))
 
 
-def check_metadata_url(url: str, *, production: bool,
-                       resolve: Callable[[str], list[str]] | None = None) -> None:
+def check_metadata_url(url: str, *, production: bool, resolve: Callable[[str], list[str]] | None = None) -> None:
     """Refuse a client_id URL that must not be fetched: not https (outside production, loopback
     http is allowed for tests), a fragment, credentials, no path, or — in production — a host
     resolving to a private, loopback, link-local or reserved address (SSRF).
@@ -276,8 +290,9 @@ def check_metadata_url(url: str, *, production: bool,
     for a in addresses:
         ip = ipaddress.ip_address(a.split("%", 1)[0])
         if not ip.is_global or ip.is_multicast:
-            raise OAuthProtocolError("invalid_client",
-                                     f"client_id host {parts.hostname} resolves to a non-public address; refused")
+            raise OAuthProtocolError(
+                "invalid_client", f"client_id host {parts.hostname} resolves to a non-public address; refused"
+            )
 
 
 def _resolve(host: str) -> list[str]:
@@ -306,8 +321,10 @@ def fetch_document(url: str) -> FetchedDocument:
     """GET the metadata document: no redirects, ``CIMD_TIMEOUT_SECONDS`` in all, at most
     ``CIMD_MAX_BYTES`` read (the body is streamed and cut off, never buffered whole)."""
     try:
-        with httpx.Client(timeout=CIMD_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False) as client, \
-                client.stream("GET", url, headers={"Accept": "application/json"}) as resp:
+        with (
+            httpx.Client(timeout=CIMD_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False) as client,
+            client.stream("GET", url, headers={"Accept": "application/json"}) as resp,
+        ):
             if resp.status_code != 200:
                 raise OAuthProtocolError("invalid_client", f"client metadata document answered HTTP {resp.status_code}")
             chunks: list[bytes] = []
@@ -318,13 +335,15 @@ def fetch_document(url: str) -> FetchedDocument:
                     raise OAuthProtocolError("invalid_client", "client metadata document took too long")
                 size += len(chunk)
                 if size > CIMD_MAX_BYTES:
-                    raise OAuthProtocolError("invalid_client",
-                                             f"client metadata document exceeds {CIMD_MAX_BYTES} bytes")
+                    raise OAuthProtocolError(
+                        "invalid_client", f"client metadata document exceeds {CIMD_MAX_BYTES} bytes"
+                    )
                 chunks.append(chunk)
             cache_control = resp.headers.get("cache-control")
     except httpx.HTTPError as exc:
-        raise OAuthProtocolError("invalid_client", f"client metadata document could not be fetched: "
-                                                   f"{type(exc).__name__}") from None
+        raise OAuthProtocolError(
+            "invalid_client", f"client metadata document could not be fetched: {type(exc).__name__}"
+        ) from None
     try:
         body = json.loads(b"".join(chunks))
     except ValueError:
@@ -332,8 +351,9 @@ def fetch_document(url: str) -> FetchedDocument:
     return FetchedDocument(body=body, max_age=_max_age(cache_control))
 
 
-def resolve_client(session: Session, client_id: Any, *, tenant_id: Any, production: bool,
-                   fetch: Fetcher | None = None) -> McpOAuthClient:
+def resolve_client(
+    session: Session, client_id: Any, *, tenant_id: Any, production: bool, fetch: Fetcher | None = None
+) -> McpOAuthClient:
     """The active client for ``client_id``: a registered one, or a metadata document fetched (or
     taken from the cache while fresh). Unknown or disabled -> ``invalid_client``."""
     if not isinstance(client_id, str) or not client_id or len(client_id) > MAX_URI_CHARS:
@@ -345,8 +365,12 @@ def resolve_client(session: Session, client_id: Any, *, tenant_id: Any, producti
         if row is None:
             raise OAuthProtocolError("invalid_client", "unknown client_id; register the client first")
         return row
-    if row is not None and row.registration == "cimd" and row.metadata_expires_at is not None \
-            and row.metadata_expires_at > utcnow():
+    if (
+        row is not None
+        and row.registration == "cimd"
+        and row.metadata_expires_at is not None
+        and row.metadata_expires_at > utcnow()
+    ):
         return row
     check_metadata_url(client_id, production=production)
     doc = (fetch or fetch_document)(client_id)
@@ -357,8 +381,9 @@ def resolve_client(session: Session, client_id: Any, *, tenant_id: Any, producti
         raise OAuthProtocolError("invalid_client", "client metadata document's client_id differs from its URL")
     method = meta.get("token_endpoint_auth_method", "none")
     if method != "none":
-        raise OAuthProtocolError("invalid_client", f"token_endpoint_auth_method {method!r} is not supported; "
-                                                   "use none (PKCE)")
+        raise OAuthProtocolError(
+            "invalid_client", f"token_endpoint_auth_method {method!r} is not supported; use none (PKCE)"
+        )
     try:
         redirect_uris = validate_redirect_uris(meta.get("redirect_uris"))
         kept = _common_metadata(meta)
@@ -371,9 +396,17 @@ def resolve_client(session: Session, client_id: Any, *, tenant_id: Any, producti
     name = _name(meta.get("client_name"), urlsplit(client_id).hostname or client_id)
     if row is None:
         # Two first authorizations of one client at once both insert: the loser reads the winner's row.
-        new = McpOAuthClient(tenant_id=tenant_id, client_id=client_id, client_name=name, status="active",
-                             registration="cimd", redirect_uris=redirect_uris, allowed_scopes=scopes, meta=kept,
-                             metadata_expires_at=now + ttl)
+        new = McpOAuthClient(
+            tenant_id=tenant_id,
+            client_id=client_id,
+            client_name=name,
+            status="active",
+            registration="cimd",
+            redirect_uris=redirect_uris,
+            allowed_scopes=scopes,
+            meta=kept,
+            metadata_expires_at=now + ttl,
+        )
         try:
             with session.begin_nested():
                 session.add(new)

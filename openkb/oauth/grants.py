@@ -63,8 +63,13 @@ class TokenSet:
 
     def response(self) -> dict[str, Any]:
         """The RFC 6749 §5.1 token response body."""
-        return {"access_token": self.access_token, "token_type": "Bearer", "expires_in": self.expires_in,
-                "refresh_token": self.refresh_token, "scope": " ".join(self.scopes)}
+        return {
+            "access_token": self.access_token,
+            "token_type": "Bearer",
+            "expires_in": self.expires_in,
+            "refresh_token": self.refresh_token,
+            "scope": " ".join(self.scopes),
+        }
 
 
 def check_code_challenge(challenge: Any, method: Any) -> str:
@@ -91,27 +96,36 @@ def check_resource(resource: Any, expected: str) -> str:
     if resource is None or resource == "":
         return canonical_resource(expected)
     if not isinstance(resource, str) or canonical_resource(resource) != canonical_resource(expected):
-        raise OAuthProtocolError("invalid_target", f"unknown resource {str(resource)[:200]!r}; this server issues "
-                                                   f"tokens for {expected}")
+        raise OAuthProtocolError(
+            "invalid_target", f"unknown resource {str(resource)[:200]!r}; this server issues tokens for {expected}"
+        )
     return canonical_resource(expected)
 
 
 # --- consent and codes ---------------------------------------------------------------------------
 
 
-def _active_grant(session: Session, user_id: uuid.UUID, tenant_id: uuid.UUID, client: McpOAuthClient,
-                  *, lock: bool = False) -> McpOAuthGrant | None:
-    q = (select(McpOAuthGrant)
-         .where(McpOAuthGrant.user_id == user_id, McpOAuthGrant.tenant_id == tenant_id,
-                McpOAuthGrant.client_id == client.id, McpOAuthGrant.status == "active")
-         .order_by(McpOAuthGrant.created_at.desc()))  # type: ignore[attr-defined]
+def _active_grant(
+    session: Session, user_id: uuid.UUID, tenant_id: uuid.UUID, client: McpOAuthClient, *, lock: bool = False
+) -> McpOAuthGrant | None:
+    q = (
+        select(McpOAuthGrant)
+        .where(
+            McpOAuthGrant.user_id == user_id,
+            McpOAuthGrant.tenant_id == tenant_id,
+            McpOAuthGrant.client_id == client.id,
+            McpOAuthGrant.status == "active",
+        )
+        .order_by(McpOAuthGrant.created_at.desc())
+    )  # type: ignore[attr-defined]
     if lock:
         q = q.with_for_update()
     return session.exec(q).first()
 
 
-def remembered_grant(session: Session, principal: Principal, client: McpOAuthClient,
-                     scopes: list[str]) -> McpOAuthGrant | None:
+def remembered_grant(
+    session: Session, principal: Principal, client: McpOAuthClient, scopes: list[str]
+) -> McpOAuthGrant | None:
     """The user's active grant for this client if it already covers ``scopes`` (consent is not
     asked again); None when consent is needed (first time, or new scopes)."""
     if principal.user_id is None or principal.tenant_id is None:
@@ -122,15 +136,21 @@ def remembered_grant(session: Session, principal: Principal, client: McpOAuthCli
     return None
 
 
-def consent(session: Session, principal: Principal, client: McpOAuthClient, scopes: list[str], *,
-            redirect_uri: str) -> McpOAuthGrant:
+def consent(
+    session: Session, principal: Principal, client: McpOAuthClient, scopes: list[str], *, redirect_uri: str
+) -> McpOAuthGrant:
     """The user approved ``scopes`` for ``client``: extend their active grant, or open one."""
     if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
         raise Unauthenticated("sign in to authorize an application")
     grant = _active_grant(session, principal.user_id, principal.tenant_id, client, lock=True)
     if grant is None:
-        grant = McpOAuthGrant(tenant_id=principal.tenant_id, user_id=principal.user_id, client_id=client.id,
-                              scopes=sorted(set(scopes)), status="active")
+        grant = McpOAuthGrant(
+            tenant_id=principal.tenant_id,
+            user_id=principal.user_id,
+            client_id=client.id,
+            scopes=sorted(set(scopes)),
+            status="active",
+        )
         before: list[str] = []
     else:
         before = list(grant.scopes)
@@ -138,26 +158,48 @@ def consent(session: Session, principal: Principal, client: McpOAuthClient, scop
     session.add(grant)
     session.flush()
     if grant.scopes != before:
-        record_audit(session, tenant_id=grant.tenant_id, actor=principal, action="oauth.grant_issued",
-                     object_type="oauth_grant", object_id=grant.id,
-                     metadata={"client_id": client.client_id, "client_name": client.client_name,
-                               "scopes": grant.scopes, "before": {"scopes": before},
-                               "redirect_uri": redirect_uri})
+        record_audit(
+            session,
+            tenant_id=grant.tenant_id,
+            actor=principal,
+            action="oauth.grant_issued",
+            object_type="oauth_grant",
+            object_id=grant.id,
+            metadata={
+                "client_id": client.client_id,
+                "client_name": client.client_name,
+                "scopes": grant.scopes,
+                "before": {"scopes": before},
+                "redirect_uri": redirect_uri,
+            },
+        )
     return grant
 
 
-def issue_code(session: Session, grant: McpOAuthGrant, *, redirect_uri: str, scopes: list[str],
-               code_challenge: str, resource: str) -> str:
+def issue_code(
+    session: Session, grant: McpOAuthGrant, *, redirect_uri: str, scopes: list[str], code_challenge: str, resource: str
+) -> str:
     """A single-use code (plaintext returned once; its hash stored) for the redirect."""
     plaintext, code_hash = new_token(CODE_PREFIX)
     # Expired codes of this grant can no longer be exchanged nor replayed: drop them here.
-    session.execute(delete(McpOAuthAuthorizationCode)
-                    .where(McpOAuthAuthorizationCode.grant_id == grant.id,  # type: ignore[arg-type]
-                           McpOAuthAuthorizationCode.expires_at <= utcnow()))  # type: ignore[arg-type]
-    session.add(McpOAuthAuthorizationCode(tenant_id=grant.tenant_id, grant_id=grant.id, code_hash=code_hash,
-                                          redirect_uri=redirect_uri, scopes=sorted(scopes),
-                                          code_challenge=code_challenge, resource=resource,
-                                          expires_at=utcnow() + CODE_TTL))
+    session.execute(
+        delete(McpOAuthAuthorizationCode).where(
+            McpOAuthAuthorizationCode.grant_id == grant.id,  # type: ignore[arg-type]
+            McpOAuthAuthorizationCode.expires_at <= utcnow(),
+        )
+    )  # type: ignore[arg-type]
+    session.add(
+        McpOAuthAuthorizationCode(
+            tenant_id=grant.tenant_id,
+            grant_id=grant.id,
+            code_hash=code_hash,
+            redirect_uri=redirect_uri,
+            scopes=sorted(scopes),
+            code_challenge=code_challenge,
+            resource=resource,
+            expires_at=utcnow() + CODE_TTL,
+        )
+    )
     session.flush()
     return plaintext
 
@@ -172,20 +214,44 @@ def _mint(session: Session, settings: Any, grant: McpOAuthGrant, scopes: list[st
     ttl = int(settings.oauth_access_token_ttl_seconds)
     # Expired tokens of this grant are dead weight in the lookup indexes: drop them here (no
     # sweeper job needed; a grant that is never used again keeps only its last, unexpired pair).
-    session.execute(delete(McpOAuthAccessToken).where(McpOAuthAccessToken.grant_id == grant.id,  # type: ignore[arg-type]
-                                                      McpOAuthAccessToken.expires_at <= now))  # type: ignore[arg-type]
-    session.execute(delete(McpOAuthRefreshToken).where(McpOAuthRefreshToken.grant_id == grant.id,  # type: ignore[arg-type]
-                                                       McpOAuthRefreshToken.expires_at <= now))  # type: ignore[arg-type]
-    session.add(McpOAuthAccessToken(tenant_id=grant.tenant_id, grant_id=grant.id, token_hash=access_hash,
-                                    scopes=sorted(scopes), resource=resource, expires_at=now + timedelta(seconds=ttl)))
-    session.add(McpOAuthRefreshToken(tenant_id=grant.tenant_id, grant_id=grant.id, token_hash=refresh_hash,
-                                     scopes=sorted(scopes), resource=resource,
-                                     expires_at=now + timedelta(days=int(settings.oauth_refresh_token_ttl_days))))
+    session.execute(
+        delete(McpOAuthAccessToken).where(
+            McpOAuthAccessToken.grant_id == grant.id,  # type: ignore[arg-type]
+            McpOAuthAccessToken.expires_at <= now,
+        )
+    )  # type: ignore[arg-type]
+    session.execute(
+        delete(McpOAuthRefreshToken).where(
+            McpOAuthRefreshToken.grant_id == grant.id,  # type: ignore[arg-type]
+            McpOAuthRefreshToken.expires_at <= now,
+        )
+    )  # type: ignore[arg-type]
+    session.add(
+        McpOAuthAccessToken(
+            tenant_id=grant.tenant_id,
+            grant_id=grant.id,
+            token_hash=access_hash,
+            scopes=sorted(scopes),
+            resource=resource,
+            expires_at=now + timedelta(seconds=ttl),
+        )
+    )
+    session.add(
+        McpOAuthRefreshToken(
+            tenant_id=grant.tenant_id,
+            grant_id=grant.id,
+            token_hash=refresh_hash,
+            scopes=sorted(scopes),
+            resource=resource,
+            expires_at=now + timedelta(days=int(settings.oauth_refresh_token_ttl_days)),
+        )
+    )
     grant.last_used_at = now
     session.add(grant)
     session.flush()
-    return TokenSet(access_token=access, refresh_token=refresh, expires_in=ttl, scopes=sorted(scopes),
-                    grant_id=grant.id)
+    return TokenSet(
+        access_token=access, refresh_token=refresh, expires_in=ttl, scopes=sorted(scopes), grant_id=grant.id
+    )
 
 
 def _live_grant(session: Session, grant_id: uuid.UUID, client_id: str) -> tuple[McpOAuthGrant, McpOAuthClient]:
@@ -211,35 +277,48 @@ def _live_grant(session: Session, grant_id: uuid.UUID, client_id: str) -> tuple[
 
 def _revoke_rows(session: Session, grant_id: uuid.UUID, now: datetime) -> int:
     """Revoke a grant and everything minted from it; returns 1 if the grant was still active."""
-    res = session.execute(update(McpOAuthGrant)
-                          .where(McpOAuthGrant.id == grant_id, McpOAuthGrant.status == "active")  # type: ignore[arg-type]
-                          .values(status="revoked", revoked_at=now))
-    session.execute(update(McpOAuthRefreshToken)
-                    .where(McpOAuthRefreshToken.grant_id == grant_id,  # type: ignore[arg-type]
-                           McpOAuthRefreshToken.revoked_at.is_(None))  # type: ignore[union-attr]
-                    .values(revoked_at=now))
+    res = session.execute(
+        update(McpOAuthGrant)
+        .where(McpOAuthGrant.id == grant_id, McpOAuthGrant.status == "active")  # type: ignore[arg-type]
+        .values(status="revoked", revoked_at=now)
+    )
+    session.execute(
+        update(McpOAuthRefreshToken)
+        .where(
+            McpOAuthRefreshToken.grant_id == grant_id,  # type: ignore[arg-type]
+            McpOAuthRefreshToken.revoked_at.is_(None),
+        )  # type: ignore[union-attr]
+        .values(revoked_at=now)
+    )
     session.execute(delete(McpOAuthAccessToken).where(McpOAuthAccessToken.grant_id == grant_id))  # type: ignore[arg-type]
     return int(res.rowcount or 0)  # type: ignore[attr-defined]
 
 
-def _refuse_and_revoke(session: Session, grant_id: uuid.UUID, *, action: str, client_id: str,
-                       error: OAuthProtocolError) -> None:
+def _refuse_and_revoke(
+    session: Session, grant_id: uuid.UUID, *, action: str, client_id: str, error: OAuthProtocolError
+) -> None:
     """Revoke the grant in a transaction of its own, audit why, then raise ``error``."""
     grant = session.get(McpOAuthGrant, grant_id)
     tenant_id, user_id = (grant.tenant_id, grant.user_id) if grant is not None else (None, None)
 
     def record(s: Session) -> None:
         if _revoke_rows(s, grant_id, utcnow()):
-            record_audit(s, tenant_id=tenant_id, actor=Principal.user(user_id, tenant_id) if user_id else None,
-                         action=action, object_type="oauth_grant", object_id=grant_id,
-                         metadata={"client_id": client_id, "before": {"status": "active"},
-                                   "after": {"status": "revoked"}})
+            record_audit(
+                s,
+                tenant_id=tenant_id,
+                actor=Principal.user(user_id, tenant_id) if user_id else None,
+                action=action,
+                object_type="oauth_grant",
+                object_id=grant_id,
+                metadata={"client_id": client_id, "before": {"status": "active"}, "after": {"status": "revoked"}},
+            )
 
     record_then_refuse(session, record, error)
 
 
-def exchange_code(session: Session, settings: Any, *, code: Any, client_id: Any, redirect_uri: Any,
-                  code_verifier: Any, resource: Any) -> TokenSet:
+def exchange_code(
+    session: Session, settings: Any, *, code: Any, client_id: Any, redirect_uri: Any, code_verifier: Any, resource: Any
+) -> TokenSet:
     """``grant_type=authorization_code``: check the code (unused, fresh, same client and
     redirect URI, PKCE S256, same resource) and mint the first access + refresh tokens."""
     if not isinstance(code, str) or not code or len(code) > 200:
@@ -248,14 +327,23 @@ def exchange_code(session: Session, settings: Any, *, code: Any, client_id: Any,
         raise OAuthProtocolError("invalid_request", "client_id is required (public clients send it in the form)")
     if not isinstance(code_verifier, str) or not _PKCE.match(code_verifier):
         raise OAuthProtocolError("invalid_request", "code_verifier is required: 43-128 characters [A-Za-z0-9-._~]")
-    row = session.exec(select(McpOAuthAuthorizationCode)
-                       .where(McpOAuthAuthorizationCode.code_hash == hash_token(code)).with_for_update()).first()
+    row = session.exec(
+        select(McpOAuthAuthorizationCode)
+        .where(McpOAuthAuthorizationCode.code_hash == hash_token(code))
+        .with_for_update()
+    ).first()
     if row is None:
         raise OAuthProtocolError("invalid_grant", "unknown or expired authorization code")
     if row.consumed_at is not None:
-        _refuse_and_revoke(session, row.grant_id, action="oauth.code_reuse_detected", client_id=client_id,
-                           error=OAuthProtocolError("invalid_grant", "authorization code was already used; "
-                                                                     "the authorization is revoked"))
+        _refuse_and_revoke(
+            session,
+            row.grant_id,
+            action="oauth.code_reuse_detected",
+            client_id=client_id,
+            error=OAuthProtocolError(
+                "invalid_grant", "authorization code was already used; the authorization is revoked"
+            ),
+        )
     if row.expires_at <= utcnow():
         raise OAuthProtocolError("invalid_grant", "unknown or expired authorization code")
     grant, _client = _live_grant(session, row.grant_id, client_id)
@@ -271,8 +359,9 @@ def exchange_code(session: Session, settings: Any, *, code: Any, client_id: Any,
     return _mint(session, settings, grant, list(row.scopes), bound)
 
 
-def refresh(session: Session, settings: Any, *, refresh_token: Any, client_id: Any, scope: Any,
-            resource: Any) -> TokenSet:
+def refresh(
+    session: Session, settings: Any, *, refresh_token: Any, client_id: Any, scope: Any, resource: Any
+) -> TokenSet:
     """``grant_type=refresh_token``: rotate. A rotated (revoked) token presented again while its
     grant is active is reuse: the grant is revoked (committed apart) and ``invalid_grant`` raised.
 
@@ -290,12 +379,17 @@ def refresh(session: Session, settings: Any, *, refresh_token: Any, client_id: A
     if row.revoked_at is not None:
         grant = session.get(McpOAuthGrant, row.grant_id)
         if grant is not None and grant.status == "active":
-            _refuse_and_revoke(session, row.grant_id, action="oauth.refresh_reuse_detected", client_id=client_id,
-                               error=OAuthProtocolError("invalid_grant", "refresh token was already used; the "
-                                                                         "authorization is revoked, sign in again"))
+            _refuse_and_revoke(
+                session,
+                row.grant_id,
+                action="oauth.refresh_reuse_detected",
+                client_id=client_id,
+                error=OAuthProtocolError(
+                    "invalid_grant", "refresh token was already used; the authorization is revoked, sign in again"
+                ),
+            )
         raise OAuthProtocolError("invalid_grant", "the refresh token was revoked")
-    row = session.exec(select(McpOAuthRefreshToken).where(McpOAuthRefreshToken.id == row.id)
-                       .with_for_update()).one()
+    row = session.exec(select(McpOAuthRefreshToken).where(McpOAuthRefreshToken.id == row.id).with_for_update()).one()
     session.refresh(row)
     if row.revoked_at is not None:  # a concurrent refresh won the race
         raise OAuthProtocolError("invalid_grant", "the refresh token was already used")
@@ -314,9 +408,15 @@ def refresh(session: Session, settings: Any, *, refresh_token: Any, client_id: A
     row.revoked_at = utcnow()
     session.add(row)
     tokens = _mint(session, settings, grant, scopes, bound)
-    record_audit(session, tenant_id=grant.tenant_id, actor=Principal.user(grant.user_id, grant.tenant_id),
-                 action="oauth.token_refreshed", object_type="oauth_grant", object_id=grant.id,
-                 metadata={"client_id": client.client_id, "scopes": scopes})
+    record_audit(
+        session,
+        tenant_id=grant.tenant_id,
+        actor=Principal.user(grant.user_id, grant.tenant_id),
+        action="oauth.token_refreshed",
+        object_type="oauth_grant",
+        object_id=grant.id,
+        metadata={"client_id": client.client_id, "scopes": scopes},
+    )
     return tokens
 
 
@@ -337,9 +437,11 @@ def revoke_token(session: Session, *, token: Any, client_id: Any) -> None:
             grant_id = rt.grant_id
     if grant_id is None:
         return
-    found = session.exec(select(McpOAuthGrant, McpOAuthClient.client_id)  # type: ignore[call-overload]
-                         .join(McpOAuthClient, McpOAuthClient.id == McpOAuthGrant.client_id)
-                         .where(McpOAuthGrant.id == grant_id)).first()
+    found = session.exec(
+        select(McpOAuthGrant, McpOAuthClient.client_id)  # type: ignore[call-overload]
+        .join(McpOAuthClient, McpOAuthClient.id == McpOAuthGrant.client_id)
+        .where(McpOAuthGrant.id == grant_id)
+    ).first()
     if found is None or (client_id and found[1] != client_id):
         return
     grant = found[0]
@@ -348,10 +450,20 @@ def revoke_token(session: Session, *, token: Any, client_id: Any) -> None:
         session.flush()
         return
     if _revoke_rows(session, grant.id, utcnow()):
-        record_audit(session, tenant_id=grant.tenant_id, actor=Principal.user(grant.user_id, grant.tenant_id),
-                     action="oauth.grant_revoked", object_type="oauth_grant", object_id=grant.id,
-                     metadata={"client_id": found[1], "by": "client", "before": {"status": "active"},
-                               "after": {"status": "revoked"}})
+        record_audit(
+            session,
+            tenant_id=grant.tenant_id,
+            actor=Principal.user(grant.user_id, grant.tenant_id),
+            action="oauth.grant_revoked",
+            object_type="oauth_grant",
+            object_id=grant.id,
+            metadata={
+                "client_id": found[1],
+                "by": "client",
+                "before": {"status": "active"},
+                "after": {"status": "revoked"},
+            },
+        )
 
 
 # --- the user's own grants (/api/me/oauth-grants) -------------------------------------------------
@@ -364,8 +476,11 @@ def list_grants(session: Session, principal: Principal) -> list[tuple[McpOAuthGr
     rows = session.exec(
         select(McpOAuthGrant, McpOAuthClient)  # type: ignore[call-overload]
         .join(McpOAuthClient, McpOAuthClient.id == McpOAuthGrant.client_id)
-        .where(McpOAuthGrant.user_id == principal.user_id, McpOAuthGrant.tenant_id == principal.tenant_id,
-               McpOAuthGrant.status == "active")
+        .where(
+            McpOAuthGrant.user_id == principal.user_id,
+            McpOAuthGrant.tenant_id == principal.tenant_id,
+            McpOAuthGrant.status == "active",
+        )
         .order_by(McpOAuthGrant.created_at.desc())  # type: ignore[attr-defined]
     ).all()
     return [(g, c) for g, c in rows]
@@ -383,8 +498,18 @@ def revoke_grant(session: Session, principal: Principal, grant_id: uuid.UUID) ->
         client = session.get(McpOAuthClient, grant.client_id)
         _revoke_rows(session, grant.id, utcnow())
         session.refresh(grant)
-        record_audit(session, tenant_id=grant.tenant_id, actor=principal, action="oauth.grant_revoked",
-                     object_type="oauth_grant", object_id=grant.id,
-                     metadata={"client_id": client.client_id if client else None, "by": "user",
-                               "before": {"status": "active"}, "after": {"status": "revoked"}})
+        record_audit(
+            session,
+            tenant_id=grant.tenant_id,
+            actor=principal,
+            action="oauth.grant_revoked",
+            object_type="oauth_grant",
+            object_id=grant.id,
+            metadata={
+                "client_id": client.client_id if client else None,
+                "by": "user",
+                "before": {"status": "active"},
+                "after": {"status": "revoked"},
+            },
+        )
     return grant

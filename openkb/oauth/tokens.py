@@ -66,21 +66,48 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
         raise Unauthenticated("the access token is invalid, expired or revoked")
     # Columns, not entities: no identity-map work on the hot path of every /mcp call.
     found = session.execute(
-        select(McpOAuthAccessToken.id, McpOAuthAccessToken.scopes, McpOAuthAccessToken.resource,
-               McpOAuthAccessToken.expires_at, McpOAuthGrant.id, McpOAuthGrant.user_id, McpOAuthGrant.tenant_id,
-               McpOAuthGrant.status, McpOAuthGrant.expires_at, McpOAuthClient.client_id, McpOAuthClient.client_name,
-               McpOAuthClient.status, User.status)
+        select(
+            McpOAuthAccessToken.id,
+            McpOAuthAccessToken.scopes,
+            McpOAuthAccessToken.resource,
+            McpOAuthAccessToken.expires_at,
+            McpOAuthGrant.id,
+            McpOAuthGrant.user_id,
+            McpOAuthGrant.tenant_id,
+            McpOAuthGrant.status,
+            McpOAuthGrant.expires_at,
+            McpOAuthClient.client_id,
+            McpOAuthClient.client_name,
+            McpOAuthClient.status,
+            User.status,
+        )
         .join(McpOAuthGrant, McpOAuthGrant.id == McpOAuthAccessToken.grant_id)
         .join(McpOAuthClient, McpOAuthClient.id == McpOAuthGrant.client_id)
         .join(User, User.id == McpOAuthGrant.user_id)
-        .join(TenantMembership, (TenantMembership.user_id == McpOAuthGrant.user_id)
-              & (TenantMembership.tenant_id == McpOAuthGrant.tenant_id))
+        .join(
+            TenantMembership,
+            (TenantMembership.user_id == McpOAuthGrant.user_id)
+            & (TenantMembership.tenant_id == McpOAuthGrant.tenant_id),
+        )
         .where(McpOAuthAccessToken.token_hash == hash_token(token))
     ).first()
     if found is None:
         raise Unauthenticated("the access token is invalid, expired or revoked")
-    (token_id, scopes, bound, expires_at, grant_id, user_id, tenant_id, grant_status, grant_expires_at,
-     client_id, client_name, client_status, user_status) = found
+    (
+        token_id,
+        scopes,
+        bound,
+        expires_at,
+        grant_id,
+        user_id,
+        tenant_id,
+        grant_status,
+        grant_expires_at,
+        client_id,
+        client_name,
+        client_status,
+        user_status,
+    ) = found
     now = utcnow()
     if expires_at <= now:
         raise Unauthenticated("the access token has expired; refresh it")
@@ -92,9 +119,17 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
         raise Unauthenticated("the account behind this token is not active")
     if canonical_resource(bound) != canonical_resource(resource):
         raise Unauthenticated("the access token was issued for another resource")
-    return OAuthGrant(user_id=user_id, tenant_id=tenant_id, client_id=client_id, scopes=frozenset(scopes),
-                      expires_at=expires_at, grant_id=grant_id, resource=bound, client_name=client_name,
-                      token_id=token_id)
+    return OAuthGrant(
+        user_id=user_id,
+        tenant_id=tenant_id,
+        client_id=client_id,
+        scopes=frozenset(scopes),
+        expires_at=expires_at,
+        grant_id=grant_id,
+        resource=bound,
+        client_name=client_name,
+        token_id=token_id,
+    )
 
 
 def canonical_resource(url: str) -> str:

@@ -89,8 +89,9 @@ class DocumentDecision:
     actions: frozenset[Action]
 
 
-def check_workspace(session: Session, principal: Principal, workspace_id: IdLike,
-                    action: WsAction | str | None = WsAction.READ) -> WorkspaceDecision:
+def check_workspace(
+    session: Session, principal: Principal, workspace_id: IdLike, action: WsAction | str | None = WsAction.READ
+) -> WorkspaceDecision:
     """Visible = the caller has a workspace role (guests included); ``action=None``: visible only."""
     wid = str(_uuid(workspace_id))
     snap = load_snapshot(session, principal, ws_ids=[wid])
@@ -105,8 +106,9 @@ def check_workspace(session: Session, principal: Principal, workspace_id: IdLike
     return WorkspaceDecision(uuid.UUID(wid), _uuid(principal.tenant_id), role, caps)  # type: ignore[arg-type]
 
 
-def check_knowledge_base(session: Session, principal: Principal, kb_id: IdLike,
-                         action: KbAction | str | None = KbAction.READ) -> KnowledgeBaseDecision:
+def check_knowledge_base(
+    session: Session, principal: Principal, kb_id: IdLike, action: KbAction | str | None = KbAction.READ
+) -> KnowledgeBaseDecision:
     """Visible = ``KbAction.READ``; ``action=None``: visible only."""
     kid = str(_uuid(kb_id))
     snap = load_snapshot(session, principal, kb_ids=[kid])
@@ -119,8 +121,9 @@ def check_knowledge_base(session: Session, principal: Principal, kb_id: IdLike,
     return KnowledgeBaseDecision(kb, rules.kb_role(snap.viewer, kb), caps)
 
 
-def check_document(session: Session, principal: Principal, document_id: IdLike,
-                   action: Action | str | None = Action.READ) -> DocumentDecision:
+def check_document(
+    session: Session, principal: Principal, document_id: IdLike, action: Action | str | None = Action.READ
+) -> DocumentDecision:
     """Visible = ``Action.READ`` or ``Action.TRASH`` (``rules.VISIBLE_ACTIONS``); ``action=None``:
     visible only (the caller checks the status first, then ``require``s, e.g. restore from trash)."""
     did = str(_uuid(document_id))
@@ -140,14 +143,15 @@ def check_document(session: Session, principal: Principal, document_id: IdLike,
 def _fetch(session: Session, model: Any, oid: uuid.UUID, for_update: bool) -> Any:
     if not for_update:
         return session.get(model, oid)
-    return session.exec(select(model).where(col(model.id) == oid).with_for_update()
-                        .execution_options(populate_existing=True)).first()
+    return session.exec(
+        select(model).where(col(model.id) == oid).with_for_update().execution_options(populate_existing=True)
+    ).first()
 
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceAccess:
     workspace: Workspace
-    role: str                            # owner/admin/member/guest
+    role: str  # owner/admin/member/guest
     actions: frozenset[WsAction]
 
     def require(self, *actions: WsAction, message: str | None = None) -> None:
@@ -160,7 +164,7 @@ class WorkspaceAccess:
 @dataclass(frozen=True, slots=True)
 class KnowledgeBaseAccess:
     knowledge_base: KnowledgeBase
-    role: str | None                     # content role (owner/manager/editor/viewer) or None
+    role: str | None  # content role (owner/manager/editor/viewer) or None
     actions: frozenset[KbAction]
 
     def require(self, *actions: KbAction, message: str | None = None) -> None:
@@ -172,7 +176,7 @@ class KnowledgeBaseAccess:
 @dataclass(frozen=True, slots=True)
 class DocumentAccess:
     document: Document
-    role: str | None                     # effective content role or None
+    role: str | None  # effective content role or None
     actions: frozenset[Action]
     _decision: DocumentDecision = field(repr=False)
 
@@ -197,8 +201,14 @@ class DocumentAccess:
         return out
 
 
-def access_workspace(session: Session, principal: Principal, workspace_id: IdLike,
-                     action: WsAction | str | None = WsAction.READ, *, for_update: bool = False) -> WorkspaceAccess:
+def access_workspace(
+    session: Session,
+    principal: Principal,
+    workspace_id: IdLike,
+    action: WsAction | str | None = WsAction.READ,
+    *,
+    for_update: bool = False,
+) -> WorkspaceAccess:
     """The workspace for ``action`` (default: any member may see it). NotFound for non-members."""
     d = check_workspace(session, principal, workspace_id, action)
     ws = _fetch(session, Workspace, d.id, for_update)
@@ -207,9 +217,14 @@ def access_workspace(session: Session, principal: Principal, workspace_id: IdLik
     return WorkspaceAccess(ws, d.role, d.actions)
 
 
-def access_knowledge_base(session: Session, principal: Principal, kb_id: IdLike,
-                          action: KbAction | str | None = KbAction.READ, *,
-                          for_update: bool = False) -> KnowledgeBaseAccess:
+def access_knowledge_base(
+    session: Session,
+    principal: Principal,
+    kb_id: IdLike,
+    action: KbAction | str | None = KbAction.READ,
+    *,
+    for_update: bool = False,
+) -> KnowledgeBaseAccess:
     d = check_knowledge_base(session, principal, kb_id, action)
     kb = _fetch(session, KnowledgeBase, uuid.UUID(d.facts.id), for_update)
     if kb is None:
@@ -217,8 +232,14 @@ def access_knowledge_base(session: Session, principal: Principal, kb_id: IdLike,
     return KnowledgeBaseAccess(kb, d.role, d.actions)
 
 
-def access_document(session: Session, principal: Principal, document_id: IdLike,
-                    action: Action | str | None = Action.READ, *, for_update: bool = False) -> DocumentAccess:
+def access_document(
+    session: Session,
+    principal: Principal,
+    document_id: IdLike,
+    action: Action | str | None = Action.READ,
+    *,
+    for_update: bool = False,
+) -> DocumentAccess:
     """The document for ``action``. A trashed document is visible to those who may restore it
     (``Action.TRASH``), so they get PermissionDenied, not NotFound, for anything else."""
     d = check_document(session, principal, document_id, action)
@@ -228,8 +249,9 @@ def access_document(session: Session, principal: Principal, document_id: IdLike,
     return DocumentAccess(doc, d.role, d.actions, d)
 
 
-def access_tree(session: Session, principal: Principal, kb_id: IdLike,
-                actions: Iterable[Action | str] = rules.ALL_ACTIONS) -> TreeAccess:
+def access_tree(
+    session: Session, principal: Principal, kb_id: IdLike, actions: Iterable[Action | str] = rules.ALL_ACTIONS
+) -> TreeAccess:
     """``tree_access`` of a knowledge base the caller may open (``KbAction.READ``), else
     NotFound: one statement for the knowledge base, its documents and the decisions."""
     acc = tree_access(session, principal, kb_id, actions)

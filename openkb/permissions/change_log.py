@@ -31,8 +31,7 @@ from openkb.permissions.rules import KbAction
 
 CHANGE_NOT_FOUND = "change not found"
 # the SQL twin of ``kb_of_state``
-KB_OF_CHANGE_SQL = ("coalesce(changes.after_state ->> 'knowledge_base_id', "
-                    "changes.before_state ->> 'knowledge_base_id')")
+KB_OF_CHANGE_SQL = "coalesce(changes.after_state ->> 'knowledge_base_id', changes.before_state ->> 'knowledge_base_id')"
 
 
 def kb_of_state(change: Change) -> uuid.UUID | None:
@@ -59,8 +58,9 @@ class ChangeScope:
             return false()
         own = col(Change.actor_id) == self.user_id
         if self.managed_kb_ids:
-            own = or_(own, text(f"{KB_OF_CHANGE_SQL} = ANY(:managed_kbs)")
-                      .bindparams(managed_kbs=sorted(self.managed_kb_ids)))
+            own = or_(
+                own, text(f"{KB_OF_CHANGE_SQL} = ANY(:managed_kbs)").bindparams(managed_kbs=sorted(self.managed_kb_ids))
+            )
         return and_(col(Change.tenant_id) == self.tenant_id, own)
 
 
@@ -72,8 +72,12 @@ def change_scope(session: Session, principal: Principal, kb_id: uuid.UUID | None
     if kb_id is not None:
         kb_ids = [str(kb_id)]
     else:
-        kb_ids = [str(k) for k in session.exec(select(KnowledgeBase.id)
-                                               .where(col(KnowledgeBase.tenant_id) == principal.tenant_id)).all()]
+        kb_ids = [
+            str(k)
+            for k in session.exec(
+                select(KnowledgeBase.id).where(col(KnowledgeBase.tenant_id) == principal.tenant_id)
+            ).all()
+        ]
     snap = load_snapshot(session, principal, kb_ids=kb_ids)
     v = snap.viewer
     tenant = str(principal.tenant_id)

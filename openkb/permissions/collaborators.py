@@ -46,28 +46,58 @@ def check_subject(session: Session, tenant_id: uuid.UUID, subject_type: str, sub
         g = session.get(Group, subject_id)
         ok = g is not None and g.tenant_id == tenant_id
     else:
-        ok = session.execute(select(TenantMembership.id).join(User, User.id == TenantMembership.user_id).where(
-            TenantMembership.user_id == subject_id, TenantMembership.tenant_id == tenant_id,
-            User.status != "deleted")).first() is not None
+        ok = (
+            session.execute(
+                select(TenantMembership.id)
+                .join(User, User.id == TenantMembership.user_id)
+                .where(
+                    TenantMembership.user_id == subject_id,
+                    TenantMembership.tenant_id == tenant_id,
+                    User.status != "deleted",
+                )
+            ).first()
+            is not None
+        )
     if not ok:
         raise NotFound(f"{subject_type} not found")
 
 
 def _row(session: Session, ref: ObjectRef, subject_type: str, subject_id: uuid.UUID) -> Collaborator | None:
-    return session.execute(select(Collaborator).where(
-        Collaborator.object_type == ref.object_type, Collaborator.object_id == ref.object_id,
-        Collaborator.subject_type == subject_type, Collaborator.subject_id == subject_id)).scalar_one_or_none()
+    return session.execute(
+        select(Collaborator).where(
+            Collaborator.object_type == ref.object_type,
+            Collaborator.object_id == ref.object_id,
+            Collaborator.subject_type == subject_type,
+            Collaborator.subject_id == subject_id,
+        )
+    ).scalar_one_or_none()
 
 
-def do_grant(session: Session, *, tenant_id: uuid.UUID, ref: ObjectRef, subject_type: str, subject_id: uuid.UUID,
-             role: str, source: str, created_by: uuid.UUID | None) -> tuple[Collaborator, str | None]:
+def do_grant(
+    session: Session,
+    *,
+    tenant_id: uuid.UUID,
+    ref: ObjectRef,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    role: str,
+    source: str,
+    created_by: uuid.UUID | None,
+) -> tuple[Collaborator, str | None]:
     """Already-authorized grant: insert or raise to ``role``; returns (row, role before)."""
     row = _row(session, ref, subject_type, subject_id)
     before = row.role if row else None
     if row is None:
-        row = Collaborator(tenant_id=tenant_id, object_type=ref.object_type, object_id=ref.object_id,
-                           subject_type=subject_type, subject_id=subject_id, role=role, source=source,
-                           created_by=created_by)
+        row = Collaborator(
+            tenant_id=tenant_id,
+            object_type=ref.object_type,
+            object_id=ref.object_id,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            role=role,
+            source=source,
+            created_by=created_by,
+        )
     elif rules.rank(role) > rules.rank(row.role):
         row.role = role
     session.add(row)
@@ -75,12 +105,14 @@ def do_grant(session: Session, *, tenant_id: uuid.UUID, ref: ObjectRef, subject_
     return row, before
 
 
-def do_add_workspace_member(session: Session, *, tenant_id: uuid.UUID, workspace_id: uuid.UUID, user_id: uuid.UUID,
-                            role: str) -> tuple[WorkspaceMember, str | None]:
+def do_add_workspace_member(
+    session: Session, *, tenant_id: uuid.UUID, workspace_id: uuid.UUID, user_id: uuid.UUID, role: str
+) -> tuple[WorkspaceMember, str | None]:
     """Already-authorized: add a member or raise their role (never demotes, never owner)."""
     order = {"guest": 1, "member": 2, "admin": 3, "owner": 4}
-    row = session.execute(select(WorkspaceMember).where(WorkspaceMember.workspace_id == workspace_id,
-                                                        WorkspaceMember.user_id == user_id)).scalar_one_or_none()
+    row = session.execute(
+        select(WorkspaceMember).where(WorkspaceMember.workspace_id == workspace_id, WorkspaceMember.user_id == user_id)
+    ).scalar_one_or_none()
     before = row.role if row else None
     if row is None:
         row = WorkspaceMember(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, role=role)
@@ -91,28 +123,45 @@ def do_add_workspace_member(session: Session, *, tenant_id: uuid.UUID, workspace
     return row, before
 
 
-def _audit(session: Session, principal: Principal, action: str, tenant_id: uuid.UUID, ref: ObjectRef,
-           **meta: Any) -> None:
-    record_audit(session, tenant_id=tenant_id, actor=principal, action=action, object_type=ref.object_type,
-                 object_id=ref.object_id, metadata=meta)
+def _audit(
+    session: Session, principal: Principal, action: str, tenant_id: uuid.UUID, ref: ObjectRef, **meta: Any
+) -> None:
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=principal,
+        action=action,
+        object_type=ref.object_type,
+        object_id=ref.object_id,
+        metadata=meta,
+    )
 
 
 def list_collaborators(session: Session, principal: Principal, obj: Any) -> list[Collaborator]:
     ref = content_ref(obj)
     authorize(session, principal, ref, "read")
-    return list(session.execute(select(Collaborator).where(
-        Collaborator.object_type == ref.object_type, Collaborator.object_id == ref.object_id,
-    ).order_by(Collaborator.created_at)).scalars())
+    return list(
+        session.execute(
+            select(Collaborator)
+            .where(
+                Collaborator.object_type == ref.object_type,
+                Collaborator.object_id == ref.object_id,
+            )
+            .order_by(Collaborator.created_at)
+        ).scalars()
+    )
 
 
-def add_collaborator(session: Session, principal: Principal, obj: Any, *, subject_type: str,
-                     subject_id: uuid.UUID, role: str) -> Collaborator:
+def add_collaborator(
+    session: Session, principal: Principal, obj: Any, *, subject_type: str, subject_id: uuid.UUID, role: str
+) -> Collaborator:
     ref = content_ref(obj)
     check_content_role(role)
     auth = authorize(session, principal, ref, "manage")
     if ref.object_type == "document" and auth.permission_mode != "custom":
-        raise ValidationError("this document inherits its knowledge base's collaborators; "
-                              "switch it to custom permission mode first")
+        raise ValidationError(
+            "this document inherits its knowledge base's collaborators; switch it to custom permission mode first"
+        )
     check_subject(session, auth.tenant_id, subject_type, subject_id)
     existing = _row(session, ref, subject_type, subject_id)
     if existing is not None and existing.role == "owner":
@@ -124,15 +173,34 @@ def add_collaborator(session: Session, principal: Principal, obj: Any, *, subjec
         session.flush()
         row = existing
     else:
-        row, before = do_grant(session, tenant_id=auth.tenant_id, ref=ref, subject_type=subject_type,
-                               subject_id=subject_id, role=role, source="direct", created_by=principal.user_id)
-    _audit(session, principal, "collaborator.add" if before is None else "collaborator.update", auth.tenant_id, ref,
-           collaborator_id=row.id, subject_type=subject_type, subject_id=subject_id,
-           before={"role": before}, after={"role": row.role})
+        row, before = do_grant(
+            session,
+            tenant_id=auth.tenant_id,
+            ref=ref,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            role=role,
+            source="direct",
+            created_by=principal.user_id,
+        )
+    _audit(
+        session,
+        principal,
+        "collaborator.add" if before is None else "collaborator.update",
+        auth.tenant_id,
+        ref,
+        collaborator_id=row.id,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        before={"role": before},
+        after={"role": row.role},
+    )
     return row
 
 
-def _load_collaborator(session: Session, principal: Principal, collaborator_id: uuid.UUID) -> tuple[Collaborator, ObjectRef]:
+def _load_collaborator(
+    session: Session, principal: Principal, collaborator_id: uuid.UUID
+) -> tuple[Collaborator, ObjectRef]:
     row = session.get(Collaborator, collaborator_id)
     if row is None:
         raise NotFound("collaborator not found")
@@ -141,7 +209,9 @@ def _load_collaborator(session: Session, principal: Principal, collaborator_id: 
     return row, ref
 
 
-def update_collaborator(session: Session, principal: Principal, collaborator_id: uuid.UUID, *, role: str) -> Collaborator:
+def update_collaborator(
+    session: Session, principal: Principal, collaborator_id: uuid.UUID, *, role: str
+) -> Collaborator:
     check_content_role(role)
     row, ref = _load_collaborator(session, principal, collaborator_id)
     if row.role == "owner":
@@ -150,8 +220,18 @@ def update_collaborator(session: Session, principal: Principal, collaborator_id:
     row.role = role
     session.add(row)
     session.flush()
-    _audit(session, principal, "collaborator.update", row.tenant_id, ref, collaborator_id=row.id,
-           subject_type=row.subject_type, subject_id=row.subject_id, before={"role": before}, after={"role": role})
+    _audit(
+        session,
+        principal,
+        "collaborator.update",
+        row.tenant_id,
+        ref,
+        collaborator_id=row.id,
+        subject_type=row.subject_type,
+        subject_id=row.subject_id,
+        before={"role": before},
+        after={"role": role},
+    )
     return row
 
 
@@ -159,14 +239,31 @@ def remove_collaborator(session: Session, principal: Principal, collaborator_id:
     row, ref = _load_collaborator(session, principal, collaborator_id)
     if row.role == "owner":
         raise ValidationError("the owner cannot be removed; transfer ownership first")
-    _audit(session, principal, "collaborator.remove", row.tenant_id, ref, collaborator_id=row.id,
-           subject_type=row.subject_type, subject_id=row.subject_id, before={"role": row.role}, after={"role": None})
+    _audit(
+        session,
+        principal,
+        "collaborator.remove",
+        row.tenant_id,
+        ref,
+        collaborator_id=row.id,
+        subject_type=row.subject_type,
+        subject_id=row.subject_id,
+        before={"role": row.role},
+        after={"role": None},
+    )
     session.delete(row)
     session.flush()
 
 
-def transfer_owner(session: Session, principal: Principal, obj: Any, *, new_owner_id: uuid.UUID,
-                   ip: str | None = None, user_agent: str | None = None) -> None:
+def transfer_owner(
+    session: Session,
+    principal: Principal,
+    obj: Any,
+    *,
+    new_owner_id: uuid.UUID,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> None:
     """Owner-only. The previous owner stays as manager (workspace: admin). Audited."""
     ref = as_ref(obj)
     auth = authorize(session, principal, ref, "transfer_owner")
@@ -177,10 +274,18 @@ def transfer_owner(session: Session, principal: Principal, obj: Any, *, new_owne
     if new_user is None or new_user.status != "active":
         raise ValidationError("the new owner must be an active user")
     if ref.object_type == "workspace":
-        rows = list(session.execute(select(WorkspaceMember).where(
-            WorkspaceMember.workspace_id == ref.object_id, WorkspaceMember.role == "owner")).scalars())
-        target = session.execute(select(WorkspaceMember).where(
-            WorkspaceMember.workspace_id == ref.object_id, WorkspaceMember.user_id == new_owner_id)).scalar_one_or_none()
+        rows = list(
+            session.execute(
+                select(WorkspaceMember).where(
+                    WorkspaceMember.workspace_id == ref.object_id, WorkspaceMember.role == "owner"
+                )
+            ).scalars()
+        )
+        target = session.execute(
+            select(WorkspaceMember).where(
+                WorkspaceMember.workspace_id == ref.object_id, WorkspaceMember.user_id == new_owner_id
+            )
+        ).scalar_one_or_none()
         if target is None:
             raise ValidationError("the new owner must already be a member of the workspace")
         before = {"owners": [r.user_id for r in rows], "new_owner_role": target.role}
@@ -192,25 +297,52 @@ def transfer_owner(session: Session, principal: Principal, obj: Any, *, new_owne
     else:
         if ref.object_type == "document" and auth.permission_mode != "custom":
             raise ValidationError("an inherit-mode document is owned through its knowledge base")
-        rows = list(session.execute(select(Collaborator).where(
-            Collaborator.object_type == ref.object_type, Collaborator.object_id == ref.object_id,
-            Collaborator.role == "owner")).scalars())
+        rows = list(
+            session.execute(
+                select(Collaborator).where(
+                    Collaborator.object_type == ref.object_type,
+                    Collaborator.object_id == ref.object_id,
+                    Collaborator.role == "owner",
+                )
+            ).scalars()
+        )
         target = _row(session, ref, "user", new_owner_id)
-        before = {"owners": [f"{r.subject_type}:{r.subject_id}" for r in rows],
-                  "new_owner_role": target.role if target else None}
+        before = {
+            "owners": [f"{r.subject_type}:{r.subject_id}" for r in rows],
+            "new_owner_role": target.role if target else None,
+        }
         for r in rows:
             r.role = "manager"
             session.add(r)
         if target is None:
-            target = Collaborator(tenant_id=auth.tenant_id, object_type=ref.object_type, object_id=ref.object_id,
-                                  subject_type="user", subject_id=new_owner_id, role="owner", source="transfer",
-                                  created_by=principal.user_id)
+            target = Collaborator(
+                tenant_id=auth.tenant_id,
+                object_type=ref.object_type,
+                object_id=ref.object_id,
+                subject_type="user",
+                subject_id=new_owner_id,
+                role="owner",
+                source="transfer",
+                created_by=principal.user_id,
+            )
         target.role = "owner"
         target.source = "transfer"
         session.add(target)
     session.flush()
-    record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="owner.transfer",
-                 object_type=ref.object_type, object_id=ref.object_id, ip=ip, user_agent=user_agent,
-                 metadata={"before": before, "after": {"owner": new_owner_id,
-                                                       "previous_owners_now": "admin" if ref.object_type == "workspace" else "manager"}})
-
+    record_audit(
+        session,
+        tenant_id=auth.tenant_id,
+        actor=principal,
+        action="owner.transfer",
+        object_type=ref.object_type,
+        object_id=ref.object_id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={
+            "before": before,
+            "after": {
+                "owner": new_owner_id,
+                "previous_owners_now": "admin" if ref.object_type == "workspace" else "manager",
+            },
+        },
+    )

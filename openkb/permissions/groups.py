@@ -52,9 +52,15 @@ def _admin_tenant(session: Session, principal: Principal, tenant_id: uuid.UUID |
         raise Unauthenticated("sign in as an administrator")
     if tenant_id is not None and tenant_id != principal.tenant_id:
         raise NotFound("tenant not found")
-    role = session.execute(select(TenantMembership.role).join(User, User.id == TenantMembership.user_id).where(
-        TenantMembership.user_id == principal.user_id, TenantMembership.tenant_id == principal.tenant_id,
-        User.status == "active")).scalar_one_or_none()
+    role = session.execute(
+        select(TenantMembership.role)
+        .join(User, User.id == TenantMembership.user_id)
+        .where(
+            TenantMembership.user_id == principal.user_id,
+            TenantMembership.tenant_id == principal.tenant_id,
+            User.status == "active",
+        )
+    ).scalar_one_or_none()
     if role not in ADMIN_ROLES:
         raise PermissionDenied("tenant administrators only")
     if principal.scopes is not None and ADMIN_SCOPE not in principal.scopes:
@@ -75,8 +81,7 @@ def access_group(session: Session, principal: Principal, group_id: uuid.UUID) ->
     return group
 
 
-def find_group(session: Session, principal: Principal, name_or_id: str, *,
-               tenant_id: uuid.UUID | None = None) -> Group:
+def find_group(session: Session, principal: Principal, name_or_id: str, *, tenant_id: uuid.UUID | None = None) -> Group:
     """By name or id, within the tenant the principal administers (the CLI's way of naming one)."""
     tid = _admin_tenant(session, principal, tenant_id)
     match = Group.name == name_or_id.strip()
@@ -116,17 +121,37 @@ def _flush_unique(session: Session, name: str) -> None:
         raise AlreadyExists(f"a group named {name!r} already exists") from None
 
 
-def _audit(session: Session, principal: Principal, action: str, group: Group, *, ip: str | None,
-           user_agent: str | None, **meta: Any) -> None:
-    record_audit(session, tenant_id=group.tenant_id, actor=principal, action=action, object_type="group",
-                 object_id=group.id, ip=ip, user_agent=user_agent, metadata=meta)
+def _audit(
+    session: Session,
+    principal: Principal,
+    action: str,
+    group: Group,
+    *,
+    ip: str | None,
+    user_agent: str | None,
+    **meta: Any,
+) -> None:
+    record_audit(
+        session,
+        tenant_id=group.tenant_id,
+        actor=principal,
+        action=action,
+        object_type="group",
+        object_id=group.id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata=meta,
+    )
 
 
 def member_counts(session: Session, group_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
     if not group_ids:
         return {}
-    rows = session.execute(select(GroupMember.group_id, func.count()).where(
-        GroupMember.group_id.in_(group_ids)).group_by(GroupMember.group_id)).all()  # type: ignore[attr-defined]
+    rows = session.execute(
+        select(GroupMember.group_id, func.count())
+        .where(GroupMember.group_id.in_(group_ids))
+        .group_by(GroupMember.group_id)
+    ).all()  # type: ignore[attr-defined]
     return {gid: int(n) for gid, n in rows}
 
 
@@ -135,29 +160,51 @@ def list_groups(session: Session, principal: Principal, *, tenant_id: uuid.UUID 
     return list(session.execute(select(Group).where(Group.tenant_id == tid).order_by(Group.name, Group.id)).scalars())
 
 
-def create_group(session: Session, principal: Principal, *, name: str, tenant_id: uuid.UUID | None = None,
-                 ip: str | None = None, user_agent: str | None = None) -> Group:
+def create_group(
+    session: Session,
+    principal: Principal,
+    *,
+    name: str,
+    tenant_id: uuid.UUID | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> Group:
     tid = _admin_tenant(session, principal, tenant_id)
     clean = _clean_name(name)
     if _name_taken(session, tid, clean):
         raise AlreadyExists(f"a group named {clean!r} already exists")
     creator = principal.user_id
     if creator is None:  # the CLI operator: groups.created_by is NOT NULL, so a tenant admin signs it
-        creator = session.execute(select(TenantMembership.user_id).where(
-            TenantMembership.tenant_id == tid, TenantMembership.role.in_(ADMIN_ROLES),  # type: ignore[attr-defined]
-        ).order_by(TenantMembership.created_at)).scalars().first()
+        creator = (
+            session.execute(
+                select(TenantMembership.user_id)
+                .where(
+                    TenantMembership.tenant_id == tid,
+                    TenantMembership.role.in_(ADMIN_ROLES),  # type: ignore[attr-defined]
+                )
+                .order_by(TenantMembership.created_at)
+            )
+            .scalars()
+            .first()
+        )
         if creator is None:
             raise ValidationError("the tenant has no administrator to own the group; create one first")
     group = Group(tenant_id=tid, name=clean, created_by=creator)
     session.add(group)
     _flush_unique(session, clean)
-    _audit(session, principal, "group.create", group, ip=ip, user_agent=user_agent, before=None,
-           after={"name": clean})
+    _audit(session, principal, "group.create", group, ip=ip, user_agent=user_agent, before=None, after={"name": clean})
     return group
 
 
-def rename_group(session: Session, principal: Principal, group_id: uuid.UUID, *, name: str,
-                 ip: str | None = None, user_agent: str | None = None) -> Group:
+def rename_group(
+    session: Session,
+    principal: Principal,
+    group_id: uuid.UUID,
+    *,
+    name: str,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> Group:
     group = access_group(session, principal, group_id)
     clean = _clean_name(name)
     before = group.name
@@ -169,30 +216,69 @@ def rename_group(session: Session, principal: Principal, group_id: uuid.UUID, *,
     group.updated_at = utcnow()
     session.add(group)
     _flush_unique(session, clean)
-    _audit(session, principal, "group.rename", group, ip=ip, user_agent=user_agent, before={"name": before},
-           after={"name": clean})
+    _audit(
+        session,
+        principal,
+        "group.rename",
+        group,
+        ip=ip,
+        user_agent=user_agent,
+        before={"name": before},
+        after={"name": clean},
+    )
     return group
 
 
-def delete_group(session: Session, principal: Principal, group_id: uuid.UUID, *, ip: str | None = None,
-                 user_agent: str | None = None) -> None:
+def delete_group(
+    session: Session, principal: Principal, group_id: uuid.UUID, *, ip: str | None = None, user_agent: str | None = None
+) -> None:
     """Delete the group, its memberships and every collaborator grant it holds, in this transaction."""
     group = access_group(session, principal, group_id)
-    grants = list(session.execute(select(Collaborator).where(
-        Collaborator.subject_type == "group", Collaborator.subject_id == group.id,
-    ).order_by(Collaborator.created_at)).scalars())
+    grants = list(
+        session.execute(
+            select(Collaborator)
+            .where(
+                Collaborator.subject_type == "group",
+                Collaborator.subject_id == group.id,
+            )
+            .order_by(Collaborator.created_at)
+        ).scalars()
+    )
     members = list(session.execute(select(GroupMember.user_id).where(GroupMember.group_id == group.id)).scalars())
     for c in grants:
-        record_audit(session, tenant_id=c.tenant_id, actor=principal, action="collaborator.remove",
-                     object_type=c.object_type, object_id=c.object_id, ip=ip, user_agent=user_agent,
-                     metadata={"collaborator_id": c.id, "subject_type": "group", "subject_id": group.id,
-                               "reason": "group.delete", "before": {"role": c.role}, "after": {"role": None}})
+        record_audit(
+            session,
+            tenant_id=c.tenant_id,
+            actor=principal,
+            action="collaborator.remove",
+            object_type=c.object_type,
+            object_id=c.object_id,
+            ip=ip,
+            user_agent=user_agent,
+            metadata={
+                "collaborator_id": c.id,
+                "subject_type": "group",
+                "subject_id": group.id,
+                "reason": "group.delete",
+                "before": {"role": c.role},
+                "after": {"role": None},
+            },
+        )
         session.delete(c)
-    _audit(session, principal, "group.delete", group, ip=ip, user_agent=user_agent,
-           before={"name": group.name, "members": members,
-                   "grants": [{"object_type": c.object_type, "object_id": c.object_id, "role": c.role}
-                              for c in grants]},
-           after=None)
+    _audit(
+        session,
+        principal,
+        "group.delete",
+        group,
+        ip=ip,
+        user_agent=user_agent,
+        before={
+            "name": group.name,
+            "members": members,
+            "grants": [{"object_type": c.object_type, "object_id": c.object_id, "role": c.role} for c in grants],
+        },
+        after=None,
+    )
     session.flush()
     session.delete(group)  # group_members go with it (ON DELETE CASCADE)
     session.flush()
@@ -200,18 +286,26 @@ def delete_group(session: Session, principal: Principal, group_id: uuid.UUID, *,
 
 def list_members(session: Session, principal: Principal, group_id: uuid.UUID) -> list[tuple[GroupMember, User]]:
     group = access_group(session, principal, group_id)
-    rows = session.execute(select(GroupMember, User).join(User, User.id == GroupMember.user_id).where(
-        GroupMember.group_id == group.id).order_by(GroupMember.created_at, User.email)).all()
+    rows = session.execute(
+        select(GroupMember, User)
+        .join(User, User.id == GroupMember.user_id)
+        .where(GroupMember.group_id == group.id)
+        .order_by(GroupMember.created_at, User.email)
+    ).all()
     return [(m, u) for m, u in rows]
 
 
-def _tenant_user(session: Session, tenant_id: uuid.UUID, *, user_id: uuid.UUID | None = None,
-                 email: str | None = None) -> User:
+def _tenant_user(
+    session: Session, tenant_id: uuid.UUID, *, user_id: uuid.UUID | None = None, email: str | None = None
+) -> User:
     """A (not deleted) user of ``tenant_id``, by id or email; anyone else is NotFound."""
     if (user_id is None) == (email is None):
         raise ValidationError("give user_id or email", field="user_id")
-    q = select(User).join(TenantMembership, TenantMembership.user_id == User.id).where(
-        TenantMembership.tenant_id == tenant_id, User.status != "deleted")
+    q = (
+        select(User)
+        .join(TenantMembership, TenantMembership.user_id == User.id)
+        .where(TenantMembership.tenant_id == tenant_id, User.status != "deleted")
+    )
     q = q.where(User.id == user_id) if user_id is not None else q.where(User.email == (email or "").strip().lower())
     user = session.execute(q).scalar_one_or_none()
     if user is None:
@@ -219,34 +313,69 @@ def _tenant_user(session: Session, tenant_id: uuid.UUID, *, user_id: uuid.UUID |
     return user
 
 
-def add_member(session: Session, principal: Principal, group_id: uuid.UUID, *, user_id: uuid.UUID | None = None,
-               email: str | None = None, ip: str | None = None, user_agent: str | None = None
-               ) -> tuple[GroupMember, User, bool]:
+def add_member(
+    session: Session,
+    principal: Principal,
+    group_id: uuid.UUID,
+    *,
+    user_id: uuid.UUID | None = None,
+    email: str | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> tuple[GroupMember, User, bool]:
     """Returns (membership, user, created). Adding an existing member changes nothing and audits nothing."""
     group = access_group(session, principal, group_id)
     user = _tenant_user(session, group.tenant_id, user_id=user_id, email=email)
-    row = session.execute(select(GroupMember).where(GroupMember.group_id == group.id,
-                                                    GroupMember.user_id == user.id)).scalar_one_or_none()
+    row = session.execute(
+        select(GroupMember).where(GroupMember.group_id == group.id, GroupMember.user_id == user.id)
+    ).scalar_one_or_none()
     if row is not None:
         return row, user, False
     row = GroupMember(tenant_id=group.tenant_id, group_id=group.id, user_id=user.id)
     session.add(row)
     session.flush()
-    _audit(session, principal, "group_member.add", group, ip=ip, user_agent=user_agent, user_id=user.id,
-           before={"member": False}, after={"member": True})
+    _audit(
+        session,
+        principal,
+        "group_member.add",
+        group,
+        ip=ip,
+        user_agent=user_agent,
+        user_id=user.id,
+        before={"member": False},
+        after={"member": True},
+    )
     return row, user, True
 
 
-def remove_member(session: Session, principal: Principal, group_id: uuid.UUID, *, user_id: uuid.UUID | None = None,
-                  email: str | None = None, ip: str | None = None, user_agent: str | None = None) -> None:
+def remove_member(
+    session: Session,
+    principal: Principal,
+    group_id: uuid.UUID,
+    *,
+    user_id: uuid.UUID | None = None,
+    email: str | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> None:
     group = access_group(session, principal, group_id)
     if email is not None and user_id is None:
         user_id = _tenant_user(session, group.tenant_id, email=email).id
-    row = session.execute(select(GroupMember).where(GroupMember.group_id == group.id,
-                                                    GroupMember.user_id == user_id)).scalar_one_or_none()
+    row = session.execute(
+        select(GroupMember).where(GroupMember.group_id == group.id, GroupMember.user_id == user_id)
+    ).scalar_one_or_none()
     if row is None:
         raise NotFound("member not found")
-    _audit(session, principal, "group_member.remove", group, ip=ip, user_agent=user_agent, user_id=user_id,
-           before={"member": True}, after={"member": False})
+    _audit(
+        session,
+        principal,
+        "group_member.remove",
+        group,
+        ip=ip,
+        user_agent=user_agent,
+        user_id=user_id,
+        before={"member": True},
+        after={"member": False},
+    )
     session.delete(row)
     session.flush()

@@ -30,12 +30,13 @@ class Authorized:
     tenant_id: uuid.UUID
     workspace_id: uuid.UUID
     knowledge_base_id: uuid.UUID | None
-    role: str | None              # caller's content role (kb/document) or workspace role
-    permission_mode: str | None   # documents only
+    role: str | None  # caller's content role (kb/document) or workspace role
+    permission_mode: str | None  # documents only
 
 
-def authorize(session: Session, principal: Principal, obj: ObjectRef | tuple | Workspace | KnowledgeBase | Document,
-              action: str) -> Authorized:
+def authorize(
+    session: Session, principal: Principal, obj: ObjectRef | tuple | Workspace | KnowledgeBase | Document, action: str
+) -> Authorized:
     """``check_*`` of ``access.py`` for any object type: the permission-changing services work on
     an ``ObjectRef`` and need ids, not rows, so nothing is fetched. Same errors as ``access_*``."""
     ref = as_ref(obj)
@@ -53,14 +54,16 @@ def authorize(session: Session, principal: Principal, obj: ObjectRef | tuple | W
     if ref.object_type == "document":
         d = check_document(session, principal, ref.object_id, Action(action))
         pl = d.placement
-        return Authorized(ref, uuid.UUID(pl.doc.tenant_id), uuid.UUID(pl.kb.workspace_id), uuid.UUID(pl.kb.id),
-                          d.role, pl.doc.mode)
+        return Authorized(
+            ref, uuid.UUID(pl.doc.tenant_id), uuid.UUID(pl.kb.workspace_id), uuid.UUID(pl.kb.id), d.role, pl.doc.mode
+        )
     raise ValidationError(f"unknown object type {ref.object_type!r}")
 
 
 def content_ref(obj: ObjectRef | tuple | KnowledgeBase | Document) -> ObjectRef:
     ref = as_ref(obj)
     if ref.object_type not in ("knowledge_base", "document"):
-        raise ValidationError("collaborators exist on knowledge bases and documents only; "
-                              "workspace roles live in workspace_members")
+        raise ValidationError(
+            "collaborators exist on knowledge bases and documents only; workspace roles live in workspace_members"
+        )
     return ref

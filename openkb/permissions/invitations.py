@@ -36,12 +36,23 @@ from openkb.errors import (
     ValidationError,
 )
 from openkb.models import (
-    Collaborator, Document, Invitation, InvitationAcceptance, KnowledgeBase, TenantMembership, User, Workspace,
+    Collaborator,
+    Document,
+    Invitation,
+    InvitationAcceptance,
+    KnowledgeBase,
+    TenantMembership,
+    User,
+    Workspace,
     WorkspaceMember,
 )
 from openkb.models.enums import INVITATION_STATUSES
 from openkb.permissions.collaborators import (
-    check_content_role, check_subject, check_workspace_role, do_add_workspace_member, do_grant,
+    check_content_role,
+    check_subject,
+    check_workspace_role,
+    do_add_workspace_member,
+    do_grant,
 )
 from openkb.permissions.guards import authorize
 from openkb.permissions.principal import Principal
@@ -74,8 +85,15 @@ def _action_for(ref: ObjectRef) -> str:
 
 
 def _audit(session: Session, principal: Principal | None, action: str, inv: Invitation, **meta: Any) -> None:
-    record_audit(session, tenant_id=inv.tenant_id, actor=principal, action=action, object_type=inv.object_type,
-                 object_id=inv.object_id, metadata={"invitation_id": inv.id, "role": inv.role, **meta})
+    record_audit(
+        session,
+        tenant_id=inv.tenant_id,
+        actor=principal,
+        action=action,
+        object_type=inv.object_type,
+        object_id=inv.object_id,
+        metadata={"invitation_id": inv.id, "role": inv.role, **meta},
+    )
 
 
 def _norm_domains(domains: list[str] | None) -> list[str] | None:
@@ -103,15 +121,30 @@ def _mail_invitation(session: Session, ctx: Any, inv: Invitation, token: str) ->
 
     assert inv.email is not None
     title = object_title(session, inv.object_type, inv.object_id) or "OpenKB"
-    mail_after_commit(session, ctx, inv.email, f"You are invited to {title}",
-                      f"Hello,\n\nyou are invited to {title!r} on OpenKB as {inv.role}.\n\n"
-                      f"Open this link to accept:\n\n{invitation_url(ctx.settings, token)}\n")
+    mail_after_commit(
+        session,
+        ctx,
+        inv.email,
+        f"You are invited to {title}",
+        f"Hello,\n\nyou are invited to {title!r} on OpenKB as {inv.role}.\n\n"
+        f"Open this link to accept:\n\n{invitation_url(ctx.settings, token)}\n",
+    )
 
 
-def create_invitation(session: Session, principal: Principal, obj: Any, *, role: str, email: str | None = None,
-                      invited_user_id: uuid.UUID | None = None, require_approval: bool = False,
-                      allowed_email_domains: list[str] | None = None, expires_at: datetime | None = None,
-                      max_uses: int | None = None, ctx: Any = None) -> CreatedInvitation:
+def create_invitation(
+    session: Session,
+    principal: Principal,
+    obj: Any,
+    *,
+    role: str,
+    email: str | None = None,
+    invited_user_id: uuid.UUID | None = None,
+    require_approval: bool = False,
+    allowed_email_domains: list[str] | None = None,
+    expires_at: datetime | None = None,
+    max_uses: int | None = None,
+    ctx: Any = None,
+) -> CreatedInvitation:
     """Create an invitation link, audited ``invitation.create``.
 
     An ``email`` invitation is mailed to that address once the transaction commits (never
@@ -129,22 +162,43 @@ def create_invitation(session: Session, principal: Principal, obj: Any, *, role:
         raise ValidationError("expires_at must be a future, timezone-aware time")
     auth = authorize(session, principal, ref, _action_for(ref))
     if ref.object_type == "document" and auth.permission_mode != "custom":
-        raise ValidationError("this document inherits its knowledge base's collaborators; "
-                              "invite to the knowledge base or switch the document to custom mode")
+        raise ValidationError(
+            "this document inherits its knowledge base's collaborators; "
+            "invite to the knowledge base or switch the document to custom mode"
+        )
     if invited_user_id is not None:
         check_subject(session, auth.tenant_id, "user", invited_user_id)
     targeted = email is not None or invited_user_id is not None
     plaintext, digest = new_token(TOKEN_PREFIX)
-    inv = Invitation(tenant_id=auth.tenant_id, object_type=ref.object_type, object_id=ref.object_id,
-                     email=email.strip().lower() if email else None, invited_user_id=invited_user_id, role=role,
-                     token_hash=digest, status="pending", require_approval=require_approval,
-                     allowed_email_domains=_norm_domains(allowed_email_domains), invited_by=principal.user_id,
-                     expires_at=expires_at, max_uses=1 if targeted else max_uses)
+    inv = Invitation(
+        tenant_id=auth.tenant_id,
+        object_type=ref.object_type,
+        object_id=ref.object_id,
+        email=email.strip().lower() if email else None,
+        invited_user_id=invited_user_id,
+        role=role,
+        token_hash=digest,
+        status="pending",
+        require_approval=require_approval,
+        allowed_email_domains=_norm_domains(allowed_email_domains),
+        invited_by=principal.user_id,
+        expires_at=expires_at,
+        max_uses=1 if targeted else max_uses,
+    )
     session.add(inv)
     session.flush()
-    _audit(session, principal, "invitation.create", inv, email=inv.email, invited_user_id=invited_user_id,
-           require_approval=require_approval, max_uses=inv.max_uses, expires_at=expires_at,
-           allowed_email_domains=inv.allowed_email_domains)
+    _audit(
+        session,
+        principal,
+        "invitation.create",
+        inv,
+        email=inv.email,
+        invited_user_id=invited_user_id,
+        require_approval=require_approval,
+        max_uses=inv.max_uses,
+        expires_at=expires_at,
+        allowed_email_domains=inv.allowed_email_domains,
+    )
     if inv.email and ctx is not None:
         _mail_invitation(session, ctx, inv, plaintext)
     return CreatedInvitation(inv, plaintext)
@@ -181,10 +235,14 @@ def _check_usable(inv: Invitation, user: User) -> None:
 
 
 def _consume_use(session: Session, inv: Invitation) -> None:
-    got = session.execute(text(
-        "UPDATE invitations SET used_count = used_count + 1 "
-        "WHERE id = :id AND status = 'pending' AND (max_uses IS NULL OR used_count < max_uses) "
-        "RETURNING used_count, max_uses"), {"id": inv.id}).first()
+    got = session.execute(
+        text(
+            "UPDATE invitations SET used_count = used_count + 1 "
+            "WHERE id = :id AND status = 'pending' AND (max_uses IS NULL OR used_count < max_uses) "
+            "RETURNING used_count, max_uses"
+        ),
+        {"id": inv.id},
+    ).first()
     if got is None:
         raise InvitationExhausted("this invitation has been used up")
     used, max_uses = got
@@ -197,11 +255,19 @@ def _consume_use(session: Session, inv: Invitation) -> None:
 
 def _grant(session: Session, inv: Invitation, user_id: uuid.UUID) -> tuple[WorkspaceMember | Collaborator, str | None]:
     if inv.object_type == "workspace":
-        return do_add_workspace_member(session, tenant_id=inv.tenant_id, workspace_id=inv.object_id,
-                                       user_id=user_id, role=inv.role)
-    return do_grant(session, tenant_id=inv.tenant_id, ref=ObjectRef(inv.object_type, inv.object_id),
-                    subject_type="user", subject_id=user_id, role=inv.role, source="invitation",
-                    created_by=inv.invited_by)
+        return do_add_workspace_member(
+            session, tenant_id=inv.tenant_id, workspace_id=inv.object_id, user_id=user_id, role=inv.role
+        )
+    return do_grant(
+        session,
+        tenant_id=inv.tenant_id,
+        ref=ObjectRef(inv.object_type, inv.object_id),
+        subject_type="user",
+        subject_id=user_id,
+        role=inv.role,
+        source="invitation",
+        created_by=inv.invited_by,
+    )
 
 
 def _object_exists(session: Session, inv: Invitation) -> bool:
@@ -215,8 +281,11 @@ def accept_invitation(session: Session, token: str, principal: Principal) -> Acc
     inv = get_invitation(session, token)
     if not _object_exists(session, inv):
         raise NotFound("invitation not found")
-    prior = session.execute(select(InvitationAcceptance).where(
-        InvitationAcceptance.invitation_id == inv.id, InvitationAcceptance.user_id == user.id)).scalar_one_or_none()
+    prior = session.execute(
+        select(InvitationAcceptance).where(
+            InvitationAcceptance.invitation_id == inv.id, InvitationAcceptance.user_id == user.id
+        )
+    ).scalar_one_or_none()
     if prior is not None:
         if prior.status == "rejected":
             raise PermissionDenied("your request to join was rejected")
@@ -225,24 +294,39 @@ def accept_invitation(session: Session, token: str, principal: Principal) -> Acc
         raise InvitationExhausted("this invitation has been used up")
     _check_usable(inv, user)
     _consume_use(session, inv)
-    if session.execute(select(TenantMembership.id).where(TenantMembership.tenant_id == inv.tenant_id,
-                                                         TenantMembership.user_id == user.id)).first() is None:
+    if (
+        session.execute(
+            select(TenantMembership.id).where(
+                TenantMembership.tenant_id == inv.tenant_id, TenantMembership.user_id == user.id
+            )
+        ).first()
+        is None
+    ):
         session.add(TenantMembership(tenant_id=inv.tenant_id, user_id=user.id, role="member"))
         session.flush()
     if inv.require_approval:
-        acc = InvitationAcceptance(tenant_id=inv.tenant_id, invitation_id=inv.id, user_id=user.id,
-                                   status="awaiting_approval")
+        acc = InvitationAcceptance(
+            tenant_id=inv.tenant_id, invitation_id=inv.id, user_id=user.id, status="awaiting_approval"
+        )
         session.add(acc)
         session.flush()
         _audit(session, principal, "invitation.request_approval", inv, user_id=user.id)
         return AcceptResult("awaiting_approval", inv, acc, None)
     membership, before = _grant(session, inv, user.id)
-    acc = InvitationAcceptance(tenant_id=inv.tenant_id, invitation_id=inv.id, user_id=user.id, status="accepted",
-                               decided_at=_now())
+    acc = InvitationAcceptance(
+        tenant_id=inv.tenant_id, invitation_id=inv.id, user_id=user.id, status="accepted", decided_at=_now()
+    )
     session.add(acc)
     session.flush()
-    _audit(session, principal, "invitation.accept", inv, user_id=user.id, before={"role": before},
-           after={"role": membership.role})
+    _audit(
+        session,
+        principal,
+        "invitation.accept",
+        inv,
+        user_id=user.id,
+        before={"role": before},
+        after={"role": membership.role},
+    )
     return AcceptResult("accepted", inv, acc, membership)
 
 
@@ -271,8 +355,9 @@ def _managed_invitation(session: Session, principal: Principal, invitation_id: u
     return inv
 
 
-def _decide(session: Session, principal: Principal, acceptance_id: uuid.UUID, approve: bool
-            ) -> tuple[Invitation, InvitationAcceptance]:
+def _decide(
+    session: Session, principal: Principal, acceptance_id: uuid.UUID, approve: bool
+) -> tuple[Invitation, InvitationAcceptance]:
     acc = session.get(InvitationAcceptance, acceptance_id)
     if acc is None:
         raise NotFound("request not found")
@@ -295,8 +380,15 @@ def approve_invitation_request(session: Session, principal: Principal, acceptanc
     if inv.status == "revoked" or not _object_exists(session, inv):
         raise ValidationError("the invitation was closed; the request can only be rejected")
     membership, before = _grant(session, inv, acc.user_id)
-    _audit(session, principal, "invitation.approve", inv, user_id=acc.user_id, before={"role": before},
-           after={"role": membership.role})
+    _audit(
+        session,
+        principal,
+        "invitation.approve",
+        inv,
+        user_id=acc.user_id,
+        before={"role": before},
+        after={"role": membership.role},
+    )
     return AcceptResult("accepted", inv, acc, membership)
 
 
@@ -306,8 +398,9 @@ def reject_invitation_request(session: Session, principal: Principal, acceptance
     return acc
 
 
-def list_invitations(session: Session, principal: Principal, obj: Any, *, status: str | None = None
-                     ) -> list[Invitation]:
+def list_invitations(
+    session: Session, principal: Principal, obj: Any, *, status: str | None = None
+) -> list[Invitation]:
     """An object's invitations, for those who may invite on it (the same check as creating one:
     workspace owner/admin, manager+ of a knowledge base or custom document). Others get NotFound
     when they cannot see the object and PermissionDenied when they can. Callers must not show
@@ -326,19 +419,31 @@ def pending_request_counts(session: Session, invitation_ids: list[uuid.UUID]) ->
     """Requests awaiting approval per invitation, in one query (for the list view)."""
     if not invitation_ids:
         return {}
-    rows = session.execute(select(InvitationAcceptance.invitation_id, func.count()).where(
-        InvitationAcceptance.invitation_id.in_(invitation_ids),  # type: ignore[attr-defined]
-        InvitationAcceptance.status == "awaiting_approval",
-    ).group_by(InvitationAcceptance.invitation_id)).all()
+    rows = session.execute(
+        select(InvitationAcceptance.invitation_id, func.count())
+        .where(
+            InvitationAcceptance.invitation_id.in_(invitation_ids),  # type: ignore[attr-defined]
+            InvitationAcceptance.status == "awaiting_approval",
+        )
+        .group_by(InvitationAcceptance.invitation_id)
+    ).all()
     return {iid: int(n) for iid, n in rows}
 
 
-def list_invitation_requests(session: Session, principal: Principal, invitation_id: uuid.UUID
-                             ) -> list[InvitationAcceptance]:
+def list_invitation_requests(
+    session: Session, principal: Principal, invitation_id: uuid.UUID
+) -> list[InvitationAcceptance]:
     inv = _managed_invitation(session, principal, invitation_id)
-    return list(session.execute(select(InvitationAcceptance).where(
-        InvitationAcceptance.invitation_id == inv.id, InvitationAcceptance.status == "awaiting_approval",
-    ).order_by(InvitationAcceptance.created_at)).scalars())
+    return list(
+        session.execute(
+            select(InvitationAcceptance)
+            .where(
+                InvitationAcceptance.invitation_id == inv.id,
+                InvitationAcceptance.status == "awaiting_approval",
+            )
+            .order_by(InvitationAcceptance.created_at)
+        ).scalars()
+    )
 
 
 def reset_invitation(session: Session, principal: Principal, invitation_id: uuid.UUID) -> CreatedInvitation:

@@ -40,10 +40,14 @@ nodes AS (
 )"""
 
 # compact text rows (uuids, enum words and numbers only: ',' and ';' never occur in them)
-_DOC_FIELDS = ("concat_ws(',', n.id, coalesce(n.parent_id::text, ''), n.kb_id, n.workspace_id, n.tenant_id, "
-               "n.type, n.status, n.mode, coalesce(n.visibility, ''))")
-_DOCS_BATCH = (f"(SELECT string_agg({_DOC_FIELDS}, ';') FROM nodes n) AS docs, NULL AS display, NULL AS display_json, "
-               "NULL AS strays")
+_DOC_FIELDS = (
+    "concat_ws(',', n.id, coalesce(n.parent_id::text, ''), n.kb_id, n.workspace_id, n.tenant_id, "
+    "n.type, n.status, n.mode, coalesce(n.visibility, ''))"
+)
+_DOCS_BATCH = (
+    f"(SELECT string_agg({_DOC_FIELDS}, ';') FROM nodes n) AS docs, NULL AS display, NULL AS display_json, "
+    "NULL AS strays"
+)
 
 # The KB form: every document of one knowledge base, deleted ones included (their status still
 # gates what is below them). A whole tree is closed under "parent of", so there is no recursion
@@ -59,8 +63,10 @@ _TREE_ORDER = "ORDER BY n.sort_order, n.created_at, n.id"
 # The knowledge base's own id, workspace and tenant are not repeated per row (that halves the
 # statement's time); the rare document whose workspace or tenant differs from its knowledge
 # base's (which the rules must still refuse) comes in ``strays``.
-_KB_DOC_FIELDS = ("concat_ws(',', n.id, coalesce(n.parent_id::text, ''), n.type, n.status, n.permission_mode, "
-                  "coalesce(n.visibility, ''), n.sort_order)")
+_KB_DOC_FIELDS = (
+    "concat_ws(',', n.id, coalesce(n.parent_id::text, ''), n.type, n.status, n.permission_mode, "
+    "coalesce(n.visibility, ''), n.sort_order)"
+)
 _KB_DOC_WIDTH = 7
 _KB_LISTING = f"""
 listing AS (
@@ -70,13 +76,15 @@ listing AS (
                             OR n.external_key = chr(29)), false) AS unsafe
     FROM documents n WHERE n.knowledge_base_id = :kb_id
 )"""
-_DOCS_KB = ("(SELECT docs FROM listing) AS docs, "
-            "(SELECT CASE WHEN NOT unsafe THEN display END FROM listing) AS display, "
-            "(SELECT CASE WHEN unsafe THEN (SELECT json_agg(json_build_array(n.external_key, n.title) "
-            f"{_TREE_ORDER}) FROM documents n WHERE n.knowledge_base_id = :kb_id) END FROM listing) AS display_json, "
-            "(SELECT string_agg(concat_ws(',', n.id, n.workspace_id, n.tenant_id), ';') "
-            " FROM documents n JOIN knowledge_bases k ON k.id = n.knowledge_base_id WHERE n.knowledge_base_id = :kb_id "
-            " AND (n.workspace_id <> k.workspace_id OR n.tenant_id <> k.tenant_id)) AS strays")
+_DOCS_KB = (
+    "(SELECT docs FROM listing) AS docs, "
+    "(SELECT CASE WHEN NOT unsafe THEN display END FROM listing) AS display, "
+    "(SELECT CASE WHEN unsafe THEN (SELECT json_agg(json_build_array(n.external_key, n.title) "
+    f"{_TREE_ORDER}) FROM documents n WHERE n.knowledge_base_id = :kb_id) END FROM listing) AS display_json, "
+    "(SELECT string_agg(concat_ws(',', n.id, n.workspace_id, n.tenant_id), ';') "
+    " FROM documents n JOIN knowledge_bases k ON k.id = n.knowledge_base_id WHERE n.knowledge_base_id = :kb_id "
+    " AND (n.workspace_id <> k.workspace_id OR n.tenant_id <> k.tenant_id)) AS strays"
+)
 
 # Everything but the document part is shared by both forms, so the principal's facts (user,
 # groups, workspace roles, grants, link, key) are loaded by the very same SQL.
@@ -134,15 +142,23 @@ _COMMON_PARAMS = (
     bindparam("dify_id", type_=UUID(as_uuid=False)),
 )
 
-_SNAPSHOT_SQL = text(_SNAPSHOT_TEMPLATE.format(
-    nodes=_NODES_BATCH, docs=_DOCS_BATCH, kb_filter="k.id = ANY(ARRAY(SELECT DISTINCT kb_id FROM nodes) || :kb_ids)",
-    grant_docs="c.object_id = ANY(ARRAY(SELECT id FROM nodes))")).bindparams(
-    bindparam("doc_ids", type_=_UUIDS), bindparam("kb_ids", type_=_UUIDS), *_COMMON_PARAMS)
+_SNAPSHOT_SQL = text(
+    _SNAPSHOT_TEMPLATE.format(
+        nodes=_NODES_BATCH,
+        docs=_DOCS_BATCH,
+        kb_filter="k.id = ANY(ARRAY(SELECT DISTINCT kb_id FROM nodes) || :kb_ids)",
+        grant_docs="c.object_id = ANY(ARRAY(SELECT id FROM nodes))",
+    )
+).bindparams(bindparam("doc_ids", type_=_UUIDS), bindparam("kb_ids", type_=_UUIDS), *_COMMON_PARAMS)
 
-_KB_SNAPSHOT_SQL = text(_SNAPSHOT_TEMPLATE.format(
-    nodes=_KB_LISTING, docs=_DOCS_KB, kb_filter="k.id = :kb_id",
-    grant_docs="c.object_id IN (SELECT d.id FROM documents d WHERE d.knowledge_base_id = :kb_id)")).bindparams(
-    bindparam("kb_id", type_=UUID(as_uuid=False)), *_COMMON_PARAMS)
+_KB_SNAPSHOT_SQL = text(
+    _SNAPSHOT_TEMPLATE.format(
+        nodes=_KB_LISTING,
+        docs=_DOCS_KB,
+        kb_filter="k.id = :kb_id",
+        grant_docs="c.object_id IN (SELECT d.id FROM documents d WHERE d.knowledge_base_id = :kb_id)",
+    )
+).bindparams(bindparam("kb_id", type_=UUID(as_uuid=False)), *_COMMON_PARAMS)
 
 
 def _ids(values: Iterable[uuid.UUID | str] | None) -> list[str]:
@@ -169,28 +185,46 @@ def kb_facts(row: list[Any]) -> KbFacts:
 _NIL = "00000000-0000-0000-0000-000000000000"
 
 
-def load_snapshot(session: Session, principal: Principal, *, doc_ids: Iterable[uuid.UUID | str] = (),
-                  kb_ids: Iterable[uuid.UUID | str] = (), ws_ids: Iterable[uuid.UUID | str] = ()) -> Snapshot:
-    return _load(session, principal, _SNAPSHOT_SQL, {"doc_ids": _ids(doc_ids), "kb_ids": _ids(kb_ids),
-                                                     "ws_ids": _ids(ws_ids)})
+def load_snapshot(
+    session: Session,
+    principal: Principal,
+    *,
+    doc_ids: Iterable[uuid.UUID | str] = (),
+    kb_ids: Iterable[uuid.UUID | str] = (),
+    ws_ids: Iterable[uuid.UUID | str] = (),
+) -> Snapshot:
+    return _load(
+        session, principal, _SNAPSHOT_SQL, {"doc_ids": _ids(doc_ids), "kb_ids": _ids(kb_ids), "ws_ids": _ids(ws_ids)}
+    )
 
 
 def load_kb_snapshot(session: Session, principal: Principal, kb_id: uuid.UUID | str) -> Snapshot:
     """The same facts as ``load_snapshot``, for every document of one knowledge base (no
     ancestor walk: the knowledge base holds the whole chain of each of its documents) and the
     knowledge base itself, in one statement. Decide with ``rules.place_tree``."""
-    return _load(session, principal, _KB_SNAPSHOT_SQL, {"kb_id": str(uuid.UUID(str(kb_id))), "ws_ids": []},
-                 kb_form=True)
+    return _load(
+        session, principal, _KB_SNAPSHOT_SQL, {"kb_id": str(uuid.UUID(str(kb_id))), "ws_ids": []}, kb_form=True
+    )
 
 
-def _load(session: Session, principal: Principal, sql: Any, params: dict[str, Any], *,
-          kb_form: bool = False) -> Snapshot:
+def _load(
+    session: Session, principal: Principal, sql: Any, params: dict[str, Any], *, kb_form: bool = False
+) -> Snapshot:
     p = principal
-    row = session.execute(sql, {
-        **params,
-        "user_id": _opt(p.user_id), "tenant_id": _opt(p.tenant_id),
-        "link_id": _opt(p.share_link_id), "dify_id": _opt(p.dify_key_id),
-    }).mappings().one()
+    row = (
+        session.execute(
+            sql,
+            {
+                **params,
+                "user_id": _opt(p.user_id),
+                "tenant_id": _opt(p.tenant_id),
+                "link_id": _opt(p.share_link_id),
+                "dify_id": _opt(p.dify_key_id),
+            },
+        )
+        .mappings()
+        .one()
+    )
     kbs = {r[0]: kb_facts(r) for r in row["kbs"] or ()}
     display: list[tuple[str, int, str | None]] | None = None
     if not kb_form:
@@ -206,10 +240,16 @@ def _load(session: Session, principal: Principal, sql: Any, params: dict[str, An
         viewer.grants = grants
     if row["link"] is not None:
         lk = row["link"]
-        viewer.link = LinkFacts(id=lk["id"], tenant_id=lk["tenant_id"], object_type=lk["object_type"],
-                                object_id=lk["object_id"], workspace_id=lk["workspace_id"], valid=bool(lk["valid"]),
-                                require_login=bool(lk["require_login"]),
-                                restrict_to_workspace_members=bool(lk["restrict_to_workspace_members"]))
+        viewer.link = LinkFacts(
+            id=lk["id"],
+            tenant_id=lk["tenant_id"],
+            object_type=lk["object_type"],
+            object_id=lk["object_id"],
+            workspace_id=lk["workspace_id"],
+            valid=bool(lk["valid"]),
+            require_login=bool(lk["require_login"]),
+            restrict_to_workspace_members=bool(lk["restrict_to_workspace_members"]),
+        )
     if row["dify"] is not None and row["dify"]["live"]:
         allowed = {str(k) for k in row["dify"]["allowed"] or ()}
         if p.allowed_kb_ids is not None:

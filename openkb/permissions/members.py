@@ -21,33 +21,44 @@ from openkb.permissions.service import ObjectRef
 
 
 def _member(session: Session, workspace_id: uuid.UUID, user_id: uuid.UUID) -> WorkspaceMember:
-    row = session.execute(select(WorkspaceMember).where(WorkspaceMember.workspace_id == workspace_id,
-                                                        WorkspaceMember.user_id == user_id)).scalar_one_or_none()
+    row = session.execute(
+        select(WorkspaceMember).where(WorkspaceMember.workspace_id == workspace_id, WorkspaceMember.user_id == user_id)
+    ).scalar_one_or_none()
     if row is None:
         raise NotFound("member not found")
     return row
 
 
-def add_workspace_member(session: Session, principal: Principal, workspace_id: uuid.UUID, *, user_id: uuid.UUID,
-                         role: str) -> WorkspaceMember:
+def add_workspace_member(
+    session: Session, principal: Principal, workspace_id: uuid.UUID, *, user_id: uuid.UUID, role: str
+) -> WorkspaceMember:
     check_workspace_role(role)
     ref = ObjectRef("workspace", workspace_id)
     auth = authorize(session, principal, ref, "manage")
     check_subject(session, auth.tenant_id, "user", user_id)
-    existing = session.execute(select(WorkspaceMember).where(WorkspaceMember.workspace_id == workspace_id,
-                                                             WorkspaceMember.user_id == user_id)).scalar_one_or_none()
+    existing = session.execute(
+        select(WorkspaceMember).where(WorkspaceMember.workspace_id == workspace_id, WorkspaceMember.user_id == user_id)
+    ).scalar_one_or_none()
     if existing is not None:
         return change_workspace_member_role(session, principal, workspace_id, user_id=user_id, role=role)
-    row, _ = do_add_workspace_member(session, tenant_id=auth.tenant_id, workspace_id=workspace_id, user_id=user_id,
-                                     role=role)
-    record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="workspace_member.add",
-                 object_type="workspace", object_id=workspace_id,
-                 metadata={"user_id": user_id, "before": {"role": None}, "after": {"role": role}})
+    row, _ = do_add_workspace_member(
+        session, tenant_id=auth.tenant_id, workspace_id=workspace_id, user_id=user_id, role=role
+    )
+    record_audit(
+        session,
+        tenant_id=auth.tenant_id,
+        actor=principal,
+        action="workspace_member.add",
+        object_type="workspace",
+        object_id=workspace_id,
+        metadata={"user_id": user_id, "before": {"role": None}, "after": {"role": role}},
+    )
     return row
 
 
-def change_workspace_member_role(session: Session, principal: Principal, workspace_id: uuid.UUID, *,
-                                 user_id: uuid.UUID, role: str) -> WorkspaceMember:
+def change_workspace_member_role(
+    session: Session, principal: Principal, workspace_id: uuid.UUID, *, user_id: uuid.UUID, role: str
+) -> WorkspaceMember:
     check_workspace_role(role)
     auth = authorize(session, principal, ObjectRef("workspace", workspace_id), "manage")
     row = _member(session, workspace_id, user_id)
@@ -57,21 +68,34 @@ def change_workspace_member_role(session: Session, principal: Principal, workspa
     row.role = role
     session.add(row)
     session.flush()
-    record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="workspace_member.update",
-                 object_type="workspace", object_id=workspace_id,
-                 metadata={"user_id": user_id, "before": {"role": before}, "after": {"role": role}})
+    record_audit(
+        session,
+        tenant_id=auth.tenant_id,
+        actor=principal,
+        action="workspace_member.update",
+        object_type="workspace",
+        object_id=workspace_id,
+        metadata={"user_id": user_id, "before": {"role": before}, "after": {"role": role}},
+    )
     return row
 
 
-def remove_workspace_member(session: Session, principal: Principal, workspace_id: uuid.UUID, *,
-                            user_id: uuid.UUID) -> None:
+def remove_workspace_member(
+    session: Session, principal: Principal, workspace_id: uuid.UUID, *, user_id: uuid.UUID
+) -> None:
     """Removes the membership only; the person's collaborator grants stay (they are separate)."""
     auth = authorize(session, principal, ObjectRef("workspace", workspace_id), "manage")
     row = _member(session, workspace_id, user_id)
     if row.role == "owner":
         raise ValidationError("the workspace owner cannot be removed; transfer ownership first")
-    record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="workspace_member.remove",
-                 object_type="workspace", object_id=workspace_id,
-                 metadata={"user_id": user_id, "before": {"role": row.role}, "after": {"role": None}})
+    record_audit(
+        session,
+        tenant_id=auth.tenant_id,
+        actor=principal,
+        action="workspace_member.remove",
+        object_type="workspace",
+        object_id=workspace_id,
+        metadata={"user_id": user_id, "before": {"role": row.role}, "after": {"role": None}},
+    )
     session.delete(row)
     session.flush()

@@ -44,12 +44,18 @@ class Principal:
     # -- constructors -------------------------------------------------------------------------
 
     @classmethod
-    def user(cls, user: User | uuid.UUID | str, tenant_id: uuid.UUID | str, *,
-             scopes: frozenset[str] | set[str] | list[str] | None = None) -> Principal:
+    def user(
+        cls,
+        user: User | uuid.UUID | str,
+        tenant_id: uuid.UUID | str,
+        *,
+        scopes: frozenset[str] | set[str] | list[str] | None = None,
+    ) -> Principal:
         """A logged-in user acting in ``tenant_id``; ``scopes`` narrows a PAT/OAuth token."""
         uid = user.id if hasattr(user, "id") else _uuid(user)  # type: ignore[union-attr]
-        return cls(kind="user", tenant_id=_uuid(tenant_id), user_id=uid,
-                   scopes=None if scopes is None else frozenset(scopes))
+        return cls(
+            kind="user", tenant_id=_uuid(tenant_id), user_id=uid, scopes=None if scopes is None else frozenset(scopes)
+        )
 
     @classmethod
     def anonymous(cls, tenant_id: uuid.UUID | str | None = None) -> Principal:
@@ -64,8 +70,12 @@ class Principal:
         ``openkb.permissions.share_links.open_share_link`` should call it. Revocation, expiry,
         require_login and restrict_to_workspace_members are re-checked on every decision.
         """
-        return cls(kind="share_link", tenant_id=link.tenant_id, share_link_id=link.id,
-                   user_id=None if user_id is None else _uuid(user_id))
+        return cls(
+            kind="share_link",
+            tenant_id=link.tenant_id,
+            share_link_id=link.id,
+            user_id=None if user_id is None else _uuid(user_id),
+        )
 
     @classmethod
     def dify(cls, key: DifyApiKey) -> Principal:
@@ -73,8 +83,12 @@ class Principal:
         now = datetime.now(UTC)
         if key.status != "active" or (key.expires_at is not None and key.expires_at <= now):
             raise Unauthenticated("the API key is not active")
-        return cls(kind="dify_key", tenant_id=key.tenant_id, dify_key_id=key.id,
-                   allowed_kb_ids=frozenset(_uuid(k) for k in key.allowed_knowledge_base_ids))
+        return cls(
+            kind="dify_key",
+            tenant_id=key.tenant_id,
+            dify_key_id=key.id,
+            allowed_kb_ids=frozenset(_uuid(k) for k in key.allowed_knowledge_base_ids),
+        )
 
     @classmethod
     def system(cls) -> Principal:

@@ -46,22 +46,22 @@ from openkb.permissions.principal import Principal
 class Action(StrEnum):
     """Things a principal may do to a document (docs/permissions.md#capability-matrix plus the read modes)."""
 
-    READ = "read"                      # open it directly
-    SEARCH = "search"                  # get it from search / MCP / Dify / export listings
-    TRASH = "trash"                    # see and restore it in the trash (deleted only)
-    EDIT = "edit"                      # edit body, rename
-    CREATE_CHILD = "create_child"      # create a document under it
-    MOVE = "move"                      # move it (the target also needs CREATE_CHILD / KbAction.CREATE)
+    READ = "read"  # open it directly
+    SEARCH = "search"  # get it from search / MCP / Dify / export listings
+    TRASH = "trash"  # see and restore it in the trash (deleted only)
+    EDIT = "edit"  # edit body, rename
+    CREATE_CHILD = "create_child"  # create a document under it
+    MOVE = "move"  # move it (the target also needs CREATE_CHILD / KbAction.CREATE)
     DELETE = "delete"
-    MANAGE = "manage"                  # settings, permission mode, collaborators, invitations
-    SHARE = "share"                    # create share links
+    MANAGE = "manage"  # settings, permission mode, collaborators, invitations
+    SHARE = "share"  # create share links
     TRANSFER_OWNER = "transfer_owner"
 
 
 class KbAction(StrEnum):
-    READ = "read"                      # open the knowledge base (its home and tree)
-    CREATE = "create"                  # create documents at its root
-    MANAGE = "manage"                  # settings, visibility, collaborators
+    READ = "read"  # open the knowledge base (its home and tree)
+    CREATE = "create"  # create documents at its root
+    MANAGE = "manage"  # settings, visibility, collaborators
     INVITE = "invite"
     SHARE = "share"
     TRANSFER_OWNER = "transfer_owner"
@@ -71,13 +71,13 @@ class WsAction(StrEnum):
     """Things a principal may do to a workspace itself (docs/permissions.md#roles). None of them opens
     content: workspace roles reach documents only through ``visibility = workspace``."""
 
-    READ = "read"                      # see it, its name and one's own role (any member, guests too)
-    LIST_MEMBERS = "list_members"      # owner/admin/member; a guest only sees what was shared with it
-    CREATE_KNOWLEDGE_BASE = "create_knowledge_base"   # owner/admin/member, not guests
-    MANAGE = "manage"                  # rename, add/change/remove members
+    READ = "read"  # see it, its name and one's own role (any member, guests too)
+    LIST_MEMBERS = "list_members"  # owner/admin/member; a guest only sees what was shared with it
+    CREATE_KNOWLEDGE_BASE = "create_knowledge_base"  # owner/admin/member, not guests
+    MANAGE = "manage"  # rename, add/change/remove members
     INVITE = "invite"
     TRANSFER_OWNER = "transfer_owner"
-    DELETE = "delete"                  # remove it (only an empty one, as the revert of its creation)
+    DELETE = "delete"  # remove it (only an empty one, as the revert of its creation)
 
 
 READ_ACTIONS = frozenset({Action.READ, Action.SEARCH, Action.TRASH})
@@ -88,7 +88,7 @@ ALL_ACTIONS = tuple(Action)
 ALL_KB_ACTIONS = tuple(KbAction)
 ALL_WS_ACTIONS = tuple(WsAction)
 
-MEMBER_ROLES = frozenset({"owner", "admin", "member"})   # read `visibility = workspace`
+MEMBER_ROLES = frozenset({"owner", "admin", "member"})  # read `visibility = workspace`
 WORKSPACE_MANAGERS = frozenset({"owner", "admin"})
 # DECISION (docs/permissions.md#roles, "guest: restricted member"): who may create knowledge bases in a
 # workspace, and who may see its member list, are the same roles that read `visibility = workspace`
@@ -142,7 +142,7 @@ class LinkFacts:
     object_type: str
     object_id: str
     workspace_id: str | None
-    valid: bool                     # not revoked, not expired
+    valid: bool  # not revoked, not expired
     require_login: bool
     restrict_to_workspace_members: bool
 
@@ -152,11 +152,11 @@ class Viewer:
     """What PostgreSQL says about the principal, restricted to the objects of one batch."""
 
     principal: Principal
-    user_active: bool = False       # the user exists, is active and belongs to principal.tenant_id
+    user_active: bool = False  # the user exists, is active and belongs to principal.tenant_id
     ws_roles: dict[str, str] = field(default_factory=dict)
-    grants: dict[tuple[str, str], str] = field(default_factory=dict)   # best role per object
+    grants: dict[tuple[str, str], str] = field(default_factory=dict)  # best role per object
     link: LinkFacts | None = None
-    dify_kbs: frozenset[str] | None = None   # allowed kbs of a live key; None when dead
+    dify_kbs: frozenset[str] | None = None  # allowed kbs of a live key; None when dead
     # the principal's tenant as PostgreSQL prints ids; computed once, read by nearly every rule
     tenant: str | None = field(init=False, default=None)
     # region_access of each knowledge base's root region, filled as decisions need them (the
@@ -185,9 +185,9 @@ class Snapshot:
 class Placement:
     doc: DocFacts
     kb: KbFacts
-    path: tuple[DocFacts, ...]          # self first, then parent, ..., root document
-    customs: tuple[DocFacts, ...]       # custom-mode documents of ``path``, nearest first
-    status: str                         # effective status
+    path: tuple[DocFacts, ...]  # self first, then parent, ..., root document
+    customs: tuple[DocFacts, ...]  # custom-mode documents of ``path``, nearest first
+    status: str  # effective status
 
     @property
     def region(self) -> tuple[str, str]:
@@ -295,15 +295,18 @@ class RegionAccess:
     (``customs`` + knowledge base): every document of one region shares it, so a whole-tree pass
     computes it once per custom document instead of once per document and action."""
 
-    role: str | None        # _role_in: best role on the region, raised by outer managers
-    open: bool              # _region_open: the region itself is open to the principal
-    gates_open: bool        # _gates_open: every outer custom region is open too
+    role: str | None  # _role_in: best role on the region, raised by outer managers
+    open: bool  # _region_open: the region itself is open to the principal
+    gates_open: bool  # _gates_open: every outer custom region is open too
 
 
 def region_access(viewer: Viewer, customs: tuple[DocFacts, ...], kb: KbFacts) -> RegionAccess:
     role = _role_in(viewer, customs, kb)
-    return RegionAccess(role=role, open=role is not None or _visibility_opens(viewer, customs, kb),
-                        gates_open=_gates_open(viewer, customs, kb))
+    return RegionAccess(
+        role=role,
+        open=role is not None or _visibility_opens(viewer, customs, kb),
+        gates_open=_gates_open(viewer, customs, kb),
+    )
 
 
 def _region(viewer: Viewer, pl: Placement, ra: RegionAccess | None) -> RegionAccess:
@@ -450,8 +453,9 @@ def allows(viewer: Viewer, pl: Placement | None, action: Action, ra: RegionAcces
     return False
 
 
-def capabilities(viewer: Viewer, pl: Placement | None, ra: RegionAccess | None = None,
-                 actions: tuple[Action, ...] = ALL_ACTIONS) -> frozenset[Action]:
+def capabilities(
+    viewer: Viewer, pl: Placement | None, ra: RegionAccess | None = None, actions: tuple[Action, ...] = ALL_ACTIONS
+) -> frozenset[Action]:
     return frozenset(a for a in actions if allows(viewer, pl, a, ra))
 
 
@@ -515,14 +519,16 @@ def place_tree(snapshot: Snapshot, kb_id: str) -> dict[str, tuple[Placement, Reg
     """Every document of ``kb_id`` in the snapshot: ``(place(...), its region_access)``, or None
     where ``place`` gives None."""
     out: dict[str, tuple[Placement, RegionAccess] | None] = {
-        d.id: None for d in snapshot.docs.values() if d.kb_id == kb_id}
+        d.id: None for d in snapshot.docs.values() if d.kb_id == kb_id
+    }
     for d, kb, path, customs, status, ra in _walk_tree(snapshot, kb_id):
         out[d.id] = (Placement(doc=d, kb=kb, path=path, customs=customs, status=status), ra)
     return out
 
 
-def decide_tree(snapshot: Snapshot, kb_id: str,
-                actions: tuple[Action, ...] = ALL_ACTIONS) -> dict[str, frozenset[Action]]:
+def decide_tree(
+    snapshot: Snapshot, kb_id: str, actions: tuple[Action, ...] = ALL_ACTIONS
+) -> dict[str, frozenset[Action]]:
     """``capabilities`` (restricted to ``actions``) of every document of ``kb_id`` in the snapshot.
 
     Except for share links (``link_opens`` looks at the whole path), ``allows`` reads a placement
@@ -571,8 +577,12 @@ def kb_allows(viewer: Viewer, kb: KbFacts | None, action: KbAction) -> bool:
             return viewer.dify_kbs is not None and kb.id in viewer.dify_kbs and kb.tenant_id == viewer.tenant
         if p.kind == "share_link":
             link = viewer.link
-            if link is not None and link_usable(viewer) and link.object_type == "knowledge_base" \
-                    and link.object_id == kb.id:
+            if (
+                link is not None
+                and link_usable(viewer)
+                and link.object_type == "knowledge_base"
+                and link.object_id == kb.id
+            ):
                 return True
         if p.kind == "anonymous":
             return kb.visibility == "public"

@@ -65,9 +65,15 @@ class ChunkAccess:
 
     def row(self, document_id: uuid.UUID | str) -> dict[str, str]:
         """The scalar fields as a Milvus row would hold them (used to evaluate filters)."""
-        return {F.TENANT: self.tenant_id, F.WORKSPACE: self.workspace_id, F.SCOPE_KB: self.scope_kb,
-                F.SCOPE_DOC: self.scope_doc, F.VISIBILITY: self.visibility_eff, F.STATUS: self.doc_status,
-                F.DOCUMENT: str(document_id)}
+        return {
+            F.TENANT: self.tenant_id,
+            F.WORKSPACE: self.workspace_id,
+            F.SCOPE_KB: self.scope_kb,
+            F.SCOPE_DOC: self.scope_doc,
+            F.VISIBILITY: self.visibility_eff,
+            F.STATUS: self.doc_status,
+            F.DOCUMENT: str(document_id),
+        }
 
 
 def _chunk_access(pl: rules.Placement) -> ChunkAccess:
@@ -87,9 +93,15 @@ def _chunk_access(pl: rules.Placement) -> ChunkAccess:
                 tokens.append("public")
             elif vis == "workspace":
                 tokens.append(f"workspace:{kb.workspace_id}:member")
-    return ChunkAccess(access_principals=tokens, scope_doc=pl.customs[0].id if pl.customs else "",
-                       visibility_eff=vis, scope_kb=kb.id, workspace_id=kb.workspace_id,
-                       tenant_id=kb.tenant_id, doc_status=pl.status)
+    return ChunkAccess(
+        access_principals=tokens,
+        scope_doc=pl.customs[0].id if pl.customs else "",
+        visibility_eff=vis,
+        scope_kb=kb.id,
+        workspace_id=kb.workspace_id,
+        tenant_id=kb.tenant_id,
+        doc_status=pl.status,
+    )
 
 
 def chunk_access_many(session: Session, doc_ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, ChunkAccess]:
@@ -229,8 +241,12 @@ class ReadableScope:
         tenant = F.Eq(F.TENANT, self.tenant_id)
         inherits = F.Eq(F.SCOPE_DOC, "")
         if self.dify_kb_ids is not None:
-            return F.all_of(tenant, F.one_of(F.SCOPE_KB, self.dify_kb_ids), F.Eq(F.STATUS, "published"),
-                            F.any_of(inherits, F.Eq(F.VISIBILITY, "public")))
+            return F.all_of(
+                tenant,
+                F.one_of(F.SCOPE_KB, self.dify_kb_ids),
+                F.Eq(F.STATUS, "published"),
+                F.any_of(inherits, F.Eq(F.VISIBILITY, "public")),
+            )
         published = F.any_of(
             F.Eq(F.VISIBILITY, "public") if self.public else F.FALSE,
             F.all_of(F.Eq(F.VISIBILITY, "workspace"), F.one_of(F.WORKSPACE, self.workspace_ids)),
@@ -243,10 +259,13 @@ class ReadableScope:
             F.one_of(F.SCOPE_DOC, self.doc_manage | self.doc_edit),
             F.all_of(inherits, F.one_of(F.SCOPE_KB, self.kb_edit)),
         )
-        return F.all_of(tenant, F.any_of(
-            F.all_of(F.Eq(F.STATUS, "published"), published),
-            F.all_of(F.one_of(F.STATUS, ("published", "draft")), editable),
-        ))
+        return F.all_of(
+            tenant,
+            F.any_of(
+                F.all_of(F.Eq(F.STATUS, "published"), published),
+                F.all_of(F.one_of(F.STATUS, ("published", "draft")), editable),
+            ),
+        )
 
     def to_milvus_filter(self, fields: Mapping[str, str] | None = None) -> str:
         """Milvus boolean expression; "" means no filter (system scope only)."""
@@ -275,9 +294,19 @@ def readable_scope(session: Session, principal: Principal) -> ReadableScope:
     tenant = _opt(p.tenant_id)
     if p.kind == "anonymous":
         return ReadableScope(tenant_id=tenant, public=True, principals=("public",))
-    row = session.execute(_SCOPE_SQL, {"user_id": _opt(p.user_id), "tenant_id": tenant,
-                                        "link_id": _opt(p.share_link_id), "dify_id": _opt(p.dify_key_id)}
-                          ).mappings().one()
+    row = (
+        session.execute(
+            _SCOPE_SQL,
+            {
+                "user_id": _opt(p.user_id),
+                "tenant_id": tenant,
+                "link_id": _opt(p.share_link_id),
+                "dify_id": _opt(p.dify_key_id),
+            },
+        )
+        .mappings()
+        .one()
+    )
     if p.kind == "dify_key":
         d = row["dify"]
         if d is None or not d["live"]:
@@ -299,7 +328,8 @@ def readable_scope(session: Session, principal: Principal) -> ReadableScope:
             doc_grants[d] = rules.best_role(doc_grants.get(d), r) or r
         member_ws = frozenset(w for w, r in ws_roles.items() if r in rules.MEMBER_ROLES)
         user_part = dict(
-            public=True, workspace_ids=member_ws,
+            public=True,
+            workspace_ids=member_ws,
             kb_read=frozenset(kb_grants),
             kb_edit=frozenset(k for k, r in kb_grants.items() if rules.rank(r) >= 2),
             kb_manage=frozenset(k for k, r in kb_grants.items() if rules.rank(r) >= 3),
@@ -319,10 +349,16 @@ def readable_scope(session: Session, principal: Principal) -> ReadableScope:
     link_part: dict[str, Any] = {}
     lk = row["link"]
     if lk is not None:
-        facts = rules.LinkFacts(id=lk["id"], tenant_id=lk["tenant_id"], object_type=lk["object_type"],
-                                object_id=lk["object_id"], workspace_id=lk["workspace_id"], valid=bool(lk["valid"]),
-                                require_login=bool(lk["require_login"]),
-                                restrict_to_workspace_members=bool(lk["restrict_to_workspace_members"]))
+        facts = rules.LinkFacts(
+            id=lk["id"],
+            tenant_id=lk["tenant_id"],
+            object_type=lk["object_type"],
+            object_id=lk["object_id"],
+            workspace_id=lk["workspace_id"],
+            valid=bool(lk["valid"]),
+            require_login=bool(lk["require_login"]),
+            restrict_to_workspace_members=bool(lk["restrict_to_workspace_members"]),
+        )
         viewer = rules.Viewer(principal=p, user_active=bool(row["user_active"]), ws_roles=ws_roles, link=facts)
         if rules.link_usable(viewer):
             if facts.object_type == "knowledge_base":

@@ -52,16 +52,16 @@ def _id(x: IdLike | Document | KnowledgeBase) -> str:
 # -- documents ----------------------------------------------------------------------------------
 
 
-def document_capabilities(session: Session, principal: Principal,
-                          doc_ids: Iterable[IdLike]) -> dict[uuid.UUID, frozenset[Action]]:
+def document_capabilities(
+    session: Session, principal: Principal, doc_ids: Iterable[IdLike]
+) -> dict[uuid.UUID, frozenset[Action]]:
     """Every allowed action per document, for a whole list, in one query (UI buttons, oracle)."""
     ids = list(dict.fromkeys(str(d) for d in doc_ids))
     snap = load_snapshot(session, principal, doc_ids=ids)
     return {uuid.UUID(d): rules.capabilities(snap.viewer, rules.place(snap, d)) for d in ids}
 
 
-def document_roles(session: Session, principal: Principal,
-                   doc_ids: Iterable[IdLike]) -> dict[uuid.UUID, str | None]:
+def document_roles(session: Session, principal: Principal, doc_ids: Iterable[IdLike]) -> dict[uuid.UUID, str | None]:
     """Effective content role per document (None: no role, or blocked by a custom ancestor)."""
     ids = list(dict.fromkeys(str(d) for d in doc_ids))
     snap = load_snapshot(session, principal, doc_ids=ids)
@@ -72,8 +72,9 @@ def document_roles(session: Session, principal: Principal,
     return out
 
 
-def filter_documents(session: Session, principal: Principal, doc_ids: Iterable[IdLike],
-                     action: Action | str = Action.READ) -> set[uuid.UUID]:
+def filter_documents(
+    session: Session, principal: Principal, doc_ids: Iterable[IdLike], action: Action | str = Action.READ
+) -> set[uuid.UUID]:
     """The subset of ``doc_ids`` on which ``action`` is allowed; one query for any N."""
     act = Action(action)
     given = {str(d): d if isinstance(d, uuid.UUID) else uuid.UUID(str(d)) for d in doc_ids}
@@ -83,8 +84,9 @@ def filter_documents(session: Session, principal: Principal, doc_ids: Iterable[I
     return {u for d, u in given.items() if rules.allows(snap.viewer, rules.place(snap, d), act)}
 
 
-def filter_readable_documents(session: Session, principal: Principal, doc_ids: Iterable[IdLike], *,
-                              for_search: bool = False) -> set[uuid.UUID]:
+def filter_readable_documents(
+    session: Session, principal: Principal, doc_ids: Iterable[IdLike], *, for_search: bool = False
+) -> set[uuid.UUID]:
     """Which of these documents may be shown. ``for_search=True`` is the final check of search,
     MCP, Dify and export: it also drops archived documents, archived knowledge bases and other
     tenants' public documents."""
@@ -98,10 +100,14 @@ class TreeAccess:
 
     __slots__ = ("kb_actions", "_caps", "rows")
 
-    def __init__(self, kb_actions: frozenset[KbAction], caps: dict[str, frozenset[Action]],
-                 rows: list[tuple[rules.DocFacts, tuple[str, int, str | None]]] | None = None) -> None:
+    def __init__(
+        self,
+        kb_actions: frozenset[KbAction],
+        caps: dict[str, frozenset[Action]],
+        rows: list[tuple[rules.DocFacts, tuple[str, int, str | None]]] | None = None,
+    ) -> None:
         self.kb_actions = kb_actions
-        self._caps = caps   # keyed by str(id): no uuid parsing for the thousands of ids of a tree
+        self._caps = caps  # keyed by str(id): no uuid parsing for the thousands of ids of a tree
         # every document of the knowledge base in tree order (siblings by sort_order, age, id),
         # deleted ones included, with (title, sort_order, external_key): loaded by the same
         # statement as the facts, so a listing needs no second query and cannot disagree with them
@@ -126,8 +132,9 @@ class TreeAccess:
         return {uuid.UUID(d): caps for d, caps in self._caps.items()}
 
 
-def tree_access(session: Session, principal: Principal, kb_id: IdLike,
-                actions: Iterable[Action | str] = rules.ALL_ACTIONS) -> TreeAccess:
+def tree_access(
+    session: Session, principal: Principal, kb_id: IdLike, actions: Iterable[Action | str] = rules.ALL_ACTIONS
+) -> TreeAccess:
     """The knowledge-base-scoped fast path of ``document_capabilities`` / ``filter_documents``:
     every document of ``kb_id`` in one statement (no ancestor walk), decided top-down with the
     same rules, the region part once per custom document. Same answers for every document of
@@ -165,16 +172,26 @@ def can_delete_document(session: Session, principal: Principal, document: IdLike
     return can(session, principal, Action.DELETE, document)
 
 
-def can_move_document(session: Session, principal: Principal, document: IdLike | Document, *,
-                      new_parent_id: IdLike | None, knowledge_base_id: IdLike | None = None) -> bool:
+def can_move_document(
+    session: Session,
+    principal: Principal,
+    document: IdLike | Document,
+    *,
+    new_parent_id: IdLike | None,
+    knowledge_base_id: IdLike | None = None,
+) -> bool:
     """Move needs MOVE on the document and the right to create at the target. Access after the
     move is simply what the new place says (access follows location)."""
     did = _id(document)
     target = None if new_parent_id is None else str(new_parent_id)
     if target == did:
         return False
-    snap = load_snapshot(session, principal, doc_ids=[did] + ([target] if target else []),
-                         kb_ids=[str(knowledge_base_id)] if knowledge_base_id else [])
+    snap = load_snapshot(
+        session,
+        principal,
+        doc_ids=[did] + ([target] if target else []),
+        kb_ids=[str(knowledge_base_id)] if knowledge_base_id else [],
+    )
     pl = rules.place(snap, did)
     if not rules.allows(snap.viewer, pl, Action.MOVE):
         return False
@@ -189,8 +206,9 @@ def can_move_document(session: Session, principal: Principal, document: IdLike |
     return rules.kb_allows(snap.viewer, snap.kbs.get(kb_id or ""), KbAction.CREATE)
 
 
-def can_create_document(session: Session, principal: Principal, knowledge_base_id: IdLike, *,
-                        parent_id: IdLike | None = None) -> bool:
+def can_create_document(
+    session: Session, principal: Principal, knowledge_base_id: IdLike, *, parent_id: IdLike | None = None
+) -> bool:
     if parent_id is None:
         return can_in_knowledge_base(session, principal, KbAction.CREATE, knowledge_base_id)
     snap = load_snapshot(session, principal, doc_ids=[str(parent_id)])
@@ -201,15 +219,17 @@ def can_create_document(session: Session, principal: Principal, knowledge_base_i
 # -- knowledge bases and workspaces -------------------------------------------------------------
 
 
-def knowledge_base_capabilities(session: Session, principal: Principal,
-                                kb_ids: Iterable[IdLike]) -> dict[uuid.UUID, frozenset[KbAction]]:
+def knowledge_base_capabilities(
+    session: Session, principal: Principal, kb_ids: Iterable[IdLike]
+) -> dict[uuid.UUID, frozenset[KbAction]]:
     ids = list(dict.fromkeys(str(k) for k in kb_ids))
     snap = load_snapshot(session, principal, kb_ids=ids)
     return {uuid.UUID(k): rules.kb_capabilities(snap.viewer, snap.kbs.get(k)) for k in ids}
 
 
-def can_in_knowledge_base(session: Session, principal: Principal, action: KbAction | str,
-                          kb: IdLike | KnowledgeBase) -> bool:
+def can_in_knowledge_base(
+    session: Session, principal: Principal, action: KbAction | str, kb: IdLike | KnowledgeBase
+) -> bool:
     kid = _id(kb)
     snap = load_snapshot(session, principal, kb_ids=[kid])
     return rules.kb_allows(snap.viewer, snap.kbs.get(kid), KbAction(action))
@@ -229,8 +249,9 @@ def resolve_workspace_role(session: Session, principal: Principal, workspace_id:
     return rules.ws_role(load_snapshot(session, principal, ws_ids=[wid]).viewer, wid)
 
 
-def can_in_workspace(session: Session, principal: Principal, action: WsAction | str,
-                     workspace_id: IdLike | Workspace) -> bool:
+def can_in_workspace(
+    session: Session, principal: Principal, action: WsAction | str, workspace_id: IdLike | Workspace
+) -> bool:
     wid = _id(workspace_id)
     return rules.ws_allows(load_snapshot(session, principal, ws_ids=[wid]).viewer, wid, WsAction(action))
 
@@ -239,8 +260,9 @@ def can_manage_workspace(session: Session, principal: Principal, workspace_id: I
     return can_in_workspace(session, principal, WsAction.MANAGE, workspace_id)
 
 
-def resolve_effective_role(session: Session, principal: Principal,
-                           obj: ObjectRef | tuple[str, IdLike] | KnowledgeBase | Document) -> str | None:
+def resolve_effective_role(
+    session: Session, principal: Principal, obj: ObjectRef | tuple[str, IdLike] | KnowledgeBase | Document
+) -> str | None:
     """Content role owner/manager/editor/viewer on a knowledge base or document, or None."""
     ref = as_ref(obj)
     oid = str(ref.object_id)
@@ -255,8 +277,9 @@ def resolve_effective_role(session: Session, principal: Principal,
     raise ValidationError("workspaces have workspace roles: use resolve_workspace_role")
 
 
-def can_invite_collaborator(session: Session, principal: Principal,
-                            obj: ObjectRef | tuple[str, IdLike] | Workspace | KnowledgeBase | Document) -> bool:
+def can_invite_collaborator(
+    session: Session, principal: Principal, obj: ObjectRef | tuple[str, IdLike] | Workspace | KnowledgeBase | Document
+) -> bool:
     """Workspace: owner/admin. Knowledge base / document: manager or owner."""
     ref = as_ref(obj)
     if ref.object_type == "workspace":
@@ -266,8 +289,9 @@ def can_invite_collaborator(session: Session, principal: Principal,
     return can(session, principal, Action.MANAGE, ref.object_id)
 
 
-def can_create_share_link(session: Session, principal: Principal,
-                          obj: ObjectRef | tuple[str, IdLike] | KnowledgeBase | Document) -> bool:
+def can_create_share_link(
+    session: Session, principal: Principal, obj: ObjectRef | tuple[str, IdLike] | KnowledgeBase | Document
+) -> bool:
     """owner/manager; editor only where the knowledge base enables ``editor_can_create_share_links``."""
     ref = as_ref(obj)
     if ref.object_type == "knowledge_base":

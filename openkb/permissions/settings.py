@@ -22,9 +22,15 @@ UNSET: Any = object()
 KB_SETTING_KEYS = ("editor_can_delete", "editor_can_create_share_links")
 
 
-def update_knowledge_base_access(session: Session, principal: Principal, kb_id: uuid.UUID, *,
-                                 visibility: str | None = None, editor_can_delete: bool | None = None,
-                                 editor_can_create_share_links: bool | None = None) -> KnowledgeBase:
+def update_knowledge_base_access(
+    session: Session,
+    principal: Principal,
+    kb_id: uuid.UUID,
+    *,
+    visibility: str | None = None,
+    editor_can_delete: bool | None = None,
+    editor_can_create_share_links: bool | None = None,
+) -> KnowledgeBase:
     if visibility is not None and visibility not in VISIBILITIES:
         raise ValidationError(f"visibility must be one of {VISIBILITIES}")
     kb = access_knowledge_base(session, principal, kb_id, KbAction.MANAGE).knowledge_base
@@ -41,13 +47,26 @@ def update_knowledge_base_access(session: Session, principal: Principal, kb_id: 
     if after != before:
         session.add(kb)
         session.flush()
-        record_audit(session, tenant_id=kb.tenant_id, actor=principal, action="permission.knowledge_base.update",
-                     object_type="knowledge_base", object_id=kb_id, metadata={"before": before, "after": after})
+        record_audit(
+            session,
+            tenant_id=kb.tenant_id,
+            actor=principal,
+            action="permission.knowledge_base.update",
+            object_type="knowledge_base",
+            object_id=kb_id,
+            metadata={"before": before, "after": after},
+        )
     return kb
 
 
-def update_document_access(session: Session, principal: Principal, document_id: uuid.UUID, *,
-                           permission_mode: str | None = None, visibility: str | None = UNSET) -> Document:
+def update_document_access(
+    session: Session,
+    principal: Principal,
+    document_id: uuid.UUID,
+    *,
+    permission_mode: str | None = None,
+    visibility: str | None = UNSET,
+) -> Document:
     """``visibility=None`` clears it (a custom document then keeps the visibility it inherits)."""
     if permission_mode is not None and permission_mode not in PERMISSION_MODES:
         raise ValidationError(f"permission_mode must be one of {PERMISSION_MODES}")
@@ -63,6 +82,13 @@ def update_document_access(session: Session, principal: Principal, document_id: 
     if after != before:
         session.add(doc)
         session.flush()
-        record_audit(session, tenant_id=doc.tenant_id, actor=principal, action="permission.document.update",
-                     object_type="document", object_id=document_id, metadata={"before": before, "after": after})
+        record_audit(
+            session,
+            tenant_id=doc.tenant_id,
+            actor=principal,
+            action="permission.document.update",
+            object_type="document",
+            object_id=document_id,
+            metadata={"before": before, "after": after},
+        )
     return doc

@@ -71,10 +71,19 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def create_share_link(session: Session, principal: Principal, obj: Any, *, permission: str = "view",
-                      password: str | None = None, require_login: bool = False,
-                      restrict_to_workspace_members: bool = False, expires_at: datetime | None = None,
-                      ip: str | None = None, user_agent: str | None = None) -> CreatedShareLink:
+def create_share_link(
+    session: Session,
+    principal: Principal,
+    obj: Any,
+    *,
+    permission: str = "view",
+    password: str | None = None,
+    require_login: bool = False,
+    restrict_to_workspace_members: bool = False,
+    expires_at: datetime | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> CreatedShareLink:
     if permission != "view":
         raise ValidationError("share links are read-only: permission must be 'view'")
     ref = content_ref(obj)
@@ -82,18 +91,40 @@ def create_share_link(session: Session, principal: Principal, obj: Any, *, permi
         raise ValidationError("expires_at must be a future, timezone-aware time")
     auth = authorize(session, principal, ref, "share")
     plaintext, digest = new_token(TOKEN_PREFIX)
-    link = ShareLink(tenant_id=auth.tenant_id, object_type=ref.object_type, object_id=ref.object_id,
-                     token_hash=digest, permission="view",
-                     password_hash=hash_password(password) if password else None,
-                     require_login=require_login, restrict_to_workspace_members=restrict_to_workspace_members,
-                     expires_at=expires_at, created_by=principal.user_id)
+    link = ShareLink(
+        tenant_id=auth.tenant_id,
+        object_type=ref.object_type,
+        object_id=ref.object_id,
+        token_hash=digest,
+        permission="view",
+        password_hash=hash_password(password) if password else None,
+        require_login=require_login,
+        restrict_to_workspace_members=restrict_to_workspace_members,
+        expires_at=expires_at,
+        created_by=principal.user_id,
+    )
     session.add(link)
     session.flush()
-    record_audit(session, tenant_id=auth.tenant_id, actor=principal, action="share_link.create",
-                 object_type=ref.object_type, object_id=ref.object_id, ip=ip, user_agent=user_agent,
-                 metadata={"share_link_id": link.id, "after": {
-                     "permission": "view", "has_password": bool(password), "require_login": require_login,
-                     "restrict_to_workspace_members": restrict_to_workspace_members, "expires_at": expires_at}})
+    record_audit(
+        session,
+        tenant_id=auth.tenant_id,
+        actor=principal,
+        action="share_link.create",
+        object_type=ref.object_type,
+        object_id=ref.object_id,
+        ip=ip,
+        user_agent=user_agent,
+        metadata={
+            "share_link_id": link.id,
+            "after": {
+                "permission": "view",
+                "has_password": bool(password),
+                "require_login": require_login,
+                "restrict_to_workspace_members": restrict_to_workspace_members,
+                "expires_at": expires_at,
+            },
+        },
+    )
     return CreatedShareLink(link, plaintext)
 
 
@@ -104,8 +135,15 @@ def _live_link(session: Session, token: str) -> ShareLink:
     return link
 
 
-def open_share_link(session: Session, token: str, *, password: str | None = None, viewer: Principal | None = None,
-                    ip: str | None = None, user_agent: str | None = None) -> ShareLinkAccess:
+def open_share_link(
+    session: Session,
+    token: str,
+    *,
+    password: str | None = None,
+    viewer: Principal | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> ShareLinkAccess:
     """Check a visit; on success the returned principal reads the linked subtree.
 
     Raises NotFound (unknown, revoked or expired: indistinguishable), Unauthenticated
@@ -122,30 +160,53 @@ def open_share_link(session: Session, token: str, *, password: str | None = None
         snap = load_snapshot(session, candidate)
         if not rules.link_usable(snap.viewer):
             if link.restrict_to_workspace_members or link.require_login:
-                raise PermissionDenied("this link is for members of its workspace only"
-                                       if link.restrict_to_workspace_members else "this link needs an active account")
+                raise PermissionDenied(
+                    "this link is for members of its workspace only"
+                    if link.restrict_to_workspace_members
+                    else "this link needs an active account"
+                )
             candidate = Principal.share_link(link)  # logged-in but inactive visitor: open as anonymous
-    audit_ctx = {"tenant_id": link.tenant_id, "object_type": link.object_type, "object_id": link.object_id,
-                 "ip": ip, "user_agent": user_agent}
+    audit_ctx = {
+        "tenant_id": link.tenant_id,
+        "object_type": link.object_type,
+        "object_id": link.object_id,
+        "ip": ip,
+        "user_agent": user_agent,
+    }
     if link.password_hash:
         visitor = str(user_id) if user_id else (ip or "unknown")
         k_visitor = f"share-password:{link.id}:{visitor}"
         k_link = f"share-password:{link.id}"
-        if ratelimit.exceeded(session, k_visitor, *PASSWORD_FAILURES_PER_VISITOR) or \
-                ratelimit.exceeded(session, k_link, *PASSWORD_FAILURES_PER_LINK):
-            record_then_refuse(session, lambda s: record_audit(
-                s, actor=candidate, action="share_link.password_rate_limited", metadata={"share_link_id": link.id},
-                **audit_ctx), RateLimited("too many wrong passwords, try again later"))
+        if ratelimit.exceeded(session, k_visitor, *PASSWORD_FAILURES_PER_VISITOR) or ratelimit.exceeded(
+            session, k_link, *PASSWORD_FAILURES_PER_LINK
+        ):
+            record_then_refuse(
+                session,
+                lambda s: record_audit(
+                    s,
+                    actor=candidate,
+                    action="share_link.password_rate_limited",
+                    metadata={"share_link_id": link.id},
+                    **audit_ctx,
+                ),
+                RateLimited("too many wrong passwords, try again later"),
+            )
         if not password:
             return ShareLinkAccess("password_required", link)
         if not verify_password(link.password_hash, password):
+
             def record_failure(s: Session) -> None:
                 # The request only peeked at these buckets (no row lock), so a separate
                 # transaction can hit them without waiting on it.
                 ratelimit.hit(s, k_visitor, *PASSWORD_FAILURES_PER_VISITOR)
                 ratelimit.hit(s, k_link, *PASSWORD_FAILURES_PER_LINK)
-                record_audit(s, actor=candidate, action="share_link.password_failed",
-                             metadata={"share_link_id": link.id}, **audit_ctx)
+                record_audit(
+                    s,
+                    actor=candidate,
+                    action="share_link.password_failed",
+                    metadata={"share_link_id": link.id},
+                    **audit_ctx,
+                )
 
             record_then_refuse(session, record_failure, SharePasswordIncorrect("wrong password"))
     record_audit(session, actor=candidate, action="share_link.open", metadata={"share_link_id": link.id}, **audit_ctx)
@@ -155,13 +216,21 @@ def open_share_link(session: Session, token: str, *, password: str | None = None
 def list_share_links(session: Session, principal: Principal, obj: Any) -> list[ShareLink]:
     ref = content_ref(obj)
     authorize(session, principal, ref, "share")
-    return list(session.execute(select(ShareLink).where(
-        ShareLink.object_type == ref.object_type, ShareLink.object_id == ref.object_id,
-    ).order_by(ShareLink.created_at)).scalars())
+    return list(
+        session.execute(
+            select(ShareLink)
+            .where(
+                ShareLink.object_type == ref.object_type,
+                ShareLink.object_id == ref.object_id,
+            )
+            .order_by(ShareLink.created_at)
+        ).scalars()
+    )
 
 
-def revoke_share_link(session: Session, principal: Principal, link_id: uuid.UUID, *, ip: str | None = None,
-                      user_agent: str | None = None) -> ShareLink:
+def revoke_share_link(
+    session: Session, principal: Principal, link_id: uuid.UUID, *, ip: str | None = None, user_agent: str | None = None
+) -> ShareLink:
     """Close a link: its creator or anyone who may share the object. Takes effect at once."""
     link = session.get(ShareLink, link_id)
     if link is None or link.tenant_id != principal.tenant_id:
@@ -175,8 +244,19 @@ def revoke_share_link(session: Session, principal: Principal, link_id: uuid.UUID
         link.revoked_at = _now()
         session.add(link)
         session.flush()
-        record_audit(session, tenant_id=link.tenant_id, actor=principal, action="share_link.revoke",
-                     object_type=link.object_type, object_id=link.object_id, ip=ip, user_agent=user_agent,
-                     metadata={"share_link_id": link.id, "before": {"revoked_at": None},
-                               "after": {"revoked_at": link.revoked_at}})
+        record_audit(
+            session,
+            tenant_id=link.tenant_id,
+            actor=principal,
+            action="share_link.revoke",
+            object_type=link.object_type,
+            object_id=link.object_id,
+            ip=ip,
+            user_agent=user_agent,
+            metadata={
+                "share_link_id": link.id,
+                "before": {"revoked_at": None},
+                "after": {"revoked_at": link.revoked_at},
+            },
+        )
     return link

@@ -83,8 +83,12 @@ def _die_with_parent() -> None:
 def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     fh = open(log_path, "ab")
     return subprocess.Popen(
-        cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent,
+        cmd,
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        preexec_fn=_die_with_parent,
     )
 
 
@@ -99,13 +103,20 @@ def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) ->
         proc.wait(5)
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
-               log_path: Path | None = None) -> None:
+def wait_until(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    log_path: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-800:] if log_path and log_path.exists() else ""
-            raise ServiceUnavailable(f"{what} exited during start (code {proc.returncode}); log {log_path}: {tail.strip()}")
+            raise ServiceUnavailable(
+                f"{what} exited during start (code {proc.returncode}); log {log_path}: {tail.strip()}"
+            )
         try:
             if check():
                 return
@@ -218,8 +229,12 @@ class EmbeddedServices:
                     continue
                 lock = OwnerLock(self.home, comp)
                 if self.require_owner:
-                    ok = lock.acquire(self.owner_wait, on_wait=lambda r, c=comp: self.say(
-                        f"waiting for process {r.get('pid') if r else '?'} to release the embedded {c}"))
+                    ok = lock.acquire(
+                        self.owner_wait,
+                        on_wait=lambda r, c=comp: self.say(
+                            f"waiting for process {r.get('pid') if r else '?'} to release the embedded {c}"
+                        ),
+                    )
                     if not ok:
                         raise ServiceUnavailable(f"the embedded {comp} in {self.home.root} is held by another process")
                 elif not lock.try_acquire():
@@ -289,7 +304,9 @@ class EmbeddedServices:
             if rec is not None:
                 return rec
             time.sleep(0.2)
-        raise ServiceUnavailable(f"the embedded {comp} of {self.home.root} is being started by another process that never finished")
+        raise ServiceUnavailable(
+            f"the embedded {comp} of {self.home.root} is being started by another process that never finished"
+        )
 
     # -- components -----------------------------------------------------------------------
     def _start_postgresql(self) -> Callable[[], dict[str, Any]]:
@@ -315,8 +332,16 @@ class EmbeddedServices:
         port = free_port()
         log_path = self.home.log_dir / "milvus.log"
         exe = Path(sys.executable).with_name("milvus-lite")
-        cmd = [str(exe) if exe.exists() else "milvus-lite", "server", "--data-dir", str(self.home.milvus_dir),
-               "--host", "127.0.0.1", "--port", str(port)]
+        cmd = [
+            str(exe) if exe.exists() else "milvus-lite",
+            "server",
+            "--data-dir",
+            str(self.home.milvus_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
         # Milvus' TEXTEMBEDDING (provider openai) wants a key; the local embedder ignores it.
         proc = spawn(cmd, log_path, env={"OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder")})
         self._procs["milvus"] = proc
@@ -336,14 +361,28 @@ class EmbeddedServices:
                 "by another program: stop it, or edit ports.json and rebuild the index"
             )
         log_path = self.home.log_dir / "embedder.log"
-        cmd = [sys.executable, "-m", "openkb.embedder", "--host", "127.0.0.1", "--port", str(port),
-               "--model", self.settings.openkb_embedder_model]
+        cmd = [
+            sys.executable,
+            "-m",
+            "openkb.embedder",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--model",
+            self.settings.openkb_embedder_model,
+        ]
         proc = spawn(cmd, log_path)
         self._procs["embedder"] = proc
         base = f"http://127.0.0.1:{port}"
 
         def wait() -> dict[str, Any]:
             wait_until(lambda: http_ok(base + "/health"), 120, "embedded embedder", proc, log_path)
-            return {"url": base + "/v1", "port": port, "child_pid": proc.pid, "model": self.settings.openkb_embedder_model}
+            return {
+                "url": base + "/v1",
+                "port": port,
+                "child_pid": proc.pid,
+                "model": self.settings.openkb_embedder_model,
+            }
 
         return wait

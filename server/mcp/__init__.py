@@ -28,12 +28,18 @@ def mount(app: FastAPI, ctx: AppContext) -> None:
     srv = build(ctx)
     hosts = allowed_hosts(ctx)
     srv.streamable_http_app(  # creates the session manager; its Starlette app is not used
-        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
         max_request_body_size=ctx.settings.json_body_limit,
         transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-            allowed_origins=[ctx.settings.app_base_url.rstrip("/")] + [f"http://{h}" for h in hosts if h.endswith(":*")]
-            + [f"https://{h}" for h in hosts if h.endswith(":*")]))
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=hosts,
+            allowed_origins=[ctx.settings.app_base_url.rstrip("/")]
+            + [f"http://{h}" for h in hosts if h.endswith(":*")]
+            + [f"https://{h}" for h in hosts if h.endswith(":*")],
+        ),
+    )
     gate = McpGate(ctx, StreamableHTTPASGIApp(srv.session_manager))
     app.router.routes.append(Route(MCP_PATH, endpoint=gate, include_in_schema=False))
     app.state.mcp_lifespan = srv.session_manager.run

@@ -91,8 +91,14 @@ def _quote(text: str) -> str:
     return text.replace("\\", "").replace('"', "'")
 
 
-async def _refuse(send: Send, status: int, code: str, detail: str, challenge: str | None = None,
-                  extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _refuse(
+    send: Send,
+    status: int,
+    code: str,
+    detail: str,
+    challenge: str | None = None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     body = json.dumps({"error": code, "detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     if challenge:
@@ -147,8 +153,9 @@ class McpGate:
         with session_scope(self.ctx.engine) as s:
             return verify_bearer(s, token, resource=resource_url(self.ctx))
 
-    def challenge(self, *, error: str | None = None, description: str | None = None,
-                  scope: str = " ".join(READ_SCOPES)) -> str:
+    def challenge(
+        self, *, error: str | None = None, description: str | None = None, scope: str = " ".join(READ_SCOPES)
+    ) -> str:
         parts = []
         if error:
             parts.append(f'error="{error}"')
@@ -167,34 +174,51 @@ class McpGate:
             return
         auth = _header(scope, b"authorization") or ""
         if auth[:7].lower() != "bearer " or not auth[7:].strip():
-            await _refuse(send, 401, "UNAUTHENTICATED",
-                          "send 'Authorization: Bearer <token>' (an OAuth access token or a kbpat_ personal token)",
-                          self.challenge())
+            await _refuse(
+                send,
+                401,
+                "UNAUTHENTICATED",
+                "send 'Authorization: Bearer <token>' (an OAuth access token or a kbpat_ personal token)",
+                self.challenge(),
+            )
             return
         try:
             caller = await anyio.to_thread.run_sync(self._verify, auth[7:].strip())
         except Unauthenticated as exc:
-            await _refuse(send, 401, "UNAUTHENTICATED", exc.detail,
-                          self.challenge(error="invalid_token", description=exc.detail))
+            await _refuse(
+                send, 401, "UNAUTHENTICATED", exc.detail, self.challenge(error="invalid_token", description=exc.detail)
+            )
             return
         if not has_any_mcp_scope(caller.scopes):
             detail = f"token lacks the MCP scopes ({' '.join(READ_SCOPES)})"
-            await _refuse(send, 403, "INSUFFICIENT_SCOPE", detail,
-                          self.challenge(error="insufficient_scope", description=detail))
+            await _refuse(
+                send, 403, "INSUFFICIENT_SCOPE", detail, self.challenge(error="insufficient_scope", description=detail)
+            )
             return
         if scope.get("method") != "POST":
             # Stateless: no session to resume and nothing to push, so no GET stream (it would hold
             # a connection and a server task open for nothing) and no DELETE; POST only.
-            await _refuse(send, 405, "METHOD_NOT_ALLOWED", "the MCP endpoint takes POST only (stateless)",
-                          extra=[(b"allow", b"POST")])
+            await _refuse(
+                send,
+                405,
+                "METHOD_NOT_ALLOWED",
+                "the MCP endpoint takes POST only (stateless)",
+                extra=[(b"allow", b"POST")],
+            )
             return
         body, receive = await _buffer(receive)
         need = needed_scope(body)
         if need is not None and not caller.may(need):
             detail = f"token lacks scope {need}"
-            await _refuse(send, 403, "INSUFFICIENT_SCOPE", detail,
-                          self.challenge(error="insufficient_scope", description=detail,
-                                         scope=" ".join(sorted(caller.scopes | {need}))))
+            await _refuse(
+                send,
+                403,
+                "INSUFFICIENT_SCOPE",
+                detail,
+                self.challenge(
+                    error="insufficient_scope", description=detail, scope=" ".join(sorted(caller.scopes | {need}))
+                ),
+            )
             return
         client = scope.get("client")
         ua = _header(scope, b"user-agent")

@@ -16,7 +16,6 @@ No ``from __future__ import annotations`` here: the SDK evaluates the tools' sig
 annotations name aliases local to ``build``.
 """
 
-
 import json
 import uuid
 from collections.abc import Callable
@@ -68,8 +67,9 @@ class OpenKBMCP(MCPServer):
         known = set(tool.parameters.get("properties", {}))
         unknown = sorted(set(arguments) - known)
         if unknown:
-            raise ToolError(f"VALIDATION_ERROR: unknown argument {', '.join(unknown)} (accepted: "
-                            f"{', '.join(sorted(known))})")
+            raise ToolError(
+                f"VALIDATION_ERROR: unknown argument {', '.join(unknown)} (accepted: {', '.join(sorted(known))})"
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -124,27 +124,46 @@ def build(ctx: AppContext) -> OpenKBMCP:
 
     st = ctx.settings
     Cursor = Annotated[str | None, Field(description="next_cursor of the previous page; omit for the first page")]
-    Limit = Annotated[int | None, Field(ge=1, description=f"page size (default {st.mcp_page_size}, "
-                                                          f"at most {st.mcp_max_page_size})")]
+    Limit = Annotated[
+        int | None, Field(ge=1, description=f"page size (default {st.mcp_page_size}, at most {st.mcp_max_page_size})")
+    ]
     DocId = Annotated[uuid.UUID, Field(description="document id (from kb_search or kb_list_documents)")]
 
     # -- tools --------------------------------------------------------------------------------
 
     @tool(name="kb_search", title="Search the knowledge base", annotations=READ_ONLY)
     def kb_search(
-        query: Annotated[str, Field(max_length=2000, description="what to look for, in natural language or "
-                                    "keywords; empty lists the most recently updated readable documents")],
-        knowledge_base_ids: Annotated[list[uuid.UUID] | None, Field(
-            max_length=100, description="only these knowledge bases (from kb_list_knowledge_bases)")] = None,
+        query: Annotated[
+            str,
+            Field(
+                max_length=2000,
+                description="what to look for, in natural language or "
+                "keywords; empty lists the most recently updated readable documents",
+            ),
+        ],
+        knowledge_base_ids: Annotated[
+            list[uuid.UUID] | None,
+            Field(max_length=100, description="only these knowledge bases (from kb_list_knowledge_bases)"),
+        ] = None,
         top_k: Annotated[int, Field(ge=1, description=f"results to return (at most {st.mcp_max_top_k})")] = 5,
-        filters: Annotated[dict[str, Any] | None, Field(description=(
-            'optional {"tags": [..], "metadata": {key: value}, "time_range": {"from": ISO, "to": ISO}}'))] = None,
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description=(
+                    'optional {"tags": [..], "metadata": {key: value}, "time_range": {"from": ISO, "to": ISO}}'
+                )
+            ),
+        ] = None,
     ) -> S.SearchOut:
         """Hybrid (keyword + semantic) search over the documents this user may read. Returns chunks,
         best first, each with document_id, title, folder path, a snippet and a web URL. Read a whole
         document with kb_get_document_markdown."""
-        return call(lambda s, c: tools.search(ctx, s, c, query=query, knowledge_base_ids=knowledge_base_ids,
-                                              top_k=top_k, filters=filters), S.SearchOut)
+        return call(
+            lambda s, c: tools.search(
+                ctx, s, c, query=query, knowledge_base_ids=knowledge_base_ids, top_k=top_k, filters=filters
+            ),
+            S.SearchOut,
+        )
 
     @tool(name="kb_get_document", title="Get a document's details", annotations=READ_ONLY)
     def kb_get_document(document_id: DocId) -> S.DocumentOut:
@@ -155,75 +174,131 @@ def build(ctx: AppContext) -> OpenKBMCP:
     @tool(name="kb_get_document_markdown", title="Read a document's Markdown", annotations=READ_ONLY)
     def kb_get_document_markdown(
         document_id: DocId,
-        offset: Annotated[int, Field(ge=0, description="first character to return (a heading's offset from "
-                                                       "kb_get_toc reads that section)")] = 0,
-        max_chars: Annotated[int | None, Field(ge=1, description=(
-            f"characters to return (default and cap {st.mcp_max_response_chars})"))] = None,
+        offset: Annotated[
+            int,
+            Field(
+                ge=0, description="first character to return (a heading's offset from kb_get_toc reads that section)"
+            ),
+        ] = 0,
+        max_chars: Annotated[
+            int | None, Field(ge=1, description=(f"characters to return (default and cap {st.mcp_max_response_chars})"))
+        ] = None,
     ) -> S.MarkdownOut:
         """The current Markdown body, one character range at a time: returns the range, the total
         length, how many characters remain and next_offset for the next call (null at the end)."""
-        return call(lambda s, c: tools.get_markdown(s, c, ctx.settings, document_id=document_id, offset=offset,
-                                                    max_chars=max_chars), S.MarkdownOut)
+        return call(
+            lambda s, c: tools.get_markdown(
+                s, c, ctx.settings, document_id=document_id, offset=offset, max_chars=max_chars
+            ),
+            S.MarkdownOut,
+        )
 
     @tool(name="kb_get_toc", title="A document's table of contents", annotations=READ_ONLY)
     def kb_get_toc(document_id: DocId, cursor: Cursor = None, limit: Limit = None) -> S.TocOut:
         """The document's headings with the character offset and length of each section, to read one
         section with kb_get_document_markdown instead of the whole page."""
-        return call(lambda s, c: tools.get_toc(s, c, ctx.settings, document_id=document_id, cursor=cursor,
-                                               limit=limit), S.TocOut)
+        return call(
+            lambda s, c: tools.get_toc(s, c, ctx.settings, document_id=document_id, cursor=cursor, limit=limit),
+            S.TocOut,
+        )
 
     @tool(name="kb_list_workspaces", title="List workspaces", annotations=READ_ONLY)
     def kb_list_workspaces(cursor: Cursor = None, limit: Limit = None) -> S.WorkspacesOut:
         """The workspaces this user belongs to, with the user's role. Paged: pass next_cursor back."""
-        return call(lambda s, c: tools.list_workspaces(s, c, ctx.settings, cursor=cursor, limit=limit),
-                    S.WorkspacesOut)
+        return call(lambda s, c: tools.list_workspaces(s, c, ctx.settings, cursor=cursor, limit=limit), S.WorkspacesOut)
 
     @tool(name="kb_list_knowledge_bases", title="List knowledge bases", annotations=READ_ONLY)
     def kb_list_knowledge_bases(
         workspace_id: Annotated[uuid.UUID | None, Field(description="only this workspace's")] = None,
-        cursor: Cursor = None, limit: Limit = None,
+        cursor: Cursor = None,
+        limit: Limit = None,
     ) -> S.KnowledgeBasesOut:
         """Knowledge bases this user can read (optionally of one workspace). Paged: pass next_cursor back."""
-        return call(lambda s, c: tools.list_knowledge_bases(s, c, ctx.settings, workspace_id=workspace_id,
-                                                            cursor=cursor, limit=limit), S.KnowledgeBasesOut)
+        return call(
+            lambda s, c: tools.list_knowledge_bases(
+                s, c, ctx.settings, workspace_id=workspace_id, cursor=cursor, limit=limit
+            ),
+            S.KnowledgeBasesOut,
+        )
 
     @tool(name="kb_list_documents", title="List documents of a knowledge base", annotations=READ_ONLY)
     def kb_list_documents(
         knowledge_base_id: Annotated[uuid.UUID, Field(description="from kb_list_knowledge_bases")],
-        parent_id: Annotated[uuid.UUID | None, Field(description="list this folder's children (default: the "
-                                                                 "top level)")] = None,
+        parent_id: Annotated[
+            uuid.UUID | None, Field(description="list this folder's children (default: the top level)")
+        ] = None,
         recursive: Annotated[bool, Field(description="the whole subtree in tree order instead of one level")] = False,
-        cursor: Cursor = None, limit: Limit = None,
+        cursor: Cursor = None,
+        limit: Limit = None,
     ) -> S.DocumentsOut:
         """Folders and pages this user can see, in tree order, one level at a time (has_children says
         where to descend). Paged: pass next_cursor back."""
-        return call(lambda s, c: tools.list_documents(s, c, ctx.settings, knowledge_base_id=knowledge_base_id,
-                                                      parent_id=parent_id, recursive=recursive, cursor=cursor,
-                                                      limit=limit), S.DocumentsOut)
+        return call(
+            lambda s, c: tools.list_documents(
+                s,
+                c,
+                ctx.settings,
+                knowledge_base_id=knowledge_base_id,
+                parent_id=parent_id,
+                recursive=recursive,
+                cursor=cursor,
+                limit=limit,
+            ),
+            S.DocumentsOut,
+        )
 
-    @tool(name="kb_upsert_document", title="Create or update a document by key",
-              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                          open_world_hint=False))
+    @tool(
+        name="kb_upsert_document",
+        title="Create or update a document by key",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
     def kb_upsert_document(
         knowledge_base_id: Annotated[uuid.UUID, Field(description="target knowledge base")],
-        key: Annotated[str, Field(min_length=1, max_length=1000, description=(
-            "your stable key for this document; the same key updates the same document"))],
+        key: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description=("your stable key for this document; the same key updates the same document"),
+            ),
+        ],
         title: Annotated[str, Field(min_length=1, max_length=1000)],
         markdown: Annotated[str | None, Field(description="the page body in OpenKB's Markdown dialect")] = None,
         parent_id: Annotated[uuid.UUID | None, Field(description="folder to create it in (default: top level)")] = None,
         status: Annotated[Literal["draft", "published", "archived"] | None, Field()] = None,
         tags: Annotated[list[str] | None, Field(max_length=100)] = None,
         metadata: Annotated[dict[str, Any] | None, Field()] = None,
-        run_id: Annotated[str | None, Field(max_length=200, description=(
-            "groups writes into one revertible run (UUID or short name); default: one run per call"))] = None,
+        run_id: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description=("groups writes into one revertible run (UUID or short name); default: one run per call"),
+            ),
+        ] = None,
     ) -> S.UpsertOut:
         """Create or update one page by your key: answers created, updated or unchanged (nothing
         written). The body is checked against OpenKB's Markdown dialect (errors name the line and
         column). Recorded in the change log under run_id, so it can be reverted."""
         parent: Any = parent_id if parent_id is not None else tools.UNSET
-        return call(lambda s, c: tools.upsert_document(
-            s, c, ctx.settings, knowledge_base_id=knowledge_base_id, key=key, title=title, markdown=markdown,
-            parent_id=parent, status=status, tags=tags, metadata=metadata, run_id=run_id), S.UpsertOut)
+        return call(
+            lambda s, c: tools.upsert_document(
+                s,
+                c,
+                ctx.settings,
+                knowledge_base_id=knowledge_base_id,
+                key=key,
+                title=title,
+                markdown=markdown,
+                parent_id=parent,
+                status=status,
+                tags=tags,
+                metadata=metadata,
+                run_id=run_id,
+            ),
+            S.UpsertOut,
+        )
 
     # -- resources (templates only: never a full listing) ------------------------------------
 
@@ -233,32 +308,52 @@ def build(ctx: AppContext) -> OpenKBMCP:
         except ValueError:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"{what} not found") from None
 
-    @srv.resource("kb://workspace/{workspace_id}", name="workspace", mime_type="application/json",
-                  description="A workspace and the first page of its knowledge bases")
+    @srv.resource(
+        "kb://workspace/{workspace_id}",
+        name="workspace",
+        mime_type="application/json",
+        description="A workspace and the first page of its knowledge bases",
+    )
     def workspace_resource(workspace_id: str) -> str:
         wid = _uuid(workspace_id, "workspace")
         return read(lambda s, c: resources.read_workspace(s, c, ctx.settings, wid, f"kb://workspace/{wid}"))
 
-    @srv.resource("kb://knowledge-base/{kb_id}", name="knowledge-base", mime_type="application/json",
-                  description="A knowledge base and the first page of its top-level documents")
+    @srv.resource(
+        "kb://knowledge-base/{kb_id}",
+        name="knowledge-base",
+        mime_type="application/json",
+        description="A knowledge base and the first page of its top-level documents",
+    )
     def kb_resource(kb_id: str) -> str:
         kid = _uuid(kb_id, "knowledge base")
         return read(lambda s, c: resources.read_knowledge_base(s, c, ctx.settings, kid, f"kb://knowledge-base/{kid}"))
 
-    @srv.resource("kb://document/{document_id}", name="document", mime_type="application/json",
-                  description="A document's details (no body)")
+    @srv.resource(
+        "kb://document/{document_id}",
+        name="document",
+        mime_type="application/json",
+        description="A document's details (no body)",
+    )
     def document_resource(document_id: str) -> str:
         did = _uuid(document_id, "document")
         return read(lambda s, c: resources.read_document(s, c, ctx.settings, did, f"kb://document/{did}"))
 
-    @srv.resource("kb://document/{document_id}/markdown", name="document-markdown", mime_type="text/markdown",
-                  description="A document's Markdown body (up to MCP_MAX_RESPONSE_CHARS)")
+    @srv.resource(
+        "kb://document/{document_id}/markdown",
+        name="document-markdown",
+        mime_type="text/markdown",
+        description="A document's Markdown body (up to MCP_MAX_RESPONSE_CHARS)",
+    )
     def markdown_resource(document_id: str) -> str:
         did = _uuid(document_id, "document")
         return read(lambda s, c: resources.read_markdown(s, c, ctx.settings, did, f"kb://document/{did}/markdown"))
 
-    @srv.resource("kb://document/{document_id}/toc", name="document-toc", mime_type="application/json",
-                  description="A document's headings with section offsets")
+    @srv.resource(
+        "kb://document/{document_id}/toc",
+        name="document-toc",
+        mime_type="application/json",
+        description="A document's headings with section offsets",
+    )
     def toc_resource(document_id: str) -> str:
         did = _uuid(document_id, "document")
         return read(lambda s, c: resources.read_toc(s, c, ctx.settings, did, f"kb://document/{did}/toc"))

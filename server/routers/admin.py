@@ -106,15 +106,22 @@ def _req(request: Request, principal: Any) -> admin_svc.Request:
 
 
 @router.get("/users", response_model=AdminUserList, responses=_ERR_OBJ)
-def list_users(session: SessionDep, scope: AdminScopeDep,
-               status_: Annotated[UserStatus | None, Query(alias="status")] = None,
-               tenant_id: uuid.UUID | None = None,
-               q: Annotated[str | None, Query(max_length=320, pattern=NO_NUL, description="email or name contains")] = None,
-               limit: Limit = 50, offset: Offset = 0) -> AdminUserList:
-    rows, total = admin_svc.list_users(session, scope, status=status_, tenant_id=tenant_id, q=q, limit=limit,
-                                       offset=offset)
-    items = [AdminUserOut(**UserOut.of(r.user).model_dump(), tenant_id=r.tenant_id, tenant_slug=r.tenant_slug,
-                          role=r.role) for r in rows]
+def list_users(
+    session: SessionDep,
+    scope: AdminScopeDep,
+    status_: Annotated[UserStatus | None, Query(alias="status")] = None,
+    tenant_id: uuid.UUID | None = None,
+    q: Annotated[str | None, Query(max_length=320, pattern=NO_NUL, description="email or name contains")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> AdminUserList:
+    rows, total = admin_svc.list_users(
+        session, scope, status=status_, tenant_id=tenant_id, q=q, limit=limit, offset=offset
+    )
+    items = [
+        AdminUserOut(**UserOut.of(r.user).model_dump(), tenant_id=r.tenant_id, tenant_slug=r.tenant_slug, role=r.role)
+        for r in rows
+    ]
     return AdminUserList(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -135,8 +142,12 @@ def reject_user(user_id: uuid.UUID, session: SessionDep, principal: AdminDep) ->
     return UserResult(user=UserOut.of(admin_svc.reject(session, principal, user_id)))
 
 
-@router.post("/users/{user_id}/resend-verification", status_code=status.HTTP_202_ACCEPTED,
-             response_model=UserResult, responses=_ERR_OBJ)
+@router.post(
+    "/users/{user_id}/resend-verification",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=UserResult,
+    responses=_ERR_OBJ,
+)
 def resend_verification(user_id: uuid.UUID, session: SessionDep, ctx: CtxDep, principal: AdminDep) -> UserResult:
     user = admin_svc.resend_verification(session, ctx, principal, user_id)
     return UserResult(user=UserOut.of(user))
@@ -158,18 +169,34 @@ def get_auth_settings(session: SessionDep, scope: AdminScopeDep, tenant_id: uuid
 
 
 @router.put("/auth-settings", response_model=AuthSettingsOut, responses=error_responses(401, 403, 404, 422))
-def put_auth_settings(body: AuthSettingsIn, request: Request, session: SessionDep, principal: AdminDep,
-                      scope: AdminScopeDep, tenant_id: uuid.UUID | None = None) -> AuthSettingsOut:
+def put_auth_settings(
+    body: AuthSettingsIn,
+    request: Request,
+    session: SessionDep,
+    principal: AdminDep,
+    scope: AdminScopeDep,
+    tenant_id: uuid.UUID | None = None,
+) -> AuthSettingsOut:
     """Change the instance default (system_admin) or a tenant override (created on first write)."""
-    target, eff = settings_svc.update(session, scope, _req(request, principal), tenant_id,
-                                      body.model_dump(exclude_unset=True))
+    target, eff = settings_svc.update(
+        session, scope, _req(request, principal), tenant_id, body.model_dump(exclude_unset=True)
+    )
     return _settings_out(target, eff)
 
 
-@router.delete("/auth-settings", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=error_responses(401, 403, 404, 422))
-def delete_auth_settings_override(request: Request, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
-                                  tenant_id: Annotated[uuid.UUID, Query()]) -> Response:
+@router.delete(
+    "/auth-settings",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 404, 422),
+)
+def delete_auth_settings_override(
+    request: Request,
+    session: SessionDep,
+    principal: AdminDep,
+    scope: AdminScopeDep,
+    tenant_id: Annotated[uuid.UUID, Query()],
+) -> Response:
     """Remove a tenant's override so the instance default applies again."""
     settings_svc.delete_override(session, scope, _req(request, principal), tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -179,16 +206,32 @@ def delete_auth_settings_override(request: Request, session: SessionDep, princip
 
 
 @router.get("/audit-logs", response_model=AuditLogList, responses=error_responses(401, 403, 404, 422))
-def audit_logs(session: SessionDep, scope: AdminScopeDep,
-               action: Annotated[str | None, Query(max_length=200, pattern=NO_NUL,
-                                                   description="exact action, or a prefix ending in '.'")] = None,
-               object_type: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
-               object_id: uuid.UUID | None = None, actor_user_id: uuid.UUID | None = None,
-               tenant_id: uuid.UUID | None = None, since: datetime | None = None,
-               limit: Limit = 50, offset: Offset = 0) -> AuditLogList:
-    rows, total = admin_svc.list_audit_logs(session, scope, action=action, object_type=object_type,
-                                            object_id=object_id, actor_user_id=actor_user_id, tenant_id=tenant_id,
-                                            since=since, limit=limit, offset=offset)
+def audit_logs(
+    session: SessionDep,
+    scope: AdminScopeDep,
+    action: Annotated[
+        str | None, Query(max_length=200, pattern=NO_NUL, description="exact action, or a prefix ending in '.'")
+    ] = None,
+    object_type: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
+    object_id: uuid.UUID | None = None,
+    actor_user_id: uuid.UUID | None = None,
+    tenant_id: uuid.UUID | None = None,
+    since: datetime | None = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> AuditLogList:
+    rows, total = admin_svc.list_audit_logs(
+        session,
+        scope,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        actor_user_id=actor_user_id,
+        tenant_id=tenant_id,
+        since=since,
+        limit=limit,
+        offset=offset,
+    )
     items = [AuditLogOut(**admin_svc.audit_row(r)) for r in rows]
     nxt = offset + len(items) if offset + len(items) < total else None
     return AuditLogList(items=items, total=total, next_offset=nxt)

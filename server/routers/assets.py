@@ -54,14 +54,22 @@ class AssetOut(BaseModel):
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"multipart/form-data": {"schema": {
-            "type": "object", "required": ["file"],
-            "properties": {
-                "file": {"type": "string", "format": "binary"},
-                "document_id": {"type": "string", "format": "uuid",
-                                "description": "attach to this document (needs edit rights)"},
-            },
-        }}},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "document_id": {
+                            "type": "string",
+                            "format": "uuid",
+                            "description": "attach to this document (needs edit rights)",
+                        },
+                    },
+                }
+            }
+        },
     }
 }
 
@@ -71,20 +79,27 @@ async def _limited(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
     async for chunk in request.stream():
         total += len(chunk)
         if total > limit + MULTIPART_OVERHEAD:
-            raise limits.UploadTooLarge(f"the upload is larger than {limit} bytes", limit="max_upload_bytes",
-                                        max=limit)
+            raise limits.UploadTooLarge(f"the upload is larger than {limit} bytes", limit="max_upload_bytes", max=limit)
         yield chunk
 
 
 _UPLOAD_FIELDS = ("file", "document_id")
 
 
-@router.post("/api/uploads", status_code=status.HTTP_201_CREATED, response_model=AssetOut,
-             openapi_extra=_UPLOAD_BODY,
-             responses=errors_for(401, 403, 404, 413, 415, 422, UploadTooLarge, UnsupportedMedia))
-async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx: CtxDep,
-                 document_id: Annotated[uuid.UUID | None, Query(description="same as the form field")] = None,
-                 ) -> dict[str, Any]:
+@router.post(
+    "/api/uploads",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AssetOut,
+    openapi_extra=_UPLOAD_BODY,
+    responses=errors_for(401, 403, 404, 413, 415, 422, UploadTooLarge, UnsupportedMedia),
+)
+async def upload(
+    request: Request,
+    session: SessionDep,
+    actor: DocWriterDep,
+    ctx: CtxDep,
+    document_id: Annotated[uuid.UUID | None, Query(description="same as the form field")] = None,
+) -> dict[str, Any]:
     """Multipart upload (field ``file``). Reference it in Markdown as ``asset://<id>``."""
     limit = ctx.settings.max_upload_bytes
     declared = request.headers.get("content-length")
@@ -100,8 +115,10 @@ async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx
     try:
         unknown = sorted(k for k in form.keys() if k not in _UPLOAD_FIELDS)
         if unknown:  # the same rule as JSON bodies (server/schemas.py): never drop a field in silence
-            raise ValidationError(f"{unknown[0]}: unknown field, not accepted here; accepted fields: "
-                                  f"{', '.join(_UPLOAD_FIELDS)}", field=unknown[0])
+            raise ValidationError(
+                f"{unknown[0]}: unknown field, not accepted here; accepted fields: {', '.join(_UPLOAD_FIELDS)}",
+                field=unknown[0],
+            )
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise ValidationError("the form needs a 'file' part", field="file")
@@ -112,9 +129,18 @@ async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx
                 doc_id = uuid.UUID(raw_doc.strip())
             except ValueError:
                 raise ValidationError("document_id must be a UUID", field="document_id") from None
-        a = await run_in_threadpool(asset_service.upload_asset, session, actor, ctx.blobs, file.file, size=file.size,
-                                    filename=file.filename, content_type=file.content_type, document_id=doc_id,
-                                    settings=ctx.settings)
+        a = await run_in_threadpool(
+            asset_service.upload_asset,
+            session,
+            actor,
+            ctx.blobs,
+            file.file,
+            size=file.size,
+            filename=file.filename,
+            content_type=file.content_type,
+            document_id=doc_id,
+            settings=ctx.settings,
+        )
         return asset_service.asset_out(a)
     finally:
         await form.close()
@@ -122,18 +148,25 @@ async def upload(request: Request, session: SessionDep, actor: DocWriterDep, ctx
 
 def _serve(ctx: Any, a: Any, download: bool) -> Response:
     ctype, disp = asset_service.disposition(a, download)
-    headers = {"Content-Disposition": disp, "X-Content-Type-Options": "nosniff",
-               "Content-Security-Policy": "sandbox; default-src 'none'", "Cache-Control": "private, max-age=300"}
+    headers = {
+        "Content-Disposition": disp,
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "sandbox; default-src 'none'",
+        "Cache-Control": "private, max-age=300",
+    }
     url = ctx.blobs.signed_url(a.object_key, 300, content_type=ctype, disposition=disp)
     if url:
         return RedirectResponse(url, status_code=307, headers={"Cache-Control": "private, no-store"})
-    return StreamingResponse(ctx.blobs.open(a.object_key), media_type=ctype,
-                             headers={**headers, "Content-Length": str(a.size_bytes)})
+    return StreamingResponse(
+        ctx.blobs.open(a.object_key), media_type=ctype, headers={**headers, "Content-Length": str(a.size_bytes)}
+    )
 
 
 _ASSET_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-          "description": "the bytes (local blob store)"},
+    200: {
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "description": "the bytes (local blob store)",
+    },
     307: {"description": "S3: redirect to a short-lived signed URL"},
     **error_responses(401, 403, 404, 422),
 }
@@ -141,8 +174,9 @@ _SHARED_ASSET_RESPONSES = {**_ASSET_RESPONSES, **errors_for(401, 403, SharePassw
 
 
 @router.get("/api/assets/{asset_id}", response_class=Response, responses=_ASSET_RESPONSES)
-def get_asset(asset_id: uuid.UUID, session: SessionDep, principal: PrincipalDep, ctx: CtxDep,
-              download: bool = False) -> Response:
+def get_asset(
+    asset_id: uuid.UUID, session: SessionDep, principal: PrincipalDep, ctx: CtxDep, download: bool = False
+) -> Response:
     """Streamed after the read check on its document (404 when the caller cannot read it)."""
     return _serve(ctx, asset_service.access_asset(session, principal, asset_id), download)
 
@@ -152,20 +186,29 @@ def asset_info(asset_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
     return asset_service.asset_out(asset_service.access_asset(session, principal, asset_id))
 
 
-@router.delete("/api/assets/{asset_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=error_responses(401, 403, 404, 422))
+@router.delete(
+    "/api/assets/{asset_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 404, 422),
+)
 def delete_asset(asset_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> Response:
     asset_service.delete_asset(session, actor, ctx.blobs, asset_id)
     return Response(status_code=204)
 
 
 @router.get("/api/share/{token}/assets/{asset_id}", response_class=Response, responses=_SHARED_ASSET_RESPONSES)
-def get_shared_asset(token: Annotated[str, Path(min_length=1, max_length=200)], asset_id: uuid.UUID,
-                     request: Request, session: SessionDep, principal: PrincipalDep, ctx: CtxDep,
-                     download: bool = False,
-                     x_share_access: Annotated[str | None, Header(alias="X-Share-Access", max_length=200)] = None,
-                     share_cookie: Annotated[str | None, Cookie(alias=SHARE_COOKIE, max_length=200)] = None,
-                     ) -> Response:
+def get_shared_asset(
+    token: Annotated[str, Path(min_length=1, max_length=200)],
+    asset_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    download: bool = False,
+    x_share_access: Annotated[str | None, Header(alias="X-Share-Access", max_length=200)] = None,
+    share_cookie: Annotated[str | None, Cookie(alias=SHARE_COOKIE, max_length=200)] = None,
+) -> Response:
     """An asset of a document the share link opens."""
     visitor, _link = visitor_for(request, session, token, principal, ctx, x_share_access, share_cookie)
     return _serve(ctx, asset_service.access_asset(session, visitor, asset_id), download)

@@ -53,7 +53,6 @@ class Body(RequestModel):
         return v
 
 
-
 class UserOut(BaseModel):
     id: uuid.UUID
     email: str
@@ -64,8 +63,14 @@ class UserOut(BaseModel):
 
     @classmethod
     def of(cls, u: User) -> UserOut:
-        return cls(id=u.id, email=u.email, display_name=u.display_name, status=u.status,
-                   email_verified_at=u.email_verified_at, created_at=u.created_at)
+        return cls(
+            id=u.id,
+            email=u.email,
+            display_name=u.display_name,
+            status=u.status,
+            email_verified_at=u.email_verified_at,
+            created_at=u.created_at,
+        )
 
 
 class RegisterIn(Body):
@@ -119,8 +124,9 @@ class MeOut(BaseModel):
 
 class VerifyIn(Body):
     token: str = Field(min_length=1, max_length=200)
-    invitation_token: str | None = Field(None, min_length=1, max_length=200,
-                                         description="the link's `invitation` parameter, if present")
+    invitation_token: str | None = Field(
+        None, min_length=1, max_length=200, description="the link's `invitation` parameter, if present"
+    )
 
 
 class VerifyOut(BaseModel):
@@ -163,9 +169,16 @@ class PatOut(BaseModel):
 
     @classmethod
     def of(cls, t: McpPersonalAccessToken) -> PatOut:
-        return cls(id=t.id, name=t.name, scopes=list(t.scopes), status=tokens.effective_status(t),
-                   expires_at=t.expires_at, last_used_at=t.last_used_at, revoked_at=t.revoked_at,
-                   created_at=t.created_at)
+        return cls(
+            id=t.id,
+            name=t.name,
+            scopes=list(t.scopes),
+            status=tokens.effective_status(t),
+            expires_at=t.expires_at,
+            last_used_at=t.last_used_at,
+            revoked_at=t.revoked_at,
+            created_at=t.created_at,
+        )
 
 
 class PatList(BaseModel):
@@ -175,9 +188,14 @@ class PatList(BaseModel):
 # --- registration and verification --------------------------------------------------------------
 
 
-@router.post("/api/auth/register", status_code=status.HTTP_201_CREATED, response_model=RegisterOut,
-             responses=errors_for(400, 403, 422, InvalidToken, RegistrationDisabled, RegistrationInviteRequired,
-                                  EmailDomainNotAllowed))
+@router.post(
+    "/api/auth/register",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RegisterOut,
+    responses=errors_for(
+        400, 403, 422, InvalidToken, RegistrationDisabled, RegistrationInviteRequired, EmailDomainNotAllowed
+    ),
+)
 def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDep) -> RegisterOut:
     """Create an account. 403 ``REGISTRATION_DISABLED`` / ``REGISTRATION_INVITE_REQUIRED``, 422
     ``EMAIL_DOMAIN_NOT_ALLOWED``, 400 ``INVALID_TOKEN`` (bad invitation).
@@ -188,9 +206,16 @@ def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDe
     the address is mailed instead. So the answer never tells whether an address is registered
     (login and password reset don't either). Clients should show "check your mailbox" when
     ``verification_required`` is true, and must not rely on ``user.id`` before signing in."""
-    r = registration.register(session, ctx, email=body.email, password=body.password, display_name=body.display_name,
-                              invitation_token=body.invitation_token, ip=client_ip(request),
-                              user_agent=user_agent(request))
+    r = registration.register(
+        session,
+        ctx,
+        email=body.email,
+        password=body.password,
+        display_name=body.display_name,
+        invitation_token=body.invitation_token,
+        ip=client_ip(request),
+        user_agent=user_agent(request),
+    )
     return RegisterOut(user=UserOut.of(r.user), verification_required=r.verification_sent, invitation=r.invitation)
 
 
@@ -198,25 +223,30 @@ def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDe
 def verify_email(body: VerifyIn, request: Request, session: SessionDep, ctx: CtxDep) -> VerifyOut:
     """Consume the mailed link's token (and accept the invitation it carries). 400
     ``INVALID_TOKEN`` when unknown, used or expired."""
-    v = registration.verify_email(session, ctx, body.token, invitation_token=body.invitation_token,
-                                  ip=client_ip(request), user_agent=user_agent(request))
+    v = registration.verify_email(
+        session,
+        ctx,
+        body.token,
+        invitation_token=body.invitation_token,
+        ip=client_ip(request),
+        user_agent=user_agent(request),
+    )
     return VerifyOut(user=UserOut.of(v.user), invitation=v.invitation)
 
 
-@router.post("/api/auth/password-reset/request", status_code=status.HTTP_202_ACCEPTED,
-             responses=error_responses(422))
+@router.post("/api/auth/password-reset/request", status_code=status.HTTP_202_ACCEPTED, responses=error_responses(422))
 def password_reset_request(body: ResetRequestIn, request: Request, session: SessionDep, ctx: CtxDep) -> dict:
     """Always 202, whether or not the address has an account (no account enumeration)."""
     passwords.request_reset(session, ctx, body.email, ip=client_ip(request), user_agent=user_agent(request))
     return {"status": "accepted", "detail": "if the address has an account, a reset link is on its way"}
 
 
-@router.post("/api/auth/password-reset/confirm", response_model=VerifyOut,
-             responses=errors_for(400, 422, InvalidToken))
+@router.post("/api/auth/password-reset/confirm", response_model=VerifyOut, responses=errors_for(400, 422, InvalidToken))
 def password_reset_confirm(body: ResetConfirmIn, request: Request, session: SessionDep) -> VerifyOut:
     """Set the new password and sign out every session of the account."""
-    user = passwords.confirm_reset(session, body.token, body.password, ip=client_ip(request),
-                                   user_agent=user_agent(request))
+    user = passwords.confirm_reset(
+        session, body.token, body.password, ip=client_ip(request), user_agent=user_agent(request)
+    )
     return VerifyOut(user=UserOut.of(user))
 
 
@@ -227,29 +257,54 @@ def _cookie_secure(ctx: CtxDep) -> bool:
     return ctx.settings.app_base_url.lower().startswith("https://")
 
 
-@router.post("/api/auth/login", response_model=LoginOut,
-             responses=errors_for(401, 403, 422, 429, InvalidCredentials, EmailNotVerified, AccountPendingActivation,
-                                  AccountSuspended))
+@router.post(
+    "/api/auth/login",
+    response_model=LoginOut,
+    responses=errors_for(
+        401, 403, 422, 429, InvalidCredentials, EmailNotVerified, AccountPendingActivation, AccountSuspended
+    ),
+)
 def login(body: LoginIn, request: Request, response: Response, session: SessionDep, ctx: CtxDep) -> LoginOut:
     """401 ``INVALID_CREDENTIALS`` (unknown email and wrong password alike); 403
     ``EMAIL_NOT_VERIFIED`` / ``ACCOUNT_PENDING_ACTIVATION`` / ``ACCOUNT_SUSPENDED``; 429
     ``RATE_LIMITED`` after too many failures per account or per IP."""
-    r = sessions.login(session, ctx, email=body.email, password=body.password, ip=client_ip(request),
-                       user_agent=user_agent(request), tenant=body.tenant)
-    response.set_cookie(SESSION_COOKIE, r.token, max_age=sessions.expires_in_seconds(r.session), path="/",
-                        httponly=True, samesite="lax", secure=_cookie_secure(ctx))
-    return LoginOut(user=UserOut.of(r.user), csrf_token=r.session.csrf_token, tenant_id=r.session.tenant_id,
-                    expires_at=r.session.expires_at)
+    r = sessions.login(
+        session,
+        ctx,
+        email=body.email,
+        password=body.password,
+        ip=client_ip(request),
+        user_agent=user_agent(request),
+        tenant=body.tenant,
+    )
+    response.set_cookie(
+        SESSION_COOKIE,
+        r.token,
+        max_age=sessions.expires_in_seconds(r.session),
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=_cookie_secure(ctx),
+    )
+    return LoginOut(
+        user=UserOut.of(r.user),
+        csrf_token=r.session.csrf_token,
+        tenant_id=r.session.tenant_id,
+        expires_at=r.session.expires_at,
+    )
 
 
-@router.post("/api/auth/logout", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-             responses=error_responses(401, 403))
+@router.post(
+    "/api/auth/logout",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403),
+)
 def logout(request: Request, auth: AuthDep, session: SessionDep, ctx: CtxDep) -> Response:
     """Revoke the cookie's session (the next request with it is anonymous). Idempotent; a
     cookie-authenticated call needs ``X-CSRF-Token`` (403 ``CSRF_FAILED``)."""
     if auth.session_id is not None:
-        sessions.logout(session, auth.principal, auth.session_id, ip=client_ip(request),
-                        user_agent=user_agent(request))
+        sessions.logout(session, auth.principal, auth.session_id, ip=client_ip(request), user_agent=user_agent(request))
     resp = Response(status_code=status.HTTP_204_NO_CONTENT)
     resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=_cookie_secure(ctx))
     return resp
@@ -263,26 +318,46 @@ def me(auth: AuthDep, session: SessionDep) -> MeOut:
     assert principal.user_id is not None and principal.tenant_id is not None
     user = session.get(User, principal.user_id)
     assert user is not None
-    roles = [TenantRoleOut(tenant_id=r.tenant_id, tenant_slug=r.tenant_slug, role=r.role)
-             for r in tenant_roles(session, user.id)]
-    workspaces = [MeWorkspaceOut(id=w["id"], name=w["name"], slug=w["slug"], role=w["role"])
-                  for w in list_workspaces(session, principal)]
-    return MeOut(user=UserOut.of(user), tenant_id=principal.tenant_id, tenant_roles=roles, workspaces=workspaces,
-                 auth_method="session" if auth.via == "session" else "token",
-                 scopes=None if principal.scopes is None else sorted(principal.scopes), csrf_token=auth.csrf_token)
+    roles = [
+        TenantRoleOut(tenant_id=r.tenant_id, tenant_slug=r.tenant_slug, role=r.role)
+        for r in tenant_roles(session, user.id)
+    ]
+    workspaces = [
+        MeWorkspaceOut(id=w["id"], name=w["name"], slug=w["slug"], role=w["role"])
+        for w in list_workspaces(session, principal)
+    ]
+    return MeOut(
+        user=UserOut.of(user),
+        tenant_id=principal.tenant_id,
+        tenant_roles=roles,
+        workspaces=workspaces,
+        auth_method="session" if auth.via == "session" else "token",
+        scopes=None if principal.scopes is None else sorted(principal.scopes),
+        csrf_token=auth.csrf_token,
+    )
 
 
 # --- personal access tokens ----------------------------------------------------------------------
 
 
-@router.post("/api/me/tokens", status_code=status.HTTP_201_CREATED, response_model=PatCreated,
-             responses=errors_for(401, 403, 422, InsufficientScope))
+@router.post(
+    "/api/me/tokens",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PatCreated,
+    responses=errors_for(401, 403, 422, InsufficientScope),
+)
 def create_token(body: PatIn, request: Request, principal: UserDep, session: SessionDep) -> PatCreated:
     """Mint a PAT (``kbpat_...``), shown once. Only from a signed-in session (a token can't mint
     tokens: 403 ``INSUFFICIENT_SCOPE``); unknown scope -> 422."""
-    row, plaintext = tokens.create_pat(session, principal, name=body.name, scopes=list(body.scopes),
-                                       expires_at=body.expires_at, ip=client_ip(request),
-                                       user_agent=user_agent(request))
+    row, plaintext = tokens.create_pat(
+        session,
+        principal,
+        name=body.name,
+        scopes=list(body.scopes),
+        expires_at=body.expires_at,
+        ip=client_ip(request),
+        user_agent=user_agent(request),
+    )
     return PatCreated(id=row.id, token=plaintext, name=row.name, scopes=list(row.scopes), expires_at=row.expires_at)
 
 
@@ -291,10 +366,13 @@ def list_tokens(principal: UserDep, session: SessionDep) -> PatList:
     return PatList(items=[PatOut.of(t) for t in tokens.list_pats(session, principal)])
 
 
-@router.delete("/api/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=error_responses(401, 403, 404, 422))
+@router.delete(
+    "/api/me/tokens/{token_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 404, 422),
+)
 def revoke_token(token_id: uuid.UUID, request: Request, principal: UserDep, session: SessionDep) -> Response:
     """Revoke; the token fails on its next use. Another user's token is 404."""
     tokens.revoke_pat(session, principal, token_id, ip=client_ip(request), user_agent=user_agent(request))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-

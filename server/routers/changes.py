@@ -11,10 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.content import changes as change_service
 from openkb.content import revert as revert_service
+from openkb.errors import NotRevertible, RevertConflict
 from openkb.permissions import access_change
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
-from openkb.errors import NotRevertible, RevertConflict
 from server.errors import error_responses, errors_for
 from server.routers.content import DocWriterDep
 from server.schemas import RequestModel
@@ -70,14 +70,29 @@ class RevertOut(BaseModel):
 
 
 @router.get("/api/changes", response_model=ChangeList, responses=error_responses(401, 403, 422))
-def list_changes(session: SessionDep, principal: PrincipalDep,
-                 run_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-                 knowledge_base_id: uuid.UUID | None = None, object_id: uuid.UUID | None = None,
-                 status: Literal["applied", "reverted"] | None = None, since: datetime | None = None,
-                 before: datetime | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict[str, Any]:
+def list_changes(
+    session: SessionDep,
+    principal: PrincipalDep,
+    run_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    knowledge_base_id: uuid.UUID | None = None,
+    object_id: uuid.UUID | None = None,
+    status: Literal["applied", "reverted"] | None = None,
+    since: datetime | None = None,
+    before: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
     """Newest first. Without manage rights only the caller's own changes; page with ``before``."""
-    rows = change_service.list_changes(session, principal, run_id=run_id, knowledge_base_id=knowledge_base_id,
-                                       object_id=object_id, status=status, since=since, before=before, limit=limit)
+    rows = change_service.list_changes(
+        session,
+        principal,
+        run_id=run_id,
+        knowledge_base_id=knowledge_base_id,
+        object_id=object_id,
+        status=status,
+        since=since,
+        before=before,
+        limit=limit,
+    )
     return {"items": [change_service.change_out(c) for c in rows]}
 
 
@@ -86,8 +101,11 @@ def get_change(change_id: uuid.UUID, session: SessionDep, principal: PrincipalDe
     return change_service.change_out(access_change(session, principal, change_id))
 
 
-@router.post("/api/changes/revert", response_model=RevertOut,
-             responses=errors_for(401, 403, 404, 409, 413, 422, RevertConflict, NotRevertible))
+@router.post(
+    "/api/changes/revert",
+    response_model=RevertOut,
+    responses=errors_for(401, 403, 404, 409, 413, 422, RevertConflict, NotRevertible),
+)
 def revert(body: RevertIn, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> dict[str, Any]:
     """Undo one change (``change_id``) or a whole run (``run_id``), newest first, as new recorded
     writes. 409 ``REVERT_CONFLICT`` when an object changed again later outside the set."""

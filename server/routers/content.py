@@ -55,8 +55,13 @@ MAX_SORT = 1_000_000
 RUN_HEADER = "X-Run-Id"
 
 
-RunIdHeader = Annotated[str | None, Header(max_length=200, description=(
-    "Groups this request's writes into a run (UUID or short name) for listing and revert"))]
+RunIdHeader = Annotated[
+    str | None,
+    Header(
+        max_length=200,
+        description=("Groups this request's writes into a run (UUID or short name) for listing and revert"),
+    ),
+]
 
 
 def _actor(request: Request, response: Response, principal: Principal, x_run_id: str | None) -> Actor:
@@ -166,8 +171,7 @@ def list_workspaces(session: SessionDep, principal: PrincipalDep) -> dict[str, A
     return {"items": ws_service.list_workspaces(session, principal)}
 
 
-@router.post("/api/workspaces", status_code=status.HTTP_201_CREATED, response_model=WorkspaceOut,
-             responses=_WS_WRITE)
+@router.post("/api/workspaces", status_code=status.HTTP_201_CREATED, response_model=WorkspaceOut, responses=_WS_WRITE)
 def create_workspace(body: WorkspaceIn, session: SessionDep, actor: KbWriterDep) -> dict[str, Any]:
     """The caller becomes the workspace owner."""
     ws = ws_service.create_workspace(session, actor, name=body.name, slug=body.slug, description=body.description)
@@ -181,8 +185,9 @@ def get_workspace(workspace_id: uuid.UUID, session: SessionDep, principal: Princ
 
 
 @router.put("/api/workspaces/{workspace_id}", response_model=WorkspaceOut, responses=_WS_WRITE)
-def update_workspace(workspace_id: uuid.UUID, body: WorkspaceUpdate, session: SessionDep,
-                     actor: KbWriterDep) -> dict[str, Any]:
+def update_workspace(
+    workspace_id: uuid.UUID, body: WorkspaceUpdate, session: SessionDep, actor: KbWriterDep
+) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     ws = ws_service.update_workspace(session, actor, workspace_id, fields)
     return ws_service.workspace_out(ws, access_workspace(session, actor.principal, workspace_id).role)
@@ -193,27 +198,38 @@ def list_members(workspace_id: uuid.UUID, session: SessionDep, principal: Princi
     return {"items": ws_service.list_members(session, principal, workspace_id)}
 
 
-@router.post("/api/workspaces/{workspace_id}/members", status_code=status.HTTP_201_CREATED,
-             response_model=MemberOut, responses=_WRITE)
-def add_member(workspace_id: uuid.UUID, body: MemberIn, session: SessionDep, actor: KbWriterDep,
-               response: Response) -> dict[str, Any]:
+@router.post(
+    "/api/workspaces/{workspace_id}/members",
+    status_code=status.HTTP_201_CREATED,
+    response_model=MemberOut,
+    responses=_WRITE,
+)
+def add_member(
+    workspace_id: uuid.UUID, body: MemberIn, session: SessionDep, actor: KbWriterDep, response: Response
+) -> dict[str, Any]:
     """Add a tenant user by ``user_id`` or ``email`` (201), or change an existing member's role (200).
     People without an account are invited with ``POST /api/objects/workspace/{id}/invitations``."""
-    row, created = ws_service.add_member(session, actor, workspace_id, user_id=body.user_id, email=body.email,
-                                         role=body.role)
+    row, created = ws_service.add_member(
+        session, actor, workspace_id, user_id=body.user_id, email=body.email, role=body.role
+    )
     if not created:
         response.status_code = status.HTTP_200_OK
     return ws_service.member_out(row)
 
 
 @router.put("/api/workspaces/{workspace_id}/members/{user_id}", response_model=MemberOut, responses=_WRITE)
-def update_member(workspace_id: uuid.UUID, user_id: uuid.UUID, body: MemberUpdate, session: SessionDep,
-                  actor: KbWriterDep) -> dict[str, Any]:
+def update_member(
+    workspace_id: uuid.UUID, user_id: uuid.UUID, body: MemberUpdate, session: SessionDep, actor: KbWriterDep
+) -> dict[str, Any]:
     return ws_service.member_out(ws_service.update_member(session, actor, workspace_id, user_id, role=body.role))
 
 
-@router.delete("/api/workspaces/{workspace_id}/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT,
-               response_class=Response, responses=_WRITE)
+@router.delete(
+    "/api/workspaces/{workspace_id}/members/{user_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_WRITE,
+)
 def remove_member(workspace_id: uuid.UUID, user_id: uuid.UUID, session: SessionDep, actor: KbWriterDep) -> Response:
     ws_service.remove_member(session, actor, workspace_id, user_id)
     return Response(status_code=204, headers={RUN_HEADER: str(actor.run_id)})
@@ -231,8 +247,9 @@ class KnowledgeBaseIn(RequestModel):
     slug: str | None = Field(None, max_length=200)
     description: str | None = None
     visibility: Visibility = "private"
-    settings: dict[str, Any] | None = Field(None, description=(
-        "editor_can_delete, editor_can_create_share_links (bool); never model settings"))
+    settings: dict[str, Any] | None = Field(
+        None, description=("editor_can_delete, editor_can_create_share_links (bool); never model settings")
+    )
 
 
 class KnowledgeBaseUpdate(RequestModel):
@@ -293,19 +310,28 @@ class TrashOut(BaseModel):
 
 
 @router.get("/api/knowledge-bases", response_model=KnowledgeBaseList, responses=error_responses(401, 403, 422))
-def list_knowledge_bases(session: SessionDep, principal: PrincipalDep,
-                         workspace_id: uuid.UUID | None = None) -> dict[str, Any]:
+def list_knowledge_bases(
+    session: SessionDep, principal: PrincipalDep, workspace_id: uuid.UUID | None = None
+) -> dict[str, Any]:
     """Knowledge bases the caller can read (in its tenant), optionally of one workspace."""
     return {"items": kb_service.list_knowledge_bases(session, principal, workspace_id=workspace_id)}
 
 
-@router.post("/api/knowledge-bases", status_code=status.HTTP_201_CREATED, response_model=KnowledgeBaseOut,
-             responses=_KB_WRITE)
+@router.post(
+    "/api/knowledge-bases", status_code=status.HTTP_201_CREATED, response_model=KnowledgeBaseOut, responses=_KB_WRITE
+)
 def create_knowledge_base(body: KnowledgeBaseIn, session: SessionDep, actor: KbWriterDep) -> dict[str, Any]:
     """The caller becomes the owner collaborator."""
-    kb = kb_service.create_knowledge_base(session, actor, workspace_id=body.workspace_id, title=body.title,
-                                          slug=body.slug, description=body.description,
-                                          visibility=body.visibility, settings=body.settings)
+    kb = kb_service.create_knowledge_base(
+        session,
+        actor,
+        workspace_id=body.workspace_id,
+        title=body.title,
+        slug=body.slug,
+        description=body.description,
+        visibility=body.visibility,
+        settings=body.settings,
+    )
     return kb_service.get_knowledge_base(session, actor.principal, kb.id)
 
 
@@ -315,8 +341,9 @@ def get_knowledge_base(kb_id: uuid.UUID, session: SessionDep, principal: Princip
 
 
 @router.put("/api/knowledge-bases/{kb_id}", response_model=KnowledgeBaseOut, responses=_KB_WRITE)
-def update_knowledge_base(kb_id: uuid.UUID, body: KnowledgeBaseUpdate, session: SessionDep,
-                          actor: KbWriterDep) -> dict[str, Any]:
+def update_knowledge_base(
+    kb_id: uuid.UUID, body: KnowledgeBaseUpdate, session: SessionDep, actor: KbWriterDep
+) -> dict[str, Any]:
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     kb_service.update_knowledge_base(session, actor, kb_id, fields)
     return kb_service.get_knowledge_base(session, actor.principal, kb_id)
@@ -354,9 +381,13 @@ class DocumentIn(RequestModel):
     metadata: dict[str, Any] | None = Field(None, description="JSON object, at most 64 KB")
     tags: list[str] | None = None
     sort_order: int | None = Field(None, ge=0, le=MAX_SORT, description="position among siblings; default last")
-    on_unsupported: Literal["reject", "convert"] = Field("reject", description=(
-        "Markdown the editor cannot keep (front matter, raw HTML, <br>): reject with MARKDOWN_DIALECT_ERROR, or "
-        "convert it as an import does and answer the repairs in warnings (docs/importing.md#api-writers)"))
+    on_unsupported: Literal["reject", "convert"] = Field(
+        "reject",
+        description=(
+            "Markdown the editor cannot keep (front matter, raw HTML, <br>): reject with MARKDOWN_DIALECT_ERROR, or "
+            "convert it as an import does and answer the repairs in warnings (docs/importing.md#api-writers)"
+        ),
+    )
 
 
 class DocumentUpdate(RequestModel):
@@ -400,8 +431,9 @@ class DocumentOut(Out):
     permission_mode: str
     visibility: str | None
     updated_at: datetime
-    capabilities: list[str] | None = Field(None, description=(
-        "what the caller may do to it (read, edit, create_child, move, delete, manage, share, ...)"))
+    capabilities: list[str] | None = Field(
+        None, description=("what the caller may do to it (read, edit, create_child, move, delete, manage, share, ...)")
+    )
 
 
 class VersionIn(RequestModel):
@@ -450,8 +482,10 @@ class UpsertIn(RequestModel):
     status: Literal["draft", "published", "archived"] | None = None
     metadata: dict[str, Any] | None = None
     tags: list[str] | None = None
-    on_unsupported: Literal["reject", "convert"] = Field("reject", description=(
-        "reject Markdown the editor cannot keep, or convert it and answer the repairs in warnings"))
+    on_unsupported: Literal["reject", "convert"] = Field(
+        "reject",
+        description=("reject Markdown the editor cannot keep, or convert it and answer the repairs in warnings"),
+    )
 
 
 class UpsertOut(Out):
@@ -465,23 +499,39 @@ class PurgeOut(BaseModel):
 
 
 _UNCHANGED: dict[int | str, dict[str, Any]] = {
-    200: {"model": SaveOut, "description": "unchanged: identical to the current version"}}
+    200: {"model": SaveOut, "description": "unchanged: identical to the current version"}
+}
 _BODY_CHECKS = (MarkdownTooLarge, MarkdownDialectError, HashMismatch)
 _DOC_FIELDS = (TitleTooLong, MetadataTooLarge, TooManyTags, InvalidMove, FolderDepthExceeded)
 _SAVE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage, TitleTooLong, *_BODY_CHECKS), **_UNCHANGED}
 _RESTORE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage), **_UNCHANGED}
 
 
-@router.post("/api/documents", status_code=status.HTTP_201_CREATED, response_model=DocumentOut,
-             responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS))
+@router.post(
+    "/api/documents",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DocumentOut,
+    responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS),
+)
 def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """With ``on_unsupported: "convert"`` the answer also has ``warnings``: the repairs made."""
     warnings: list[str] = []
     doc, _ = doc_service.create_document(
-        session, actor, knowledge_base_id=body.knowledge_base_id, parent_id=body.parent_id, type=body.type,
-        title=body.title, markdown=body.markdown, markdown_hash=body.markdown_hash, status=body.status,
-        metadata=body.metadata, tags=body.tags, sort_order=body.sort_order, on_unsupported=body.on_unsupported,
-        warnings=warnings)
+        session,
+        actor,
+        knowledge_base_id=body.knowledge_base_id,
+        parent_id=body.parent_id,
+        type=body.type,
+        title=body.title,
+        markdown=body.markdown,
+        markdown_hash=body.markdown_hash,
+        status=body.status,
+        metadata=body.metadata,
+        tags=body.tags,
+        sort_order=body.sort_order,
+        on_unsupported=body.on_unsupported,
+        warnings=warnings,
+    )
     out = doc_service.get_document(session, actor.principal, doc.id)
     return {**out, "warnings": warnings} if body.on_unsupported == "convert" else out
 
@@ -492,7 +542,9 @@ def get_document(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 
 
 @router.put("/api/documents/{doc_id}", response_model=DocumentOut, responses=errors_for(_WRITE, *_DOC_FIELDS))
-def update_document(doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
+def update_document(
+    doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep, actor: DocWriterDep
+) -> dict[str, Any]:
     """Rename, move (``parent_id`` + ``sort_order``), reorder (``sort_order``), status, permission
     mode/visibility (managers), metadata, tags. Moving under itself or a descendant is
     ``INVALID_MOVE``; too deep is ``FOLDER_DEPTH_EXCEEDED``. Body edits are versions (POST .../versions)."""
@@ -501,8 +553,9 @@ def update_document(doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep
     return doc_service.get_document(session, actor.principal, doc_id)
 
 
-@router.delete("/api/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=_WRITE)
+@router.delete(
+    "/api/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response, responses=_WRITE
+)
 def delete_document(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> Response:
     """Move to the trash (restorable with ``POST /api/trash/{id}/restore``)."""
     doc_service.trash_document(session, actor, doc_id)
@@ -510,67 +563,114 @@ def delete_document(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep)
 
 
 @router.get("/api/documents/{doc_id}/versions", response_model=VersionList, responses=_READ)
-def list_versions(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDep,
-                  limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                  before_no: Annotated[int | None, Query(ge=1, le=2_147_483_647)] = None) -> dict[str, Any]:
+def list_versions(
+    doc_id: uuid.UUID,
+    session: SessionDep,
+    principal: PrincipalDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    before_no: Annotated[int | None, Query(ge=1, le=2_147_483_647)] = None,
+) -> dict[str, Any]:
     """Newest first; page with ``before_no``."""
     return {"items": version_service.list_versions(session, principal, doc_id, limit=limit, before_no=before_no)}
 
 
-@router.post("/api/documents/{doc_id}/versions", status_code=status.HTTP_201_CREATED, response_model=SaveOut,
-             responses=_SAVE_RESPONSES)
-def save_version(doc_id: uuid.UUID, body: VersionIn, session: SessionDep, actor: DocWriterDep,
-                 response: Response) -> dict[str, Any]:
+@router.post(
+    "/api/documents/{doc_id}/versions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SaveOut,
+    responses=_SAVE_RESPONSES,
+)
+def save_version(
+    doc_id: uuid.UUID, body: VersionIn, session: SessionDep, actor: DocWriterDep, response: Response
+) -> dict[str, Any]:
     """Save with optimistic locking: 409 ``VERSION_CONFLICT`` (with ``current_version_id``) when the
     base is stale, 422 ``MARKDOWN_HASH_MISMATCH`` / ``MARKDOWN_DIALECT_ERROR``; identical content
     is 200 ``unchanged`` (no version, no index job)."""
-    res = version_service.save_version(session, actor, doc_id, base_version_id=body.base_version_id,
-                                       base_version_no=body.base_version_no, title=body.title,
-                                       markdown=body.markdown, markdown_hash=body.markdown_hash)
+    res = version_service.save_version(
+        session,
+        actor,
+        doc_id,
+        base_version_id=body.base_version_id,
+        base_version_no=body.base_version_no,
+        title=body.title,
+        markdown=body.markdown,
+        markdown_hash=body.markdown_hash,
+    )
     if res.status == "unchanged":
         response.status_code = status.HTTP_200_OK
     return res.out()
 
 
 @router.get("/api/documents/{doc_id}/versions/{version_id}", response_model=VersionDetail, responses=_READ)
-def get_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep,
-                principal: PrincipalDep) -> dict[str, Any]:
+def get_version(
+    doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
+) -> dict[str, Any]:
     return version_service.get_version(session, principal, doc_id, version_id)
 
 
-@router.post("/api/documents/{doc_id}/restore/{version_id}", status_code=status.HTTP_201_CREATED,
-             response_model=SaveOut, responses=_RESTORE_RESPONSES)
-def restore_version(doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep, actor: DocWriterDep,
-                    response: Response, body: RestoreIn | None = None) -> dict[str, Any]:
+@router.post(
+    "/api/documents/{doc_id}/restore/{version_id}",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SaveOut,
+    responses=_RESTORE_RESPONSES,
+)
+def restore_version(
+    doc_id: uuid.UUID,
+    version_id: uuid.UUID,
+    session: SessionDep,
+    actor: DocWriterDep,
+    response: Response,
+    body: RestoreIn | None = None,
+) -> dict[str, Any]:
     """A new version with the old version's body and title (200 ``unchanged`` if identical)."""
-    res = version_service.restore_version(session, actor, doc_id, version_id,
-                                          base_version_id=body.base_version_id if body else None)
+    res = version_service.restore_version(
+        session, actor, doc_id, version_id, base_version_id=body.base_version_id if body else None
+    )
     if res.status == "unchanged":
         response.status_code = status.HTTP_200_OK
     return res.out()
 
 
-KeyPath = Annotated[str, Path(min_length=1, description=(
-    "the caller's stable key, at most 1,000 characters (NAME_TOO_LONG beyond); may contain /"))]
+KeyPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        description=("the caller's stable key, at most 1,000 characters (NAME_TOO_LONG beyond); may contain /"),
+    ),
+]
 
 
-@router.put("/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}", response_model=UpsertOut,
-            responses=errors_for(_WRITE, DocumentInTrash, NameTooLong, *_DOC_FIELDS, *_BODY_CHECKS))
-def upsert_by_key(kb_id: uuid.UUID, key: KeyPath, body: UpsertIn,
-                  session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
+@router.put(
+    "/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}",
+    response_model=UpsertOut,
+    responses=errors_for(_WRITE, DocumentInTrash, NameTooLong, *_DOC_FIELDS, *_BODY_CHECKS),
+)
+def upsert_by_key(
+    kb_id: uuid.UUID, key: KeyPath, body: UpsertIn, session: SessionDep, actor: DocWriterDep
+) -> dict[str, Any]:
     """Idempotent keyed write for integrations: ``created`` | ``updated`` | ``unchanged`` (writes and
     enqueues nothing). Fields left out keep their values. ``DOCUMENT_IN_TRASH`` (409) for a
     trashed keyed document. With ``on_unsupported: "convert"`` a repaired body adds ``warnings``."""
     parent: Any = body.parent_id if "parent_id" in body.model_fields_set else upsert_service.UNSET
-    res = upsert_service.upsert_by_key(session, actor, kb_id, key, title=body.title, markdown=body.markdown,
-                                       markdown_hash=body.markdown_hash, type=body.type, parent_id=parent,
-                                       status=body.status, metadata=body.metadata, tags=body.tags,
-                                       on_unsupported=body.on_unsupported)
+    res = upsert_service.upsert_by_key(
+        session,
+        actor,
+        kb_id,
+        key,
+        title=body.title,
+        markdown=body.markdown,
+        markdown_hash=body.markdown_hash,
+        type=body.type,
+        parent_id=parent,
+        status=body.status,
+        metadata=body.metadata,
+        tags=body.tags,
+        on_unsupported=body.on_unsupported,
+    )
     return res.out()
 
 
-@router.get("/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}", response_model=DocumentOut,
-            responses=_READ)
+@router.get("/api/knowledge-bases/{kb_id}/documents/by-key/{key:path}", response_model=DocumentOut, responses=_READ)
 def get_by_key(kb_id: uuid.UUID, key: KeyPath, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     return doc_service.get_by_key(session, principal, kb_id, key)
 
@@ -589,8 +689,9 @@ class RecentList(BaseModel):
 
 
 @router.get("/api/me/recent-documents", response_model=RecentList, responses=error_responses(401, 422))
-def recent_documents(session: SessionDep, principal: UserDep,
-                     limit: Annotated[int, Query(ge=1, le=recent_service.MAX_LIMIT)] = 20) -> dict[str, Any]:
+def recent_documents(
+    session: SessionDep, principal: UserDep, limit: Annotated[int, Query(ge=1, le=recent_service.MAX_LIMIT)] = 20
+) -> dict[str, Any]:
     """The documents the caller saved most recently and can still read, newest first (the web
     app's home page)."""
     return {"items": recent_service.recent_documents(session, principal, limit=limit)}

@@ -109,11 +109,29 @@ def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | No
             err = _wire(exc)
         err = err or body_error
         if caller is not None and err is not None:
-            svc.audit_call(s, key=caller.key, knowledge_id=knowledge_id, knowledge_base_id=caller.knowledge_base_id,
-                           status=err.status, error_code=err.error_code, error=err.error, ip=ip, user_agent=ua)
+            svc.audit_call(
+                s,
+                key=caller.key,
+                knowledge_id=knowledge_id,
+                knowledge_base_id=caller.knowledge_base_id,
+                status=err.status,
+                error_code=err.error_code,
+                error=err.error,
+                ip=ip,
+                user_agent=ua,
+            )
         elif auth is not None and auth.knowledge_base_id is None:
-            svc.audit_call(s, key=auth.key, knowledge_id="", knowledge_base_id=None, status=200, error_code=None,
-                           ip=ip, user_agent=ua, extra={"probe": True})
+            svc.audit_call(
+                s,
+                key=auth.key,
+                knowledge_id="",
+                knowledge_base_id=None,
+                status=200,
+                error_code=None,
+                ip=ip,
+                user_agent=ua,
+                extra={"probe": True},
+            )
     if err is not None:
         log.info("dify /retrieval -> %s %s (%s)", err.status, err.error_code, err.error_msg)
         return _dify_error(err)
@@ -124,13 +142,27 @@ def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | No
     try:
         with session_scope(ctx.engine) as s:
             out = svc.retrieve(ctx, s, auth, query)
-            svc.audit_call(s, key=auth.key, knowledge_id=auth.knowledge_id, knowledge_base_id=auth.knowledge_base_id,
-                           status=200, error_code=None, ip=ip, user_agent=ua, document_ids=out.document_ids,
-                           extra={"records": len(out.records), "top_k": out.top_k, "fetched": out.fetched,
-                                  "query_chars": len(query.query), "query_truncated": out.query_truncated,
-                                  "pushed_tags": out.pushed_tags,
-                                  "metadata_condition": query.condition is not None,
-                                  "ms": round((time.perf_counter() - t0) * 1000, 1)})
+            svc.audit_call(
+                s,
+                key=auth.key,
+                knowledge_id=auth.knowledge_id,
+                knowledge_base_id=auth.knowledge_base_id,
+                status=200,
+                error_code=None,
+                ip=ip,
+                user_agent=ua,
+                document_ids=out.document_ids,
+                extra={
+                    "records": len(out.records),
+                    "top_k": out.top_k,
+                    "fetched": out.fetched,
+                    "query_chars": len(query.query),
+                    "query_truncated": out.query_truncated,
+                    "pushed_tags": out.pushed_tags,
+                    "metadata_condition": query.condition is not None,
+                    "ms": round((time.perf_counter() - t0) * 1000, 1),
+                },
+            )
     except OpenKBError as exc:
         err = _wire(exc)
     except Exception:  # noqa: BLE001 - Dify must get its own error shape, never a bare 500
@@ -139,18 +171,35 @@ def _handle(ctx: AppContext, authorization: str | None, raw: bytes, ip: str | No
     if err is not None:
         try:
             with session_scope(ctx.engine) as s:
-                svc.audit_call(s, key=auth.key, knowledge_id=auth.knowledge_id,
-                               knowledge_base_id=auth.knowledge_base_id, status=err.status, error_code=err.error_code,
-                               error=err.error, ip=ip, user_agent=ua)
+                svc.audit_call(
+                    s,
+                    key=auth.key,
+                    knowledge_id=auth.knowledge_id,
+                    knowledge_base_id=auth.knowledge_base_id,
+                    status=err.status,
+                    error_code=err.error_code,
+                    error=err.error,
+                    ip=ip,
+                    user_agent=ua,
+                )
         except Exception:  # noqa: BLE001 - the audit of a failure must not mask it
             log.exception("dify /retrieval: could not audit a failed call")
         return _dify_error(err)
     return JSONResponse({"records": out.records})
 
 
-@router.post("/retrieval", tags=["dify"], response_model=DifyRecords, responses=wire.openapi_responses(),
-             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": _inline_schema(wire.RetrievalRequest)}}}})
+@router.post(
+    "/retrieval",
+    tags=["dify"],
+    response_model=DifyRecords,
+    responses=wire.openapi_responses(),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _inline_schema(wire.RetrievalRequest)}},
+        }
+    },
+)
 async def retrieval(request: Request) -> JSONResponse:
     """Dify External Knowledge API. Register ``APP_BASE_URL`` (without ``/retrieval``) in Dify."""
     ctx: AppContext = request.app.state.ctx
@@ -166,8 +215,9 @@ async def retrieval(request: Request) -> JSONResponse:
         parts.append(part)
     raw = b"".join(parts)
     try:
-        return await run_in_threadpool(_handle, ctx, request.headers.get("authorization"), raw, client_ip(request),
-                                       user_agent(request))
+        return await run_in_threadpool(
+            _handle, ctx, request.headers.get("authorization"), raw, client_ip(request), user_agent(request)
+        )
     except ServiceUnavailable as exc:
         return _dify_error(_wire(exc))
     except Exception:  # noqa: BLE001
@@ -284,13 +334,21 @@ def list_keys(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ = No
 
 
 @admin.post("/keys", status_code=status.HTTP_201_CREATED, response_model=KeyWithSecret, responses=_KEY_WRITE)
-def create_key(body: KeyIn, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
-               tenant_id: TenantQ = None) -> KeyWithSecret:
+def create_key(
+    body: KeyIn, session: SessionDep, principal: AdminDep, scope: AdminScopeDep, tenant_id: TenantQ = None
+) -> KeyWithSecret:
     """The response is the only time the plaintext key is shown."""
     tid = _tenant(scope, tenant_id)
-    row, plaintext = keys_svc.create_key(session, principal, tenant_id=tid, name=body.name,
-                                         knowledge_base_ids=body.knowledge_base_ids, top_k_limit=body.top_k_limit,
-                                         expires_at=body.expires_at, metadata_filters=body.metadata_filter)
+    row, plaintext = keys_svc.create_key(
+        session,
+        principal,
+        tenant_id=tid,
+        name=body.name,
+        knowledge_base_ids=body.knowledge_base_ids,
+        top_k_limit=body.top_k_limit,
+        expires_at=body.expires_at,
+        metadata_filters=body.metadata_filter,
+    )
     return KeyWithSecret(**keys_svc.key_view(row), key=plaintext)
 
 
@@ -300,31 +358,49 @@ def get_key(key_id: uuid.UUID, session: SessionDep, scope: AdminScopeDep, tenant
 
 
 @admin.patch("/keys/{key_id}", response_model=KeyOut, responses=_KEY_WRITE)
-def update_key(key_id: uuid.UUID, body: KeyPatch, session: SessionDep, principal: AdminDep,
-               scope: AdminScopeDep, tenant_id: TenantQ = None) -> KeyOut:
+def update_key(
+    key_id: uuid.UUID,
+    body: KeyPatch,
+    session: SessionDep,
+    principal: AdminDep,
+    scope: AdminScopeDep,
+    tenant_id: TenantQ = None,
+) -> KeyOut:
     """Fields left out stay as they are; ``"expires_at": null`` removes the expiry."""
     tid = _tenant(scope, tenant_id)
     sent = body.model_dump(exclude_unset=True)
-    row = keys_svc.do_update_key(session, principal, tid, key_id, name=sent.get("name"),
-                                 knowledge_base_ids=sent.get("knowledge_base_ids"), top_k_limit=sent.get("top_k_limit"),
-                                 metadata_filters=sent["metadata_filter"] if "metadata_filter" in sent else ...,
-                                 expires_at=sent["expires_at"] if "expires_at" in sent else ...)
+    row = keys_svc.do_update_key(
+        session,
+        principal,
+        tid,
+        key_id,
+        name=sent.get("name"),
+        knowledge_base_ids=sent.get("knowledge_base_ids"),
+        top_k_limit=sent.get("top_k_limit"),
+        metadata_filters=sent["metadata_filter"] if "metadata_filter" in sent else ...,
+        expires_at=sent["expires_at"] if "expires_at" in sent else ...,
+    )
     return KeyOut(**keys_svc.key_view(row))
 
 
 def _status_route(action: str):  # noqa: ANN202
-    fn = {"disable": keys_svc.do_disable_key, "enable": keys_svc.do_enable_key, "revoke": keys_svc.do_revoke_key}[action]
+    fn = {"disable": keys_svc.do_disable_key, "enable": keys_svc.do_enable_key, "revoke": keys_svc.do_revoke_key}[
+        action
+    ]
 
-    def route(key_id: uuid.UUID, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
-              tenant_id: TenantQ = None) -> StatusOut:
+    def route(
+        key_id: uuid.UUID, session: SessionDep, principal: AdminDep, scope: AdminScopeDep, tenant_id: TenantQ = None
+    ) -> StatusOut:
         tid = _tenant(scope, tenant_id)
         ch = fn(session, principal, tid, key_id)
         return StatusOut(id=ch.row.id, before=ch.before, status=ch.after)
 
     route.__name__ = f"{action}_key"
-    route.__doc__ = {"disable": "Reversible; Dify gets 1002 from the next call.",
-                     "enable": "Re-enable a disabled key (revoked stays revoked).",
-                     "revoke": "Terminal; Dify gets 1002 from the next call."}[action]
+    route.__doc__ = {
+        "disable": "Reversible; Dify gets 1002 from the next call.",
+        "enable": "Re-enable a disabled key (revoked stays revoked).",
+        "revoke": "Terminal; Dify gets 1002 from the next call.",
+    }[action]
     return route
 
 
@@ -333,8 +409,9 @@ for _action in ("disable", "enable", "revoke"):
 
 
 @admin.post("/keys/{key_id}/rotate", response_model=KeyWithSecret, responses=_ERR)
-def rotate_key(key_id: uuid.UUID, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
-               tenant_id: TenantQ = None) -> KeyWithSecret:
+def rotate_key(
+    key_id: uuid.UUID, session: SessionDep, principal: AdminDep, scope: AdminScopeDep, tenant_id: TenantQ = None
+) -> KeyWithSecret:
     """New secret, same scope; the old secret stops working when this request commits."""
     tid = _tenant(scope, tenant_id)
     row, plaintext = keys_svc.do_rotate_key(session, principal, tid, key_id)
@@ -348,20 +425,21 @@ def list_mappings(session: SessionDep, scope: AdminScopeDep, tenant_id: TenantQ 
 
 
 @admin.post("/mappings", response_model=MappingResult, responses=_ERR)
-def create_mapping(body: MappingIn, session: SessionDep, principal: AdminDep,
-                   scope: AdminScopeDep, tenant_id: TenantQ = None) -> MappingResult:
+def create_mapping(
+    body: MappingIn, session: SessionDep, principal: AdminDep, scope: AdminScopeDep, tenant_id: TenantQ = None
+) -> MappingResult:
     """Upsert: mapping a knowledge id again points it at the new knowledge base."""
     tid = _tenant(scope, tenant_id)
-    res = map_svc.do_map(session, principal, tenant_id=tid, knowledge_id=body.knowledge_id,
-                         kb=body.knowledge_base_id)
+    res = map_svc.do_map(session, principal, tenant_id=tid, knowledge_id=body.knowledge_id, kb=body.knowledge_base_id)
     return MappingResult(**map_svc.mapping_view(res.row), created=res.created)
 
 
 def _mapping_status_route(action: str):  # noqa: ANN202
     fn = map_svc.do_disable_mapping if action == "disable" else map_svc.do_enable_mapping
 
-    def route(mapping_id: str, session: SessionDep, principal: AdminDep, scope: AdminScopeDep,
-              tenant_id: TenantQ = None) -> MappingOut:
+    def route(
+        mapping_id: str, session: SessionDep, principal: AdminDep, scope: AdminScopeDep, tenant_id: TenantQ = None
+    ) -> MappingOut:
         tid = _tenant(scope, tenant_id)
         row, _before = fn(session, principal, tid, mapping_id)
         return MappingOut(**map_svc.mapping_view(row))
@@ -372,8 +450,9 @@ def _mapping_status_route(action: str):  # noqa: ANN202
 
 
 for _action in ("disable", "enable"):
-    admin.post(f"/mappings/{{mapping_id}}/{_action}", response_model=MappingOut,
-               responses=_ERR)(_mapping_status_route(_action))
+    admin.post(f"/mappings/{{mapping_id}}/{_action}", response_model=MappingOut, responses=_ERR)(
+        _mapping_status_route(_action)
+    )
 
 
 @admin.get("/info", responses=_ERR)

@@ -64,8 +64,15 @@ class MemberList(BaseModel):
 
 
 def _group(g: Group, count: int) -> GroupOut:
-    return GroupOut(id=g.id, tenant_id=g.tenant_id, name=g.name, member_count=count, created_by=g.created_by,
-                    created_at=g.created_at, updated_at=g.updated_at)
+    return GroupOut(
+        id=g.id,
+        tenant_id=g.tenant_id,
+        name=g.name,
+        member_count=count,
+        created_by=g.created_by,
+        created_at=g.created_at,
+        updated_at=g.updated_at,
+    )
 
 
 def _one(session: SessionDep, g: Group) -> GroupOut:
@@ -87,8 +94,9 @@ def list_groups(session: SessionDep, principal: AdminDep) -> GroupList:
     return GroupList(items=[_group(g, counts.get(g.id, 0)) for g in rows])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=GroupOut,
-             responses=errors_for(_ERR, AlreadyExists))
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=GroupOut, responses=errors_for(_ERR, AlreadyExists)
+)
 def create_group(body: GroupIn, request: Request, session: SessionDep, principal: AdminDep) -> GroupOut:
     """409 ``ALREADY_EXISTS`` when the tenant has a group of that name."""
     return _group(group_service.create_group(session, principal, name=body.name, **_where(request)), 0)
@@ -100,8 +108,9 @@ def get_group(group_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> 
 
 
 @router.put("/{group_id}", response_model=GroupOut, responses=errors_for(_ERR, AlreadyExists))
-def rename_group(group_id: uuid.UUID, body: GroupIn, request: Request, session: SessionDep,
-                 principal: AdminDep) -> GroupOut:
+def rename_group(
+    group_id: uuid.UUID, body: GroupIn, request: Request, session: SessionDep, principal: AdminDep
+) -> GroupOut:
     return _one(session, group_service.rename_group(session, principal, group_id, name=body.name, **_where(request)))
 
 
@@ -117,22 +126,30 @@ def list_members(group_id: uuid.UUID, session: SessionDep, principal: AdminDep) 
     return MemberList(items=[_member(m, u) for m, u in group_service.list_members(session, principal, group_id)])
 
 
-@router.post("/{group_id}/members", status_code=status.HTTP_201_CREATED, response_model=MemberOut,
-             responses={**_ERR, 200: {"model": MemberOut, "description": "already a member"}})
-def add_member(group_id: uuid.UUID, body: MemberIn, request: Request, response: Response, session: SessionDep,
-               principal: AdminDep) -> MemberOut:
+@router.post(
+    "/{group_id}/members",
+    status_code=status.HTTP_201_CREATED,
+    response_model=MemberOut,
+    responses={**_ERR, 200: {"model": MemberOut, "description": "already a member"}},
+)
+def add_member(
+    group_id: uuid.UUID, body: MemberIn, request: Request, response: Response, session: SessionDep, principal: AdminDep
+) -> MemberOut:
     """``user_id`` or ``email``: 201 when added, 200 when already a member. The user must belong
     to the group's tenant (404 otherwise)."""
-    row, user, created = group_service.add_member(session, principal, group_id, user_id=body.user_id,
-                                                  email=body.email, **_where(request))
+    row, user, created = group_service.add_member(
+        session, principal, group_id, user_id=body.user_id, email=body.email, **_where(request)
+    )
     if not created:
         response.status_code = status.HTTP_200_OK
     return _member(row, user)
 
 
-@router.delete("/{group_id}/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=_ERR)
-def remove_member(group_id: uuid.UUID, user_id: uuid.UUID, request: Request, session: SessionDep,
-                  principal: AdminDep) -> Response:
+@router.delete(
+    "/{group_id}/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response, responses=_ERR
+)
+def remove_member(
+    group_id: uuid.UUID, user_id: uuid.UUID, request: Request, session: SessionDep, principal: AdminDep
+) -> Response:
     group_service.remove_member(session, principal, group_id, user_id=user_id, **_where(request))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

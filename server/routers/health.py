@@ -56,11 +56,15 @@ async def readyz(request: Request) -> JSONResponse:
     warm = request.app.state.warm
     warmed = (warm.get("result") or {}).get("collection")
     checks, index = await asyncio.to_thread(
-        lambda: ([check_postgresql(ctx), check_milvus(ctx), check_queue(ctx)], index_readiness(ctx, warmed)))
+        lambda: ([check_postgresql(ctx), check_milvus(ctx), check_queue(ctx)], index_readiness(ctx, warmed))
+    )
     disabled = (warm.get("result") or {}).get("skipped") == "disabled"
     if warm["done"] and not disabled and index["collection"] and not index["warmed"]:
         _rewarm(request.app, ctx)
-    body = {"status": "ready" if all(c.ok for c in checks) and warm["done"] else "not_ready",
-            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
-            "index": index, "warmup": warm}
+    body = {
+        "status": "ready" if all(c.ok for c in checks) and warm["done"] else "not_ready",
+        "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
+        "index": index,
+        "warmup": warm,
+    }
     return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)

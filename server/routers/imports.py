@@ -68,15 +68,23 @@ class ImportJobOut(BaseModel):
 _BODY = {
     "requestBody": {
         "required": True,
-        "content": {"multipart/form-data": {"schema": {
-            "type": "object", "required": ["file", "knowledge_base_id"],
-            "properties": {
-                "file": {"type": "array", "items": {"type": "string", "format": "binary"},
-                         "description": "one or more files (a filename may be a relative path), or one .zip"},
-                "knowledge_base_id": {"type": "string", "format": "uuid"},
-                "parent_id": {"type": "string", "format": "uuid", "description": "folder to import into"},
-            },
-        }}},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file", "knowledge_base_id"],
+                    "properties": {
+                        "file": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "one or more files (a filename may be a relative path), or one .zip",
+                        },
+                        "knowledge_base_id": {"type": "string", "format": "uuid"},
+                        "parent_id": {"type": "string", "format": "uuid", "description": "folder to import into"},
+                    },
+                }
+            }
+        },
     }
 }
 
@@ -93,9 +101,13 @@ def _uuid(form: Any, name: str, required: bool) -> uuid.UUID | None:
         raise ValidationError(f"{name} must be a UUID", field=name) from None
 
 
-@router.post("/api/import-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=ImportJobOut,
-             openapi_extra=_BODY, responses=errors_for(401, NotFound, PermissionDenied, limits.UploadTooLarge,
-                                                       UnsupportedMedia, ValidationError))
+@router.post(
+    "/api/import-jobs",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=ImportJobOut,
+    openapi_extra=_BODY,
+    responses=errors_for(401, NotFound, PermissionDenied, limits.UploadTooLarge, UnsupportedMedia, ValidationError),
+)
 async def create_import_job(request: Request, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> dict[str, Any]:
     """Queue an import; the caller must be able to create documents in the target."""
     limit = ctx.settings.max_upload_bytes
@@ -105,21 +117,31 @@ async def create_import_job(request: Request, session: SessionDep, actor: DocWri
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise UnsupportedMedia("send the files as multipart/form-data (field 'file')")
     try:
-        form = await MultiPartParser(request.headers, _limited(request, limit), max_files=import_jobs.MAX_FILES,
-                                     max_fields=10).parse()
+        form = await MultiPartParser(
+            request.headers, _limited(request, limit), max_files=import_jobs.MAX_FILES, max_fields=10
+        ).parse()
     except MultiPartException as exc:
         raise ValidationError(f"malformed multipart body: {exc.message}", field="file") from None
     try:
         unknown = sorted(k for k in form if k not in _FIELDS)
         if unknown:
-            raise ValidationError(f"{unknown[0]}: unknown field, not accepted here; accepted fields: "
-                                  f"{', '.join(_FIELDS)}", field=unknown[0])
+            raise ValidationError(
+                f"{unknown[0]}: unknown field, not accepted here; accepted fields: {', '.join(_FIELDS)}",
+                field=unknown[0],
+            )
         files = [(f.filename or "upload", f.file) for f in form.getlist("file") if isinstance(f, UploadFile)]
         kb_id = _uuid(form, "knowledge_base_id", True)
         parent_id = _uuid(form, "parent_id", False)
-        job = await run_in_threadpool(import_jobs.create_import_job, session, actor, ctx.blobs,
-                                      knowledge_base_id=kb_id, files=files, target_id=parent_id,
-                                      settings=ctx.settings)
+        job = await run_in_threadpool(
+            import_jobs.create_import_job,
+            session,
+            actor,
+            ctx.blobs,
+            knowledge_base_id=kb_id,
+            files=files,
+            target_id=parent_id,
+            settings=ctx.settings,
+        )
         return import_jobs.job_out(job)
     finally:
         await form.close()

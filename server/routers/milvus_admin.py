@@ -90,8 +90,9 @@ def get_profiles(ctx: CtxDep, session: SessionDep, principal: AdminDep) -> dict[
 
 
 @router.post("/index-profiles", status_code=status.HTTP_201_CREATED, responses=errors_for(_ERR, AlreadyExists))
-def post_profile(ctx: CtxDep, session: SessionDep, principal: AdminDep,
-                 body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+def post_profile(
+    ctx: CtxDep, session: SessionDep, principal: AdminDep, body: dict[str, Any] = Body(...)
+) -> dict[str, Any]:
     # Credentials first, with the clear message, before schema validation names the field "extra".
     refuse_secrets(body, where="body")
     try:
@@ -101,10 +102,24 @@ def post_profile(ctx: CtxDep, session: SessionDep, principal: AdminDep,
         loc = ".".join(str(p) for p in first.get("loc", ()))
         raise ValidationError(f"{loc}: {first.get('msg', 'invalid')}", field=loc) from None
     rr = inp.rerank
-    prof = create_profile(ctx, session, principal, ProfileInput(
-        name=inp.name, model=inp.model, dim=inp.dim, provider=inp.provider, endpoint=inp.endpoint, params=inp.params,
-        rerank_provider=rr.provider if rr else None, rerank_endpoint=rr.endpoint if rr else None,
-        rerank_model=rr.model if rr else None, rerank_params=rr.params if rr else None, analyzer=inp.analyzer))
+    prof = create_profile(
+        ctx,
+        session,
+        principal,
+        ProfileInput(
+            name=inp.name,
+            model=inp.model,
+            dim=inp.dim,
+            provider=inp.provider,
+            endpoint=inp.endpoint,
+            params=inp.params,
+            rerank_provider=rr.provider if rr else None,
+            rerank_endpoint=rr.endpoint if rr else None,
+            rerank_model=rr.model if rr else None,
+            rerank_params=rr.params if rr else None,
+            analyzer=inp.analyzer,
+        ),
+    )
     return describe(prof)
 
 
@@ -137,15 +152,21 @@ def post_switch(body: SwitchIn, ctx: CtxDep, session: SessionDep, principal: Adm
 
 
 @router.get("/aliases/history", responses=_ERR)
-def get_history(ctx: CtxDep, session: SessionDep, principal: AdminDep,
-                limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
+def get_history(
+    ctx: CtxDep, session: SessionDep, principal: AdminDep, limit: int = Query(50, ge=1, le=1000)
+) -> dict[str, Any]:
     """Every move of the active alias, newest first, and where a rollback would go now."""
     return history(ctx, session, principal, limit=limit)
 
 
 @router.delete("/index-profiles/{profile}/collection", responses=errors_for(_ERR, RebuildBusy))
-def delete_collection(profile: str, ctx: CtxDep, session: SessionDep, principal: AdminDep,
-                      force: bool = Query(False, description="also drop the rollback target")) -> dict[str, Any]:
+def delete_collection(
+    profile: str,
+    ctx: CtxDep,
+    session: SessionDep,
+    principal: AdminDep,
+    force: bool = Query(False, description="also drop the rollback target"),
+) -> dict[str, Any]:
     """Drop a profile's collection (the profile stays, status ``dropped``); 409 for the active
     collection, and for the rollback target unless ``force``."""
     return drop(ctx, session, principal, profile, force=force)

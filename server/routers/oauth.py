@@ -50,13 +50,30 @@ router = APIRouter(tags=["oauth"])
 LOGIN_CSRF_COOKIE = "openkb_oauth_csrf"
 MAX_FORM_BYTES = 64 * 1024
 REGISTER_LIMIT_PER_IP = 30  # registrations per minute per address (DCR is unauthenticated)
-AUTHORIZE_PARAMS = ("response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge",
-                    "code_challenge_method", "resource")
-CORS_HEADERS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-                "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
-                "Access-Control-Max-Age": "600"}
-CORS_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp",
-              "/.well-known/oauth-authorization-server", "/oauth/token", "/oauth/register", "/oauth/revoke")
+AUTHORIZE_PARAMS = (
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+    "resource",
+)
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+    "Access-Control-Max-Age": "600",
+}
+CORS_PATHS = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-authorization-server",
+    "/oauth/token",
+    "/oauth/register",
+    "/oauth/revoke",
+)
 
 
 def base_url(ctx: AppContext) -> str:
@@ -73,8 +90,9 @@ def production(ctx: AppContext) -> bool:
 
 
 def _json(body: Any, status_code: int = 200) -> JSONResponse:
-    return JSONResponse(body, status_code=status_code,
-                        headers={**CORS_HEADERS, "Cache-Control": "no-store", "Pragma": "no-cache"})
+    return JSONResponse(
+        body, status_code=status_code, headers={**CORS_HEADERS, "Cache-Control": "no-store", "Pragma": "no-cache"}
+    )
 
 
 def install(app: FastAPI) -> None:
@@ -129,9 +147,14 @@ ERRORS = errors_for(OAuthProtocolError)
 
 
 def protected_resource_metadata(ctx: AppContext) -> dict[str, Any]:
-    return {"resource": resource_url(ctx), "authorization_servers": [base_url(ctx)],
-            "scopes_supported": list(clients.SCOPES), "bearer_methods_supported": ["header"],
-            "resource_name": "OpenKB", "resource_documentation": base_url(ctx) + "/api/docs"}
+    return {
+        "resource": resource_url(ctx),
+        "authorization_servers": [base_url(ctx)],
+        "scopes_supported": list(clients.SCOPES),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "OpenKB",
+        "resource_documentation": base_url(ctx) + "/api/docs",
+    }
 
 
 @router.get("/.well-known/oauth-protected-resource")
@@ -145,22 +168,24 @@ def oauth_protected_resource(ctx: CtxDep) -> JSONResponse:
 def oauth_authorization_server(ctx: CtxDep) -> JSONResponse:
     """RFC 8414 metadata; ``issuer`` equals ``APP_BASE_URL`` (RFC 8414 §3.3)."""
     base = base_url(ctx)
-    return _json({
-        "issuer": base,
-        "authorization_endpoint": f"{base}/oauth/authorize",
-        "token_endpoint": f"{base}/oauth/token",
-        "registration_endpoint": f"{base}/oauth/register",
-        "revocation_endpoint": f"{base}/oauth/revoke",
-        "scopes_supported": list(clients.SCOPES),
-        "response_types_supported": ["code"],
-        "response_modes_supported": ["query"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
-        "revocation_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
-        "code_challenge_methods_supported": ["S256"],
-        "client_id_metadata_document_supported": True,
-        "authorization_response_iss_parameter_supported": True,
-    })
+    return _json(
+        {
+            "issuer": base,
+            "authorization_endpoint": f"{base}/oauth/authorize",
+            "token_endpoint": f"{base}/oauth/token",
+            "registration_endpoint": f"{base}/oauth/register",
+            "revocation_endpoint": f"{base}/oauth/revoke",
+            "scopes_supported": list(clients.SCOPES),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
+            "revocation_endpoint_auth_methods_supported": list(clients.AUTH_METHODS),
+            "code_challenge_methods_supported": ["S256"],
+            "client_id_metadata_document_supported": True,
+            "authorization_response_iss_parameter_supported": True,
+        }
+    )
 
 
 def _preflight() -> Response:
@@ -204,8 +229,9 @@ def _validate(session: Session, ctx: AppContext, params: dict[str, str]) -> tupl
     """Client and redirect URI first (errors here are pages); the caller then checks the rest
     (errors there are redirects)."""
     try:
-        client = clients.resolve_client(session, params.get("client_id"), tenant_id=default_tenant_id(session),
-                                        production=production(ctx))
+        client = clients.resolve_client(
+            session, params.get("client_id"), tenant_id=default_tenant_id(session), production=production(ctx)
+        )
     except OAuthProtocolError as exc:
         raise _PageError(exc.detail) from None
     redirect_uri = params.get("redirect_uri") or ""
@@ -230,15 +256,17 @@ def _check_rest(ctx: AppContext, client: McpOAuthClient, params: dict[str, str])
     return scopes, challenge, resource
 
 
-def _redirect(ctx: AppContext, redirect_uri: str, params: dict[str, str], status_code: int = 302,
-              **extra: str) -> Response:
+def _redirect(
+    ctx: AppContext, redirect_uri: str, params: dict[str, str], status_code: int = 302, **extra: str
+) -> Response:
     query = {**extra}
     if params.get("state"):
         query["state"] = params["state"]
     query["iss"] = base_url(ctx)
     sep = "&" if urlsplit(redirect_uri).query else "?"
-    return RedirectResponse(redirect_uri + sep + urlencode(query), status_code=status_code,
-                            headers={"Cache-Control": "no-store"})
+    return RedirectResponse(
+        redirect_uri + sep + urlencode(query), status_code=status_code, headers={"Cache-Control": "no-store"}
+    )
 
 
 def _signed_in(session: Session, request: Request) -> tuple[Principal, Any] | None:
@@ -253,34 +281,69 @@ def _cookie_secure(ctx: AppContext) -> bool:
     return base_url(ctx).lower().startswith("https://")
 
 
-def _login(params: dict[str, str], client: McpOAuthClient, redirect_uri: str, request: Request, ctx: AppContext,
-           *, error: str | None = None, email: str = "", status_code: int = 200) -> Response:
+def _login(
+    params: dict[str, str],
+    client: McpOAuthClient,
+    redirect_uri: str,
+    request: Request,
+    ctx: AppContext,
+    *,
+    error: str | None = None,
+    email: str = "",
+    status_code: int = 200,
+) -> Response:
     token = request.cookies.get(LOGIN_CSRF_COOKIE) or secrets.token_urlsafe(32)
-    resp = oauth_pages.login_page(params, client_name=client.client_name, csrf=token, redirect_uri=redirect_uri,
-                                  error=error, email=email, status=status_code)
-    resp.set_cookie(LOGIN_CSRF_COOKIE, token, path="/oauth", httponly=True, samesite="lax",
-                    secure=_cookie_secure(ctx), max_age=3600)
+    resp = oauth_pages.login_page(
+        params,
+        client_name=client.client_name,
+        csrf=token,
+        redirect_uri=redirect_uri,
+        error=error,
+        email=email,
+        status=status_code,
+    )
+    resp.set_cookie(
+        LOGIN_CSRF_COOKIE, token, path="/oauth", httponly=True, samesite="lax", secure=_cookie_secure(ctx), max_age=3600
+    )
     return resp
 
 
-def _proceed(session: Session, ctx: AppContext, principal: Principal, live: Any, client: McpOAuthClient,
-             redirect_uri: str, params: dict[str, str], scopes: list[str], challenge: str, resource: str,
-             status_code: int) -> Response:
+def _proceed(
+    session: Session,
+    ctx: AppContext,
+    principal: Principal,
+    live: Any,
+    client: McpOAuthClient,
+    redirect_uri: str,
+    params: dict[str, str],
+    scopes: list[str],
+    challenge: str,
+    resource: str,
+    status_code: int,
+) -> Response:
     """Signed in: redirect with a code if consent is remembered, else show the consent page."""
     grant = grants.remembered_grant(session, principal, client, scopes)
     if grant is not None:
-        c = grants.issue_code(session, grant, redirect_uri=redirect_uri, scopes=scopes, code_challenge=challenge,
-                              resource=resource)
+        c = grants.issue_code(
+            session, grant, redirect_uri=redirect_uri, scopes=scopes, code_challenge=challenge, resource=resource
+        )
         return _redirect(ctx, redirect_uri, params, status_code, code=c)
     shown = {k: params[k] for k in AUTHORIZE_PARAMS if params.get(k)}
     shown["redirect_uri"] = redirect_uri
-    return oauth_pages.consent_page(shown, client_name=client.client_name, client_id=client.client_id,
-                                    redirect_uri=redirect_uri, scopes=scopes, user_email=live.user.email,
-                                    csrf=live.row.csrf_token)
+    return oauth_pages.consent_page(
+        shown,
+        client_name=client.client_name,
+        client_id=client.client_id,
+        redirect_uri=redirect_uri,
+        scopes=scopes,
+        user_email=live.user.email,
+        csrf=live.row.csrf_token,
+    )
 
 
-def _authorize(session: Session, ctx: AppContext, request: Request, params: dict[str, str],
-               form: dict[str, str] | None) -> Response:
+def _authorize(
+    session: Session, ctx: AppContext, request: Request, params: dict[str, str], form: dict[str, str] | None
+) -> Response:
     try:
         client, redirect_uri = _validate(session, ctx, params)
     except _PageError as exc:
@@ -296,18 +359,41 @@ def _authorize(session: Session, ctx: AppContext, request: Request, params: dict
         sent = form.get("csrf_token", "")
         cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
         if not cookie or not secrets.compare_digest(sent.encode(), cookie.encode()):
-            return _login(carried, client, redirect_uri, request, ctx, error="The form expired; sign in again.", status_code=403)
+            return _login(
+                carried, client, redirect_uri, request, ctx, error="The form expired; sign in again.", status_code=403
+            )
         try:
-            r = sessions.login(session, ctx, email=form.get("email", ""), password=form.get("password", ""),
-                               ip=client_ip(request), user_agent=user_agent(request))
+            r = sessions.login(
+                session,
+                ctx,
+                email=form.get("email", ""),
+                password=form.get("password", ""),
+                ip=client_ip(request),
+                user_agent=user_agent(request),
+            )
         except OpenKBError as exc:
-            return _login(carried, client, redirect_uri, request, ctx, error=exc.detail, email=form.get("email", "")[:300],
-                          status_code=exc.http_status)
+            return _login(
+                carried,
+                client,
+                redirect_uri,
+                request,
+                ctx,
+                error=exc.detail,
+                email=form.get("email", "")[:300],
+                status_code=exc.http_status,
+            )
         principal = Principal.user(r.user, r.session.tenant_id)
         live = sessions.ResolvedSession(row=r.session, user=r.user)
         resp = _proceed(session, ctx, principal, live, client, redirect_uri, params, scopes, challenge, resource, 303)
-        resp.set_cookie(SESSION_COOKIE, r.token, max_age=sessions.expires_in_seconds(r.session), path="/",
-                        httponly=True, samesite="lax", secure=_cookie_secure(ctx))
+        resp.set_cookie(
+            SESSION_COOKIE,
+            r.token,
+            max_age=sessions.expires_in_seconds(r.session),
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=_cookie_secure(ctx),
+        )
         return resp
     if signed is None:
         return _login(carried, client, redirect_uri, request, ctx)
@@ -317,11 +403,13 @@ def _authorize(session: Session, ctx: AppContext, request: Request, params: dict
         if not secrets.compare_digest(sent.encode(), live.row.csrf_token.encode()):
             return oauth_pages.error_page("The form expired or did not come from this page; start again.", status=403)
         if action == "deny":
-            return _redirect(ctx, redirect_uri, params, 303, error="access_denied",
-                             error_description="the user denied the request")
+            return _redirect(
+                ctx, redirect_uri, params, 303, error="access_denied", error_description="the user denied the request"
+            )
         grant = grants.consent(session, principal, client, scopes, redirect_uri=redirect_uri)
-        c = grants.issue_code(session, grant, redirect_uri=redirect_uri, scopes=scopes, code_challenge=challenge,
-                              resource=resource)
+        c = grants.issue_code(
+            session, grant, redirect_uri=redirect_uri, scopes=scopes, code_challenge=challenge, resource=resource
+        )
         return _redirect(ctx, redirect_uri, params, 303, code=c)
     return _proceed(session, ctx, principal, live, client, redirect_uri, params, scopes, challenge, resource, 302)
 
@@ -362,12 +450,24 @@ async def oauth_token(request: Request, session: SessionDep, ctx: CtxDep) -> JSO
         raise OAuthProtocolError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
     client_id = clients.authenticate_client(session, *_client_credentials(form, request)).client_id
     if grant_type == "authorization_code":
-        tokens = grants.exchange_code(session, ctx.settings, code=form.get("code"), client_id=client_id,
-                                      redirect_uri=form.get("redirect_uri"), code_verifier=form.get("code_verifier"),
-                                      resource=form.get("resource"))
+        tokens = grants.exchange_code(
+            session,
+            ctx.settings,
+            code=form.get("code"),
+            client_id=client_id,
+            redirect_uri=form.get("redirect_uri"),
+            code_verifier=form.get("code_verifier"),
+            resource=form.get("resource"),
+        )
     else:
-        tokens = grants.refresh(session, ctx.settings, refresh_token=form.get("refresh_token"), client_id=client_id,
-                                scope=form.get("scope"), resource=form.get("resource"))
+        tokens = grants.refresh(
+            session,
+            ctx.settings,
+            refresh_token=form.get("refresh_token"),
+            client_id=client_id,
+            scope=form.get("scope"),
+            resource=form.get("resource"),
+        )
     return _json(tokens.response())
 
 
@@ -400,14 +500,28 @@ class GrantList(BaseModel):
 @router.get("/api/me/oauth-grants", response_model=GrantList, responses=errors_for(Unauthenticated))
 def list_oauth_grants(principal: UserDep, session: SessionDep) -> GrantList:
     """The applications the caller authorized (active grants), newest first."""
-    return GrantList(items=[GrantOut(id=g.id, client_id=c.client_id, client_name=c.client_name,
-                                     registration=c.registration, scopes=list(g.scopes), created_at=g.created_at,
-                                     last_used_at=g.last_used_at)
-                            for g, c in grants.list_grants(session, principal)])
+    return GrantList(
+        items=[
+            GrantOut(
+                id=g.id,
+                client_id=c.client_id,
+                client_name=c.client_name,
+                registration=c.registration,
+                scopes=list(g.scopes),
+                created_at=g.created_at,
+                last_used_at=g.last_used_at,
+            )
+            for g, c in grants.list_grants(session, principal)
+        ]
+    )
 
 
-@router.delete("/api/me/oauth-grants/{grant_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=errors_for(Unauthenticated, NotFound, 422))
+@router.delete(
+    "/api/me/oauth-grants/{grant_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=errors_for(Unauthenticated, NotFound, 422),
+)
 def revoke_oauth_grant(grant_id: uuid.UUID, principal: UserDep, session: SessionDep) -> Response:
     """Revoke an authorization: its tokens fail on their next use. Another user's grant is 404."""
     grants.revoke_grant(session, principal, grant_id)

@@ -16,9 +16,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Cookie, Header, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from openkb.content import share_access, share_view
+from openkb.content import Actor, share_access, share_view
 from openkb.content import sharing as recorded
-from openkb.content import Actor
 from openkb.errors import (
     EmailDomainNotAllowed,
     InvalidToken,
@@ -38,8 +37,8 @@ from openkb.permissions import share_links as link_service
 from server.auth import PrincipalDep, UserDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses, errors_for
-from server.schemas import RequestModel
 from server.routers.content import ActorDep
+from server.schemas import RequestModel
 
 router = APIRouter(tags=["sharing"])
 
@@ -49,8 +48,9 @@ TokenPath = Annotated[str, Path(min_length=1, max_length=200)]
 InviteType = Literal["workspace", "knowledge_base", "document"]
 _ERR = error_responses(401, 403, 404, 409, 410, 422, 429)
 _SHARE = errors_for(_ERR, SharePasswordRequired, SharePasswordIncorrect)  # 429 after too many wrong passwords
-_ACCEPT = errors_for(_ERR, InvitationExpired, InvitationExhausted, InvalidToken, RegistrationDisabled,
-                     EmailDomainNotAllowed)  # with ``account``: registration through the invitation
+_ACCEPT = errors_for(
+    _ERR, InvitationExpired, InvitationExhausted, InvalidToken, RegistrationDisabled, EmailDomainNotAllowed
+)  # with ``account``: registration through the invitation
 
 
 class Out(BaseModel):
@@ -90,47 +90,76 @@ class TransferIn(RequestModel):
 
 
 def _collab(c: Any) -> dict[str, Any]:
-    return {"id": c.id, "object_type": c.object_type, "object_id": c.object_id, "subject_type": c.subject_type,
-            "subject_id": c.subject_id, "role": c.role, "source": c.source, "created_by": c.created_by,
-            "created_at": c.created_at}
+    return {
+        "id": c.id,
+        "object_type": c.object_type,
+        "object_id": c.object_id,
+        "subject_type": c.subject_type,
+        "subject_id": c.subject_id,
+        "role": c.role,
+        "source": c.source,
+        "created_by": c.created_by,
+        "created_at": c.created_at,
+    }
 
 
-@router.get("/api/objects/{object_type}/{object_id}/collaborators", response_model=CollaboratorList,
-            responses=_ERR)
-def list_collaborators(object_type: ContentType, object_id: uuid.UUID, session: SessionDep,
-                       principal: PrincipalDep) -> dict[str, Any]:
+@router.get("/api/objects/{object_type}/{object_id}/collaborators", response_model=CollaboratorList, responses=_ERR)
+def list_collaborators(
+    object_type: ContentType, object_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
+) -> dict[str, Any]:
     rows = collab_service.list_collaborators(session, principal, ObjectRef(object_type, object_id))
     return {"items": [_collab(c) for c in rows]}
 
 
-@router.post("/api/objects/{object_type}/{object_id}/collaborators", status_code=status.HTTP_201_CREATED,
-             response_model=CollaboratorOut, responses=_ERR)
-def add_collaborator(object_type: ContentType, object_id: uuid.UUID, body: CollaboratorIn, session: SessionDep,
-                     actor: ActorDep) -> dict[str, Any]:
+@router.post(
+    "/api/objects/{object_type}/{object_id}/collaborators",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CollaboratorOut,
+    responses=_ERR,
+)
+def add_collaborator(
+    object_type: ContentType, object_id: uuid.UUID, body: CollaboratorIn, session: SessionDep, actor: ActorDep
+) -> dict[str, Any]:
     """manager/editor/viewer only (owner comes from creation or transfer). A document must be in
     custom permission mode to have its own collaborators."""
-    row = recorded.add_collaborator(session, actor, ObjectRef(object_type, object_id),
-                                    subject_type=body.subject_type, subject_id=body.subject_id, role=body.role)
+    row = recorded.add_collaborator(
+        session,
+        actor,
+        ObjectRef(object_type, object_id),
+        subject_type=body.subject_type,
+        subject_id=body.subject_id,
+        role=body.role,
+    )
     return _collab(row)
 
 
 @router.put("/api/collaborators/{collaborator_id}", response_model=CollaboratorOut, responses=_ERR)
-def update_collaborator(collaborator_id: uuid.UUID, body: CollaboratorUpdate, session: SessionDep,
-                        actor: ActorDep) -> dict[str, Any]:
+def update_collaborator(
+    collaborator_id: uuid.UUID, body: CollaboratorUpdate, session: SessionDep, actor: ActorDep
+) -> dict[str, Any]:
     return _collab(recorded.update_collaborator(session, actor, collaborator_id, role=body.role))
 
 
-@router.delete("/api/collaborators/{collaborator_id}", status_code=status.HTTP_204_NO_CONTENT,
-               response_class=Response, responses=_ERR)
+@router.delete(
+    "/api/collaborators/{collaborator_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_ERR,
+)
 def remove_collaborator(collaborator_id: uuid.UUID, session: SessionDep, actor: ActorDep) -> Response:
     recorded.remove_collaborator(session, actor, collaborator_id)
     return Response(status_code=204)
 
 
-@router.post("/api/objects/{object_type}/{object_id}/transfer-owner", status_code=status.HTTP_204_NO_CONTENT,
-             response_class=Response, responses=_ERR)
-def transfer_owner(object_type: InviteType, object_id: uuid.UUID, body: TransferIn, session: SessionDep,
-                   actor: ActorDep) -> Response:
+@router.post(
+    "/api/objects/{object_type}/{object_id}/transfer-owner",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_ERR,
+)
+def transfer_owner(
+    object_type: InviteType, object_id: uuid.UUID, body: TransferIn, session: SessionDep, actor: ActorDep
+) -> Response:
     """Owner only; the previous owner becomes manager (workspace: admin). Audited."""
     recorded.transfer_owner(session, actor, ObjectRef(object_type, object_id), new_owner_id=body.user_id)
     return Response(status_code=204)
@@ -141,7 +170,8 @@ def transfer_owner(object_type: InviteType, object_id: uuid.UUID, body: Transfer
 
 class InvitationIn(RequestModel):
     role: Literal["admin", "member", "guest", "manager", "editor", "viewer"] = Field(
-        description="workspace: admin/member/guest; knowledge base / document: manager/editor/viewer")
+        description="workspace: admin/member/guest; knowledge base / document: manager/editor/viewer"
+    )
     email: str | None = Field(None, max_length=320, description="targeted, single-use; mailed")
     user_id: uuid.UUID | None = Field(None, description="targeted at an existing user, single-use")
     require_approval: bool = False
@@ -213,29 +243,60 @@ class DecideIn(RequestModel):
 
 
 def _inv(inv: Invitation) -> dict[str, Any]:
-    return {"id": inv.id, "object_type": inv.object_type, "object_id": inv.object_id, "role": inv.role,
-            "email": inv.email, "invited_user_id": inv.invited_user_id, "status": inv.status,
-            "require_approval": inv.require_approval, "allowed_email_domains": inv.allowed_email_domains,
-            "expires_at": inv.expires_at, "max_uses": inv.max_uses, "used_count": inv.used_count,
-            "invited_by": inv.invited_by, "created_at": inv.created_at}
+    return {
+        "id": inv.id,
+        "object_type": inv.object_type,
+        "object_id": inv.object_id,
+        "role": inv.role,
+        "email": inv.email,
+        "invited_user_id": inv.invited_user_id,
+        "status": inv.status,
+        "require_approval": inv.require_approval,
+        "allowed_email_domains": inv.allowed_email_domains,
+        "expires_at": inv.expires_at,
+        "max_uses": inv.max_uses,
+        "used_count": inv.used_count,
+        "invited_by": inv.invited_by,
+        "created_at": inv.created_at,
+    }
 
 
 def _request(acc: Any) -> dict[str, Any]:
-    return {"id": acc.id, "invitation_id": acc.invitation_id, "user_id": acc.user_id, "status": acc.status,
-            "decided_by": acc.decided_by, "decided_at": acc.decided_at, "created_at": acc.created_at}
+    return {
+        "id": acc.id,
+        "invitation_id": acc.invitation_id,
+        "user_id": acc.user_id,
+        "status": acc.status,
+        "decided_by": acc.decided_by,
+        "decided_at": acc.decided_at,
+        "created_at": acc.created_at,
+    }
 
 
-@router.post("/api/objects/{object_type}/{object_id}/invitations", status_code=status.HTTP_201_CREATED,
-             response_model=CreatedInvitationOut, responses=_ERR)
-def create_invitation(object_type: InviteType, object_id: uuid.UUID, body: InvitationIn, session: SessionDep,
-                      actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
+@router.post(
+    "/api/objects/{object_type}/{object_id}/invitations",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CreatedInvitationOut,
+    responses=_ERR,
+)
+def create_invitation(
+    object_type: InviteType, object_id: uuid.UUID, body: InvitationIn, session: SessionDep, actor: ActorDep, ctx: CtxDep
+) -> dict[str, Any]:
     """An invitation link (optionally for one email/user, with approval, domains, expiry, uses).
     An ``email`` invitation is mailed by the service once this request commits."""
     created = recorded.create_invitation(
-        session, actor, ObjectRef(object_type, object_id), role=body.role, email=body.email,
-        invited_user_id=body.user_id, require_approval=body.require_approval,
-        allowed_email_domains=body.allowed_email_domains, expires_at=body.expires_at, max_uses=body.max_uses,
-        ctx=ctx)
+        session,
+        actor,
+        ObjectRef(object_type, object_id),
+        role=body.role,
+        email=body.email,
+        invited_user_id=body.user_id,
+        require_approval=body.require_approval,
+        allowed_email_domains=body.allowed_email_domains,
+        expires_at=body.expires_at,
+        max_uses=body.max_uses,
+        ctx=ctx,
+    )
     url = invite_service.invitation_url(ctx.settings, created.token)
     return {**_inv(created.invitation), "token": created.token, "url": url}
 
@@ -258,30 +319,56 @@ InvitationStatus = Literal["pending", "accepted", "rejected", "expired", "revoke
 
 
 @router.get("/api/objects/{object_type}/{object_id}/invitations", response_model=InvitationList, responses=_ERR)
-def list_invitations(object_type: InviteType, object_id: uuid.UUID, session: SessionDep, principal: PrincipalDep,
-                     status_: Annotated[InvitationStatus | None, Query(alias="status")] = None) -> dict[str, Any]:
+def list_invitations(
+    object_type: InviteType,
+    object_id: uuid.UUID,
+    session: SessionDep,
+    principal: PrincipalDep,
+    status_: Annotated[InvitationStatus | None, Query(alias="status")] = None,
+) -> dict[str, Any]:
     """The object's invitations, for those who may invite on it (workspace owner/admin, manager+
     of the knowledge base or document). Never the token: it is shown once, at creation."""
     rows = invite_service.list_invitations(session, principal, ObjectRef(object_type, object_id), status=status_)
     pending = invite_service.pending_request_counts(session, [i.id for i in rows])
     now = datetime.now(UTC)
-    return {"items": [{**_inv(i), "created_by": i.invited_by, "pending_requests": pending.get(i.id, 0),
-                       "expired": i.expires_at is not None and i.expires_at <= now} for i in rows]}
+    return {
+        "items": [
+            {
+                **_inv(i),
+                "created_by": i.invited_by,
+                "pending_requests": pending.get(i.id, 0),
+                "expired": i.expires_at is not None and i.expires_at <= now,
+            }
+            for i in rows
+        ]
+    }
 
 
 @router.get("/api/invitations/{token}", response_model=InvitationView, responses=_ERR)
 def get_invitation(token: TokenPath, session: SessionDep) -> dict[str, Any]:
     """The landing page of an invitation link (what it grants). Dead links are 404."""
     inv = invite_service.get_invitation(session, token)
-    return {"object_type": inv.object_type, "object_id": inv.object_id,
-            "object_title": invite_service.object_title(session, inv.object_type, inv.object_id), "role": inv.role,
-            "status": inv.status, "require_approval": inv.require_approval, "expires_at": inv.expires_at,
-            "targeted": inv.email is not None or inv.invited_user_id is not None}
+    return {
+        "object_type": inv.object_type,
+        "object_id": inv.object_id,
+        "object_title": invite_service.object_title(session, inv.object_type, inv.object_id),
+        "role": inv.role,
+        "status": inv.status,
+        "require_approval": inv.require_approval,
+        "expires_at": inv.expires_at,
+        "targeted": inv.email is not None or inv.invited_user_id is not None,
+    }
 
 
 @router.post("/api/invitations/{token}/accept", response_model=AcceptOut, responses=_ACCEPT)
-def accept_invitation(token: TokenPath, request: Request, session: SessionDep,
-                      principal: PrincipalDep, ctx: CtxDep, body: AcceptIn | None = None) -> dict[str, Any]:
+def accept_invitation(
+    token: TokenPath,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    body: AcceptIn | None = None,
+) -> dict[str, Any]:
     """Signed in: accept (or request approval). Not signed in: pass ``account`` to create the
     account through the invitation (the same path as ``POST /api/auth/register`` with
     ``invitation_token``); if the account still has to verify its email, ``status`` is
@@ -294,22 +381,48 @@ def accept_invitation(token: TokenPath, request: Request, session: SessionDep,
         from openkb.accounts import registration
 
         inv = invite_service.get_invitation(session, token)
-        r = registration.register(session, ctx, email=body.account.email, password=body.account.password,
-                                  display_name=body.account.display_name, invitation_token=token,
-                                  ip=client_ip(request), user_agent=user_agent(request))
+        r = registration.register(
+            session,
+            ctx,
+            email=body.account.email,
+            password=body.account.password,
+            display_name=body.account.display_name,
+            invitation_token=token,
+            ip=client_ip(request),
+            user_agent=user_agent(request),
+        )
         got = r.invitation or {}
-        return {"status": got.get("status") or "registered", "object_type": inv.object_type,
-                "object_id": inv.object_id, "role": inv.role, "user_id": r.user.id}
+        return {
+            "status": got.get("status") or "registered",
+            "object_type": inv.object_type,
+            "object_id": inv.object_id,
+            "role": inv.role,
+            "user_id": r.user.id,
+        }
     res = invite_service.accept_invitation(session, token, principal)
-    recorded.record_invitation_event(session, Actor.of(principal, request.headers.get("x-run-id")),
-                                     "invitation.accept", res.invitation, user_id=principal.user_id,
-                                     status=res.status)
-    return {"status": res.status, "object_type": res.invitation.object_type, "object_id": res.invitation.object_id,
-            "role": res.invitation.role, "request_id": res.acceptance.id}
+    recorded.record_invitation_event(
+        session,
+        Actor.of(principal, request.headers.get("x-run-id")),
+        "invitation.accept",
+        res.invitation,
+        user_id=principal.user_id,
+        status=res.status,
+    )
+    return {
+        "status": res.status,
+        "object_type": res.invitation.object_type,
+        "object_id": res.invitation.object_id,
+        "role": res.invitation.role,
+        "request_id": res.acceptance.id,
+    }
 
 
-@router.post("/api/invitations/{token}/decline", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-             responses=errors_for(_ERR, InvitationExpired, InvitationExhausted))
+@router.post(
+    "/api/invitations/{token}/decline",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=errors_for(_ERR, InvitationExpired, InvitationExhausted),
+)
 def decline_invitation(token: TokenPath, session: SessionDep, actor: ActorDep) -> Response:
     inv = invite_service.decline_invitation(session, token, actor.principal)
     recorded.record_invitation_event(session, actor, "invitation.decline", inv, user_id=actor.principal.user_id)
@@ -319,8 +432,7 @@ def decline_invitation(token: TokenPath, session: SessionDep, actor: ActorDep) -
 @router.get("/api/invitations/{invitation_id}/requests", response_model=RequestList, responses=_ERR)
 def list_requests(invitation_id: uuid.UUID, session: SessionDep, principal: UserDep) -> dict[str, Any]:
     """Pending approval requests of an invitation (managers of its object)."""
-    return {"items": [_request(a) for a in invite_service.list_invitation_requests(session, principal,
-                                                                                   invitation_id)]}
+    return {"items": [_request(a) for a in invite_service.list_invitation_requests(session, principal, invitation_id)]}
 
 
 def _acceptance_id(session: SessionDep, principal: Principal, invitation_id: uuid.UUID, body: DecideIn) -> uuid.UUID:
@@ -340,8 +452,9 @@ def approve(invitation_id: uuid.UUID, body: DecideIn, session: SessionDep, actor
     res = invite_service.approve_invitation_request(session, actor.principal, acc_id)
     if res.invitation.id != invitation_id:
         raise NotFound("request not found")
-    recorded.record_invitation_event(session, actor, "invitation.approve", res.invitation,
-                                     user_id=res.acceptance.user_id, status="accepted")
+    recorded.record_invitation_event(
+        session, actor, "invitation.approve", res.invitation, user_id=res.acceptance.user_id, status="accepted"
+    )
     return _request(res.acceptance)
 
 
@@ -353,8 +466,9 @@ def reject(invitation_id: uuid.UUID, body: DecideIn, session: SessionDep, actor:
         raise NotFound("request not found")
     inv = session.get(Invitation, invitation_id)
     if inv is not None:
-        recorded.record_invitation_event(session, actor, "invitation.reject", inv, user_id=acc.user_id,
-                                         status="rejected")
+        recorded.record_invitation_event(
+            session, actor, "invitation.reject", inv, user_id=acc.user_id, status="rejected"
+        )
     return _request(acc)
 
 
@@ -364,8 +478,7 @@ def revoke_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: Acto
 
 
 @router.post("/api/invitations/{invitation_id}/reset", response_model=CreatedInvitationOut, responses=_ERR)
-def reset_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: ActorDep,
-                     ctx: CtxDep) -> dict[str, Any]:
+def reset_invitation(invitation_id: uuid.UUID, session: SessionDep, actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
     """A new token; the old link stops working."""
     created = invite_service.reset_invitation(session, actor.principal, invitation_id)
     recorded.record_invitation_event(session, actor, "invitation.reset", created.invitation)
@@ -423,22 +536,34 @@ class SharedOut(Out):
     tree: list[dict[str, Any]]
 
 
-@router.post("/api/objects/{object_type}/{object_id}/share-links", status_code=status.HTTP_201_CREATED,
-             response_model=CreatedShareLinkOut, responses=_ERR)
-def create_share_link(object_type: ContentType, object_id: uuid.UUID, body: ShareLinkIn, session: SessionDep,
-                      actor: ActorDep, ctx: CtxDep) -> dict[str, Any]:
+@router.post(
+    "/api/objects/{object_type}/{object_id}/share-links",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CreatedShareLinkOut,
+    responses=_ERR,
+)
+def create_share_link(
+    object_type: ContentType, object_id: uuid.UUID, body: ShareLinkIn, session: SessionDep, actor: ActorDep, ctx: CtxDep
+) -> dict[str, Any]:
     """Read-only links only (``permission`` is always ``view``)."""
     created = recorded.create_share_link(
-        session, actor, ObjectRef(object_type, object_id), permission=body.permission, password=body.password,
-        require_login=body.require_login, restrict_to_workspace_members=body.restrict_to_workspace_members,
-        expires_at=body.expires_at)
+        session,
+        actor,
+        ObjectRef(object_type, object_id),
+        permission=body.permission,
+        password=body.password,
+        require_login=body.require_login,
+        restrict_to_workspace_members=body.restrict_to_workspace_members,
+        expires_at=body.expires_at,
+    )
     url = f"{ctx.settings.app_base_url.rstrip('/')}/share/{created.token}"
     return {**share_view.link_out(created.link), "token": created.token, "url": url}
 
 
 @router.get("/api/objects/{object_type}/{object_id}/share-links", response_model=ShareLinkList, responses=_ERR)
-def list_share_links(object_type: ContentType, object_id: uuid.UUID, session: SessionDep,
-                     principal: UserDep) -> dict[str, Any]:
+def list_share_links(
+    object_type: ContentType, object_id: uuid.UUID, session: SessionDep, principal: UserDep
+) -> dict[str, Any]:
     rows = link_service.list_share_links(session, principal, ObjectRef(object_type, object_id))
     return {"items": [share_view.link_out(r) for r in rows]}
 
@@ -449,21 +574,43 @@ def revoke_share_link(link_id: uuid.UUID, session: SessionDep, actor: ActorDep) 
     return share_view.link_out(link)
 
 
-AccessHeader = Annotated[str | None, Header(alias="X-Share-Access", max_length=200,
-                                            description="share-access token from verify-password")]
+AccessHeader = Annotated[
+    str | None, Header(alias="X-Share-Access", max_length=200, description="share-access token from verify-password")
+]
 AccessCookie = Annotated[str | None, Cookie(alias=SHARE_COOKIE, max_length=200)]
 
 
-def visitor_for(request: Request, session: SessionDep, token: str, principal: Principal, ctx: Any,
-             header: str | None, cookie: str | None) -> tuple[Principal, ShareLink]:
-    acc = share_view.open_link(session, token, viewer=principal, secret=ctx.settings.secret_key,
-                               access_token=header or cookie, ip=client_ip(request), user_agent=user_agent(request))
+def visitor_for(
+    request: Request,
+    session: SessionDep,
+    token: str,
+    principal: Principal,
+    ctx: Any,
+    header: str | None,
+    cookie: str | None,
+) -> tuple[Principal, ShareLink]:
+    acc = share_view.open_link(
+        session,
+        token,
+        viewer=principal,
+        secret=ctx.settings.secret_key,
+        access_token=header or cookie,
+        ip=client_ip(request),
+        user_agent=user_agent(request),
+    )
     return acc.raise_for_status(), acc.link
 
 
 @router.get("/api/share/{token}", response_model=SharedOut, responses=_SHARE)
-def open_share(token: TokenPath, request: Request, session: SessionDep, principal: PrincipalDep, ctx: CtxDep,
-               x_share_access: AccessHeader = None, share_cookie: AccessCookie = None) -> dict[str, Any]:
+def open_share(
+    token: TokenPath,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    x_share_access: AccessHeader = None,
+    share_cookie: AccessCookie = None,
+) -> dict[str, Any]:
     """The linked object as its visitor sees it: a document (markdown + visible subtree) or a
     knowledge base (its visible tree). 401 ``SHARE_PASSWORD_REQUIRED`` until verify-password."""
     visitor, link = visitor_for(request, session, token, principal, ctx, x_share_access, share_cookie)
@@ -471,23 +618,45 @@ def open_share(token: TokenPath, request: Request, session: SessionDep, principa
 
 
 @router.get("/api/share/{token}/documents/{doc_id}", response_model=dict[str, Any], responses=_SHARE)
-def open_shared_document(token: TokenPath, doc_id: uuid.UUID, request: Request, session: SessionDep,
-                         principal: PrincipalDep, ctx: CtxDep, x_share_access: AccessHeader = None,
-                         share_cookie: AccessCookie = None) -> dict[str, Any]:
+def open_shared_document(
+    token: TokenPath,
+    doc_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    x_share_access: AccessHeader = None,
+    share_cookie: AccessCookie = None,
+) -> dict[str, Any]:
     """A document inside the shared knowledge base or subtree."""
     visitor, _link = visitor_for(request, session, token, principal, ctx, x_share_access, share_cookie)
     return share_view.shared_document(session, visitor, doc_id)
 
 
 @router.post("/api/share/{token}/verify-password", response_model=ShareAccessOut, responses=_SHARE)
-def verify_password(token: TokenPath, body: PasswordIn, request: Request, response: Response, session: SessionDep,
-                    principal: PrincipalDep, ctx: CtxDep) -> dict[str, Any]:
+def verify_password(
+    token: TokenPath,
+    body: PasswordIn,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+) -> dict[str, Any]:
     """Check the link's password (rate limited, audited) and get a 30-minute share-access token,
     also set as an HttpOnly cookie scoped to this link's URLs."""
-    acc = link_service.open_share_link(session, token, password=body.password, viewer=principal,
-                                       ip=client_ip(request), user_agent=user_agent(request))
+    acc = link_service.open_share_link(
+        session, token, password=body.password, viewer=principal, ip=client_ip(request), user_agent=user_agent(request)
+    )
     acc.raise_for_status()  # a wrong password was counted and audited in its own transaction
     access, expires = share_access.issue(ctx.settings.secret_key, acc.link.id)
-    response.set_cookie(SHARE_COOKIE, access, max_age=share_access.TTL_SECONDS, httponly=True, samesite="lax",
-                        secure=ctx.settings.app_base_url.startswith("https://"), path=f"/api/share/{token}")
+    response.set_cookie(
+        SHARE_COOKIE,
+        access,
+        max_age=share_access.TTL_SECONDS,
+        httponly=True,
+        samesite="lax",
+        secure=ctx.settings.app_base_url.startswith("https://"),
+        path=f"/api/share/{token}",
+    )
     return {"access_token": access, "expires_at": expires}

@@ -56,8 +56,18 @@ SECURITY_HEADERS = {
 IMMUTABLE = "public, max-age=31536000, immutable"
 
 # The single-page app's own routes (web/src/routes.ts); everything else is not ours.
-PAGES = ("/", "/login", "/register", "/verify-email", "/reset-password", "/app", "/app/{rest:path}",
-         "/invitations/{token}", "/share/{token}", "/share/{token}/docs/{doc_id}")
+PAGES = (
+    "/",
+    "/login",
+    "/register",
+    "/verify-email",
+    "/reset-password",
+    "/app",
+    "/app/{rest:path}",
+    "/invitations/{token}",
+    "/share/{token}",
+    "/share/{token}/docs/{doc_id}",
+)
 
 router = APIRouter(include_in_schema=False)
 

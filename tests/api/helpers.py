@@ -51,14 +51,20 @@ class Account:
     response: httpx.Response | None = None
 
 
-def register_user(target: httpx.Client | Session, email: str | None = None, password: str = PASSWORD,
-                  display_name: str | None = None, *, expect: int | None = 201, **extra: Any) -> Account:
+def register_user(
+    target: httpx.Client | Session,
+    email: str | None = None,
+    password: str = PASSWORD,
+    display_name: str | None = None,
+    *,
+    expect: int | None = 201,
+    **extra: Any,
+) -> Account:
     """Register over HTTP (``target`` an httpx client) or insert an active user directly
     (``target`` a Session; it is committed). ``expect`` asserts the HTTP status (None: don't)."""
     email = email or unique_email()
     if isinstance(target, Session):
-        user = _insert_user(target, default_tenant(target), email=email, password=password,
-                            display_name=display_name)
+        user = _insert_user(target, default_tenant(target), email=email, password=password, display_name=display_name)
         target.commit()
         return Account(email=email, password=password, user_id=user.id, status=user.status)
     body: dict[str, Any] = {"email": email, "password": password, **extra}
@@ -68,8 +74,13 @@ def register_user(target: httpx.Client | Session, email: str | None = None, pass
     if expect is not None:
         assert r.status_code == expect, r.text
     user = r.json().get("user") if r.status_code == 201 else None
-    return Account(email=email, password=password, user_id=uuid.UUID(user["id"]) if user else None,
-                   status=user["status"] if user else None, response=r)
+    return Account(
+        email=email,
+        password=password,
+        user_id=uuid.UUID(user["id"]) if user else None,
+        status=user["status"] if user else None,
+        response=r,
+    )
 
 
 def login(http: httpx.Client | str, email: str, password: str = PASSWORD) -> httpx.Client:
@@ -79,8 +90,7 @@ def login(http: httpx.Client | str, email: str, password: str = PASSWORD) -> htt
     r = httpx.post(base + "/api/auth/login", json={"email": email, "password": password}, timeout=30)
     assert r.status_code == 200, r.text
     # A fresh, unopened client so callers may use it as a context manager.
-    return httpx.Client(base_url=base, timeout=30, cookies=r.cookies,
-                        headers={"X-CSRF-Token": r.json()["csrf_token"]})
+    return httpx.Client(base_url=base, timeout=30, cookies=r.cookies, headers={"X-CSRF-Token": r.json()["csrf_token"]})
 
 
 def bearer_client(base_url: str | httpx.Client, token: str) -> httpx.Client:
@@ -88,11 +98,23 @@ def bearer_client(base_url: str | httpx.Client, token: str) -> httpx.Client:
     return httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"})
 
 
-def _insert_user(s: Session, tenant: Tenant, *, email: str | None = None, password: str | None = PASSWORD,
-                 display_name: str | None = None, role: str = "member", status: str = "active") -> User:
+def _insert_user(
+    s: Session,
+    tenant: Tenant,
+    *,
+    email: str | None = None,
+    password: str | None = PASSWORD,
+    display_name: str | None = None,
+    role: str = "member",
+    status: str = "active",
+) -> User:
     email = email or unique_email()
-    u = User(email=email.lower(), display_name=display_name or email.split("@")[0], status=status,
-             password_hash=_password_hash(password) if password else None)
+    u = User(
+        email=email.lower(),
+        display_name=display_name or email.split("@")[0],
+        status=status,
+        password_hash=_password_hash(password) if password else None,
+    )
     s.add(u)
     s.flush()
     s.add(TenantMembership(tenant_id=tenant.id, user_id=u.id, role=role))
@@ -100,8 +122,15 @@ def _insert_user(s: Session, tenant: Tenant, *, email: str | None = None, passwo
     return u
 
 
-def make_login_user(committed: Callable[[], Session], tenant: Tenant | None = None, *, role: str = "member",
-                    status: str = "active", password: str = PASSWORD, email: str | None = None) -> Account:
+def make_login_user(
+    committed: Callable[[], Session],
+    tenant: Tenant | None = None,
+    *,
+    role: str = "member",
+    status: str = "active",
+    password: str = PASSWORD,
+    email: str | None = None,
+) -> Account:
     """Fast path: a committed user (with password) in ``tenant`` (default: the default tenant)."""
     with committed() as s:
         t = tenant or default_tenant(s)
@@ -110,10 +139,16 @@ def make_login_user(committed: Callable[[], Session], tenant: Tenant | None = No
         return Account(email=u.email, password=password, user_id=u.id, status=u.status)
 
 
-def make_user_with_pat(committed: Callable[[], Session], tenant: Tenant | None = None, *,
-                       scopes: tuple[str, ...] | list[str] = ("kb:read", "kb:search", "doc:read", "doc:write"),
-                       role: str = "member", status: str = "active", user: User | None = None,
-                       password: str | None = PASSWORD) -> tuple[User, str]:
+def make_user_with_pat(
+    committed: Callable[[], Session],
+    tenant: Tenant | None = None,
+    *,
+    scopes: tuple[str, ...] | list[str] = ("kb:read", "kb:search", "doc:read", "doc:write"),
+    role: str = "member",
+    status: str = "active",
+    user: User | None = None,
+    password: str | None = PASSWORD,
+) -> tuple[User, str]:
     """Fast path: a committed user in ``tenant`` (default: the default tenant) and a PAT for them.
     Pass ``user`` to mint a token for an existing user (its membership in ``tenant`` must exist).
     Returns (user, plaintext token) — use with ``bearer_client(live_server, token)``."""
@@ -158,8 +193,9 @@ def mailed_token(home: Path, to: str, path: str = "/verify-email", timeout: floa
 
 
 @contextlib.contextmanager
-def auth_settings_override(committed: Callable[[], Session], tenant: Tenant | None = None,
-                           **changes: Any) -> Iterator[AuthSettings]:
+def auth_settings_override(
+    committed: Callable[[], Session], tenant: Tenant | None = None, **changes: Any
+) -> Iterator[AuthSettings]:
     """Give ``tenant`` (default: the default tenant, which self-registration joins) its own
     auth_settings row with ``changes`` for the duration of the block, then restore exactly what
     was there (previous override or none). The instance default row is never touched."""
@@ -171,10 +207,15 @@ def auth_settings_override(committed: Callable[[], Session], tenant: Tenant | No
         if prev is not None:
             s.delete(prev)
             s.flush()
-        base: dict[str, Any] = dict(registration_enabled=True, email_verification_required=False,
-                                    default_signup_status="active", invited_user_auto_active=True,
-                                    allowed_email_domains=None, invite_required=False,
-                                    first_user_becomes_admin=False)
+        base: dict[str, Any] = dict(
+            registration_enabled=True,
+            email_verification_required=False,
+            default_signup_status="active",
+            invited_user_auto_active=True,
+            allowed_email_domains=None,
+            invite_required=False,
+            first_user_becomes_admin=False,
+        )
         base.update(changes)
         row = AuthSettings(tenant_id=tenant_id, **base)
         s.add(row)

@@ -9,7 +9,13 @@ from sqlmodel import select
 
 from openkb.models import AuditLog
 from tests.api.helpers import (
-    PASSWORD, bearer_client, login, mailed_token, make_login_user, make_user_with_pat, outbox_messages,
+    PASSWORD,
+    bearer_client,
+    login,
+    mailed_token,
+    make_login_user,
+    make_user_with_pat,
+    outbox_messages,
 )
 from tests.factories import make_tenant
 
@@ -33,7 +39,8 @@ def org(committed):
         other = make_tenant(s)
         s.commit()
     return {
-        "tenant": t, "other": other,
+        "tenant": t,
+        "other": other,
         "admin": make_login_user(committed, t, role="tenant_admin"),
         "member": make_login_user(committed, t),
         "pending": make_login_user(committed, t, status="pending_activation"),
@@ -165,8 +172,9 @@ def test_resend_verification(admin_c, org, test_home):
     token = mailed_token(test_home, acct.email)
     r = admin_c.post(f"/api/admin/users/{org['member'].user_id}/resend-verification")
     assert r.status_code == 409 and r.json()["error"] == "CONFLICT"
-    logs = admin_c.get("/api/admin/audit-logs", params={"action": "user.verification_resent",
-                                                         "object_id": str(acct.user_id)}).json()
+    logs = admin_c.get(
+        "/api/admin/audit-logs", params={"action": "user.verification_resent", "object_id": str(acct.user_id)}
+    ).json()
     assert logs["total"] == 1
     assert token  # the mailed link carries a fresh token
 
@@ -177,8 +185,10 @@ def test_tenant_admin_edits_own_tenant_settings(admin_c, org, committed):
     assert r.status_code == 200
     assert r.json()["tenant_id"] == tid and r.json()["source"] == "instance"
 
-    r = admin_c.put("/api/admin/auth-settings", json={"allowed_email_domains": ["Corp.Example", "corp.example"],
-                                                      "invite_required": True})
+    r = admin_c.put(
+        "/api/admin/auth-settings",
+        json={"allowed_email_domains": ["Corp.Example", "corp.example"], "invite_required": True},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["source"] == "tenant" and body["allowed_email_domains"] == ["corp.example"]
@@ -199,13 +209,16 @@ def test_tenant_admin_edits_own_tenant_settings(admin_c, org, committed):
     assert admin_c.get("/api/admin/auth-settings").json()["source"] == "instance"
 
 
-@pytest.mark.parametrize("body", [
-    {"default_signup_status": "suspended"},
-    {"registration_enabled": "maybe"},
-    {"allowed_email_domains": ["not a domain"]},
-    {"allowed_email_domains": [""]},
-    {"no_such_setting": True},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"default_signup_status": "suspended"},
+        {"registration_enabled": "maybe"},
+        {"allowed_email_domains": ["not a domain"]},
+        {"allowed_email_domains": [""]},
+        {"no_such_setting": True},
+    ],
+)
 def test_bad_settings_are_422(admin_c, body):
     r = admin_c.put("/api/admin/auth-settings", json=body)
     assert r.status_code == 422, r.text
@@ -218,7 +231,9 @@ def test_system_admin_edits_instance_default(http, committed, org):
         before = c.get("/api/admin/auth-settings").json()
         assert before["tenant_id"] is None and before["source"] == "instance"
         try:
-            r = c.put("/api/admin/auth-settings", json={"invited_user_auto_active": not before["invited_user_auto_active"]})
+            r = c.put(
+                "/api/admin/auth-settings", json={"invited_user_auto_active": not before["invited_user_auto_active"]}
+            )
             assert r.status_code == 200 and r.json()["tenant_id"] is None
             assert r.json()["invited_user_auto_active"] is (not before["invited_user_auto_active"])
             # a tenant without override sees the instance value
@@ -262,10 +277,14 @@ def test_admin_role_grants_no_content_read(http, live_server, committed, org):
         doc = make_doc(s, kb, owner)
         s.commit()
     sysadmin = make_login_user(committed, org["tenant"], role="system_admin")
-    _, token = make_user_with_pat(committed, org["tenant"], role="tenant_admin", scopes=list(
-        ("kb:read", "kb:search", "doc:read", "admin")))
-    with login(http, org["admin"].email) as ac, login(http, sysadmin.email) as sc, \
-            bearer_client(live_server, token) as bc:
+    _, token = make_user_with_pat(
+        committed, org["tenant"], role="tenant_admin", scopes=list(("kb:read", "kb:search", "doc:read", "admin"))
+    )
+    with (
+        login(http, org["admin"].email) as ac,
+        login(http, sysadmin.email) as sc,
+        bearer_client(live_server, token) as bc,
+    ):
         for c in (ac, sc, bc):
             assert c.get(f"/api/documents/{doc.id}").status_code == 404
             assert c.get(f"/api/knowledge-bases/{kb.id}").status_code == 404

@@ -11,8 +11,9 @@ def test_upload_and_read(w):
     o = w.c["owner"]
     page = w.doc("P", markdown="p\n")
     data = bytes(range(256)) * 100
-    r = o.post("/api/uploads", data={"document_id": page["id"]},
-               files={"file": ("图 1.png", io.BytesIO(data), "image/png")})
+    r = o.post(
+        "/api/uploads", data={"document_id": page["id"]}, files={"file": ("图 1.png", io.BytesIO(data), "image/png")}
+    )
     assert r.status_code == 201, r.text
     a = r.json()
     assert a["size_bytes"] == len(data) and a["ref"] == f"asset://{a['id']}" and a["filename"] == "图 1.png"
@@ -20,8 +21,9 @@ def test_upload_and_read(w):
     assert r.status_code == 200 and r.content == data
     assert r.headers["content-type"] == "image/png" and r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["content-disposition"].startswith("inline")
-    r = w.c["member"].post("/api/uploads", data={"document_id": page["id"]},
-                           files={"file": ("x.txt", io.BytesIO(b"x"), "text/plain")})
+    r = w.c["member"].post(
+        "/api/uploads", data={"document_id": page["id"]}, files={"file": ("x.txt", io.BytesIO(b"x"), "text/plain")}
+    )
     assert r.status_code == 403  # a reader cannot attach files
     # unattached uploads (import sources) are the uploader's only
     r = o.post("/api/uploads", files={"file": ("evil.html", io.BytesIO(b"<script>alert(1)</script>"), "text/html")})
@@ -51,13 +53,17 @@ def test_upload_errors(w, settings):
     assert r.status_code == 413 and r.json()["error"] == "UPLOAD_TOO_LARGE"
 
     def chunks():  # no Content-Length: the limit still holds while streaming
-        yield b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"s.bin\"\r\n\r\n"
+        yield b'--b\r\nContent-Disposition: form-data; name="file"; filename="s.bin"\r\n\r\n'
         sent = 0
         while sent <= big:
             yield b"\0" * (1 << 20)
             sent += 1 << 20
         yield b"\r\n--b--\r\n"
 
-    r = httpx.post(w.base + "/api/uploads", content=chunks(), timeout=60,
-                   headers={**dict(o.headers), "Content-Type": "multipart/form-data; boundary=b"})
+    r = httpx.post(
+        w.base + "/api/uploads",
+        content=chunks(),
+        timeout=60,
+        headers={**dict(o.headers), "Content-Type": "multipart/form-data; boundary=b"},
+    )
     assert r.status_code == 413 and r.json()["error"] == "UPLOAD_TOO_LARGE"

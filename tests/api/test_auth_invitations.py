@@ -11,7 +11,12 @@ from openkb.models import WorkspaceMember
 from openkb.permissions.invitations import create_invitation
 from openkb.permissions.principal import Principal
 from tests.api.helpers import (
-    auth_settings_override, login, make_login_user, outbox_messages, register_user, unique_email,
+    auth_settings_override,
+    login,
+    make_login_user,
+    outbox_messages,
+    register_user,
+    unique_email,
 )
 from tests.factories import make_tenant, make_workspace
 
@@ -42,14 +47,24 @@ def invite(committed):
 
 def _ws_role(committed, ws, user_id):
     with committed() as s:
-        return s.exec(select(WorkspaceMember.role).where(WorkspaceMember.workspace_id == ws.id,
-                                                         WorkspaceMember.user_id == user_id)).first()
+        return s.exec(
+            select(WorkspaceMember.role).where(
+                WorkspaceMember.workspace_id == ws.id, WorkspaceMember.user_id == user_id
+            )
+        ).first()
 
 
 def test_invite_only_with_invitation_is_accepted(http, committed, invite):
-    with auth_settings_override(committed, invite_required=True), \
-            auth_settings_override(committed, invite.tenant, invite_required=True,
-                                   default_signup_status="pending_activation", invited_user_auto_active=True):
+    with (
+        auth_settings_override(committed, invite_required=True),
+        auth_settings_override(
+            committed,
+            invite.tenant,
+            invite_required=True,
+            default_signup_status="pending_activation",
+            invited_user_auto_active=True,
+        ),
+    ):
         # without an invitation, sign-up targets the default tenant, which is invite-only too
         assert register_user(http, expect=403).response.json()["error"] == "REGISTRATION_INVITE_REQUIRED"
         a = register_user(http, invitation_token=invite())
@@ -62,8 +77,9 @@ def test_invite_only_with_invitation_is_accepted(http, committed, invite):
 
 
 def test_invited_without_auto_active_waits(http, committed, invite):
-    with auth_settings_override(committed, invite.tenant, default_signup_status="pending_activation",
-                                invited_user_auto_active=False):
+    with auth_settings_override(
+        committed, invite.tenant, default_signup_status="pending_activation", invited_user_auto_active=False
+    ):
         a = register_user(http, invitation_token=invite())
     assert a.status == "pending_activation"
     assert a.response.json()["invitation"]["status"] == "deferred"
@@ -71,8 +87,9 @@ def test_invited_without_auto_active_waits(http, committed, invite):
 
 
 def test_invitation_travels_through_verification(http, committed, invite, test_home):
-    with auth_settings_override(committed, invite.tenant, email_verification_required=True,
-                                default_signup_status="pending_activation"):
+    with auth_settings_override(
+        committed, invite.tenant, email_verification_required=True, default_signup_status="pending_activation"
+    ):
         email = unique_email()
         a = register_user(http, email, invitation_token=invite(email=email))
         assert a.status == "pending_email_verification"

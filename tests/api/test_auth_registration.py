@@ -12,7 +12,13 @@ from sqlmodel import select
 
 from openkb.models import AuditLog, TenantMembership, User
 from tests.api.helpers import (
-    PASSWORD, auth_settings_override, login, mailed_token, make_login_user, outbox_messages, register_user,
+    PASSWORD,
+    auth_settings_override,
+    login,
+    mailed_token,
+    make_login_user,
+    outbox_messages,
+    register_user,
     unique_email,
 )
 
@@ -63,8 +69,9 @@ def test_verification_off_default_active(http, committed, test_home):
 
 def test_default_pending_activation_needs_admin(http, committed):
     admin = make_login_user(committed, role="tenant_admin")
-    with auth_settings_override(committed, email_verification_required=False,
-                                default_signup_status="pending_activation"):
+    with auth_settings_override(
+        committed, email_verification_required=False, default_signup_status="pending_activation"
+    ):
         a = register_user(http)
         assert a.status == "pending_activation"
         assert _login_status(http, a.email) == (403, "ACCOUNT_PENDING_ACTIVATION")
@@ -77,8 +84,9 @@ def test_default_pending_activation_needs_admin(http, committed):
 
 
 def test_verification_then_pending_activation(http, committed, test_home):
-    with auth_settings_override(committed, email_verification_required=True,
-                                default_signup_status="pending_activation"):
+    with auth_settings_override(
+        committed, email_verification_required=True, default_signup_status="pending_activation"
+    ):
         a = register_user(http)
         assert a.status == "pending_email_verification"
         r = http.post("/api/auth/verify-email", json={"token": mailed_token(test_home, a.email)})
@@ -132,8 +140,11 @@ def test_taken_address_answers_like_a_new_one(http, committed, test_home):
         assert b["user"]["status"] == "pending_email_verification" and b["verification_required"] is True
         assert b["user"]["email"] == first.email.lower() and b["user"]["display_name"] == "Mallory"
         assert b["user"]["id"] != a["user"]["id"]
-        assert set(again.response.headers) - {"date", "x-request-id", "content-length"} == \
-            set(new.response.headers) - {"date", "x-request-id", "content-length"}
+        assert set(again.response.headers) - {"date", "x-request-id", "content-length"} == set(new.response.headers) - {
+            "date",
+            "x-request-id",
+            "content-length",
+        }
         with committed() as s:
             rows = s.exec(select(User).where(User.email == first.email.lower())).all()
             assert [u.id for u in rows] == [first.user_id]  # nothing created, nothing changed
@@ -153,8 +164,11 @@ def test_taken_address_answers_like_a_new_one(http, committed, test_home):
         assert last["Subject"] == "Someone tried to register with your address"
         assert "already has an account" in last.get_content() and "token=" not in last.get_content()
     with committed() as s:
-        audit = s.exec(select(AuditLog).where(AuditLog.action == "user.registration_address_taken",
-                                              AuditLog.object_id == first.user_id)).all()
+        audit = s.exec(
+            select(AuditLog).where(
+                AuditLog.action == "user.registration_address_taken", AuditLog.object_id == first.user_id
+            )
+        ).all()
     assert len(audit) == 2 and {row.meta["mailed"] for row in audit} == {True}
     assert {(row.actor_user_id, row.meta["actor_kind"]) for row in audit} == {(None, "anonymous")}
 
@@ -167,8 +181,11 @@ def test_taken_address_mails_are_throttled(http, committed, test_home):
     assert answers == {201}
     assert len(outbox_messages(test_home, owner.email)) == 5
     with committed() as s:
-        audit = s.exec(select(AuditLog).where(AuditLog.action == "user.registration_address_taken",
-                                              AuditLog.object_id == owner.user_id)).all()
+        audit = s.exec(
+            select(AuditLog).where(
+                AuditLog.action == "user.registration_address_taken", AuditLog.object_id == owner.user_id
+            )
+        ).all()
     assert sorted(row.meta["mailed"] for row in audit) == [False, False, True, True, True, True, True]
 
 
@@ -203,16 +220,19 @@ def test_instance_default_applies_without_override(http, committed):
     assert a.status == expected
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"email": "x@example.com", "password": "short"}, "password"),
-    ({"email": "not-an-email", "password": PASSWORD}, "email"),
-    ({"email": "a" * 330 + "@example.com", "password": PASSWORD}, "email"),
-    ({"email": "x@example.com", "password": "p" * 1025}, "password"),
-    ({"email": "x@example.com", "password": PASSWORD, "display_name": "n" * 1001}, "display_name"),
-    ({"email": "x@example.com", "password": PASSWORD, "display_name": ""}, "display_name"),
-    ({"password": PASSWORD}, "email"),
-    ({"email": "x@example.com"}, "password"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"email": "x@example.com", "password": "short"}, "password"),
+        ({"email": "not-an-email", "password": PASSWORD}, "email"),
+        ({"email": "a" * 330 + "@example.com", "password": PASSWORD}, "email"),
+        ({"email": "x@example.com", "password": "p" * 1025}, "password"),
+        ({"email": "x@example.com", "password": PASSWORD, "display_name": "n" * 1001}, "display_name"),
+        ({"email": "x@example.com", "password": PASSWORD, "display_name": ""}, "display_name"),
+        ({"password": PASSWORD}, "email"),
+        ({"email": "x@example.com"}, "password"),
+    ],
+)
 def test_bad_input_is_422(http, committed, body, field):
     with auth_settings_override(committed):
         r = http.post("/api/auth/register", json=body)
@@ -242,8 +262,9 @@ def test_first_user_becomes_admin_over_http(http, committed):
         s.commit()
     created: list = []
     try:
-        with auth_settings_override(committed, first_user_becomes_admin=True,
-                                    default_signup_status="pending_activation"):
+        with auth_settings_override(
+            committed, first_user_becomes_admin=True, default_signup_status="pending_activation"
+        ):
             first = register_user(http)
             created.append(first.user_id)
             # the first admin is active even though sign-ups otherwise wait for activation

@@ -13,7 +13,12 @@ from openkb.accounts import sessions as sessions_svc
 from openkb.models import UserSession
 from openkb.models._base import utcnow
 from tests.api.helpers import (
-    PASSWORD, login, mailed_token, make_login_user, outbox_messages, unique_email,
+    PASSWORD,
+    login,
+    mailed_token,
+    make_login_user,
+    outbox_messages,
+    unique_email,
 )
 
 
@@ -74,12 +79,15 @@ def test_wrong_password_and_unknown_email_look_the_same(http, committed):
     assert "set-cookie" not in r1.headers
 
 
-@pytest.mark.parametrize("status, code", [
-    ("pending_email_verification", "EMAIL_NOT_VERIFIED"),
-    ("pending_activation", "ACCOUNT_PENDING_ACTIVATION"),
-    ("suspended", "ACCOUNT_SUSPENDED"),
-    ("deleted", "INVALID_CREDENTIALS"),
-])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        ("pending_email_verification", "EMAIL_NOT_VERIFIED"),
+        ("pending_activation", "ACCOUNT_PENDING_ACTIVATION"),
+        ("suspended", "ACCOUNT_SUSPENDED"),
+        ("deleted", "INVALID_CREDENTIALS"),
+    ],
+)
 def test_non_active_status_refused(http, committed, status, code):
     a = make_login_user(committed, status=status)
     r = http.post("/api/auth/login", json={"email": a.email, "password": PASSWORD})
@@ -91,8 +99,12 @@ def test_non_active_status_refused(http, committed, status, code):
 
 
 def test_login_bad_input_is_422(http):
-    for body in ({"email": "x@example.com"}, {"password": "x"}, {"email": "e" * 400, "password": "x"},
-                 {"email": "x@example.com", "password": "p" * 2000}):
+    for body in (
+        {"email": "x@example.com"},
+        {"password": "x"},
+        {"email": "e" * 400, "password": "x"},
+        {"email": "x@example.com", "password": "p" * 2000},
+    ):
         r = http.post("/api/auth/login", json=body)
         assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR", r.text
 
@@ -165,8 +177,10 @@ def test_expired_session_is_anonymous(live_server, http, committed):
     a = make_login_user(committed)
     _, cookie, _ = _login_raw(http, a.email)
     with committed() as s:
-        s.execute(text("UPDATE user_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = :h"),
-                  {"h": _hash(cookie)})
+        s.execute(
+            text("UPDATE user_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = :h"),
+            {"h": _hash(cookie)},
+        )
         s.commit()
     with _raw_cookie_client(live_server, cookie) as c:
         assert c.get("/api/auth/me").status_code == 401
@@ -202,7 +216,9 @@ def test_last_seen_is_throttled(live_server, http, committed):
     _, cookie, _ = _login_raw(http, a.email)
     old = utcnow() - timedelta(minutes=5)
     with committed() as s:
-        s.execute(text("UPDATE user_sessions SET last_seen_at = :t WHERE token_hash = :h"), {"t": old, "h": _hash(cookie)})
+        s.execute(
+            text("UPDATE user_sessions SET last_seen_at = :t WHERE token_hash = :h"), {"t": old, "h": _hash(cookie)}
+        )
         s.commit()
     with _raw_cookie_client(live_server, cookie) as c:
         c.get("/api/auth/me")
@@ -234,7 +250,9 @@ def test_login_rate_limited_per_account(http, committed):
     key = f"login:acct:{a.email}"
     try:
         for _ in range(sessions_svc.LOGIN_LIMIT_PER_ACCOUNT):
-            assert http.post("/api/auth/login", json={"email": a.email, "password": "wrong password"}).status_code == 401
+            assert (
+                http.post("/api/auth/login", json={"email": a.email, "password": "wrong password"}).status_code == 401
+            )
         r = http.post("/api/auth/login", json={"email": a.email, "password": PASSWORD})
         assert r.status_code == 429 and r.json()["error"] == "RATE_LIMITED"
         assert int(r.headers["retry-after"]) > 0

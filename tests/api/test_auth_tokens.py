@@ -49,8 +49,12 @@ def test_create_list_revoke(live_server, user_client, committed):
     with committed() as s:
         from openkb.models import AuditLog
 
-        acts = [r.action for r in s.exec(select(AuditLog).where(AuditLog.object_id == uuid.UUID(body["id"]))
-                                         .order_by(AuditLog.created_at))]
+        acts = [
+            r.action
+            for r in s.exec(
+                select(AuditLog).where(AuditLog.object_id == uuid.UUID(body["id"])).order_by(AuditLog.created_at)
+            )
+        ]
     assert acts == ["pat.created", "pat.revoked"]
 
 
@@ -80,17 +84,20 @@ def test_other_users_token_is_not_found(user_client, committed):
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
 
 
-@pytest.mark.parametrize("body", [
-    {"name": "x", "scopes": ["kb:everything"]},
-    {"name": "x", "scopes": []},
-    {"name": "", "scopes": ["kb:read"]},
-    {"name": "n" * 1001, "scopes": ["kb:read"]},
-    {"scopes": ["kb:read"]},
-    {"name": "x", "scopes": ["kb:read"], "expires_at": "2001-01-01T00:00:00Z"},
-    {"name": "x", "scopes": ["kb:read"], "expires_at": "2099-01-01T00:00:00"},  # no timezone
-    {"name": "x", "scopes": ["kb:read"], "expires_at": "soon"},
-    {"name": "x", "scopes": ["kb:read"], "surprise": 1},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x", "scopes": ["kb:everything"]},
+        {"name": "x", "scopes": []},
+        {"name": "", "scopes": ["kb:read"]},
+        {"name": "n" * 1001, "scopes": ["kb:read"]},
+        {"scopes": ["kb:read"]},
+        {"name": "x", "scopes": ["kb:read"], "expires_at": "2001-01-01T00:00:00Z"},
+        {"name": "x", "scopes": ["kb:read"], "expires_at": "2099-01-01T00:00:00"},  # no timezone
+        {"name": "x", "scopes": ["kb:read"], "expires_at": "soon"},
+        {"name": "x", "scopes": ["kb:read"], "surprise": 1},
+    ],
+)
 def test_bad_token_requests_are_422(user_client, body):
     _, c = user_client
     r = c.post("/api/me/tokens", json=body)
@@ -105,16 +112,23 @@ def test_expired_token_fails(live_server, user_client, committed):
     with bearer_client(live_server, body["token"]) as b:
         assert b.get("/api/auth/me").status_code == 200
         with committed() as s:
-            s.execute(text("UPDATE mcp_personal_access_tokens SET expires_at = now() - interval '1 second' "
-                           "WHERE id = :i"), {"i": body["id"]})
+            s.execute(
+                text("UPDATE mcp_personal_access_tokens SET expires_at = now() - interval '1 second' WHERE id = :i"),
+                {"i": body["id"]},
+            )
             s.commit()
         assert b.get("/api/auth/me").status_code == 401
     assert c.get("/api/me/tokens").json()["items"][0]["status"] == "expired"
 
 
 def test_malformed_authorization_is_401(live_server):
-    for header in ("Bearer kbpat_doesnotexist", "Bearer", "Bearer " + "x" * 500, "Basic dXNlcjpwdw==",
-                   "kbpat_noscheme"):
+    for header in (
+        "Bearer kbpat_doesnotexist",
+        "Bearer",
+        "Bearer " + "x" * 500,
+        "Basic dXNlcjpwdw==",
+        "kbpat_noscheme",
+    ):
         with httpx.Client(base_url=live_server, headers={"Authorization": header}) as c:
             r = c.get("/api/auth/me")
         assert r.status_code == 401, header

@@ -47,8 +47,12 @@ def test_body_over_the_limit_is_413_before_parsing(w, small_limit, live_server):
     url = f"/api/documents/{page['id']}/versions"
     r = o.post(url, json={"base_version_id": page["current_version_id"], "markdown": big, "markdown_hash": "0" * 64})
     assert r.status_code == 413, r.text
-    assert r.json() == {"error": "PAYLOAD_TOO_LARGE", "detail": f"the request body is larger than {small_limit} bytes",
-                        "limit": "max_json_body_bytes", "max": small_limit}
+    assert r.json() == {
+        "error": "PAYLOAD_TOO_LARGE",
+        "detail": f"the request body is larger than {small_limit} bytes",
+        "limit": "max_json_body_bytes",
+        "max": small_limit,
+    }
     assert r.headers.get("x-request-id")
     # refused before parsing: not even a malformed body or an unknown route gets further
     r = o.post(url, content=b"{" * (small_limit + 1), headers={"content-type": "application/json"})
@@ -66,8 +70,9 @@ def test_body_over_the_limit_is_413_before_parsing(w, small_limit, live_server):
     status, body, _ = _raw(live_server, "PUT", f"/api/documents/{page['id']}", headers, body_chunks=chunks)
     assert status == 413 and body["error"] == "PAYLOAD_TOO_LARGE"
     # a small chunked body passes through intact
-    status, body, _ = _raw(live_server, "PUT", f"/api/documents/{page['id']}", headers,
-                           body_chunks=[b'{"title": ', b'"Chunked title"}'])
+    status, body, _ = _raw(
+        live_server, "PUT", f"/api/documents/{page['id']}", headers, body_chunks=[b'{"title": ', b'"Chunked title"}']
+    )
     assert status == 200 and body["title"] == "Chunked title", body
 
 
@@ -76,8 +81,11 @@ def test_uploads_and_dify_keep_their_own_limits(w, small_limit, live_server):
 
     o = w.c["owner"]
     page = w.doc("P", markdown="x\n")
-    r = o.post("/api/uploads", data={"document_id": page["id"]},
-               files={"file": ("a.bin", io.BytesIO(b"\0" * (small_limit * 4)), "application/octet-stream")})
+    r = o.post(
+        "/api/uploads",
+        data={"document_id": page["id"]},
+        files={"file": ("a.bin", io.BytesIO(b"\0" * (small_limit * 4)), "application/octet-stream")},
+    )
     assert r.status_code == 201, r.text  # max_upload_bytes applies, not the JSON cap
     r = w.anon.post("/retrieval", content=b"x" * (small_limit + 1), headers={"content-type": "application/json"})
     assert "error_code" in r.json()  # Dify's own shape, from its own check

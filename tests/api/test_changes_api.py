@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.content.http_world import sha
 
 
@@ -11,8 +10,11 @@ def test_revert_by_run_id(w):
     kb = w.kb["id"]
     keep = w.doc("Keep", markdown="v1\n")
     run = {"X-Run-Id": "nightly-2026-09-29"}
-    r = o.post(f"/api/documents/{keep['id']}/versions", headers=run, json={
-        "base_version_id": keep["current_version_id"], "markdown": "v2\n", "markdown_hash": sha("v2\n")})
+    r = o.post(
+        f"/api/documents/{keep['id']}/versions",
+        headers=run,
+        json={"base_version_id": keep["current_version_id"], "markdown": "v2\n", "markdown_hash": sha("v2\n")},
+    )
     assert r.status_code == 201
     run_uuid = r.headers["x-run-id"]
     r2 = o.put(f"/api/knowledge-bases/{kb}/documents/by-key/new", headers=run, json={"title": "New", "markdown": "n\n"})
@@ -21,8 +23,7 @@ def test_revert_by_run_id(w):
     o.put(f"/api/documents/{keep['id']}", headers=run, json={"title": "Renamed", "tags": ["x"]})
     listed = o.get("/api/changes", params={"run_id": "nightly-2026-09-29"}).json()["items"]
     assert len(listed) == 3 and {c["run_id"] for c in listed} == {run_uuid}
-    assert [c["op"] for c in listed] == ["document.update", "document.create",
-                                         "document.save"]
+    assert [c["op"] for c in listed] == ["document.update", "document.create", "document.save"]
     assert o.get("/api/changes", params={"run_id": run_uuid}).json()["items"] == listed
 
     r = o.post("/api/changes/revert", json={"run_id": "nightly-2026-09-29"})
@@ -46,8 +47,10 @@ def test_revert_by_run_id(w):
 def test_change_visibility_and_conflict(w):
     o = w.c["owner"]
     kb = w.new_kb(visibility="private")
-    o.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-           json={"subject_id": str(w.users["member"]), "role": "editor"})
+    o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        json={"subject_id": str(w.users["member"]), "role": "editor"},
+    )
     mine = w.doc("By member", kb=kb, who="member", markdown="a\n")
     theirs = w.doc("By owner", kb=kb, markdown="b\n")
     member_view = w.c["member"].get("/api/changes").json()["items"]
@@ -74,8 +77,11 @@ def test_permission_writes_are_recorded_and_revertible(w):
     o = w.c["owner"]
     kb = w.new_kb(visibility="private")
     run = {"X-Run-Id": "grant-batch"}
-    r = o.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators", headers=run,
-               json={"subject_id": str(w.users["member"]), "role": "viewer"})
+    r = o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        headers=run,
+        json={"subject_id": str(w.users["member"]), "role": "viewer"},
+    )
     assert r.status_code == 201
     link = o.post(f"/api/objects/knowledge_base/{kb['id']}/share-links", headers=run, json={}).json()
     assert w.c["member"].get(f"/api/knowledge-bases/{kb['id']}").status_code == 200

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.content.http_world import recording_queue, sha
 
 
@@ -21,8 +20,9 @@ def test_workspaces_and_members(w):
     assert {m["role"] for m in members} == {"owner", "admin", "member", "guest"}
     r = o.post(f"/api/workspaces/{w.ws['id']}/members", json={"user_id": str(w.users["outsider"]), "role": "owner"})
     assert r.status_code == 422  # owner is never granted as a plain membership
-    r = o.post(f"/api/workspaces/{w.ws['id']}/members", json={"user_id": str(w.users["other_tenant"]),
-                                                              "role": "member"})
+    r = o.post(
+        f"/api/workspaces/{w.ws['id']}/members", json={"user_id": str(w.users["other_tenant"]), "role": "member"}
+    )
     assert r.status_code == 404  # another tenant's user does not exist here
     r = o.put(f"/api/workspaces/{w.ws['id']}/members/{w.users['guest']}", json={"role": "member"})
     assert r.status_code == 200 and r.json()["role"] == "member"
@@ -52,8 +52,10 @@ def test_knowledge_bases(w, committed):
     r = w.c["member"].put(f"/api/knowledge-bases/{kb['id']}", json={"title": "x"})
     assert r.status_code == 403
     with recording_queue() as q:
-        r = o.put(f"/api/knowledge-bases/{kb['id']}", json={"visibility": "private", "title": "Renamed KB",
-                                                            "settings": {"editor_can_delete": True}})
+        r = o.put(
+            f"/api/knowledge-bases/{kb['id']}",
+            json={"visibility": "private", "title": "Renamed KB", "settings": {"editor_can_delete": True}},
+        )
         assert r.status_code == 200, r.text
     assert r.json()["visibility"] == "private" and r.json()["settings"]["editor_can_delete"] is True
     assert ("reindex_subtree", {"knowledge_base_id": kb["id"]}) in q.jobs
@@ -71,8 +73,9 @@ def test_document_permission_settings_are_audited(w, committed):
     r = w.c["member"].put(f"/api/documents/{page['id']}", json={"permission_mode": "custom"})
     assert r.status_code == 403
     with recording_queue() as q:
-        r = w.c["owner"].put(f"/api/documents/{page['id']}", json={"permission_mode": "custom",
-                                                                    "visibility": "private"})
+        r = w.c["owner"].put(
+            f"/api/documents/{page['id']}", json={"permission_mode": "custom", "visibility": "private"}
+        )
     assert r.status_code == 200 and r.json()["permission_mode"] == "custom" and r.json()["visibility"] == "private"
     assert ("reindex_subtree", {"document_id": page["id"]}) in q.jobs
     assert "permission.document.update" in _audit_actions(committed, page["id"])
@@ -86,14 +89,31 @@ def test_document_crud_move_and_tree(w):
     folder = w.doc("Folder", type="folder")
     assert folder["markdown"] is None and folder["index_status"] == "indexed"
     with recording_queue() as q:
-        page = w.doc("页面 Page", parent_id=folder["id"], markdown="# 你好\n\nhello\n", metadata={"src": "test"},
-                     tags=["t1"])
+        page = w.doc(
+            "页面 Page", parent_id=folder["id"], markdown="# 你好\n\nhello\n", metadata={"src": "test"}, tags=["t1"]
+        )
     assert q.jobs == [("index_document", {"document_id": page["id"]})]
     assert page["version_no"] == 1 and page["index_status"] == "pending" and page["status"] == "published"
     assert page["path"] == [{"id": folder["id"], "title": "Folder", "type": "folder"}]
     got = w.c["member"].get(f"/api/documents/{page['id']}").json()
-    for k in ("id", "knowledge_base_id", "parent_id", "type", "title", "status", "current_version_id", "version_no",
-              "markdown", "metadata", "index_status", "tags", "path", "permission_mode", "visibility", "updated_at"):
+    for k in (
+        "id",
+        "knowledge_base_id",
+        "parent_id",
+        "type",
+        "title",
+        "status",
+        "current_version_id",
+        "version_no",
+        "markdown",
+        "metadata",
+        "index_status",
+        "tags",
+        "path",
+        "permission_mode",
+        "visibility",
+        "updated_at",
+    ):
         assert k in got
     assert got["markdown"] == "# 你好\n\nhello\n" and got["metadata"] == {"src": "test"}
 
@@ -107,8 +127,11 @@ def test_document_crud_move_and_tree(w):
     TreeOut.model_validate(r.json())  # the pre-serialized body keeps the documented shape
     assert r.json()["knowledge_base_id"] == w.kb["id"]
     items = r.json()["items"]
-    assert all(set(i) == {"id", "parent_id", "type", "title", "status", "sort_order", "permission_mode", "visibility",
-                          "external_key"} for i in items)
+    assert all(
+        set(i)
+        == {"id", "parent_id", "type", "title", "status", "sort_order", "permission_mode", "visibility", "external_key"}
+        for i in items
+    )
     kids = sorted((i for i in items if i["parent_id"] == folder["id"]), key=lambda i: i["sort_order"])
     assert [k["id"] for k in kids] == [second["id"], page["id"]] and [k["sort_order"] for k in kids] == [0, 1]
 
@@ -146,16 +169,20 @@ def test_save_conflict_identical_hash_and_dialect(w):
     versions = w.c["owner"].get(f"/api/documents/{page['id']}/versions").json()["items"]
     assert [v["version_no"] for v in versions] == [2, 1]
 
-    r = w.c["owner"].post(f"/api/documents/{page['id']}/versions", json={
-        "base_version_id": v2["version_id"], "markdown": "# v3\n", "markdown_hash": sha("# v3 \n")})
+    r = w.c["owner"].post(
+        f"/api/documents/{page['id']}/versions",
+        json={"base_version_id": v2["version_id"], "markdown": "# v3\n", "markdown_hash": sha("# v3 \n")},
+    )
     assert r.status_code == 422 and r.json()["error"] == "MARKDOWN_HASH_MISMATCH"
     r = w.save(page, "<script>alert(1)</script>\n", base=v2["version_id"])
     assert r.status_code == 422 and r.json()["error"] == "MARKDOWN_DIALECT_ERROR" and r.json()["line"] == 1
     r = w.save(page, "x\n", base=v2["version_id"], who="member")
     assert r.status_code == 403
     folder = w.doc("F", type="folder")
-    r = w.c["owner"].post(f"/api/documents/{folder['id']}/versions", json={
-        "base_version_id": v2["version_id"], "markdown": "x\n", "markdown_hash": sha("x\n")})
+    r = w.c["owner"].post(
+        f"/api/documents/{folder['id']}/versions",
+        json={"base_version_id": v2["version_id"], "markdown": "x\n", "markdown_hash": sha("x\n")},
+    )
     assert r.status_code == 422 and r.json()["error"] == "NOT_A_PAGE"
 
 
@@ -169,8 +196,7 @@ def test_versions_get_and_restore(w):
     assert r.status_code == 201 and r.json()["version_no"] == 3
     r = w.c["owner"].post(f"/api/documents/{page['id']}/restore/{v1}")
     assert r.status_code == 200 and r.json()["status"] == "unchanged"
-    r = w.c["owner"].post(f"/api/documents/{page['id']}/restore/{v2['version_id']}",
-                          json={"base_version_id": v1})
+    r = w.c["owner"].post(f"/api/documents/{page['id']}/restore/{v2['version_id']}", json={"base_version_id": v1})
     assert r.status_code == 409 and r.json()["error"] == "VERSION_CONFLICT"
     other = w.doc("Q")
     assert w.c["owner"].get(f"/api/documents/{other['id']}/versions/{v1}").status_code == 404

@@ -17,8 +17,11 @@ def test_outsiders_see_nothing(w):
     assert keyed.status_code == 200
     trashed = w.doc("T")
     o.delete(f"/api/documents/{trashed['id']}")
-    up = o.post("/api/uploads", data={"document_id": page["id"]},
-                files={"file": ("a.png", io.BytesIO(b"\x89PNG fake"), "image/png")})
+    up = o.post(
+        "/api/uploads",
+        data={"document_id": page["id"]},
+        files={"file": ("a.png", io.BytesIO(b"\x89PNG fake"), "image/png")},
+    )
     assert up.status_code == 201, up.text
     asset = up.json()
     link = o.post(f"/api/objects/document/{page['id']}/share-links", json={"password": "s3cret-pass"}).json()
@@ -26,13 +29,21 @@ def test_outsiders_see_nothing(w):
     ws_id = w.ws["id"]
 
     not_found = [
-        f"/api/workspaces/{ws_id}", f"/api/workspaces/{ws_id}/members",
-        f"/api/knowledge-bases/{kb['id']}", f"/api/knowledge-bases/{kb['id']}/tree",
-        f"/api/knowledge-bases/{kb['id']}/trash", f"/api/knowledge-bases/{kb['id']}/documents/by-key/k1",
-        f"/api/documents/{page['id']}", f"/api/documents/{folder['id']}", f"/api/documents/{trashed['id']}",
-        f"/api/documents/{page['id']}/versions", f"/api/documents/{page['id']}/versions/{vid}",
-        f"/api/assets/{asset['id']}", f"/api/assets/{asset['id']}/info",
-        f"/api/objects/knowledge_base/{kb['id']}/collaborators", f"/api/objects/document/{page['id']}/share-links",
+        f"/api/workspaces/{ws_id}",
+        f"/api/workspaces/{ws_id}/members",
+        f"/api/knowledge-bases/{kb['id']}",
+        f"/api/knowledge-bases/{kb['id']}/tree",
+        f"/api/knowledge-bases/{kb['id']}/trash",
+        f"/api/knowledge-bases/{kb['id']}/documents/by-key/k1",
+        f"/api/documents/{page['id']}",
+        f"/api/documents/{folder['id']}",
+        f"/api/documents/{trashed['id']}",
+        f"/api/documents/{page['id']}/versions",
+        f"/api/documents/{page['id']}/versions/{vid}",
+        f"/api/assets/{asset['id']}",
+        f"/api/assets/{asset['id']}/info",
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        f"/api/objects/document/{page['id']}/share-links",
     ]
     changes = o.get("/api/changes", params={"knowledge_base_id": kb["id"]}).json()["items"]
     assert changes
@@ -69,8 +80,10 @@ def test_write_routes_hide_existence_from_outsiders(w):
         c = w.c[name]
         assert c.put(f"/api/documents/{page['id']}", json={"title": "x"}).status_code == 404
         assert c.delete(f"/api/documents/{page['id']}").status_code == 404
-        r = c.post(f"/api/documents/{page['id']}/versions", json={
-            "base_version_id": page["current_version_id"], "markdown": "x", "markdown_hash": "0" * 64})
+        r = c.post(
+            f"/api/documents/{page['id']}/versions",
+            json={"base_version_id": page["current_version_id"], "markdown": "x", "markdown_hash": "0" * 64},
+        )
         assert r.status_code == 404
         assert c.post(f"/api/documents/{page['id']}/restore/{page['current_version_id']}").status_code == 404
         assert c.post("/api/documents", json={"knowledge_base_id": w.kb["id"], "title": "x"}).status_code == 404

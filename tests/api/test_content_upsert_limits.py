@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.content.http_world import recording_queue, sha
 
 
@@ -15,14 +14,18 @@ def test_keyed_upsert(w):
     assert r.status_code == 200 and r.json()["status"] == "created", r.text
     created = r.json()
     assert q.jobs == [("index_document", {"document_id": created["document_id"]})]
-    before = o.get(f"/api/changes", params={"object_id": created["document_id"]}).json()["items"]
+    before = o.get("/api/changes", params={"object_id": created["document_id"]}).json()["items"]
 
     with recording_queue() as q:
         r = o.put(url, json=body)
-    assert r.json() == {**r.json(), "status": "unchanged", "document_id": created["document_id"],
-                        "version_id": created["version_id"]}
+    assert r.json() == {
+        **r.json(),
+        "status": "unchanged",
+        "document_id": created["document_id"],
+        "version_id": created["version_id"],
+    }
     assert q.jobs == []  # unchanged enqueues nothing
-    after = o.get(f"/api/changes", params={"object_id": created["document_id"]}).json()["items"]
+    after = o.get("/api/changes", params={"object_id": created["document_id"]}).json()["items"]
     assert len(after) == len(before)  # ... and writes nothing
 
     with recording_queue() as q:
@@ -49,22 +52,31 @@ def test_limits_each_with_its_code(w, settings):
     kb = w.kb["id"]
     cases = [
         (o.post("/api/documents", json={"knowledge_base_id": kb, "title": "t" * 1001}), 413, "TITLE_TOO_LONG"),
-        (o.post("/api/documents", json={"knowledge_base_id": kb, "title": "m", "metadata": {"x": "y" * 65_600}}),
-         413, "METADATA_TOO_LARGE"),
+        (
+            o.post("/api/documents", json={"knowledge_base_id": kb, "title": "m", "metadata": {"x": "y" * 65_600}}),
+            413,
+            "METADATA_TOO_LARGE",
+        ),
         (o.post("/api/workspaces", json={"name": "n" * 1001}), 413, "NAME_TOO_LONG"),
-        (o.put(f"/api/knowledge-bases/{kb}/documents/by-key/{'k' * 1001}", json={"title": "t"}), 413,
-         "NAME_TOO_LONG"),
+        (o.put(f"/api/knowledge-bases/{kb}/documents/by-key/{'k' * 1001}", json={"title": "t"}), 413, "NAME_TOO_LONG"),
         (o.post("/api/documents", json={"knowledge_base_id": kb, "title": "nul\u0000"}), 422, "VALIDATION_ERROR"),
-        (o.put(f"/api/documents/{page['id']}", json={"tags": ["x"] * 0 + [f"t{i}" for i in range(300)]}), 422,
-         "TOO_MANY_TAGS"),
+        (
+            o.put(f"/api/documents/{page['id']}", json={"tags": ["x"] * 0 + [f"t{i}" for i in range(300)]}),
+            422,
+            "TOO_MANY_TAGS",
+        ),
     ]
     for r, code, err in cases:
         assert (r.status_code, r.json()["error"]) == (code, err), r.text
     assert cases[0][0].json()["max"] == settings.max_title_chars
     big = "a" * (settings.max_markdown_chars + 1)
-    r = o.post(f"/api/documents/{page['id']}/versions", json={"base_version_id": page["current_version_id"],
-                                                               "markdown": big, "markdown_hash": sha(big)})
-    assert r.status_code == 413 and r.json()["error"] == "MARKDOWN_TOO_LARGE" and r.json()["limit"] == "max_markdown_chars"
+    r = o.post(
+        f"/api/documents/{page['id']}/versions",
+        json={"base_version_id": page["current_version_id"], "markdown": big, "markdown_hash": sha(big)},
+    )
+    assert (
+        r.status_code == 413 and r.json()["error"] == "MARKDOWN_TOO_LARGE" and r.json()["limit"] == "max_markdown_chars"
+    )
     # folder depth: the default limit is 10 levels
     parent = None
     for i in range(settings.max_folder_depth):

@@ -76,8 +76,12 @@ def test_no_html_page_names_a_foreign_url(app, http, live_server):
         page = _Page()
         page.feed(html)
         foreign = [ref for ref in page.refs if _foreign(ref, live_server)]
-        foreign += [m.group(0).strip("\"'`") for s in page.scripts for m in _SCRIPT_URL.finditer(s)
-                    if _foreign(m.group(0).strip("\"'`"), live_server)]
+        foreign += [
+            m.group(0).strip("\"'`")
+            for s in page.scripts
+            for m in _SCRIPT_URL.finditer(s)
+            if _foreign(m.group(0).strip("\"'`"), live_server)
+        ]
         assert not foreign, f"{path} loads {foreign}"
 
 

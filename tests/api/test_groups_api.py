@@ -106,15 +106,19 @@ def test_deleting_a_group_removes_its_grants(w, committed):
     a.post(f"/api/admin/groups/{g['id']}/members", json={"user_id": str(w.users["outsider"])})
     kb = w.new_kb(visibility="private")
     page = w.doc("Grant me", kb=kb, markdown="g\n")
-    r = o.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-               json={"subject_type": "group", "subject_id": g["id"], "role": "editor"})
+    r = o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        json={"subject_type": "group", "subject_id": g["id"], "role": "editor"},
+    )
     assert r.status_code == 201, r.text
     grant = r.json()
     assert w.c["outsider"].get(f"/api/documents/{page['id']}").status_code == 200  # through the group
     # another tenant's group can't be granted here
     og = w.c["other_admin"].post("/api/admin/groups", json={"name": "Theirs"}).json()
-    r = o.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-               json={"subject_type": "group", "subject_id": og["id"], "role": "viewer"})
+    r = o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        json={"subject_type": "group", "subject_id": og["id"], "role": "viewer"},
+    )
     assert r.status_code == 404
 
     with recording_queue() as q:
@@ -130,22 +134,27 @@ def test_deleting_a_group_removes_its_grants(w, committed):
     [deleted] = _audit(committed, g["id"], "group.delete")
     assert deleted.meta["before"]["name"] == "Editors"
     assert deleted.meta["before"]["members"] == [str(w.users["outsider"])]
-    assert deleted.meta["before"]["grants"] == [{"object_type": "knowledge_base", "object_id": kb["id"],
-                                                 "role": "editor"}]
+    assert deleted.meta["before"]["grants"] == [
+        {"object_type": "knowledge_base", "object_id": kb["id"], "role": "editor"}
+    ]
     assert deleted.meta["after"] is None
-    assert {c["subject_type"] for c in o.get(f"/api/objects/knowledge_base/{kb['id']}/collaborators").json()[
-        "items"]} == {"user"}
+    assert {
+        c["subject_type"] for c in o.get(f"/api/objects/knowledge_base/{kb['id']}/collaborators").json()["items"]
+    } == {"user"}
 
 
 def test_who_may_manage_groups(w):
     g = w.c["tadmin"].post("/api/admin/groups", json={"name": "Team"}).json()
-    routes = [("get", "/api/admin/groups", None), ("post", "/api/admin/groups", {"name": "N"}),
-              ("get", f"/api/admin/groups/{g['id']}", None),
-              ("put", f"/api/admin/groups/{g['id']}", {"name": "M"}),
-              ("delete", f"/api/admin/groups/{g['id']}", None),
-              ("get", f"/api/admin/groups/{g['id']}/members", None),
-              ("post", f"/api/admin/groups/{g['id']}/members", {"user_id": str(w.users["member"])}),
-              ("delete", f"/api/admin/groups/{g['id']}/members/{w.users['member']}", None)]
+    routes = [
+        ("get", "/api/admin/groups", None),
+        ("post", "/api/admin/groups", {"name": "N"}),
+        ("get", f"/api/admin/groups/{g['id']}", None),
+        ("put", f"/api/admin/groups/{g['id']}", {"name": "M"}),
+        ("delete", f"/api/admin/groups/{g['id']}", None),
+        ("get", f"/api/admin/groups/{g['id']}/members", None),
+        ("post", f"/api/admin/groups/{g['id']}/members", {"user_id": str(w.users["member"])}),
+        ("delete", f"/api/admin/groups/{g['id']}/members/{w.users['member']}", None),
+    ]
 
     def call(c, method, path, body):
         return c.request(method.upper(), path, json=body) if body is not None else c.request(method.upper(), path)
@@ -156,7 +165,11 @@ def test_who_may_manage_groups(w):
         for name in ("owner", "admin", "member", "guest", "outsider", "other_tenant"):  # not tenant admins
             r = call(w.c[name], method, path, body)
             assert r.status_code == 403 and r.json()["error"] in ("PERMISSION_DENIED", "INSUFFICIENT_SCOPE"), (
-                name, method, path, r.text)
+                name,
+                method,
+                path,
+                r.text,
+            )
         r = call(w.c["tadmin_no_scope"], method, path, body)
         assert r.status_code == 403 and r.json()["error"] == "INSUFFICIENT_SCOPE", (method, path)
     # another tenant's admin: the group does not exist for them, and their list is their own
@@ -170,10 +183,14 @@ def test_who_may_manage_groups(w):
 
 def test_group_routes_document_their_errors(http):
     spec = http.get("/api/openapi.json").json()
-    ops = [(p, m, op) for p, item in spec["paths"].items() if p.startswith("/api/admin/groups")
-           for m, op in item.items()]
+    ops = [
+        (p, m, op) for p, item in spec["paths"].items() if p.startswith("/api/admin/groups") for m, op in item.items()
+    ]
     assert len(ops) == 8
     for path, method, op in ops:
         for code in ("401", "403", "404", "422"):
             assert op["responses"][code]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody"), (
-                method, path, code)
+                method,
+                path,
+                code,
+            )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.api.helpers import login, make_login_user
 
 
@@ -15,7 +14,8 @@ def test_me_lists_workspaces_with_roles(w, committed, live_server):
         assert body["user"]["id"] == str(w.users["member"]) and body["tenant_roles"]  # what was there stays
         assert body["workspaces"] == [
             {"id": w.ws["id"], "name": "Team space", "slug": w.ws["slug"], "role": "member"},
-            {"id": second["id"], "name": "Member's own", "slug": second["slug"], "role": "owner"}]
+            {"id": second["id"], "name": "Member's own", "slug": second["slug"], "role": "owner"},
+        ]
     assert [x["role"] for x in w.c["guest"].get("/api/me").json()["workspaces"]] == ["guest"]
     assert w.c["owner"].get("/api/me").json()["workspaces"][0]["role"] == "owner"
     for name in ("outsider", "other_tenant"):  # in no workspace of theirs

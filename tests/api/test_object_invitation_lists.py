@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-
 from tests.content.http_world import OUTSIDERS
 
 
@@ -31,7 +30,8 @@ def test_list_knowledge_base_invitations(w):
     assert items[gated["id"]]["require_approval"] is True and items[gated["id"]]["pending_requests"] == 1
     assert items[gated["id"]]["used_count"] == 1
     assert items[targeted["id"]]["status"] == "revoked" and items[targeted["id"]]["invited_user_id"] == str(
-        w.users["member"])
+        w.users["member"]
+    )
     for i in items.values():
         assert i["created_by"] == str(w.users["owner"]) and i["created_at"]
         assert "token" not in i and "token_hash" not in i and "url" not in i
@@ -47,8 +47,10 @@ def test_list_knowledge_base_invitations(w):
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
 
     # an editor sees the knowledge base but may not invite: 403; outsiders: 404
-    o.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-           json={"subject_id": str(w.users["member"]), "role": "editor"})
+    o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        json={"subject_id": str(w.users["member"]), "role": "editor"},
+    )
     r = w.c["member"].get(base)
     assert r.status_code == 403 and r.json()["error"] == "PERMISSION_DENIED"
     for name in OUTSIDERS + ("admin",):  # a workspace admin gets no private content either

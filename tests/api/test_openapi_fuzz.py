@@ -93,19 +93,27 @@ def test_no_server_errors(live_server, fuzz_world):
         op = result.ok()
         seen: set[str] = set()
 
-        @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=MAX_EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        # run() is called once, right below, inside this iteration: op and seen are the current ones.
         @given(case=op.as_strategy())
         def run(case: Any) -> None:
             nonlocal calls
             calls += 1
             try:
-                case.call_and_validate(headers=headers, checks=[not_a_server_error, status_code_conformance],
-                                       timeout=30)
+                case.call_and_validate(
+                    headers=headers, checks=[not_a_server_error, status_code_conformance], timeout=30
+                )
             except Exception as exc:  # noqa: BLE001 - collect, keep fuzzing the other operations
-                msg = f"{op.label}: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
-                if msg not in seen:
-                    seen.add(msg)
+                msg = f"{op.label}: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"  # noqa: B023
+                if msg not in seen:  # noqa: B023
+                    seen.add(msg)  # noqa: B023
                     failures.append(msg + f"\n    {case.method} {case.formatted_path} body={str(case.body)[:200]}")
 
         run()

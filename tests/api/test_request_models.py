@@ -117,12 +117,24 @@ def test_unknown_fields_are_named_on_several_routes(w):
         ("post", "/api/workspaces", {"name": "W", "colour": "red"}, "colour"),
         ("post", "/api/knowledge-bases", {"workspace_id": w.ws["id"], "title": "K", "model": "x"}, "model"),
         ("post", "/api/documents", {"knowledge_base_id": w.kb["id"], "title": "T", "content": "x"}, "content"),
-        ("post", f"/api/documents/{page['id']}/versions",
-         {"base_version_id": page["current_version_id"], "markdown": "y\n", "markdown_hash": sha("y\n"),
-          "force": True}, "force"),
+        (
+            "post",
+            f"/api/documents/{page['id']}/versions",
+            {
+                "base_version_id": page["current_version_id"],
+                "markdown": "y\n",
+                "markdown_hash": sha("y\n"),
+                "force": True,
+            },
+            "force",
+        ),
         ("put", f"/api/knowledge-bases/{w.kb['id']}/documents/by-key/k1", {"title": "T", "body": "x"}, "body"),
-        ("post", "/api/search", {"query": "x", "filters": {"time_range": {"since": "2020-01-01"}}},
-         "filters.time_range.since"),
+        (
+            "post",
+            "/api/search",
+            {"query": "x", "filters": {"time_range": {"since": "2020-01-01"}}},
+            "filters.time_range.since",
+        ),
         ("post", "/api/changes/revert", {"run_id": "r", "dry_run": True}, "dry_run"),
         ("post", "/api/auth/login", {"email": "a@b.example", "password": "x", "remember_me": True}, "remember_me"),
     ]
@@ -148,12 +160,18 @@ def test_unknown_upload_form_field(w):
 
 
 def test_invalid_json_is_400_with_line_and_column(w):
-    r = w.c["owner"].post("/api/documents", content=b'{"title": "x",\n  "knowledge_base_id": }',
-                          headers={"content-type": "application/json"})
+    r = w.c["owner"].post(
+        "/api/documents",
+        content=b'{"title": "x",\n  "knowledge_base_id": }',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 400, r.text
     assert r.json() == {"error": "INVALID_JSON", "detail": "line 2, column 24: Expecting value"}
-    r = w.anon.post("/api/auth/login", content=b'{"email": "a@b.example", "password": "x"',
-                    headers={"content-type": "application/json"})
+    r = w.anon.post(
+        "/api/auth/login",
+        content=b'{"email": "a@b.example", "password": "x"',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 400 and r.json()["error"] == "INVALID_JSON"
     assert r.json()["detail"].startswith("line 1, column 41: ")
 
@@ -168,8 +186,11 @@ def test_non_object_and_wrongly_typed_bodies(w):
     for payload, kind in (([1, 2], "an array"), ("text", "a string"), (7, "a number")):
         r = owner.post("/api/workspaces", json=payload)
         assert r.status_code == 422, r.text
-        assert r.json() == {**r.json(), "error": "VALIDATION_ERROR",
-                            "detail": f"the request body must be a JSON object, not {kind}"}
+        assert r.json() == {
+            **r.json(),
+            "error": "VALIDATION_ERROR",
+            "detail": f"the request body must be a JSON object, not {kind}",
+        }
     r = owner.post("/api/workspaces", content=b"name=W", headers={"content-type": "application/x-www-form-urlencoded"})
     assert r.status_code == 422
     assert "Content-Type: application/json" in r.json()["detail"]

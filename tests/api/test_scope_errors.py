@@ -38,12 +38,15 @@ def test_read_only_token_of_the_owner_cannot_write_documents(w):
     kb, doc_id = w.kb["id"], page["id"]
     _refused(ro.post("/api/documents", json={"knowledge_base_id": kb, "title": "T"}), "doc:write")
     _refused(ro.put(f"/api/documents/{doc_id}", json={"title": "T"}), "doc:write")
-    _refused(ro.post(f"/api/documents/{doc_id}/versions",
-                     json={"base_version_id": page["current_version_id"], "markdown": "b\n",
-                           "markdown_hash": sha("b\n")}), "doc:write")
+    _refused(
+        ro.post(
+            f"/api/documents/{doc_id}/versions",
+            json={"base_version_id": page["current_version_id"], "markdown": "b\n", "markdown_hash": sha("b\n")},
+        ),
+        "doc:write",
+    )
     _refused(ro.delete(f"/api/documents/{doc_id}"), "doc:write")
-    _refused(ro.put(f"/api/knowledge-bases/{kb}/documents/by-key/k", json={"title": "T", "markdown": "x"}),
-             "doc:write")
+    _refused(ro.put(f"/api/knowledge-bases/{kb}/documents/by-key/k", json={"title": "T", "markdown": "x"}), "doc:write")
     _refused(ro.post("/api/uploads", files={"file": ("a.txt", b"hi", "text/plain")}), "doc:write")
     _refused(ro.post("/api/changes/revert", json={"run_id": "x"}), "doc:write")
     _refused(ro.post("/api/knowledge-bases", json={"workspace_id": w.ws["id"], "title": "K"}), "kb:write")
@@ -81,7 +84,8 @@ def test_admin_scope_is_named(live_server, committed):
 # Unsafe routes a read-only token may use, or that decide by themselves (not content writes).
 _NOT_CONTENT_WRITES = re.compile(
     r"^/+(retrieval|api/search$|api/auth/|api/me/tokens|api/me/oauth-grants|oauth/|api/invitations/\{token\}/accept"
-    r"|api/share/)")
+    r"|api/share/)"
+)
 
 
 @pytest.mark.parametrize("scopes", [READ_ONLY])
@@ -95,12 +99,14 @@ def test_every_content_write_route_checks_a_scope(app, w, scopes):
         if not isinstance(route, APIRoute) or _NOT_CONTENT_WRITES.match(route.path):
             continue
         for method in route.methods - {"GET", "HEAD", "OPTIONS"}:
-            url = re.sub(r"\{[^}]+\}", lambda m: "k" if m.group(0) == "{key:path}" else str(uuid.uuid4()),
-                         route.path)
+            url = re.sub(r"\{[^}]+\}", lambda m: "k" if m.group(0) == "{key:path}" else str(uuid.uuid4()), route.path)
             r = ro.request(method, url, json={})
             n += 1
-            if r.status_code != 403 or r.json().get("error") != "INSUFFICIENT_SCOPE" \
-                    or not r.json()["detail"].startswith("token lacks scope"):
+            if (
+                r.status_code != 403
+                or r.json().get("error") != "INSUFFICIENT_SCOPE"
+                or not r.json()["detail"].startswith("token lacks scope")
+            ):
                 silent.append(f"{method} {route.path} -> {r.status_code} {r.text[:80]}")
     assert n >= 30
     assert not silent, "\n".join(silent)

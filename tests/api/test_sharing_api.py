@@ -71,8 +71,12 @@ def test_invitation_accept_approve_revoke(w, committed):
     assert w.c["member"].get(f"/api/knowledge-bases/{kb['id']}").status_code == 404
     reqs = o.get(f"/api/invitations/{gated['id']}/requests").json()["items"]
     assert [q["user_id"] for q in reqs] == [str(w.users["member"])]
-    assert w.c["member"].post(f"/api/invitations/{gated['id']}/approve",
-                              json={"user_id": str(w.users["member"])}).status_code == 404
+    assert (
+        w.c["member"]
+        .post(f"/api/invitations/{gated['id']}/approve", json={"user_id": str(w.users["member"])})
+        .status_code
+        == 404
+    )
     r = o.post(f"/api/invitations/{gated['id']}/approve", json={"user_id": str(w.users["member"])})
     assert r.status_code == 200 and r.json()["status"] == "accepted"
     assert w.c["member"].get(f"/api/knowledge-bases/{kb['id']}").json()["role"] == "editor"
@@ -92,8 +96,10 @@ def test_invitation_through_registration(w, committed, live_server):
     token = r.json()["token"]
     email = unique_email("invitee")
     with auth_settings_override(committed, w.tenant, email_verification_required=False):
-        r = w.anon.post(f"/api/invitations/{token}/accept", json={"account": {
-            "email": email, "password": "correct horse battery staple", "display_name": "Invitee"}})
+        r = w.anon.post(
+            f"/api/invitations/{token}/accept",
+            json={"account": {"email": email, "password": "correct horse battery staple", "display_name": "Invitee"}},
+        )
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "accepted"
     members = o.get(f"/api/workspaces/{w.ws['id']}/members").json()["items"]
@@ -109,8 +115,11 @@ def test_share_links(w, committed):
     o.put(f"/api/documents/{hidden['id']}", json={"permission_mode": "custom", "visibility": "private"})
     draft = w.doc("Draft", kb=kb, parent_id=folder["id"], status="draft")
     outside = w.doc("Outside", kb=kb, markdown="# outside\n")
-    up = o.post("/api/uploads", data={"document_id": page["id"]},
-                files={"file": ("pic.png", io.BytesIO(b"\x89PNGdata"), "image/png")}).json()
+    up = o.post(
+        "/api/uploads",
+        data={"document_id": page["id"]},
+        files={"file": ("pic.png", io.BytesIO(b"\x89PNGdata"), "image/png")},
+    ).json()
 
     r = o.post(f"/api/objects/document/{folder['id']}/share-links", json={"permission": "edit"})
     assert r.status_code == 422  # read-only links only
@@ -145,9 +154,10 @@ def test_share_link_password_and_kb_link(w):
     o = w.c["owner"]
     kb = w.new_kb(visibility="private")
     page = w.doc("P", kb=kb, markdown="# p\n")
-    link = o.post(f"/api/objects/knowledge_base/{kb['id']}/share-links",
-                  json={"password": "open sesame", "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat()}
-                  ).json()
+    link = o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/share-links",
+        json={"password": "open sesame", "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat()},
+    ).json()
     assert link["has_password"] is True
     with httpx.Client(base_url=w.base, timeout=30) as visitor:
         r = visitor.get(f"/api/share/{link['token']}")

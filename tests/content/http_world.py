@@ -62,8 +62,9 @@ class HttpWorld:
         assert r.status_code == 201, r.text
         self.ws = r.json()
         for name, role in (("admin", "admin"), ("member", "member"), ("guest", "guest")):
-            r = self.c["owner"].post(f"/api/workspaces/{self.ws['id']}/members",
-                                     json={"user_id": str(self.users[name]), "role": role})
+            r = self.c["owner"].post(
+                f"/api/workspaces/{self.ws['id']}/members", json={"user_id": str(self.users[name]), "role": role}
+            )
             assert r.status_code == 201, r.text
         self.kb = self.new_kb(visibility="workspace")
 
@@ -88,20 +89,30 @@ class HttpWorld:
     # -- builders -----------------------------------------------------------------------------
 
     def new_kb(self, visibility: str = "workspace", **kw: Any) -> dict[str, Any]:
-        r = self.c["owner"].post("/api/knowledge-bases", json={"workspace_id": self.ws["id"],
-                                                               "title": f"KB {uuid.uuid4().hex[:6]}",
-                                                               "visibility": visibility, **kw})
+        r = self.c["owner"].post(
+            "/api/knowledge-bases",
+            json={"workspace_id": self.ws["id"], "title": f"KB {uuid.uuid4().hex[:6]}", "visibility": visibility, **kw},
+        )
         assert r.status_code == 201, r.text
         return r.json()
 
-    def doc(self, title: str = "Page", *, who: str = "owner", kb: dict | None = None, expect: int = 201,
-            **body: Any) -> dict[str, Any]:
+    def doc(
+        self, title: str = "Page", *, who: str = "owner", kb: dict | None = None, expect: int = 201, **body: Any
+    ) -> dict[str, Any]:
         payload = {"knowledge_base_id": (kb or self.kb)["id"], "title": title, **body}
         r = self.c[who].post("/api/documents", json=payload)
         assert r.status_code == expect, r.text
         return r.json()
 
-    def save(self, doc: dict[str, Any], md: str, base: str | None = None, who: str = "owner",
-             **extra: Any) -> httpx.Response:
-        return self.c[who].post(f"/api/documents/{doc['id']}/versions", json={
-            "base_version_id": base or doc["current_version_id"], "markdown": md, "markdown_hash": sha(md), **extra})
+    def save(
+        self, doc: dict[str, Any], md: str, base: str | None = None, who: str = "owner", **extra: Any
+    ) -> httpx.Response:
+        return self.c[who].post(
+            f"/api/documents/{doc['id']}/versions",
+            json={
+                "base_version_id": base or doc["current_version_id"],
+                "markdown": md,
+                "markdown_hash": sha(md),
+                **extra,
+            },
+        )

@@ -40,8 +40,16 @@ def _files(blobs):
 
 
 def _upload(s, world, blobs):
-    return upload_asset(s, world["actor"], blobs, io.BytesIO(b"\x89PNG bytes"), size=None, filename="a.png",
-                        content_type="image/png", document_id=world["doc_id"])
+    return upload_asset(
+        s,
+        world["actor"],
+        blobs,
+        io.BytesIO(b"\x89PNG bytes"),
+        size=None,
+        filename="a.png",
+        content_type="image/png",
+        document_id=world["doc_id"],
+    )
 
 
 def test_a_later_failure_in_the_transaction_removes_the_blob(engine, world, blobs):
@@ -71,8 +79,13 @@ def test_a_committed_upload_keeps_its_blob(engine, world, blobs):
         a = _upload(s, world, blobs)
         with pytest.raises(IntegrityError):  # a savepoint rolled back inside the same transaction
             with s.begin_nested():
-                s.execute(text("INSERT INTO tenants (id, name, slug, created_at) "
-                               "SELECT :id, 'x', slug, now() FROM tenants LIMIT 1"), {"id": uuid.uuid4()})
+                s.execute(
+                    text(
+                        "INSERT INTO tenants (id, name, slug, created_at) "
+                        "SELECT :id, 'x', slug, now() FROM tenants LIMIT 1"
+                    ),
+                    {"id": uuid.uuid4()},
+                )
     assert [p.name for p in _files(blobs)] == [str(a.id)]
     with pytest.raises(DBAPIError):  # a later transaction of the same kind rolling back leaves it alone
         with session_scope(engine) as s:

@@ -17,17 +17,32 @@ from tests.factories import grant, make_doc, make_kb, make_workspace
 
 
 def _mk(world, title, parent=None, type="folder", **kw):
-    doc, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title=title,
-                                       type=type, parent_id=parent.id if parent else None, **kw)
+    doc, _ = documents.create_document(
+        world.db,
+        world.actor(),
+        knowledge_base_id=world.kb.id,
+        title=title,
+        type=type,
+        parent_id=parent.id if parent else None,
+        **kw,
+    )
     return doc
 
 
 def _order(world, parent):
-    rows = world.db.exec(select(Document).where(Document.knowledge_base_id == world.kb.id,
-                                                Document.parent_id == (parent.id if parent else None))
-                         .order_by(Document.sort_order)).all() if parent else \
-        world.db.exec(select(Document).where(Document.knowledge_base_id == world.kb.id,
-                                             Document.parent_id.is_(None)).order_by(Document.sort_order)).all()
+    rows = (
+        world.db.exec(
+            select(Document)
+            .where(Document.knowledge_base_id == world.kb.id, Document.parent_id == (parent.id if parent else None))
+            .order_by(Document.sort_order)
+        ).all()
+        if parent
+        else world.db.exec(
+            select(Document)
+            .where(Document.knowledge_base_id == world.kb.id, Document.parent_id.is_(None))
+            .order_by(Document.sort_order)
+        ).all()
+    )
     return [(d.title, d.sort_order) for d in rows if d.status != "deleted"]
 
 
@@ -57,8 +72,9 @@ def test_create_permission_and_visibility(world):
         with pytest.raises(NotFound):
             documents.create_document(world.db, world.actor(u), knowledge_base_id=world.kb.id, title="x")
     grant(world.db, "knowledge_base", world.kb.id, world.p.member, "editor", tenant_id=world.p.tenant.id)
-    doc, v = documents.create_document(world.db, world.actor(world.p.member), knowledge_base_id=world.kb.id,
-                                       title="by editor")
+    doc, v = documents.create_document(
+        world.db, world.actor(world.p.member), knowledge_base_id=world.kb.id, title="by editor"
+    )
     assert v is not None and doc.status == "published"
 
 
@@ -96,11 +112,13 @@ def test_depth_limit_on_create_and_move(world, monkeypatch):
     s = Settings(max_folder_depth=3)
     a = _mk(world, "1")
     b = _mk(world, "2", a)
-    c, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="3",
-                                     type="folder", parent_id=b.id, settings=s)
+    c, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title="3", type="folder", parent_id=b.id, settings=s
+    )
     with pytest.raises(FolderDepthExceeded) as ei:
-        documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="4",
-                                  parent_id=c.id, settings=s)
+        documents.create_document(
+            world.db, world.actor(), knowledge_base_id=world.kb.id, title="4", parent_id=c.id, settings=s
+        )
     assert ei.value.code == "FOLDER_DEPTH_EXCEEDED" and ei.value.extra["max"] == 3
     x = _mk(world, "x")
     _mk(world, "y", x)
@@ -167,8 +185,9 @@ def test_purge_only_from_trash(world):
 def test_tree_hides_custom_private_and_reparents_open_child(world):
     f = _mk(world, "F")
     secret = _mk(world, "secret", f)
-    documents.update_document(world.db, world.actor(), secret.id, {"permission_mode": "custom",
-                                                                   "visibility": "private"})
+    documents.update_document(
+        world.db, world.actor(), secret.id, {"permission_mode": "custom", "visibility": "private"}
+    )
     member = world.principal(world.p.member)
     ids = {uuid.UUID(i["id"]) for i in tree.get_tree(world.db, member, world.kb.id)}
     assert f.id in ids and secret.id not in ids
@@ -207,19 +226,33 @@ def test_tree_listing_is_exact_for_any_title_and_key(world):
     owner = world.principal(world.p.owner)
     plain = make_doc(world.db, world.kb, world.p.owner, title="普通 plain, title; with separators")
     odd = make_doc(world.db, world.kb, world.p.owner, title="rs\x1eus\x1fgs\x1d end")
-    world.db.execute(text("UPDATE documents SET external_key = :k WHERE id = :id"), {"k": "key\x1fwith us", "id": odd.id})
+    world.db.execute(
+        text("UPDATE documents SET external_key = :k WHERE id = :id"), {"k": "key\x1fwith us", "id": odd.id}
+    )
     keyed = make_doc(world.db, world.kb, world.p.owner, title="keyed")
-    world.db.execute(text("UPDATE documents SET external_key = 'plain-key', sort_order = -1 WHERE id = :id"),
-                     {"id": keyed.id})
-    expected = [(str(r[0]), r[1], r[2], r[3]) for r in world.db.execute(text(
-        "SELECT id, title, external_key, sort_order FROM documents WHERE knowledge_base_id = :kb "
-        "AND status <> 'deleted' ORDER BY sort_order, created_at, id"), {"kb": world.kb.id})]
-    got = [(i["id"], i["title"], i["external_key"], i["sort_order"]) for i in tree.get_tree(world.db, owner, world.kb.id)]
+    world.db.execute(
+        text("UPDATE documents SET external_key = 'plain-key', sort_order = -1 WHERE id = :id"), {"id": keyed.id}
+    )
+    expected = [
+        (str(r[0]), r[1], r[2], r[3])
+        for r in world.db.execute(
+            text(
+                "SELECT id, title, external_key, sort_order FROM documents WHERE knowledge_base_id = :kb "
+                "AND status <> 'deleted' ORDER BY sort_order, created_at, id"
+            ),
+            {"kb": world.kb.id},
+        )
+    ]
+    got = [
+        (i["id"], i["title"], i["external_key"], i["sort_order"]) for i in tree.get_tree(world.db, owner, world.kb.id)
+    ]
     assert got == expected and got[0][0] == str(keyed.id)
     assert {str(plain.id), str(odd.id)} <= {g[0] for g in got}
     # without the odd document the compact form is used, with the same answer
-    world.db.execute(text("UPDATE documents SET title = :t, external_key = :k WHERE id = :id"),
-                     {"t": "tame\x1e\x1d", "k": "k\x1d,;", "id": odd.id})
+    world.db.execute(
+        text("UPDATE documents SET title = :t, external_key = :k WHERE id = :id"),
+        {"t": "tame\x1e\x1d", "k": "k\x1d,;", "id": odd.id},
+    )
     got = {i["id"]: (i["title"], i["external_key"]) for i in tree.get_tree(world.db, owner, world.kb.id)}
     assert got[str(odd.id)] == ("tame\x1e\x1d", "k\x1d,;") and got[str(keyed.id)] == ("keyed", "plain-key")
     assert got[str(plain.id)] == ("普通 plain, title; with separators", None)
@@ -238,13 +271,16 @@ def test_tree_refuses_a_document_of_another_tenant_like_the_batch_path(world):
     stray = make_doc(world.db, world.kb, world.p.owner, title="stray")
     moved_ws = make_doc(world.db, world.kb, world.p.owner, title="other workspace row")
     other_ws = make_workspace(world.db, world.p.tenant, world.p.owner)
-    world.db.execute(text("UPDATE documents SET tenant_id = :t WHERE id = :id"),
-                     {"t": world.p.other_tenant.id, "id": stray.id})
+    world.db.execute(
+        text("UPDATE documents SET tenant_id = :t WHERE id = :id"), {"t": world.p.other_tenant.id, "id": stray.id}
+    )
     ids = {i["id"] for i in tree.get_tree(world.db, owner, world.kb.id)}
     assert str(stray.id) not in ids and str(moved_ws.id) in ids
     assert filter_readable_documents(world.db, owner, [stray.id, moved_ws.id]) == {moved_ws.id}
     snap = load_kb_snapshot(world.db, owner, world.kb.id)
     assert snap.docs[str(stray.id)].tenant_id == str(world.p.other_tenant.id)
     assert snap.docs[str(moved_ws.id)].workspace_id == str(world.kb.workspace_id)
-    world.db.execute(text("UPDATE documents SET workspace_id = :w WHERE id = :id"), {"w": other_ws.id, "id": moved_ws.id})
+    world.db.execute(
+        text("UPDATE documents SET workspace_id = :w WHERE id = :id"), {"w": other_ws.id, "id": moved_ws.id}
+    )
     assert load_kb_snapshot(world.db, owner, world.kb.id).docs[str(moved_ws.id)].workspace_id == str(other_ws.id)

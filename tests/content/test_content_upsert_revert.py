@@ -21,8 +21,15 @@ def _versions(world, doc_id):
 
 def test_upsert_created_updated_unchanged(world, queue):
     a = world.actor()
-    r1 = upsert.upsert_by_key(world.db, a, world.kb.id, "day-2026-09-29", title="Day", markdown="# 今天\n\nhi\n",
-                              metadata={"date": "2026-09-29"})
+    r1 = upsert.upsert_by_key(
+        world.db,
+        a,
+        world.kb.id,
+        "day-2026-09-29",
+        title="Day",
+        markdown="# 今天\n\nhi\n",
+        metadata={"date": "2026-09-29"},
+    )
     assert r1.status == "created" and r1.version.version_no == 1
     world.commit()
     assert queue.jobs == [("index_document", {"document_id": str(r1.document.id)})]
@@ -30,20 +37,35 @@ def test_upsert_created_updated_unchanged(world, queue):
     n_changes = len(world.db.exec(select(Change)).all())
     updated_at = r1.document.updated_at
 
-    r2 = upsert.upsert_by_key(world.db, world.actor(), world.kb.id, "day-2026-09-29", title="Day",
-                              markdown="# 今天\n\nhi\n", metadata={"date": "2026-09-29"})
+    r2 = upsert.upsert_by_key(
+        world.db,
+        world.actor(),
+        world.kb.id,
+        "day-2026-09-29",
+        title="Day",
+        markdown="# 今天\n\nhi\n",
+        metadata={"date": "2026-09-29"},
+    )
     assert r2.status == "unchanged" and r2.version.id == r1.version.id
     world.commit()
     assert queue.jobs == []
     assert len(world.db.exec(select(Change)).all()) == n_changes
     assert world.db.get(Document, r1.document.id).updated_at == updated_at
 
-    r3 = upsert.upsert_by_key(world.db, world.actor(), world.kb.id, "day-2026-09-29", title="Day",
-                              markdown="# 今天\n\nhi again\n")
+    r3 = upsert.upsert_by_key(
+        world.db, world.actor(), world.kb.id, "day-2026-09-29", title="Day", markdown="# 今天\n\nhi again\n"
+    )
     assert r3.status == "updated" and r3.version.version_no == 2
     assert world.db.get(Document, r1.document.id).meta == {"date": "2026-09-29"}  # omitted = kept
-    r4 = upsert.upsert_by_key(world.db, world.actor(), world.kb.id, "day-2026-09-29", title="Day",
-                              markdown="# 今天\n\nhi again\n", tags=["diary"])
+    r4 = upsert.upsert_by_key(
+        world.db,
+        world.actor(),
+        world.kb.id,
+        "day-2026-09-29",
+        title="Day",
+        markdown="# 今天\n\nhi again\n",
+        tags=["diary"],
+    )
     assert r4.status == "updated" and r4.version.id == r3.version.id  # fields only, no new version
     assert len(_versions(world, r1.document.id)) == 2
 
@@ -53,16 +75,18 @@ def test_upsert_in_trash_and_outsiders(world):
     with pytest.raises(PermissionDenied):
         upsert.upsert_by_key(world.db, world.actor(world.p.member), world.kb.id, "k", title="K", markdown="x\n")
     with pytest.raises(NotFound):
-        upsert.upsert_by_key(world.db, world.actor(world.p.other_tenant_user), world.kb.id, "k", title="K",
-                             markdown="x\n")
+        upsert.upsert_by_key(
+            world.db, world.actor(world.p.other_tenant_user), world.kb.id, "k", title="K", markdown="x\n"
+        )
     documents.trash_document(world.db, world.actor(), r.document.id)
     with pytest.raises(upsert.DocumentInTrash):
         upsert.upsert_by_key(world.db, world.actor(), world.kb.id, "k", title="K", markdown="y\n")
 
 
 def test_revert_by_run_id_undoes_a_sync(world, queue):
-    keep = upsert.upsert_by_key(world.db, world.actor(run_id="setup"), world.kb.id, "keep", title="Keep",
-                                markdown="v1\n")
+    keep = upsert.upsert_by_key(
+        world.db, world.actor(run_id="setup"), world.kb.id, "keep", title="Keep", markdown="v1\n"
+    )
     world.commit()
     run = world.actor(run_id="nightly-2026-09-29")
     upsert.upsert_by_key(world.db, run, world.kb.id, "keep", title="Keep", markdown="v2\n")
@@ -83,8 +107,10 @@ def test_revert_by_run_id_undoes_a_sync(world, queue):
     assert cur.markdown == "v1\n" and cur.version_no == 3  # a new version with the old body
     assert world.db.get(Document, new.document.id) is None  # created -> removed
     assert world.db.get(Document, folder.id) is None
-    assert all(c.status == "reverted" for c in changes.list_changes(world.db, world.principal(world.p.owner),
-                                                                      run_id="nightly-2026-09-29"))
+    assert all(
+        c.status == "reverted"
+        for c in changes.list_changes(world.db, world.principal(world.p.owner), run_id="nightly-2026-09-29")
+    )
     # the revert is recorded under its own run, and reverting twice is harmless
     assert changes.list_changes(world.db, world.principal(world.p.owner), run_id=str(undo.run_id))
     again = revert.revert(world.db, world.actor(), run_id="nightly-2026-09-29")
@@ -97,13 +123,16 @@ def test_revert_by_run_id_undoes_a_sync(world, queue):
 
 
 def test_revert_conflict_when_changed_later(world):
-    doc, v1 = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="P",
-                                        markdown="a\n")
+    doc, v1 = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title="P", markdown="a\n"
+    )
     first = world.actor()
-    r2 = versions.save_version(world.db, first, doc.id, base_version_id=v1.id, markdown="b\n",
-                               markdown_hash=sha256_hex("b\n"))
-    versions.save_version(world.db, world.actor(), doc.id, base_version_id=r2.version.id, markdown="c\n",
-                          markdown_hash=sha256_hex("c\n"))
+    r2 = versions.save_version(
+        world.db, first, doc.id, base_version_id=v1.id, markdown="b\n", markdown_hash=sha256_hex("b\n")
+    )
+    versions.save_version(
+        world.db, world.actor(), doc.id, base_version_id=r2.version.id, markdown="c\n", markdown_hash=sha256_hex("c\n")
+    )
     (c_first,) = changes.list_changes(world.db, world.principal(world.p.owner), run_id=str(first.run_id))
     with pytest.raises(revert.RevertConflict) as ei:
         revert.revert(world.db, world.actor(), change_id=c_first.id)
@@ -111,10 +140,10 @@ def test_revert_conflict_when_changed_later(world):
 
 
 def test_trash_purge_revert(world):
-    f, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="F",
-                                     type="folder")
-    p, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="P",
-                                     parent_id=f.id, markdown="body\n")
+    f, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="F", type="folder")
+    p, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title="P", parent_id=f.id, markdown="body\n"
+    )
     documents.trash_document(world.db, world.actor(), f.id)
     purge = world.actor()
     documents.purge_document(world.db, purge, f.id)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from sqlmodel import select
 
 from openkb.content import documents, versions
 from openkb.content.versions import sha256_hex
 from openkb.errors import HashMismatch, MarkdownDialectError, NotFound, PermissionDenied, VersionConflict
 from openkb.models import Change, DocumentVersion
-from sqlmodel import select
 
 
 def _page(world, md="# Hello\n\nworld\n"):
-    doc, v = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="Page",
-                                       markdown=md)
+    doc, v = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title="Page", markdown=md
+    )
     return doc, v
 
 
@@ -22,8 +23,15 @@ def test_save_creates_version_and_enqueues_after_commit(world, queue):
     world.commit()
     queue.jobs.clear()
     md = "# Hello\n\nworld, again 你好\n"
-    res = versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, title="Page 2",
-                                markdown=md, markdown_hash=sha256_hex(md))
+    res = versions.save_version(
+        world.db,
+        world.actor(),
+        doc.id,
+        base_version_id=v1.id,
+        title="Page 2",
+        markdown=md,
+        markdown_hash=sha256_hex(md),
+    )
     assert res.status == "created" and res.version.version_no == 2
     assert res.document.current_version_id == res.version.id
     assert res.document.index_status == "pending"
@@ -37,8 +45,9 @@ def test_rolled_back_save_enqueues_nothing(world, queue):
     world.commit()
     queue.jobs.clear()
     md = "changed\n"
-    versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md,
-                          markdown_hash=sha256_hex(md))
+    versions.save_version(
+        world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md, markdown_hash=sha256_hex(md)
+    )
     world.db.rollback()
     assert queue.jobs == []
 
@@ -46,12 +55,14 @@ def test_rolled_back_save_enqueues_nothing(world, queue):
 def test_stale_base_is_409_with_current_version(world):
     doc, v1 = _page(world)
     a = "first edit\n"
-    r2 = versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=a,
-                               markdown_hash=sha256_hex(a))
+    r2 = versions.save_version(
+        world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=a, markdown_hash=sha256_hex(a)
+    )
     b = "concurrent edit\n"
     with pytest.raises(VersionConflict) as ei:
-        versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=b,
-                              markdown_hash=sha256_hex(b))
+        versions.save_version(
+            world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=b, markdown_hash=sha256_hex(b)
+        )
     assert ei.value.extra["current_version_id"] == str(r2.version.id)
     assert ei.value.to_dict()["error"] == "VERSION_CONFLICT"
 
@@ -59,14 +70,16 @@ def test_stale_base_is_409_with_current_version(world):
 def test_identical_save_creates_nothing_even_with_stale_base(world, queue):
     doc, v1 = _page(world)
     md = "same\n"
-    r2 = versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md,
-                               markdown_hash=sha256_hex(md))
+    r2 = versions.save_version(
+        world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md, markdown_hash=sha256_hex(md)
+    )
     world.commit()
     queue.jobs.clear()
     n_changes = len(world.db.exec(select(Change).where(Change.object_id == doc.id)).all())
     for base in (r2.version.id, v1.id):  # the retry of a save whose answer was lost is not a conflict
-        res = versions.save_version(world.db, world.actor(), doc.id, base_version_id=base, markdown=md,
-                                    markdown_hash=sha256_hex(md))
+        res = versions.save_version(
+            world.db, world.actor(), doc.id, base_version_id=base, markdown=md, markdown_hash=sha256_hex(md)
+        )
         assert res.status == "unchanged" and res.version.id == r2.version.id
     world.commit()
     assert queue.jobs == []
@@ -77,21 +90,24 @@ def test_identical_save_creates_nothing_even_with_stale_base(world, queue):
 def test_wrong_hash_and_dialect_errors(world):
     doc, v1 = _page(world)
     with pytest.raises(HashMismatch) as ei:
-        versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown="x\n",
-                              markdown_hash=sha256_hex("y\n"))
+        versions.save_version(
+            world.db, world.actor(), doc.id, base_version_id=v1.id, markdown="x\n", markdown_hash=sha256_hex("y\n")
+        )
     assert ei.value.http_status == 422 and ei.value.code == "MARKDOWN_HASH_MISMATCH"
     bad = "<div>raw html</div>\n"
     with pytest.raises(MarkdownDialectError) as ei2:
-        versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=bad,
-                              markdown_hash=sha256_hex(bad))
+        versions.save_version(
+            world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=bad, markdown_hash=sha256_hex(bad)
+        )
     assert ei2.value.extra["line"] == 1
 
 
 def test_stored_body_is_normalized(world):
     doc, v1 = _page(world)
     md = "Title\n=====\n\n* a\n* b\n"
-    res = versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md,
-                                markdown_hash=sha256_hex(md))
+    res = versions.save_version(
+        world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md, markdown_hash=sha256_hex(md)
+    )
     from openkb.markdown import normalize
 
     assert res.version.markdown == normalize(md)
@@ -102,12 +118,19 @@ def test_viewer_cannot_save_outsider_gets_404(world):
     doc, v1 = _page(world)
     md = "x\n"
     with pytest.raises(PermissionDenied):  # workspace member reads a workspace KB, cannot edit
-        versions.save_version(world.db, world.actor(world.p.member), doc.id, base_version_id=v1.id, markdown=md,
-                              markdown_hash=sha256_hex(md))
+        versions.save_version(
+            world.db,
+            world.actor(world.p.member),
+            doc.id,
+            base_version_id=v1.id,
+            markdown=md,
+            markdown_hash=sha256_hex(md),
+        )
     for u in (world.p.guest, world.p.outsider, world.p.other_tenant_user):
         with pytest.raises(NotFound):
-            versions.save_version(world.db, world.actor(u), doc.id, base_version_id=v1.id, markdown=md,
-                                  markdown_hash=sha256_hex(md))
+            versions.save_version(
+                world.db, world.actor(u), doc.id, base_version_id=v1.id, markdown=md, markdown_hash=sha256_hex(md)
+            )
         with pytest.raises(NotFound):
             versions.list_versions(world.db, world.principal(u), doc.id)
 
@@ -115,8 +138,9 @@ def test_viewer_cannot_save_outsider_gets_404(world):
 def test_restore_version(world):
     doc, v1 = _page(world, "# one\n")
     md = "# two\n"
-    versions.save_version(world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md,
-                          markdown_hash=sha256_hex(md))
+    versions.save_version(
+        world.db, world.actor(), doc.id, base_version_id=v1.id, markdown=md, markdown_hash=sha256_hex(md)
+    )
     res = versions.restore_version(world.db, world.actor(), doc.id, v1.id)
     assert res.status == "created" and res.version.version_no == 3 and res.version.markdown == "# one\n"
     again = versions.restore_version(world.db, world.actor(), doc.id, v1.id)

@@ -17,10 +17,12 @@ def test_a_non_manager_cannot_probe_which_emails_have_accounts(world):
         with pytest.raises(PermissionDenied):
             workspaces.add_member(world.db, world.actor(p.member), p.workspace.id, role="member", email=email)
     with pytest.raises(NotFound):  # not a member: the workspace itself is unseen
-        workspaces.add_member(world.db, world.actor(p.outsider), p.workspace.id, role="member",
-                              email="nobody-here@example.invalid")
-    row, created = workspaces.add_member(world.db, world.actor(p.admin), p.workspace.id, role="member",
-                                         email=p.outsider.email)
+        workspaces.add_member(
+            world.db, world.actor(p.outsider), p.workspace.id, role="member", email="nobody-here@example.invalid"
+        )
+    row, created = workspaces.add_member(
+        world.db, world.actor(p.admin), p.workspace.id, role="member", email=p.outsider.email
+    )
     assert created and row.user_id == p.outsider.id
 
 
@@ -32,8 +34,10 @@ def test_member_changes_are_decided_by_the_member_service(world):
         workspaces.remove_member(world.db, world.actor(p.guest), p.workspace.id, p.member.id)
     with pytest.raises(NotFound):
         workspaces.remove_member(world.db, world.actor(p.outsider), p.workspace.id, p.member.id)
-    assert workspaces.update_member(world.db, world.actor(p.admin), p.workspace.id, p.guest.id,
-                                    role="member").role == "member"
+    assert (
+        workspaces.update_member(world.db, world.actor(p.admin), p.workspace.id, p.guest.id, role="member").role
+        == "member"
+    )
 
 
 def test_update_workspace_needs_manage_and_a_write_scope(world):
@@ -41,6 +45,7 @@ def test_update_workspace_needs_manage_and_a_write_scope(world):
     with pytest.raises(PermissionDenied):
         workspaces.update_workspace(world.db, world.actor(p.member), p.workspace.id, {"name": "Mine"})
     with pytest.raises(PermissionDenied):
-        workspaces.update_workspace(world.db, world.actor(p.admin, scopes={"kb:read"}), p.workspace.id,
-                                    {"name": "Mine"})
+        workspaces.update_workspace(
+            world.db, world.actor(p.admin, scopes={"kb:read"}), p.workspace.id, {"name": "Mine"}
+        )
     assert workspaces.update_workspace(world.db, world.actor(p.admin), p.workspace.id, {"name": "Ours"}).name == "Ours"

@@ -42,7 +42,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
+                return stack[stack.index(d) :] + [d]
             if d not in state and (found := visit(d)):
                 return found
         stack.pop()
@@ -64,8 +64,15 @@ def test_content_modules_import_one_way() -> None:
 def test_the_cycle_finder_finds_the_old_circle() -> None:
     # before: knowledge_bases -> workspaces, and both imported revert (for RevertConflict) inside
     # a function while revert imported them
-    old = {"revert": {"knowledge_bases", "workspaces"}, "knowledge_bases": {"workspaces", "revert"},
-           "workspaces": {"revert"}}
+    old = {
+        "revert": {"knowledge_bases", "workspaces"},
+        "knowledge_bases": {"workspaces", "revert"},
+        "workspaces": {"revert"},
+    }
     assert find_cycle(old) is not None
-    assert find_cycle({"revert": {"knowledge_bases", "workspaces"}, "knowledge_bases": {"workspaces"},
-                       "workspaces": set()}) is None
+    assert (
+        find_cycle(
+            {"revert": {"knowledge_bases", "workspaces"}, "knowledge_bases": {"workspaces"}, "workspaces": set()}
+        )
+        is None
+    )

@@ -23,9 +23,9 @@ def test_own_saves_newest_first_without_trash_or_other_users(world):
     c, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=world.kb.id, title="C", markdown="c\n")
     world.db.flush()
     world.db.execute(  # distinct save times: the session's now() is one value per transaction
-        text("UPDATE document_versions SET created_at = created_at - make_interval(secs => :s) "
-             "WHERE document_id = :d"),
-        [{"s": 30, "d": a.id}, {"s": 20, "d": b.id}, {"s": 10, "d": c.id}])
+        text("UPDATE document_versions SET created_at = created_at - make_interval(secs => :s) WHERE document_id = :d"),
+        [{"s": 30, "d": a.id}, {"s": 20, "d": b.id}, {"s": 10, "d": c.id}],
+    )
     documents.trash_document(world.db, world.actor(), c.id)
     world.db.flush()
     got = recent.recent_documents(world.db, world.principal(p.owner))
@@ -37,10 +37,12 @@ def test_own_saves_newest_first_without_trash_or_other_users(world):
 
 def test_a_document_the_caller_can_no_longer_read_is_left_out(world):
     p = world.p
-    add_collaborator(world.db, world.principal(p.owner), world.kb, subject_type="user", subject_id=p.member.id,
-                     role="editor")
-    doc, _ = documents.create_document(world.db, world.actor(p.member), knowledge_base_id=world.kb.id, title="Mine",
-                                       markdown="x\n")
+    add_collaborator(
+        world.db, world.principal(p.owner), world.kb, subject_type="user", subject_id=p.member.id, role="editor"
+    )
+    doc, _ = documents.create_document(
+        world.db, world.actor(p.member), knowledge_base_id=world.kb.id, title="Mine", markdown="x\n"
+    )
     world.db.flush()
     assert _ids(world, p.member) == [doc.id]
     # the owner closes the page: custom permission mode, private, no collaborators of its own

@@ -32,8 +32,15 @@ def make_key(db, tenant_id, kb_ids, **kw) -> tuple[DifyApiKey, str]:
     """A key row as the keys service stores it (rows made directly: this module tests the
     retrieval-side services, not the admin ones)."""
     plaintext = f"okdify_{secrets.token_urlsafe(32)}"
-    row = DifyApiKey(tenant_id=tenant_id, name="app", key_hash=hash_token(plaintext), status="active",
-                     allowed_knowledge_base_ids=list(kb_ids), allowed_metadata_filters={}, **kw)
+    row = DifyApiKey(
+        tenant_id=tenant_id,
+        name="app",
+        key_hash=hash_token(plaintext),
+        status="active",
+        allowed_knowledge_base_ids=list(kb_ids),
+        allowed_metadata_filters={},
+        **kw,
+    )
     db.add(row)
     db.flush()
     return row, plaintext
@@ -46,8 +53,9 @@ def world(db):
     kb_b = make_kb(db, p.workspace, p.owner, title="B")
     row, key = make_key(db, p.tenant.id, [kb_a.id])
     for kid, kb in (("kid-a", kb_a), ("kid-b", kb_b)):
-        db.add(DifyKnowledgeMapping(tenant_id=p.tenant.id, dify_knowledge_id=kid, knowledge_base_id=kb.id,
-                                    status="active"))
+        db.add(
+            DifyKnowledgeMapping(tenant_id=p.tenant.id, dify_knowledge_id=kid, knowledge_base_id=kb.id, status="active")
+        )
     db.flush()
     return SimpleNamespace(p=p, kb_a=kb_a, kb_b=kb_b, key=key, row=row)
 
@@ -118,16 +126,19 @@ def test_rate_limit_raises_rate_limited_with_retry_after(db, world):
 # --- the server's mapping of these errors to Dify's wire shape -----------------------------------
 
 
-@pytest.mark.parametrize(("exc", "status", "number"), [
-    (DifyKeyRejected("x"), 403, 1002),
-    (DifyKnowledgeNotFound("x"), 404, 2001),
-    (RateLimited("x", retry_after=7), 429, 3001),
-    (ValidationError("x"), 400, 2002),
-    (conditions.ConditionError("x"), 400, 2002),
-    (ServiceUnavailable("x"), 503, 5001),
-    (IndexError_("x"), 503, 5001),
-    (OpenKBError("x"), 500, 5000),
-])
+@pytest.mark.parametrize(
+    ("exc", "status", "number"),
+    [
+        (DifyKeyRejected("x"), 403, 1002),
+        (DifyKnowledgeNotFound("x"), 404, 2001),
+        (RateLimited("x", retry_after=7), 429, 3001),
+        (ValidationError("x"), 400, 2002),
+        (conditions.ConditionError("x"), 400, 2002),
+        (ServiceUnavailable("x"), 503, 5001),
+        (IndexError_("x"), 503, 5001),
+        (OpenKBError("x"), 500, 5000),
+    ],
+)
 def test_domain_errors_map_to_dify_wire(exc, status, number):
     from server import dify_wire
 
@@ -142,10 +153,17 @@ def test_wire_parses_body_into_a_domain_query():
 
     from server import dify_wire
 
-    raw = json.dumps({"knowledge_id": " kid ", "query": "\u4e2d\u6587",
-                      "retrieval_setting": {"top_k": 3, "score_threshold": 0.5},
-                      "metadata_condition": {"logical_operator": "and", "conditions": [
-                          {"name": "lang", "comparison_operator": "is", "value": "zh"}]}}).encode()
+    raw = json.dumps(
+        {
+            "knowledge_id": " kid ",
+            "query": "\u4e2d\u6587",
+            "retrieval_setting": {"top_k": 3, "score_threshold": 0.5},
+            "metadata_condition": {
+                "logical_operator": "and",
+                "conditions": [{"name": "lang", "comparison_operator": "is", "value": "zh"}],
+            },
+        }
+    ).encode()
     parsed = dify_wire.parse_body(raw)
     assert parsed.knowledge_id == "kid"
     q = parsed.query

@@ -18,8 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 120):
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def ok(p) -> str:
@@ -35,8 +41,7 @@ def one_line_error(p, code: int, needle: str) -> None:
 
 @pytest.fixture()
 def env(database_url, test_home):
-    return {"DATABASE_URL": database_url, "OPENKB_HOME": str(test_home),
-            "APP_BASE_URL": "https://kb.example.com/"}
+    return {"DATABASE_URL": database_url, "OPENKB_HOME": str(test_home), "APP_BASE_URL": "https://kb.example.com/"}
 
 
 @pytest.fixture()
@@ -52,16 +57,41 @@ def world(committed):
 def test_key_lifecycle(env, world, committed):
     p, kb_a, kb_b = world
     t = ["--tenant", p.tenant.slug]
-    out = json.loads(ok(run(["dify", "key", "create", "--name", "support-bot", "--kb", str(kb_a.id), "--kb", kb_b.slug,
-                             "--top-k-limit", "5", "--expires", "30d", "--metadata-filter", "lang=zh", *t, "--json"],
-                            env)))
+    out = json.loads(
+        ok(
+            run(
+                [
+                    "dify",
+                    "key",
+                    "create",
+                    "--name",
+                    "support-bot",
+                    "--kb",
+                    str(kb_a.id),
+                    "--kb",
+                    kb_b.slug,
+                    "--top-k-limit",
+                    "5",
+                    "--expires",
+                    "30d",
+                    "--metadata-filter",
+                    "lang=zh",
+                    *t,
+                    "--json",
+                ],
+                env,
+            )
+        )
+    )
     assert out["id"] and out["key"].startswith("okdify_")
     assert out["knowledge_base_ids"] == [str(kb_a.id), str(kb_b.id)] and out["top_k_limit"] == 5
     assert out["metadata_filter"]["conditions"][0] == {"name": "lang", "comparison_operator": "is", "value": "zh"}
     with committed() as s:
         h = s.execute(text("SELECT key_hash FROM dify_api_keys WHERE id = :id"), {"id": out["id"]}).scalar_one()
-        audit = s.execute(text("SELECT metadata::text FROM audit_logs WHERE object_id = :id AND action = 'dify.key.create'"),
-                          {"id": out["id"]}).scalar_one()
+        audit = s.execute(
+            text("SELECT metadata::text FROM audit_logs WHERE object_id = :id AND action = 'dify.key.create'"),
+            {"id": out["id"]},
+        ).scalar_one()
     assert h == hash_token(out["key"]) and out["key"] not in audit
 
     listed = json.loads(ok(run(["dify", "key", "list", *t, "--json"], env)))

@@ -12,88 +12,171 @@ from openkb.dify import conditions as c
 from openkb.dify.conditions import ConditionError, DocFields, evaluate, parse_condition
 
 DOC = DocFields(
-    metadata={"lang": "zh", "author": "张三", "level": 3, "score": "4.5", "team": {"name": "ml"},
-              "published": "2024-03-01", "langs": ["zh", "en"], "blank": "", "flag": True},
+    metadata={
+        "lang": "zh",
+        "author": "张三",
+        "level": 3,
+        "score": "4.5",
+        "team": {"name": "ml"},
+        "published": "2024-03-01",
+        "langs": ["zh", "en"],
+        "blank": "",
+        "flag": True,
+    },
     tags=["mcp", "dify"],
-    builtins={"title": "接入说明", "created_at": datetime(2024, 1, 10, tzinfo=UTC),
-              "updated_at": datetime(2024, 6, 1, tzinfo=UTC), "document_id": "d1"},
+    builtins={
+        "title": "接入说明",
+        "created_at": datetime(2024, 1, 10, tzinfo=UTC),
+        "updated_at": datetime(2024, 6, 1, tzinfo=UTC),
+        "document_id": "d1",
+    },
 )
 
 
 def one(name, op, value=None, doc=DOC) -> bool:
-    g = parse_condition({"logical_operator": "and", "conditions": [{"name": name, "comparison_operator": op,
-                                                                    "value": value}]})
+    g = parse_condition(
+        {"logical_operator": "and", "conditions": [{"name": name, "comparison_operator": op, "value": value}]}
+    )
     return evaluate(g, doc)
 
 
-@pytest.mark.parametrize("name,op,value,expected", [
-    ("lang", "contains", "z", True), ("author", "contains", "张", True), ("lang", "contains", "en", False),
-    ("tags", "contains", "mc", True), ("tags", "contains", "rag", False),
-    ("lang", "not contains", "en", True), ("tags", "not contains", "mcp", False), ("missing", "not contains", "x", True),
-    ("author", "start with", "张", True), ("author", "start with", "三", False),
-    ("author", "end with", "三", True), ("tags", "end with", "fy", True),
-    ("lang", "is", "zh", True), ("lang", "is", "ZH", False), ("level", "is", "3", True), ("tags", "is", "dify", True),
-    ("lang", "is not", "zh", False), ("lang", "is not", "en", True), ("missing", "is not", "en", True),
-    ("lang", "in", ["en", "zh"], True), ("lang", "in", "en, zh", True), ("lang", "in", ["en"], False),
-    ("tags", "in", ["x", "mcp"], True), ("lang", "not in", ["en"], True), ("tags", "not in", ["mcp"], False),
-    ("missing", "empty", None, True), ("blank", "empty", None, True), ("lang", "empty", None, False),
-    ("tags", "not empty", None, True), ("missing", "not empty", None, False),
-    ("level", "=", 3, True), ("level", "=", "3.0", True), ("score", "=", 4.5, True), ("level", "=", 4, False),
-    ("level", "≠", 4, True), ("level", "!=", 3, False),
-    ("level", ">", 2, True), ("level", ">", 3, False), ("score", ">", "4", True),
-    ("level", "<", 4, True), ("level", "<", 3, False),
-    ("level", "≥", 3, True), ("level", ">=", 3.5, False), ("level", "≤", 3, True), ("level", "<=", 2, False),
-    ("lang", ">", 1, False), ("missing", ">", 1, False),
-    ("published", "before", "2024-04-01", True), ("published", "after", "2024-04-01", False),
-    ("published", "after", 1700000000, True), ("published", "before", 1735689600000, True),
-    ("upload_date", "after", "2024-01-01T00:00:00Z", True), ("last_update_date", "before", "2024-05-01", False),
-    ("created_at", "before", "2024-01-10T00:00:01+00:00", True), ("published", "before", "not a date", False),
-    ("title", "contains", "接入", True), ("document_name", "is", "接入说明", True),
-    ("team.name", "is", "ml", True), ("team.missing", "empty", None, True), ("flag", "is", "true", True),
-    ("lang", "is", None, False), ("missing", "is", None, True), ("lang", "is not", None, True),
-    ("lang", "contains", ["x", "h"], True), ("lang", "not contains", ["x", "h"], False),
-    ("langs", "contains", "en", True), ("langs", "is", "en", True), ("document_id", "is", "d1", True),
-])
+@pytest.mark.parametrize(
+    "name,op,value,expected",
+    [
+        ("lang", "contains", "z", True),
+        ("author", "contains", "张", True),
+        ("lang", "contains", "en", False),
+        ("tags", "contains", "mc", True),
+        ("tags", "contains", "rag", False),
+        ("lang", "not contains", "en", True),
+        ("tags", "not contains", "mcp", False),
+        ("missing", "not contains", "x", True),
+        ("author", "start with", "张", True),
+        ("author", "start with", "三", False),
+        ("author", "end with", "三", True),
+        ("tags", "end with", "fy", True),
+        ("lang", "is", "zh", True),
+        ("lang", "is", "ZH", False),
+        ("level", "is", "3", True),
+        ("tags", "is", "dify", True),
+        ("lang", "is not", "zh", False),
+        ("lang", "is not", "en", True),
+        ("missing", "is not", "en", True),
+        ("lang", "in", ["en", "zh"], True),
+        ("lang", "in", "en, zh", True),
+        ("lang", "in", ["en"], False),
+        ("tags", "in", ["x", "mcp"], True),
+        ("lang", "not in", ["en"], True),
+        ("tags", "not in", ["mcp"], False),
+        ("missing", "empty", None, True),
+        ("blank", "empty", None, True),
+        ("lang", "empty", None, False),
+        ("tags", "not empty", None, True),
+        ("missing", "not empty", None, False),
+        ("level", "=", 3, True),
+        ("level", "=", "3.0", True),
+        ("score", "=", 4.5, True),
+        ("level", "=", 4, False),
+        ("level", "≠", 4, True),
+        ("level", "!=", 3, False),
+        ("level", ">", 2, True),
+        ("level", ">", 3, False),
+        ("score", ">", "4", True),
+        ("level", "<", 4, True),
+        ("level", "<", 3, False),
+        ("level", "≥", 3, True),
+        ("level", ">=", 3.5, False),
+        ("level", "≤", 3, True),
+        ("level", "<=", 2, False),
+        ("lang", ">", 1, False),
+        ("missing", ">", 1, False),
+        ("published", "before", "2024-04-01", True),
+        ("published", "after", "2024-04-01", False),
+        ("published", "after", 1700000000, True),
+        ("published", "before", 1735689600000, True),
+        ("upload_date", "after", "2024-01-01T00:00:00Z", True),
+        ("last_update_date", "before", "2024-05-01", False),
+        ("created_at", "before", "2024-01-10T00:00:01+00:00", True),
+        ("published", "before", "not a date", False),
+        ("title", "contains", "接入", True),
+        ("document_name", "is", "接入说明", True),
+        ("team.name", "is", "ml", True),
+        ("team.missing", "empty", None, True),
+        ("flag", "is", "true", True),
+        ("lang", "is", None, False),
+        ("missing", "is", None, True),
+        ("lang", "is not", None, True),
+        ("lang", "contains", ["x", "h"], True),
+        ("lang", "not contains", ["x", "h"], False),
+        ("langs", "contains", "en", True),
+        ("langs", "is", "en", True),
+        ("document_id", "is", "d1", True),
+    ],
+)
 def test_each_operator(name, op, value, expected):
     assert one(name, op, value) is expected
 
 
-@pytest.mark.parametrize("raw,canonical", [
-    ("≠", "≠"), ("!=", "≠"), ("≥", "≥"), (">=", "≥"), ("≤", "≤"), ("<=", "≤"), ("==", "="), ("=", "="),
-    ("Not Contains", "not contains"), ("not_contains", "not contains"), ("starts with", "start with"),
-    ("ends with", "end with"), ("not  in", "not in"), ("IS NOT", "is not"), ("before", "before"),
-])
+@pytest.mark.parametrize(
+    "raw,canonical",
+    [
+        ("≠", "≠"),
+        ("!=", "≠"),
+        ("≥", "≥"),
+        (">=", "≥"),
+        ("≤", "≤"),
+        ("<=", "≤"),
+        ("==", "="),
+        ("=", "="),
+        ("Not Contains", "not contains"),
+        ("not_contains", "not contains"),
+        ("starts with", "start with"),
+        ("ends with", "end with"),
+        ("not  in", "not in"),
+        ("IS NOT", "is not"),
+        ("before", "before"),
+    ],
+)
 def test_operator_spellings(raw, canonical):
     assert c.canonical_operator(raw) == canonical
 
 
 def test_logical_operators():
-    conds = [{"name": "lang", "comparison_operator": "is", "value": "en"},
-             {"name": "tags", "comparison_operator": "contains", "value": "mcp"}]
+    conds = [
+        {"name": "lang", "comparison_operator": "is", "value": "en"},
+        {"name": "tags", "comparison_operator": "contains", "value": "mcp"},
+    ]
     assert evaluate(parse_condition({"logical_operator": "or", "conditions": conds}), DOC)
     assert not evaluate(parse_condition({"logical_operator": "and", "conditions": conds}), DOC)
     assert not evaluate(parse_condition({"logical_operator": None, "conditions": conds}), DOC)  # null = and
     assert evaluate(parse_condition({"logical_operator": "OR", "conditions": conds}), DOC)
 
 
-@pytest.mark.parametrize("empty", [None, {}, {"logical_operator": "and", "conditions": []},
-                                   {"logical_operator": None, "conditions": None}])
+@pytest.mark.parametrize(
+    "empty", [None, {}, {"logical_operator": "and", "conditions": []}, {"logical_operator": None, "conditions": None}]
+)
 def test_no_filter(empty):
     assert parse_condition(empty) is None
     assert evaluate(parse_condition(empty), DOC)
 
 
-@pytest.mark.parametrize("bad", [
-    [], "x", {"logical_operator": "xor", "conditions": []},
-    {"conditions": [{"name": "a", "comparison_operator": "like", "value": "x"}]},
-    {"conditions": [{"name": "", "comparison_operator": "is", "value": "x"}]},
-    {"conditions": [{"comparison_operator": "is", "value": "x"}]},
-    {"conditions": [{"name": "a", "comparison_operator": "contains", "value": None}]},
-    {"conditions": [{"name": "a", "comparison_operator": "in"}]},
-    {"conditions": [{"name": "a", "comparison_operator": "is", "value": {"x": 1}}]},
-    {"conditions": "a"}, {"conditions": [1]},
-    {"conditions": [{"name": "a", "comparison_operator": 3, "value": 1}]},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        "x",
+        {"logical_operator": "xor", "conditions": []},
+        {"conditions": [{"name": "a", "comparison_operator": "like", "value": "x"}]},
+        {"conditions": [{"name": "", "comparison_operator": "is", "value": "x"}]},
+        {"conditions": [{"comparison_operator": "is", "value": "x"}]},
+        {"conditions": [{"name": "a", "comparison_operator": "contains", "value": None}]},
+        {"conditions": [{"name": "a", "comparison_operator": "in"}]},
+        {"conditions": [{"name": "a", "comparison_operator": "is", "value": {"x": 1}}]},
+        {"conditions": "a"},
+        {"conditions": [1]},
+        {"conditions": [{"name": "a", "comparison_operator": 3, "value": 1}]},
+    ],
+)
 def test_invalid_is_refused_not_dropped(bad):
     with pytest.raises(ConditionError):
         parse_condition(bad)
@@ -115,13 +198,22 @@ def test_all_of_combines_key_and_request():
 
 # --- properties ----------------------------------------------------------------------------------
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), st.floats(-1e6, 1e6, allow_nan=False),
-                    st.text(max_size=6), st.sampled_from(["2024-01-01", "2023-12-31T10:00:00Z", "3", "4.5", "zh"]))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1000, 1000),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.text(max_size=6),
+    st.sampled_from(["2024-01-01", "2023-12-31T10:00:00Z", "3", "4.5", "zh"]),
+)
 field_values = st.one_of(scalars, st.lists(st.one_of(st.text(max_size=4), st.integers(0, 5)), max_size=3))
 names = st.sampled_from(["a", "b", "tags", "title"])
-docs = st.builds(lambda m, t, title: DocFields(metadata=m, tags=t, builtins={"title": title}),
-                 st.dictionaries(st.sampled_from(["a", "b"]), field_values, max_size=2),
-                 st.lists(st.text(max_size=4), max_size=3), st.text(max_size=5))
+docs = st.builds(
+    lambda m, t, title: DocFields(metadata=m, tags=t, builtins={"title": title}),
+    st.dictionaries(st.sampled_from(["a", "b"]), field_values, max_size=2),
+    st.lists(st.text(max_size=4), max_size=3),
+    st.text(max_size=5),
+)
 valued_ops = sorted(c.OPERATORS - c.NO_VALUE)
 
 
@@ -133,15 +225,26 @@ def condition_dicts(draw):
     elif op in ("in", "not in"):
         value = draw(st.lists(st.one_of(st.text(max_size=4), st.integers(0, 5)), min_size=1, max_size=3))
     else:
-        value = draw(st.one_of(st.text(max_size=4), st.integers(-5, 5), st.floats(-10, 10, allow_nan=False),
-                               st.sampled_from(["2024-01-01", "3"])))
+        value = draw(
+            st.one_of(
+                st.text(max_size=4),
+                st.integers(-5, 5),
+                st.floats(-10, 10, allow_nan=False),
+                st.sampled_from(["2024-01-01", "3"]),
+            )
+        )
     return {"name": draw(names), "comparison_operator": op, "value": value}
 
 
 @st.composite
 def groups(draw, depth=0):
-    items = draw(st.lists(condition_dicts() if depth >= 2 else st.one_of(condition_dicts(), groups(depth=depth + 1)),
-                          min_size=1, max_size=3))
+    items = draw(
+        st.lists(
+            condition_dicts() if depth >= 2 else st.one_of(condition_dicts(), groups(depth=depth + 1)),
+            min_size=1,
+            max_size=3,
+        )
+    )
     return {"logical_operator": draw(st.sampled_from(["and", "or", None])), "conditions": items}
 
 
@@ -216,21 +319,31 @@ def test_pushdown_tags_cases():
     assert c.pushdown_tags(None) is None
 
 
-tag_docs = st.builds(lambda m, t: DocFields(metadata=m, tags=t),
-                     st.dictionaries(st.sampled_from(["a", "tags"]), field_values, max_size=2),
-                     st.lists(st.sampled_from(["x", "y", "3", "3.0", "z"]), max_size=3))
+tag_docs = st.builds(
+    lambda m, t: DocFields(metadata=m, tags=t),
+    st.dictionaries(st.sampled_from(["a", "tags"]), field_values, max_size=2),
+    st.lists(st.sampled_from(["x", "y", "3", "3.0", "z"]), max_size=3),
+)
 
 
 @st.composite
 def tag_groups(draw, depth=0):
     def leaf():
-        return st.one_of(condition_dicts(), st.builds(
-            lambda op, v: {"name": "tags", "comparison_operator": op, "value": v},
-            st.sampled_from(["is", "in", "contains", "not in", "="]),
-            st.one_of(st.sampled_from(["x", "y", "3"]), st.lists(st.sampled_from(["x", "y", "z", "3"]), min_size=1,
-                                                                  max_size=2))))
-    items = draw(st.lists(leaf() if depth >= 2 else st.one_of(leaf(), tag_groups(depth=depth + 1)),
-                          min_size=1, max_size=3))
+        return st.one_of(
+            condition_dicts(),
+            st.builds(
+                lambda op, v: {"name": "tags", "comparison_operator": op, "value": v},
+                st.sampled_from(["is", "in", "contains", "not in", "="]),
+                st.one_of(
+                    st.sampled_from(["x", "y", "3"]),
+                    st.lists(st.sampled_from(["x", "y", "z", "3"]), min_size=1, max_size=2),
+                ),
+            ),
+        )
+
+    items = draw(
+        st.lists(leaf() if depth >= 2 else st.one_of(leaf(), tag_groups(depth=depth + 1)), min_size=1, max_size=3)
+    )
     return {"logical_operator": draw(st.sampled_from(["and", "or", None])), "conditions": items}
 
 

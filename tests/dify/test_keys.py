@@ -18,7 +18,6 @@ from tests.factories import make_kb, make_personas
 SYSTEM = Principal.system()  # the operator at the command line administers every tenant
 
 
-
 @pytest.fixture()
 def world(db):
     p = make_personas(db)
@@ -32,7 +31,9 @@ def test_create_stores_only_a_hash(db, world):
     row, plaintext = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="app", knowledge_base_ids=[str(kb_a.id)])
     assert plaintext.startswith("okdify_") and len(plaintext) > 40
     assert row.key_hash == hash_token(plaintext) and plaintext not in row.key_hash
-    stored = db.execute(text("SELECT row_to_json(k)::text FROM dify_api_keys k WHERE id = :id"), {"id": row.id}).scalar_one()
+    stored = db.execute(
+        text("SELECT row_to_json(k)::text FROM dify_api_keys k WHERE id = :id"), {"id": row.id}
+    ).scalar_one()
     assert plaintext not in stored
     assert row.allowed_knowledge_base_ids == [kb_a.id]
     assert row.retrieval_top_k_limit == 10 and row.status == "active"
@@ -41,7 +42,9 @@ def test_create_stores_only_a_hash(db, world):
 
 def test_kb_by_slug_dedup_and_other_tenant_invisible(db, world):
     p, kb_a, kb_b = world
-    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="x", knowledge_base_ids=[kb_a.slug, str(kb_a.id), kb_b.slug])
+    row, _ = keys.create_key(
+        db, SYSTEM, tenant_id=p.tenant.id, name="x", knowledge_base_ids=[kb_a.slug, str(kb_a.id), kb_b.slug]
+    )
     assert row.allowed_knowledge_base_ids == [kb_a.id, kb_b.id]
     with pytest.raises(NotFound):
         keys.create_key(db, SYSTEM, tenant_id=p.other_tenant.id, name="x", knowledge_base_ids=[str(kb_a.id)])
@@ -55,11 +58,19 @@ def test_no_kb_is_allowed_and_sees_nothing(db, world):
     assert row.allowed_knowledge_base_ids == []
 
 
-@pytest.mark.parametrize("kw", [{"name": ""}, {"name": "x" * 201}, {"top_k_limit": 0}, {"top_k_limit": 101},
-                                {"expires_at": datetime(2020, 1, 1, tzinfo=UTC)},
-                                {"expires_at": datetime(2099, 1, 1)},
-                                {"metadata_filters": {"conditions": [{"name": "a", "comparison_operator": "like"}]}},
-                                {"metadata_filters": {"lang": None}}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"name": ""},
+        {"name": "x" * 201},
+        {"top_k_limit": 0},
+        {"top_k_limit": 101},
+        {"expires_at": datetime(2020, 1, 1, tzinfo=UTC)},
+        {"expires_at": datetime(2099, 1, 1)},
+        {"metadata_filters": {"conditions": [{"name": "a", "comparison_operator": "like"}]}},
+        {"metadata_filters": {"lang": None}},
+    ],
+)
 def test_create_validation(db, world, kw):
     p, *_ = world
     with pytest.raises(ValidationError):
@@ -68,16 +79,22 @@ def test_create_validation(db, world, kw):
 
 def test_metadata_filter_forms_normalize():
     simple = keys.normalize_metadata_filters({"lang": "zh", "tags": ["a", "b"]})
-    assert simple == {"logical_operator": "and", "conditions": [
-        {"name": "lang", "comparison_operator": "is", "value": "zh"},
-        {"name": "tags", "comparison_operator": "in", "value": ["a", "b"]}]}
-    full = keys.normalize_metadata_filters({"logical_operator": "or", "conditions": [
-        {"name": "n", "comparison_operator": ">=", "value": 3}]})
+    assert simple == {
+        "logical_operator": "and",
+        "conditions": [
+            {"name": "lang", "comparison_operator": "is", "value": "zh"},
+            {"name": "tags", "comparison_operator": "in", "value": ["a", "b"]},
+        ],
+    }
+    full = keys.normalize_metadata_filters(
+        {"logical_operator": "or", "conditions": [{"name": "n", "comparison_operator": ">=", "value": 3}]}
+    )
     assert full["conditions"][0]["comparison_operator"] == "≥"
     assert keys.normalize_metadata_filters({}) == {} and keys.normalize_metadata_filters(None) == {}
     assert keys.parse_filter_args(["lang=zh", "lang=en", "team=ml"])["conditions"] == [
         {"name": "lang", "comparison_operator": "in", "value": ["zh", "en"]},
-        {"name": "team", "comparison_operator": "is", "value": "ml"}]
+        {"name": "team", "comparison_operator": "is", "value": "ml"},
+    ]
     assert keys.parse_filter_args(['{"lang": "zh"}'])["conditions"][0]["value"] == "zh"
     with pytest.raises(ValidationError):
         keys.parse_filter_args(["nonsense"])
@@ -117,10 +134,24 @@ def test_lifecycle_disable_enable_revoke_rotate(db, world):
 
 def test_update_and_expired_status(db, world):
     p, kb_a, kb_b = world
-    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="u", knowledge_base_ids=[str(kb_a.id)],
-                             expires_at=datetime.now(UTC) + timedelta(days=1))
-    keys.do_update_key(db, SYSTEM, p.tenant.id, row.id, knowledge_base_ids=[str(kb_b.id)], top_k_limit=3,
-                       metadata_filters={"lang": "zh"}, expires_at=None)
+    row, _ = keys.create_key(
+        db,
+        SYSTEM,
+        tenant_id=p.tenant.id,
+        name="u",
+        knowledge_base_ids=[str(kb_a.id)],
+        expires_at=datetime.now(UTC) + timedelta(days=1),
+    )
+    keys.do_update_key(
+        db,
+        SYSTEM,
+        p.tenant.id,
+        row.id,
+        knowledge_base_ids=[str(kb_b.id)],
+        top_k_limit=3,
+        metadata_filters={"lang": "zh"},
+        expires_at=None,
+    )
     assert row.allowed_knowledge_base_ids == [kb_b.id] and row.retrieval_top_k_limit == 3
     assert row.expires_at is None and row.allowed_metadata_filters["conditions"][0]["name"] == "lang"
     row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
@@ -147,7 +178,10 @@ def test_mappings_upsert_disable_and_tenant_isolation(db, world):
     assert again.before == {"knowledge_base_id": str(kb_a.id), "status": "active"}
     row, before = mappings.do_disable_mapping(db, SYSTEM, p.tenant.id, "team-docs")
     assert (before, row.status) == ("active", "disabled")
-    assert mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="team-docs", kb=str(kb_b.id)).row.status == "active"
+    assert (
+        mappings.do_map(db, SYSTEM, tenant_id=p.tenant.id, knowledge_id="team-docs", kb=str(kb_b.id)).row.status
+        == "active"
+    )
     with pytest.raises(NotFound):
         mappings.access_mapping(db, p.other_tenant.id, "team-docs")
     with pytest.raises(NotFound):
@@ -155,7 +189,8 @@ def test_mappings_upsert_disable_and_tenant_isolation(db, world):
     with pytest.raises(NotFound):  # a knowledge base of another tenant cannot be the target
         mappings.do_map(db, SYSTEM, tenant_id=p.other_tenant.id, knowledge_id="x", kb=str(kb_a.id))
     # the same knowledge id may exist in another tenant, independently
-    from tests.factories import make_kb as mk, make_user, make_workspace
+    from tests.factories import make_kb as mk
+    from tests.factories import make_user, make_workspace
 
     u = make_user(db, p.other_tenant)
     other_kb = mk(db, make_workspace(db, p.other_tenant, u), u)
@@ -185,8 +220,12 @@ def test_each_key_change_is_audited_once_by_the_service(db, world):
     keys.do_disable_key(db, admin, p.tenant.id, row.id)  # already disabled: nothing changes, nothing audited
     _, rotated = keys.do_rotate_key(db, SYSTEM, p.tenant.id, row.id)
     got = _audits(db, row.id)
-    assert [(a, t) for a, t, _ in got] == [("dify.key.create", "user"), ("dify.key.update", "user"),
-                                          ("dify.key.disable", "user"), ("dify.key.rotate", "system")]
+    assert [(a, t) for a, t, _ in got] == [
+        ("dify.key.create", "user"),
+        ("dify.key.update", "user"),
+        ("dify.key.disable", "user"),
+        ("dify.key.rotate", "system"),
+    ]
     assert got[1][2]["changes"] == {"knowledge_base_ids": {"before": [str(kb_a.id)], "after": [str(kb_b.id)]}}
     assert got[2][2]["before"] == "active" and got[2][2]["after"] == "disabled"
     assert all(plaintext not in str(m) and rotated not in str(m) for _, _, m in got)
@@ -208,7 +247,9 @@ def test_key_and_mapping_changes_authorize_the_principal(db, world):
     other_admin = Principal.user(p.other_tenant_user, p.other_tenant.id)
     from sqlalchemy import text as sql
 
-    db.execute(sql("UPDATE tenant_memberships SET role = 'tenant_admin' WHERE user_id = :u"), {"u": p.other_tenant_user.id})
+    db.execute(
+        sql("UPDATE tenant_memberships SET role = 'tenant_admin' WHERE user_id = :u"), {"u": p.other_tenant_user.id}
+    )
     with pytest.raises(NotFound):  # another tenant's administrator: the key's tenant does not exist for them
         keys.do_revoke_key(db, other_admin, p.tenant.id, row.id)
     with pytest.raises(NotFound):

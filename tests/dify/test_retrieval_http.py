@@ -86,7 +86,7 @@ def uniq(prefix: str) -> str:
 class World:
     def __init__(self, ctx, engine, base_url: str) -> None:
         self.ctx, self.engine, self.base_url = ctx, engine, base_url
-        self.word = uniq("quokka")        # in every document of KB A (and B, draft, private)
+        self.word = uniq("quokka")  # in every document of KB A (and B, draft, private)
         self.zh = uniq("") + "知识库接入说明"
         with Session(engine, expire_on_commit=False) as s:
             self.p = make_personas(s)
@@ -96,19 +96,36 @@ class World:
             self.other_kb = make_kb(s, make_workspace(s, self.p.other_tenant, ou), ou, title="Other")
             s.commit()
         w = self.word
-        self.d1 = self.create(self.kb_a, f"# 接入 {w}\n\n{w} 配置 MCP 的步骤，{self.zh}。\n", title="MCP 接入说明",
-                              metadata={"lang": "zh", "level": 3, "published": "2024-03-01", "team": "ml"},
-                              tags=["mcp", "guide"])
-        self.d2 = self.create(self.kb_a, f"# Setup {w}\n\nConfigure the {w} connector for Dify.\n",
-                              title="Dify setup", metadata={"lang": "en", "level": 7, "published": "2025-01-15"},
-                              tags=["dify"])
+        self.d1 = self.create(
+            self.kb_a,
+            f"# 接入 {w}\n\n{w} 配置 MCP 的步骤，{self.zh}。\n",
+            title="MCP 接入说明",
+            metadata={"lang": "zh", "level": 3, "published": "2024-03-01", "team": "ml"},
+            tags=["mcp", "guide"],
+        )
+        self.d2 = self.create(
+            self.kb_a,
+            f"# Setup {w}\n\nConfigure the {w} connector for Dify.\n",
+            title="Dify setup",
+            metadata={"lang": "en", "level": 7, "published": "2025-01-15"},
+            tags=["dify"],
+        )
         self.d3 = self.create(self.kb_a, f"# Notes\n\nPlain {w} notes without metadata.\n", title="Notes")
-        self.draft = self.create(self.kb_a, f"# Draft\n\n{w} unpublished draft plans.\n", title="Draft",
-                                 status="draft", metadata={"lang": "zh"})
-        self.private = self.create(self.kb_a, f"# Private\n\n{w} private salary table.\n", title="Private",
-                                   metadata={"lang": "zh"})
-        self.write(lambda s: update_document(s, self.actor(), self.private.id,
-                                             {"permission_mode": "custom", "visibility": "private"}))
+        self.draft = self.create(
+            self.kb_a,
+            f"# Draft\n\n{w} unpublished draft plans.\n",
+            title="Draft",
+            status="draft",
+            metadata={"lang": "zh"},
+        )
+        self.private = self.create(
+            self.kb_a, f"# Private\n\n{w} private salary table.\n", title="Private", metadata={"lang": "zh"}
+        )
+        self.write(
+            lambda s: update_document(
+                s, self.actor(), self.private.id, {"permission_mode": "custom", "visibility": "private"}
+            )
+        )
         self.wait_rows(self.private.id, lambda rows: rows and all(r["visibility_eff"] == "private" for r in rows))
         self.b1 = self.create(self.kb_b, f"# B\n\n{w} belongs to knowledge base B.\n", title="In B")
         self.visible = {str(self.d1.id), str(self.d2.id), str(self.d3.id)}
@@ -117,12 +134,20 @@ class World:
             self.key_a = keys.create_key(s, SYSTEM, tenant_id=t, name="A", knowledge_base_ids=[self.kb_a.id])[1]
             self.key_b = keys.create_key(s, SYSTEM, tenant_id=t, name="B", knowledge_base_ids=[self.kb_b.id])[1]
             self.key_none = keys.create_key(s, SYSTEM, tenant_id=t, name="none")[1]
-            self.key_zh = keys.create_key(s, SYSTEM, tenant_id=t, name="zh only", knowledge_base_ids=[self.kb_a.id],
-                                          metadata_filters={"lang": "zh"})[1]
-            self.key_small = keys.create_key(s, SYSTEM, tenant_id=t, name="small", knowledge_base_ids=[self.kb_a.id],
-                                             top_k_limit=2)[1]
-            self.key_other = keys.create_key(s, SYSTEM, tenant_id=self.p.other_tenant.id, name="other",
-                                             knowledge_base_ids=[self.other_kb.id])[1]
+            self.key_zh = keys.create_key(
+                s,
+                SYSTEM,
+                tenant_id=t,
+                name="zh only",
+                knowledge_base_ids=[self.kb_a.id],
+                metadata_filters={"lang": "zh"},
+            )[1]
+            self.key_small = keys.create_key(
+                s, SYSTEM, tenant_id=t, name="small", knowledge_base_ids=[self.kb_a.id], top_k_limit=2
+            )[1]
+            self.key_other = keys.create_key(
+                s, SYSTEM, tenant_id=self.p.other_tenant.id, name="other", knowledge_base_ids=[self.other_kb.id]
+            )[1]
             self.kid_a, self.kid_b = uniq("kb-a-"), uniq("kb-b-")
             mappings.do_map(s, SYSTEM, tenant_id=t, knowledge_id=self.kid_a, kb=self.kb_a.id)
             mappings.do_map(s, SYSTEM, tenant_id=t, knowledge_id=self.kid_b, kb=self.kb_b.id)
@@ -130,7 +155,9 @@ class World:
             mappings.do_map(s, SYSTEM, tenant_id=t, knowledge_id=self.kid_disabled, kb=self.kb_a.id)
             mappings.do_disable_mapping(s, SYSTEM, t, self.kid_disabled)
             self.kid_other = uniq("other-")
-            mappings.do_map(s, SYSTEM, tenant_id=self.p.other_tenant.id, knowledge_id=self.kid_other, kb=self.other_kb.id)
+            mappings.do_map(
+                s, SYSTEM, tenant_id=self.p.other_tenant.id, knowledge_id=self.kid_other, kb=self.other_kb.id
+            )
 
     def actor(self) -> Actor:
         return Actor.of(Principal.user(self.p.owner, self.p.tenant.id))
@@ -140,7 +167,9 @@ class World:
             return fn(s)
 
     def create(self, kb, markdown: str, **kw) -> Document:
-        doc = self.write(lambda s: create_document(s, self.actor(), knowledge_base_id=kb.id, markdown=markdown, **kw)[0])
+        doc = self.write(
+            lambda s: create_document(s, self.actor(), knowledge_base_id=kb.id, markdown=markdown, **kw)[0]
+        )
         deadline = time.monotonic() + 180
         while True:
             with Session(self.engine) as s:
@@ -156,8 +185,13 @@ class World:
     def wait_rows(self, doc_id, pred, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            rows = mv.query_rows(self.ctx.milvus, self.ctx.settings.milvus_active_alias, f'document_id == "{doc_id}"',
-                                 output_fields=["visibility_eff", "doc_status"], limit=100)
+            rows = mv.query_rows(
+                self.ctx.milvus,
+                self.ctx.settings.milvus_active_alias,
+                f'document_id == "{doc_id}"',
+                output_fields=["visibility_eff", "doc_status"],
+                limit=100,
+            )
             if pred(rows):
                 return
             if time.monotonic() > deadline:
@@ -178,8 +212,15 @@ def world(app_ctx, engine, live_server):
     jobs.set_queue(previous)
 
 
-def post(http: httpx.Client, key: str | None, body: Any, *, auth: str | None = None, raw: bytes | None = None,
-         ua: str = "Dify/1.9 test") -> httpx.Response:
+def post(
+    http: httpx.Client,
+    key: str | None,
+    body: Any,
+    *,
+    auth: str | None = None,
+    raw: bytes | None = None,
+    ua: str = "Dify/1.9 test",
+) -> httpx.Response:
     headers = {"Content-Type": "application/json", "User-Agent": ua}
     if auth is not None:
         headers["Authorization"] = auth
@@ -190,8 +231,12 @@ def post(http: httpx.Client, key: str | None, body: Any, *, auth: str | None = N
 
 
 def ask(world: World, query: str | None = None, **kw: Any) -> dict[str, Any]:
-    body = {"knowledge_id": world.kid_a, "query": query or world.word,
-            "retrieval_setting": {"top_k": 10, "score_threshold": 0.0}, "metadata_condition": None}
+    body = {
+        "knowledge_id": world.kid_a,
+        "query": query or world.word,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+        "metadata_condition": None,
+    }
     body.update(kw)
     return body
 
@@ -219,8 +264,19 @@ def test_registration_probe(world, http):
     assert post(http, world.key_a, {"knowledge_id": "", "query": ""}).json() == {"records": []}
 
 
-@pytest.mark.parametrize("header", [None, "", "Basic dXNlcjpwYXNz", "Bearer", "Token okdify_abc",
-                                    "Bearer Bearer {key}", "Bearer {key} extra", "{key}"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "Basic dXNlcjpwYXNz",
+        "Bearer",
+        "Token okdify_abc",
+        "Bearer Bearer {key}",
+        "Bearer {key} extra",
+        "{key}",
+    ],
+)
 def test_malformed_authorization_is_1001(world, http, header):
     h = None if header is None else header.format(key=world.key_a)
     r = post(http, None, ask(world), auth=h) if h is not None else post(http, None, ask(world))
@@ -243,8 +299,9 @@ def test_unknown_disabled_revoked_expired_keys_are_1002(world, http, committed):
         r_row, revoked = keys.create_key(s, SYSTEM, tenant_id=t, name="r", knowledge_base_ids=[world.kb_a.id])
         keys.do_disable_key(s, SYSTEM, t, d_row.id)
         keys.do_revoke_key(s, SYSTEM, t, r_row.id)
-        s.execute(text("UPDATE dify_api_keys SET expires_at = now() - interval '1 second' WHERE id = :id"),
-                  {"id": e_row.id})
+        s.execute(
+            text("UPDATE dify_api_keys SET expires_at = now() - interval '1 second' WHERE id = :id"), {"id": e_row.id}
+        )
         s.commit()
     for key, word in ((disabled, "disabled"), (expired, "expired"), (revoked, "revoked")):
         body = assert_error(post(http, key, ask(world)), 403, 1002)
@@ -264,13 +321,20 @@ def test_key_for_kb_a_asking_for_kb_b_is_1002(world, http):
     assert doc_ids(records) == {str(world.b1.id)}  # and B's key sees only B
 
 
-@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b'{"knowledge_id": 5}',
-                                 b'{"knowledge_id": "x", "query": "q", "retrieval_setting": {"top_k": "many"}}',
-                                 b'{"knowledge_id": "x", "query": "q", "retrieval_setting": {"top_k": 0}}',
-                                 b'{"knowledge_id": "x", "query": "q", "metadata_condition": "lang=zh"}',
-                                 b'{"knowledge_id": "x", "query": "q", "metadata_condition": {"conditions": '
-                                 b'[{"name": "a", "comparison_operator": "like", "value": "x"}]}}',
-                                 b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"knowledge_id": 5}',
+        b'{"knowledge_id": "x", "query": "q", "retrieval_setting": {"top_k": "many"}}',
+        b'{"knowledge_id": "x", "query": "q", "retrieval_setting": {"top_k": 0}}',
+        b'{"knowledge_id": "x", "query": "q", "metadata_condition": "lang=zh"}',
+        b'{"knowledge_id": "x", "query": "q", "metadata_condition": {"conditions": '
+        b'[{"name": "a", "comparison_operator": "like", "value": "x"}]}}',
+        b"\xff\xfe",
+    ],
+)
 def test_malformed_body_is_2002_after_auth(world, http, raw):
     assert_error(post(http, world.key_a, None, raw=raw), 400, 2002)
     assert_error(post(http, "okdify_" + "z" * 43, None, raw=raw), 403, 1002)  # strangers learn nothing
@@ -305,14 +369,31 @@ def test_unicode_query_sent_as_escapes(world, http):
 def test_draft_and_private_documents_are_never_returned(world, http):
     # both are indexed and findable by their owner through the same retrieval service...
     with Session(world.engine) as s:
-        mine = {r.document_id for r in search(world.ctx, s, Principal.user(world.p.owner, world.p.tenant.id),
-                                              world.word, knowledge_base_ids=[world.kb_a.id], top_k=20)}
+        mine = {
+            r.document_id
+            for r in search(
+                world.ctx,
+                s,
+                Principal.user(world.p.owner, world.p.tenant.id),
+                world.word,
+                knowledge_base_ids=[world.kb_a.id],
+                top_k=20,
+            )
+        }
     assert {str(world.draft.id), str(world.private.id)} <= mine
     # ...but never by a Dify key, whatever the query, condition or top_k
-    for body in (ask(world), ask(world, query=f"{world.word} draft private salary"),
-                 ask(world, metadata_condition={"logical_operator": "and", "conditions": [
-                     {"name": "lang", "comparison_operator": "is", "value": "zh"}]}),
-                 ask(world, retrieval_setting={"top_k": 100, "score_threshold": 0.0})):
+    for body in (
+        ask(world),
+        ask(world, query=f"{world.word} draft private salary"),
+        ask(
+            world,
+            metadata_condition={
+                "logical_operator": "and",
+                "conditions": [{"name": "lang", "comparison_operator": "is", "value": "zh"}],
+            },
+        ),
+        ask(world, retrieval_setting={"top_k": 100, "score_threshold": 0.0}),
+    ):
         for key in (world.key_a, world.key_zh):
             got = doc_ids(assert_dify_shape(post(http, key, body), world.base_url))
             assert not got & {str(world.draft.id), str(world.private.id), str(world.b1.id)}
@@ -324,10 +405,13 @@ def test_top_k_is_capped_by_the_key_and_null_means_the_limit(world, http):
         if setting is None:
             del body["retrieval_setting"]
         assert len(assert_dify_shape(post(http, world.key_small, body), world.base_url)) == 2
-    assert len(assert_dify_shape(post(http, world.key_a, ask(world, retrieval_setting={"top_k": 1})),
-                                 world.base_url)) == 1
-    assert len(assert_dify_shape(post(http, world.key_a, ask(world, retrieval_setting={"top_k": None})),
-                                 world.base_url)) == 3  # key limit 10, three visible documents
+    assert (
+        len(assert_dify_shape(post(http, world.key_a, ask(world, retrieval_setting={"top_k": 1})), world.base_url)) == 1
+    )
+    assert (
+        len(assert_dify_shape(post(http, world.key_a, ask(world, retrieval_setting={"top_k": None})), world.base_url))
+        == 3
+    )  # key limit 10, three visible documents
 
 
 def test_score_threshold(world, http):
@@ -335,8 +419,9 @@ def test_score_threshold(world, http):
     scores = sorted(r["score"] for r in everything)
     assert len(set(scores)) > 1 or len(scores) == 1
     cut = scores[len(scores) // 2]
-    above = assert_dify_shape(post(http, world.key_a, ask(world, retrieval_setting={"top_k": 10, "score_threshold": cut})),
-                              world.base_url)
+    above = assert_dify_shape(
+        post(http, world.key_a, ask(world, retrieval_setting={"top_k": 10, "score_threshold": cut})), world.base_url
+    )
     assert above and all(r["score"] >= cut for r in above)
     assert len(above) == sum(1 for s in scores if s >= cut)
     none = post(http, world.key_a, ask(world, retrieval_setting={"top_k": 10, "score_threshold": 1.01}))
@@ -360,18 +445,35 @@ def test_metadata_condition_null_missing_and_empty_are_no_filter(world, http):
 
 D1, D2, D3 = "d1", "d2", "d3"
 OPERATOR_CASES = [
-    ("lang", "contains", "z", {D1}), ("lang", "not contains", "z", {D2, D3}),
-    ("lang", "start with", "e", {D2}), ("team", "end with", "l", {D1}),
-    ("lang", "is", "zh", {D1}), ("lang", "is not", "zh", {D2, D3}),
-    ("lang", "in", ["zh", "en"], {D1, D2}), ("lang", "not in", ["zh"], {D2, D3}),
-    ("lang", "empty", None, {D3}), ("lang", "not empty", None, {D1, D2}),
-    ("level", "=", 3, {D1}), ("level", "≠", 3, {D2, D3}), ("level", "!=", 3, {D2, D3}),
-    ("level", ">", 3, {D2}), ("level", "<", 7, {D1}), ("level", "≥", 3, {D1, D2}), ("level", ">=", 4, {D2}),
-    ("level", "≤", 3, {D1}), ("level", "<=", 7, {D1, D2}),
-    ("published", "before", "2024-12-31", {D1}), ("published", "after", 1704067200, {D1, D2}),
-    ("tags", "contains", "mcp", {D1}), ("tags", "is", "dify", {D2}), ("tags", "in", ["guide", "dify"], {D1, D2}),
-    ("tags", "not contains", "mcp", {D2, D3}), ("tags", "empty", None, {D3}),
-    ("document_name", "contains", "Setup", set()), ("document_name", "contains", "setup", {D2}), ("title", "start with", "Dify", {D2}),
+    ("lang", "contains", "z", {D1}),
+    ("lang", "not contains", "z", {D2, D3}),
+    ("lang", "start with", "e", {D2}),
+    ("team", "end with", "l", {D1}),
+    ("lang", "is", "zh", {D1}),
+    ("lang", "is not", "zh", {D2, D3}),
+    ("lang", "in", ["zh", "en"], {D1, D2}),
+    ("lang", "not in", ["zh"], {D2, D3}),
+    ("lang", "empty", None, {D3}),
+    ("lang", "not empty", None, {D1, D2}),
+    ("level", "=", 3, {D1}),
+    ("level", "≠", 3, {D2, D3}),
+    ("level", "!=", 3, {D2, D3}),
+    ("level", ">", 3, {D2}),
+    ("level", "<", 7, {D1}),
+    ("level", "≥", 3, {D1, D2}),
+    ("level", ">=", 4, {D2}),
+    ("level", "≤", 3, {D1}),
+    ("level", "<=", 7, {D1, D2}),
+    ("published", "before", "2024-12-31", {D1}),
+    ("published", "after", 1704067200, {D1, D2}),
+    ("tags", "contains", "mcp", {D1}),
+    ("tags", "is", "dify", {D2}),
+    ("tags", "in", ["guide", "dify"], {D1, D2}),
+    ("tags", "not contains", "mcp", {D2, D3}),
+    ("tags", "empty", None, {D3}),
+    ("document_name", "contains", "Setup", set()),
+    ("document_name", "contains", "setup", {D2}),
+    ("title", "start with", "Dify", {D2}),
 ]
 
 
@@ -387,14 +489,16 @@ def test_and_or_and_the_key_filter_combine(world, http):
     ids = {str(world.d1.id): D1, str(world.d2.id): D2, str(world.d3.id): D3}
 
     def run(key, cond):
-        return {ids[d] for d in doc_ids(assert_dify_shape(post(http, key, ask(world, metadata_condition=cond)),
-                                                          world.base_url))}
+        return {
+            ids[d]
+            for d in doc_ids(assert_dify_shape(post(http, key, ask(world, metadata_condition=cond)), world.base_url))
+        }
 
     c_zh = {"name": "lang", "comparison_operator": "is", "value": "zh"}
     c_hi = {"name": "level", "comparison_operator": ">", "value": 5}
     assert run(world.key_a, {"logical_operator": "or", "conditions": [c_zh, c_hi]}) == {D1, D2}
     assert run(world.key_a, {"logical_operator": "and", "conditions": [c_zh, c_hi]}) == set()
-    assert run(world.key_zh, None) == {D1}                    # the key's own filter applies alone
+    assert run(world.key_zh, None) == {D1}  # the key's own filter applies alone
     assert run(world.key_zh, {"conditions": [c_hi]}) == set()  # and is AND-ed with the request's
     assert run(world.key_zh, {"logical_operator": "or", "conditions": [c_hi, c_zh]}) == {D1}
 
@@ -404,7 +508,9 @@ def test_and_or_and_the_key_filter_combine(world, http):
 
 def test_revocation_disable_and_rotation_take_effect_on_the_next_call(world, http, committed):
     with committed() as s:
-        row, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="life", knowledge_base_ids=[world.kb_a.id])
+        row, key = keys.create_key(
+            s, SYSTEM, tenant_id=world.p.tenant.id, name="life", knowledge_base_ids=[world.kb_a.id]
+        )
         s.commit()
     assert post(http, key, ask(world)).status_code == 200
     with committed() as s:
@@ -426,7 +532,9 @@ def test_revocation_disable_and_rotation_take_effect_on_the_next_call(world, htt
 def test_mapping_and_scope_changes_take_effect_on_the_next_call(world, http, committed):
     kid = uniq("moving-")
     with committed() as s:
-        row, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="scope", knowledge_base_ids=[world.kb_a.id])
+        row, key = keys.create_key(
+            s, SYSTEM, tenant_id=world.p.tenant.id, name="scope", knowledge_base_ids=[world.kb_a.id]
+        )
         mappings.do_map(s, SYSTEM, tenant_id=world.p.tenant.id, knowledge_id=kid, kb=world.kb_a.id)
         s.commit()
     assert doc_ids(assert_dify_shape(post(http, key, ask(world, knowledge_id=kid)), world.base_url)) == world.visible
@@ -437,7 +545,9 @@ def test_mapping_and_scope_changes_take_effect_on_the_next_call(world, http, com
     with committed() as s:
         keys.do_update_key(s, SYSTEM, world.p.tenant.id, row.id, knowledge_base_ids=[world.kb_b.id])
         s.commit()
-    assert doc_ids(assert_dify_shape(post(http, key, ask(world, knowledge_id=kid)), world.base_url)) == {str(world.b1.id)}
+    assert doc_ids(assert_dify_shape(post(http, key, ask(world, knowledge_id=kid)), world.base_url)) == {
+        str(world.b1.id)
+    }
     with committed() as s:
         mappings.do_disable_mapping(s, SYSTEM, world.p.tenant.id, kid)
         s.commit()
@@ -446,7 +556,9 @@ def test_mapping_and_scope_changes_take_effect_on_the_next_call(world, http, com
 
 def test_every_identified_call_is_audited(world, http, committed):
     with committed() as s:
-        row, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="audited", knowledge_base_ids=[world.kb_a.id])
+        row, key = keys.create_key(
+            s, SYSTEM, tenant_id=world.p.tenant.id, name="audited", knowledge_base_ids=[world.kb_a.id]
+        )
         s.commit()
     ua = f"Dify-audit-{uuid.uuid4().hex[:6]}"
     records = assert_dify_shape(post(http, key, ask(world), ua=ua), world.base_url)
@@ -454,15 +566,29 @@ def test_every_identified_call_is_audited(world, http, committed):
     post(http, key, ask(world, knowledge_id=world.kid_b), ua=ua)
     post(http, key, ask(world, knowledge_id=uniq("nope-")), ua=ua)
     with committed() as s:
-        rows = s.execute(text(
-            "SELECT actor_type, object_id, metadata, ip, user_agent, tenant_id FROM audit_logs "
-            "WHERE action = 'dify.retrieval' AND metadata->>'dify_key_id' = :k ORDER BY created_at"),
-            {"k": str(row.id)}).mappings().all()
-        last_used = s.execute(text("SELECT last_used_at FROM dify_api_keys WHERE id = :id"), {"id": row.id}).scalar_one()
+        rows = (
+            s.execute(
+                text(
+                    "SELECT actor_type, object_id, metadata, ip, user_agent, tenant_id FROM audit_logs "
+                    "WHERE action = 'dify.retrieval' AND metadata->>'dify_key_id' = :k ORDER BY created_at"
+                ),
+                {"k": str(row.id)},
+            )
+            .mappings()
+            .all()
+        )
+        last_used = s.execute(
+            text("SELECT last_used_at FROM dify_api_keys WHERE id = :id"), {"id": row.id}
+        ).scalar_one()
     assert len(rows) == 4
     ok, probe, denied, missing = rows
-    assert all(r["actor_type"] == "api_key" and r["ip"] == "127.0.0.1" and r["user_agent"] == ua
-               and r["tenant_id"] == world.p.tenant.id for r in rows)
+    assert all(
+        r["actor_type"] == "api_key"
+        and r["ip"] == "127.0.0.1"
+        and r["user_agent"] == ua
+        and r["tenant_id"] == world.p.tenant.id
+        for r in rows
+    )
     assert ok["object_id"] == world.kb_a.id and ok["metadata"]["knowledge_id"] == world.kid_a
     assert ok["metadata"]["document_ids"] == list(dict.fromkeys(r["metadata"]["document_id"] for r in records))
     assert ok["metadata"]["status"] == 200 and ok["metadata"]["key_name"] == "audited"
@@ -482,7 +608,9 @@ def test_rate_limit_is_per_key_with_retry_after(world, http, committed, monkeypa
     monkeypatch.setattr(app_ctx.settings, "openkb_dify_rate_limit_per_minute", 3)
     with committed() as s:
         _, hot = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="hot", knowledge_base_ids=[world.kb_a.id])
-        _, calm = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="calm", knowledge_base_ids=[world.kb_a.id])
+        _, calm = keys.create_key(
+            s, SYSTEM, tenant_id=world.p.tenant.id, name="calm", knowledge_base_ids=[world.kb_a.id]
+        )
         s.commit()
     assert [post(http, hot, PROBE).status_code for _ in range(3)] == [200, 200, 200]
     r = post(http, hot, PROBE)
@@ -498,8 +626,10 @@ def test_admin_routes(world, http, live_server, committed):
     _, member_token = make_user_with_pat(committed, world.p.tenant, scopes=ALL_SCOPES, role="member")
     with bearer_client(live_server, admin_token) as admin, bearer_client(live_server, member_token) as member:
         assert member.get("/api/admin/dify/keys").status_code == 403
-        created = admin.post("/api/admin/dify/keys", json={"name": "via api", "knowledge_base_ids": [str(world.kb_a.id)],
-                                                           "top_k_limit": 5})
+        created = admin.post(
+            "/api/admin/dify/keys",
+            json={"name": "via api", "knowledge_base_ids": [str(world.kb_a.id)], "top_k_limit": 5},
+        )
         assert created.status_code == 201, created.text
         k = created.json()
         assert k["key"].startswith("okdify_") and k["top_k_limit"] == 5
@@ -527,8 +657,12 @@ def test_admin_routes(world, http, live_server, committed):
         info = admin.get("/api/admin/dify/info").json()
         assert info["endpoint"] == world.base_url.rstrip("/") and info["retrieval_url"].endswith("/retrieval")
         with committed() as s:
-            actions = {a for (a,) in s.execute(text(
-                "SELECT action FROM audit_logs WHERE object_id = :id"), {"id": k["id"]}).all()}
+            actions = {
+                a
+                for (a,) in s.execute(
+                    text("SELECT action FROM audit_logs WHERE object_id = :id"), {"id": k["id"]}
+                ).all()
+            }
         assert {"dify.key.create", "dify.key.update", "dify.key.rotate", "dify.key.revoke"} <= actions
 
 
@@ -540,7 +674,9 @@ def test_hot_path_is_lean(world, committed, engine):
     from server.routers.dify import _handle
 
     with committed() as s:
-        _, key = keys.create_key(s, SYSTEM, tenant_id=world.p.tenant.id, name="lean", knowledge_base_ids=[world.kb_a.id])
+        _, key = keys.create_key(
+            s, SYSTEM, tenant_id=world.p.tenant.id, name="lean", knowledge_base_ids=[world.kb_a.id]
+        )
         s.commit()
     raw = json.dumps(ask(world)).encode()
     seen: list[str] = []
@@ -565,11 +701,17 @@ def test_hot_path_is_lean(world, committed, engine):
 @pytest.mark.parametrize("path", ["//retrieval", "/retrieval/retrieval"])
 def test_endpoint_registered_with_trailing_slash_or_suffix_still_works(world, live_server, path):
     with httpx.Client(timeout=30) as c:  # no base_url: keep the double slash verbatim
-        r = c.post(live_server + path, content=json.dumps(PROBE),
-                   headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"})
+        r = c.post(
+            live_server + path,
+            content=json.dumps(PROBE),
+            headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"},
+        )
         assert r.status_code == 200 and r.json() == {"records": []}
-        r = c.post(live_server + path, content=json.dumps(ask(world)),
-                   headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"})
+        r = c.post(
+            live_server + path,
+            content=json.dumps(ask(world)),
+            headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"},
+        )
         assert doc_ids(assert_dify_shape(r, world.base_url)) == world.visible
 
 
@@ -579,10 +721,13 @@ def test_oversized_body_is_2002(world, http):
 
     def chunks():  # no Content-Length: the bounded read still stops it
         for i in range(0, len(big), 65536):
-            yield big[i:i + 65536]
+            yield big[i : i + 65536]
 
-    r = http.post("/retrieval", content=chunks(), headers={"Authorization": f"Bearer {world.key_a}",
-                                                           "Content-Type": "application/json"})
+    r = http.post(
+        "/retrieval",
+        content=chunks(),
+        headers={"Authorization": f"Bearer {world.key_a}", "Content-Type": "application/json"},
+    )
     assert_error(r, 400, 2002)
 
 

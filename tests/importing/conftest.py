@@ -51,8 +51,9 @@ class World:
     def run(self, path: Path, kb: Any = None, who: Any = None, **kw: Any) -> ImportReport:
         src = open_source(path, 50 * 1024 * 1024)
         try:
-            return run_import(self.units, self.blobs, kw.pop("actor", None) or self.actor(who), (kb or self.kb).id,
-                              src, **kw)
+            return run_import(
+                self.units, self.blobs, kw.pop("actor", None) or self.actor(who), (kb or self.kb).id, src, **kw
+            )
         finally:
             src.close()
 

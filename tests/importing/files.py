@@ -98,8 +98,13 @@ def encrypted_pdf() -> bytes:
 def encrypted_office() -> bytes:
     """The shape of a password-protected DOCX: an OLE compound file with an EncryptedPackage."""
     head = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504
-    return head + "EncryptedInfo".encode("utf-16-le") + b"\x00" * 64 + "EncryptedPackage".encode("utf-16-le") + \
-        b"\x00" * 512
+    return (
+        head
+        + "EncryptedInfo".encode("utf-16-le")
+        + b"\x00" * 64
+        + "EncryptedPackage".encode("utf-16-le")
+        + b"\x00" * 512
+    )
 
 
 def zip_of(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:

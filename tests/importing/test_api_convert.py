@@ -12,15 +12,31 @@ RAW = "---\ntitle: x\ntags: [a]\n---\n# Title\n\none<br>two <span>kept</span>\n\
 def test_reject_is_the_default_and_convert_repairs(w):
     r = w.c["owner"].post("/api/documents", json={"knowledge_base_id": w.kb["id"], "title": "Raw", "markdown": RAW})
     assert r.status_code == 422 and r.json()["error"] == "MARKDOWN_DIALECT_ERROR"
-    r = w.c["owner"].post("/api/documents", json={"knowledge_base_id": w.kb["id"], "title": "Raw", "markdown": RAW,
-                                                  "markdown_hash": sha(RAW), "on_unsupported": "convert"})
+    r = w.c["owner"].post(
+        "/api/documents",
+        json={
+            "knowledge_base_id": w.kb["id"],
+            "title": "Raw",
+            "markdown": RAW,
+            "markdown_hash": sha(RAW),
+            "on_unsupported": "convert",
+        },
+    )
     assert r.status_code == 201, r.text
     doc = r.json()
     assert doc["markdown"] == "# Title\n\none\\\ntwo kept\n"
     assert doc["tags"] == ["a"] and doc["metadata"] == {"front_matter": {"title": "x"}}
     assert any("comment dropped" in x for x in doc["warnings"]) and any("hard break" in x for x in doc["warnings"])
-    bad = w.c["owner"].post("/api/documents", json={"knowledge_base_id": w.kb["id"], "title": "Raw", "markdown": RAW,
-                                                    "markdown_hash": "0" * 64, "on_unsupported": "convert"})
+    bad = w.c["owner"].post(
+        "/api/documents",
+        json={
+            "knowledge_base_id": w.kb["id"],
+            "title": "Raw",
+            "markdown": RAW,
+            "markdown_hash": "0" * 64,
+            "on_unsupported": "convert",
+        },
+    )
     assert bad.status_code == 422 and bad.json()["error"] == "MARKDOWN_HASH_MISMATCH"
 
 

@@ -13,9 +13,9 @@ from tests.importing import files
 
 NOTION = {
     "Export-42/Team Wiki 1a2b.md": "# Team Wiki\n\nSee [Onboarding](Team%20Wiki%201a2b/Onboarding%203c4d.md) and "
-                                   "the [tasks](Tasks%205e6f.csv).\n\n![diagram](Team%20Wiki%201a2b/diagram.png)\n",
+    "the [tasks](Tasks%205e6f.csv).\n\n![diagram](Team%20Wiki%201a2b/diagram.png)\n",
     "Export-42/Team Wiki 1a2b/Onboarding 3c4d.md": "# Onboarding\n\nThe zebracorn handbook: 量子纠缠 explained.\n\n"
-                                                   "Back to [wiki](../Team%20Wiki%201a2b.md).\n",
+    "Back to [wiki](../Team%20Wiki%201a2b.md).\n",
     "Export-42/Tasks 5e6f.csv": "Name,Status\nWrite docs,Done\n",
 }
 
@@ -37,8 +37,9 @@ def post(c, kb_id: str, parts: list[tuple[str, bytes]], parent_id: str | None = 
 
 @pytest.fixture(scope="module")
 def notion_job(w, worker):
-    zipped = files.zip_of({**{k: v.encode() for k, v in NOTION.items()},
-                           "Export-42/Team Wiki 1a2b/diagram.png": files.png("blue")})
+    zipped = files.zip_of(
+        {**{k: v.encode() for k, v in NOTION.items()}, "Export-42/Team Wiki 1a2b/diagram.png": files.png("blue")}
+    )
     r = post(w.c["owner"], w.kb["id"], [("notion-export.zip", zipped)])
     assert r.status_code == 202, r.text
     assert r.json()["status"] == "pending"
@@ -70,8 +71,11 @@ def test_imported_pages_are_searchable(w, notion_job):
     deadline = time.monotonic() + 180
     hits: list[Any] = []
     while time.monotonic() < deadline:
-        hits = w.c["owner"].post("/api/search", json={"query": "zebracorn handbook",
-                                                      "knowledge_base_ids": [w.kb["id"]]}).json()["results"]
+        hits = (
+            w.c["owner"]
+            .post("/api/search", json={"query": "zebracorn handbook", "knowledge_base_ids": [w.kb["id"]]})
+            .json()["results"]
+        )
         if any(h["document_id"] == onboarding["document_id"] for h in hits):
             break
         time.sleep(0.3)
@@ -81,7 +85,10 @@ def test_imported_pages_are_searchable(w, notion_job):
 
 def test_several_files_into_a_folder_and_who_may(w, worker):
     folder = w.doc("Imports", type="folder")
-    parts = [("papers/报告.docx", files.docx()), ("papers/notes.md", b"# Notes\n\nsee [report](%E6%8A%A5%E5%91%8A.docx)\n")]
+    parts = [
+        ("papers/报告.docx", files.docx()),
+        ("papers/notes.md", b"# Notes\n\nsee [report](%E6%8A%A5%E5%91%8A.docx)\n"),
+    ]
     for who in ("outsider", "other_tenant"):
         r = post(w.c[who], w.kb["id"], parts, folder["id"])
         assert r.status_code == 404, (who, r.text)

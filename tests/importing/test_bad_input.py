@@ -51,17 +51,20 @@ def report(world, messy):
         src.close()
 
 
-@pytest.mark.parametrize(("path", "needle"), [
-    ("binary.md", "binary content"),
-    ("latin1.md", "not valid UTF-8"),
-    ("locked.docx", "password-protected Office file"),
-    ("locked.pdf", "password-protected PDF"),
-    ("corrupt.xlsx", "damaged"),
-    ("bomb.docx", "zip bomb"),
-    ("big.md", "oversize: 200000 bytes"),
-    ("escape.md", "symlink points outside"),
-    ("vanishes.md", "cannot read the file"),
-])
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        ("binary.md", "binary content"),
+        ("latin1.md", "not valid UTF-8"),
+        ("locked.docx", "password-protected Office file"),
+        ("locked.pdf", "password-protected PDF"),
+        ("corrupt.xlsx", "damaged"),
+        ("bomb.docx", "zip bomb"),
+        ("big.md", "oversize: 200000 bytes"),
+        ("escape.md", "symlink points outside"),
+        ("vanishes.md", "cannot read the file"),
+    ],
+)
 def test_each_bad_file_fails_with_its_reason(report, path, needle):
     f = by_path(report)[path]
     assert f.status == "failed" and needle in f.error, (f.status, f.error)

@@ -25,14 +25,26 @@ def env(database_url, test_home):
 
 
 def cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def keyed(engine, kb_id) -> list[tuple[str, int]]:
     with Session(engine) as s:
-        rows = s.execute(text("SELECT external_key, count(*) FROM documents WHERE knowledge_base_id = :kb "
-                              "AND status <> 'deleted' GROUP BY external_key"), {"kb": str(kb_id)}).all()
+        rows = s.execute(
+            text(
+                "SELECT external_key, count(*) FROM documents WHERE knowledge_base_id = :kb "
+                "AND status <> 'deleted' GROUP BY external_key"
+            ),
+            {"kb": str(kb_id)},
+        ).all()
     return [(k, n) for k, n in rows]
 
 
@@ -47,8 +59,11 @@ def test_json_report_failure_exit_code_and_revert(world, env, tmp_path):
     assert "1 of 3 files failed" in p.stderr
     report = json.loads(p.stdout)
     assert report["counts"]["created"] == 2 and report["counts"]["failed"] == 1
-    assert {f["path"]: f["status"] for f in report["files"]} == {"文件夹": "created", "文件夹/页面.md": "created",
-                                                                 "bad.md": "failed"}
+    assert {f["path"]: f["status"] for f in report["files"]} == {
+        "文件夹": "created",
+        "文件夹/页面.md": "created",
+        "bad.md": "failed",
+    }
     r = cli(["import", "revert", report["run_id"], "--kb", str(kb.id), "--json"], env)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["reverted"]) == 2
@@ -62,8 +77,13 @@ def test_killed_import_reruns_to_the_same_result(world, env, tmp_path):
         d = tmp_path / f"part{i % 4}"
         d.mkdir(exist_ok=True)
         (d / f"note-{i:03d}.md").write_text(f"# Note {i}\n\nSee [next](note-{(i + 4) % total:03d}.md).\n")
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "import", str(tmp_path), "--kb", str(kb.id), "--json"],
-                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "import", str(tmp_path), "--kb", str(kb.id), "--json"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if len(keyed(world.engine, kb.id)) >= 20:

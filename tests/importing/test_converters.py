@@ -47,8 +47,10 @@ def test_pdf_text_and_table_as_gfm():
 
 
 def test_html_with_embedded_image_and_title():
-    html = ('<html><head><title>导出页</title></head><body><h2>小节</h2><p>Text <b>bold</b></p>'
-            '<img src="data:image/png;base64,' + __import__("base64").b64encode(files.png()).decode() + '"></body></html>')
+    html = (
+        "<html><head><title>导出页</title></head><body><h2>小节</h2><p>Text <b>bold</b></p>"
+        '<img src="data:image/png;base64,' + __import__("base64").b64encode(files.png()).decode() + '"></body></html>'
+    )
     conv, out, rep = _saved(html.encode(), "page.html")
     assert conv.name == "html" and out.title == "导出页"
     assert "## 小节" in rep.markdown and "**bold**" in rep.markdown
@@ -64,13 +66,16 @@ def test_sniffing_goes_by_bytes_not_names():
     assert sniff(b"# hi\n", "x.txt").kind == "text" and sniff(b"<!doctype html><p>x", "x").kind == "html"
 
 
-@pytest.mark.parametrize(("data", "name", "error", "needle"), [
-    (b"\x00\x01\x02binary\x00", "fake.md", UnsupportedFileType, "NUL"),
-    ("caf\u00e9".encode("latin-1"), "latin.md", UnsupportedFileType, "not valid UTF-8"),
-    (files.encrypted_office(), "secret.docx", ConversionFailed, "password-protected"),
-    (b"PK\x03\x04 this is no zip", "broken.docx", ConversionFailed, "damaged"),
-    (b"%PDF-1.7\n garbage", "broken.pdf", ConversionFailed, "damaged PDF"),
-])
+@pytest.mark.parametrize(
+    ("data", "name", "error", "needle"),
+    [
+        (b"\x00\x01\x02binary\x00", "fake.md", UnsupportedFileType, "NUL"),
+        ("caf\u00e9".encode("latin-1"), "latin.md", UnsupportedFileType, "not valid UTF-8"),
+        (files.encrypted_office(), "secret.docx", ConversionFailed, "password-protected"),
+        (b"PK\x03\x04 this is no zip", "broken.docx", ConversionFailed, "damaged"),
+        (b"%PDF-1.7\n garbage", "broken.pdf", ConversionFailed, "damaged PDF"),
+    ],
+)
 def test_bad_files_fail_with_a_reason(data, name, error, needle):
     with pytest.raises(error) as exc:
         convert(data, name)

@@ -23,8 +23,10 @@ def test_front_matter_that_does_not_parse_is_kept_as_a_block():
 
 
 def test_inline_html_to_markdown_or_text_each_with_a_warning():
-    r = import_markdown('a <b>b</b> <i>c</i> <code>d</code> <del>e</del> <a href="https://x.org/p">f</a> '
-                        '<img src="i.png" alt="g"> <sup>h</sup> <custom-tag>\n')
+    r = import_markdown(
+        'a <b>b</b> <i>c</i> <code>d</code> <del>e</del> <a href="https://x.org/p">f</a> '
+        '<img src="i.png" alt="g"> <sup>h</sup> <custom-tag>\n'
+    )
     assert "**b**" in r.markdown and "*c*" in r.markdown and "`d`" in r.markdown and "~~e~~" in r.markdown
     assert "[f](https://x.org/p)" in r.markdown and "![g](i.png)" in r.markdown
     assert " h " in r.markdown and "\\<custom-tag>" in r.markdown  # text kept, unknown tag escaped
@@ -34,9 +36,11 @@ def test_inline_html_to_markdown_or_text_each_with_a_warning():
 
 
 def test_html_blocks_convert_or_stay_as_a_marked_block():
-    src = ("<div><h2>Sub</h2><p>para</p></div>\n\n"
-           "<table><tr><td rowspan=\"2\">merged</td><td>b</td></tr><tr><td>c</td></tr></table>\n\n"
-           "<!-- editor note -->\n")
+    src = (
+        "<div><h2>Sub</h2><p>para</p></div>\n\n"
+        '<table><tr><td rowspan="2">merged</td><td>b</td></tr><tr><td>c</td></tr></table>\n\n'
+        "<!-- editor note -->\n"
+    )
     r = import_markdown(src)
     assert "## Sub" in r.markdown and "para" in r.markdown
     assert '```html\n<table><tr><td rowspan="2">merged' in r.markdown  # no GFM form: read-only block

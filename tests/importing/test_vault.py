@@ -73,8 +73,12 @@ def test_folders_pages_and_assets(world, first):
     files = by_path(first)
     assert not first.failed, [(f.path, f.error) for f in first.failed]
     assert {p: f.status for p, f in files.items()} == {
-        "attachments": "created", "笔记": "created", "笔记/sub": "created",
-        "笔记/首页.md": "created", "笔记/sub/Other Page.md": "created", "readme.txt": "created",
+        "attachments": "created",
+        "笔记": "created",
+        "笔记/sub": "created",
+        "笔记/首页.md": "created",
+        "笔记/sub/Other Page.md": "created",
+        "readme.txt": "created",
         "attachments/unused.png": "created",  # nobody shows it: a page of its own
         "attachments/图片.png": "asset",  # shown by the pages: their asset, not a page
     }
@@ -82,8 +86,13 @@ def test_folders_pages_and_assets(world, first):
     other, ov = _doc(world, files["笔记/sub/Other Page.md"].document_id)
     sub, _ = _doc(world, files["笔记/sub"].document_id)
     notes, _ = _doc(world, files["笔记"].document_id)
-    assert (sub.type, sub.parent_id, other.parent_id, home.parent_id, notes.parent_id) == \
-        ("folder", notes.id, sub.id, notes.id, None)
+    assert (sub.type, sub.parent_id, other.parent_id, home.parent_id, notes.parent_id) == (
+        "folder",
+        notes.id,
+        sub.id,
+        notes.id,
+        None,
+    )
     # front matter -> metadata
     assert home.title == "首页 Home" and home.tags == ["知识", "vault"]
     assert home.meta["date"] == "2024-03-01" and home.meta["front_matter"] == {"aliases": ["start"]}
@@ -141,8 +150,11 @@ def test_dry_run_writes_nothing_and_revert_removes_pages_and_assets(world, tmp_p
     (tmp_path / "img" / "a.png").write_bytes(png("blue"))
     (tmp_path / "page.md").write_text("# Page\n\n![a](img/a.png)\n")
     dry = world.run(tmp_path, kb=kb, dry_run=True)
-    assert {f.path: f.status for f in dry.files} == {"img": "would_create", "page.md": "would_create",
-                                                     "img/a.png": "asset"}
+    assert {f.path: f.status for f in dry.files} == {
+        "img": "would_create",
+        "page.md": "would_create",
+        "img/a.png": "asset",
+    }
     with Session(world.engine) as s:
         assert not s.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id)).all()
     run = world.run(tmp_path, kb=kb)
@@ -154,7 +166,8 @@ def test_dry_run_writes_nothing_and_revert_removes_pages_and_assets(world, tmp_p
         out = revert(s, world.actor(), run_id=run.run_id, blobs=world.blobs)
     assert {r["op"] for r in out["reverted"]} == {"document.create", "asset.create"}
     with Session(world.engine) as s:
-        assert not s.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id,
-                                                 col(Document.status) != "deleted")).all()
+        assert not s.exec(
+            select(Document).where(col(Document.knowledge_base_id) == kb.id, col(Document.status) != "deleted")
+        ).all()
         assert s.get(DocumentAsset, asset.id) is None
     assert not (world.blobs.root / key).exists()

@@ -8,7 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openkb.indexing.chunker import (
-    MAX_TOKENS, chunk_markdown, count_tokens, index_text, markdown_plain_text, strip_index_text,
+    MAX_TOKENS,
+    chunk_markdown,
+    count_tokens,
+    index_text,
+    markdown_plain_text,
+    strip_index_text,
 )
 from openkb.markdown.parser import parse
 
@@ -29,8 +34,15 @@ def test_empty_and_blank_documents_have_no_chunks():
 
 
 def test_heading_paths_follow_the_outline():
-    md = "# Guide\n\nIntro text here.\n\n## Install\n\n" + EN * 30 + "\n\n### Linux\n\n" + EN * 30 + \
-         "\n\n## Usage\n\n" + EN * 30 + "\n"
+    md = (
+        "# Guide\n\nIntro text here.\n\n## Install\n\n"
+        + EN * 30
+        + "\n\n### Linux\n\n"
+        + EN * 30
+        + "\n\n## Usage\n\n"
+        + EN * 30
+        + "\n"
+    )
     chunks = chunk_markdown(md)
     paths = [c.heading_path for c in chunks]
     assert ["Guide", "Install"] in paths or ["Guide"] in paths
@@ -136,14 +148,18 @@ def test_index_text_round_trip_and_title_dedup():
     assert index_text("", [], "body") == "body"
 
 
-_BLOCKS = st.sampled_from([
-    lambda r: f"{'#' * r.randint(1, 4)} Heading {r.randint(0, 99)}",
-    lambda r: " ".join(r.choice(["alpha", "beta", "检索", "权限", "gamma.", "知识库。"]) for _ in range(r.randint(1, 300))),
-    lambda r: "```\n" + "\n".join(f"line {i}" for i in range(r.randint(1, 200))) + "\n```",
-    lambda r: "| a | b |\n| - | - |\n" + "\n".join(f"| {i} | x{i} |" for i in range(r.randint(1, 150))),
-    lambda r: "\n".join(f"- item {i} words words" for i in range(r.randint(1, 120))),
-    lambda r: "> quoted " + "text " * r.randint(1, 50),
-])
+_BLOCKS = st.sampled_from(
+    [
+        lambda r: f"{'#' * r.randint(1, 4)} Heading {r.randint(0, 99)}",
+        lambda r: " ".join(
+            r.choice(["alpha", "beta", "检索", "权限", "gamma.", "知识库。"]) for _ in range(r.randint(1, 300))
+        ),
+        lambda r: "```\n" + "\n".join(f"line {i}" for i in range(r.randint(1, 200))) + "\n```",
+        lambda r: "| a | b |\n| - | - |\n" + "\n".join(f"| {i} | x{i} |" for i in range(r.randint(1, 150))),
+        lambda r: "\n".join(f"- item {i} words words" for i in range(r.randint(1, 120))),
+        lambda r: "> quoted " + "text " * r.randint(1, 50),
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)

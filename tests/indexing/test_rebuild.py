@@ -50,8 +50,10 @@ def env(app_ctx, engine):
     forget_active_profile()
     e = Env(app_ctx, engine)
     # a few multi-chunk documents so the rebuild has several batches of this module's own
-    e.docs = [e.create("# Doc %d\n\n%s\n" % (i, "\n\n".join(f"para {j} {uniq('body')} " * 20 for j in range(3))))
-              for i in range(4)]
+    e.docs = [
+        e.create(f"# Doc {i}\n\n" + "\n\n".join(f"para {j} {uniq('body')} " * 20 for j in range(3)) + "\n")
+        for i in range(4)
+    ]
     with session_scope(engine) as s:  # bulk: 60 more small pages, indexed in one sync
         more = [make_doc(s, e.kb, e.p.owner, markdown=f"# Small {i}\n\n{uniq('small')} text.\n") for i in range(60)]
         service.sync_documents(app_ctx, s, [d.id for d in more])
@@ -109,6 +111,7 @@ def test_rebuild_switch_rollback_with_edits_during_the_rebuild(env):
         # edits while the rebuild is mid-way: through the normal content services and worker
         env.save(a.id, f"# A\n\n{new_a} after the edit.\n")
         from openkb.content.documents import trash_document
+
         env.write(lambda s: trash_document(s, env.actor(), b.id))
         env.wait_rows(b.id, lambda rows: rows == [])
         c = env.create(f"# C\n\n{c_word} created during the rebuild.\n")
@@ -166,8 +169,13 @@ def test_rebuild_killed_midway_resumes_and_the_alias_never_moved(env):
     name = new_profile(env, "killed")
     with session_scope(env.engine) as s:
         job = rebuild.start_rebuild(env.ctx, s, OPS, name, switch=True)
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(job.id)], cwd=ROOT, env={**os.environ},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(job.id)],
+        cwd=ROOT,
+        env={**os.environ},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -217,9 +225,17 @@ def test_verify_finds_missing_extra_and_stale_rows_and_repairs_them(env):
     gone, stale = rows[0]["id"], rows[1]["id"]
     mv.delete_rows(client, coll, [gone])
     client.upsert(coll, [{"id": stale, "scope_doc": str(doc.id)}], partial_update=True)
-    bogus = mv.chunk_row(chunk_id=uuid.uuid4(), tenant_id=env.p.tenant.id, workspace_id=env.p.workspace.id,
-                         knowledge_base_id=env.kb.id, document_id=uuid.uuid4(), version_id=uuid.uuid4(),
-                         doc_status="published", visibility_eff="workspace", content_text="ghost row")
+    bogus = mv.chunk_row(
+        chunk_id=uuid.uuid4(),
+        tenant_id=env.p.tenant.id,
+        workspace_id=env.p.workspace.id,
+        knowledge_base_id=env.kb.id,
+        document_id=uuid.uuid4(),
+        version_id=uuid.uuid4(),
+        doc_status="published",
+        visibility_eff="workspace",
+        content_text="ghost row",
+    )
     mv.upsert_rows(client, coll, [bogus])
     with session_scope(env.engine) as s:
         rep = verify(env.ctx, s, OPS)
@@ -228,8 +244,10 @@ def test_verify_finds_missing_extra_and_stale_rows_and_repairs_them(env):
         rep = verify(env.ctx, s, OPS, repair=True)
     assert rep["repaired"]
     client.flush(coll)
-    got = {r["id"]: r for r in mv.query_rows(client, coll, f'document_id == "{doc.id}"',
-                                              output_fields=["id", "scope_doc"], limit=100)}
+    got = {
+        r["id"]: r
+        for r in mv.query_rows(client, coll, f'document_id == "{doc.id}"', output_fields=["id", "scope_doc"], limit=100)
+    }
     assert gone in got and got[stale]["scope_doc"] == ""
     assert mv.query_rows(client, coll, f'id == "{bogus["id"]}"', output_fields=["id"], limit=1) == []
 
@@ -250,11 +268,17 @@ def test_admin_routes_are_for_admins_and_refuse_keys(env, http):
     assert r.status_code == 200, r.text
     st = r.json()
     assert st["alias"] == env.alias and st["collection"] == active(env) and st["profile"]["functions"]["bm25"]
-    r = http.post("/api/admin/milvus/index-profiles", headers=admin,
-                  json={"model": "m", "dim": 8, "endpoint": "http://tei/v1", "params": {"api_key": "sk-live-123456789"}})
+    r = http.post(
+        "/api/admin/milvus/index-profiles",
+        headers=admin,
+        json={"model": "m", "dim": 8, "endpoint": "http://tei/v1", "params": {"api_key": "sk-live-123456789"}},
+    )
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR" and "credential" in r.json()["detail"]
-    r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"rerank": {"provider": "cohere",
-                  "endpoint": "http://r/v1", "params": {"Authorization": "Bearer abc"}}})
+    r = http.post(
+        "/api/admin/milvus/index-profiles",
+        headers=admin,
+        json={"rerank": {"provider": "cohere", "endpoint": "http://r/v1", "params": {"Authorization": "Bearer abc"}}},
+    )
     assert r.status_code == 422 and "credential" in r.json()["detail"]
     name = f"api-{uuid.uuid4().hex[:6]}"
     r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"name": name})
@@ -294,7 +318,9 @@ def test_admin_routes_are_for_admins_and_refuse_keys(env, http):
     assert http.get("/readyz").json()["index"]["collection"] == original
     hist = http.get("/api/admin/milvus/aliases/history", headers=admin).json()
     assert [(h["kind"], h["from"], h["to"]) for h in hist["items"][:2]] == [
-        ("rollback", prof.collection_name, original), ("switch", original, prof.collection_name)]
+        ("rollback", prof.collection_name, original),
+        ("switch", original, prof.collection_name),
+    ]
     assert hist["items"][0]["reverts"] == switched["history_id"]
     assert http.get("/api/admin/milvus/aliases/history", headers=owner).status_code == 403
     forget_active_profile()
@@ -328,8 +354,14 @@ def _wait_ready(http, collection: str, timeout: float = 120) -> dict:
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ},
+        timeout=120,
+    )
 
 
 def test_cli_status_search_as_user_and_key_refusal(env):
@@ -409,8 +441,11 @@ def test_rollback_walks_back_through_the_history_and_drop_guards_the_target(env)
     assert out["collection"] == original and out["rollback_target"] is None and out["rollback_refused"]
     top = out["items"][:4]
     assert [(h["kind"], h["from"], h["to"]) for h in top] == [
-        ("rollback", coll_one, original), ("rollback", coll_two, coll_one),
-        ("switch", coll_one, coll_two), ("switch", original, coll_one)]
+        ("rollback", coll_one, original),
+        ("rollback", coll_two, coll_one),
+        ("switch", coll_one, coll_two),
+        ("switch", original, coll_one),
+    ]
     assert top[0]["reverts"] == top[3]["id"] and top[1]["reverts"] == top[2]["id"]
     assert all(h["by"]["type"] == "system" for h in top)
 

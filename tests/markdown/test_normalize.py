@@ -13,7 +13,10 @@ U = "123e4567-e89b-12d3-a456-426614174000"
 
 # feature key -> (canonical Milkdown form, non-canonical variants that must normalize to it)
 ROUND_TRIP: dict[str, tuple[str, list[str]]] = {
-    "paragraph": ("中文段落 and English\nsecond line\n", ["中文段落 and English  \nsecond line"[:0] + "中文段落 and English\nsecond line"]),
+    "paragraph": (
+        "中文段落 and English\nsecond line\n",
+        ["中文段落 and English  \nsecond line"[:0] + "中文段落 and English\nsecond line"],
+    ),
     "heading": ("# Setext\n\n## Two\n", ["Setext\n===\n\nTwo\n---", "# Setext #\n\n## Two ##"]),
     "emphasis": ("*a* _b_\n", ["*a* _b_"]),
     "strong": ("**a** __b__\n", ["**a** __b__"]),
@@ -23,10 +26,13 @@ ROUND_TRIP: dict[str, tuple[str, list[str]]] = {
     "bullet_list": ("- a\n- b\n  - c\n\n", ["* a\n* b\n  * c", "+ a\n+ b\n  + c"]),
     "ordered_list": ("1. a\n2. b\n\n", ["1. a\n1. b", "1) a\n2) b"]),
     "task_list": ("- [ ] todo\n- [x] done\n\n", ["* [ ] todo\n* [X] done"]),
-    "link": ("[a](http://x.com \"T\") <https://x.com>\n", ["[a][r] [https://x.com](https://x.com)\n\n[r]: http://x.com 'T'"]),
+    "link": (
+        '[a](http://x.com "T") <https://x.com>\n',
+        ["[a][r] [https://x.com](https://x.com)\n\n[r]: http://x.com 'T'"],
+    ),
     "internal_link": (f"[文档](openkb://document/{U})\n", [f"[文档]( openkb://document/{U} )"]),
-    "image": ("text ![alt](a.png \"t\") more\n", ["text ![alt](<a.png> 't') more"]),
-    "image_block": (f"![图片](asset://{U} \"caption\")\n\n", [f"![图片](<asset://{U}> 'caption')"]),
+    "image": ('text ![alt](a.png "t") more\n', ["text ![alt](<a.png> 't') more"]),
+    "image_block": (f'![图片](asset://{U} "caption")\n\n', [f"![图片](<asset://{U}> 'caption')"]),
     "hard_break": ("line\\\nnext\n", ["line  \nnext"]),
     "thematic_break": ("a\n\n---\n\nb\n", ["a\n\n___\n\nb", "a\n\n* * *\n\nb"]),
     "table": (
@@ -88,7 +94,7 @@ def test_image_block_keeps_alt_text() -> None:
     # plugin (features.json) keeps the alt and writes a ratio only for a resized image.
     assert normalize(f"![架构图](asset://{U})") == f"![架构图](asset://{U})\n\n"
     assert normalize("![1.00](a.png)") == "![](a.png)\n\n"
-    assert normalize("![1.50](a.png \"c\")") == "![1.50](a.png \"c\")\n\n"
+    assert normalize('![1.50](a.png "c")') == '![1.50](a.png "c")\n\n'
     assert normalize("![a [x]](a.png)") == "![a \\[x\\]](a.png)\n\n"
 
 
@@ -113,9 +119,38 @@ def test_dash_rule_after_paragraph_in_tight_item_gets_a_blank_line() -> None:
 
 
 _INLINE = st.sampled_from(
-    ["word", "中文", "*em*", "_em_", "**b**", "`c`", "[l](http://a.b)", "~~d~~", "~d~", "$x$",
-     "www.x.com", "https://x.org/p", "a@b.co", "5 * 3", "a_b", "[y]", "<3", "&amp;", "#", "\\*",
-     "a  \nb", "a\\\nb", "|", "![i](a.png)", f"[d](openkb://document/{U})", "1. x", "- x", "+", "=", "$"]
+    [
+        "word",
+        "中文",
+        "*em*",
+        "_em_",
+        "**b**",
+        "`c`",
+        "[l](http://a.b)",
+        "~~d~~",
+        "~d~",
+        "$x$",
+        "www.x.com",
+        "https://x.org/p",
+        "a@b.co",
+        "5 * 3",
+        "a_b",
+        "[y]",
+        "<3",
+        "&amp;",
+        "#",
+        "\\*",
+        "a  \nb",
+        "a\\\nb",
+        "|",
+        "![i](a.png)",
+        f"[d](openkb://document/{U})",
+        "1. x",
+        "- x",
+        "+",
+        "=",
+        "$",
+    ]
 )
 _LINE = st.lists(_INLINE, min_size=1, max_size=5).map(" ".join)
 

@@ -19,7 +19,9 @@ JSON = ROOT / "openkb/markdown/features.json"
 def test_editor_build_imports_the_same_file() -> None:
     src = (ROOT / "web/src/editor/features.ts").read_text()
     assert "from '../../../openkb/markdown/features.json'" in src
-    assert (ROOT / "web/src/editor/features.ts").parent.joinpath("../../../openkb/markdown/features.json").resolve() == JSON
+    assert (ROOT / "web/src/editor/features.ts").parent.joinpath(
+        "../../../openkb/markdown/features.json"
+    ).resolve() == JSON
     # the shipped editor (and the parity script) are built through the registry, not by hand
     crepe = (ROOT / "web/src/editor/crepe.ts").read_text()
     assert "FEATURES.crepe_features" in crepe and "new Crepe(" in crepe

@@ -60,10 +60,45 @@ def test_task_markers_survive_the_shared_tokens() -> None:
     assert validate_and_normalize(md) == normalize(md) == "- [ ] todo\n- [x] done\n  - [x] 子任务 `c`\n\n"
 
 
-_GOOD = ["word", "中文", "*em*", "_em_", "**b**", "`c`", "[l](http://a.b)", "~~d~~", "~d~", "$x$", "$$y$$",
-         "www.x.com", "https://x.org/p", "a@b.co", "5 * 3", "a_b", "[y]", "<3", "&amp;", "#", "\\*",
-         "a  \nb", "a\\\nb", "|", "![i](a.png)", f"[d](openkb://document/{U})", "1. x", "- x", "+", "=",
-         "$", "[^1]", "[r][ref]", "😀", "](x)", "a\\", "(p)"]
+_GOOD = [
+    "word",
+    "中文",
+    "*em*",
+    "_em_",
+    "**b**",
+    "`c`",
+    "[l](http://a.b)",
+    "~~d~~",
+    "~d~",
+    "$x$",
+    "$$y$$",
+    "www.x.com",
+    "https://x.org/p",
+    "a@b.co",
+    "5 * 3",
+    "a_b",
+    "[y]",
+    "<3",
+    "&amp;",
+    "#",
+    "\\*",
+    "a  \nb",
+    "a\\\nb",
+    "|",
+    "![i](a.png)",
+    f"[d](openkb://document/{U})",
+    "1. x",
+    "- x",
+    "+",
+    "=",
+    "$",
+    "[^1]",
+    "[r][ref]",
+    "😀",
+    "](x)",
+    "a\\",
+    "(p)",
+]
 _BAD = ["<br>", "<br />", "<span>s</span>"]  # rejected, so rarer: most documents should pass
 _INLINE = st.sampled_from(_GOOD * 4 + _BAD)
 _LINE = st.lists(_INLINE, min_size=1, max_size=6).map(" ".join)
@@ -83,7 +118,9 @@ def _block(draw: st.DrawFn) -> str:
     if kind == 2:
         return draw(st.sampled_from(["> ", ">", "> > "])) + text
     if kind == 3:
-        cells = draw(st.lists(st.sampled_from(["a", "中文", "**b**", "", "`x|y`", "<br />", "😀"]), min_size=1, max_size=3))
+        cells = draw(
+            st.lists(st.sampled_from(["a", "中文", "**b**", "", "`x|y`", "<br />", "😀"]), min_size=1, max_size=3)
+        )
         sep = draw(st.lists(st.sampled_from(["---", ":--", "--:", ":-:"]), min_size=len(cells), max_size=len(cells)))
         return "| " + " | ".join(cells) + " |\n| " + " | ".join(sep) + " |\n| " + " | ".join(reversed(cells)) + " |"
     if kind == 4:
@@ -96,7 +133,9 @@ def _block(draw: st.DrawFn) -> str:
     if kind == 7 and draw(st.booleans()):
         return draw(st.sampled_from(["<div>\nx\n</div>", "<br />", "<br />\n1. x", "<!-- c -->"]))
     if kind == 8:
-        return draw(st.sampled_from([f"![](asset://{U} \"cap\")", f"![1.00](asset://{U})", "![1.5](a.png)", "![alt](a.png)"]))
+        return draw(
+            st.sampled_from([f'![](asset://{U} "cap")', f"![1.00](asset://{U})", "![1.5](a.png)", "![alt](a.png)"])
+        )
     if kind == 9:
         return "[^1]: " + text
     if kind == 10:

@@ -75,7 +75,7 @@ def test_standard_image_on_its_own_line_is_accepted_and_alt_is_search_text() -> 
     assert normalize(md) == md + "\n"
     assert "架构图" in plain_text(md)
     assert "1.00" not in plain_text(f"![1.00](asset://{U})\n") and "1.50" not in plain_text("![1.50](a.png)\n")
-    assert [l.text for l in links(f"![1.50](asset://{U})\n")] == [""]
+    assert [link.text for link in links(f"![1.50](asset://{U})\n")] == [""]
     # the index's own plain text (chunker) follows the same rule
     assert markdown_plain_text(f"![1.50](asset://{U})\n\n![架构图](a.png)\n") == "架构图"
 
@@ -113,7 +113,7 @@ def test_links_recognised() -> None:
         f"第二行 ![图](asset://{V.upper()}) [坏](openkb://document/not-a-uuid)\n"
     )
     got = links(md)
-    assert [(l.kind, l.target, l.text, l.line) for l in got] == [
+    assert [(link.kind, link.target, link.text, link.line) for link in got] == [
         ("document", U, "设计文档", 3),
         ("asset", V, "图", 4),
     ]

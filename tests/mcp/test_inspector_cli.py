@@ -25,16 +25,37 @@ def inspector() -> Path:
     if shutil.which("npx") is None or shutil.which("npm") is None:
         pytest.skip("node/npm are not installed")
     if not (HERE / "node_modules" / ".bin" / "mcp-inspector").exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=HERE, check=True,
-                       capture_output=True, timeout=600)
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+            cwd=HERE,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
     return HERE
 
 
 def inspect(cwd: Path, home: Path, url: str, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["npx", "--no-install", "inspector", "--cli", url, *args, "--header",
-                           f"Authorization: Bearer {token}", "--format", "json"],
-                          cwd=cwd, env={"PATH": __import__("os").environ["PATH"], "HOME": str(home)},
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [
+            "npx",
+            "--no-install",
+            "inspector",
+            "--cli",
+            url,
+            *args,
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--format",
+            "json",
+        ],
+        cwd=cwd,
+        env={"PATH": __import__("os").environ["PATH"], "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_inspector_lists_tools_and_calls_one(inspector: Path, live_server: str, committed, tmp_path: Path) -> None:
@@ -47,7 +68,11 @@ def test_inspector_lists_tools_and_calls_one(inspector: Path, live_server: str, 
     assert "kb_upsert_document" not in names
     called = inspect(inspector, tmp_path, url, token, "--method", "tools/call", "--tool-name", "kb_list_workspaces")
     assert called.returncode == 0, called.stderr + called.stdout
-    assert json.loads(called.stdout)["result"]["structuredContent"] == {"workspaces": [], "total": 0, "next_cursor": None}
+    assert json.loads(called.stdout)["result"]["structuredContent"] == {
+        "workspaces": [],
+        "total": 0,
+        "next_cursor": None,
+    }
     unknown = inspect(inspector, tmp_path, url, token, "--method", "tools/call", "--tool-name", "kb_nope")
     assert unknown.returncode != 0
     refused = inspect(inspector, tmp_path, url, "kbpat_wrong", "--method", "tools/list")

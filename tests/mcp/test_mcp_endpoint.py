@@ -28,10 +28,20 @@ from tests.mcp.helpers import LEGACY, MODERN, run
 
 READ = ("kb:read", "kb:search", "doc:read")
 RW = (*READ, "doc:write", "kb:write")
-TOOLS = {"kb_search", "kb_get_document", "kb_get_document_markdown", "kb_get_toc", "kb_list_workspaces",
-         "kb_list_knowledge_bases", "kb_list_documents"}
-LONG_MD = "# Intro\n\nzebrafinch opening words.\n\n" + "".join(
-    f"## Part {i}\n\n" + " ".join(["lorem ipsum dolor sit amet"] * 20) + "\n\n" for i in range(6)).rstrip() + "\n"
+TOOLS = {
+    "kb_search",
+    "kb_get_document",
+    "kb_get_document_markdown",
+    "kb_get_toc",
+    "kb_list_workspaces",
+    "kb_list_knowledge_bases",
+    "kb_list_documents",
+}
+LONG_MD = (
+    "# Intro\n\nzebrafinch opening words.\n\n"
+    + "".join(f"## Part {i}\n\n" + " ".join(["lorem ipsum dolor sit amet"] * 20) + "\n\n" for i in range(6)).rstrip()
+    + "\n"
+)
 
 
 class World:
@@ -45,17 +55,22 @@ class World:
             s.commit()
         self.tokens: dict[str, str] = {}
         self.users: dict[str, uuid.UUID] = {}
-        for name, scopes, t, role in (("owner", RW, tenant, "member"), ("reader", READ, tenant, "member"),
-                                      ("outsider", READ, tenant, "member"), ("other", READ, other, "member"),
-                                      ("admin", ALL_SCOPES, tenant, "tenant_admin"),
-                                      ("adminonly", ("admin",), tenant, "member")):
+        for name, scopes, t, role in (
+            ("owner", RW, tenant, "member"),
+            ("reader", READ, tenant, "member"),
+            ("outsider", READ, tenant, "member"),
+            ("other", READ, other, "member"),
+            ("admin", ALL_SCOPES, tenant, "tenant_admin"),
+            ("adminonly", ("admin",), tenant, "member"),
+        ):
             user, tok = make_user_with_pat(committed, t, scopes=scopes, role=role)
             self.tokens[name], self.users[name] = tok, user.id
         self.http = {n: bearer_client(base, t) for n, t in self.tokens.items()}
         own = self.http["owner"]
         self.ws = own.post("/api/workspaces", json={"name": "MCP space"}).json()
-        r = own.post(f"/api/workspaces/{self.ws['id']}/members",
-                     json={"user_id": str(self.users["reader"]), "role": "member"})
+        r = own.post(
+            f"/api/workspaces/{self.ws['id']}/members", json={"user_id": str(self.users["reader"]), "role": "member"}
+        )
         assert r.status_code == 201, r.text
         self.kb = self.new_kb("workspace")
         self.private_kb = self.new_kb("private")
@@ -72,14 +87,17 @@ class World:
             indexing.sync_documents(ctx, s, ids)
 
     def new_kb(self, visibility: str) -> dict[str, Any]:
-        r = self.http["owner"].post("/api/knowledge-bases", json={
-            "workspace_id": self.ws["id"], "title": f"KB {visibility}", "visibility": visibility})
+        r = self.http["owner"].post(
+            "/api/knowledge-bases",
+            json={"workspace_id": self.ws["id"], "title": f"KB {visibility}", "visibility": visibility},
+        )
         assert r.status_code == 201, r.text
         return r.json()
 
     def doc(self, title: str, kb: dict[str, Any] | None = None, **body: Any) -> dict[str, Any]:
-        r = self.http["owner"].post("/api/documents", json={"knowledge_base_id": (kb or self.kb)["id"],
-                                                            "title": title, **body})
+        r = self.http["owner"].post(
+            "/api/documents", json={"knowledge_base_id": (kb or self.kb)["id"], "title": title, **body}
+        )
         assert r.status_code == 201, r.text
         return r.json()
 
@@ -114,8 +132,9 @@ def rpc(w: World, token: str | None, method: str, params: dict[str, Any], **head
     h = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **headers}
     if token:
         h["Authorization"] = f"Bearer {token}"
-    return httpx.post(w.base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-                      headers=h, timeout=30)
+    return httpx.post(
+        w.base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, headers=h, timeout=30
+    )
 
 
 # --- listing -------------------------------------------------------------------------------------
@@ -124,8 +143,11 @@ def rpc(w: World, token: str | None, method: str, params: dict[str, Any], **head
 @pytest.mark.parametrize("mode", [LEGACY, MODERN])
 def test_tools_and_resource_templates_are_listed_per_token(w: World, mode: str) -> None:
     async def listing(c: Any) -> Any:
-        return (await c.list_tools()).tools, (await c.list_resource_templates()).resource_templates, \
-            (await c.list_resources()).resources
+        return (
+            (await c.list_tools()).tools,
+            (await c.list_resource_templates()).resource_templates,
+            (await c.list_resources()).resources,
+        )
 
     tools, templates, static = run(w.base, w.tokens["owner"], listing, mode)
     assert {t.name for t in tools} == TOOLS | {"kb_upsert_document"}
@@ -134,8 +156,12 @@ def test_tools_and_resource_templates_are_listed_per_token(w: World, mode: str) 
         assert t.description and t.input_schema["type"] == "object" and t.output_schema
         assert t.annotations.read_only_hint is (t.name != "kb_upsert_document")
     assert {t.uri_template for t in templates} == {
-        "kb://workspace/{workspace_id}", "kb://knowledge-base/{kb_id}", "kb://document/{document_id}",
-        "kb://document/{document_id}/markdown", "kb://document/{document_id}/toc"}
+        "kb://workspace/{workspace_id}",
+        "kb://knowledge-base/{kb_id}",
+        "kb://document/{document_id}",
+        "kb://document/{document_id}/markdown",
+        "kb://document/{document_id}/toc",
+    }
     assert static == []  # never a full listing
     tools, _, _ = run(w.base, w.tokens["reader"], listing, mode)
     assert {t.name for t in tools} == TOOLS  # no doc:write, no write tool
@@ -157,8 +183,9 @@ def test_every_read_tool_and_pagination_to_the_end(w: World, mode: str) -> None:
 
         seen, cursor, pages = [], None, 0
         while True:
-            page = await tool("kb_list_documents", knowledge_base_id=w.kb["id"], limit=2,
-                              **({"cursor": cursor} if cursor else {}))
+            page = await tool(
+                "kb_list_documents", knowledge_base_id=w.kb["id"], limit=2, **({"cursor": cursor} if cursor else {})
+            )
             seen += [d["id"] for d in page["documents"]]
             pages += 1
             cursor = page["next_cursor"]
@@ -192,8 +219,9 @@ def test_every_read_tool_and_pagination_to_the_end(w: World, mode: str) -> None:
                 break
         assert [h["text"] for h in heads] == ["Intro", *[f"Part {i}" for i in range(6)]]
         part3 = heads[4]
-        section = await tool("kb_get_document_markdown", document_id=w.long["id"], offset=part3["offset"],
-                             max_chars=part3["chars"])
+        section = await tool(
+            "kb_get_document_markdown", document_id=w.long["id"], offset=part3["offset"], max_chars=part3["chars"]
+        )
         assert section["markdown"].startswith("## Part 3\n") and "## Part 4" not in section["markdown"]
 
         found = await tool("kb_search", query="zebrafinch", top_k=5)
@@ -206,9 +234,16 @@ def test_every_read_tool_and_pagination_to_the_end(w: World, mode: str) -> None:
 
 def test_resources_read(w: World) -> None:
     async def go(c: Any) -> list[Any]:
-        return [await c.read_resource(u) for u in (
-            f"kb://workspace/{w.ws['id']}", f"kb://knowledge-base/{w.kb['id']}", f"kb://document/{w.long['id']}",
-            f"kb://document/{w.long['id']}/markdown", f"kb://document/{w.long['id']}/toc")]
+        return [
+            await c.read_resource(u)
+            for u in (
+                f"kb://workspace/{w.ws['id']}",
+                f"kb://knowledge-base/{w.kb['id']}",
+                f"kb://document/{w.long['id']}",
+                f"kb://document/{w.long['id']}/markdown",
+                f"kb://document/{w.long['id']}/toc",
+            )
+        ]
 
     ws, kb, doc, md, toc = (r.contents[0].text for r in run(w.base, w.tokens["reader"], go))
     assert [k["id"] for k in json.loads(ws)["knowledge_bases"]] == [w.kb["id"]]
@@ -269,13 +304,17 @@ def test_upsert_document_created_unchanged_updated_and_in_the_change_log(w: Worl
     assert second["status"] == "updated" and second["document_id"] == first["document_id"]
     bad = error_text(call(w, "owner", "kb_upsert_document", {**args, "markdown": "ok\n\n<script>x</script>\n"}))
     assert bad.startswith("MARKDOWN_DIALECT_ERROR") and '"line": 3' in bad and '"column"' in bad
-    audit = w.http["admin"].get("/api/admin/audit-logs", params={
-        "action": "mcp.", "actor_user_id": str(w.users["owner"]), "limit": 200}).json()["items"]
+    audit = (
+        w.http["admin"]
+        .get("/api/admin/audit-logs", params={"action": "mcp.", "actor_user_id": str(w.users["owner"]), "limit": 200})
+        .json()["items"]
+    )
     row = next(x for x in audit if x["metadata"].get("run_id") == second["run_id"])
     assert row["metadata"]["tool"] == "kb_upsert_document" and row["metadata"]["client_id"].startswith("pat:")
     changes = w.http["owner"].get("/api/changes", params={"run_id": second["run_id"]}).json()["items"]
     assert [(c["op"], c["object_id"], c["actor_type"]) for c in changes] == [
-        ("document.upsert", first["document_id"], "api_key")]
+        ("document.upsert", first["document_id"], "api_key")
+    ]
     r = w.http["owner"].post("/api/changes/revert", json={"run_id": second["run_id"]})
     assert r.status_code == 200, r.text
     md = ok(call(w, "owner", "kb_get_document_markdown", {"document_id": first["document_id"]}))["markdown"]
@@ -283,8 +322,12 @@ def test_upsert_document_created_unchanged_updated_and_in_the_change_log(w: Worl
 
 
 def test_a_token_without_doc_write_cannot_call_the_write_tool(w: World) -> None:
-    r = rpc(w, w.tokens["reader"], "tools/call", {"name": "kb_upsert_document", "arguments": {
-        "knowledge_base_id": w.kb["id"], "key": "k", "title": "t"}})
+    r = rpc(
+        w,
+        w.tokens["reader"],
+        "tools/call",
+        {"name": "kb_upsert_document", "arguments": {"knowledge_base_id": w.kb["id"], "key": "k", "title": "t"}},
+    )
     assert r.status_code == 403 and r.json()["error"] == "INSUFFICIENT_SCOPE"
     challenge = r.headers["www-authenticate"]
     assert 'error="insufficient_scope"' in challenge and "doc:write" in challenge.split('scope="', 1)[1]
@@ -300,11 +343,18 @@ def test_unknown_tool_is_a_json_rpc_error_and_bad_arguments_name_the_argument(w:
     async def go(c: Any) -> list[str]:
         with pytest.raises(MCPError):
             await c.call_tool("kb_nope", {})
-        return [error_text(await c.call_tool("kb_search", a)) for a in (
-            {"query": "x", "top_k": "many"}, {"query": "x", "topk": 3}, {"query": "x", "top_k": 1000},
-            {"query": "x", "knowledge_base_ids": ["not-a-uuid"]})] + [
+        return [
+            error_text(await c.call_tool("kb_search", a))
+            for a in (
+                {"query": "x", "top_k": "many"},
+                {"query": "x", "topk": 3},
+                {"query": "x", "top_k": 1000},
+                {"query": "x", "knowledge_base_ids": ["not-a-uuid"]},
+            )
+        ] + [
             error_text(await c.call_tool("kb_list_documents", {"knowledge_base_id": w.kb["id"], "cursor": "garbage"})),
-            error_text(await c.call_tool("kb_get_document_markdown", {"document_id": w.long["id"], "offset": 10**7}))]
+            error_text(await c.call_tool("kb_get_document_markdown", {"document_id": w.long["id"], "offset": 10**7})),
+        ]
 
     wrong_type, unknown, too_many, bad_uuid, cursor, offset = run(w.base, w.tokens["reader"], go)
     assert "invalid argument top_k" in wrong_type
@@ -329,8 +379,7 @@ def test_oversized_request_is_413_before_parsing(w: World, app_ctx) -> None:
 
 
 def test_missing_revoked_and_underscoped_tokens_get_the_challenge(w: World, engine) -> None:
-    prm = f'resource_metadata="{w.ctx.settings.app_base_url.rstrip("/")}' \
-          '/.well-known/oauth-protected-resource/mcp"'
+    prm = f'resource_metadata="{w.ctx.settings.app_base_url.rstrip("/")}/.well-known/oauth-protected-resource/mcp"'
     r = rpc(w, None, "tools/list", {})
     assert r.status_code == 401 and prm in r.headers["www-authenticate"]
     assert 'scope="kb:read kb:search doc:read"' in r.headers["www-authenticate"]
@@ -341,8 +390,10 @@ def test_missing_revoked_and_underscoped_tokens_get_the_challenge(w: World, engi
     _, token = make_user_with_pat(lambda: Session(engine, expire_on_commit=False), scopes=READ)
     assert rpc(w, token, "tools/list", {}).status_code == 200
     with Session(engine) as s:
-        s.execute(text("UPDATE mcp_personal_access_tokens SET status = 'revoked', revoked_at = now() "
-                       "WHERE token_hash = :h"), {"h": hash_token(token)})
+        s.execute(
+            text("UPDATE mcp_personal_access_tokens SET status = 'revoked', revoked_at = now() WHERE token_hash = :h"),
+            {"h": hash_token(token)},
+        )
         s.commit()
     r = rpc(w, token, "tools/list", {})
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
@@ -352,8 +403,11 @@ def test_missing_revoked_and_underscoped_tokens_get_the_challenge(w: World, engi
     assert r.status_code == 403 and 'error="insufficient_scope"' in r.headers["www-authenticate"]
     r = rpc(w, w.tokens["reader"], "tools/list", {}, Host="evil.example.com")
     assert r.status_code == 421
-    r = httpx.get(w.base + "/mcp", headers={"Authorization": f"Bearer {w.tokens['reader']}",
-                                            "Accept": "text/event-stream"}, timeout=10)
+    r = httpx.get(
+        w.base + "/mcp",
+        headers={"Authorization": f"Bearer {w.tokens['reader']}", "Accept": "text/event-stream"},
+        timeout=10,
+    )
     assert r.status_code == 405 and r.headers["allow"] == "POST"  # stateless: no stream held open
 
 
@@ -362,8 +416,9 @@ def test_every_call_is_audited_with_client_query_and_documents(w: World) -> None
     ok(call(w, "reader", "kb_search", {"query": marker}))
     error_text(call(w, "reader", "kb_get_document", {"document_id": w.secret["id"]}))
     ok(call(w, "reader", "kb_get_document", {"document_id": w.long["id"]}))
-    r = w.http["admin"].get("/api/admin/audit-logs", params={"action": "mcp.", "limit": 200,
-                                                             "actor_user_id": str(w.users["reader"])})
+    r = w.http["admin"].get(
+        "/api/admin/audit-logs", params={"action": "mcp.", "limit": 200, "actor_user_id": str(w.users["reader"])}
+    )
     assert r.status_code == 200, r.text
     rows = r.json()["items"]
     search = next(x for x in rows if x["metadata"].get("query") == marker)
@@ -387,17 +442,31 @@ def _oauth_token(w: World, engine: Any, who: str, resource: str, scopes: tuple[s
     plain = "kbat_" + secrets.token_urlsafe(32)
     with Session(engine, expire_on_commit=False) as s:
         tid = s.exec(select(TenantMembership.tenant_id).where(TenantMembership.user_id == w.users[who])).one()
-        client = McpOAuthClient(tenant_id=tid, client_id=f"https://client.example/{uuid.uuid4().hex[:6]}",
-                                client_name="Test IDE", redirect_uris=["http://127.0.0.1/cb"],
-                                allowed_scopes=list(scopes), status="active")
+        client = McpOAuthClient(
+            tenant_id=tid,
+            client_id=f"https://client.example/{uuid.uuid4().hex[:6]}",
+            client_name="Test IDE",
+            redirect_uris=["http://127.0.0.1/cb"],
+            allowed_scopes=list(scopes),
+            status="active",
+        )
         s.add(client)
         s.flush()
-        grant = McpOAuthGrant(tenant_id=tid, user_id=w.users[who], client_id=client.id, scopes=list(scopes),
-                              status="active")
+        grant = McpOAuthGrant(
+            tenant_id=tid, user_id=w.users[who], client_id=client.id, scopes=list(scopes), status="active"
+        )
         s.add(grant)
         s.flush()
-        s.add(McpOAuthAccessToken(tenant_id=tid, grant_id=grant.id, token_hash=hash_token(plain), scopes=list(scopes),
-                                  resource=resource, expires_at=utcnow() + timedelta(minutes=10)))
+        s.add(
+            McpOAuthAccessToken(
+                tenant_id=tid,
+                grant_id=grant.id,
+                token_hash=hash_token(plain),
+                scopes=list(scopes),
+                resource=resource,
+                expires_at=utcnow() + timedelta(minutes=10),
+            )
+        )
         s.commit()
     return plain, grant
 
@@ -407,20 +476,29 @@ def test_an_oauth_token_for_this_resource_works_until_its_grant_is_revoked(w: Wo
     token, grant = _oauth_token(w, engine, "reader", resource)
 
     async def go(c: Any) -> Any:
-        return {t.name for t in (await c.list_tools()).tools}, ok(await c.call_tool(
-            "kb_get_document", {"document_id": w.long["id"]}))
+        return {t.name for t in (await c.list_tools()).tools}, ok(
+            await c.call_tool("kb_get_document", {"document_id": w.long["id"]})
+        )
 
     names, doc = run(w.base, token, go, MODERN)
     assert names == TOOLS and doc["id"] == w.long["id"]
-    rows = w.http["admin"].get("/api/admin/audit-logs", params={
-        "action": "mcp.", "actor_user_id": str(w.users["reader"]), "limit": 200}).json()["items"]
-    assert any(x["metadata"]["credential"] == "oauth" and x["metadata"]["credential_id"] == str(grant.id)
-               and x["metadata"]["client_id"].startswith("https://client.example/") for x in rows)
+    rows = (
+        w.http["admin"]
+        .get("/api/admin/audit-logs", params={"action": "mcp.", "actor_user_id": str(w.users["reader"]), "limit": 200})
+        .json()["items"]
+    )
+    assert any(
+        x["metadata"]["credential"] == "oauth"
+        and x["metadata"]["credential_id"] == str(grant.id)
+        and x["metadata"]["client_id"].startswith("https://client.example/")
+        for x in rows
+    )
     other, _ = _oauth_token(w, engine, "reader", "https://elsewhere.example/mcp")
     r = rpc(w, other, "tools/list", {})
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
     with Session(engine) as s:
-        s.execute(text("UPDATE mcp_oauth_grants SET status = 'revoked', revoked_at = now() WHERE id = :g"),
-                  {"g": grant.id})
+        s.execute(
+            text("UPDATE mcp_oauth_grants SET status = 'revoked', revoked_at = now() WHERE id = :g"), {"g": grant.id}
+        )
         s.commit()
     assert rpc(w, token, "tools/list", {}).status_code == 401

@@ -34,7 +34,9 @@ def _people(w: World) -> list[Who]:
     a_users = [u.n for u in w.users if u.tenant == "A"]
     b_user = next(u.n for u in w.users if u.tenant == "B")
     return [Who("user", "A", user=n, scopes=READ) for n in a_users] + [
-        Who("user", "B", user=b_user, scopes=READ), Who("user", "A", user=b_user, scopes=READ)]
+        Who("user", "B", user=b_user, scopes=READ),
+        Who("user", "A", user=b_user, scopes=READ),
+    ]
 
 
 def _caller(who: Who) -> McpCaller:
@@ -44,9 +46,12 @@ def _caller(who: Who) -> McpCaller:
     return McpCaller(p, "pat", uuid.uuid4(), "pat:test")
 
 
-@settings(max_examples=5, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=5,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(w=worlds(max_docs=8), salt=st.integers(0, 10**9))
 def test_mcp_tools_never_leak_and_miss_nothing(db, app_ctx, target, w: World, salt: int) -> None:  # noqa: F811
     assume(sum(d.type == "page" for d in w.docs) >= 2)
@@ -77,8 +82,9 @@ def test_mcp_tools_never_leak_and_miss_nothing(db, app_ctx, target, w: World, sa
                     assert exc.detail == "document not found"
             for kb in w.kbs:
                 try:
-                    listed = tools.list_documents(db, caller, st_, knowledge_base_id=uid("kb", kb.n), recursive=True,
-                                                  limit=200)
+                    listed = tools.list_documents(
+                        db, caller, st_, knowledge_base_id=uid("kb", kb.n), recursive=True, limit=200
+                    )
                 except NotFound as exc:
                     assert not oracle.kb_allows(who, kb.n, "read"), f"list MISS kb{kb.n}{ctx}"
                     assert exc.detail == "knowledge base not found"
@@ -86,8 +92,9 @@ def test_mcp_tools_never_leak_and_miss_nothing(db, app_ctx, target, w: World, sa
                 assert oracle.kb_allows(who, kb.n, "read"), f"list LEAK kb{kb.n}{ctx}"
                 got_docs = {by_id[x["id"]] for x in listed["documents"]}
                 want = {d.n for d in w.docs if d.kb == kb.n and oracle.allows(who, d.n, "read")}
-                assert got_docs == want, f"list kb{kb.n} LEAK {sorted(got_docs - want)} MISS {sorted(want - got_docs)}{ctx}"
+                assert got_docs == want, (
+                    f"list kb{kb.n} LEAK {sorted(got_docs - want)} MISS {sorted(want - got_docs)}{ctx}"
+                )
     finally:
         nested.rollback()
         mv.delete_rows(client, target.collection, filter=TENANTS)
-

@@ -32,5 +32,8 @@ def test_operator_creates_lists_and_revokes_a_users_token(database_url, test_hom
 
     other = make_login_user(committed)
     assert_one_line_error(run(["token", "revoke", out["id"], "--user", other.email], env=env), 4, "no such token")
-    assert_one_line_error(run(["token", "create", "--user", user.email, "--name", "x", "--scope", "everything"],
-                              env=env), 2, "unknown scope")
+    assert_one_line_error(
+        run(["token", "create", "--user", user.email, "--name", "x", "--scope", "everything"], env=env),
+        2,
+        "unknown scope",
+    )

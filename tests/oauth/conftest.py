@@ -15,9 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-CURSOR_REDIRECTS = ["cursor://anysphere.cursor-mcp/oauth/callback",
-                    "https://www.cursor.com/agents/mcp/oauth/callback",
-                    "http://localhost:8787/callback"]
+CURSOR_REDIRECTS = [
+    "cursor://anysphere.cursor-mcp/oauth/callback",
+    "https://www.cursor.com/agents/mcp/oauth/callback",
+    "http://localhost:8787/callback",
+]
 _INPUT = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 
 
@@ -53,18 +55,33 @@ class OAuthClient:
         return self.meta["prm"]["resource"]
 
     def register(self, redirect_uris: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-        r = httpx.post(self.meta["as"]["registration_endpoint"],
-                       json={"client_name": "Test IDE", "redirect_uris": redirect_uris or [self.redirect_uri],
-                             "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-                             "token_endpoint_auth_method": "none", **extra}, timeout=30)
+        r = httpx.post(
+            self.meta["as"]["registration_endpoint"],
+            json={
+                "client_name": "Test IDE",
+                "redirect_uris": redirect_uris or [self.redirect_uri],
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "none",
+                **extra,
+            },
+            timeout=30,
+        )
         assert r.status_code == 201, r.text
         self.client_id = r.json()["client_id"]
         return r.json()
 
     def authorize_params(self, verifier: str, **over: str) -> dict[str, str]:
-        p = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
-             "scope": "kb:read kb:search doc:read", "state": secrets.token_urlsafe(8),
-             "code_challenge": s256(verifier), "code_challenge_method": "S256", "resource": self.resource}
+        p = {
+            "response_type": "code",
+            "client_id": self.client_id,
+            "redirect_uri": self.redirect_uri,
+            "scope": "kb:read kb:search doc:read",
+            "state": secrets.token_urlsafe(8),
+            "code_challenge": s256(verifier),
+            "code_challenge_method": "S256",
+            "resource": self.resource,
+        }
         p.update(over)
         return {k: v for k, v in p.items() if v is not None}
 
@@ -90,16 +107,23 @@ class OAuthClient:
         return httpx.post(self.meta["as"]["token_endpoint"], data={"client_id": self.client_id, **form}, timeout=30)
 
     def exchange(self, code: str, verifier: str, **over: str) -> httpx.Response:
-        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
-                "redirect_uri": self.redirect_uri, "resource": self.resource, **over}
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "code_verifier": verifier,
+            "redirect_uri": self.redirect_uri,
+            "resource": self.resource,
+            **over,
+        }
         return self.token(**form)
 
     def refresh(self, refresh_token: str) -> httpx.Response:
         return self.token(grant_type="refresh_token", refresh_token=refresh_token)
 
     def revoke(self, token: str) -> httpx.Response:
-        return httpx.post(self.meta["as"]["revocation_endpoint"], data={"token": token, "client_id": self.client_id},
-                          timeout=30)
+        return httpx.post(
+            self.meta["as"]["revocation_endpoint"], data={"token": token, "client_id": self.client_id}, timeout=30
+        )
 
     def tokens(self, email: str, password: str) -> dict[str, Any]:
         verifier = secrets.token_urlsafe(48)

@@ -63,10 +63,18 @@ def docs() -> Iterator[DocServer]:
 
 def test_cimd_client_completes_the_flow_and_is_cached(oauth_client, docs, committed):
     url = docs.base + "/oauth/client-metadata.json"
-    docs.serve("/oauth/client-metadata.json", {
-        "client_id": url, "client_name": "Loopback Code", "redirect_uris": ["http://127.0.0.1/callback"],
-        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-        "token_endpoint_auth_method": "none"}, **{"Cache-Control": "max-age=300"})
+    docs.serve(
+        "/oauth/client-metadata.json",
+        {
+            "client_id": url,
+            "client_name": "Loopback Code",
+            "redirect_uris": ["http://127.0.0.1/callback"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        },
+        **{"Cache-Control": "max-age=300"},
+    )
     user = make_login_user(committed)
     oauth_client.client_id, oauth_client.redirect_uri = url, REDIRECT  # loopback: any port matches
     verifier = secrets.token_urlsafe(48)
@@ -85,13 +93,16 @@ def test_cimd_client_completes_the_flow_and_is_cached(oauth_client, docs, commit
     assert oauth_client.refresh(r.json()["refresh_token"]).status_code == 200
 
 
-@pytest.mark.parametrize("doc, words", [
-    ({"client_id": "https://someone-else.example/c.json", "redirect_uris": [REDIRECT]}, "differs from its URL"),
-    ({"redirect_uris": ["javascript:alert(1)"]}, "not allowed"),
-    ({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "client_secret_basic"}, "not supported"),
-    (b"x" * (clients.CIMD_MAX_BYTES + 10), "exceeds"),
-    (b"<html>not json</html>", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "doc, words",
+    [
+        ({"client_id": "https://someone-else.example/c.json", "redirect_uris": [REDIRECT]}, "differs from its URL"),
+        ({"redirect_uris": ["javascript:alert(1)"]}, "not allowed"),
+        ({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "client_secret_basic"}, "not supported"),
+        (b"x" * (clients.CIMD_MAX_BYTES + 10), "exceeds"),
+        (b"<html>not json</html>", "not JSON"),
+    ],
+)
 def test_bad_metadata_documents_are_refused_on_the_page(oauth_client, docs, doc, words):
     path = f"/bad-{secrets.token_hex(4)}.json"
     url = docs.base + path
@@ -117,8 +128,9 @@ def test_production_never_fetches_private_or_loopback_addresses(db):
             clients.resolve_client(db, url, tenant_id=tenant_id, production=True, fetch=fetch)
     for addresses in (["10.1.2.3"], ["192.168.0.7"], ["169.254.169.254"], ["93.184.216.34", "172.16.0.1"]):
         with pytest.raises(OAuthProtocolError, match="non-public"):
-            clients.check_metadata_url("https://client.example/c.json", production=True,
-                                       resolve=lambda _h, a=addresses: a)
+            clients.check_metadata_url(
+                "https://client.example/c.json", production=True, resolve=lambda _h, a=addresses: a
+            )
     assert fetched == []
     clients.check_metadata_url("https://client.example/c.json", production=True, resolve=lambda _h: ["93.184.216.34"])
     # outside production, loopback http is fetchable (how these tests serve documents)
@@ -137,8 +149,9 @@ def test_injected_fetcher_and_default_cache_lifetime(db):
 
     def fetch(u: str) -> clients.FetchedDocument:
         calls.append(u)
-        return clients.FetchedDocument(body={"client_id": u, "client_name": "Tool", "redirect_uris": [REDIRECT]},
-                                       max_age=None)
+        return clients.FetchedDocument(
+            body={"client_id": u, "client_name": "Tool", "redirect_uris": [REDIRECT]}, max_age=None
+        )
 
     tid = default_tenant(db).id
     row = clients.resolve_client(db, url, tenant_id=tid, production=False, fetch=fetch)
@@ -159,11 +172,20 @@ def test_two_first_authorizations_of_one_client_share_its_row(db, committed):
 
     def fetch(u: str) -> clients.FetchedDocument:
         with committed() as other:
-            other.add(McpOAuthClient(tenant_id=tid, client_id=u, client_name="Other replica", status="active",
-                                     registration="cimd", redirect_uris=[REDIRECT]))
+            other.add(
+                McpOAuthClient(
+                    tenant_id=tid,
+                    client_id=u,
+                    client_name="Other replica",
+                    status="active",
+                    registration="cimd",
+                    redirect_uris=[REDIRECT],
+                )
+            )
             other.commit()
-        return clients.FetchedDocument(body={"client_id": u, "client_name": "Racer", "redirect_uris": [REDIRECT]},
-                                       max_age=60)
+        return clients.FetchedDocument(
+            body={"client_id": u, "client_name": "Racer", "redirect_uris": [REDIRECT]}, max_age=60
+        )
 
     row = clients.resolve_client(db, url, tenant_id=tid, production=False, fetch=fetch)
     assert row.client_name == "Racer" and row.metadata_expires_at is not None
@@ -179,8 +201,12 @@ def test_loopback_redirects_match_any_port_as_real_clients_send_them():
     assert clients.redirect_uri_allowed(["http://127.0.0.1/", "http://127.0.0.1:33418/"], "http://127.0.0.1:59656/")
     assert clients.redirect_uri_allowed(["http://localhost/callback"], "http://localhost:41234/callback")
     assert clients.redirect_uri_allowed(vscode, "https://vscode.dev/redirect")
-    refused = [("http://127.0.0.1:59656/other", vscode), ("https://vscode.dev/redirect/x", vscode),
-               ("http://localhost:41234/callback", ["http://127.0.0.1/callback"]),  # host is part of the match
-               ("https://vscode.dev:444/redirect", vscode), ("http://evil.example:33418/", vscode)]
+    refused = [
+        ("http://127.0.0.1:59656/other", vscode),
+        ("https://vscode.dev/redirect/x", vscode),
+        ("http://localhost:41234/callback", ["http://127.0.0.1/callback"]),  # host is part of the match
+        ("https://vscode.dev:444/redirect", vscode),
+        ("http://evil.example:33418/", vscode),
+    ]
     for uri, registered in refused:
         assert not clients.redirect_uri_allowed(registered, uri), uri

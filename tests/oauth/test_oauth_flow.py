@@ -33,8 +33,10 @@ def check(committed, token: str, resource: str):
 
 def audit_actions(committed, grant_id) -> list[str]:
     with committed() as s:
-        return [a.action for a in s.exec(select(AuditLog).where(AuditLog.object_id == grant_id)
-                                         .order_by(AuditLog.created_at)).all()]
+        return [
+            a.action
+            for a in s.exec(select(AuditLog).where(AuditLog.object_id == grant_id).order_by(AuditLog.created_at)).all()
+        ]
 
 
 def test_discovery_metadata_and_cors(oauth_client, base):
@@ -56,8 +58,9 @@ def test_discovery_metadata_and_cors(oauth_client, base):
     # CORS for browser-based clients, on metadata and on the token endpoint's preflight and errors
     r = httpx.get(base + "/.well-known/oauth-authorization-server", headers={"Origin": "https://app.example"})
     assert r.headers["access-control-allow-origin"] == "*"
-    pre = httpx.options(base + "/oauth/token", headers={"Origin": "https://app.example",
-                                                        "Access-Control-Request-Method": "POST"})
+    pre = httpx.options(
+        base + "/oauth/token", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    )
     assert pre.status_code == 204 and pre.headers["access-control-allow-origin"] == "*"
     bad = httpx.post(base + "/oauth/token", data={"grant_type": "password"})
     assert bad.status_code == 400 and bad.json()["error"] == "unsupported_grant_type"
@@ -72,8 +75,9 @@ def test_dcr_accepts_what_cursor_sends_and_refuses_bad_redirects(oauth_client):
         r = httpx.post(oauth_client.meta["as"]["registration_endpoint"], json={"redirect_uris": bad})
         assert r.status_code == 400, (bad, r.text)
         assert r.json()["error"] == "invalid_redirect_uri", r.json()
-    r = httpx.post(oauth_client.meta["as"]["registration_endpoint"], content=b"{nope",
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        oauth_client.meta["as"]["registration_endpoint"], content=b"{nope", headers={"content-type": "application/json"}
+    )
     assert r.json()["error"] == "invalid_client_metadata"
 
 
@@ -90,9 +94,10 @@ def test_full_flow_login_consent_pkce_refresh_reuse(oauth_client, user, committe
     assert "form-action 'self' http://127.0.0.1:53682;" in csp
     for loads in ("<script", "<link", "src=", "href=", "url("):  # the page loads nothing, from anywhere
         assert loads not in page.text
-    forged = oauth_client.browser.post(oauth_client.authorize_path(),
-                                       data={**hidden_fields(page.text), "csrf_token": "forged",
-                                             "email": user.email, "password": user.password})
+    forged = oauth_client.browser.post(
+        oauth_client.authorize_path(),
+        data={**hidden_fields(page.text), "csrf_token": "forged", "email": user.email, "password": user.password},
+    )
     assert forged.status_code == 403 and "consent" not in forged.text.lower()
     wrong = oauth_client.submit(page, email=user.email, password="wrong password")
     assert wrong.status_code == 401 and 'name="password"' in wrong.text
@@ -104,8 +109,9 @@ def test_full_flow_login_consent_pkce_refresh_reuse(oauth_client, user, committe
         assert scope in consent.text
     assert "doc:write" not in consent.text  # never granted unless asked for
     assert "form-action 'self' http://127.0.0.1:53682" in consent.headers["content-security-policy"]
-    no_csrf = oauth_client.browser.post(oauth_client.authorize_path(),
-                                        data={**hidden_fields(consent.text), "csrf_token": "x", "action": "allow"})
+    no_csrf = oauth_client.browser.post(
+        oauth_client.authorize_path(), data={**hidden_fields(consent.text), "csrf_token": "x", "action": "allow"}
+    )
     assert no_csrf.status_code == 403
     q = redirect_params(oauth_client.submit(consent, action="allow"))
     params = oauth_client.authorize_params(verifier)
@@ -183,8 +189,9 @@ def test_code_is_single_use_and_bound_to_resource_and_redirect(oauth_client, use
     code = oauth_client.get_code(user.email, user.password, v)["code"]
     wrong_res = oauth_client.exchange(code, v, resource="https://elsewhere.example/mcp")
     assert wrong_res.status_code == 400 and wrong_res.json()["error"] == "invalid_target"
-    wrong_redirect = oauth_client.token(grant_type="authorization_code", code=code, code_verifier=v,
-                                       redirect_uri="http://127.0.0.1:9/other")
+    wrong_redirect = oauth_client.token(
+        grant_type="authorization_code", code=code, code_verifier=v, redirect_uri="http://127.0.0.1:9/other"
+    )
     assert wrong_redirect.json()["error"] == "invalid_grant"
     ok = oauth_client.exchange(code, v)
     assert ok.status_code == 200
@@ -221,8 +228,10 @@ def test_expired_token_and_suspended_user_are_refused(oauth_client, user, commit
     assert oauth_client.refresh(t["refresh_token"]).json()["error"] == "invalid_grant"
     with committed() as s:
         s.execute(text("UPDATE users SET status = 'active' WHERE id = :id"), {"id": user.user_id})
-        s.execute(text("UPDATE mcp_oauth_access_tokens SET expires_at = :t WHERE token_hash = encode(sha256(:tok), "
-                       "'hex')"), {"t": utcnow() - timedelta(seconds=1), "tok": t["access_token"].encode()})
+        s.execute(
+            text("UPDATE mcp_oauth_access_tokens SET expires_at = :t WHERE token_hash = encode(sha256(:tok), 'hex')"),
+            {"t": utcnow() - timedelta(seconds=1), "tok": t["access_token"].encode()},
+        )
         s.commit()
     with pytest.raises(Unauthenticated, match="expired"):
         check(committed, t["access_token"], oauth_client.resource)
@@ -268,9 +277,12 @@ def test_expired_rows_of_a_grant_are_dropped_when_it_is_used(oauth_client, user,
     t2 = oauth_client.tokens(user.email, user.password)
     assert check(committed, t2["access_token"], oauth_client.resource).grant_id == gid
     with committed() as s:
-        counts = {table: s.execute(text(f"SELECT count(*) FROM {table} WHERE grant_id = :g AND expires_at <= now()"),
-                                   {"g": gid}).scalar_one()
-                  for table in ("mcp_oauth_access_tokens", "mcp_oauth_refresh_tokens", "mcp_oauth_authorization_codes")}
+        counts = {
+            table: s.execute(
+                text(f"SELECT count(*) FROM {table} WHERE grant_id = :g AND expires_at <= now()"), {"g": gid}
+            ).scalar_one()
+            for table in ("mcp_oauth_access_tokens", "mcp_oauth_refresh_tokens", "mcp_oauth_authorization_codes")
+        }
     assert counts == {"mcp_oauth_access_tokens": 0, "mcp_oauth_refresh_tokens": 0, "mcp_oauth_authorization_codes": 0}
 
 
@@ -278,15 +290,24 @@ def test_claude_style_confidential_client_and_its_own_scope(oauth_client, user):
     """claude.ai registers with client_secret_basic and a scope of its own ("claudeai"); a server
     that refuses either fails the whole connection. PKCE stays required for it too."""
     oauth_client.redirect_uri = "https://claude.ai/api/mcp/auth_callback"
-    got = oauth_client.register([oauth_client.redirect_uri], token_endpoint_auth_method="client_secret_basic",
-                                scope="claudeai", client_name="Claude")
+    got = oauth_client.register(
+        [oauth_client.redirect_uri],
+        token_endpoint_auth_method="client_secret_basic",
+        scope="claudeai",
+        client_name="Claude",
+    )
     assert got["token_endpoint_auth_method"] == "client_secret_basic" and got["client_secret"].startswith("kbcs_")
     assert set(got["scope"].split()) == {"kb:read", "kb:search", "doc:read", "doc:write"}
     secret = got["client_secret"]
     v = secrets.token_urlsafe(48)
     q = oauth_client.get_code(user.email, user.password, v, scope="kb:read kb:search offline_access")
-    form = {"grant_type": "authorization_code", "code": q["code"], "code_verifier": v,
-            "redirect_uri": oauth_client.redirect_uri, "resource": oauth_client.resource}
+    form = {
+        "grant_type": "authorization_code",
+        "code": q["code"],
+        "code_verifier": v,
+        "redirect_uri": oauth_client.redirect_uri,
+        "resource": oauth_client.resource,
+    }
     token_url = oauth_client.meta["as"]["token_endpoint"]
     no_secret = httpx.post(token_url, data={**form, "client_id": oauth_client.client_id})
     assert no_secret.status_code == 401 and no_secret.json()["error"] == "invalid_client"
@@ -296,11 +317,21 @@ def test_claude_style_confidential_client_and_its_own_scope(oauth_client, user):
     ok = httpx.post(token_url, data=form, auth=(oauth_client.client_id, secret))
     assert ok.status_code == 200, ok.text
     assert ok.json()["scope"] == "kb:read kb:search"  # offline_access dropped, refresh token issued anyway
-    post = httpx.post(token_url, data={"grant_type": "refresh_token", "refresh_token": ok.json()["refresh_token"],
-                                       "client_id": oauth_client.client_id, "client_secret": secret})
+    post = httpx.post(
+        token_url,
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": ok.json()["refresh_token"],
+            "client_id": oauth_client.client_id,
+            "client_secret": secret,
+        },
+    )
     assert post.status_code == 200, post.text  # client_secret_post works as well
-    revoke = httpx.post(oauth_client.meta["as"]["revocation_endpoint"],
-                        data={"token": post.json()["refresh_token"]}, auth=(oauth_client.client_id, "kbcs_wrong"))
+    revoke = httpx.post(
+        oauth_client.meta["as"]["revocation_endpoint"],
+        data={"token": post.json()["refresh_token"]},
+        auth=(oauth_client.client_id, "kbcs_wrong"),
+    )
     assert revoke.status_code == 401
 
 
@@ -310,8 +341,9 @@ def test_a_client_that_omits_resource_gets_tokens_bound_to_mcp(oauth_client, use
     oauth_client.register()
     v = secrets.token_urlsafe(48)
     q = oauth_client.get_code(user.email, user.password, v, resource=None)
-    r = oauth_client.token(grant_type="authorization_code", code=q["code"], code_verifier=v,
-                           redirect_uri=oauth_client.redirect_uri)
+    r = oauth_client.token(
+        grant_type="authorization_code", code=q["code"], code_verifier=v, redirect_uri=oauth_client.redirect_uri
+    )
     assert r.status_code == 200, r.text
     g = check(committed, r.json()["access_token"], oauth_client.resource)
     assert g.resource == oauth_client.resource

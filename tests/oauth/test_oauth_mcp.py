@@ -15,9 +15,11 @@ from tests.mcp.helpers import run
 
 
 def test_mcp_client_connects_with_an_oauth_token(oauth_client, base, committed):
-    r = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
-                   headers={"Accept": "application/json, text/event-stream",
-                            "MCP-Protocol-Version": "2025-11-25"})
+    r = httpx.post(
+        base + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"},
+    )
     assert r.status_code == 401
     prm_url = re.search(r'resource_metadata="([^"]+)"', r.headers["www-authenticate"]).group(1)
     assert prm_url == base + "/.well-known/oauth-protected-resource/mcp"
@@ -41,9 +43,15 @@ def test_mcp_client_connects_with_an_oauth_token(oauth_client, base, committed):
         assert me.delete(f"/api/me/oauth-grants/{gid}").status_code == 204
     with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 as its own error types
         run(base, t["access_token"], go)
-    r = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
-                   headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25",
-                            "Authorization": f"Bearer {t['access_token']}"})
+    r = httpx.post(
+        base + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+            "Authorization": f"Bearer {t['access_token']}",
+        },
+    )
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
 
 
@@ -88,11 +96,15 @@ def test_the_sdk_oauth_client_connects_on_its_own(base, committed):
     async def redirect_handler(url: str) -> None:
         seen["authorize_url"] = url
         page = browser.get(url)
-        page = browser.post(base + "/oauth/authorize", data={**hidden_fields(page.text), "email": user.email,
-                                                            "password": user.password})
+        page = browser.post(
+            base + "/oauth/authorize", data={**hidden_fields(page.text), "email": user.email, "password": user.password}
+        )
         assert page.status_code == 200 and 'value="allow"' in page.text, page.text[:300]
-        seen.update(redirect_params(browser.post(base + "/oauth/authorize",
-                                                 data={**hidden_fields(page.text), "action": "allow"})))
+        seen.update(
+            redirect_params(
+                browser.post(base + "/oauth/authorize", data={**hidden_fields(page.text), "action": "allow"})
+            )
+        )
 
     async def callback_handler() -> AuthorizationCodeResult:
         return AuthorizationCodeResult(code=seen["code"], state=seen.get("state"), iss=seen.get("iss"))
@@ -100,10 +112,17 @@ def test_the_sdk_oauth_client_connects_on_its_own(base, committed):
     storage = _Memory()
     provider = OAuthClientProvider(
         server_url=base + "/mcp",
-        client_metadata=OAuthClientMetadata(client_name="SDK client", redirect_uris=["http://127.0.0.1:43123/cb"],
-                                            grant_types=["authorization_code", "refresh_token"],
-                                            response_types=["code"], token_endpoint_auth_method="none"),
-        storage=storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
+        client_metadata=OAuthClientMetadata(
+            client_name="SDK client",
+            redirect_uris=["http://127.0.0.1:43123/cb"],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
 
     async def go():
         http = httpx2.AsyncClient(auth=provider, timeout=60)

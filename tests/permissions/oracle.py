@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.permissions.worlds import World, WDoc
+from tests.permissions.worlds import WDoc, World
 
 RANK = {"viewer": 1, "editor": 2, "manager": 3, "owner": 4}
 HIDDEN = ["published", "draft", "archived", "deleted"]
 READ_SCOPES = {"kb:read", "kb:search", "doc:read"}
 WRITE_SCOPES = {"kb:write", "doc:write"}
-DOC_ACTIONS = ["read", "search", "trash", "edit", "create_child", "move", "delete", "manage", "share",
-               "transfer_owner"]
+DOC_ACTIONS = ["read", "search", "trash", "edit", "create_child", "move", "delete", "manage", "share", "transfer_owner"]
 KB_ACTIONS = ["read", "create", "manage", "invite", "share", "transfer_owner"]
 WS_ACTIONS = ["read", "list_members", "create_knowledge_base", "manage", "invite", "transfer_owner", "delete"]
 
@@ -34,8 +33,8 @@ WS_ACTIONS = ["read", "list_members", "create_knowledge_base", "manage", "invite
 class Who:
     """A principal, in world terms."""
 
-    kind: str                   # user | anonymous | share_link | dify_key | system
-    tenant: str | None = None   # "A" | "B" | None
+    kind: str  # user | anonymous | share_link | dify_key | system
+    tenant: str | None = None  # "A" | "B" | None
     user: int | None = None
     link: int | None = None
     dify: int | None = None
@@ -216,7 +215,7 @@ class Oracle:
         ns = [n.n for n in path]
         if link.object_n not in ns:
             return False
-        below = path[:ns.index(link.object_n)]
+        below = path[: ns.index(link.object_n)]
         return not any(n.mode == "custom" for n in below)
 
     def allows(self, who: Who, doc_n: int, action: str) -> bool:
@@ -267,8 +266,12 @@ class Oracle:
                 return True
             if who.kind == "dify_key":
                 key = next(f for f in self.w.difys if f.n == who.dify)
-                return (key.status == "active" and not key.expired and kb_n in key.allowed
-                        and self.w.kb_tenant(kb_n) == who.tenant)
+                return (
+                    key.status == "active"
+                    and not key.expired
+                    and kb_n in key.allowed
+                    and self.w.kb_tenant(kb_n) == who.tenant
+                )
             if who.kind == "anonymous":
                 return kb.visibility == "public"
             if who.kind == "share_link":
@@ -330,4 +333,3 @@ class Oracle:
         if actor is not None and actor == who.user:
             return True
         return kb_n is not None and self.w.kb_tenant(kb_n) == tenant and self.kb_allows(who, kb_n, "manage")
-

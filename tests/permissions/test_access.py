@@ -48,8 +48,9 @@ def test_missing_and_unseen_are_the_same_not_found(db, w, P):
             assert _not_found(lambda fn=fn, p=p, oid=oid: fn(db, p, oid)) == missing, (fn.__name__, person)
             # the visibility-only form (action=None) answers the same
             assert _not_found(lambda fn=fn, p=p, oid=oid: fn(db, p, oid, None)) == missing, (fn.__name__, person)
-    assert _not_found(lambda: access_document(db, Principal.anonymous(w.tenant.id), doc.id)) == \
-        _not_found(lambda: access_document(db, Principal.anonymous(w.tenant.id), uuid.uuid4()))
+    assert _not_found(lambda: access_document(db, Principal.anonymous(w.tenant.id), doc.id)) == _not_found(
+        lambda: access_document(db, Principal.anonymous(w.tenant.id), uuid.uuid4())
+    )
 
 
 def test_permission_denied_only_for_what_the_caller_sees(db, w, P):
@@ -103,9 +104,8 @@ def test_trashed_document_is_seen_only_by_who_may_restore_it(db, w, P):
 
 def test_readable_ancestors_leave_out_what_the_caller_cannot_open(db, w, P):
     kb = make_kb(db, w.workspace, w.owner, visibility="private")
-    folder = make_doc(db, kb, w.owner, type="folder")              # private, like its knowledge base
-    opened = make_doc(db, kb, w.owner, parent=folder, type="folder", permission_mode="custom",
-                      visibility="workspace")
+    folder = make_doc(db, kb, w.owner, type="folder")  # private, like its knowledge base
+    opened = make_doc(db, kb, w.owner, parent=folder, type="folder", permission_mode="custom", visibility="workspace")
     page = make_doc(db, kb, w.owner, parent=opened)
     assert access_document(db, P(w.member), page.id).readable_ancestors() == [opened.id]
     assert access_document(db, P(w.owner), page.id).readable_ancestors() == [folder.id, opened.id]
@@ -115,8 +115,9 @@ def test_access_tree_is_not_found_for_an_unseen_knowledge_base(db, w, P):
     kb = make_kb(db, w.workspace, w.owner, visibility="private")
     doc = make_doc(db, kb, w.owner)
     assert access_tree(db, P(w.owner), kb.id, (Action.READ,)).allows(doc.id)
-    assert _not_found(lambda: access_tree(db, P(w.member), kb.id)) == \
-        _not_found(lambda: access_tree(db, P(w.member), uuid.uuid4()))
+    assert _not_found(lambda: access_tree(db, P(w.member), kb.id)) == _not_found(
+        lambda: access_tree(db, P(w.member), uuid.uuid4())
+    )
 
 
 class _Selects:

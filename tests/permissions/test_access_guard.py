@@ -37,9 +37,19 @@ NO_LOCAL_ACCESS = ("openkb/content/", "server/", "cli/", "workers/")
 GUARDED_MODELS = {"Document", "KnowledgeBase", "Workspace"}
 ACTION_ENUMS = {"Action", "KbAction", "WsAction"}
 DECISIONS = {
-    "document_capabilities", "knowledge_base_capabilities", "filter_documents", "filter_readable_documents",
-    "document_roles", "resolve_workspace_role", "resolve_effective_role", "tree_access", "readable_tree",
-    "authorize", "load_snapshot", "load_kb_snapshot", "can",
+    "document_capabilities",
+    "knowledge_base_capabilities",
+    "filter_documents",
+    "filter_readable_documents",
+    "document_roles",
+    "resolve_workspace_role",
+    "resolve_effective_role",
+    "tree_access",
+    "readable_tree",
+    "authorize",
+    "load_snapshot",
+    "load_kb_snapshot",
+    "can",
 }
 
 
@@ -66,13 +76,23 @@ def _is_model_id(node: ast.AST) -> bool:
     """``Document.id`` or ``col(Document.id)``."""
     if isinstance(node, ast.Call) and _name(node.func) == "col" and node.args:
         node = node.args[0]
-    return (isinstance(node, ast.Attribute) and node.attr == "id" and isinstance(node.value, ast.Name)
-            and node.value.id in GUARDED_MODELS)
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "id"
+        and isinstance(node.value, ast.Name)
+        and node.value.id in GUARDED_MODELS
+    )
 
 
 def _fetches_by_id(node: ast.AST) -> bool:
-    if isinstance(node, ast.Call) and _name(node.func) == "get" and isinstance(node.func, ast.Attribute) \
-            and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in GUARDED_MODELS:
+    if (
+        isinstance(node, ast.Call)
+        and _name(node.func) == "get"
+        and isinstance(node.func, ast.Attribute)
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id in GUARDED_MODELS
+    ):
         return True  # session.get(Document, ...)
     # select(Document).where(Document.id == ...)
     return isinstance(node, ast.Compare) and _is_model_id(node.left) and any(isinstance(op, ast.Eq) for op in node.ops)
@@ -91,11 +111,19 @@ def _is_action(node: ast.AST) -> bool:
 
 def _checks_capabilities(test: ast.AST) -> bool:
     for node in ast.walk(test):
-        if isinstance(node, ast.Compare) and _is_action(node.left) \
-                and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+        if (
+            isinstance(node, ast.Compare)
+            and _is_action(node.left)
+            and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+        ):
             return True  # Action.EDIT not in caps
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd) and any(
-                isinstance(side, ast.Set) and any(_is_action(e) for e in side.elts) for side in (node.left, node.right)):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.BitAnd)
+            and any(
+                isinstance(side, ast.Set) and any(_is_action(e) for e in side.elts) for side in (node.left, node.right)
+            )
+        ):
             return True  # caps & {Action.READ, Action.TRASH}
     return False
 
@@ -112,13 +140,20 @@ def findings(source: str, where: str = "<snippet>", *, local_access: bool = True
             out.append(f"{at}: defines its own access_* function (use openkb.permissions')")
         nodes = list(_own_nodes(fn))
         if any(_fetches_by_id(n) for n in nodes) and any(_decides(n) for n in nodes):
-            out.append(f"{at}: fetches a workspace/knowledge base/document by id and decides access itself "
-                       "(use access_workspace / access_knowledge_base / access_document)")
+            out.append(
+                f"{at}: fetches a workspace/knowledge base/document by id and decides access itself "
+                "(use access_workspace / access_knowledge_base / access_document)"
+            )
         for n in nodes:
-            if isinstance(n, ast.If) and _checks_capabilities(n.test) \
-                    and any(isinstance(b, ast.Raise) for s in n.body for b in ast.walk(s)):
-                out.append(f"{where}:{n.lineno} {fn.name}(): raises on a hand-checked capability set "
-                           "(use the access object's require())")
+            if (
+                isinstance(n, ast.If)
+                and _checks_capabilities(n.test)
+                and any(isinstance(b, ast.Raise) for s in n.body for b in ast.walk(s))
+            ):
+                out.append(
+                    f"{where}:{n.lineno} {fn.name}(): raises on a hand-checked capability set "
+                    "(use the access object's require())"
+                )
     return out
 
 
@@ -137,76 +172,76 @@ def test_no_hand_written_fetch_then_authorize_outside_permissions() -> None:
 
 # the copies this guard was written to keep out (as they were before access_* existed)
 _OLD_COPIES = {
-    "kb_or_404": '''
+    "kb_or_404": """
 def _kb_or_404(session, principal, kb_id):
     kb = session.get(KnowledgeBase, kb_id)
     if kb is None or not can_read_knowledge_base(session, principal, kb_id):
         raise NotFound("knowledge base not found")
     return kb
-''',
-    "workspace": '''
+""",
+    "workspace": """
 def get_ws(session, principal, workspace_id):
     role = resolve_workspace_role(session, principal, workspace_id)
     ws = session.get(Workspace, workspace_id) if role else None
     if ws is None or role is None:
         raise NotFound("workspace not found")
     return ws, role
-''',
-    "capabilities_then_get": '''
+""",
+    "capabilities_then_get": """
 def trashed(session, principal, doc_id):
     caps = document_capabilities(session, principal, [doc_id]).get(doc_id, frozenset())
     doc = session.get(Document, doc_id) if caps & {Action.READ, Action.TRASH} else None
     return doc
-''',
-    "decision_alone": '''
+""",
+    "decision_alone": """
 def check(session, principal, doc_id, action):
     caps = document_capabilities(session, principal, [doc_id]).get(doc_id, frozenset())
     if action not in caps and Action.READ not in caps:
         raise PermissionDenied("no")
-''',
-    "select_by_id": '''
+""",
+    "select_by_id": """
 def load(session, principal, kb_id):
     kb = session.exec(select(KnowledgeBase).where(col(KnowledgeBase.id) == kb_id)).first()
     if not knowledge_base_capabilities(session, principal, [kb_id])[kb_id]:
         raise NotFound("knowledge base not found")
-''',
-    "authorize_then_get": '''
+""",
+    "authorize_then_get": """
 def delete_empty(session, actor, kb_id):
     authorize(session, actor.principal, ObjectRef("knowledge_base", kb_id), "transfer_owner")
     kb = session.get(KnowledgeBase, kb_id)
-''',
-    "local_access": '''
+""",
+    "local_access": """
 def access_thing(session, principal, thing_id):
     return None
-''',
+""",
 }
 
 # legitimate shapes the guard must leave alone
 _LEGIT = {
-    "listing": '''
+    "listing": """
 def list_kbs(session, principal, tenant):
     kbs = session.exec(select(KnowledgeBase).where(col(KnowledgeBase.tenant_id) == tenant)).all()
     caps = knowledge_base_capabilities(session, principal, [k.id for k in kbs])
     return [k for k in kbs if KbAction.READ in caps.get(k.id, frozenset())]
-''',
-    "existence_then_access": '''
+""",
+    "existence_then_access": """
 def revert_create(session, actor, c):
     doc = session.get(Document, c.object_id)
     if doc is None:
         return "gone"
     return access_document(session, actor.principal, doc.id, Action.EDIT).document
-''',
-    "access_then_require": '''
+""",
+    "access_then_require": """
 def update(session, p, doc_id, needed):
     acc = access_document(session, p, doc_id, Action.READ)
     acc.require(*needed)
     if not can_move_document(session, p, doc_id, new_parent_id=None):
         raise PermissionDenied("not allowed to move the document there")
-''',
-    "lock_after_access": '''
+""",
+    "lock_after_access": """
 def lock_document(session, doc_id):
     return session.exec(select(Document).where(col(Document.id) == doc_id).with_for_update()).first()
-''',
+""",
 }
 
 

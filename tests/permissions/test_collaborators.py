@@ -9,7 +9,11 @@ from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.models import AuditLog, Collaborator, WorkspaceMember
 from openkb.permissions import can_edit_document, can_read_document, resolve_effective_role
 from openkb.permissions.collaborators import (
-    add_collaborator, list_collaborators, remove_collaborator, transfer_owner, update_collaborator,
+    add_collaborator,
+    list_collaborators,
+    remove_collaborator,
+    transfer_owner,
+    update_collaborator,
 )
 from openkb.permissions.members import add_workspace_member, change_workspace_member_role, remove_workspace_member
 from openkb.permissions.settings import update_document_access, update_knowledge_base_access
@@ -17,14 +21,19 @@ from tests.factories import make_doc, make_group, make_kb, make_user
 
 
 def _audit(db, action):
-    return db.execute(select(AuditLog).where(AuditLog.action == action).order_by(AuditLog.created_at.desc())).scalars().first()
+    return (
+        db.execute(select(AuditLog).where(AuditLog.action == action).order_by(AuditLog.created_at.desc()))
+        .scalars()
+        .first()
+    )
 
 
 def test_add_update_remove_collaborator(db, w, P):
     kb = make_kb(db, w.workspace, w.owner, visibility="private")
     doc = make_doc(db, kb, w.owner)
-    c = add_collaborator(db, P(w.owner), ("knowledge_base", kb.id), subject_type="user", subject_id=w.member.id,
-                         role="viewer")
+    c = add_collaborator(
+        db, P(w.owner), ("knowledge_base", kb.id), subject_type="user", subject_id=w.member.id, role="viewer"
+    )
     assert can_read_document(db, P(w.member), doc.id) and not can_edit_document(db, P(w.member), doc.id)
     log = _audit(db, "collaborator.add")
     assert log.actor_user_id == w.owner.id and log.meta["after"] == {"role": "viewer"}
@@ -80,8 +89,11 @@ def test_transfer_owner_is_owner_only_and_audited(db, w, P):
     assert log.meta["before"]["owners"] == [f"user:{w.owner.id}"]
     # workspace ownership: the old owner becomes admin
     transfer_owner(db, P(w.owner), ("workspace", w.workspace.id), new_owner_id=w.admin.id)
-    roles = dict(db.execute(select(WorkspaceMember.user_id, WorkspaceMember.role)
-                            .where(WorkspaceMember.workspace_id == w.workspace.id)).all())
+    roles = dict(
+        db.execute(
+            select(WorkspaceMember.user_id, WorkspaceMember.role).where(WorkspaceMember.workspace_id == w.workspace.id)
+        ).all()
+    )
     assert roles[w.admin.id] == "owner" and roles[w.owner.id] == "admin"
     with pytest.raises(ValidationError):  # the new owner must be in the workspace already
         transfer_owner(db, P(w.admin), ("workspace", w.workspace.id), new_owner_id=w.outsider.id)
@@ -113,7 +125,9 @@ def test_permission_settings_are_manager_only_and_audited(db, w, P):
     assert log.meta["before"]["visibility"] == "private" and log.meta["after"]["editor_can_delete"] is True
     update_document_access(db, P(w.owner), doc.id, permission_mode="custom", visibility="private")
     assert not can_read_document(db, P(w.member), doc.id)
-    assert _audit(db, "permission.document.update").meta["after"] == {"permission_mode": "custom",
-                                                                        "visibility": "private"}
+    assert _audit(db, "permission.document.update").meta["after"] == {
+        "permission_mode": "custom",
+        "visibility": "private",
+    }
     with pytest.raises(ValidationError):
         update_document_access(db, P(w.owner), doc.id, permission_mode="locked")

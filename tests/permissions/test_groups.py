@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openkb.errors import NotFound, PermissionDenied, Unauthenticated, ValidationError
-from openkb.permissions import Principal, can_read_document
-from openkb.permissions import groups
+from openkb.permissions import Principal, can_read_document, groups
 from tests.factories import grant, make_doc, make_kb, make_user
 
 

@@ -46,20 +46,48 @@ def test_fixed_window_counts_atomically_and_resets(db):
 
 
 def test_audit_actor_types_and_secret_guard(db, w):
-    u = record_audit(db, tenant_id=w.tenant.id, actor=Principal.user(w.owner, w.tenant.id), action="x.user",
-                     object_type="workspace", object_id=w.workspace.id, metadata={"before": {"at": datetime.now(UTC)}})
+    u = record_audit(
+        db,
+        tenant_id=w.tenant.id,
+        actor=Principal.user(w.owner, w.tenant.id),
+        action="x.user",
+        object_type="workspace",
+        object_id=w.workspace.id,
+        metadata={"before": {"at": datetime.now(UTC)}},
+    )
     assert (u.actor_type, u.actor_user_id, u.meta["actor_kind"]) == ("user", w.owner.id, "user")
     key = DifyApiKey(tenant_id=w.tenant.id, name="k", key_hash="audit-k", status="active")
     db.add(key)
     db.flush()
-    d = record_audit(db, tenant_id=w.tenant.id, actor=Principal.dify(key), action="x.dify", object_type=None,
-                     object_id=None, metadata={})
+    d = record_audit(
+        db,
+        tenant_id=w.tenant.id,
+        actor=Principal.dify(key),
+        action="x.dify",
+        object_type=None,
+        object_id=None,
+        metadata={},
+    )
     assert d.actor_type == "api_key" and d.actor_user_id is None and d.meta["dify_key_id"] == str(key.id)
     s = record_audit(db, tenant_id=None, actor=None, action="x.system", object_type=None, object_id=None, metadata={})
     assert s.actor_type == "system"
-    a = record_audit(db, tenant_id=w.tenant.id, actor=Principal.anonymous(w.tenant.id), action="x.anon",
-                     object_type=None, object_id=None, metadata={"ids": {uuid.UUID(int=1)}})
+    a = record_audit(
+        db,
+        tenant_id=w.tenant.id,
+        actor=Principal.anonymous(w.tenant.id),
+        action="x.anon",
+        object_type=None,
+        object_id=None,
+        metadata={"ids": {uuid.UUID(int=1)}},
+    )
     assert a.actor_type == "user" and a.actor_user_id is None and a.meta["ids"] == [str(uuid.UUID(int=1))]
     with pytest.raises(ValidationError):
-        record_audit(db, tenant_id=None, actor=None, action="x", object_type=None, object_id=None,
-                     metadata={"token": "kbpat_..."})
+        record_audit(
+            db,
+            tenant_id=None,
+            actor=None,
+            action="x",
+            object_type=None,
+            object_id=None,
+            metadata={"token": "kbpat_..."},
+        )

@@ -12,16 +12,28 @@ from openkb.errors import NotFound, PermissionDenied, Unauthenticated, Validatio
 from openkb.models import AuditLog, Collaborator, Invitation, WorkspaceMember
 from openkb.permissions import Principal, can_read_document
 from openkb.permissions.invitations import (
-    InvitationExhausted, InvitationExpired, accept_invitation, approve_invitation_request, create_invitation,
-    decline_invitation, get_invitation, reject_invitation_request, reset_invitation, revoke_invitation,
+    InvitationExhausted,
+    InvitationExpired,
+    accept_invitation,
+    approve_invitation_request,
+    create_invitation,
+    decline_invitation,
+    get_invitation,
+    reject_invitation_request,
+    reset_invitation,
+    revoke_invitation,
 )
 from openkb.security import hash_token
 from tests.factories import make_doc, make_kb, make_tenant, make_user
 
 
 def _actions(db, object_id) -> list[str]:
-    return [a.action for a in db.execute(select(AuditLog).where(AuditLog.object_id == object_id)
-                                         .order_by(AuditLog.created_at)).scalars()]
+    return [
+        a.action
+        for a in db.execute(
+            select(AuditLog).where(AuditLog.object_id == object_id).order_by(AuditLog.created_at)
+        ).scalars()
+    ]
 
 
 def test_workspace_invitation_role_constraints(db, w, P):
@@ -37,8 +49,16 @@ def test_workspace_invitation_role_constraints(db, w, P):
         create_invitation(db, P(w.outsider), ws, role="member")
     # the database refuses an owner invitation even if a service forgot to check
     with pytest.raises(IntegrityError), db.begin_nested():
-        db.add(Invitation(tenant_id=w.tenant.id, object_type="workspace", object_id=w.workspace.id, role="owner",
-                          token_hash="x-owner", invited_by=w.owner.id))
+        db.add(
+            Invitation(
+                tenant_id=w.tenant.id,
+                object_type="workspace",
+                object_id=w.workspace.id,
+                role="owner",
+                token_hash="x-owner",
+                invited_by=w.owner.id,
+            )
+        )
         db.flush()
 
 
@@ -67,8 +87,16 @@ def test_content_invitation_role_constraints(db, w, P):
     with pytest.raises(ValidationError):  # an inherit document has no collaborators of its own
         create_invitation(db, P(w.owner), ("document", make_doc(db, kb, w.owner).id), role="viewer")
     with pytest.raises(IntegrityError), db.begin_nested():
-        db.add(Invitation(tenant_id=w.tenant.id, object_type="document", object_id=doc.id, role="owner",
-                          token_hash="y-owner", invited_by=w.owner.id))
+        db.add(
+            Invitation(
+                tenant_id=w.tenant.id,
+                object_type="document",
+                object_id=doc.id,
+                role="owner",
+                token_hash="y-owner",
+                invited_by=w.owner.id,
+            )
+        )
         db.flush()
 
 
@@ -116,8 +144,9 @@ def test_expiry_max_uses_and_domains(db, w, P):
 
 
 def test_targeted_invitation_is_for_that_person_only(db, w, P):
-    created = create_invitation(db, P(w.owner), ("workspace", w.workspace.id), role="member",
-                                email="Invitee@Example.org")
+    created = create_invitation(
+        db, P(w.owner), ("workspace", w.workspace.id), role="member", email="Invitee@Example.org"
+    )
     with pytest.raises(PermissionDenied):
         accept_invitation(db, created.token, P(w.outsider))
     invitee = make_user(db, w.tenant, email="invitee@example.org")
@@ -125,8 +154,9 @@ def test_targeted_invitation_is_for_that_person_only(db, w, P):
     assert created.invitation.status == "accepted"  # single use
     with pytest.raises(Unauthenticated):
         accept_invitation(db, created.token, Principal.anonymous(w.tenant.id))
-    declined = create_invitation(db, P(w.owner), ("workspace", w.workspace.id), role="guest",
-                                 invited_user_id=w.outsider.id)
+    declined = create_invitation(
+        db, P(w.owner), ("workspace", w.workspace.id), role="guest", invited_user_id=w.outsider.id
+    )
     decline_invitation(db, declined.token, P(w.outsider))
     with pytest.raises(NotFound):
         accept_invitation(db, declined.token, P(w.outsider))
@@ -175,5 +205,8 @@ def test_accepting_brings_a_user_into_the_tenant_but_never_across(db, w, P):
     assert result.membership.tenant_id == w.tenant.id
     from openkb.models import TenantMembership
 
-    assert db.execute(select(TenantMembership).where(TenantMembership.user_id == stranger.id,
-                                                     TenantMembership.tenant_id == w.tenant.id)).first()
+    assert db.execute(
+        select(TenantMembership).where(
+            TenantMembership.user_id == stranger.id, TenantMembership.tenant_id == w.tenant.id
+        )
+    ).first()

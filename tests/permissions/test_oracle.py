@@ -28,18 +28,27 @@ from openkb.permissions.loader import load_snapshot
 from tests.permissions.oracle import DOC_ACTIONS, KB_ACTIONS, WS_ACTIONS, Oracle, Who
 from tests.permissions.worlds import World, insert_world, uid, worlds
 
-WORLD_SETTINGS = settings(max_examples=500, deadline=None, derandomize=False,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+WORLD_SETTINGS = settings(
+    max_examples=500,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def principals_of(w: World) -> list[Who]:
     a_users = [u.n for u in w.users if u.tenant == "A"]
     b_user = next(u.n for u in w.users if u.tenant == "B")
     out = [Who("user", "A", user=n) for n in a_users]
-    out += [Who("user", "A", user=a_users[0], scopes=frozenset({"kb:search"})),
-            Who("user", "A", user=a_users[-1], scopes=frozenset({"kb:write"})),
-            Who("user", "B", user=b_user), Who("user", "A", user=b_user),
-            Who("anonymous", "A"), Who("anonymous", "B"), Who("system")]
+    out += [
+        Who("user", "A", user=a_users[0], scopes=frozenset({"kb:search"})),
+        Who("user", "A", user=a_users[-1], scopes=frozenset({"kb:write"})),
+        Who("user", "B", user=b_user),
+        Who("user", "A", user=b_user),
+        Who("anonymous", "A"),
+        Who("anonymous", "B"),
+        Who("system"),
+    ]
     for link in w.links:
         tenant = w.object_tenant(link.object_type, link.object_n)
         out += [Who("share_link", tenant, link=link.n), Who("share_link", tenant, link=link.n, user=a_users[-1])]
@@ -60,14 +69,19 @@ def to_principal(w: World, who: Who) -> Principal:
         return Principal(kind="share_link", tenant_id=tenant, share_link_id=uid("link", who.link), user_id=user)
     key = next(f for f in w.difys if f.n == who.dify)
     # built directly (not Principal.dify) so a dead key proves the service re-checks it
-    return Principal(kind="dify_key", tenant_id=tenant, dify_key_id=uid("dify", key.n),
-                     allowed_kb_ids=frozenset(uid("kb", k) for k in key.allowed))
+    return Principal(
+        kind="dify_key",
+        tenant_id=tenant,
+        dify_key_id=uid("dify", key.n),
+        allowed_kb_ids=frozenset(uid("kb", k) for k in key.allowed),
+    )
 
 
 def change_cases(w: World) -> list[tuple[str, int | None, int | None]]:
     """(tenant, knowledge base or None, actor or None) of a change row: every combination."""
-    return [(t, k, a) for t in ("A", "B") for k in [*(x.n for x in w.kbs), None]
-            for a in [*(u.n for u in w.users), None]]
+    return [
+        (t, k, a) for t in ("A", "B") for k in [*(x.n for x in w.kbs), None] for a in [*(u.n for u in w.users), None]
+    ]
 
 
 def check_world(db, w: World) -> None:
@@ -112,18 +126,23 @@ def check_world(db, w: World) -> None:
             assert rules.ws_role(snap.viewer, str(wid)) == want_role, f"{ctx}\nrole on w{n}"
         for tenant, kb_n, actor in change_cases(w):
             facts = snap.kbs.get(str(uid("kb", kb_n))) if kb_n is not None else None
-            got = rules.change_visible(snap.viewer, str(uid("tenant", tenant)),
-                                       str(uid("user", actor)) if actor is not None else None, facts)
+            got = rules.change_visible(
+                snap.viewer, str(uid("tenant", tenant)), str(uid("user", actor)) if actor is not None else None, facts
+            )
             expected = oracle.change_visible(who, tenant, actor, kb_n)
-            assert got == expected, \
+            assert got == expected, (
                 f"{ctx}\nchange of tenant {tenant} by u{actor} in k{kb_n}: service {got}, oracle {expected}"
+            )
 
         # what search may return, plus every readable published document of the principal's
         # tenant (the prefilter ignores archived knowledge bases: the final check drops them)
         searchable = {n for n in doc_ids.values() if oracle.allows(who, n, "search")} | {
-            n for n in doc_ids.values()
-            if oracle.allows(who, n, "read") and oracle.status(w.doc(n)) == "published"
-            and w.kb_tenant(w.doc(n).kb) == who.tenant}
+            n
+            for n in doc_ids.values()
+            if oracle.allows(who, n, "read")
+            and oracle.status(w.doc(n)) == "published"
+            and w.kb_tenant(w.doc(n).kb) == who.tenant
+        }
         if not searchable:
             continue  # the superset property is vacuous; skip the statement
         scope = readable_scope(db, p)
@@ -131,11 +150,13 @@ def check_world(db, w: World) -> None:
         for n in searchable:
             did = uid("doc", n)
             ca = access[did]
-            assert scope.matches(ca.row(did)), \
+            assert scope.matches(ca.row(did)), (
                 f"{ctx}\nscalar scope misses searchable d{n}: {ca}\nfilter: {scope.to_milvus_filter()}"
+            )
             if who.kind != "system":
-                assert tokens & set(ca.access_principals), \
+                assert tokens & set(ca.access_principals), (
                     f"{ctx}\nprincipals miss searchable d{n}: {sorted(tokens)} vs {ca.access_principals}"
+                )
 
 
 @WORLD_SETTINGS
@@ -157,19 +178,34 @@ def insert_changes(db, w: World) -> dict[uuid.UUID, tuple[str, int | None, int |
         cid = uuid.UUID(int=(0xC4A << 48) | i)
         state = {"knowledge_base_id": str(uid("kb", kb_n))} if kb_n is not None else {}
         removal = i % 2 == 1
-        rows.append({"id": cid, "tenant_id": uid("tenant", tenant), "run_id": uuid.uuid4(),
-                     "actor_type": "user" if actor is not None else "system",
-                     "actor_id": uid("user", actor) if actor is not None else None, "op": "document.update",
-                     "object_type": "document", "object_id": uuid.uuid4(), "summary": "x",
-                     "before_state": state, "after_state": {} if removal else state, "status": "applied",
-                     "created_at": now + timedelta(microseconds=i)})
+        rows.append(
+            {
+                "id": cid,
+                "tenant_id": uid("tenant", tenant),
+                "run_id": uuid.uuid4(),
+                "actor_type": "user" if actor is not None else "system",
+                "actor_id": uid("user", actor) if actor is not None else None,
+                "op": "document.update",
+                "object_type": "document",
+                "object_id": uuid.uuid4(),
+                "summary": "x",
+                "before_state": state,
+                "after_state": {} if removal else state,
+                "status": "applied",
+                "created_at": now + timedelta(microseconds=i),
+            }
+        )
         cases[cid] = (tenant, kb_n, actor)
     db.execute(insert(Change.__table__), rows)
     return cases
 
 
-@settings(max_examples=25, deadline=None, derandomize=False,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(world=worlds(max_docs=0))
 def test_change_log_forms_agree_with_oracle(db, world: World) -> None:
     """``change_scope(...).clause()`` (the listings' SQL) and ``access_change`` (one row) select
@@ -182,14 +218,20 @@ def test_change_log_forms_agree_with_oracle(db, world: World) -> None:
         for who in principals_of(world):
             p = to_principal(world, who)
             want = {cid for cid, (t, k, a) in cases.items() if oracle.change_visible(who, t, a, k)}
-            got = set(db.exec(select(Change.id).where(col(Change.id).in_(list(cases)),
-                                                      change_scope(db, p).clause())).all())
+            got = set(
+                db.exec(select(Change.id).where(col(Change.id).in_(list(cases)), change_scope(db, p).clause())).all()
+            )
             assert got == want, f"{world.describe()}\nprincipal: {who}\nextra {got - want}\nmissing {want - got}"
             for kb in world.kbs:
                 # a listing filtered to one knowledge base decides only that one's manage right
                 scoped = {cid for cid in cases if cases[cid][1] == kb.n}
-                got_kb = set(db.exec(select(Change.id).where(col(Change.id).in_(list(scoped)),
-                                                             change_scope(db, p, uid("kb", kb.n)).clause())).all())
+                got_kb = set(
+                    db.exec(
+                        select(Change.id).where(
+                            col(Change.id).in_(list(scoped)), change_scope(db, p, uid("kb", kb.n)).clause()
+                        )
+                    ).all()
+                )
                 assert got_kb == want & scoped, f"{world.describe()}\nprincipal: {who}\nk{kb.n}"
             for cid in cases:
                 if cid in want:

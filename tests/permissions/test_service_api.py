@@ -6,10 +6,25 @@ import pytest
 
 from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.permissions import (
-    Action, KbAction, ObjectRef, Principal, access_document, can_create_document, can_create_share_link,
-    can_invite_collaborator, can_manage_knowledge_base, can_move_document, can_read_document, chunk_access,
-    chunk_access_many, document_capabilities, filter_readable_documents, knowledge_base_capabilities,
-    readable_scope, resolve_effective_role, resolve_readable_principals_for_milvus,
+    Action,
+    KbAction,
+    ObjectRef,
+    Principal,
+    access_document,
+    can_create_document,
+    can_create_share_link,
+    can_invite_collaborator,
+    can_manage_knowledge_base,
+    can_move_document,
+    can_read_document,
+    chunk_access,
+    chunk_access_many,
+    document_capabilities,
+    filter_readable_documents,
+    knowledge_base_capabilities,
+    readable_scope,
+    resolve_effective_role,
+    resolve_readable_principals_for_milvus,
 )
 from openkb.permissions import filters as F
 from tests.factories import grant, make_doc, make_group, make_kb, make_user
@@ -20,8 +35,14 @@ def test_batch_check_of_100_documents_is_one_query(db, w, P, count_queries):
     docs, parent = [], None
     for i in range(100):
         kb = kbs[i % 3]
-        parent = make_doc(db, kb, w.owner, parent=parent if parent and parent.knowledge_base_id == kb.id and i % 4 else None,
-                          permission_mode="custom" if i % 7 == 0 else "inherit", type="folder" if i % 2 else "page")
+        parent = make_doc(
+            db,
+            kb,
+            w.owner,
+            parent=parent if parent and parent.knowledge_base_id == kb.id and i % 4 else None,
+            permission_mode="custom" if i % 7 == 0 else "inherit",
+            type="folder" if i % 2 else "page",
+        )
         docs.append(parent)
     g = make_group(db, w.tenant, w.owner, members=[w.member])
     grant(db, "knowledge_base", kbs[0].id, g, "viewer", tenant_id=w.tenant.id)
@@ -39,7 +60,7 @@ def test_batch_check_of_100_documents_is_one_query(db, w, P, count_queries):
 
 
 def test_readable_scope_is_constant_queries(db, w, P, count_queries):
-    for i in range(30):
+    for _i in range(30):
         kb = make_kb(db, w.workspace, w.owner, visibility="private")
         grant(db, "knowledge_base", kb.id, w.member, "viewer", tenant_id=w.tenant.id)
         d = make_doc(db, kb, w.owner, permission_mode="custom")

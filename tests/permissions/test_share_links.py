@@ -11,11 +11,20 @@ from sqlalchemy.exc import IntegrityError
 from openkb.errors import NotFound, PermissionDenied, RateLimited, Unauthenticated, ValidationError
 from openkb.models import AuditLog, ShareLink
 from openkb.permissions import (
-    Action, Principal, can_create_share_link, can_edit_document, can_read_document, document_capabilities,
+    Action,
+    Principal,
+    can_create_share_link,
+    can_edit_document,
+    can_read_document,
+    document_capabilities,
     filter_readable_documents,
 )
 from openkb.permissions.share_links import (
-    SharePasswordIncorrect, SharePasswordRequired, create_share_link, list_share_links, open_share_link,
+    SharePasswordIncorrect,
+    SharePasswordRequired,
+    create_share_link,
+    list_share_links,
+    open_share_link,
     revoke_share_link,
 )
 from openkb.security import hash_token
@@ -37,8 +46,16 @@ def test_share_links_are_read_only(db, w, P):
     as_owner = open_share_link(db, created.token, viewer=P(w.owner)).raise_for_status()
     assert not can_edit_document(db, as_owner, doc.id)
     with pytest.raises(IntegrityError), db.begin_nested():
-        db.add(ShareLink(tenant_id=w.tenant.id, object_type="document", object_id=doc.id, token_hash="edit-link",
-                         permission="edit", created_by=w.owner.id))
+        db.add(
+            ShareLink(
+                tenant_id=w.tenant.id,
+                object_type="document",
+                object_id=doc.id,
+                token_hash="edit-link",
+                permission="edit",
+                created_by=w.owner.id,
+            )
+        )
         db.flush()
 
 
@@ -47,8 +64,9 @@ def test_tokens_stored_as_hashes_and_creation_is_audited(db, w, P):
     created = create_share_link(db, P(w.owner), kb, password="s3cret")
     assert created.token.startswith("kbshare_") and created.link.token_hash == hash_token(created.token)
     assert created.link.password_hash.startswith("$argon2id$")
-    log = db.execute(select(AuditLog).where(AuditLog.action == "share_link.create")
-                     .where(AuditLog.object_id == kb.id)).scalar_one()
+    log = db.execute(
+        select(AuditLog).where(AuditLog.action == "share_link.create").where(AuditLog.object_id == kb.id)
+    ).scalar_one()
     assert log.meta["after"]["has_password"] is True
     assert created.token not in str(log.meta) and "s3cret" not in str(log.meta)
     assert [x.id for x in list_share_links(db, P(w.owner), kb)] == [created.link.id]
@@ -106,8 +124,13 @@ def test_password_failures_are_counted_audited_and_rate_limited(db, w, P):
         open_share_link(db, created.token, password="correct horse", ip="10.0.0.1")
     # another visitor is not blocked by the first one's failures
     assert open_share_link(db, created.token, password="correct horse", ip="10.0.0.2").status == "ok"
-    failures = db.execute(select(AuditLog).where(AuditLog.action == "share_link.password_failed")
-                          .where(AuditLog.object_id == kb.id)).scalars().all()
+    failures = (
+        db.execute(
+            select(AuditLog).where(AuditLog.action == "share_link.password_failed").where(AuditLog.object_id == kb.id)
+        )
+        .scalars()
+        .all()
+    )
     assert len(failures) == 5 and failures[0].ip == "10.0.0.1"
 
 

@@ -9,13 +9,25 @@ from openkb.content import knowledge_bases as kb_service
 from openkb.content import workspaces as ws_service
 from openkb.errors import NotFound, PermissionDenied
 from openkb.permissions import (
-    Action, Principal, WsAction, access_change, access_workspace, can_edit_document, can_in_workspace,
-    can_manage_document, can_read_document, can_read_knowledge_base, filter_documents, filter_readable_documents,
-    readable_scope, resolve_effective_role, resolve_readable_principals_for_milvus, resolve_workspace_role,
+    Action,
+    Principal,
+    WsAction,
+    access_change,
+    access_workspace,
+    can_edit_document,
+    can_in_workspace,
+    can_manage_document,
+    can_read_document,
+    can_read_knowledge_base,
+    filter_documents,
+    filter_readable_documents,
+    readable_scope,
+    resolve_effective_role,
+    resolve_readable_principals_for_milvus,
+    resolve_workspace_role,
 )
 from openkb.permissions.collaborators import remove_collaborator
 from tests.factories import add_member, grant, make_doc, make_group, make_kb, make_user, make_workspace
-
 
 # -- the spec's named cases (docs/permissions.md) -------------------------------------------------------------------
 
@@ -112,8 +124,12 @@ def test_mcp_search_principals_only_include_current_users_allowed_scopes(db, w, 
     other_ws = make_workspace(db, w.tenant, w.owner)
     tokens = set(resolve_readable_principals_for_milvus(db, P(w.guest)))
     assert tokens == {
-        "public", f"user:{w.guest.id}", f"tenant:{w.tenant.id}:member", f"group:{g.id}",
-        f"kb:{mine.id}:viewer", f"doc:{custom_doc.id}:viewer",
+        "public",
+        f"user:{w.guest.id}",
+        f"tenant:{w.tenant.id}:member",
+        f"group:{g.id}",
+        f"kb:{mine.id}:viewer",
+        f"doc:{custom_doc.id}:viewer",
     }  # a guest is no workspace member: no workspace token
     assert f"workspace:{w.workspace.id}:member" in resolve_readable_principals_for_milvus(db, P(w.member))
     assert f"workspace:{other_ws.id}:member" not in resolve_readable_principals_for_milvus(db, P(w.member))
@@ -159,10 +175,10 @@ def test_status_rules(db, w, P):
     archived = make_doc(db, kb, w.owner, status="archived")
     deleted = make_doc(db, kb, w.owner, status="deleted")
     ids = [draft.id, archived.id, deleted.id]
-    assert filter_readable_documents(db, P(w.member), ids) == set()          # reader: published only
-    assert filter_readable_documents(db, P(w.guest), ids) == {draft.id, archived.id}   # editor
+    assert filter_readable_documents(db, P(w.member), ids) == set()  # reader: published only
+    assert filter_readable_documents(db, P(w.guest), ids) == {draft.id, archived.id}  # editor
     assert filter_readable_documents(db, P(w.guest), ids, for_search=True) == {draft.id}
-    assert filter_documents(db, P(w.guest), ids, Action.TRASH) == set()     # trash is manager+
+    assert filter_documents(db, P(w.guest), ids, Action.TRASH) == set()  # trash is manager+
     assert filter_documents(db, P(w.owner), ids, Action.TRASH) == {deleted.id}
     assert filter_readable_documents(db, P(w.owner), ids, for_search=True) == {draft.id}
     anon = Principal.anonymous(w.tenant.id)
@@ -175,7 +191,7 @@ def test_folder_gates_its_descendants(db, w, P):
     closed = make_doc(db, kb, w.owner, type="folder", permission_mode="custom", visibility="private")
     inside_open = make_doc(db, kb, w.owner, parent=closed, permission_mode="custom", visibility="workspace")
     inside = make_doc(db, kb, w.owner, parent=closed)
-    assert not can_read_document(db, P(w.member), inside_open.id)   # cannot pass the closed folder
+    assert not can_read_document(db, P(w.member), inside_open.id)  # cannot pass the closed folder
     assert not can_read_document(db, P(w.member), inside.id)
     draft_folder = make_doc(db, kb, w.owner, type="folder", status="draft")
     under_draft = make_doc(db, kb, w.owner, parent=draft_folder)
@@ -240,8 +256,9 @@ def test_dify_key_reads_its_knowledge_bases_only(db, w):
     inherited = make_doc(db, allowed, w.owner)
     custom = make_doc(db, allowed, w.owner, permission_mode="custom", visibility="private")
     elsewhere = make_doc(db, other, w.owner)
-    key = DifyApiKey(tenant_id=w.tenant.id, name="app", key_hash="h-dify-1", status="active",
-                     allowed_knowledge_base_ids=[allowed.id])
+    key = DifyApiKey(
+        tenant_id=w.tenant.id, name="app", key_hash="h-dify-1", status="active", allowed_knowledge_base_ids=[allowed.id]
+    )
     db.add(key)
     db.flush()
     p = Principal.dify(key)

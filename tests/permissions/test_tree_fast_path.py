@@ -10,8 +10,14 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 
 from openkb.permissions import (
-    Action, document_capabilities, filter_documents, filter_readable_documents, knowledge_base_capabilities,
-    readable_tree, rules, tree_access,
+    Action,
+    document_capabilities,
+    filter_documents,
+    filter_readable_documents,
+    knowledge_base_capabilities,
+    readable_tree,
+    rules,
+    tree_access,
 )
 from openkb.permissions.loader import load_kb_snapshot, load_snapshot
 from openkb.permissions.principal import Principal
@@ -19,8 +25,12 @@ from openkb.permissions.rules import DocFacts, KbFacts, Snapshot, Viewer
 from tests.permissions.test_oracle import principals_of, to_principal
 from tests.permissions.worlds import World, insert_world, uid, worlds
 
-FAST_PATH_SETTINGS = settings(max_examples=200, deadline=None, derandomize=False,
-                              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FAST_PATH_SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def check_world(db, w: World) -> None:
@@ -40,8 +50,9 @@ def check_world(db, w: World) -> None:
             fast = tree_access(db, p, kid)
             assert set(fast.documents) == docs, f"{ctx}\nk{kid}: documents {set(fast.documents) ^ docs}"
             for d in docs:
-                assert fast.documents[d] == caps[d], \
+                assert fast.documents[d] == caps[d], (
                     f"{ctx}\ndocument {d}: fast {sorted(fast.documents[d])}, batch {sorted(caps[d])}"
+                )
             assert fast.allowed(Action.READ) == readable & docs, f"{ctx}\nk{kid}: readable differs"
             for d in all_docs:  # the lookups the tree uses, by UUID and by string; other KBs' ids: nothing
                 expected = caps[d] if d in docs else frozenset()
@@ -52,8 +63,9 @@ def check_world(db, w: World) -> None:
             assert fast.kb_actions == kb_caps[kid], f"{ctx}\nk{kid}: kb {fast.kb_actions} vs {kb_caps[kid]}"
             # a narrower action list is the same answer restricted to it
             only_read = tree_access(db, p, kid, (Action.READ,))
-            assert {d: c for d, c in only_read.documents.items()} == \
-                {d: c & {Action.READ} for d, c in fast.documents.items()}, f"{ctx}\nk{kid}: READ-only differs"
+            assert {d: c for d, c in only_read.documents.items()} == {
+                d: c & {Action.READ} for d, c in fast.documents.items()
+            }, f"{ctx}\nk{kid}: READ-only differs"
             # and the fast placements are the generic ones, object for object
             placed = rules.place_tree(load_kb_snapshot(db, p, kid), str(kid))
             for d in docs:
@@ -78,20 +90,27 @@ def test_tree_fast_path_agrees_with_batch(db, world: World) -> None:
 # -- broken trees, which the database never holds but the rules must still refuse -------------------
 
 
-def _doc(n: int, parent: int | None, *, kb: str = "k1", tenant: str = "t1", mode: str = "inherit",
-         status: str = "published") -> DocFacts:
+def _doc(
+    n: int, parent: int | None, *, kb: str = "k1", tenant: str = "t1", mode: str = "inherit", status: str = "published"
+) -> DocFacts:
     return DocFacts(f"d{n}", None if parent is None else f"d{parent}", kb, "w1", tenant, "page", status, mode, None)
 
 
 def test_place_tree_matches_place_on_broken_trees() -> None:
     docs = [
-        _doc(1, None), _doc(2, 1, mode="custom"), _doc(3, 2, status="draft"), _doc(4, 3, status="weird"),
+        _doc(1, None),
+        _doc(2, 1, mode="custom"),
+        _doc(3, 2, status="draft"),
+        _doc(4, 3, status="weird"),
         _doc(5, 4, status="deleted"),
-        _doc(6, 7), _doc(7, 6),                    # a cycle
-        _doc(8, 8),                                # its own parent
-        _doc(9, 99),                               # a missing parent
-        _doc(10, 11), _doc(11, None, kb="k2"),     # parent in another knowledge base
-        _doc(12, 1, tenant="t2"), _doc(13, 12),    # a document of another tenant, and its child
+        _doc(6, 7),
+        _doc(7, 6),  # a cycle
+        _doc(8, 8),  # its own parent
+        _doc(9, 99),  # a missing parent
+        _doc(10, 11),
+        _doc(11, None, kb="k2"),  # parent in another knowledge base
+        _doc(12, 1, tenant="t2"),
+        _doc(13, 12),  # a document of another tenant, and its child
     ]
     kbs = {"k1": KbFacts("k1", "w1", "t1", "workspace", "active"), "k2": KbFacts("k2", "w1", "t1", "public", "active")}
     viewer = Viewer(principal=Principal.user(uuid.uuid4(), uuid.uuid4()), user_active=True)
@@ -103,5 +122,4 @@ def test_place_tree_matches_place_on_broken_trees() -> None:
     assert placed["d6"] is None and placed["d8"] is None and placed["d9"] is None and placed["d10"] is None
     assert placed["d12"] is None and placed["d13"] is not None
     assert placed["d5"][0].status == "deleted" and placed["d4"][0].status == "weird"
-    assert rules.place_tree(Snapshot(docs=snap.docs, kbs={}, viewer=viewer), "k1") == \
-        dict.fromkeys(placed, None)
+    assert rules.place_tree(Snapshot(docs=snap.docs, kbs={}, viewer=viewer), "k1") == dict.fromkeys(placed, None)

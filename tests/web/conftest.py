@@ -17,8 +17,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("OPENKB_WEB_ARTIFACTS", ROOT / "web" / "test-artifacts"))
 CHROMIUM = os.environ.get("OPENKB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 @pytest.hookimpl(hookwrapper=True)

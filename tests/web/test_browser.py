@@ -69,8 +69,9 @@ def owner(live_server, engine):
     acct = make_login_user(lambda: Session(engine, expire_on_commit=False))
     with login(live_server, acct.email) as c:
         ws = c.post("/api/workspaces", json={"name": f"Team {uuid.uuid4().hex[:6]}"}).json()
-        kb = c.post("/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Handbook",
-                                                  "visibility": "workspace"}).json()
+        kb = c.post(
+            "/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Handbook", "visibility": "workspace"}
+        ).json()
     return {"email": acct.email, "user_id": acct.user_id, "ws": ws, "kb": kb}
 
 
@@ -79,8 +80,9 @@ def api(live_server, owner) -> httpx.Client:
 
 
 def new_page(c: httpx.Client, kb_id: str, title: str, markdown: str, **kw) -> dict:
-    r = c.post("/api/documents", json={"knowledge_base_id": kb_id, "type": "page", "title": title,
-                                       "markdown": markdown, **kw})
+    r = c.post(
+        "/api/documents", json={"knowledge_base_id": kb_id, "type": "page", "title": title, "markdown": markdown, **kw}
+    )
     assert r.status_code == 201, r.text
     return r.json()
 
@@ -208,14 +210,16 @@ def test_outline_click_scrolls_to_the_heading(contexts, live_server, owner):
 
 def test_drag_a_page_into_a_folder(contexts, live_server, owner):
     with api(live_server, owner) as c:
-        folder = c.post("/api/documents", json={"knowledge_base_id": owner["kb"]["id"], "type": "folder",
-                                                "title": "Archive"}).json()
+        folder = c.post(
+            "/api/documents", json={"knowledge_base_id": owner["kb"]["id"], "type": "folder", "title": "Archive"}
+        ).json()
         doc = new_page(c, owner["kb"]["id"], "Loose page", "x\n")
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
     tree = page.get_by_role("tree")
     tree.get_by_role("treeitem", name="Loose page").locator("> div").drag_to(
-        tree.get_by_role("treeitem", name="Archive").locator("> div"))
+        tree.get_by_role("treeitem", name="Archive").locator("> div")
+    )
     expect(tree.get_by_role("treeitem", name="Archive").get_by_role("treeitem", name="Loose page")).to_be_visible()
     with api(live_server, owner) as c:
         assert c.get(f"/api/documents/{doc['id']}").json()["parent_id"] == folder["id"]
@@ -225,23 +229,31 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
     page.reload()
     archive = tree.get_by_role("treeitem", name="Archive")
     archive.get_by_role("treeitem", name="Second inside").locator("> div").drag_to(
-        archive.get_by_role("treeitem", name="Loose page").locator("> div"))
+        archive.get_by_role("treeitem", name="Loose page").locator("> div")
+    )
     expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Second inside", "Loose page"])
     with api(live_server, owner) as c:
-        items = [i for i in c.get(f"/api/knowledge-bases/{owner['kb']['id']}/tree").json()["items"]
-                 if i["parent_id"] == folder["id"]]
+        items = [
+            i
+            for i in c.get(f"/api/knowledge-bases/{owner['kb']['id']}/tree").json()["items"]
+            if i["parent_id"] == folder["id"]
+        ]
         assert [i["id"] for i in sorted(items, key=lambda i: i["sort_order"])] == [second["id"], doc["id"]]
 
 
 def test_a_guest_sees_no_private_item(contexts, live_server, committed, owner):
     guest = make_login_user(committed)
     with api(live_server, owner) as c:
-        kb = c.post("/api/knowledge-bases", json={"workspace_id": owner["ws"]["id"], "title": "Guest view",
-                                                  "visibility": "workspace"}).json()
+        kb = c.post(
+            "/api/knowledge-bases",
+            json={"workspace_id": owner["ws"]["id"], "title": "Guest view", "visibility": "workspace"},
+        ).json()
         r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"email": guest.email, "role": "guest"})
         assert r.status_code == 201, r.text
-        r = c.post(f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-                   json={"subject_type": "user", "subject_id": str(guest.user_id), "role": "viewer"})
+        r = c.post(
+            f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+            json={"subject_type": "user", "subject_id": str(guest.user_id), "role": "viewer"},
+        )
         assert r.status_code == 201, r.text
         new_page(c, kb["id"], "Visible page", "hello\n")
         secret = new_page(c, kb["id"], "Secret plans", "hidden\n")
@@ -285,11 +297,16 @@ def test_password_share_link_in_a_fresh_anonymous_context(contexts, live_server,
 def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, committed, test_home, owner):
     email = unique_email("invited")
     with api(live_server, owner) as c:
-        r = c.post(f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "editor", "email": email})
+        r = c.post(
+            f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "editor", "email": email}
+        )
         assert r.status_code == 201, r.text
     # the mail goes out when the request's unit of work commits, before the answer
-    links = [m for msg in outbox_messages(test_home, email)
-             for m in re.findall(r"/invitations/([A-Za-z0-9_-]+)", msg.get_content())]
+    links = [
+        m
+        for msg in outbox_messages(test_home, email)
+        for m in re.findall(r"/invitations/([A-Za-z0-9_-]+)", msg.get_content())
+    ]
     assert len(links) == 1, links
     token = links[0]
     with auth_settings_override(committed, email_verification_required=False, default_signup_status="active"):
@@ -308,8 +325,12 @@ def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, commi
 def test_read_mode_links_internal_opens_in_app_unsafe_does_nothing(contexts, live_server, owner):
     with api(live_server, owner) as c:
         target = new_page(c, owner["kb"]["id"], "Link target", "target body\n")
-        doc = new_page(c, owner["kb"]["id"], "Links", f"Go [to the target](openkb://document/{target['id']}) "
-                                                      "or [nowhere](javascript:alert(1)).\n")
+        doc = new_page(
+            c,
+            owner["kb"]["id"],
+            "Links",
+            f"Go [to the target](openkb://document/{target['id']}) or [nowhere](javascript:alert(1)).\n",
+        )
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
     editor(page)
@@ -385,9 +406,14 @@ def test_version_history_view_and_restore(contexts, live_server, owner):
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Versioned", "first words\n")
         md = "second words\n"
-        r = c.post(f"/api/documents/{doc['id']}/versions", json={
-            "base_version_id": doc["current_version_id"], "markdown": md,
-            "markdown_hash": hashlib.sha256(md.encode()).hexdigest()})
+        r = c.post(
+            f"/api/documents/{doc['id']}/versions",
+            json={
+                "base_version_id": doc["current_version_id"],
+                "markdown": md,
+                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
+            },
+        )
         assert r.status_code == 201, r.text
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
@@ -426,10 +452,16 @@ def _wait_indexed(c: httpx.Client, doc_id: str, timeout: float = 180) -> None:
 def test_search_groups_by_document_highlights_and_filters(contexts, live_server, owner):
     word = f"zephyr{uuid.uuid4().hex[:6]}"
     with api(live_server, owner) as c:
-        other_kb = c.post("/api/knowledge-bases", json={"workspace_id": owner["ws"]["id"], "title": "Other shelf",
-                                                        "visibility": "workspace"}).json()
-        a = new_page(c, owner["kb"]["id"], "Search one", f"# Intro\n\nThe {word} appears here.\n\n"
-                     f"# Later\n\n{'Filler text. ' * 60}\n\nAnd {word} again.\n")
+        other_kb = c.post(
+            "/api/knowledge-bases",
+            json={"workspace_id": owner["ws"]["id"], "title": "Other shelf", "visibility": "workspace"},
+        ).json()
+        a = new_page(
+            c,
+            owner["kb"]["id"],
+            "Search one",
+            f"# Intro\n\nThe {word} appears here.\n\n# Later\n\n{'Filler text. ' * 60}\n\nAnd {word} again.\n",
+        )
         b = new_page(c, other_kb["id"], "Search two", f"Only one {word} in this one.\n")
         _wait_indexed(c, a["id"])
         _wait_indexed(c, b["id"])
@@ -440,7 +472,9 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     expect(page).to_have_url(re.compile(r"/app/search\?q="))
     results = page.get_by_role("list", name="Results")
     expect(results.get_by_role("heading", level=2)).to_have_count(2)  # one entry per document
-    expect(results.get_by_role("link", name="Search one")).to_have_count(1)  # one entry, however many of its chunks match
+    expect(results.get_by_role("link", name="Search one")).to_have_count(
+        1
+    )  # one entry, however many of its chunks match
     expect(results.get_by_role("link", name="Search two")).to_have_count(1)
     expect(results.locator("mark").first).to_have_text(word)
     page.get_by_label("Knowledge base").select_option(label="Other shelf")
@@ -449,20 +483,25 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
 
 PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-    "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082")
+    "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082"
+)
 
 
 def test_asset_images_load_through_the_permission_checked_route(contexts, live_server, owner):
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Pictures", "placeholder\n")
-        r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")},
-                   data={"document_id": doc["id"]})
+        r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")}, data={"document_id": doc["id"]})
         assert r.status_code == 201, r.text
         asset_id = r.json()["id"]
         md = f"![a dot](asset://{asset_id})\n"
-        r = c.post(f"/api/documents/{doc['id']}/versions", json={
-            "base_version_id": doc["current_version_id"], "markdown": md,
-            "markdown_hash": hashlib.sha256(md.encode()).hexdigest()})
+        r = c.post(
+            f"/api/documents/{doc['id']}/versions",
+            json={
+                "base_version_id": doc["current_version_id"],
+                "markdown": md,
+                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
+            },
+        )
         assert r.status_code == 201, r.text
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")

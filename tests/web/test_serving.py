@@ -17,9 +17,19 @@ from server.web import ASSETS, DIST
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PAGES = ["/", "/login", "/register", "/verify-email?token=abc", "/reset-password?token=abc", "/app",
-         "/app/search", "/app/workspaces/1b6e0c1e-0000-0000-0000-000000000000",
-         "/app/kb/x/docs/y", "/invitations/kbinv_abc", "/share/kbshare_abc"]
+PAGES = [
+    "/",
+    "/login",
+    "/register",
+    "/verify-email?token=abc",
+    "/reset-password?token=abc",
+    "/app",
+    "/app/search",
+    "/app/workspaces/1b6e0c1e-0000-0000-0000-000000000000",
+    "/app/kb/x/docs/y",
+    "/invitations/kbinv_abc",
+    "/share/kbshare_abc",
+]
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -38,8 +48,10 @@ def test_app_routes_answer_the_index_with_a_strict_policy(http, path):
     assert r.headers["referrer-policy"] == "no-referrer"  # share tokens live in the URL
 
 
-@pytest.mark.parametrize("path", ["/api/nope", "/api/app", "/nope", "/app-x", "/assets", "/share",
-                                  "/assets/..%2Findex.html", "/assets/.hidden"])
+@pytest.mark.parametrize(
+    "path",
+    ["/api/nope", "/api/app", "/nope", "/app-x", "/assets", "/share", "/assets/..%2Findex.html", "/assets/.hidden"],
+)
 def test_anything_else_keeps_the_json_404(http, path):
     r = http.get(path)
     assert r.status_code == 404
@@ -66,8 +78,10 @@ def test_assets_are_immutable_and_gzipped_on_request(http):
     assert plain.content == (ASSETS / js).read_bytes()
     import httpx
 
-    with httpx.Client(base_url=str(http.base_url)) as raw, \
-            raw.stream("GET", f"/assets/{js}", headers={"accept-encoding": "gzip"}) as r:
+    with (
+        httpx.Client(base_url=str(http.base_url)) as raw,
+        raw.stream("GET", f"/assets/{js}", headers={"accept-encoding": "gzip"}) as r,
+    ):
         body = b"".join(r.iter_raw())
         assert r.headers["content-encoding"] == "gzip"
         assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
@@ -128,8 +142,9 @@ def test_the_web_app_is_typed_against_the_current_api():
     here (and in ``npm run build`` once regenerated) instead of on a user's page. Routes and
     schemas the app doesn't use may change freely. Regenerate with ``python web/scripts/openapi.py``
     and ``cd web && npm run gen:api``."""
-    src = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "web" / "src").rglob("*.ts*")
-                  if p.name != "schema.d.ts")
+    src = "".join(
+        p.read_text(encoding="utf-8") for p in (ROOT / "web" / "src").rglob("*.ts*") if p.name != "schema.d.ts"
+    )
     used = set(re.findall(r"S\['(\w+)'\]", src))
     assert {"DocumentOut", "SaveOut", "TreeItem", "MeOut"} <= used
     current = _current_openapi()
@@ -142,8 +157,11 @@ def test_the_web_app_is_typed_against_the_current_api():
     client = (ROOT / "web" / "src" / "api" / "client.ts").read_text(encoding="utf-8")
     calls = re.findall(r"request<[^>]*>\('(GET|POST|PUT|DELETE)', [`']([^`']+)[`']", client)
     assert len(calls) > 30
-    routes = [(re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"), method.lower())
-              for path, ops in current["paths"].items() for method in ops]
+    routes = [
+        (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"), method.lower())
+        for path, ops in current["paths"].items()
+        for method in ops
+    ]
     for method, url in calls:
         path = re.sub(r"\$\{[^}]+\}", "x", url.split("?")[0].split("${id ?")[0])
         assert any(rx.match(path) and m == method.lower() for rx, m in routes), f"{method} {url}: no such route"

@@ -26,8 +26,14 @@ def document() -> dict:
     from server.app import create_app
 
     home = Path("/nonexistent-openkb-home")
-    ep = Endpoints(database_url="postgresql://openapi@localhost/none", milvus_uri="", milvus_token=None,
-                   embedder_url=None, queue="", home=home)
+    ep = Endpoints(
+        database_url="postgresql://openapi@localhost/none",
+        milvus_uri="",
+        milvus_token=None,
+        embedder_url=None,
+        queue="",
+        home=home,
+    )
     app = create_app(AppContext.build(Settings(), ep), queue=RecordingQueue(), warm=False)
     return app.openapi()
 
