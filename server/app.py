@@ -28,6 +28,7 @@ from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
 from server.routers import (
+    account,
     admin,
     assets,
     auth,
@@ -50,6 +51,7 @@ log = logging.getLogger("openkb.server")
 ROUTERS = (
     health.router,
     auth.router,
+    account.router,
     admin.router,
     groups.router,
     content.router,
