@@ -560,8 +560,10 @@ def _normalize_lexical(hits: list[Hit]) -> list[Hit]:
 def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
                   spec: ProfileSpec, *, candidates: int | None = None,
                   output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS, timeout: float | None = None) -> list[Hit]:
-    """Dense (Milvus embeds the raw query through the TEXTEMBEDDING function) + BM25, fused
-    with RRF; BM25 alone for BM25-only profiles. ``collection`` may be an alias.
+    """Dense (Milvus embeds the raw query through the TEXTEMBEDDING function) + BM25, fused by
+    score (``fuse``); BM25 alone for BM25-only profiles, scored relative to the query's best
+    match; with a RERANK function, Milvus' hybrid search reranked by the model. Every score is in
+    [0, 1] (docs/retrieval.md#scores). ``collection`` may be an alias.
 
     Degrades instead of failing, logging a warning each time: a failed rerank is retried
     without it (docs/retrieval.md#degradation), and a failed dense route (embedding service down) is retried

@@ -33,7 +33,7 @@ from openkb.mcp import pages
 from openkb.mcp.audit import audited
 from openkb.mcp.caller import McpCaller
 from openkb.permissions.access import DOC_NOT_FOUND
-from openkb.retrieval import search as retrieval_search
+from openkb.retrieval import search_documents as retrieval_search
 
 UNSET: Any = upsert_service.UNSET
 
@@ -61,7 +61,9 @@ def _s(v: Any) -> Any:
 def search(ctx: AppContext, session: Session, caller: McpCaller, *, query: str,
            knowledge_base_ids: list[uuid.UUID] | None = None, top_k: int | None = None,
            filters: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Chunks the caller may read, best first, each with a bounded snippet and a web URL.
+    """Documents the caller may read, best first (docs/retrieval.md#grouped-results): each with
+    its best chunk as a bounded snippet, up to two more matching chunks in ``more_snippets``,
+    the matched-term ``highlights`` of the snippet, and a web URL. ``top_k`` counts documents.
 
     ``top_k`` is capped by ``MCP_MAX_TOP_K`` and the whole answer by ``MCP_MAX_RESPONSE_CHARS``
     (``truncated`` says results were dropped to stay under it)."""
@@ -73,17 +75,22 @@ def search(ctx: AppContext, session: Session, caller: McpCaller, *, query: str,
         if k < 1 or k > s.mcp_max_top_k:
             raise ValidationError(f"top_k must be between 1 and {s.mcp_max_top_k}", field="top_k")
         hits = retrieval_search(ctx, session, caller.principal, query, knowledge_base_ids=knowledge_base_ids,
-                                top_k=k, filters=filters)
+                                top_k=k, filters=filters, snippets=2)
         out: list[dict[str, Any]] = []
         used, truncated = 0, False
         for r in hits:
-            snippet = r.content if len(r.content) <= s.mcp_snippet_chars else r.content[:s.mcp_snippet_chars] + "…"
+            cut = s.mcp_snippet_chars
+            snippet = r.content if len(r.content) <= cut else r.content[:cut] + "…"
+            more = [{"chunk_id": m["chunk_id"], "heading_path": m["heading_path"], "score": m["score"],
+                     "snippet": m["content"] if len(m["content"]) <= cut else m["content"][:cut] + "…"}
+                    for m in r.snippets]
             item = {"document_id": r.document_id, "chunk_id": r.chunk_id, "title": r.title, "path": r.path,
                     "heading_path": r.heading_path, "snippet": snippet, "score": r.score,
+                    "highlights": [h for h in r.highlights if h[1] <= cut], "more_snippets": more,
                     "knowledge_base_id": r.knowledge_base_id, "knowledge_base_title": r.knowledge_base_title,
                     "tags": r.tags, "updated_at": r.updated_at,
                     "url": doc_url(s, r.knowledge_base_id, r.document_id)}
-            size = len(snippet) + len(r.title) + len(r.path) + 300
+            size = len(snippet) + len(r.title) + len(r.path) + 300 + sum(len(m["snippet"]) + 120 for m in more)
             if out and used + size > s.mcp_max_response_chars:
                 truncated = True
                 break

@@ -46,6 +46,7 @@ from openkb.indexing.profiles_spec import ProfileSpec
 from openkb.permissions import Principal, filter_readable_documents, readable_scope
 from openkb.permissions import filters as F
 from openkb.retrieval.filters import SearchFilters, parse_filters
+from openkb.retrieval.highlight import highlight_spans
 
 log = logging.getLogger("openkb.retrieval")
 
@@ -71,6 +72,10 @@ class SearchResult:
     tags: list[str] = field(default_factory=list)
     knowledge_base_title: str = ""
     updated_at: str | None = None
+    # [start, end) offsets into ``content`` of the query's words (docs/retrieval.md#grouped-results)
+    highlights: list[list[int]] = field(default_factory=list)
+    # grouped search only: further matching chunks of the same document, best first
+    snippets: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,9 +205,52 @@ def search(ctx: AppContext, session: Session, principal: Principal, query: str,
            knowledge_base_ids: Iterable[Any] | None = None, top_k: int = 10,
            filters: Mapping[str, Any] | SearchFilters | None = None) -> list[SearchResult]:
     """Chunks the principal may read, best first; an empty query lists recently updated
-    documents (one chunk each, their first)."""
+    documents (one chunk each, their first). Each result carries ``highlights``."""
     if not isinstance(top_k, int) or top_k < 1 or top_k > MAX_TOP_K:
         raise ValidationError(f"top_k must be between 1 and {MAX_TOP_K}", field="top_k")
+    results = _search_chunks(ctx, session, principal, query, knowledge_base_ids, top_k, filters)
+    for r in results:
+        r.highlights = highlight_spans(query or "", r.content)
+    return results
+
+
+MAX_SNIPPETS = 5
+GROUP_OVERFETCH = 3  # chunks fetched per wanted document, so a few chatty documents can't starve the list
+
+
+def search_documents(ctx: AppContext, session: Session, principal: Principal, query: str,
+                     knowledge_base_ids: Iterable[Any] | None = None, top_k: int = 10,
+                     filters: Mapping[str, Any] | SearchFilters | None = None,
+                     snippets: int = 2) -> list[SearchResult]:
+    """Documents the principal may read, best first (docs/retrieval.md#grouped-results): each
+    result is the document's best chunk, with up to ``snippets`` more of its matching chunks in
+    ``snippets``; ``top_k`` counts documents.
+
+    Grouping happens *after* the final permission check, on results that passed it: a group is
+    keyed by the checked result's own ``document_id``, so a hidden document never forms a group
+    and no chunk of one document can join another's."""
+    if not isinstance(top_k, int) or top_k < 1 or top_k > MAX_TOP_K:
+        raise ValidationError(f"top_k must be between 1 and {MAX_TOP_K}", field="top_k")
+    if not isinstance(snippets, int) or snippets < 0 or snippets > MAX_SNIPPETS:
+        raise ValidationError(f"snippets must be between 0 and {MAX_SNIPPETS}", field="snippets")
+    chunks = _search_chunks(ctx, session, principal, query, knowledge_base_ids,
+                            min(top_k * GROUP_OVERFETCH, MAX_TOP_K * GROUP_OVERFETCH), filters)
+    groups: dict[str, SearchResult] = {}
+    for r in chunks:
+        r.highlights = highlight_spans(query or "", r.content)
+        head = groups.get(r.document_id)
+        if head is None:
+            if len(groups) < top_k:
+                groups[r.document_id] = r
+        elif len(head.snippets) < snippets:
+            head.snippets.append({"chunk_id": r.chunk_id, "heading_path": r.heading_path, "content": r.content,
+                                  "score": r.score, "highlights": r.highlights})
+    return list(groups.values())
+
+
+def _search_chunks(ctx: AppContext, session: Session, principal: Principal, query: str,
+                   knowledge_base_ids: Iterable[Any] | None, top_k: int,
+                   filters: Mapping[str, Any] | SearchFilters | None) -> list[SearchResult]:
     query = (query or "").strip()
     if len(query) > MAX_QUERY_CHARS:
         raise ValidationError(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.permissions import Principal
-from openkb.retrieval import search
+from openkb.retrieval import search, search_documents
 from server.auth import require_scopes
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
@@ -44,6 +44,17 @@ class SearchIn(RequestModel):
     knowledge_base_ids: list[uuid.UUID] | None = None
     top_k: int = Field(10, ge=1, le=100)
     filters: SearchFiltersIn | None = None
+    group_by_document: bool = Field(True, description="one result per document (its best chunk, more of its "
+                                                      "matching chunks in `snippets`); top_k counts documents. "
+                                                      "false: one result per chunk, top_k counts chunks")
+
+
+class SnippetOut(BaseModel):
+    chunk_id: uuid.UUID
+    heading_path: list[str]
+    content: str
+    score: float
+    highlights: list[list[int]] = []
 
 
 class SearchResultOut(BaseModel):
@@ -59,6 +70,8 @@ class SearchResultOut(BaseModel):
     tags: list[str] = []
     knowledge_base_title: str = ""
     updated_at: datetime | None = None
+    highlights: list[list[int]] = Field([], description="[start, end) offsets into content of the query's words")
+    snippets: list[SnippetOut] = Field([], description="grouped search: more matching chunks of this document")
 
 
 class SearchOut(BaseModel):
@@ -77,6 +90,7 @@ def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: Sea
         tr = body.filters.time_range
         if tr is not None and (tr.from_ or tr.to):
             filters["time_range"] = {k: v for k, v in (("from", tr.from_), ("to", tr.to)) if v is not None}
-    results = search(ctx, session, principal, body.query, knowledge_base_ids=body.knowledge_base_ids,
-                     top_k=body.top_k, filters=filters)
+    run = search_documents if body.group_by_document else search
+    results = run(ctx, session, principal, body.query, knowledge_base_ids=body.knowledge_base_ids,
+                  top_k=body.top_k, filters=filters)
     return {"results": [r.as_dict() for r in results]}

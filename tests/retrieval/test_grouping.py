@@ -1,0 +1,100 @@
+"""Grouped search (docs/retrieval.md#grouped-results): one result per document with more of its
+chunks as snippets, highlighted terms, and the permission final check kept: a hidden document
+never forms a group and no chunk of one document joins another's group."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlmodel import Session, select
+
+from openkb.db import session_scope
+from openkb.indexing import service
+from openkb.models import DocumentChunk
+from openkb.permissions import Principal
+from openkb.retrieval import forget_active_profile, search, search_documents
+from openkb.retrieval.highlight import highlight_spans
+from tests.factories import make_doc, make_kb, make_personas
+
+
+def _long_doc(word: str, sections: int) -> str:
+    filler = " ".join(f"lorem{i} ipsum dolor sit amet" for i in range(50))
+    return "\n\n".join(f"## Part {i}\n\nThe {word} appears in part {i}. {filler}" for i in range(sections)) + "\n"
+
+
+@pytest.fixture(scope="module")
+def world(app_ctx, engine):
+    with session_scope(app_ctx.engine) as s:
+        service.ensure_default_profile(app_ctx, s)
+    forget_active_profile()
+    word = f"quillwort{uuid.uuid4().hex[:6]}"
+    with session_scope(engine) as s:
+        p = make_personas(s)
+        kb = make_kb(s, p.workspace, p.owner, visibility="workspace")
+        a = make_doc(s, kb, p.owner, title="Alpha", markdown=_long_doc(word, 4))
+        b = make_doc(s, kb, p.owner, title="Beta", markdown=_long_doc(word, 2))
+        hidden = make_doc(s, kb, p.owner, title="Hidden", permission_mode="custom", visibility="private",
+                          markdown=_long_doc(word, 4))
+        service.sync_documents(app_ctx, s, [a.id, b.id, hidden.id])
+        chunks = {str(c.id): str(c.document_id) for c in s.exec(select(DocumentChunk).where(
+            DocumentChunk.document_id.in_([a.id, b.id, hidden.id]))).all()}  # type: ignore[attr-defined]
+        ids = {"a": str(a.id), "b": str(b.id), "hidden": str(hidden.id)}
+        member, owner, tenant = p.member.id, p.owner.id, p.tenant.id
+    assert sum(1 for d in chunks.values() if d == ids["a"]) >= 3  # the fixture really has several chunks
+    return {"word": word, "ids": ids, "chunks": chunks, "member": Principal.user(member, tenant),
+            "owner": Principal.user(owner, tenant)}
+
+
+def _grouped(app_ctx, engine, who, q, **kw):
+    with Session(engine) as s:
+        return search_documents(app_ctx, s, who, q, **kw)
+
+
+def test_one_result_per_document_with_its_own_snippets(world, app_ctx, engine):
+    got = _grouped(app_ctx, engine, world["member"], world["word"], top_k=10, snippets=3)
+    docs = [r.document_id for r in got]
+    assert set(docs) == {world["ids"]["a"], world["ids"]["b"]} and len(docs) == len(set(docs))
+    alpha = next(r for r in got if r.document_id == world["ids"]["a"])
+    assert 1 <= len(alpha.snippets) <= 3
+    for r in got:
+        assert world["chunks"][r.chunk_id] == r.document_id
+        for sn in r.snippets:  # every snippet is a chunk of the group's own document
+            assert world["chunks"][sn["chunk_id"]] == r.document_id
+            assert 0.0 <= sn["score"] <= r.score <= 1.0
+
+
+def test_hidden_document_never_forms_a_group_or_lends_a_snippet(world, app_ctx, engine):
+    member = _grouped(app_ctx, engine, world["member"], world["word"], top_k=10, snippets=5)
+    hidden_chunks = {c for c, d in world["chunks"].items() if d == world["ids"]["hidden"]}
+    assert world["ids"]["hidden"] not in {r.document_id for r in member}
+    assert not hidden_chunks & {sn["chunk_id"] for r in member for sn in r.snippets}
+    assert not hidden_chunks & {r.chunk_id for r in member}
+    # its owner does see it, as its own group
+    owner = _grouped(app_ctx, engine, world["owner"], world["word"], top_k=10, snippets=5)
+    assert world["ids"]["hidden"] in {r.document_id for r in owner}
+
+
+def test_top_k_counts_documents(world, app_ctx, engine):
+    got = _grouped(app_ctx, engine, world["owner"], world["word"], top_k=2, snippets=0)
+    assert len(got) == 2 and all(r.snippets == [] for r in got)
+
+
+def test_highlights_mark_the_query_words(world, app_ctx, engine):
+    with Session(engine) as s:
+        got = search(app_ctx, s, world["member"], f"{world['word']} parts", top_k=3)
+    assert got
+    for r in got:
+        marked = [r.content[a:b].lower() for a, b in r.highlights]
+        assert world["word"] in marked and "part" in marked
+
+
+@pytest.mark.parametrize(("query", "text", "want"), [
+    ("database backups", "Nightly Backup of the DATABASE.", ["Backup", "DATABASE"]),
+    ("咖啡机 清洗", "咖啡机每天早上九点清洗，咖啡机很好", ["咖啡机", "清洗", "咖啡机"]),
+    ("用 kubernetes 部署", "我们用Kubernetes部署服务", ["用", "Kubernetes", "部署"]),  # a one-character query word counts
+    ("the of and", "the cat of the house and more", []),
+    ("cat", "concatenate cats", ["cats"]),
+])
+def test_highlight_spans(query, text, want):
+    assert [text[a:b] for a, b in highlight_spans(query, text)] == want
