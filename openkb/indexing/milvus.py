@@ -38,7 +38,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient
@@ -440,7 +440,9 @@ class Hit:
     fields: Mapping[str, Any]
     lexical: float = 0.0
     dense: float = 0.0
-    reranked: bool = False
+    # how it was ranked: "hybrid", "bm25", "hybrid+rerank", "bm25+rerank"; a profile with a
+    # rerank function whose hits say "hybrid" was served degraded (docs/retrieval.md#degradation)
+    ranking: str = ""
 
     @property
     def chunk_id(self) -> str:
@@ -483,7 +485,7 @@ def _bm25_route(client: MilvusClient, collection: str, query_text: str, filter: 
 
 def _reranked(hits: list[Hit]) -> list[Hit]:
     """A rerank model's relevance scores, clamped to [0, 1] (cohere-style scores already are)."""
-    return [Hit(id=h.id, score=min(1.0, max(0.0, h.score)), fields=h.fields, reranked=True) for h in hits]
+    return [Hit(id=h.id, score=min(1.0, max(0.0, h.score)), fields=h.fields) for h in hits]
 
 
 def _rerank_function(spec: ProfileSpec, query_text: str) -> Function | None:
@@ -623,7 +625,7 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
             continue
         if first_error is not None:
             log.warning("search on %s served by %s after: %s", collection, label, first_error.message)
-        return hits
+        return [replace(h, ranking=label) for h in hits]
     assert first_error is not None
     raise ServiceUnavailable(f"search on {collection} failed: {first_error.message}")
 

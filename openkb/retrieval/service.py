@@ -76,6 +76,9 @@ class SearchResult:
     highlights: list[list[int]] = field(default_factory=list)
     # grouped search only: further matching chunks of the same document, best first
     snippets: list[dict[str, Any]] = field(default_factory=list)
+    # how Milvus ranked it ("hybrid", "bm25", "hybrid+rerank", ...): with a rerank profile,
+    # "hybrid" means the rerank service was down and the unreranked order was served
+    ranking: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,7 +152,7 @@ def _details(session: Session, doc_ids: Sequence[str]) -> dict[str, Mapping[str,
     return {r["id"]: r for r in session.execute(_DETAILS_SQL, {"ids": list(doc_ids)}).mappings().all()}
 
 
-def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any]) -> SearchResult:
+def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any], ranking: str = "") -> SearchResult:
     heading = list(hit_fields.get("heading_path") or [])
     content = strip_index_text(hit_fields.get("title") or "", heading, hit_fields.get("content_text") or "")
     upd = det.get("updated_at")
@@ -159,6 +162,7 @@ def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any])
         path=" / ".join(det.get("path") or []), heading_path=heading, content=content, score=float(score),
         metadata=dict(det.get("meta") or {}), tags=list(det.get("tags") or []),
         knowledge_base_title=det.get("kb_title") or "", updated_at=upd.isoformat() if isinstance(upd, datetime) else None,
+        ranking=ranking,
     )
 
 
@@ -287,7 +291,7 @@ def _finish(session: Session, principal: Principal, hits: Sequence[mv.Hit], top_
             continue
         if post is not None and not post.accepts(det.get("tags"), det.get("meta"), det.get("updated_at")):
             continue
-        out.append(_result(h.fields, h.score, det))
+        out.append(_result(h.fields, h.score, det, h.ranking))
         if len(out) >= top_k:
             break
     return out

@@ -72,6 +72,8 @@ class SearchResultOut(BaseModel):
     updated_at: datetime | None = None
     highlights: list[list[int]] = Field([], description="[start, end) offsets into content of the query's words")
     snippets: list[SnippetOut] = Field([], description="grouped search: more matching chunks of this document")
+    ranking: str = Field("", description="hybrid | bm25 | hybrid+rerank | bm25+rerank; a rerank profile answering "
+                                         "without +rerank was served degraded (its rerank service failed)")
 
 
 class SearchOut(BaseModel):

@@ -58,6 +58,8 @@ def test_rerank_failure_falls_back_to_unreranked_results(world, app_ctx, engine,
         got = _search(app_ctx, engine, world["member"], world["word"])
     assert {r.document_id for r in got} == world["ids"]
     assert any("rerank" in r.getMessage() for r in caplog.records)
+    assert {r.ranking for r in got} == {"hybrid"}  # the response says the rerank was skipped
+    assert all(0.0 <= r.score <= 1.0 for r in got)
     assert _search(app_ctx, engine, world["outsider"], world["word"]) == []
 
 
@@ -68,4 +70,5 @@ def test_working_rerank_function_is_used(world, app_ctx, engine, monkeypatch):
     got = _search(app_ctx, engine, world["member"], world["word"])
     assert {r.document_id for r in got} == world["ids"]
     assert all(0.0 <= r.score <= 1.0 for r in got)  # relevance scores, not RRF ranks
+    assert {r.ranking for r in got} == {"hybrid+rerank"}
     assert _search(app_ctx, engine, world["outsider"], world["word"]) == []
