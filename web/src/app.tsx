@@ -4,6 +4,7 @@ import { LoginPage, RegisterPage, ResetPasswordPage, VerifyEmailPage } from './p
 import { HomePage, KnowledgeBasePage, SearchPage, WorkspacePage } from './pages/app'
 import { DocumentPage } from './pages/Document'
 import { InvitationPage, SharePage } from './pages/public'
+import { AccountPage } from './pages/account'
 import { Loading, PublicFrame } from './components/ui'
 import { t, useLang } from './lib/i18n'
 import { navigate, onLinkClick, paths, useRoute, type Route } from './lib/router'
@@ -37,6 +38,8 @@ function Page({ route }: { route: Route }) {
       return <DocumentPage key={route.params.docId} route={route} />
     case 'search':
       return <SearchPage route={route} />
+    case 'account':
+      return <AccountPage />
     default:
       return (
         <PublicFrame title={t('notFound')}>

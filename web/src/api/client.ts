@@ -114,6 +114,18 @@ export const api = {
   resetRequest: (body: S['ResetRequestIn']) => request<unknown>('POST', '/api/auth/password-reset/request', body),
   resetConfirm: (body: S['ResetConfirmIn']) => request<S['VerifyOut']>('POST', '/api/auth/password-reset/confirm', body),
 
+  // my account (docs/web.md#my-account)
+  updateProfile: (body: S['ProfileIn']) => request<S['UserOut']>('PUT', '/api/me/profile', body),
+  changePassword: (body: S['PasswordChangeIn']) => request<S['PasswordChangeOut']>('POST', '/api/me/password', body),
+  sessions: () => request<S['SessionList']>('GET', '/api/me/sessions'),
+  revokeSession: (id: string) => request<void>('DELETE', `/api/me/sessions/${enc(id)}`),
+  revokeOtherSessions: () => request<S['RevokedOut']>('POST', '/api/me/sessions/revoke-others'),
+  tokens: () => request<S['PatList']>('GET', '/api/me/tokens'),
+  createToken: (body: S['PatIn']) => request<S['PatCreated']>('POST', '/api/me/tokens', body),
+  revokeToken: (id: string) => request<void>('DELETE', `/api/me/tokens/${enc(id)}`),
+  oauthGrants: () => request<S['GrantList']>('GET', '/api/me/oauth-grants'),
+  revokeOauthGrant: (id: string) => request<void>('DELETE', `/api/me/oauth-grants/${enc(id)}`),
+
   recentDocuments: (limit = 20) => request<S['RecentList']>('GET', `/api/me/recent-documents?limit=${limit}`),
 
   // workspaces and knowledge bases

@@ -115,9 +115,9 @@ export function TopBar(props: { children?: ComponentChildren }) {
       <LanguageSwitch />
       {s.status === 'signed-in' ? (
         <span class="user">
-          <span class="user-name" title={t('signedInAs', { name: s.me.user.email })}>
+          <a class="user-name" href={paths.account()} title={t('signedInAs', { name: s.me.user.email })}>
             {s.me.user.display_name}
-          </span>
+          </a>
           <button
             type="button"
             class="link-button"
