@@ -58,7 +58,7 @@ def raw_insert(b: Any, url: str, rows: list[dict[str, Any]], version: int, batch
     mv.ensure_collection(client, spec)
     t = time.perf_counter()
     for start in range(0, len(rows), batch):
-        client.insert(spec.collection_name, rows[start : start + batch])
+        client.insert(spec.collection_name, mv.with_lexical(client, spec.collection_name, rows[start : start + batch]))
     client.flush(spec.collection_name)
     secs = time.perf_counter() - t
     n = mv.count_rows(client, spec.collection_name)

@@ -45,6 +45,7 @@ from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusC
 from pymilvus.exceptions import MilvusException
 
 from openkb.errors import ConfigError, IndexError_, ServiceUnavailable, ValidationError
+from openkb.indexing.lexical import lexical_text
 from openkb.indexing.profiles_spec import ProfileSpec
 from openkb.permissions import filters as _F
 
@@ -74,6 +75,9 @@ BM25_FUNCTION = "openkb_bm25"
 EMBED_FUNCTION = "openkb_embed"
 RERANK_FUNCTION = "openkb_rerank"
 DENSE_FIELD = "dense_vector"
+# the BM25 input of profiles with a lexical transform (openkb/indexing/lexical.py); written by
+# ``upsert_rows`` from ``content_text`` when the collection has it, never by callers
+LEXICAL_FIELD = "lexical_text"
 SPARSE_FIELD = "sparse_vector"
 
 ID_MAX = 64
@@ -123,8 +127,13 @@ def collection_schema(spec: ProfileSpec) -> Any:
     s.add_field("title", DataType.VARCHAR, max_length=TITLE_MAX)
     s.add_field("heading_path", DataType.ARRAY, element_type=DataType.VARCHAR,
                 max_capacity=HEADINGS_CAP, max_length=HEADING_MAX)
-    s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
-                analyzer_params=dict(spec.bm25_analyzer))
+    if spec.lexical:
+        s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX)
+        s.add_field(LEXICAL_FIELD, DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
+                    analyzer_params=dict(spec.bm25_analyzer))
+    else:
+        s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
+                    analyzer_params=dict(spec.bm25_analyzer))
     s.add_field("content_markdown", DataType.VARCHAR, max_length=TEXT_MAX)
     s.add_field("metadata", DataType.JSON)
     s.add_field("access_principals", DataType.ARRAY, element_type=DataType.VARCHAR,
@@ -135,7 +144,8 @@ def collection_schema(spec: ProfileSpec) -> Any:
     s.add_field("created_at", DataType.INT64)
     s.add_field("updated_at", DataType.INT64)
     s.add_function(Function(name=BM25_FUNCTION, function_type=FunctionType.BM25,
-                            input_field_names=["content_text"], output_field_names=[SPARSE_FIELD]))
+                            input_field_names=[LEXICAL_FIELD if spec.lexical else "content_text"],
+                            output_field_names=[SPARSE_FIELD]))
     if spec.embedding is not None:
         s.add_function(Function(name=EMBED_FUNCTION, function_type=FunctionType.TEXTEMBEDDING,
                                 input_field_names=["content_text"], output_field_names=[DENSE_FIELD],
@@ -178,6 +188,9 @@ def ensure_collection(client: MilvusClient, spec: ProfileSpec) -> bool:
 def _check_compatible(desc: Mapping[str, Any], spec: ProfileSpec) -> None:
     fields = {f["name"]: f for f in desc.get("fields", [])}
     problems = [f"missing field {n}" for n in ("id", "scope_doc", "visibility_eff", SPARSE_FIELD) if n not in fields]
+    if bool(spec.lexical) != (LEXICAL_FIELD in fields):
+        problems.append(f"profile lexical transform is {spec.lexical!r} but the collection "
+                        f"{'has' if LEXICAL_FIELD in fields else 'has no'} {LEXICAL_FIELD} field")
     dense = fields.get(DENSE_FIELD)
     if spec.embedding is None and dense is not None:
         problems.append("collection has a dense field but the profile is BM25-only")
@@ -298,8 +311,9 @@ def upsert_rows(client: MilvusClient, collection: str, rows: Iterable[Mapping[st
     total = 0
     batch: list[dict[str, Any]] = []
     try:
+        lexical = _has_lexical_field(client, collection)
         for row in rows:
-            batch.append(dict(row))
+            batch.append(_add_lexical(dict(row)) if lexical else dict(row))
             if len(batch) >= batch_size:
                 total += _upsert(client, collection, batch)
                 batch = []
@@ -310,6 +324,41 @@ def upsert_rows(client: MilvusClient, collection: str, rows: Iterable[Mapping[st
     except MilvusException as exc:
         raise IndexError_(f"upsert into {collection} failed after {total} rows: {exc.message}") from exc
     return total
+
+
+_lexical_fields: dict[tuple[int, str], bool] = {}
+
+
+def _add_lexical(row: dict[str, Any]) -> dict[str, Any]:
+    if "content_text" in row:
+        row[LEXICAL_FIELD] = _cut(lexical_text(row["content_text"]), TEXT_MAX)
+    return row
+
+
+def with_lexical(client: MilvusClient, collection: str, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` ready for a raw ``client.insert``: with ``lexical_text`` when the collection has it.
+    Every writer that bypasses ``upsert_rows`` must pass its rows through here."""
+    if not _has_lexical_field(client, collection):
+        return [dict(r) for r in rows]
+    return [_add_lexical(dict(r)) for r in rows]
+
+
+def _has_lexical_field(client: MilvusClient, collection: str) -> bool:
+    """Whether ``collection`` stores ``lexical_text``; asked once per client and collection
+    (a collection's fields never change). Trap: an alias may move to a collection of the other
+    kind, so a name that turns out to be an alias is asked every time, never cached."""
+    key = (id(client), collection)
+    hit = _lexical_fields.get(key)
+    if hit is None:
+        desc = client.describe_collection(collection)
+        hit = any(f.get("name") == LEXICAL_FIELD for f in desc.get("fields", []))
+        if desc.get("collection_name", collection) == collection:
+            _lexical_fields[key] = hit
+    return hit
+
+
+def forget_lexical_fields() -> None:
+    _lexical_fields.clear()
 
 
 def _upsert(client: MilvusClient, collection: str, batch: list[dict[str, Any]]) -> int:
@@ -478,6 +527,8 @@ _ROUTES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="openkb-bm25")
 
 def _bm25_route(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
                 fields: list[str], timeout: float | None) -> list[Hit]:
+    if not query_text:  # only stop words: nothing for BM25 to match
+        return []
     raw = client.search(collection, data=[query_text], anns_field=SPARSE_FIELD, filter=filter or "", limit=limit,
                         output_fields=fields, search_params={"metric_type": "BM25"}, timeout=timeout)
     return [h for h in _hits(raw, bm25_only=True) if h.score > 0]
@@ -573,6 +624,8 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
     query_text = (query_text or "").strip()
     if not query_text or limit <= 0:
         return []
+    # the BM25 route meets the stored lexical_text on the same terms (openkb/indexing/lexical.py)
+    lex_query = lexical_text(query_text) if spec.lexical else query_text
     per_route = min(16384, candidates or max(limit * 4, 40))
     fields = list(output_fields)
     rerank = _rerank_function(spec, query_text)
@@ -593,8 +646,8 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
                 reqs = [
                     AnnSearchRequest(data=[query_text], anns_field=DENSE_FIELD, limit=per_route, expr=filter or None,
                                      param={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}}),
-                    AnnSearchRequest(data=[query_text], anns_field=SPARSE_FIELD, limit=per_route, expr=filter or None,
-                                     param={"metric_type": "BM25"}),
+                    AnnSearchRequest(data=[lex_query or query_text], anns_field=SPARSE_FIELD, limit=per_route,
+                                     expr=filter or None, param={"metric_type": "BM25"}),
                 ]
                 raw = client.hybrid_search(collection, reqs, ranker=ranker, limit=limit,
                                            output_fields=fields, timeout=timeout)
@@ -605,19 +658,19 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
                 # Measured on Lite (bench/quality.py): both routes with their fields take ~1.25x one
                 # RRF hybrid call; ids-only routes plus a ``get`` of the fused top are slower, and
                 # ``output_fields=[]`` is slower still (Lite then returns every field).
-                lex_f = _ROUTES.submit(_bm25_route, client, collection, query_text, filter, per_route, fields,
+                lex_f = _ROUTES.submit(_bm25_route, client, collection, lex_query, filter, per_route, fields,
                                        timeout)
                 raw = client.search(collection, data=[query_text], anns_field=DENSE_FIELD, filter=filter or "",
                                     limit=per_route, output_fields=fields, timeout=timeout,
                                     search_params={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}})
                 hits = fuse(lex_f.result(), _hits(raw), limit)
             elif ranker is not None:
-                raw = client.search(collection, data=[query_text], anns_field=SPARSE_FIELD, filter=filter or "",
-                                    limit=per_route, output_fields=fields,
+                raw = client.search(collection, data=[lex_query or query_text], anns_field=SPARSE_FIELD,
+                                    filter=filter or "", limit=per_route, output_fields=fields,
                                     search_params={"metric_type": "BM25"}, ranker=ranker, timeout=timeout)
                 hits = _reranked(_hits(raw))[:limit]
             else:
-                hits = _normalize_lexical(_bm25_route(client, collection, query_text, filter, limit, fields,
+                hits = _normalize_lexical(_bm25_route(client, collection, lex_query, filter, limit, fields,
                                                       timeout))
         except MilvusException as exc:
             first_error = first_error or exc

@@ -48,6 +48,7 @@ from openkb.indexing.profiles_spec import (
     RerankSpec,
     collection_name_for,
     default_analyzer,
+    default_lexical,
     refuse_secrets,
 )
 from openkb.models import MilvusIndexProfile
@@ -271,7 +272,7 @@ def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileS
         raise ValidationError("profile names are 1-63 characters of a-z, 0-9, '_', '.', '-'", field="name")
     return ProfileSpec(name=name, collection_name=collection, vector_dim=dim if embedding else 0, embedding=embedding,
                        bm25_analyzer=dict(inp.analyzer) if inp.analyzer else default_analyzer(backend),
-                       rerank=rerank, backend=backend)
+                       rerank=rerank, backend=backend, lexical=default_lexical(backend))
 
 
 def insert_profile(session: Session, spec: ProfileSpec, *, created_by: uuid.UUID | None = None,

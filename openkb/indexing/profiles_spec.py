@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from openkb.errors import ValidationError
+from openkb.indexing.lexical import LEXICAL_V1
 
 Backend = Literal["lite", "server"]
 
@@ -147,8 +148,14 @@ class ProfileSpec:
     bm25_analyzer: Mapping[str, Any]
     rerank: RerankSpec | None = None
     backend: Backend = "lite"
+    # the BM25 text transform (openkb/indexing/lexical.py): "stem-en-1" = a ``lexical_text``
+    # field the BM25 function reads; None = BM25 over ``content_text`` (profiles created before
+    # it, and 2.6 servers, whose own analyzers do this: docs/retrieval.md#lexical-analysis)
+    lexical: str | None = None
 
     def __post_init__(self) -> None:
+        if self.lexical not in (None, LEXICAL_V1):
+            raise ValidationError(f"unknown lexical transform {self.lexical!r}")
         if (self.embedding is None) != (self.vector_dim == 0):
             raise ValidationError("a profile has an embedding exactly when vector_dim > 0")
         if self.embedding is not None and self.embedding.dimensions != self.vector_dim:
@@ -174,6 +181,7 @@ class ProfileSpec:
             "vector_dim": self.vector_dim,
             "backend": self.backend,
             "bm25_analyzer": dict(self.bm25_analyzer),
+            "lexical": self.lexical,
             "embedding": None if self.embedding is None else {
                 "provider": self.embedding.provider, "model_name": self.embedding.model_name,
                 "base_url": self.embedding.base_url, "dimensions": self.embedding.dimensions,
@@ -199,10 +207,16 @@ class ProfileSpec:
                 provider=rr["provider"], endpoint=rr["endpoint"], model_name=rr.get("model_name"),
                 extra=dict(rr.get("extra") or {})),
             backend=data.get("backend", "lite"),
+            lexical=data.get("lexical"),  # absent in profiles made before it: BM25 over content_text
         )
 
 
 _COLLECTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+
+
+def default_lexical(backend: Backend) -> str | None:
+    """New Lite profiles get the stemmed ``lexical_text``; a 2.6 server analyzes by itself."""
+    return LEXICAL_V1 if backend == "lite" else None
 
 
 def default_analyzer(backend: Backend) -> dict[str, Any]:
@@ -246,4 +260,5 @@ def make_profile(
         bm25_analyzer=dict(analyzer) if analyzer is not None else default_analyzer(backend),
         rerank=rerank,
         backend=backend,
+        lexical=default_lexical(backend),
     )

@@ -404,7 +404,7 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
                     if first and resumed:
                         mv.upsert_rows(client, collection, rows, batch_size=len(rows), flush=False)
                     else:
-                        client.insert(collection, rows)
+                        client.insert(collection, mv.with_lexical(client, collection, rows))
                     first = False
                     processed += len(rows)
                     since_flush += len(rows)

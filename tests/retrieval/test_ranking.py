@@ -5,6 +5,7 @@ query returns nothing, and scores are in [0, 1] in every profile."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,9 @@ from sqlmodel import Session
 from openkb.db import session_scope
 from openkb.indexing import milvus as mv
 from openkb.indexing import service
-from openkb.indexing.profiles_spec import make_profile
+from openkb.errors import ConfigError
+from openkb.indexing.lexical import LEXICAL_V1, lexical_text
+from openkb.indexing.profiles_spec import ProfileSpec, make_profile
 from openkb.permissions import Principal
 from openkb.retrieval import forget_active_profile, search
 from tests.factories import make_doc, make_kb, make_personas
@@ -56,6 +59,11 @@ def _search(app_ctx, engine, who, q, top_k=10):
         return search(app_ctx, s, who, q, top_k=top_k)
 
 
+def test_stemmed_english_finds_inflected_forms(world, app_ctx, engine):
+    got = _search(app_ctx, engine, world["member"], "certificate renewal expiring")
+    assert got and got[0].title == "TLS certificates"
+
+
 @pytest.mark.parametrize("template", ["{w}", "what was said about {w} planning", "{w} 的安排"])
 def test_term_in_exactly_one_readable_document_ranks_it_first(world, app_ctx, engine, template):
     got = _search(app_ctx, engine, world["member"], template.format(w=world["unique"]))
@@ -77,8 +85,9 @@ def test_hybrid_scores_are_between_0_and_1_and_sorted(world, app_ctx, engine):
         assert scores == sorted(scores, reverse=True)
 
 
-def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx):
-    spec = make_profile(model_name=None, dim=0, version=9000 + uuid.uuid4().int % 900)
+@pytest.mark.parametrize("lexical", [LEXICAL_V1, None])  # None: a profile made before the lexical field
+def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx, lexical):
+    spec = replace(make_profile(model_name=None, dim=0, version=9000 + uuid.uuid4().int % 900), lexical=lexical)
     client = app_ctx.milvus
     mv.ensure_collection(client, spec)
     try:
@@ -90,8 +99,22 @@ def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx):
         assert hits and hits[0].id == "c1"
         assert all(0.0 <= h.score <= 1.0 for h in hits) and hits[0].score == 1.0
         assert mv.hybrid_search(client, spec.collection_name, "qwxzvbnm", "", 5, spec) == []
+        if lexical:  # stemmed on both sides: "backup" meets "backups", "copying" meets "copied"
+            assert mv.hybrid_search(client, spec.collection_name, "backup copying", "", 5, spec)[0].id == "c1"
+        # the other shape of the same collection is refused, not written into
+        with pytest.raises(ConfigError):
+            mv.ensure_collection(client, replace(spec, lexical=None if lexical else LEXICAL_V1))
     finally:
         client.drop_collection(spec.collection_name)
+
+
+def test_lexical_text_stems_lowercases_and_keeps_cjk():
+    assert lexical_text("The Databases were Running; 咖啡机 studies v2") == "databas run 咖啡机 studi v2"
+    assert lexical_text("the of and") == ""
+    assert ProfileSpec.from_metadata({**make_profile(model_name=None, dim=0).to_metadata(), "lexical": None}).lexical \
+        is None  # a stored profile without the key keeps BM25 over content_text
+    assert make_profile(model_name=None, dim=0).lexical == LEXICAL_V1
+    assert make_profile(model_name=None, dim=0, backend="server").lexical is None
 
 
 # --- fusion as a function: properties --------------------------------------------------------------
