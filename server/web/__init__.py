@@ -64,6 +64,8 @@ PAGES = (
     "/reset-password",
     "/app",
     "/app/{rest:path}",
+    "/admin",
+    "/admin/{tab}",
     "/invitations/{token}",
     "/share/{token}",
     "/share/{token}/docs/{doc_id}",

@@ -5,6 +5,7 @@ import { HomePage, KnowledgeBasePage, SearchPage, WorkspacePage } from './pages/
 import { DocumentPage } from './pages/Document'
 import { InvitationPage, SharePage } from './pages/public'
 import { AccountPage } from './pages/account'
+import { AdminPage } from './pages/admin'
 import { Loading, PublicFrame } from './components/ui'
 import { t, useLang } from './lib/i18n'
 import { navigate, onLinkClick, paths, useRoute, type Route } from './lib/router'
@@ -40,6 +41,8 @@ function Page({ route }: { route: Route }) {
       return <SearchPage route={route} />
     case 'account':
       return <AccountPage />
+    case 'admin':
+      return <AdminPage route={route} />
     default:
       return (
         <PublicFrame title={t('notFound')}>

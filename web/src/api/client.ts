@@ -96,6 +96,13 @@ async function refreshCsrf(): Promise<void> {
 
 const enc = encodeURIComponent
 
+/** A query string of the non-empty values. */
+function qs(params: Record<string, string | undefined>): string {
+  const u = new URLSearchParams()
+  for (const [k, v] of Object.entries(params)) if (v) u.set(k, v)
+  return u.toString()
+}
+
 /** SHA-256 hex of the UTF-8 text: the `markdown_hash` of a save (docs/api.md). */
 export async function sha256Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text))
@@ -125,6 +132,27 @@ export const api = {
   revokeToken: (id: string) => request<void>('DELETE', `/api/me/tokens/${enc(id)}`),
   oauthGrants: () => request<S['GrantList']>('GET', '/api/me/oauth-grants'),
   revokeOauthGrant: (id: string) => request<void>('DELETE', `/api/me/oauth-grants/${enc(id)}`),
+
+  // admin console (docs/web.md#admin-console)
+  adminUsers: (p: { q?: string; status?: string; limit: number; offset: number }) =>
+    request<S['AdminUserList']>('GET', `/api/admin/users?${qs({ q: p.q, status: p.status, limit: String(p.limit), offset: String(p.offset) })}`),
+  adminActivate: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/activate`),
+  adminSuspend: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/suspend`),
+  adminReject: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/reject`),
+  adminResendVerification: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/resend-verification`),
+  authSettings: () => request<S['AuthSettingsOut']>('GET', '/api/admin/auth-settings'),
+  updateAuthSettings: (body: S['AuthSettingsIn']) => request<S['AuthSettingsOut']>('PUT', '/api/admin/auth-settings', body),
+  resetAuthSettings: (tenantId: string) => request<void>('DELETE', `/api/admin/auth-settings?tenant_id=${enc(tenantId)}`),
+  auditLogs: (p: Record<string, string>) => request<S['AuditLogList']>('GET', `/api/admin/audit-logs?${qs(p)}`),
+  milvusStatus: () => request<Record<string, unknown>>('GET', '/api/admin/milvus/status'),
+  milvusProfiles: () => request<{ items: unknown[] }>('GET', '/api/admin/milvus/index-profiles'),
+  rebuildJobs: () => request<{ items: unknown[] }>('GET', '/api/admin/milvus/rebuild-jobs'),
+  startRebuild: (body: S['RebuildIn']) => request<Record<string, unknown>>('POST', '/api/admin/milvus/rebuild-jobs', body),
+  switchAlias: (body: S['SwitchIn']) => request<Record<string, unknown>>('POST', '/api/admin/milvus/aliases/switch', body),
+  aliasHistory: () => request<Record<string, unknown>>('GET', '/api/admin/milvus/aliases/history'),
+  dropCollection: (profile: string) => request<Record<string, unknown>>('DELETE', `/api/admin/milvus/index-profiles/${enc(profile)}/collection`),
+  groups: () => request<S['GroupList']>('GET', '/api/admin/groups'),
+  groupMembers: (id: string) => request<S['server__routers__groups__MemberList']>('GET', `/api/admin/groups/${enc(id)}/members`),
 
   recentDocuments: (limit = 20) => request<S['RecentList']>('GET', `/api/me/recent-documents?limit=${limit}`),
 

@@ -118,6 +118,9 @@ export function TopBar(props: { children?: ComponentChildren }) {
           <a class="user-name" href={paths.account()} title={t('signedInAs', { name: s.me.user.email })}>
             {s.me.user.display_name}
           </a>
+          {s.me.tenant_roles.some((r) => r.role === 'system_admin' || (r.role === 'tenant_admin' && r.tenant_id === s.me.tenant_id)) ? (
+            <a href={paths.admin()}>{t('adminConsole')}</a>
+          ) : null}
           <button
             type="button"
             class="link-button"

@@ -1,0 +1,536 @@
+/**
+ * /admin: the admin console (docs/web.md#admin-console), for system_admin and tenant_admin only.
+ * Everyone else gets the app's ordinary not-found page (the console's existence is not a secret,
+ * the REST routes say 403, but the app shows nothing it can't use).
+ *
+ * Admins see configuration, never private content (docs/permissions.md): nothing here reads a
+ * document. Lists are paginated by the server (limit/offset). A rebuild's progress is polled
+ * from `GET /api/admin/milvus/rebuild-jobs`, so it survives a reload: the page asks the server
+ * which jobs are running instead of remembering them.
+ */
+import { useEffect, useState } from 'preact/hooks'
+import { api, type S } from '../api/client'
+import { ErrorNote, Loading, PublicFrame, TopBar } from '../components/ui'
+import { t, type MessageKey } from '../lib/i18n'
+import { invalidate, useQuery } from '../lib/query'
+import { navigate, paths, type Route } from '../lib/router'
+import { useSession } from '../lib/session'
+
+const PAGE = 25
+const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—')
+
+export function isAdmin(me: S['MeOut']): boolean {
+  return me.tenant_roles.some((r) => r.role === 'system_admin' || (r.role === 'tenant_admin' && r.tenant_id === me.tenant_id))
+}
+
+const TABS = ['users', 'registration', 'audit', 'index', 'groups'] as const
+type Tab = (typeof TABS)[number]
+
+function Pager(props: { offset: number; total: number; limit: number; onOffset: (o: number) => void }) {
+  const { offset, total, limit } = props
+  return (
+    <p class="pager">
+      <button type="button" disabled={offset === 0} onClick={() => props.onOffset(Math.max(0, offset - limit))}>
+        {t('previous')}
+      </button>{' '}
+      <span>{t('pageRange', { from: total ? offset + 1 : 0, to: Math.min(offset + limit, total), total })}</span>{' '}
+      <button type="button" disabled={offset + limit >= total} onClick={() => props.onOffset(offset + limit)}>
+        {t('next')}
+      </button>
+    </p>
+  )
+}
+
+const USER_STATUSES = ['', 'pending_email_verification', 'pending_activation', 'active', 'suspended', 'deleted'] as const
+
+function UsersTab() {
+  const [q, setQ] = useState('')
+  const [query, setQuery] = useState('')
+  const [status, setStatus] = useState('')
+  const [offset, setOffset] = useState(0)
+  const [error, setError] = useState<unknown>(null)
+  const key = `admin:users:${status}:${query}:${offset}`
+  const users = useQuery(key, () => api.adminUsers({ q: query, status, limit: PAGE, offset }))
+  const act = (p: Promise<unknown>) =>
+    p.then(() => invalidate('admin:users')).then(() => invalidate('admin:audit')).catch(setError)
+  return (
+    <section aria-labelledby="users-h">
+      <h2 id="users-h">{t('adminUsers')}</h2>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault()
+          setOffset(0)
+          setQuery(q)
+        }}
+      >
+        <input type="search" aria-label={t('searchUsers')} placeholder={t('searchUsers')} value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
+        <label>
+          {t('status')}{' '}
+          <select
+            value={status}
+            onChange={(e) => {
+              setOffset(0)
+              setStatus((e.target as HTMLSelectElement).value)
+            }}
+          >
+            {USER_STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s ? t(`userStatus_${s}` as MessageKey) : t('all')}
+              </option>
+            ))}
+          </select>
+        </label>{' '}
+        <button type="submit">{t('search')}</button>
+      </form>
+      {users.loading ? <Loading /> : null}
+      <ErrorNote error={users.error ?? error} />
+      <table class="grid" aria-labelledby="users-h">
+        <thead>
+          <tr>
+            <th>{t('email')}</th>
+            <th>{t('displayName')}</th>
+            <th>{t('status')}</th>
+            <th>{t('role')}</th>
+            <th>{t('created')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {users.data?.items.map((u) => (
+            <tr key={`${u.id}:${u.tenant_id}`}>
+              <td>{u.email}</td>
+              <td>{u.display_name}</td>
+              <td>{t(`userStatus_${u.status}` as MessageKey)}</td>
+              <td>{u.role}</td>
+              <td>{when(u.created_at)}</td>
+              <td class="row-actions">
+                {u.status === 'pending_activation' || u.status === 'suspended' ? (
+                  <button type="button" aria-label={t('activateNamed', { name: u.email })} onClick={() => act(api.adminActivate(u.id))}>
+                    {t('activate')}
+                  </button>
+                ) : null}
+                {u.status === 'active' ? (
+                  <button type="button" aria-label={t('suspendNamed', { name: u.email })} onClick={() => confirm(t('suspendConfirm', { name: u.email })) && act(api.adminSuspend(u.id))}>
+                    {t('suspend')}
+                  </button>
+                ) : null}
+                {u.status === 'pending_activation' || u.status === 'pending_email_verification' ? (
+                  <button type="button" aria-label={t('rejectNamed', { name: u.email })} onClick={() => confirm(t('rejectConfirm', { name: u.email })) && act(api.adminReject(u.id))}>
+                    {t('reject')}
+                  </button>
+                ) : null}
+                {u.status === 'pending_email_verification' ? (
+                  <button type="button" aria-label={t('resendNamed', { name: u.email })} onClick={() => act(api.adminResendVerification(u.id))}>
+                    {t('resendVerification')}
+                  </button>
+                ) : null}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {users.data ? <Pager offset={offset} total={users.data.total} limit={PAGE} onOffset={setOffset} /> : null}
+    </section>
+  )
+}
+
+type Settings = S['AuthSettingsOut']
+const BOOL_SETTINGS = ['registration_enabled', 'email_verification_required', 'invited_user_auto_active', 'invite_required', 'first_user_becomes_admin'] as const
+
+function RegistrationTab() {
+  const settings = useQuery('admin:auth-settings', () => api.authSettings())
+  const [draft, setDraft] = useState<Settings | null>(null)
+  const [domains, setDomains] = useState('')
+  const [saved, setSaved] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  useEffect(() => {
+    if (settings.data) {
+      setDraft(settings.data)
+      setDomains((settings.data.allowed_email_domains ?? []).join(', '))
+    }
+  }, [settings.data])
+  if (!draft) return settings.error ? <ErrorNote error={settings.error} /> : <Loading />
+  const d = draft
+  const set = (patch: Partial<Settings>) => {
+    setSaved(false)
+    setDraft({ ...d, ...patch })
+  }
+  return (
+    <section aria-labelledby="reg-h">
+      <h2 id="reg-h">{t('registrationSettings')}</h2>
+      <p class="muted">{d.source === 'tenant' ? t('settingsSourceTenant') : t('settingsSourceInstance')}</p>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          setError(null)
+          const list = domains
+            .split(/[\s,]+/)
+            .map((x) => x.trim())
+            .filter(Boolean)
+          api
+            .updateAuthSettings({
+              registration_enabled: d.registration_enabled,
+              email_verification_required: d.email_verification_required,
+              default_signup_status: d.default_signup_status as 'active' | 'pending_activation',
+              invited_user_auto_active: d.invited_user_auto_active,
+              invite_required: d.invite_required,
+              first_user_becomes_admin: d.first_user_becomes_admin,
+              allowed_email_domains: list.length ? list : null,
+            })
+            .then(() => {
+              setSaved(true)
+              invalidate('admin:auth-settings')
+              invalidate('admin:audit')
+            })
+            .catch(setError)
+        }}
+      >
+        {BOOL_SETTINGS.map((k) => (
+          <div class="field check" key={k}>
+            <input id={`set-${k}`} type="checkbox" checked={d[k]} onChange={(e) => set({ [k]: (e.target as HTMLInputElement).checked } as Partial<Settings>)} />
+            <label for={`set-${k}`}>{t(`setting_${k}` as MessageKey)}</label>
+          </div>
+        ))}
+        <div class="field">
+          <label for="set-default-status">{t('setting_default_signup_status')}</label>
+          <select id="set-default-status" value={d.default_signup_status} onChange={(e) => set({ default_signup_status: (e.target as HTMLSelectElement).value })}>
+            <option value="active">{t('userStatus_active')}</option>
+            <option value="pending_activation">{t('userStatus_pending_activation')}</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="set-domains">{t('setting_allowed_email_domains')}</label>
+          <input id="set-domains" value={domains} onInput={(e) => (setSaved(false), setDomains((e.target as HTMLInputElement).value))} placeholder="example.com, example.org" />
+        </div>
+        <ErrorNote error={error} />
+        <button type="submit" class="primary">
+          {t('save')}
+        </button>
+        {saved ? <span role="status"> {t('saved')}</span> : null}
+        {d.source === 'tenant' && d.tenant_id ? (
+          <button
+            type="button"
+            onClick={() =>
+              api
+                .resetAuthSettings(d.tenant_id!)
+                .then(() => invalidate('admin:auth-settings'))
+                .catch(setError)
+            }
+          >
+            {t('useInstanceDefault')}
+          </button>
+        ) : null}
+      </form>
+    </section>
+  )
+}
+
+interface AuditFilter {
+  action: string
+  object_type: string
+  object_id: string
+  actor_user_id: string
+  since: string
+}
+const NO_FILTER: AuditFilter = { action: '', object_type: '', object_id: '', actor_user_id: '', since: '' }
+
+function auditParams(f: AuditFilter): Record<string, string> {
+  const p: Record<string, string> = {}
+  for (const [k, v] of Object.entries(f)) if (v) p[k] = k === 'since' ? new Date(v).toISOString() : v
+  return p
+}
+
+const csvCell = (v: unknown) => {
+  const s = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v)
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s
+}
+
+/** Every row matching the filter, page by page (the server caps a page), as CSV text. */
+async function auditCsv(f: AuditFilter): Promise<string> {
+  const cols = ['created_at', 'actor_type', 'actor_user_id', 'action', 'object_type', 'object_id', 'ip', 'metadata'] as const
+  const lines = [cols.join(',')]
+  let offset: number | null = 0
+  while (offset !== null) {
+    const page: S['AuditLogList'] = await api.auditLogs({ ...auditParams(f), limit: '200', offset: String(offset) })
+    for (const r of page.items) lines.push(cols.map((c) => csvCell(r[c])).join(','))
+    offset = page.next_offset ?? null
+  }
+  return lines.join('\r\n') + '\r\n'
+}
+
+function AuditTab() {
+  const [form, setForm] = useState<AuditFilter>(NO_FILTER)
+  const [filter, setFilter] = useState<AuditFilter>(NO_FILTER)
+  const [offset, setOffset] = useState(0)
+  const [error, setError] = useState<unknown>(null)
+  const logs = useQuery(`admin:audit:${JSON.stringify(filter)}:${offset}`, () =>
+    api.auditLogs({ ...auditParams(filter), limit: String(PAGE), offset: String(offset) }),
+  )
+  const input = (k: keyof AuditFilter, label: MessageKey, type: 'text' | 'datetime-local' = 'text') => (
+    <label>
+      {t(label)}{' '}
+      {type === 'text' ? (
+        <input type="text" name={`audit-${k}`} value={form[k]} onInput={(e) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value })} />
+      ) : (
+        <input type="datetime-local" name={`audit-${k}`} value={form[k]} onInput={(e) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value })} />
+      )}
+    </label>
+  )
+  return (
+    <section aria-labelledby="audit-h">
+      <h2 id="audit-h">{t('auditLog')}</h2>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault()
+          setOffset(0)
+          setFilter(form)
+        }}
+      >
+        {input('actor_user_id', 'auditActor')} {input('action', 'auditAction')} {input('object_type', 'auditObjectType')}{' '}
+        {input('object_id', 'auditObjectId')} {input('since', 'auditSince', 'datetime-local')}{' '}
+        <button type="submit">{t('filter')}</button>{' '}
+        <button
+          type="button"
+          onClick={() =>
+            auditCsv(filter)
+              .then((csv) => {
+                const a = document.createElement('a')
+                a.href = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }))
+                a.download = 'openkb-audit.csv'
+                a.click()
+                setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
+              })
+              .catch(setError)
+          }
+        >
+          {t('exportCsv')}
+        </button>
+      </form>
+      {logs.loading ? <Loading /> : null}
+      <ErrorNote error={logs.error ?? error} />
+      <table class="grid" aria-labelledby="audit-h">
+        <thead>
+          <tr>
+            <th>{t('auditTime')}</th>
+            <th>{t('auditActor')}</th>
+            <th>{t('auditAction')}</th>
+            <th>{t('auditObject')}</th>
+            <th>{t('auditDetails')}</th>
+          </tr>
+        </thead>
+        <tbody>
+          {logs.data?.items.map((r) => (
+            <tr key={r.id}>
+              <td>{when(r.created_at)}</td>
+              <td>
+                {r.actor_type} <span class="muted">{r.actor_user_id ?? ''}</span>
+              </td>
+              <td>{r.action}</td>
+              <td>
+                {r.object_type ?? ''} <span class="muted">{r.object_id ?? ''}</span>
+              </td>
+              <td class="muted small">{JSON.stringify(r.metadata)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {logs.data ? <Pager offset={offset} total={logs.data.total} limit={PAGE} onOffset={setOffset} /> : null}
+    </section>
+  )
+}
+
+type Json = Record<string, unknown>
+type Job = { id: string; status: string; target_collection: string; switch_on_success: boolean; total_chunks: number | null; processed_chunks: number | null; error: string | null; started_at: string | null; finished_at: string | null }
+type Profile = { id: string; name: string; status: string; collection: string; active: boolean; vector_dim: number; functions: { embedding: Json | null; bm25: Json; rerank: Json | null } }
+const RUNNING = new Set(['pending', 'running'])
+
+function IndexTab() {
+  const status = useQuery('admin:milvus:status', api.milvusStatus)
+  const profiles = useQuery('admin:milvus:profiles', api.milvusProfiles)
+  const jobs = useQuery('admin:milvus:jobs', api.rebuildJobs)
+  const hist = useQuery('admin:milvus:history', api.aliasHistory)
+  const [error, setError] = useState<unknown>(null)
+  const [switchAfter, setSwitchAfter] = useState(true)
+  const jobList = ((jobs.data?.items ?? []) as Job[]).slice(0, 10)
+  const running = jobList.some((j) => RUNNING.has(j.status))
+  const refresh = () => ['admin:milvus', 'admin:audit'].forEach(invalidate)
+  // poll while a rebuild runs; a reload finds it again through the jobs list
+  useEffect(() => {
+    if (!running) return
+    const timer = setInterval(refresh, 1000)
+    return () => clearInterval(timer)
+  }, [running])
+  const act = (p: Promise<unknown>) => p.then(refresh).catch(setError)
+  const s = status.data as Json | undefined
+  const docs = (s?.documents ?? {}) as Record<string, number>
+  return (
+    <section aria-labelledby="index-h">
+      <h2 id="index-h">{t('indexTitle')}</h2>
+      <ErrorNote error={status.error ?? profiles.error ?? error} />
+      {s ? (
+        <dl class="facts" aria-label={t('indexStatus')}>
+          <dt>{t('milvusConnection')}</dt>
+          <dd>{String(s.milvus)}</dd>
+          <dt>{t('activeAlias')}</dt>
+          <dd data-testid="active-alias">
+            {String(s.alias)} → <span data-testid="active-collection">{String(s.collection ?? '—')}</span>
+          </dd>
+          <dt>{t('searchMode')}</dt>
+          <dd>{String(s.search_mode ?? '—')}</dd>
+          <dt>{t('chunksIndexed')}</dt>
+          <dd>
+            {String(s.milvus_rows ?? '—')} / {String(s.pg_chunks)} {s.in_sync ? t('inSync') : t('outOfSync')}
+          </dd>
+          <dt>{t('documents')}</dt>
+          <dd>{Object.entries(docs).map(([k, v]) => `${k}: ${v}`).join(', ') || '—'}</dd>
+        </dl>
+      ) : (
+        <Loading />
+      )}
+      <h3>{t('indexProfiles')}</h3>
+      <table class="grid" aria-label={t('indexProfiles')}>
+        <thead>
+          <tr>
+            <th>{t('profileName')}</th>
+            <th>{t('status')}</th>
+            <th>{t('vectorDim')}</th>
+            <th>{t('functions')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {((profiles.data?.items ?? []) as Profile[]).map((p) => (
+            <tr key={p.id}>
+              <td>
+                {p.name} <span class="muted">{p.collection}</span>
+                {p.active ? <strong> {t('activeMark')}</strong> : null}
+              </td>
+              <td>{p.status}</td>
+              <td>{p.vector_dim || '—'}</td>
+              <td class="small">
+                {[p.functions.embedding, p.functions.bm25, p.functions.rerank]
+                  .filter(Boolean)
+                  .map((f) => `${String(f!.type)} ${String(f!.name ?? '')}${f!.model ? ` (${String(f!.model)})` : ''}`)
+                  .join(' · ')}
+              </td>
+              <td class="row-actions">
+                <button type="button" disabled={running} aria-label={t('rebuildNamed', { name: p.name })} onClick={() => act(api.startRebuild({ profile: p.name, switch: switchAfter }))}>
+                  {t('rebuild')}
+                </button>
+                {!p.active && p.status !== 'dropped' ? (
+                  <>
+                    <button type="button" aria-label={t('switchNamed', { name: p.name })} onClick={() => confirm(t('switchConfirm', { name: p.name })) && act(api.switchAlias({ profile: p.name }))}>
+                      {t('switchTo')}
+                    </button>
+                    <button type="button" aria-label={t('dropNamed', { name: p.name })} onClick={() => confirm(t('dropConfirm', { name: p.name })) && act(api.dropCollection(p.name))}>
+                      {t('dropCollection')}
+                    </button>
+                  </>
+                ) : null}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <div class="field check">
+        <input id="switch-after" type="checkbox" checked={switchAfter} onChange={(e) => setSwitchAfter((e.target as HTMLInputElement).checked)} />
+        <label for="switch-after">{t('switchWhenHealthy')}</label>
+      </div>
+      <h3>{t('rebuildJobs')}</h3>
+      <ul class="list" aria-label={t('rebuildJobs')}>
+        {jobList.map((j) => (
+          <li key={j.id}>
+            <span class="job-status" data-status={j.status}>
+              {j.status}
+            </span>{' '}
+            {j.target_collection}{' '}
+            {j.total_chunks ? <progress max={j.total_chunks} value={j.processed_chunks ?? 0} aria-label={t('rebuildProgress')} /> : null}{' '}
+            <span class="muted">
+              {j.processed_chunks ?? 0}/{j.total_chunks ?? '?'} · {when(j.started_at)}
+              {j.error ? ` · ${j.error}` : ''}
+            </span>
+          </li>
+        ))}
+      </ul>
+      <h3>{t('aliasHistory')}</h3>
+      <button type="button" onClick={() => confirm(t('rollbackConfirm')) && act(api.switchAlias({ rollback: true }))}>
+        {t('rollback')}
+      </button>
+      <ul class="list" aria-label={t('aliasHistory')}>
+        {(((hist.data as Json | undefined)?.items ?? []) as Json[]).map((h, i) => (
+          <li key={i} class="small">
+            {when(h.at as string | null)} {String(h.from ?? '—')} → {String(h.to ?? '')} <span class="muted">{String(h.kind ?? '')}</span>
+          </li>
+        ))}
+      </ul>
+    </section>
+  )
+}
+
+function GroupsTab() {
+  const groups = useQuery('admin:groups', api.groups)
+  const [open, setOpen] = useState<string | null>(null)
+  const members = useQuery(open ? `admin:group:${open}` : null, () => api.groupMembers(open!))
+  return (
+    <section aria-labelledby="groups-h">
+      <h2 id="groups-h">{t('groups')}</h2>
+      <ErrorNote error={groups.error ?? members.error} />
+      {groups.data && groups.data.items.length === 0 ? <p class="muted">{t('noGroups')}</p> : null}
+      <ul class="list">
+        {groups.data?.items.map((g) => (
+          <li key={g.id}>
+            <button type="button" class="link-button" aria-expanded={open === g.id} onClick={() => setOpen(open === g.id ? null : g.id)}>
+              {g.name}
+            </button>
+            {open === g.id ? (
+              <ul>
+                {members.data?.items.map((m) => (
+                  <li key={m.user_id}>
+                    {m.display_name} <span class="muted">{m.email}</span>
+                  </li>
+                ))}
+              </ul>
+            ) : null}
+          </li>
+        ))}
+      </ul>
+    </section>
+  )
+}
+
+export function AdminPage({ route }: { route: Route }) {
+  const s = useSession()
+  if (s.status !== 'signed-in') return <Loading />
+  if (!isAdmin(s.me))
+    return (
+      <PublicFrame title={t('notFound')}>
+        <p>{t('notFoundPage')}</p>
+        <a href={paths.home()}>{t('homeTitle')}</a>
+      </PublicFrame>
+    )
+  const tab = (TABS as readonly string[]).includes(route.params.tab ?? '') ? (route.params.tab as Tab) : 'users'
+  return (
+    <>
+      <TopBar>
+        <a href={paths.admin()}>{t('adminConsole')}</a>
+      </TopBar>
+      <main id="main" class="page">
+        <h1>{t('adminConsole')}</h1>
+        <nav class="tabs" aria-label={t('adminConsole')}>
+          {TABS.map((x) => (
+            <a key={x} href={paths.admin(x)} aria-current={x === tab ? 'page' : undefined} onClick={(e) => (e.preventDefault(), navigate(paths.admin(x)))}>
+              {t(`adminTab_${x}` as MessageKey)}
+            </a>
+          ))}
+        </nav>
+        {tab === 'users' ? <UsersTab /> : null}
+        {tab === 'registration' ? <RegistrationTab /> : null}
+        {tab === 'audit' ? <AuditTab /> : null}
+        {tab === 'index' ? <IndexTab /> : null}
+        {tab === 'groups' ? <GroupsTab /> : null}
+      </main>
+    </>
+  )
+}
