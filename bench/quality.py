@@ -133,6 +133,52 @@ def _escape(text: str) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def freshness(ctx, engine, writer, who, kb_id, n: int) -> dict[str, float]:
+    """Save a page with a unique word (committed; its index job goes to a real huey consumer in
+    this process, 2 worker threads, idle otherwise), then search for the word as the member
+    every 20 ms until the page is the first hit. p50/p95 of save start -> first hit."""
+    import uuid
+
+    from sqlmodel import Session
+
+    from openkb.content import documents
+    from openkb.jobs import set_queue
+    from openkb.retrieval import search
+    from workers import tasks
+    from workers.queue import HueyQueue, get_huey
+
+    tasks.set_context(ctx)
+    consumer = get_huey().create_consumer(workers=2, worker_type="thread", periodic=False, check_worker_health=False)
+    consumer.start()
+    set_queue(HueyQueue())
+    times: list[float] = []
+    misses = 0
+    try:
+        for i in range(n):
+            word = f"fresh{uuid.uuid4().hex[:10]}"
+            t0 = time.perf_counter()
+            with Session(engine) as s:
+                d, _v = documents.create_document(s, writer, knowledge_base_id=kb_id, title=f"Fresh {i}",
+                                                  markdown=f"# Fresh {i}\n\nThe {word} note, saved just now.\n")
+                s.commit()
+                doc_id = str(d.id)
+            while True:
+                with Session(engine) as s:
+                    hits = search(ctx, s, who, word, top_k=1)
+                if hits and hits[0].document_id == doc_id:
+                    times.append(time.perf_counter() - t0)
+                    break
+                if time.perf_counter() - t0 > 30:
+                    misses += 1
+                    break
+                time.sleep(0.02)
+            time.sleep(0.3)  # the queue is idle before the next save
+    finally:
+        consumer.stop(graceful=True)
+    return {"fresh_n": n, "fresh_misses": misses, "fresh_p50_s": round(statistics.median(times), 3) if times else None,
+            "fresh_p95_s": round(pct(times, 0.95), 3) if times else None}
+
+
 def sweep(ctx, engine, who, queries, qrels, doc_of) -> None:
     """Re-run the queries under other fusion constants (the index is reused)."""
     from sqlmodel import Session
@@ -160,6 +206,8 @@ def main() -> int:
     ap.add_argument("--profile", choices=("default", "bm25"), default="default")
     ap.add_argument("--limit-queries", type=int, default=None)
     ap.add_argument("--max-docs", type=int, default=None, help="cap the corpus (judged documents kept)")
+    ap.add_argument("--freshness", type=int, default=0, metavar="N",
+                    help="then save N new pages one by one and time save -> first search hit (real huey worker)")
     ap.add_argument("--sweep", action="store_true",
                     help="after the run, nDCG@10 of other fusion settings (lexical weight, dense floor/ceiling)")
     args = ap.parse_args()
@@ -367,6 +415,10 @@ def main() -> int:
         print(f"BM25    nDCG@10 {bn:.4f}  recall@10 {summary['bm25_recall10']:.4f}")
         print(f"ratio {summary['ratio']}   search p50 {summary['search_p50_ms']} ms  p95 {summary['search_p95_ms']} ms")
         print(json.dumps(summary), flush=True)
+        if args.freshness:
+            fresh = freshness(ctx, engine, writer, who, kb.id, args.freshness)
+            summary.update(fresh)
+            print(json.dumps({"set": name, **fresh}), flush=True)
         if args.sweep:
             sweep(ctx, engine, who, queries, qrels, doc_of)
         ctx.close()
