@@ -146,6 +146,7 @@ export const api = {
   auditLogs: (p: Record<string, string>) => request<S['AuditLogList']>('GET', `/api/admin/audit-logs?${qs(p)}`),
   milvusStatus: () => request<Record<string, unknown>>('GET', '/api/admin/milvus/status'),
   milvusProfiles: () => request<{ items: unknown[] }>('GET', '/api/admin/milvus/index-profiles'),
+  createProfile: (body: Record<string, unknown>) => request<Record<string, unknown>>('POST', '/api/admin/milvus/index-profiles', body),
   rebuildJobs: () => request<{ items: unknown[] }>('GET', '/api/admin/milvus/rebuild-jobs'),
   startRebuild: (body: S['RebuildIn']) => request<Record<string, unknown>>('POST', '/api/admin/milvus/rebuild-jobs', body),
   switchAlias: (body: S['SwitchIn']) => request<Record<string, unknown>>('POST', '/api/admin/milvus/aliases/switch', body),

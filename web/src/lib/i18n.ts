@@ -300,6 +300,11 @@ const en = {
   rollbackConfirm: 'Point the alias back at the previous collection?',
   groups: 'Groups',
   noGroups: 'No groups yet.',
+  newProfile: 'New profile',
+  newProfileHelp: 'Without an embedding model the profile is BM25-only. Provider keys stay in Milvus\'s configuration, never here.',
+  embeddingModel: 'Embedding model',
+  provider: 'Provider',
+  endpoint: 'Endpoint',
 }
 
 export type MessageKey = keyof typeof en
@@ -599,6 +604,11 @@ const zhCN: Record<MessageKey, string> = {
   rollbackConfirm: '将别名指回上一个集合？',
   groups: '用户组',
   noGroups: '还没有用户组。',
+  newProfile: '新建配置',
+  newProfileHelp: '不填嵌入模型即为仅 BM25 的配置。服务商密钥只在 Milvus 的配置中，不在这里。',
+  embeddingModel: '嵌入模型',
+  provider: '服务商',
+  endpoint: '端点',
 }
 
 export type Lang = 'en' | 'zh-CN'

@@ -346,6 +346,45 @@ type Job = { id: string; status: string; target_collection: string; switch_on_su
 type Profile = { id: string; name: string; status: string; collection: string; active: boolean; vector_dim: number; functions: { embedding: Json | null; bm25: Json; rerank: Json | null } }
 const RUNNING = new Set(['pending', 'running'])
 
+/** A new profile: names and shapes only. There is deliberately no field for a provider key
+ * (Milvus holds it, docs/retrieval.md#principles); the server refuses key-like fields anyway. */
+function NewProfileForm({ onCreated, onError }: { onCreated: () => void; onError: (e: unknown) => void }) {
+  const [name, setName] = useState('')
+  const [model, setModel] = useState('')
+  const [dim, setDim] = useState('')
+  const [provider, setProvider] = useState('openai')
+  const [endpoint, setEndpoint] = useState('')
+  const text = (id: string, label: MessageKey, value: string, set: (v: string) => void) => (
+    <label>
+      {t(label)} <input id={id} value={value} onInput={(e) => set((e.target as HTMLInputElement).value)} />
+    </label>
+  )
+  return (
+    <form
+      class="filters"
+      aria-label={t('newProfile')}
+      onSubmit={(e) => {
+        e.preventDefault()
+        const body: Record<string, unknown> = { name: name || null }
+        if (model) Object.assign(body, { model, dim: Number(dim) || 0, provider, endpoint: endpoint || null })
+        api
+          .createProfile(body)
+          .then(() => {
+            setName('')
+            onCreated()
+          })
+          .catch(onError)
+      }}
+    >
+      {text('profile-name', 'profileName', name, setName)} {text('profile-model', 'embeddingModel', model, setModel)}{' '}
+      {text('profile-dim', 'vectorDim', dim, setDim)} {text('profile-provider', 'provider', provider, setProvider)}{' '}
+      {text('profile-endpoint', 'endpoint', endpoint, setEndpoint)}
+      <button type="submit">{t('newProfile')}</button>
+      <span class="muted small">{t('newProfileHelp')}</span>
+    </form>
+  )
+}
+
 function IndexTab() {
   const status = useQuery('admin:milvus:status', api.milvusStatus)
   const profiles = useQuery('admin:milvus:profiles', api.milvusProfiles)
@@ -434,6 +473,7 @@ function IndexTab() {
           ))}
         </tbody>
       </table>
+      <NewProfileForm onCreated={refresh} onError={setError} />
       <div class="field check">
         <input id="switch-after" type="checkbox" checked={switchAfter} onChange={(e) => setSwitchAfter((e.target as HTMLInputElement).checked)} />
         <label for="switch-after">{t('switchWhenHealthy')}</label>
