@@ -96,10 +96,19 @@ class EmbeddingSpec:
         refuse_secrets(dict(self.extra), where="embedding")
 
     def function_params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"provider": self.provider, "model_name": self.model_name,
-                                  "dimensions": self.dimensions, **self.extra}
-        if self.base_url:
-            params["base_url"] = self.base_url
+        """Milvus TEXTEMBEDDING params. The trap: providers name the service URL differently.
+        OpenAI-compatible ones take ``base_url`` plus ``model_name``; Milvus 2.6's ``TEI``
+        provider takes ``endpoint`` and serves the one model TEI was started with (no
+        ``model_name``), so a TEI profile's URL goes out as ``endpoint`` (docs/deployment.md#milvus-26)."""
+        if self.provider.lower() == "tei":
+            params: dict[str, Any] = {"provider": self.provider, **self.extra}
+            if self.base_url:
+                params["endpoint"] = self.base_url
+        else:
+            params = {"provider": self.provider, "model_name": self.model_name, "dimensions": self.dimensions,
+                      **self.extra}
+            if self.base_url:
+                params["base_url"] = self.base_url
         refuse_secrets(params, where="embedding")
         return params
 
