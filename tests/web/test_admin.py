@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -71,3 +72,45 @@ def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, l
         csv = open(dl.value.path(), encoding="utf-8").read()
         assert csv.startswith("created_at,actor_type,actor_user_id,action")
         assert re.search(r"user\.activated", csv) and "auth_settings.updated" in csv
+
+
+def test_a_dify_key_from_the_console_works_on_retrieval_until_revoked(contexts, live_server, committed, app_ctx):
+    admin = make_login_user(committed, role="tenant_admin")
+    with login(live_server, admin.email) as c:
+        ws = c.post("/api/workspaces", json={"name": "Dify team"}).json()
+        kb = c.post("/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "For Dify"}).json()
+    page = contexts.page()
+    sign_in(page, admin.email)
+    page.goto("/admin/dify")
+    expect(page.get_by_label("Endpoint to paste into Dify:")).to_have_value(app_ctx.settings.app_base_url.rstrip("/"))
+
+    kid = f"dify-{kb['id'][:8]}"
+    mapping = page.get_by_role("form", name="Map")
+    mapping.get_by_label("Dify knowledge id").fill(kid)
+    mapping.get_by_label("Knowledge base (id or slug)").fill(kb["id"])
+    mapping.get_by_role("button", name="Map").click()
+    expect(
+        page.get_by_role("table", name="Knowledge id mappings").get_by_role("row").filter(has_text=kid)
+    ).to_be_visible()
+
+    create = page.get_by_role("form", name="Create key")
+    create.get_by_label("Key name").fill("dify prod")
+    create.get_by_label("Knowledge bases (ids or slugs)").fill(kb["id"])
+    create.get_by_label("Top-k limit").fill("5")
+    create.get_by_role("button", name="Create key").click()
+    key = page.get_by_label("Dify API key").input_value()
+    assert key.startswith("okdify_")
+    page.get_by_role("button", name="Done").click()
+    expect(page.get_by_label("Dify API key")).to_have_count(0)  # shown once
+
+    ask = {"knowledge_id": kid, "query": "anything", "retrieval_setting": {"top_k": 3, "score_threshold": 0.0}}
+    headers = {"Authorization": f"Bearer {key}"}
+    r = httpx.post(live_server + "/retrieval", json=ask, headers=headers, timeout=30)
+    assert r.status_code == 200 and isinstance(r.json()["records"], list), r.text
+
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Revoke dify prod").click()
+    row = page.get_by_role("table", name="API keys").get_by_role("row").filter(has_text="dify prod")
+    expect(row.get_by_role("cell", name="revoked", exact=True)).to_be_visible()
+    r = httpx.post(live_server + "/retrieval", json=ask, headers=headers, timeout=30)
+    assert r.status_code == 403 and r.json()["error_code"] == 1002

@@ -23,7 +23,7 @@ export function isAdmin(me: S['MeOut']): boolean {
   return me.tenant_roles.some((r) => r.role === 'system_admin' || (r.role === 'tenant_admin' && r.tenant_id === me.tenant_id))
 }
 
-const TABS = ['users', 'registration', 'audit', 'index', 'groups'] as const
+const TABS = ['users', 'registration', 'audit', 'index', 'dify', 'groups'] as const
 type Tab = (typeof TABS)[number]
 
 function Pager(props: { offset: number; total: number; limit: number; onOffset: (o: number) => void }) {
@@ -509,6 +509,203 @@ function IndexTab() {
   )
 }
 
+/** A secret shown once (a new or rotated Dify key): kept in component state only. */
+function SecretOnce({ secret, onDone }: { secret: string; onDone: () => void }) {
+  const [copied, setCopied] = useState(false)
+  return (
+    <div class="secret" role="status">
+      <p>{t('keyShownOnce')}</p>
+      <input readOnly aria-label={t('difyKeyValue')} value={secret} class="url" />{' '}
+      <button type="button" onClick={() => void navigator.clipboard?.writeText(secret).then(() => setCopied(true))}>
+        {copied ? t('copied') : t('copy')}
+      </button>{' '}
+      <button type="button" onClick={onDone}>
+        {t('done')}
+      </button>
+    </div>
+  )
+}
+
+const splitList = (v: string) =>
+  v
+    .split(/[\s,]+/)
+    .map((x) => x.trim())
+    .filter(Boolean)
+
+function DifyTab() {
+  const info = useQuery('admin:dify:info', api.difyInfo)
+  const keys = useQuery('admin:dify:keys', api.difyKeys)
+  const maps = useQuery('admin:dify:mappings', api.difyMappings)
+  const [error, setError] = useState<unknown>(null)
+  const [secret, setSecret] = useState<string | null>(null)
+  const [name, setName] = useState('')
+  const [kbs, setKbs] = useState('')
+  const [topK, setTopK] = useState('10')
+  const [expires, setExpires] = useState('')
+  const [filter, setFilter] = useState('')
+  const [kid, setKid] = useState('')
+  const [kbRef, setKbRef] = useState('')
+  const refresh = () => ['admin:dify', 'admin:audit'].forEach(invalidate)
+  const act = (p: Promise<unknown>) => p.then(refresh).catch(setError)
+  return (
+    <section aria-labelledby="dify-h">
+      <h2 id="dify-h">{t('difyTitle')}</h2>
+      {info.data ? (
+        <p>
+          {t('difyEndpoint')} <input readOnly aria-label={t('difyEndpoint')} value={info.data.endpoint} class="url" />
+          {info.data.warnings.map((w) => (
+            <span class="muted small" key={w}>
+              <br />
+              {w}
+            </span>
+          ))}
+        </p>
+      ) : null}
+      <ErrorNote error={keys.error ?? maps.error ?? error} />
+      {secret ? <SecretOnce secret={secret} onDone={() => setSecret(null)} /> : null}
+      <h3>{t('difyKeys')}</h3>
+      <table class="grid" aria-label={t('difyKeys')}>
+        <thead>
+          <tr>
+            <th>{t('tokenName')}</th>
+            <th>{t('status')}</th>
+            <th>{t('knowledgeBases')}</th>
+            <th>{t('topKLimit')}</th>
+            <th>{t('expires')}</th>
+            <th>{t('lastUsed')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {keys.data?.items.map((k) => (
+            <tr key={k.id}>
+              <td>{k.name}</td>
+              <td>{k.status}</td>
+              <td class="small">{k.knowledge_base_ids.join(' ') || '—'}</td>
+              <td>{k.top_k_limit}</td>
+              <td>{k.expires_at ? when(k.expires_at) : t('never')}</td>
+              <td>{when(k.last_used_at)}</td>
+              <td class="row-actions">
+                {k.stored_status === 'active' ? (
+                  <button type="button" aria-label={t('disableNamed', { name: k.name })} onClick={() => act(api.difyKeyAction(k.id, 'disable'))}>
+                    {t('disable')}
+                  </button>
+                ) : null}
+                {k.stored_status === 'disabled' ? (
+                  <button type="button" aria-label={t('enableNamed', { name: k.name })} onClick={() => act(api.difyKeyAction(k.id, 'enable'))}>
+                    {t('enable')}
+                  </button>
+                ) : null}
+                {k.stored_status !== 'revoked' ? (
+                  <>
+                    <button type="button" aria-label={t('rotateNamed', { name: k.name })} onClick={() => confirm(t('rotateConfirm', { name: k.name })) && act(api.rotateDifyKey(k.id).then((r) => setSecret(r.key)))}>
+                      {t('rotate')}
+                    </button>
+                    <button type="button" aria-label={t('revokeNamed', { name: k.name })} onClick={() => confirm(t('revokeDifyConfirm', { name: k.name })) && act(api.difyKeyAction(k.id, 'revoke'))}>
+                      {t('revoke')}
+                    </button>
+                  </>
+                ) : null}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <form
+        class="filters"
+        aria-label={t('newDifyKey')}
+        onSubmit={(e) => {
+          e.preventDefault()
+          setError(null)
+          let metadata_filter: Record<string, unknown> | null = null
+          if (filter.trim()) {
+            try {
+              metadata_filter = JSON.parse(filter) as Record<string, unknown>
+            } catch {
+              setError(new Error(t('filterNotJson')))
+              return
+            }
+          }
+          act(
+            api
+              .createDifyKey({
+                name,
+                knowledge_base_ids: splitList(kbs),
+                top_k_limit: Number(topK) || 10,
+                expires_at: expires ? new Date(expires).toISOString() : null,
+                metadata_filter,
+              })
+              .then((r) => {
+                setSecret(r.key)
+                setName('')
+              }),
+          )
+        }}
+      >
+        <label>
+          {t('difyKeyName')} <input value={name} required onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          {t('difyKeyKbs')} <input value={kbs} onInput={(e) => setKbs((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          {t('topKLimit')} <input type="number" min={1} value={topK} onInput={(e) => setTopK((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          {t('expires')} <input type="datetime-local" value={expires} onInput={(e) => setExpires((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          {t('difyKeyFilter')} <input value={filter} placeholder='{"tag": ["public"]}' onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
+        </label>
+        <button type="submit" class="primary">
+          {t('newDifyKey')}
+        </button>
+      </form>
+      <h3>{t('difyMappings')}</h3>
+      <table class="grid" aria-label={t('difyMappings')}>
+        <thead>
+          <tr>
+            <th>{t('difyKnowledgeId')}</th>
+            <th>{t('knowledgeBases')}</th>
+            <th>{t('status')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {maps.data?.items.map((m) => (
+            <tr key={m.id}>
+              <td>{m.knowledge_id}</td>
+              <td class="small">{m.knowledge_base_id}</td>
+              <td>{m.status}</td>
+              <td>
+                <button type="button" onClick={() => act(api.difyMappingAction(m.id, m.status === 'active' ? 'disable' : 'enable'))}>
+                  {m.status === 'active' ? t('disable') : t('enable')}
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <form
+        class="filters"
+        aria-label={t('newDifyMapping')}
+        onSubmit={(e) => {
+          e.preventDefault()
+          act(api.mapDify({ knowledge_id: kid, knowledge_base_id: kbRef }).then(() => setKid('')))
+        }}
+      >
+        <label>
+          {t('difyKnowledgeId')} <input value={kid} required onInput={(e) => setKid((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          {t('difyKbRef')} <input value={kbRef} required onInput={(e) => setKbRef((e.target as HTMLInputElement).value)} />
+        </label>
+        <button type="submit">{t('newDifyMapping')}</button>
+      </form>
+    </section>
+  )
+}
+
 function GroupsTab() {
   const groups = useQuery('admin:groups', api.groups)
   const [open, setOpen] = useState<string | null>(null)
@@ -569,6 +766,7 @@ export function AdminPage({ route }: { route: Route }) {
         {tab === 'registration' ? <RegistrationTab /> : null}
         {tab === 'audit' ? <AuditTab /> : null}
         {tab === 'index' ? <IndexTab /> : null}
+        {tab === 'dify' ? <DifyTab /> : null}
         {tab === 'groups' ? <GroupsTab /> : null}
       </main>
     </>
