@@ -154,13 +154,14 @@ export const api = {
   dropCollection: (profile: string) => request<Record<string, unknown>>('DELETE', `/api/admin/milvus/index-profiles/${enc(profile)}/collection`),
   difyKeys: () => request<S['KeyList']>('GET', '/api/admin/dify/keys'),
   createDifyKey: (body: S['KeyIn']) => request<S['KeyWithSecret']>('POST', '/api/admin/dify/keys', body),
-  difyKeyAction: (id: string, action: 'disable' | 'enable' | 'revoke') =>
-    request<S['StatusOut']>('POST', `/api/admin/dify/keys/${enc(id)}/${action}`),
+  disableDifyKey: (id: string) => request<S['StatusOut']>('POST', `/api/admin/dify/keys/${enc(id)}/disable`),
+  enableDifyKey: (id: string) => request<S['StatusOut']>('POST', `/api/admin/dify/keys/${enc(id)}/enable`),
+  revokeDifyKey: (id: string) => request<S['StatusOut']>('POST', `/api/admin/dify/keys/${enc(id)}/revoke`),
   rotateDifyKey: (id: string) => request<S['KeyWithSecret']>('POST', `/api/admin/dify/keys/${enc(id)}/rotate`),
   difyMappings: () => request<S['MappingList']>('GET', '/api/admin/dify/mappings'),
   mapDify: (body: S['MappingIn']) => request<S['MappingResult']>('POST', '/api/admin/dify/mappings', body),
-  difyMappingAction: (id: string, action: 'disable' | 'enable') =>
-    request<S['MappingOut']>('POST', `/api/admin/dify/mappings/${enc(id)}/${action}`),
+  disableDifyMapping: (id: string) => request<S['MappingOut']>('POST', `/api/admin/dify/mappings/${enc(id)}/disable`),
+  enableDifyMapping: (id: string) => request<S['MappingOut']>('POST', `/api/admin/dify/mappings/${enc(id)}/enable`),
   difyInfo: () => request<{ endpoint: string; retrieval_url: string; warnings: string[] }>('GET', '/api/admin/dify/info'),
   groups: () => request<S['GroupList']>('GET', '/api/admin/groups'),
   groupMembers: (id: string) => request<S['server__routers__groups__MemberList']>('GET', `/api/admin/groups/${enc(id)}/members`),

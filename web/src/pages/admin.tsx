@@ -587,12 +587,12 @@ function DifyTab() {
               <td>{when(k.last_used_at)}</td>
               <td class="row-actions">
                 {k.stored_status === 'active' ? (
-                  <button type="button" aria-label={t('disableNamed', { name: k.name })} onClick={() => act(api.difyKeyAction(k.id, 'disable'))}>
+                  <button type="button" aria-label={t('disableNamed', { name: k.name })} onClick={() => act(api.disableDifyKey(k.id))}>
                     {t('disable')}
                   </button>
                 ) : null}
                 {k.stored_status === 'disabled' ? (
-                  <button type="button" aria-label={t('enableNamed', { name: k.name })} onClick={() => act(api.difyKeyAction(k.id, 'enable'))}>
+                  <button type="button" aria-label={t('enableNamed', { name: k.name })} onClick={() => act(api.enableDifyKey(k.id))}>
                     {t('enable')}
                   </button>
                 ) : null}
@@ -601,7 +601,7 @@ function DifyTab() {
                     <button type="button" aria-label={t('rotateNamed', { name: k.name })} onClick={() => confirm(t('rotateConfirm', { name: k.name })) && act(api.rotateDifyKey(k.id).then((r) => setSecret(r.key)))}>
                       {t('rotate')}
                     </button>
-                    <button type="button" aria-label={t('revokeNamed', { name: k.name })} onClick={() => confirm(t('revokeDifyConfirm', { name: k.name })) && act(api.difyKeyAction(k.id, 'revoke'))}>
+                    <button type="button" aria-label={t('revokeNamed', { name: k.name })} onClick={() => confirm(t('revokeDifyConfirm', { name: k.name })) && act(api.revokeDifyKey(k.id))}>
                       {t('revoke')}
                     </button>
                   </>
@@ -678,7 +678,7 @@ function DifyTab() {
               <td class="small">{m.knowledge_base_id}</td>
               <td>{m.status}</td>
               <td>
-                <button type="button" onClick={() => act(api.difyMappingAction(m.id, m.status === 'active' ? 'disable' : 'enable'))}>
+                <button type="button" onClick={() => act(m.status === 'active' ? api.disableDifyMapping(m.id) : api.enableDifyMapping(m.id))}>
                   {m.status === 'active' ? t('disable') : t('enable')}
                 </button>
               </td>
