@@ -6,6 +6,7 @@ import { DocumentPage } from './pages/Document'
 import { InvitationPage, SharePage } from './pages/public'
 import { AccountPage } from './pages/account'
 import { AdminPage } from './pages/admin'
+import { KbSettingsPage, WorkspaceSettingsPage } from './pages/settings'
 import { Loading, PublicFrame } from './components/ui'
 import { t, useLang } from './lib/i18n'
 import { navigate, onLinkClick, paths, useRoute, type Route } from './lib/router'
@@ -43,6 +44,10 @@ function Page({ route }: { route: Route }) {
       return <AccountPage />
     case 'admin':
       return <AdminPage route={route} />
+    case 'kb-settings':
+      return <KbSettingsPage key={route.params.kbId} route={route} />
+    case 'workspace-settings':
+      return <WorkspaceSettingsPage key={route.params.workspaceId} route={route} />
     default:
       return (
         <PublicFrame title={t('notFound')}>

@@ -175,6 +175,16 @@ export const api = {
   knowledgeBases: (workspaceId?: string) =>
     request<S['KnowledgeBaseList']>('GET', '/api/knowledge-bases' + (workspaceId ? `?workspace_id=${enc(workspaceId)}` : '')),
   knowledgeBase: (id: string) => request<S['KnowledgeBaseOut']>('GET', `/api/knowledge-bases/${enc(id)}`),
+  updateWorkspace: (id: string, body: S['WorkspaceUpdate']) => request<S['WorkspaceOut']>('PUT', `/api/workspaces/${enc(id)}`, body),
+  workspaceMembers: (id: string) => request<S['server__routers__content__MemberList']>('GET', `/api/workspaces/${enc(id)}/members`),
+  addWorkspaceMember: (id: string, body: S['server__routers__content__MemberIn']) =>
+    request<S['server__routers__content__MemberOut']>('POST', `/api/workspaces/${enc(id)}/members`, body),
+  updateWorkspaceMember: (id: string, userId: string, body: S['MemberUpdate']) =>
+    request<S['server__routers__content__MemberOut']>('PUT', `/api/workspaces/${enc(id)}/members/${enc(userId)}`, body),
+  removeWorkspaceMember: (id: string, userId: string) => request<void>('DELETE', `/api/workspaces/${enc(id)}/members/${enc(userId)}`),
+  trash: (kbId: string) => request<S['TrashOut']>('GET', `/api/knowledge-bases/${enc(kbId)}/trash`),
+  restoreFromTrash: (docId: string) => request<S['DocumentOut']>('POST', `/api/trash/${enc(docId)}/restore`),
+  purge: (docId: string) => request<S['PurgeOut']>('DELETE', `/api/trash/${enc(docId)}`),
   createKnowledgeBase: (body: S['KnowledgeBaseIn']) => request<S['KnowledgeBaseOut']>('POST', '/api/knowledge-bases', body),
   updateKnowledgeBase: (id: string, body: S['KnowledgeBaseUpdate']) =>
     request<S['KnowledgeBaseOut']>('PUT', `/api/knowledge-bases/${enc(id)}`, body),

@@ -167,6 +167,7 @@ export function WorkspacePage({ route }: { route: Route }) {
           ))}
         </ul>
         {ws.data && ws.data.role !== 'guest' ? <NewKnowledgeBaseButton workspaceId={id} /> : null}
+        {ws.data && (ws.data.role === 'owner' || ws.data.role === 'admin') ? <a href={paths.workspaceSettings(id)}>{t('settings')}</a> : null}
       </main>
     </>
   )
@@ -190,6 +191,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
           <ErrorNote error={kb.error} />
           <div class="doc-toolbar">
             <span class="spacer" />
+            {caps.includes('manage') ? <a href={paths.kbSettings(kbId)}>{t('settings')}</a> : null}
             {caps.includes('share') || caps.includes('manage') ? (
               <button type="button" onClick={() => setSharing(true)}>
                 {t('share')}

@@ -1,0 +1,318 @@
+/**
+ * Settings pages (docs/web.md#settings): /app/kb/:kbId/settings for the knowledge base's
+ * owners and managers, /app/workspaces/:id/settings for the workspace's owner and admins.
+ *
+ * Trap: a knowledge base has NO model, embedding, rerank or Milvus setting here, ever. Models
+ * are the operator's (docs/retrieval.md#principles); the admin console's Milvus & index tab is
+ * where they live. A browser test asserts their absence from this page.
+ */
+import { useEffect, useState } from 'preact/hooks'
+import { api, type S } from '../api/client'
+import { ShareDialog } from '../components/panels'
+import { ErrorNote, Field, Loading, TopBar } from '../components/ui'
+import { t, type MessageKey } from '../lib/i18n'
+import { invalidate, useQuery } from '../lib/query'
+import { paths, type Route } from '../lib/router'
+
+const VISIBILITIES = ['private', 'workspace', 'public'] as const
+type Visibility = (typeof VISIBILITIES)[number]
+
+function KbGeneral({ kb }: { kb: S['KnowledgeBaseOut'] }) {
+  const [title, setTitle] = useState(kb.title)
+  const [description, setDescription] = useState(kb.description ?? '')
+  const [visibility, setVisibility] = useState<Visibility>(kb.visibility as Visibility)
+  const [saved, setSaved] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  const update = (body: S['KnowledgeBaseUpdate']) =>
+    api
+      .updateKnowledgeBase(kb.id, body)
+      .then(() => {
+        setSaved(true)
+        invalidate(`kb:${kb.id}`)
+        invalidate(`kbs:${kb.workspace_id}`)
+      })
+      .catch(setError)
+  return (
+    <section aria-labelledby="kb-general-h">
+      <h2 id="kb-general-h">{t('settingsGeneral')}</h2>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          setError(null)
+          void update({ title, description: description || null, visibility })
+        }}
+      >
+        <Field label={t('kbTitle')} name="kb-title" value={title} onInput={(v) => (setTitle(v), setSaved(false))} required />
+        <Field label={t('kbDescription')} name="kb-description" value={description} onInput={(v) => (setDescription(v), setSaved(false))} />
+        <div class="field">
+          <label for="kb-visibility">{t('visibility')}</label>
+          <select id="kb-visibility" value={visibility} onChange={(e) => (setSaved(false), setVisibility((e.target as HTMLSelectElement).value as Visibility))}>
+            {VISIBILITIES.map((v) => (
+              <option key={v} value={v}>
+                {t(`visibility_${v}` as MessageKey)}
+              </option>
+            ))}
+          </select>
+        </div>
+        <ErrorNote error={error} />
+        <button type="submit" class="primary">
+          {t('save')}
+        </button>
+        {saved ? <span role="status"> {t('saved')}</span> : null}
+      </form>
+      <h3>{t('kbArchive')}</h3>
+      <p class="muted">{kb.status === 'archived' ? t('kbArchivedHelp') : t('kbArchiveHelp')}</p>
+      <button type="button" onClick={() => void update({ status: kb.status === 'archived' ? 'active' : 'archived' })}>
+        {kb.status === 'archived' ? t('kbUnarchive') : t('kbArchive')}
+      </button>
+    </section>
+  )
+}
+
+function KbTrash({ kbId }: { kbId: string }) {
+  const trash = useQuery(`trash:${kbId}`, () => api.trash(kbId))
+  const [error, setError] = useState<unknown>(null)
+  const done = () => {
+    invalidate(`trash:${kbId}`)
+    invalidate(`tree:${kbId}`)
+  }
+  return (
+    <section aria-labelledby="trash-h">
+      <h2 id="trash-h">{t('trash')}</h2>
+      {trash.loading ? <Loading /> : null}
+      <ErrorNote error={trash.error ?? error} />
+      {trash.data && trash.data.items.length === 0 ? <p class="muted">{t('trashEmpty')}</p> : null}
+      {trash.data && trash.data.items.length ? (
+        <table class="grid" aria-labelledby="trash-h">
+          <thead>
+            <tr>
+              <th>{t('title')}</th>
+              <th>{t('deletedAt')}</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {trash.data.items.map((d) => (
+              <tr key={d.id}>
+                <td>{d.title}</td>
+                <td>{d.deleted_at ? new Date(d.deleted_at).toLocaleString() : '—'}</td>
+                <td class="row-actions">
+                  <button type="button" aria-label={t('restoreNamed', { name: d.title })} onClick={() => api.restoreFromTrash(d.id).then(done).catch(setError)}>
+                    {t('restore')}
+                  </button>
+                  <button
+                    type="button"
+                    aria-label={t('purgeNamed', { name: d.title })}
+                    onClick={() => confirm(t('purgeConfirm', { name: d.title })) && api.purge(d.id).then(done).catch(setError)}
+                  >
+                    {t('purge')}
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+    </section>
+  )
+}
+
+export function KbSettingsPage({ route }: { route: Route }) {
+  const kbId = route.params.kbId
+  const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
+  const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  const [sharing, setSharing] = useState(false)
+  const caps = kb.data?.capabilities ?? []
+  return (
+    <>
+      <TopBar>
+        {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
+        {kb.data ? <a href={paths.kb(kb.data.id)}>{kb.data.title}</a> : null}
+        <span>{t('settings')}</span>
+      </TopBar>
+      <main id="main" class="page">
+        <h1>{t('kbSettingsTitle')}</h1>
+        <ErrorNote error={kb.error} />
+        {kb.loading ? <Loading /> : null}
+        {kb.data && !caps.includes('manage') ? <p>{t('settingsNotAllowed')}</p> : null}
+        {kb.data && caps.includes('manage') ? (
+          <>
+            <KbGeneral kb={kb.data} />
+            <section aria-labelledby="kb-sharing-h">
+              <h2 id="kb-sharing-h">{t('settingsSharing')}</h2>
+              <p class="muted">{t('settingsSharingHelp')}</p>
+              <button type="button" onClick={() => setSharing(true)}>
+                {t('share')}
+              </button>
+            </section>
+            <KbTrash kbId={kbId} />
+          </>
+        ) : null}
+        {sharing ? (
+          <ShareDialog
+            objectType="knowledge_base"
+            objectId={kbId}
+            canShare={caps.includes('share')}
+            canManage={caps.includes('manage')}
+            visibility={kb.data?.visibility as S['KnowledgeBaseUpdate']['visibility']}
+            onClose={() => setSharing(false)}
+          />
+        ) : null}
+      </main>
+    </>
+  )
+}
+
+const WS_ROLES = ['admin', 'member', 'guest'] as const
+
+function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
+  const members = useQuery(`ws-members:${ws.id}`, () => api.workspaceMembers(ws.id))
+  const [email, setEmail] = useState('')
+  const [role, setRole] = useState<(typeof WS_ROLES)[number]>('member')
+  const [error, setError] = useState<unknown>(null)
+  const done = () => invalidate(`ws-members:${ws.id}`)
+  return (
+    <section aria-labelledby="ws-members-h">
+      <h2 id="ws-members-h">{t('members')}</h2>
+      <ErrorNote error={members.error ?? error} />
+      <table class="grid" aria-labelledby="ws-members-h">
+        <thead>
+          <tr>
+            <th>{t('member')}</th>
+            <th>{t('role')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {members.data?.items.map((m) => (
+            <tr key={m.id}>
+              <td class="small">{m.user_id}</td>
+              <td>
+                {m.role === 'owner' ? (
+                  t('role_owner')
+                ) : (
+                  <select
+                    aria-label={t('roleOf', { name: m.user_id })}
+                    value={m.role}
+                    onChange={(e) => api.updateWorkspaceMember(ws.id, m.user_id, { role: (e.target as HTMLSelectElement).value as (typeof WS_ROLES)[number] }).then(done).catch(setError)}
+                  >
+                    {WS_ROLES.map((r) => (
+                      <option key={r} value={r}>
+                        {t(`role_${r}` as MessageKey)}
+                      </option>
+                    ))}
+                  </select>
+                )}
+              </td>
+              <td>
+                {m.role === 'owner' ? null : (
+                  <button type="button" onClick={() => confirm(t('removeMemberConfirm')) && api.removeWorkspaceMember(ws.id, m.user_id).then(done).catch(setError)}>
+                    {t('remove')}
+                  </button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <form
+        class="filters"
+        aria-label={t('addMember')}
+        onSubmit={(e) => {
+          e.preventDefault()
+          setError(null)
+          api
+            .addWorkspaceMember(ws.id, { email, role })
+            .then(() => {
+              setEmail('')
+              done()
+            })
+            .catch(setError)
+        }}
+      >
+        <label>
+          {t('email')} <input type="email" value={email} required onInput={(e) => setEmail((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          {t('role')}{' '}
+          <select value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value as (typeof WS_ROLES)[number])}>
+            {WS_ROLES.map((r) => (
+              <option key={r} value={r}>
+                {t(`role_${r}` as MessageKey)}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="submit">{t('addMember')}</button>
+        <span class="muted small">{t('addMemberHelp')}</span>
+      </form>
+    </section>
+  )
+}
+
+export function WorkspaceSettingsPage({ route }: { route: Route }) {
+  const id = route.params.workspaceId
+  const ws = useQuery(`workspace:${id}`, () => api.workspace(id))
+  const [name, setName] = useState('')
+  const [slug, setSlug] = useState('')
+  const [saved, setSaved] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  const [sharing, setSharing] = useState(false)
+  useEffect(() => {
+    if (ws.data) {
+      setName(ws.data.name)
+      setSlug(ws.data.slug)
+    }
+  }, [ws.data])
+  const canManage = ws.data?.role === 'owner' || ws.data?.role === 'admin'
+  return (
+    <>
+      <TopBar>
+        {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
+        <span>{t('settings')}</span>
+      </TopBar>
+      <main id="main" class="page">
+        <h1>{t('wsSettingsTitle')}</h1>
+        <ErrorNote error={ws.error} />
+        {ws.data && !canManage ? <p>{t('settingsNotAllowed')}</p> : null}
+        {ws.data && canManage ? (
+          <>
+            <section aria-labelledby="ws-general-h">
+              <h2 id="ws-general-h">{t('settingsGeneral')}</h2>
+              <form
+                onSubmit={(e) => {
+                  e.preventDefault()
+                  setError(null)
+                  api
+                    .updateWorkspace(id, { name, slug })
+                    .then(() => {
+                      setSaved(true)
+                      invalidate(`workspace:${id}`)
+                      invalidate('workspaces')
+                    })
+                    .catch(setError)
+                }}
+              >
+                <Field label={t('workspaceName')} name="ws-name" value={name} onInput={(v) => (setName(v), setSaved(false))} required />
+                <Field label={t('slug')} name="ws-slug" value={slug} onInput={(v) => (setSlug(v), setSaved(false))} required />
+                <ErrorNote error={error} />
+                <button type="submit" class="primary">
+                  {t('save')}
+                </button>
+                {saved ? <span role="status"> {t('saved')}</span> : null}
+              </form>
+            </section>
+            <WsMembers ws={ws.data} />
+            <section aria-labelledby="ws-inv-h">
+              <h2 id="ws-inv-h">{t('invitationLinks')}</h2>
+              <button type="button" onClick={() => setSharing(true)}>
+                {t('share')}
+              </button>
+            </section>
+          </>
+        ) : null}
+        {sharing ? <ShareDialog objectType="workspace" objectId={id} canShare={false} canManage onClose={() => setSharing(false)} /> : null}
+      </main>
+    </>
+  )
+}
