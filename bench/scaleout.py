@@ -65,19 +65,47 @@ class Stack:
         self.redis_dir = home / "redis"
         self.redis_dir.mkdir()
         port = free_port()
-        self.redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                       "--appendonly", "no", "--dir", str(self.redis_dir)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.env = {**os.environ, "DATABASE_URL": ep.database_url, "MILVUS_URI": ep.milvus_uri,
-                    "OPENKB_EMBEDDER_URL": ep.embedder_url or "off", "REDIS_URL": f"redis://127.0.0.1:{port}/0",
-                    "OPENKB_SECRET_KEY": uuid.uuid4().hex * 2, "OPENKB_LOG_LEVEL": "WARNING",
-                    "APP_BASE_URL": "http://127.0.0.1:8000", "OPENKB_HOME": str(home / "cli")}
+        self.redis = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.redis_dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": ep.database_url,
+            "MILVUS_URI": ep.milvus_uri,
+            "OPENKB_EMBEDDER_URL": ep.embedder_url or "off",
+            "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+            "OPENKB_SECRET_KEY": uuid.uuid4().hex * 2,
+            "OPENKB_LOG_LEVEL": "WARNING",
+            "APP_BASE_URL": "http://127.0.0.1:8000",
+            "OPENKB_HOME": str(home / "cli"),
+        }
         self.database_url = ep.database_url
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def cli(self, *args: str, stdin: str | None = None) -> Any:
-        p = subprocess.run([sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, text=True,
-                           env=self.env, cwd=ROOT, check=False)
+        p = subprocess.run(
+            [sys.executable, "-m", "cli.main", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=ROOT,
+            check=False,
+        )
         if p.returncode != 0:
             raise SystemExit(f"openkb {' '.join(args)} failed: {p.stderr.strip()}")
         return json.loads(p.stdout) if "--json" in args else p.stdout
@@ -86,8 +114,13 @@ class Stack:
         home = self.home / name
         home.mkdir(exist_ok=True)
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stdout=log,
-                                            stderr=subprocess.STDOUT, env={**self.env, "OPENKB_HOME": str(home)})
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", *args],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**self.env, "OPENKB_HOME": str(home)},
+        )
 
     def api(self, name: str) -> str:
         port = free_port()
@@ -129,8 +162,9 @@ def closed_loop(bases: list[str], token: str, clients: int, seconds: float, work
 
     def run(i: int) -> None:
         nonlocal errors
-        with httpx.Client(base_url=bases[i % len(bases)], headers={"Authorization": f"Bearer {token}"},
-                          timeout=60) as c:
+        with httpx.Client(
+            base_url=bases[i % len(bases)], headers={"Authorization": f"Bearer {token}"}, timeout=60
+        ) as c:
             n = 0
             while time.monotonic() < stop:
                 t0 = time.perf_counter()
@@ -143,8 +177,12 @@ def closed_loop(bases: list[str], token: str, clients: int, seconds: float, work
 
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         list(pool.map(run, range(clients)))
-    return {"rps": round(len(lat) / seconds, 1), "p95_ms": round(_p(lat, 95) * 1000, 1), "errors": errors,
-            "n": len(lat)}
+    return {
+        "rps": round(len(lat) / seconds, 1),
+        "p95_ms": round(_p(lat, 95) * 1000, 1),
+        "errors": errors,
+        "n": len(lat),
+    }
 
 
 def fixed_rate(bases: list[str], token: str, rate: float, seconds: float, query: Any) -> dict[str, Any]:
@@ -172,8 +210,13 @@ def fixed_rate(bases: list[str], token: str, rate: float, seconds: float, query:
             pool.submit(one, k)
     for c in clients:
         c.close()
-    return {"rate": rate, "p50_ms": round(_p(lat, 50) * 1000, 1), "p95_ms": round(_p(lat, 95) * 1000, 1),
-            "errors": errors, "n": len(lat)}
+    return {
+        "rate": rate,
+        "p50_ms": round(_p(lat, 50) * 1000, 1),
+        "p95_ms": round(_p(lat, 95) * 1000, 1),
+        "errors": errors,
+        "n": len(lat),
+    }
 
 
 def _p(xs: list[float], q: int) -> float:
@@ -192,8 +235,10 @@ def drain(stack: Stack, timeout: float = 900) -> None:
     deadline = time.monotonic() + timeout
     with psycopg.connect(stack.database_url, autocommit=True) as conn:
         while time.monotonic() < deadline:
-            left = conn.execute("SELECT count(*) FROM documents WHERE deleted_at IS NULL AND (index_status <> "
-                                "'indexed' OR indexed_version_id IS DISTINCT FROM current_version_id)").fetchone()[0]
+            left = conn.execute(
+                "SELECT count(*) FROM documents WHERE deleted_at IS NULL AND (index_status <> "
+                "'indexed' OR indexed_version_id IS DISTINCT FROM current_version_id)"
+            ).fetchone()[0]
             if not left:
                 return
             time.sleep(0.2)
@@ -207,14 +252,19 @@ def index_throughput(stack: Stack, base: str, token: str, kb: str, n: int) -> di
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
         for i in range(n):
             md = f"# Indexed {i}\n\n" + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(200)) + "\n"
-            r = c.post("/api/documents", json={"knowledge_base_id": kb, "title": f"idx {i} {uuid.uuid4().hex[:6]}",
-                                               "markdown": md})
+            r = c.post(
+                "/api/documents",
+                json={"knowledge_base_id": kb, "title": f"idx {i} {uuid.uuid4().hex[:6]}", "markdown": md},
+            )
             r.raise_for_status()
             ids.append(r.json()["id"])
     with psycopg.connect(stack.database_url) as conn:
         while True:
-            done = conn.execute("SELECT count(*) FROM documents WHERE id = ANY(%s) AND index_status = 'indexed' "
-                                "AND indexed_version_id = current_version_id", (ids,)).fetchone()[0]
+            done = conn.execute(
+                "SELECT count(*) FROM documents WHERE id = ANY(%s) AND index_status = 'indexed' "
+                "AND indexed_version_id = current_version_id",
+                (ids,),
+            ).fetchone()[0]
             if done == n or time.perf_counter() - t0 > 900:
                 break
             time.sleep(0.1)
@@ -238,9 +288,25 @@ def main() -> None:
     try:
         email = f"bench-{uuid.uuid4().hex[:6]}@example.com"
         stack.cli("init", "--email", email, "--password-stdin", "--json", stdin="bench password 123\n")
-        token = stack.cli("token", "create", "--user", email, "--name", "bench", "--scope", "kb:read", "--scope",
-                          "kb:search", "--scope", "doc:read", "--scope", "doc:write", "--scope", "kb:write",
-                          "--json")["token"]
+        token = stack.cli(
+            "token",
+            "create",
+            "--user",
+            email,
+            "--name",
+            "bench",
+            "--scope",
+            "kb:read",
+            "--scope",
+            "kb:search",
+            "--scope",
+            "doc:read",
+            "--scope",
+            "doc:write",
+            "--scope",
+            "kb:write",
+            "--json",
+        )["token"]
         stack.start("worker1", "worker", "--workers", "2")
         a1 = stack.api("api1")
         auth = {"Authorization": f"Bearer {token}"}
@@ -250,12 +316,14 @@ def main() -> None:
             print(f"seeding {args.docs} documents ...", file=sys.stderr)
             for i in range(args.docs):
                 md = f"# Page {i}\n\n" + " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(150)) + "\n"
-                c.post("/api/documents", json={"knowledge_base_id": kb, "title": f"Page {i}", "markdown": md}
-                       ).raise_for_status()
+                c.post(
+                    "/api/documents", json={"knowledge_base_id": kb, "title": f"Page {i}", "markdown": md}
+                ).raise_for_status()
             own = []
             for i in range(args.clients):
-                d = c.post("/api/documents", json={"knowledge_base_id": kb, "title": f"Saved by {i}",
-                                                   "markdown": "start\n"}).json()
+                d = c.post(
+                    "/api/documents", json={"knowledge_base_id": kb, "title": f"Saved by {i}", "markdown": "start\n"}
+                ).json()
                 own.append({"id": d["id"], "base": d["current_version_id"]})
 
         def search(c: httpx.Client, i: int, n: int) -> bool:
@@ -264,8 +332,10 @@ def main() -> None:
 
         def save(c: httpx.Client, i: int, n: int) -> bool:
             md = f"client {i} edit {n} {uuid.uuid4().hex}\n"
-            r = c.post(f"/api/documents/{own[i]['id']}/versions",
-                       json={"base_version_id": own[i]["base"], "markdown": md, "markdown_hash": sha(md)})
+            r = c.post(
+                f"/api/documents/{own[i]['id']}/versions",
+                json={"base_version_id": own[i]["base"], "markdown": md, "markdown_hash": sha(md)},
+            )
             if r.status_code in (200, 201):
                 own[i]["base"] = r.json()["version_id"]
                 return True
@@ -292,18 +362,26 @@ def main() -> None:
         ratios = {
             "search_rps": round(r2["search"]["rps"] / max(r1["search"]["rps"], 1e-9), 2),
             "save_rps": round(r2["save"]["rps"] / max(r1["save"]["rps"], 1e-9), 2),
-            "search_p95_at_rate": round(r2["search_fixed_rate"]["p95_ms"] / max(r1["search_fixed_rate"]["p95_ms"], 1e-9), 2),
-            "index_docs_per_s": round(results["workers2"]["docs_per_s"] / max(results["workers1"]["docs_per_s"], 1e-9), 2),
+            "search_p95_at_rate": round(
+                r2["search_fixed_rate"]["p95_ms"] / max(r1["search_fixed_rate"]["p95_ms"], 1e-9), 2
+            ),
+            "index_docs_per_s": round(
+                results["workers2"]["docs_per_s"] / max(results["workers1"]["docs_per_s"], 1e-9), 2
+            ),
         }
         errors = sum(v["errors"] for k in ("api1", "api2") for v in results[k].values())
         for k in ("api1", "api2"):
             r = results[k]
-            print(f"{k}: search {r['search']['rps']} req/s (p95 {r['search']['p95_ms']} ms), save {r['save']['rps']} "
-                  f"req/s (p95 {r['save']['p95_ms']} ms), at {args.rate}/s search p50 "
-                  f"{r['search_fixed_rate']['p50_ms']} p95 {r['search_fixed_rate']['p95_ms']} ms")
+            print(
+                f"{k}: search {r['search']['rps']} req/s (p95 {r['search']['p95_ms']} ms), save {r['save']['rps']} "
+                f"req/s (p95 {r['save']['p95_ms']} ms), at {args.rate}/s search p50 "
+                f"{r['search_fixed_rate']['p50_ms']} p95 {r['search_fixed_rate']['p95_ms']} ms"
+            )
         for k in ("workers1", "workers2"):
-            print(f"{k}: indexed {results[k]['indexed']}/{results[k]['docs']} in {results[k]['seconds']} s "
-                  f"({results[k]['docs_per_s']} docs/s)")
+            print(
+                f"{k}: indexed {results[k]['indexed']}/{results[k]['docs']} in {results[k]['seconds']} s "
+                f"({results[k]['docs_per_s']} docs/s)"
+            )
         print(f"ratios (2 over 1): {ratios}; errors {errors}; cores {os.cpu_count()}")
         print(json.dumps({"cores": os.cpu_count(), "results": results, "ratios": ratios, "errors": errors}))
     finally:

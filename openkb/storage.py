@@ -26,8 +26,9 @@ class BlobStore(Protocol):
     def delete(self, key: str) -> None: ...
     def check(self) -> str: ...
     def has_objects(self, prefix: str = "tenant/") -> bool: ...
-    def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
-                   disposition: str | None = None) -> str | None: ...
+    def signed_url(
+        self, key: str, expires_s: int = 300, *, content_type: str | None = None, disposition: str | None = None
+    ) -> str | None: ...
 
 
 class LocalBlobStore:
@@ -79,8 +80,9 @@ class LocalBlobStore:
         usage = shutil.disk_usage(self.root)
         return f"local folder, {usage.free // (1 << 30)} GiB free"
 
-    def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
-                   disposition: str | None = None) -> str | None:
+    def signed_url(
+        self, key: str, expires_s: int = 300, *, content_type: str | None = None, disposition: str | None = None
+    ) -> str | None:
         return None
 
     def has_objects(self, prefix: str = "tenant/") -> bool:
@@ -98,8 +100,11 @@ class S3BlobStore:
 
         self.bucket = settings.s3_bucket or ""
         self.client = boto3.client(
-            "s3", endpoint_url=settings.s3_endpoint, aws_access_key_id=settings.s3_access_key,
-            aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region,
+            "s3",
+            endpoint_url=settings.s3_endpoint,
+            aws_access_key_id=settings.s3_access_key,
+            aws_secret_access_key=settings.s3_secret_key,
+            region_name=settings.s3_region,
             # SigV4 for presigned URLs too: botocore's default for them is the legacy
             # SigV2, which AWS regions opened since 2014 and some S3-compatible stores refuse.
             config=Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}, signature_version="s3v4"),
@@ -146,8 +151,9 @@ class S3BlobStore:
             raise ServiceUnavailable(f"S3 list failed ({self.bucket}): {exc}") from None
         return bool(got.get("KeyCount") or got.get("Contents"))
 
-    def signed_url(self, key: str, expires_s: int = 300, *, content_type: str | None = None,
-                   disposition: str | None = None) -> str | None:
+    def signed_url(
+        self, key: str, expires_s: int = 300, *, content_type: str | None = None, disposition: str | None = None
+    ) -> str | None:
         """A short-lived GET URL. The trap: the object keeps the Content-Type it was uploaded
         with (an unattached ``text/html`` upload stays ``text/html``), so the URL must carry the
         response overrides the API would have sent (``openkb.assets.disposition``), or the

@@ -23,8 +23,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _bar() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    console=err_console, transient=True)
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True
+    )
 
 
 def backup(
@@ -40,18 +41,26 @@ def backup(
         else:
             with _bar() as bar:
                 task = bar.add_task("backup", total=None)
-                out = create_backup(ctx, dest, on_step=lambda s: bar.update(task, description=s),
-                                    on_progress=lambda n, t: bar.update(task, completed=n, total=t))
+                out = create_backup(
+                    ctx,
+                    dest,
+                    on_step=lambda s: bar.update(task, description=s),
+                    on_progress=lambda n, t: bar.update(task, completed=n, total=t),
+                )
     if json_out:
         emit_json({k: v for k, v in out.items() if k != "files"})
         return
     counts = ", ".join(f"{k} {v}" for k, v in out["counts"].items())
-    console.print(f"backup written: {out['path']} ({out['bytes']:,} bytes, schema {out['schema_revision']}, "
-                  f"{out['assets']} assets)", highlight=False)
+    console.print(
+        f"backup written: {out['path']} ({out['bytes']:,} bytes, schema {out['schema_revision']}, "
+        f"{out['assets']} assets)",
+        highlight=False,
+    )
     console.print(f"  {counts}", highlight=False)
     if out["missing_assets"]:
-        err_console.print(f"[yellow]{len(out['missing_assets'])} asset blobs were deleted while the backup ran "
-                          "and are not in it[/]")
+        err_console.print(
+            f"[yellow]{len(out['missing_assets'])} asset blobs were deleted while the backup ran and are not in it[/]"
+        )
 
 
 def restore(
@@ -67,15 +76,26 @@ def restore(
         else:
             with _bar() as bar:
                 task = bar.add_task("restore", total=None)
-                out = restore_backup(ctx, src, on_step=lambda s: bar.update(task, description=s, completed=0, total=None),
-                                     on_progress=lambda n, t: bar.update(task, completed=n, total=t),
-                                     rebuild_progress=lambda n, t: bar.update(task, completed=n, total=t))
+                out = restore_backup(
+                    ctx,
+                    src,
+                    on_step=lambda s: bar.update(task, description=s, completed=0, total=None),
+                    on_progress=lambda n, t: bar.update(task, completed=n, total=t),
+                    rebuild_progress=lambda n, t: bar.update(task, completed=n, total=t),
+                )
     if json_out:
         emit_json(out)
         return
-    console.print(f"restored {src} (OpenKB {out['manifest']['openkb_version']}, schema "
-                  f"{out['manifest']['schema_revision']}, taken {out['manifest']['created_at']})", highlight=False)
+    console.print(
+        f"restored {src} (OpenKB {out['manifest']['openkb_version']}, schema "
+        f"{out['manifest']['schema_revision']}, taken {out['manifest']['created_at']})",
+        highlight=False,
+    )
     console.print("  " + ", ".join(f"{k} {v}" for k, v in out["counts"].items()), highlight=False)
     rb = out["rebuilt"]
-    console.print(f"  index: {rb['chunks']} chunks rebuilt into {rb['collection']} ({rb['status']})" if rb
-                  else "  index: no active profile to rebuild", highlight=False)
+    console.print(
+        f"  index: {rb['chunks']} chunks rebuilt into {rb['collection']} ({rb['status']})"
+        if rb
+        else "  index: no active profile to rebuild",
+        highlight=False,
+    )

@@ -49,8 +49,10 @@ def pg_tool(name: str, server_major: int) -> tuple[str, str]:
         if major >= server_major:
             version = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout.strip()
             return exe, version
-    raise ConfigError(f"no {name} of PostgreSQL {server_major} or newer found (tried: {', '.join(seen) or 'none'}); "
-                      f"install postgresql-client-{server_major} or set OPENKB_PG_BIN to its bin directory")
+    raise ConfigError(
+        f"no {name} of PostgreSQL {server_major} or newer found (tried: {', '.join(seen) or 'none'}); "
+        f"install postgresql-client-{server_major} or set OPENKB_PG_BIN to its bin directory"
+    )
 
 
 def libpq_url(url: str) -> str:

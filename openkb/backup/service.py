@@ -49,9 +49,19 @@ Step = Callable[[str], None]
 Progress = Callable[[int, int], None]
 
 # What the manifest counts (and a round-trip compares): the tables a user would miss.
-COUNTED = ("users", "workspaces", "knowledge_bases", "documents", "document_versions", "document_chunks",
-           "document_assets", "share_links", "mcp_personal_access_tokens", "collaborators",
-           "milvus_index_profiles")
+COUNTED = (
+    "users",
+    "workspaces",
+    "knowledge_bases",
+    "documents",
+    "document_versions",
+    "document_chunks",
+    "document_assets",
+    "share_links",
+    "mcp_personal_access_tokens",
+    "collaborators",
+    "milvus_index_profiles",
+)
 
 
 def _sha256(path: Path) -> str:
@@ -83,8 +93,9 @@ def _counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return out
 
 
-def create_backup(ctx: AppContext, dest: Path, *, on_step: Step | None = None,
-                  on_progress: Progress | None = None) -> dict[str, Any]:
+def create_backup(
+    ctx: AppContext, dest: Path, *, on_step: Step | None = None, on_progress: Progress | None = None
+) -> dict[str, Any]:
     """Write ``dest`` (a tar archive, refused if it exists) and return its manifest."""
     step = on_step or (lambda _s: None)
     dest = dest.expanduser().resolve()
@@ -102,14 +113,28 @@ def create_backup(ctx: AppContext, dest: Path, *, on_step: Step | None = None,
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]  # type: ignore[index]
             step("database dump")
-            _run([pg_dump, "--format=custom", "--no-owner", "--no-privileges", f"--snapshot={snapshot}",
-                  f"--file={work / DUMP}", f"--dbname={url}"], "pg_dump")
+            _run(
+                [
+                    pg_dump,
+                    "--format=custom",
+                    "--no-owner",
+                    "--no-privileges",
+                    f"--snapshot={snapshot}",
+                    f"--file={work / DUMP}",
+                    f"--dbname={url}",
+                ],
+                "pg_dump",
+            )
             revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]  # type: ignore[index]
-            assets = conn.execute("SELECT object_key, size_bytes, sha256 FROM document_assets ORDER BY object_key"
-                                  ).fetchall()
-            profiles = [dict(zip(("name", "collection", "status", "vector_dim"), r, strict=True)) for r in conn.execute(
-                "SELECT name, collection_name, status, vector_dim FROM milvus_index_profiles ORDER BY created_at"
-            ).fetchall()]
+            assets = conn.execute(
+                "SELECT object_key, size_bytes, sha256 FROM document_assets ORDER BY object_key"
+            ).fetchall()
+            profiles = [
+                dict(zip(("name", "collection", "status", "vector_dim"), r, strict=True))
+                for r in conn.execute(
+                    "SELECT name, collection_name, status, vector_dim FROM milvus_index_profiles ORDER BY created_at"
+                ).fetchall()
+            ]
             counts = _counts(conn)
             conn.rollback()
         step("assets")
@@ -126,17 +151,26 @@ def create_backup(ctx: AppContext, dest: Path, *, on_step: Step | None = None,
                 missing.append(key)
             if on_progress:
                 on_progress(i, len(assets))
-        files = {str(p.relative_to(work).as_posix()): {"size": p.stat().st_size, "sha256": _sha256(p)}
-                 for p in sorted(work.rglob("*")) if p.is_file()}
+        files = {
+            str(p.relative_to(work).as_posix()): {"size": p.stat().st_size, "sha256": _sha256(p)}
+            for p in sorted(work.rglob("*"))
+            if p.is_file()
+        }
         manifest = {
-            "format": FORMAT, "openkb_version": __version__, "created_at": datetime.now(UTC).isoformat(),
+            "format": FORMAT,
+            "openkb_version": __version__,
+            "created_at": datetime.now(UTC).isoformat(),
             "schema_revision": revision,
             "postgresql": {"server_version": server_version, "dump_tool": dump_version},
-            "sources": {c: ("embedded" if ctx.settings.embedded(c) else "external")
-                        for c in ("postgresql", "blobs", "milvus")},
+            "sources": {
+                c: ("embedded" if ctx.settings.embedded(c) else "external") for c in ("postgresql", "blobs", "milvus")
+            },
             "blob_store": ctx.blobs.kind,
             "index": {"alias": ctx.settings.milvus_active_alias, "profiles": profiles},
-            "counts": counts, "assets": len(assets), "missing_assets": missing, "files": files,
+            "counts": counts,
+            "assets": len(assets),
+            "missing_assets": missing,
+            "files": files,
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         step("archive")
@@ -170,8 +204,10 @@ def read_archive(src: Path, into: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         raise BackupInvalid(f"{src} has no readable {MANIFEST}: not an OpenKB backup archive") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BackupInvalid(f"{src}: unknown backup format {manifest.get('format') if isinstance(manifest, dict) else None!r} "
-                            f"(this OpenKB reads {FORMAT})")
+        raise BackupInvalid(
+            f"{src}: unknown backup format {manifest.get('format') if isinstance(manifest, dict) else None!r} "
+            f"(this OpenKB reads {FORMAT})"
+        )
     files: dict[str, dict[str, Any]] = manifest.get("files") or {}
     if DUMP not in files:
         raise BackupInvalid(f"{src}: the manifest lists no {DUMP}")
@@ -189,18 +225,29 @@ def read_archive(src: Path, into: Path) -> dict[str, Any]:
 
 def _assert_empty(ctx: AppContext, url: str) -> None:
     with psycopg.connect(url) as conn:
-        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', "
-                              "'information_schema')").fetchone()[0]  # type: ignore[index]
+        tables = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchone()[0]  # type: ignore[index]
     if tables:
-        raise RestoreTargetNotEmpty(f"the target database already has {tables} tables: restore into an empty "
-                                    "database (a new OPENKB_HOME, or a freshly created DATABASE_URL database)")
+        raise RestoreTargetNotEmpty(
+            f"the target database already has {tables} tables: restore into an empty "
+            "database (a new OPENKB_HOME, or a freshly created DATABASE_URL database)"
+        )
     if ctx.blobs.has_objects():
-        raise RestoreTargetNotEmpty("the target blob store already holds assets: restore into an empty one "
-                                    "(a new OPENKB_HOME, or an empty S3_BUCKET)")
+        raise RestoreTargetNotEmpty(
+            "the target blob store already holds assets: restore into an empty one "
+            "(a new OPENKB_HOME, or an empty S3_BUCKET)"
+        )
 
 
-def restore_backup(ctx: AppContext, src: Path, *, on_step: Step | None = None,
-                   on_progress: Progress | None = None, rebuild_progress: Progress | None = None) -> dict[str, Any]:
+def restore_backup(
+    ctx: AppContext,
+    src: Path,
+    *,
+    on_step: Step | None = None,
+    on_progress: Progress | None = None,
+    rebuild_progress: Progress | None = None,
+) -> dict[str, Any]:
     """Load ``src`` into the (empty) database and blob store of ``ctx``, then rebuild the index."""
     from openkb.indexing.rebuild import run_rebuild
 
@@ -215,8 +262,18 @@ def restore_backup(ctx: AppContext, src: Path, *, on_step: Step | None = None,
         with psycopg.connect(url) as conn:
             major, _ = _server_major(conn)
         pg_restore, _ = pg_tool("pg_restore", major)
-        _run([pg_restore, "--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error",
-              f"--dbname={url}", str(work / DUMP)], "pg_restore")
+        _run(
+            [
+                pg_restore,
+                "--no-owner",
+                "--no-privileges",
+                "--single-transaction",
+                "--exit-on-error",
+                f"--dbname={url}",
+                str(work / DUMP),
+            ],
+            "pg_restore",
+        )
         step("assets")
         blob_files = sorted(rel for rel in manifest["files"] if rel.startswith("blobs/"))
         with session_scope(ctx.engine) as s:
@@ -229,18 +286,25 @@ def restore_backup(ctx: AppContext, src: Path, *, on_step: Step | None = None,
                 on_progress(i, len(blob_files))
         step("index")
         with session_scope(ctx.engine) as s:
-            for job in s.exec(select(IndexRebuildJob).where(col(IndexRebuildJob.status).in_(
-                    ("pending", "running", "failed")))).all():
+            for job in s.exec(
+                select(IndexRebuildJob).where(col(IndexRebuildJob.status).in_(("pending", "running", "failed")))
+            ).all():
                 job.status, job.finished_at = "cancelled", datetime.now(UTC)
                 job.error = "closed by openkb restore: progress of the backed-up installation"
                 s.add(job)
             active = s.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active")).first()
             job_id = None
             if active is not None:
-                job = IndexRebuildJob(id=uuid.uuid4(), tenant_id=None, profile_id=active.id,
-                                      target_collection=active.collection_name,
-                                      target_alias=ctx.settings.milvus_active_alias, status="pending",
-                                      switch_on_success=True, started_by=None)
+                job = IndexRebuildJob(
+                    id=uuid.uuid4(),
+                    tenant_id=None,
+                    profile_id=active.id,
+                    target_collection=active.collection_name,
+                    target_alias=ctx.settings.milvus_active_alias,
+                    status="pending",
+                    switch_on_success=True,
+                    started_by=None,
+                )
                 s.add(job)
                 job_id = job.id
         rebuilt = None
@@ -249,9 +313,13 @@ def restore_backup(ctx: AppContext, src: Path, *, on_step: Step | None = None,
             rebuilt = {"collection": done.target_collection, "chunks": done.processed_chunks, "status": done.status}
         with psycopg.connect(url) as conn:
             counts = _counts(conn)
-        return {"source": str(src), "manifest": {k: manifest[k] for k in ("format", "openkb_version", "created_at",
-                                                                          "schema_revision")},
-                "counts": counts, "assets": len(blob_files), "rebuilt": rebuilt,
-                "missing_assets": manifest.get("missing_assets") or []}
+        return {
+            "source": str(src),
+            "manifest": {k: manifest[k] for k in ("format", "openkb_version", "created_at", "schema_revision")},
+            "counts": counts,
+            "assets": len(blob_files),
+            "rebuilt": rebuilt,
+            "missing_assets": manifest.get("missing_assets") or [],
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -105,8 +105,12 @@ class EmbeddingSpec:
             if self.base_url:
                 params["endpoint"] = self.base_url
         else:
-            params = {"provider": self.provider, "model_name": self.model_name, "dimensions": self.dimensions,
-                      **self.extra}
+            params = {
+                "provider": self.provider,
+                "model_name": self.model_name,
+                "dimensions": self.dimensions,
+                **self.extra,
+            }
             if self.base_url:
                 params["base_url"] = self.base_url
         refuse_secrets(params, where="embedding")

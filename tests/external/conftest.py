@@ -32,7 +32,9 @@ def _wait(check, what: str, proc: subprocess.Popen[bytes], log: Path, timeout: f
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"{what} exited during start (code {proc.returncode}): {log.read_text(errors='replace')[-800:]}")
+            pytest.fail(
+                f"{what} exited during start (code {proc.returncode}): {log.read_text(errors='replace')[-800:]}"
+            )
         try:
             if check():
                 return
@@ -63,9 +65,26 @@ def redis_url() -> Iterator[str]:
     work = Path(tempfile.mkdtemp(prefix="openkb-redis-"))
     port = free_port()
     log = work / "redis.log"
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(work), "--logfile", str(log)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(work),
+            "--logfile",
+            str(log),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     _wait(lambda: redis.Redis.from_url(url, socket_timeout=1).ping(), "redis-server", proc, log)
     yield url
@@ -83,13 +102,22 @@ def s3_server() -> Iterator[dict[str, str]]:
     port = free_port()
     log = work / "s3.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     _wait(lambda: httpx.get(endpoint + "/moto-api/", timeout=1).status_code == 200, "S3 server", proc, log)
     conf = {"endpoint": endpoint, "bucket": "openkb-assets", "access_key": "openkb", "secret_key": "openkb-secret"}
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=conf["access_key"],
-                 aws_secret_access_key=conf["secret_key"], region_name="us-east-1").create_bucket(Bucket=conf["bucket"])
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=conf["access_key"],
+        aws_secret_access_key=conf["secret_key"],
+        region_name="us-east-1",
+    ).create_bucket(Bucket=conf["bucket"])
     yield conf
     _stop(proc)
     shutil.rmtree(work, ignore_errors=True)
@@ -99,8 +127,12 @@ def s3_server() -> Iterator[dict[str, str]]:
 def s3_settings(s3_server):
     from openkb.config import Settings
 
-    return Settings(s3_endpoint=s3_server["endpoint"], s3_bucket=s3_server["bucket"],
-                    s3_access_key=s3_server["access_key"], s3_secret_key=s3_server["secret_key"])
+    return Settings(
+        s3_endpoint=s3_server["endpoint"],
+        s3_bucket=s3_server["bucket"],
+        s3_access_key=s3_server["access_key"],
+        s3_secret_key=s3_server["secret_key"],
+    )
 
 
 @pytest.fixture(params=["local", "s3"])

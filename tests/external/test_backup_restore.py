@@ -29,8 +29,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, cwd=ROOT, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+    )
 
 
 def assert_one_line_error(p: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
@@ -58,8 +65,16 @@ def _serve(ctx) -> tuple[str, object, threading.Thread]:
     from workers.queue import HueyQueue
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ctx, queue=HueyQueue(), warm=False), host="127.0.0.1",
-                                           port=port, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(ctx, queue=HueyQueue(), warm=False),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+        )
+    )
     thread = threading.Thread(target=server.run, name="uvicorn-restored", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -79,7 +94,9 @@ def _snapshot(base: str, w: HttpWorld, doc: dict, asset: dict, link: dict, word:
         versions = owner.get(f"/api/documents/{doc['id']}/versions").json()
         hits = owner.post("/api/search", json={"query": word, "knowledge_base_ids": [w.kb["id"]]}).json()["results"]
         return {
-            "markdown": got["markdown"], "title": got["title"], "current": got["current_version_id"],
+            "markdown": got["markdown"],
+            "title": got["title"],
+            "current": got["current_version_id"],
             "versions": [(v["id"], v.get("version_no")) for v in versions.get("items", versions)],
             "asset": owner.get(f"/api/assets/{asset['id']}").content,
             "member_reads": member.get(f"/api/documents/{doc['id']}").status_code,
@@ -92,8 +109,9 @@ def _snapshot(base: str, w: HttpWorld, doc: dict, asset: dict, link: dict, word:
             x.close()
 
 
-def test_backup_then_restore_into_an_empty_home(live_server, worker, committed, engine, app_ctx, pg_server,
-                                                 milvus_services, tmp_path):
+def test_backup_then_restore_into_an_empty_home(
+    live_server, worker, committed, engine, app_ctx, pg_server, milvus_services, tmp_path
+):
     from openkb.config import Settings
     from openkb.context import AppContext
     from openkb.db import session_scope
@@ -110,8 +128,15 @@ def test_backup_then_restore_into_an_empty_home(live_server, worker, committed, 
         doc = w.doc("Backed up", markdown=f"# Backed up\n\nfirst {word}\n")
         r = w.save(doc, f"# Backed up\n\nsecond {word} version with 中文内容\n")
         assert r.status_code in (200, 201), r.text
-        asset = w.c["owner"].post("/api/uploads", data={"document_id": doc["id"]},
-                                  files={"file": ("a.png", io.BytesIO(b"\x89PNG" + os.urandom(2048)), "image/png")}).json()
+        asset = (
+            w.c["owner"]
+            .post(
+                "/api/uploads",
+                data={"document_id": doc["id"]},
+                files={"file": ("a.png", io.BytesIO(b"\x89PNG" + os.urandom(2048)), "image/png")},
+            )
+            .json()
+        )
         link = w.c["owner"].post(f"/api/objects/document/{doc['id']}/share-links", json={}).json()
         _wait_indexed(engine, doc["id"])
         before = _snapshot(live_server, w, doc, asset, link, word)
@@ -141,8 +166,12 @@ def test_backup_then_restore_into_an_empty_home(live_server, worker, committed, 
         milvus = EmbeddedServices(Settings(openkb_home=home, milvus_uri=None), components=("milvus",))
         mep = milvus.start()
         try:
-            dst_env = {"OPENKB_HOME": str(home), "DATABASE_URL": target_db, "MILVUS_URI": mep.milvus_uri,
-                       "OPENKB_EMBEDDER_URL": milvus_services["embedder_url"] or "off"}
+            dst_env = {
+                "OPENKB_HOME": str(home),
+                "DATABASE_URL": target_db,
+                "MILVUS_URI": mep.milvus_uri,
+                "OPENKB_EMBEDDER_URL": milvus_services["embedder_url"] or "off",
+            }
             # refused before anything is written: a damaged archive, a foreign file
             damaged = tmp_path / "damaged.tar"
             with tarfile.open(archive) as src, tarfile.open(damaged, "w") as out:
@@ -163,11 +192,23 @@ def test_backup_then_restore_into_an_empty_home(live_server, worker, committed, 
             assert restored["rebuilt"]["status"] == "succeeded" and restored["rebuilt"]["chunks"] >= 1
             assert_one_line_error(cli(["restore", str(archive)], dst_env), 73, "already has")
 
-            settings = Settings(openkb_home=home, database_url=target_db, milvus_uri=mep.milvus_uri,
-                                openkb_embedder_url=milvus_services["embedder_url"])
-            ctx = AppContext.build(settings, Endpoints(database_url=target_db, milvus_uri=mep.milvus_uri,
-                                                       milvus_token=None, embedder_url=milvus_services["embedder_url"],
-                                                       queue=str(home / "queue.db"), home=home))
+            settings = Settings(
+                openkb_home=home,
+                database_url=target_db,
+                milvus_uri=mep.milvus_uri,
+                openkb_embedder_url=milvus_services["embedder_url"],
+            )
+            ctx = AppContext.build(
+                settings,
+                Endpoints(
+                    database_url=target_db,
+                    milvus_uri=mep.milvus_uri,
+                    milvus_token=None,
+                    embedder_url=milvus_services["embedder_url"],
+                    queue=str(home / "queue.db"),
+                    home=home,
+                ),
+            )
             base, server, thread = _serve(ctx)
             try:
                 after = _snapshot(base, w, doc, asset, link, word)

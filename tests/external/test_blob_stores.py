@@ -64,8 +64,16 @@ def world(committed):
 
 def test_upload_is_read_through_the_permission_check_and_removed_on_rollback(engine, world, blobs):
     with session_scope(engine) as s:
-        a = upload_asset(s, Actor.of(world["owner"]), blobs, io.BytesIO(b"\x89PNG kept"), size=None,
-                         filename="a.png", content_type="image/png", document_id=world["doc_id"])
+        a = upload_asset(
+            s,
+            Actor.of(world["owner"]),
+            blobs,
+            io.BytesIO(b"\x89PNG kept"),
+            size=None,
+            filename="a.png",
+            content_type="image/png",
+            document_id=world["doc_id"],
+        )
         kept = (a.id, a.object_key)
     with session_scope(engine) as s:
         row = access_asset(s, world["owner"], kept[0])
@@ -74,8 +82,16 @@ def test_upload_is_read_through_the_permission_check_and_removed_on_rollback(eng
             access_asset(s, world["outsider"], kept[0])
 
     with pytest.raises(DBAPIError), session_scope(engine) as s:
-        a = upload_asset(s, Actor.of(world["owner"]), blobs, io.BytesIO(b"\x89PNG lost"), size=None,
-                         filename="b.png", content_type="image/png", document_id=world["doc_id"])
+        a = upload_asset(
+            s,
+            Actor.of(world["owner"]),
+            blobs,
+            io.BytesIO(b"\x89PNG lost"),
+            size=None,
+            filename="b.png",
+            content_type="image/png",
+            document_id=world["doc_id"],
+        )
         lost = (a.id, a.object_key)
         assert _exists(blobs, lost[1])
         s.execute(text("SELECT 1 / 0"))  # the request fails after the upload was recorded
@@ -97,8 +113,16 @@ def s3_server_base(app_ctx, s3_settings):
 
     ctx = dataclasses.replace(app_ctx, blobs=S3BlobStore(s3_settings), _milvus=None, _lock=threading.Lock())
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ctx, queue=HueyQueue(), warm=False), host="127.0.0.1",
-                                           port=port, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(ctx, queue=HueyQueue(), warm=False),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+        )
+    )
     thread = threading.Thread(target=server.run, name="uvicorn-s3", daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -119,8 +143,11 @@ def test_download_over_http(store, request, committed):
         o = w.c["owner"]
         page = w.doc("P", markdown="p\n")
         data = bytes(range(256)) * 64
-        a = o.post("/api/uploads", data={"document_id": page["id"]},
-                   files={"file": ("图 1.png", io.BytesIO(data), "image/png")}).json()
+        a = o.post(
+            "/api/uploads",
+            data={"document_id": page["id"]},
+            files={"file": ("图 1.png", io.BytesIO(data), "image/png")},
+        ).json()
         evil = o.post("/api/uploads", files={"file": ("e.html", io.BytesIO(b"<script>1</script>"), "text/html")}).json()
         r = w.c["member"].get(f"/api/assets/{a['id']}")
         if store == "local":  # proxied through the API

@@ -46,8 +46,19 @@ def test_the_schema_check_catches_a_broken_file(compose):
 
 def test_compose_services_are_pinned_healthy_and_wired(compose):
     services = compose["services"]
-    need = {"api", "worker", "migrate", "postgres", "redis", "minio", "milvus", "milvus-etcd", "milvus-minio",
-            "tei", "tei-reranker"}
+    need = {
+        "api",
+        "worker",
+        "migrate",
+        "postgres",
+        "redis",
+        "minio",
+        "milvus",
+        "milvus-etcd",
+        "milvus-minio",
+        "tei",
+        "tei-reranker",
+    }
     assert need <= set(services)
     for name, svc in services.items():
         image = svc["image"]

@@ -16,12 +16,15 @@ CHART = Path(__file__).resolve().parents[2] / "compose" / "helm" / "openkb"
 K8S_VERSION = "1.31.0"
 
 EXTERNAL = {
-    "postgres": {"external": True}, "redis": {"external": True},
+    "postgres": {"external": True},
+    "redis": {"external": True},
     "s3": {"external": True, "endpoint": "https://s3.eu-west-1.amazonaws.com", "bucket": "kb-assets"},
     "milvus": {"mode": "external", "uri": "https://in01-abc.zillizcloud.com:19530"},
     "embedder": {"enabled": False, "url": "http://tei.ml.svc:80/v1"},
-    "mcp": {"enabled": True, "host": "mcp.example.com"}, "difyAdapter": {"enabled": True, "host": "dify-kb.example.com"},
-    "api": {"replicas": 3}, "worker": {"replicas": 4},
+    "mcp": {"enabled": True, "host": "mcp.example.com"},
+    "difyAdapter": {"enabled": True, "host": "dify-kb.example.com"},
+    "api": {"replicas": 3},
+    "worker": {"replicas": 4},
 }
 
 
@@ -89,8 +92,12 @@ def test_api_worker_and_migration(chart):
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
     env = _env(a)
-    for var, key in (("DATABASE_URL", "database-url"), ("REDIS_URL", "redis-url"), ("OPENKB_SECRET_KEY", "secret-key"),
-                     ("S3_SECRET_KEY", "s3-secret-key")):
+    for var, key in (
+        ("DATABASE_URL", "database-url"),
+        ("REDIS_URL", "redis-url"),
+        ("OPENKB_SECRET_KEY", "secret-key"),
+        ("S3_SECRET_KEY", "s3-secret-key"),
+    ):
         assert env[var]["valueFrom"]["secretKeyRef"] == {"name": "openkb-secrets", "key": key}
     config = docs[("ConfigMap", "kb-openkb")]["data"]
     assert config["MILVUS_URI"] == EXTERNAL["milvus"]["uri"] and config["S3_ENDPOINT"] == EXTERNAL["s3"]["endpoint"]
@@ -113,11 +120,14 @@ def test_in_cluster_defaults_wire_the_services(chart):
     assert hosts == ["kb.example.com"]
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"milvus": {"mode": "cluster"}}, "milvus.uri is required"),
-    ({"milvus": {"mode": "embedded"}}, "milvus.mode must be standalone, cluster or external"),
-    ({"s3": {"external": True}}, "s3.endpoint is required"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"milvus": {"mode": "cluster"}}, "milvus.uri is required"),
+        ({"milvus": {"mode": "embedded"}}, "milvus.mode must be standalone, cluster or external"),
+        ({"s3": {"external": True}}, "s3.endpoint is required"),
+    ],
+)
 def test_bad_values_fail_the_render(chart, values, message):
     with pytest.raises(Exception, match=message):
         chart.render(values, name="kb", namespace="openkb", is_install=True)

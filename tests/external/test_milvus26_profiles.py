@@ -32,11 +32,14 @@ def analyzer(schema: schema_pb2.CollectionSchema) -> str:
     return analyzed[0]["analyzer_params"]
 
 
-@pytest.mark.parametrize(("given", "want"), [
-    (None, '{"type":"chinese"}'),  # the server default: Chinese with English words kept
-    ({"type": "chinese"}, '{"type":"chinese"}'),
-    ({"type": "english"}, '{"type":"english"}'),
-])
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        (None, '{"type":"chinese"}'),  # the server default: Chinese with English words kept
+        ({"type": "chinese"}, '{"type":"chinese"}'),
+        ({"type": "english"}, '{"type":"english"}'),
+    ],
+)
 def test_server_analyzers(given, want):
     spec = make_profile(model_name=None, dim=0, backend="server", analyzer=given)
     assert spec.backend == "server"
@@ -46,8 +49,9 @@ def test_server_analyzers(given, want):
 
 
 def test_textembedding_through_tei_sends_endpoint_not_base_url():
-    spec = make_profile(model_name="Qwen/Qwen3-Embedding-0.6B", dim=1024, provider="TEI",
-                        base_url="http://tei:80", backend="server")
+    spec = make_profile(
+        model_name="Qwen/Qwen3-Embedding-0.6B", dim=1024, provider="TEI", base_url="http://tei:80", backend="server"
+    )
     schema = request_schema(spec)
     assert functions(schema)[mv.EMBED_FUNCTION] == {"provider": "TEI", "endpoint": "http://tei:80"}
     dense = next(f for f in schema.fields if f.name == mv.DENSE_FIELD)
@@ -56,21 +60,39 @@ def test_textembedding_through_tei_sends_endpoint_not_base_url():
 
 
 def test_textembedding_through_an_openai_compatible_service_keeps_base_url():
-    spec = make_profile(model_name="Qwen/Qwen3-Embedding-0.6B", dim=1024, provider="openai",
-                        base_url="http://vllm:8000/v1", backend="server")
+    spec = make_profile(
+        model_name="Qwen/Qwen3-Embedding-0.6B",
+        dim=1024,
+        provider="openai",
+        base_url="http://vllm:8000/v1",
+        backend="server",
+    )
     params = functions(request_schema(spec))[mv.EMBED_FUNCTION]
-    assert params == {"provider": "openai", "model_name": "Qwen/Qwen3-Embedding-0.6B", "dimensions": "1024",
-                      "base_url": "http://vllm:8000/v1"}
+    assert params == {
+        "provider": "openai",
+        "model_name": "Qwen/Qwen3-Embedding-0.6B",
+        "dimensions": "1024",
+        "base_url": "http://vllm:8000/v1",
+    }
 
 
 @pytest.mark.parametrize(("provider", "key"), [("tei", "endpoint"), ("vllm", "endpoint"), ("cohere", "base_url")])
 def test_rerank_model_variants(provider, key):
-    spec = make_profile(model_name=None, dim=0, backend="server",
-                        rerank=RerankSpec(provider=provider, endpoint="http://reranker:80", model_name="bge-reranker-v2-m3"))
+    spec = make_profile(
+        model_name=None,
+        dim=0,
+        backend="server",
+        rerank=RerankSpec(provider=provider, endpoint="http://reranker:80", model_name="bge-reranker-v2-m3"),
+    )
     fn = mv._rerank_function(spec, "部署 milvus").to_dict()
     assert fn["type"].name == "RERANK" and fn["input_field_names"] == ["content_text"]
-    assert fn["params"] == {"reranker": "model", "provider": provider, "queries": ["部署 milvus"],
-                            key: "http://reranker:80", "model_name": "bge-reranker-v2-m3"}
+    assert fn["params"] == {
+        "reranker": "model",
+        "provider": provider,
+        "queries": ["部署 milvus"],
+        key: "http://reranker:80",
+        "model_name": "bge-reranker-v2-m3",
+    }
     assert spec.to_metadata()["rerank"]["provider"] == provider  # what PostgreSQL keeps: no key
 
 

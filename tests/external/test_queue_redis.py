@@ -52,8 +52,9 @@ def queue(request, app_ctx, tmp_path_factory):
     consumers = []
     for h in hueys:
         tasks.register(h)
-        c = h.create_consumer(workers=2, worker_type="thread", periodic=False, check_worker_health=False,
-                              scheduler_interval=1)
+        c = h.create_consumer(
+            workers=2, worker_type="thread", periodic=False, check_worker_health=False, scheduler_interval=1
+        )
         c.start()
         consumers.append(c)
     # the enqueueing side: the last registered task (its huey shares the storage with the other)
@@ -70,8 +71,11 @@ def queue(request, app_ctx, tmp_path_factory):
 
 def _audit(committed, action: str, notes: set[str]) -> list[AuditLog]:
     with committed() as s:
-        return list(s.exec(select(AuditLog).where(AuditLog.action == action)
-                           .where(AuditLog.meta["note"].astext.in_(notes))).all())
+        return list(
+            s.exec(
+                select(AuditLog).where(AuditLog.action == action).where(AuditLog.meta["note"].astext.in_(notes))
+            ).all()
+        )
 
 
 def _wait_for(committed, action: str, notes: set[str], timeout: float = 60.0) -> list[AuditLog]:

@@ -40,12 +40,20 @@ def _tail(path: Path) -> str:
 def cluster(database_url, milvus_services, redis_url, s3_server) -> Iterator[dict]:
     """``openkb serve`` twice and ``openkb worker`` twice, as separate processes, one home each."""
     work = Path(tempfile.mkdtemp(prefix="openkb-scaleout-"))
-    env = {**os.environ, "DATABASE_URL": database_url, "MILVUS_URI": milvus_services["milvus_uri"],
-           "OPENKB_EMBEDDER_URL": milvus_services["embedder_url"] or "off", "REDIS_URL": redis_url,
-           "S3_ENDPOINT": s3_server["endpoint"], "S3_BUCKET": s3_server["bucket"],
-           "S3_ACCESS_KEY": s3_server["access_key"], "S3_SECRET_KEY": s3_server["secret_key"],
-           "OPENKB_SECRET_KEY": "scale-out-shared-secret-" + uuid.uuid4().hex, "OPENKB_ENV": "test",
-           "OPENKB_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "MILVUS_URI": milvus_services["milvus_uri"],
+        "OPENKB_EMBEDDER_URL": milvus_services["embedder_url"] or "off",
+        "REDIS_URL": redis_url,
+        "S3_ENDPOINT": s3_server["endpoint"],
+        "S3_BUCKET": s3_server["bucket"],
+        "S3_ACCESS_KEY": s3_server["access_key"],
+        "S3_SECRET_KEY": s3_server["secret_key"],
+        "OPENKB_SECRET_KEY": "scale-out-shared-secret-" + uuid.uuid4().hex,
+        "OPENKB_ENV": "test",
+        "OPENKB_LOG_LEVEL": "WARNING",
+    }
     procs: list[tuple[subprocess.Popen[bytes], Path]] = []
     bases = []
 
@@ -54,9 +62,14 @@ def cluster(database_url, milvus_services, redis_url, s3_server) -> Iterator[dic
         home.mkdir()
         log = work / f"{name}.log"
         with open(log, "wb") as fh:
-            p = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stdout=fh,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env={**env, "OPENKB_HOME": str(home), **extra})
+            p = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", *args],
+                cwd=ROOT,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**env, "OPENKB_HOME": str(home), **extra},
+            )
         procs.append((p, log))
 
     for i in (1, 2):
@@ -80,8 +93,12 @@ def cluster(database_url, milvus_services, redis_url, s3_server) -> Iterator[dic
                     pass
             time.sleep(0.2)
         assert not pending, f"not ready: {pending}; " + " | ".join(_tail(log) for _, log in procs)
-        yield {"a": bases[0], "b": bases[1], "procs": procs,
-               "worker_logs": [log for _, log in procs if log.name.startswith("worker")]}
+        yield {
+            "a": bases[0],
+            "b": bases[1],
+            "procs": procs,
+            "worker_logs": [log for _, log in procs if log.name.startswith("worker")],
+        }
     finally:
         for p, _ in procs:
             p.terminate()
@@ -112,8 +129,10 @@ def test_concurrent_saves_of_one_base_give_one_success(cluster, world):
     def save(i: int) -> httpx.Response:
         md = f"edit {i}\n"
         client = owner_a if i % 2 else owner_b
-        return client.post(f"/api/documents/{doc['id']}/versions",
-                           json={"base_version_id": base, "markdown": md, "markdown_hash": sha(md)})
+        return client.post(
+            f"/api/documents/{doc['id']}/versions",
+            json={"base_version_id": base, "markdown": md, "markdown_hash": sha(md)},
+        )
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(save, range(8)))
@@ -129,8 +148,10 @@ def test_a_session_its_csrf_and_its_logout_hold_on_both_apis(cluster, committed)
     r = httpx.post(cluster["a"] + "/api/auth/login", json={"email": acct.email, "password": PASSWORD}, timeout=30)
     assert r.status_code == 200, r.text
     csrf = r.json()["csrf_token"]
-    with httpx.Client(base_url=cluster["b"], cookies=r.cookies, timeout=30) as b, \
-            httpx.Client(base_url=cluster["a"], cookies=r.cookies, timeout=30) as a:
+    with (
+        httpx.Client(base_url=cluster["b"], cookies=r.cookies, timeout=30) as b,
+        httpx.Client(base_url=cluster["a"], cookies=r.cookies, timeout=30) as a,
+    ):
         assert b.get("/api/me").status_code == 200  # made on A, known to B
         assert b.post("/api/auth/logout").status_code == 403  # no CSRF token: refused on B too
         assert b.post("/api/auth/logout", headers={"X-CSRF-Token": csrf}).status_code in (200, 204)
@@ -152,8 +173,10 @@ def test_the_login_throttle_counts_attempts_on_either_api(cluster, committed):
             assert r.status_code == 429 and r.json()["error"] == "RATE_LIMITED"
     finally:
         with committed() as s:
-            s.execute(text("DELETE FROM rate_limit_buckets WHERE key IN (:a, 'login:ip:127.0.0.1')"),
-                      {"a": f"login:acct:{acct.email}"})
+            s.execute(
+                text("DELETE FROM rate_limit_buckets WHERE key IN (:a, 'login:ip:127.0.0.1')"),
+                {"a": f"login:acct:{acct.email}"},
+            )
             s.commit()
 
 
@@ -162,8 +185,14 @@ def test_every_index_job_runs_once(cluster, world, engine):
     ids = []
     for i in range(6):
         client = world.c["owner"] if i % 2 else owner_b
-        r = client.post("/api/documents", json={"knowledge_base_id": world.kb["id"], "title": f"Spread {i}",
-                                                "markdown": f"spread {i} {uuid.uuid4().hex}\n"})
+        r = client.post(
+            "/api/documents",
+            json={
+                "knowledge_base_id": world.kb["id"],
+                "title": f"Spread {i}",
+                "markdown": f"spread {i} {uuid.uuid4().hex}\n",
+            },
+        )
         assert r.status_code == 201, r.text
         ids.append(uuid.UUID(r.json()["id"]))
     owner_b.close()
@@ -177,19 +206,25 @@ def test_every_index_job_runs_once(cluster, world, engine):
             pytest.fail(f"not indexed by the workers: {[(d.index_status, d.index_error) for d in docs]}")
         time.sleep(0.2)
     # each document was indexed by one job, run by one of the four consumers, once
-    runs = Counter(m for log in cluster["worker_logs"]
-                   for m in re.findall(r"Executing workers\.tasks\.openkb\.run_job: ([0-9a-f-]{36})", log.read_text()))
+    runs = Counter(
+        m
+        for log in cluster["worker_logs"]
+        for m in re.findall(r"Executing workers\.tasks\.openkb\.run_job: ([0-9a-f-]{36})", log.read_text())
+    )
     assert len(runs) >= len(ids), runs
     assert max(runs.values()) == 1, {k: n for k, n in runs.items() if n > 1}
 
 
 def test_a_rebuild_started_on_one_api_is_followed_and_controlled_from_the_other(cluster, committed):
-    _, token = make_user_with_pat(committed, role="system_admin",
-                                  scopes=("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin"))
+    _, token = make_user_with_pat(
+        committed, role="system_admin", scopes=("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin")
+    )
     headers = {"Authorization": f"Bearer {token}"}
     name = f"scale_{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=cluster["a"] + "/api/admin/milvus", headers=headers, timeout=60) as a, \
-            httpx.Client(base_url=cluster["b"] + "/api/admin/milvus", headers=headers, timeout=60) as b:
+    with (
+        httpx.Client(base_url=cluster["a"] + "/api/admin/milvus", headers=headers, timeout=60) as a,
+        httpx.Client(base_url=cluster["b"] + "/api/admin/milvus", headers=headers, timeout=60) as b,
+    ):
         r = a.post("/index-profiles", json={"name": name})
         assert r.status_code == 201, r.text
         r = a.post("/rebuild-jobs", json={"profile": name})
