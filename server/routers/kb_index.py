@@ -1,0 +1,59 @@
+"""/api/knowledge-bases/{id}/index-status and /index-retry: the knowledge base settings page's
+index panel (managers only; counts, and re-queueing the failed pages). Thin adapter over
+``openkb.content.kb_index``; models and Milvus stay in the admin routes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from openkb.content import kb_index
+from openkb.permissions.principal import Principal
+from server.auth import UserDep, require_scopes
+from server.deps import SessionDep
+from server.errors import error_responses
+
+router = APIRouter(tags=["knowledge bases"])
+
+
+class KbIndexStatus(BaseModel):
+    pending: int = Field(description="pages waiting for (or being retried by) the worker")
+    indexed: int
+    failed: int = Field(description="pages the worker gave up on; retry re-queues them")
+
+
+class KbIndexRetried(BaseModel):
+    queued: int
+
+
+@router.get(
+    "/api/knowledge-bases/{kb_id}/index-status",
+    response_model=KbIndexStatus,
+    responses=error_responses(401, 403, 404, 422),
+)
+def index_status(
+    kb_id: uuid.UUID,
+    session: SessionDep,
+    principal: UserDep,
+    _scoped: Annotated[Principal, Depends(require_scopes("kb:read"))],
+) -> KbIndexStatus:
+    return KbIndexStatus(**kb_index.kb_index_status(session, principal, kb_id))
+
+
+@router.post(
+    "/api/knowledge-bases/{kb_id}/index-retry",
+    response_model=KbIndexRetried,
+    responses=error_responses(401, 403, 404, 422),
+)
+def index_retry(
+    kb_id: uuid.UUID,
+    session: SessionDep,
+    principal: UserDep,
+    _scoped: Annotated[Principal, Depends(require_scopes("kb:write"))],
+) -> KbIndexRetried:
+    """Put the failed pages back in the queue (at most ``RETRY_BATCH`` per call)."""
+    return KbIndexRetried(queued=kb_index.retry_failed(session, principal, kb_id))
