@@ -186,18 +186,20 @@ def sweep(ctx, engine, who, queries, qrels, doc_of) -> None:
     from openkb.indexing import milvus as mv
     from openkb.retrieval import search
 
-    saved = (mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING)
-    for wl in (0.5, 0.6, 0.7):
-        for floor, ceiling in ((0.3, 0.8), (0.25, 0.75), (0.2, 0.7)):
-            mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING = wl, 1 - wl, floor, ceiling
-            vals = []
-            for qid, q in queries.items():
-                with Session(engine) as s:
-                    res = search(ctx, s, who, q, top_k=30)
-                vals.append(ndcg_at_10(list(dict.fromkeys(doc_of.get(r.document_id, "?") for r in res)), qrels[qid]))
-            print(json.dumps({"sweep": True, "lexical_weight": wl, "dense_floor": floor, "dense_ceiling": ceiling,
-                              "ndcg10": round(statistics.mean(vals), 4)}), flush=True)
-    mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING = saved
+    saved = (mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING, mv.LEXICAL_BASE)
+    for wl, floor, ceiling, base in ((0.6, 0.3, 0.8, 0.0), (0.6, 0.2, 0.7, 0.5), (0.5, 0.3, 0.8, 0.5),
+                                     (0.7, 0.3, 0.8, 0.5), (0.6, 0.3, 0.8, 0.3)):
+        mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING = wl, 1 - wl, floor, ceiling
+        mv.LEXICAL_BASE = base
+        vals = []
+        for qid, q in queries.items():
+            with Session(engine) as s:
+                res = search(ctx, s, who, q, top_k=30)
+            vals.append(ndcg_at_10(list(dict.fromkeys(doc_of.get(r.document_id, "?") for r in res)), qrels[qid]))
+        print(json.dumps({"sweep": True, "lexical_weight": wl, "dense_floor": floor, "dense_ceiling": ceiling,
+                          "lexical_base": base,
+                          "ndcg10": round(statistics.mean(vals), 4)}), flush=True)
+    mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING, mv.LEXICAL_BASE = saved
 
 
 def main() -> int:

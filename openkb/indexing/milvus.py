@@ -555,6 +555,11 @@ DENSE_WEIGHT = 0.4
 DENSE_FLOOR = 0.30
 # cosine at or above this counts as a perfect semantic match (the model's cosines rarely exceed it)
 DENSE_CEILING = 0.80
+# A keyword match is worth at least this much of the lexical weight, however far its BM25 score
+# is below the query's best. Why: Lite computes BM25 statistics per segment, so the same word in
+# equal chunks scored 0.3x-1x of the best depending on which segment holds the row, and a chunk
+# containing the query word fell below a dozen keyword-less neighbours.
+LEXICAL_BASE = 0.5
 
 
 def _dense_sim(cosine: float) -> float:
@@ -566,8 +571,10 @@ def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
          dense_floor: float | None = None) -> list[Hit]:
     """Score-aware fusion of the two routes into hits scored in [0, 1].
 
-    ``score = wl * lexical/best_lexical + wd * dense_sim`` where ``best_lexical`` is the best BM25
-    score of this query's candidates and ``dense_sim`` maps cosine [floor, ceiling] to [0, 1].
+    ``score = wl * lexical + wd * dense_sim`` where ``lexical`` is ``LEXICAL_BASE + (1 -
+    LEXICAL_BASE) * bm25 / best_bm25`` for a chunk the BM25 route found (0 otherwise),
+    ``best_bm25`` the best BM25 score of this query's candidates, and ``dense_sim`` maps cosine
+    [floor, ceiling] to [0, 1].
     Why not RRF: RRF throws the scores away, so a chunk that is the only one containing a query
     word ranks level with the dense route's nearest neighbour and is often outranked; and RRF
     values (0.015-0.033) mean nothing to a reader. Here a chunk both routes rank first gets the
@@ -576,6 +583,7 @@ def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
 
     Trap: ``dense`` hits carry the raw cosine in ``score``; ``lexical`` hits the raw BM25 score.
     A chunk in no lexical hit and below ``dense_floor`` is dropped (the relevance floor)."""
+    base = LEXICAL_BASE
     wl = LEXICAL_WEIGHT if lexical_weight is None else lexical_weight
     wd = DENSE_WEIGHT if dense_weight is None else dense_weight
     floor = DENSE_FLOOR if dense_floor is None else dense_floor
@@ -583,7 +591,8 @@ def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
     merged: dict[str, dict[str, Any]] = {}
     for h in lexical:
         if h.score > 0:
-            merged[h.id] = {"fields": h.fields, "lex": h.score / best_lex if best_lex > 0 else 0.0, "cos": None}
+            merged[h.id] = {"fields": h.fields, "cos": None,
+                            "lex": base + (1 - base) * h.score / best_lex if best_lex > 0 else 0.0}
     for h in dense:
         m = merged.get(h.id)
         if m is None:
