@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import text as sql
 
 from tests.api.helpers import login, make_login_user
 from tests.web.test_browser import new_page, sign_in
@@ -51,6 +52,16 @@ def test_kb_owner_settings_trash_and_no_model_setting(contexts, live_server, com
     with login(live_server, owner.email) as c:
         assert c.get(f"/api/documents/{kept['id']}").status_code == 200
         assert c.get(f"/api/documents/{gone['id']}").status_code == 404
+
+    # the index panel: counts, and a retry of the pages the worker gave up on
+    with committed() as s:
+        s.execute(sql("UPDATE documents SET index_status = 'failed' WHERE id = :d"), {"d": kept["id"]})
+        s.commit()
+    page.reload()
+    expect(page.get_by_test_id("kb-index-failed")).to_have_text("1")
+    page.get_by_role("button", name="Retry failed pages").click()
+    expect(page.get_by_role("status")).to_have_text("1 page(s) queued again.")
+    expect(page.get_by_test_id("kb-index-failed")).to_have_text("0")
 
     # the whole page, in both languages, offers nothing about models or Milvus
     for switch_label, lang in (("Language", "English"), ("Language", "简体中文"), ("语言", "English")):

@@ -182,6 +182,8 @@ export const api = {
   updateWorkspaceMember: (id: string, userId: string, body: S['MemberUpdate']) =>
     request<S['server__routers__content__MemberOut']>('PUT', `/api/workspaces/${enc(id)}/members/${enc(userId)}`, body),
   removeWorkspaceMember: (id: string, userId: string) => request<void>('DELETE', `/api/workspaces/${enc(id)}/members/${enc(userId)}`),
+  kbIndexStatus: (kbId: string) => request<S['KbIndexStatus']>('GET', `/api/knowledge-bases/${enc(kbId)}/index-status`),
+  kbIndexRetry: (kbId: string) => request<S['KbIndexRetried']>('POST', `/api/knowledge-bases/${enc(kbId)}/index-retry`),
   trash: (kbId: string) => request<S['TrashOut']>('GET', `/api/knowledge-bases/${enc(kbId)}/trash`),
   restoreFromTrash: (docId: string) => request<S['DocumentOut']>('POST', `/api/trash/${enc(docId)}/restore`),
   purge: (docId: string) => request<S['PurgeOut']>('DELETE', `/api/trash/${enc(docId)}`),

@@ -117,6 +117,53 @@ function KbTrash({ kbId }: { kbId: string }) {
   )
 }
 
+/** Pages pending / indexed / failed, polled while some are pending; retry re-queues the failed. */
+function KbIndex({ kbId }: { kbId: string }) {
+  const st = useQuery(`kb-index:${kbId}`, () => api.kbIndexStatus(kbId))
+  const [queued, setQueued] = useState<number | null>(null)
+  const [error, setError] = useState<unknown>(null)
+  const pending = st.data?.pending ?? 0
+  useEffect(() => {
+    if (!pending) return
+    const timer = setInterval(() => invalidate(`kb-index:${kbId}`), 2000)
+    return () => clearInterval(timer)
+  }, [pending > 0])
+  return (
+    <section aria-labelledby="kb-index-h">
+      <h2 id="kb-index-h">{t('kbIndexTitle')}</h2>
+      <ErrorNote error={st.error ?? error} />
+      {st.data ? (
+        <dl class="facts" aria-labelledby="kb-index-h">
+          <dt>{t('kbIndexIndexed')}</dt>
+          <dd data-testid="kb-index-indexed">{st.data.indexed}</dd>
+          <dt>{t('kbIndexPending')}</dt>
+          <dd data-testid="kb-index-pending">{st.data.pending}</dd>
+          <dt>{t('kbIndexFailed')}</dt>
+          <dd data-testid="kb-index-failed">{st.data.failed}</dd>
+        </dl>
+      ) : (
+        <Loading />
+      )}
+      <button
+        type="button"
+        disabled={!st.data?.failed}
+        onClick={() =>
+          api
+            .kbIndexRetry(kbId)
+            .then((r) => {
+              setQueued(r.queued)
+              invalidate(`kb-index:${kbId}`)
+            })
+            .catch(setError)
+        }
+      >
+        {t('kbIndexRetry')}
+      </button>
+      {queued !== null ? <span role="status"> {t('kbIndexQueued', { n: queued })}</span> : null}
+    </section>
+  )
+}
+
 export function KbSettingsPage({ route }: { route: Route }) {
   const kbId = route.params.kbId
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
@@ -145,6 +192,7 @@ export function KbSettingsPage({ route }: { route: Route }) {
                 {t('share')}
               </button>
             </section>
+            <KbIndex kbId={kbId} />
             <KbTrash kbId={kbId} />
           </>
         ) : null}
