@@ -1,0 +1,121 @@
+"""The admin console's MCP view: a tenant's OAuth clients (disable / enable), its active grants
+(revoke) and how many access tokens are live, for tenant and system administrators.
+
+Authorization is ``access_admin`` + ``can_manage_tenant``: a client or grant of another tenant
+is NOT_FOUND, like an unknown id. Disabling a client refuses its tokens on their next use
+(``tokens`` checks the client's status on every call) without revoking the users' grants, so
+enabling it again restores them; revoking a grant is final (docs/oauth.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+from sqlmodel import Session
+
+from openkb.accounts.users import access_admin
+from openkb.audit import record_audit
+from openkb.errors import NotFound
+from openkb.models import McpOAuthClient, McpOAuthGrant
+from openkb.models._base import utcnow
+from openkb.oauth.grants import _revoke_rows
+from openkb.permissions.principal import Principal
+
+MAX_ROWS = 500
+
+_CLIENTS_SQL = text(
+    """
+SELECT c.id, c.client_id, c.client_name, c.registration, c.status, c.created_at,
+       (SELECT count(*) FROM mcp_oauth_grants g WHERE g.client_id = c.id AND g.status = 'active') AS active_grants,
+       (SELECT count(*) FROM mcp_oauth_access_tokens t JOIN mcp_oauth_grants g ON g.id = t.grant_id
+         WHERE g.client_id = c.id AND g.status = 'active' AND t.expires_at > now()) AS live_tokens,
+       (SELECT max(g.last_used_at) FROM mcp_oauth_grants g WHERE g.client_id = c.id) AS last_used_at
+FROM mcp_oauth_clients c WHERE c.tenant_id = :t ORDER BY c.created_at DESC LIMIT :n
+"""
+)
+
+_GRANTS_SQL = text(
+    """
+SELECT g.id, g.scopes, g.created_at, g.last_used_at, c.client_id, c.client_name, u.email, u.display_name
+FROM mcp_oauth_grants g JOIN mcp_oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
+WHERE g.tenant_id = :t AND g.status = 'active' ORDER BY g.created_at DESC LIMIT :n
+"""
+)
+
+
+def _tenant(session: Session, principal: Principal, tenant_id: uuid.UUID | None) -> uuid.UUID:
+    scope = access_admin(session, principal)
+    target = tenant_id or scope.tenant_id
+    if target is None or not scope.can_manage_tenant(target):
+        raise NotFound("no such tenant")
+    return target
+
+
+def list_clients(session: Session, principal: Principal, tenant_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    t = _tenant(session, principal, tenant_id)
+    return [dict(r._mapping) for r in session.execute(_CLIENTS_SQL, {"t": t, "n": MAX_ROWS})]
+
+
+def list_grants(session: Session, principal: Principal, tenant_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    """Active grants: who authorized which client with which scopes (never a token)."""
+    t = _tenant(session, principal, tenant_id)
+    return [dict(r._mapping) for r in session.execute(_GRANTS_SQL, {"t": t, "n": MAX_ROWS})]
+
+
+def set_client_status(
+    session: Session, principal: Principal, client_pk: uuid.UUID, status: str, tenant_id: uuid.UUID | None = None
+) -> McpOAuthClient:
+    t = _tenant(session, principal, tenant_id)
+    row = session.get(McpOAuthClient, client_pk, with_for_update=True)
+    if row is None or row.tenant_id != t:
+        raise NotFound("no such client")
+    before = row.status
+    if before != status:
+        row.status = status
+        session.add(row)
+        session.flush()
+        record_audit(
+            session,
+            tenant_id=row.tenant_id,
+            actor=principal,
+            action="oauth.client_disabled" if status == "disabled" else "oauth.client_enabled",
+            object_type="oauth_client",
+            object_id=row.id,
+            metadata={"client_id": row.client_id, "before": {"status": before}, "after": {"status": status}},
+        )
+    return row
+
+
+def revoke_grant(
+    session: Session, principal: Principal, grant_id: uuid.UUID, tenant_id: uuid.UUID | None = None
+) -> McpOAuthGrant:
+    """An administrator revokes someone's grant (its tokens fail on their next use)."""
+    t = _tenant(session, principal, tenant_id)
+    grant = session.get(McpOAuthGrant, grant_id)
+    if grant is None or grant.tenant_id != t:
+        raise NotFound("no such authorization")
+    if grant.status == "active":
+        client = session.get(McpOAuthClient, grant.client_id)
+        _revoke_rows(session, grant.id, utcnow())
+        session.refresh(grant)
+        record_audit(
+            session,
+            tenant_id=grant.tenant_id,
+            actor=principal,
+            action="oauth.grant_revoked",
+            object_type="oauth_grant",
+            object_id=grant.id,
+            metadata={
+                "client_id": client.client_id if client else None,
+                "by": "admin",
+                "user_id": grant.user_id,
+                "before": {"status": "active"},
+                "after": {"status": "revoked"},
+            },
+        )
+    return grant
+
+
+__all__ = ["list_clients", "list_grants", "revoke_grant", "set_client_status"]
