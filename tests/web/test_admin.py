@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.api.helpers import PASSWORD, auth_settings_override, login, make_login_user, unique_email
+from tests.api.test_mcp_admin_routes import _oauth_token, _tools
 from tests.web.test_browser import sign_in
 
 pytestmark = pytest.mark.slow
@@ -114,3 +115,27 @@ def test_a_dify_key_from_the_console_works_on_retrieval_until_revoked(contexts, 
     expect(row.get_by_role("cell", name="revoked", exact=True)).to_be_visible()
     r = httpx.post(live_server + "/retrieval", json=ask, headers=headers, timeout=30)
     assert r.status_code == 403 and r.json()["error_code"] == 1002
+
+
+def test_admin_disables_an_mcp_client_and_revokes_a_grant(contexts, live_server, committed, app_ctx):
+    admin, user = make_login_user(committed, role="tenant_admin"), make_login_user(committed)
+    token, _, _ = _oauth_token(committed, user.user_id, app_ctx.settings.app_base_url.rstrip("/") + "/mcp")
+    page = contexts.page()
+    sign_in(page, admin.email)
+    page.goto("/admin/mcp")
+    client = (
+        page.get_by_role("table", name="Registered OAuth clients").get_by_role("row").filter(has_text="Admin-view IDE")
+    )
+    expect(client.first).to_be_visible()
+    assert _tools(live_server, token) == 200
+    client.first.get_by_role("button", name="Disable Admin-view IDE").click()
+    expect(client.first.get_by_role("button", name="Enable Admin-view IDE")).to_be_visible()
+    assert _tools(live_server, token) == 401
+    client.first.get_by_role("button", name="Enable Admin-view IDE").click()
+    expect(client.first.get_by_role("button", name="Disable Admin-view IDE")).to_be_visible()
+    assert _tools(live_server, token) == 200
+    grant = page.get_by_role("table", name="Active authorizations").get_by_role("row").filter(has_text=user.email)
+    page.once("dialog", lambda d: d.accept())
+    grant.get_by_role("button", name="Revoke").click()
+    expect(grant).to_have_count(0)
+    assert _tools(live_server, token) == 401

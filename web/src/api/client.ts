@@ -163,6 +163,11 @@ export const api = {
   disableDifyMapping: (id: string) => request<S['MappingOut']>('POST', `/api/admin/dify/mappings/${enc(id)}/disable`),
   enableDifyMapping: (id: string) => request<S['MappingOut']>('POST', `/api/admin/dify/mappings/${enc(id)}/enable`),
   difyInfo: () => request<{ endpoint: string; retrieval_url: string; warnings: string[] }>('GET', '/api/admin/dify/info'),
+  mcpClients: () => request<S['McpClientList']>('GET', '/api/admin/mcp/clients'),
+  disableMcpClient: (id: string) => request<S['McpStatusOut']>('POST', `/api/admin/mcp/clients/${enc(id)}/disable`),
+  enableMcpClient: (id: string) => request<S['McpStatusOut']>('POST', `/api/admin/mcp/clients/${enc(id)}/enable`),
+  mcpGrants: () => request<S['McpGrantList']>('GET', '/api/admin/mcp/grants'),
+  revokeMcpGrant: (id: string) => request<S['McpStatusOut']>('POST', `/api/admin/mcp/grants/${enc(id)}/revoke`),
   groups: () => request<S['GroupList']>('GET', '/api/admin/groups'),
   groupMembers: (id: string) => request<S['server__routers__groups__MemberList']>('GET', `/api/admin/groups/${enc(id)}/members`),
 

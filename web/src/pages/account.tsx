@@ -247,7 +247,7 @@ function TokensSection() {
                         api.revokeToken(tk.id).then(() => invalidate('account:tokens')).catch(setError)
                     }}
                   >
-                    {t('revoke')}
+                    {t('revokeAction')}
                   </button>
                 ) : null}
               </td>
@@ -298,7 +298,7 @@ function GrantsSection() {
                     aria-label={t('revokeNamed', { name: g.client_name })}
                     onClick={() => api.revokeOauthGrant(g.id).then(() => invalidate('account:grants')).catch(setError)}
                   >
-                    {t('revoke')}
+                    {t('revokeAction')}
                   </button>
                 </td>
               </tr>

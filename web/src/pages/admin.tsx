@@ -23,7 +23,7 @@ export function isAdmin(me: S['MeOut']): boolean {
   return me.tenant_roles.some((r) => r.role === 'system_admin' || (r.role === 'tenant_admin' && r.tenant_id === me.tenant_id))
 }
 
-const TABS = ['users', 'registration', 'audit', 'index', 'dify', 'groups'] as const
+const TABS = ['users', 'registration', 'audit', 'index', 'dify', 'mcp', 'groups'] as const
 type Tab = (typeof TABS)[number]
 
 function Pager(props: { offset: number; total: number; limit: number; onOffset: (o: number) => void }) {
@@ -602,7 +602,7 @@ function DifyTab() {
                       {t('rotate')}
                     </button>
                     <button type="button" aria-label={t('revokeNamed', { name: k.name })} onClick={() => confirm(t('revokeDifyConfirm', { name: k.name })) && act(api.revokeDifyKey(k.id))}>
-                      {t('revoke')}
+                      {t('revokeAction')}
                     </button>
                   </>
                 ) : null}
@@ -706,6 +706,85 @@ function DifyTab() {
   )
 }
 
+function McpTab() {
+  const clients = useQuery('admin:mcp:clients', api.mcpClients)
+  const grants = useQuery('admin:mcp:grants', api.mcpGrants)
+  const [error, setError] = useState<unknown>(null)
+  const act = (p: Promise<unknown>) => p.then(() => ['admin:mcp', 'admin:audit'].forEach(invalidate)).catch(setError)
+  return (
+    <section aria-labelledby="mcp-h">
+      <h2 id="mcp-h">{t('mcpTitle')}</h2>
+      <ErrorNote error={clients.error ?? grants.error ?? error} />
+      <h3>{t('mcpClients')}</h3>
+      <table class="grid" aria-label={t('mcpClients')}>
+        <thead>
+          <tr>
+            <th>{t('client')}</th>
+            <th>{t('status')}</th>
+            <th>{t('mcpActiveGrants')}</th>
+            <th>{t('mcpLiveTokens')}</th>
+            <th>{t('lastUsed')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {clients.data?.items.map((c) => (
+            <tr key={c.id}>
+              <td>
+                {c.client_name} <span class="muted small">{c.client_id}</span>
+              </td>
+              <td>{c.status}</td>
+              <td>{c.active_grants}</td>
+              <td>{c.live_tokens}</td>
+              <td>{when(c.last_used_at)}</td>
+              <td>
+                {c.status === 'active' ? (
+                  <button type="button" aria-label={t('disableNamed', { name: c.client_name })} onClick={() => act(api.disableMcpClient(c.id))}>
+                    {t('disable')}
+                  </button>
+                ) : (
+                  <button type="button" aria-label={t('enableNamed', { name: c.client_name })} onClick={() => act(api.enableMcpClient(c.id))}>
+                    {t('enable')}
+                  </button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h3>{t('mcpGrants')}</h3>
+      <table class="grid" aria-label={t('mcpGrants')}>
+        <thead>
+          <tr>
+            <th>{t('member')}</th>
+            <th>{t('client')}</th>
+            <th>{t('scopes')}</th>
+            <th>{t('lastUsed')}</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {grants.data?.items.map((g) => (
+            <tr key={g.id}>
+              <td>
+                {g.display_name} <span class="muted">{g.email}</span>
+              </td>
+              <td>{g.client_name}</td>
+              <td>{g.scopes.join(' ')}</td>
+              <td>{when(g.last_used_at)}</td>
+              <td>
+                <button type="button" onClick={() => confirm(t('revokeGrantConfirm', { name: g.client_name, user: g.email })) && act(api.revokeMcpGrant(g.id))}>
+                  {t('revokeAction')}
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  )
+}
+
 function GroupsTab() {
   const groups = useQuery('admin:groups', api.groups)
   const [open, setOpen] = useState<string | null>(null)
@@ -767,6 +846,7 @@ export function AdminPage({ route }: { route: Route }) {
         {tab === 'audit' ? <AuditTab /> : null}
         {tab === 'index' ? <IndexTab /> : null}
         {tab === 'dify' ? <DifyTab /> : null}
+        {tab === 'mcp' ? <McpTab /> : null}
         {tab === 'groups' ? <GroupsTab /> : null}
       </main>
     </>
