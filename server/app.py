@@ -30,6 +30,7 @@ from server.mcp import mount as mount_mcp
 from server.routers import (
     account,
     admin,
+    admin_roles,
     assets,
     auth,
     changes,
@@ -55,6 +56,7 @@ ROUTERS = (
     auth.router,
     account.router,
     admin.router,
+    admin_roles.router,
     groups.router,
     content.router,
     kb_index.router,

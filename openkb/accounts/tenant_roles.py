@@ -1,0 +1,58 @@
+"""Make a user tenant administrator, or a plain member again (the admin console's users tab).
+
+Within the administrator's own tenant (``access_admin`` + ``access_user``). Traps: an
+administrator cannot change their own role (no locking oneself out), and only a system_admin
+touches a system_admin's membership. Administration grants no content access
+(docs/permissions.md#administrators), so this changes nothing anyone can read.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlmodel import Session, select
+
+from openkb.accounts.admin import access_user
+from openkb.accounts.users import access_admin
+from openkb.audit import record_audit
+from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.models import TenantMembership
+from openkb.permissions.principal import Principal
+
+SETTABLE_ROLES = ("tenant_admin", "member")
+
+
+def set_tenant_role(session: Session, principal: Principal, user_id: uuid.UUID, role: str) -> TenantMembership:
+    if role not in SETTABLE_ROLES:
+        raise ValidationError(f"role must be one of {', '.join(SETTABLE_ROLES)}", field="role")
+    scope = access_admin(session, principal)
+    user, tenant_id = access_user(session, scope, user_id)
+    if user.id == scope.user_id:
+        raise PermissionDenied("administrators cannot change their own role")
+    row = session.exec(
+        select(TenantMembership)
+        .where(TenantMembership.user_id == user.id, TenantMembership.tenant_id == tenant_id)
+        .with_for_update()
+    ).first()
+    if row is None:
+        raise NotFound("no such user")
+    if row.role == "system_admin":
+        raise PermissionDenied("a system_admin's role is not changed here")
+    before = row.role
+    if before != role:
+        row.role = role
+        session.add(row)
+        session.flush()
+        record_audit(
+            session,
+            tenant_id=tenant_id,
+            actor=principal,
+            action="user.role_changed",
+            object_type="user",
+            object_id=user.id,
+            metadata={"email": user.email, "before": {"role": before}, "after": {"role": role}},
+        )
+    return row
+
+
+__all__ = ["SETTABLE_ROLES", "set_tenant_role"]
