@@ -45,6 +45,11 @@ def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, l
         expect(row.get_by_role("button", name=f"Suspend {pending.email}")).to_be_visible()
         with login(live_server, pending.email) as c:
             assert c.get("/api/auth/me").status_code == 200
+        page.once("dialog", lambda d: d.accept())
+        row.get_by_role("button", name=f"Make {pending.email} tenant admin").click()
+        expect(row.get_by_role("button", name=f"Make {pending.email} a member")).to_be_visible()
+        with login(live_server, pending.email) as c:
+            assert c.get("/api/admin/users").status_code == 200
 
         # registration settings: new accounts wait for activation; a registration sees it
         page.get_by_role("link", name="Registration").click()
@@ -68,6 +73,7 @@ def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, l
         table = page.get_by_role("table", name="Audit log")
         expect(table.get_by_role("row").filter(has_text="user.activated")).to_have_count(1)
         expect(table.get_by_role("row").filter(has_text="auth_settings.updated")).to_have_count(1)
+        expect(table.get_by_role("row").filter(has_text="user.role_changed")).to_have_count(1)
         with page.expect_download() as dl:
             page.get_by_role("button", name="Export CSV").click()
         csv = open(dl.value.path(), encoding="utf-8").read()

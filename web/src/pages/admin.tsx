@@ -120,6 +120,16 @@ function UsersTab() {
                     {t('reject')}
                   </button>
                 ) : null}
+                {u.role === 'member' && u.status === 'active' ? (
+                  <button type="button" aria-label={t('makeAdminNamed', { name: u.email })} onClick={() => confirm(t('makeAdminConfirm', { name: u.email })) && act(api.adminSetRole(u.id, { role: 'tenant_admin' }))}>
+                    {t('makeAdmin')}
+                  </button>
+                ) : null}
+                {u.role === 'tenant_admin' ? (
+                  <button type="button" aria-label={t('makeMemberNamed', { name: u.email })} onClick={() => act(api.adminSetRole(u.id, { role: 'member' }))}>
+                    {t('makeMember')}
+                  </button>
+                ) : null}
                 {u.status === 'pending_email_verification' ? (
                   <button type="button" aria-label={t('resendNamed', { name: u.email })} onClick={() => act(api.adminResendVerification(u.id))}>
                     {t('resendVerification')}
