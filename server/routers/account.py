@@ -1,8 +1,8 @@
 """/api/me/profile, /api/me/password, /api/me/sessions: the signed-in user's own account.
 
 Thin adapter over ``openkb.accounts.account`` (the web app's "My account" page, docs/web.md).
-A token can't change the password or manage sessions: these need the cookie session
-(``require_session``), like minting tokens.
+A token can't change the profile or password or manage sessions: these need the cookie
+session (``_session_id``), like minting tokens (403 ``INSUFFICIENT_SCOPE``).
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ def _session_id(auth: AuthDep):  # noqa: ANN202 - uuid.UUID
     return auth.session_id
 
 
-@router.put("/api/me/profile", response_model=UserOut, responses=error_responses(401, 403, 422))
-def update_profile(body: ProfileIn, principal: UserDep, session: SessionDep) -> UserOut:
+@router.put("/api/me/profile", response_model=UserOut, responses=errors_for(401, 403, 422, InsufficientScope))
+def update_profile(body: ProfileIn, auth: AuthDep, principal: UserDep, session: SessionDep) -> UserOut:
+    _session_id(auth)
     return UserOut.of(account.update_profile(session, principal, display_name=body.display_name))
 
 

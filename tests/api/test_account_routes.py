@@ -63,6 +63,7 @@ def test_token_cannot_manage_password_or_sessions(live_server, committed):
         r = b.post("/api/me/password", json={"current_password": PASSWORD, "new_password": "another long pw"})
         assert r.status_code == 403 and r.json()["error"] == "INSUFFICIENT_SCOPE"
         assert b.post("/api/me/sessions/revoke-others").status_code == 403
+        assert b.put("/api/me/profile", json={"display_name": "Token"}).status_code == 403
 
 
 def test_wrong_current_passwords_are_limited(http, committed):

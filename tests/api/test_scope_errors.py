@@ -83,7 +83,7 @@ def test_admin_scope_is_named(live_server, committed):
 
 # Unsafe routes a read-only token may use, or that decide by themselves (not content writes).
 _NOT_CONTENT_WRITES = re.compile(
-    r"^/+(retrieval|api/search$|api/auth/|api/me/tokens|api/me/oauth-grants|oauth/|api/invitations/\{token\}/accept"
+    r"^/+(retrieval|api/search$|api/auth/|api/me/tokens|api/me/oauth-grants|api/me/(profile|password|sessions)|oauth/|api/invitations/\{token\}/accept"
     r"|api/share/)"
 )
 

@@ -11187,7 +11187,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE, CSRF_FAILED */
             403: {
                 headers: {
                     [name: string]: unknown;
