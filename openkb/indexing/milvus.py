@@ -548,8 +548,8 @@ def _rerank_function(spec: ProfileSpec, query_text: str) -> Function | None:
 
 # --- fusion (docs/retrieval.md#scores) -----------------------------------------------------------
 # Tuned on the development sets with bench/quality.py (figures in docs/retrieval.md#fusion).
-LEXICAL_WEIGHT = 0.6
-DENSE_WEIGHT = 0.4
+LEXICAL_WEIGHT = 0.7
+DENSE_WEIGHT = 0.3
 # A chunk no query term matched must be at least this close (cosine) to the query to be shown:
 # below it the dense route only returns "the nearest of nothing" (a nonsense query's neighbours).
 DENSE_FLOOR = 0.30
@@ -578,8 +578,9 @@ def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
     Why not RRF: RRF throws the scores away, so a chunk that is the only one containing a query
     word ranks level with the dense route's nearest neighbour and is often outranked; and RRF
     values (0.015-0.033) mean nothing to a reader. Here a chunk both routes rank first gets the
-    highest possible fused score (max of each term), so fusion never drops it; and with
-    ``wl >= wd`` the best keyword match beats any chunk without a keyword.
+    highest possible fused score (max of each term), so fusion never drops it; with ``wl >= wd``
+    the best keyword match beats any chunk without a keyword, and with the defaults
+    (``wl * LEXICAL_BASE`` 0.35 > ``wd`` 0.3) every keyword match does.
 
     Trap: ``dense`` hits carry the raw cosine in ``score``; ``lexical`` hits the raw BM25 score.
     A chunk in no lexical hit and below ``dense_floor`` is dropped (the relevance floor)."""

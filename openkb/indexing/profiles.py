@@ -336,7 +336,8 @@ def describe(profile: MilvusIndexProfile, *, active_collection: str | None = Non
             "embedding": None if not emb else {"name": profile.embedding_function_name, "type": "TEXTEMBEDDING",
                                               "provider": emb.get("provider"), "model": emb.get("model_name"),
                                               "endpoint": emb.get("base_url"), "dimensions": emb.get("dimensions")},
-            "bm25": {"name": profile.bm25_function_name, "type": "BM25", "analyzer": meta.get("bm25_analyzer")},
+            "bm25": {"name": profile.bm25_function_name, "type": "BM25", "analyzer": meta.get("bm25_analyzer"),
+                     "lexical": meta.get("lexical")},  # docs/retrieval.md#lexical-analysis
             "rerank": None if not rr else {"name": profile.rerank_function_name, "type": "RERANK",
                                           "provider": rr.get("provider"), "endpoint": rr.get("endpoint"),
                                           "model": rr.get("model_name")},

@@ -142,3 +142,8 @@ def test_fusion_never_drops_what_both_routes_rank_first(lex_ids, dense_ids, lex_
     best_kw = [h for h in fused if h.id in top_lex]
     if no_kw and best_kw:
         assert best_kw[0].score >= no_kw[0].score
+    # with the shipped constants, every keyword match outranks every keyword-less chunk
+    default = mv.fuse(lex, dense, 24)
+    kw = [h.score for h in default if h.lexical > 0]
+    if kw and any(h.lexical == 0 for h in default):
+        assert min(kw) > max(h.score for h in default if h.lexical == 0)
