@@ -239,7 +239,7 @@ class InsufficientScope(PermissionDenied):
     code = "INSUFFICIENT_SCOPE"
 
 
-# --- content: size limits (docs/api.md#limits; checked in services, so every adapter agrees) ----
+# --- content: size limits (docs/api.md#body-limits; checked in services, so every adapter agrees) ----
 
 
 class MarkdownTooLarge(PayloadTooLarge):
