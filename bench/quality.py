@@ -58,7 +58,7 @@ def pct(values: list[float], q: float) -> float:
 def ndcg_at_10(ranked: list[str], rel: dict[str, int]) -> float:
     dcg = sum((2 ** rel.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
     ideal = sorted((g for g in rel.values() if g > 0), reverse=True)[:10]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     return dcg / idcg if idcg else 0.0
 
 
@@ -158,8 +158,13 @@ def freshness(ctx, engine, writer, who, kb_id, n: int) -> dict[str, float]:
             word = f"fresh{uuid.uuid4().hex[:10]}"
             t0 = time.perf_counter()
             with Session(engine) as s:
-                d, _v = documents.create_document(s, writer, knowledge_base_id=kb_id, title=f"Fresh {i}",
-                                                  markdown=f"# Fresh {i}\n\nThe {word} note, saved just now.\n")
+                d, _v = documents.create_document(
+                    s,
+                    writer,
+                    knowledge_base_id=kb_id,
+                    title=f"Fresh {i}",
+                    markdown=f"# Fresh {i}\n\nThe {word} note, saved just now.\n",
+                )
                 s.commit()
                 doc_id = str(d.id)
             while True:
@@ -175,8 +180,12 @@ def freshness(ctx, engine, writer, who, kb_id, n: int) -> dict[str, float]:
             time.sleep(0.3)  # the queue is idle before the next save
     finally:
         consumer.stop(graceful=True)
-    return {"fresh_n": n, "fresh_misses": misses, "fresh_p50_s": round(statistics.median(times), 3) if times else None,
-            "fresh_p95_s": round(pct(times, 0.95), 3) if times else None}
+    return {
+        "fresh_n": n,
+        "fresh_misses": misses,
+        "fresh_p50_s": round(statistics.median(times), 3) if times else None,
+        "fresh_p95_s": round(pct(times, 0.95), 3) if times else None,
+    }
 
 
 def sweep(ctx, engine, who, queries, qrels, doc_of) -> None:
@@ -187,8 +196,13 @@ def sweep(ctx, engine, who, queries, qrels, doc_of) -> None:
     from openkb.retrieval import search
 
     saved = (mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING, mv.LEXICAL_BASE)
-    for wl, floor, ceiling, base in ((0.6, 0.3, 0.8, 0.0), (0.6, 0.2, 0.7, 0.5), (0.5, 0.3, 0.8, 0.5),
-                                     (0.7, 0.3, 0.8, 0.5), (0.6, 0.3, 0.8, 0.3)):
+    for wl, floor, ceiling, base in (
+        (0.6, 0.3, 0.8, 0.0),
+        (0.6, 0.2, 0.7, 0.5),
+        (0.5, 0.3, 0.8, 0.5),
+        (0.7, 0.3, 0.8, 0.5),
+        (0.6, 0.3, 0.8, 0.3),
+    ):
         mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING = wl, 1 - wl, floor, ceiling
         mv.LEXICAL_BASE = base
         vals = []
@@ -196,9 +210,19 @@ def sweep(ctx, engine, who, queries, qrels, doc_of) -> None:
             with Session(engine) as s:
                 res = search(ctx, s, who, q, top_k=30)
             vals.append(ndcg_at_10(list(dict.fromkeys(doc_of.get(r.document_id, "?") for r in res)), qrels[qid]))
-        print(json.dumps({"sweep": True, "lexical_weight": wl, "dense_floor": floor, "dense_ceiling": ceiling,
-                          "lexical_base": base,
-                          "ndcg10": round(statistics.mean(vals), 4)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "sweep": True,
+                    "lexical_weight": wl,
+                    "dense_floor": floor,
+                    "dense_ceiling": ceiling,
+                    "lexical_base": base,
+                    "ndcg10": round(statistics.mean(vals), 4),
+                }
+            ),
+            flush=True,
+        )
     mv.LEXICAL_WEIGHT, mv.DENSE_WEIGHT, mv.DENSE_FLOOR, mv.DENSE_CEILING, mv.LEXICAL_BASE = saved
 
 
@@ -208,10 +232,18 @@ def main() -> int:
     ap.add_argument("--profile", choices=("default", "bm25"), default="default")
     ap.add_argument("--limit-queries", type=int, default=None)
     ap.add_argument("--max-docs", type=int, default=None, help="cap the corpus (judged documents kept)")
-    ap.add_argument("--freshness", type=int, default=0, metavar="N",
-                    help="then save N new pages one by one and time save -> first search hit (real huey worker)")
-    ap.add_argument("--sweep", action="store_true",
-                    help="after the run, nDCG@10 of other fusion settings (lexical weight, dense floor/ceiling)")
+    ap.add_argument(
+        "--freshness",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then save N new pages one by one and time save -> first search hit (real huey worker)",
+    )
+    ap.add_argument(
+        "--sweep",
+        action="store_true",
+        help="after the run, nDCG@10 of other fusion settings (lexical weight, dense floor/ceiling)",
+    )
     args = ap.parse_args()
 
     name, docs, queries, qrels = load_set(args.set, args.max_docs, args.limit_queries)
@@ -252,8 +284,14 @@ def main() -> int:
         os.environ["MILVUS_URI"] = ep.milvus_uri
         reset_settings_cache()
         settings = Settings()
-        endpoints = Endpoints(database_url=ep.database_url, milvus_uri=ep.milvus_uri, milvus_token=None,
-                              embedder_url=ep.embedder_url, queue=str(Path(_HOME) / "queue.db"), home=Path(_HOME))
+        endpoints = Endpoints(
+            database_url=ep.database_url,
+            milvus_uri=ep.milvus_uri,
+            milvus_token=None,
+            embedder_url=ep.embedder_url,
+            queue=str(Path(_HOME) / "queue.db"),
+            home=Path(_HOME),
+        )
         ctx = AppContext.build(settings, endpoints)
         set_queue(RecordingQueue())
         engine = get_engine(ep.database_url)
@@ -269,14 +307,34 @@ def main() -> int:
             ws = Workspace(tenant_id=t.id, name="Quality", slug="quality", created_by=owner.id)
             s.add(ws)
             s.flush()
-            s.add_all([WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=owner.id, role="owner"),
-                       WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=member.id, role="member")])
-            kb = KnowledgeBase(tenant_id=t.id, workspace_id=ws.id, title=name, slug="set", visibility="workspace",
-                               status="active", created_by=owner.id)
+            s.add_all(
+                [
+                    WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=owner.id, role="owner"),
+                    WorkspaceMember(tenant_id=t.id, workspace_id=ws.id, user_id=member.id, role="member"),
+                ]
+            )
+            kb = KnowledgeBase(
+                tenant_id=t.id,
+                workspace_id=ws.id,
+                title=name,
+                slug="set",
+                visibility="workspace",
+                status="active",
+                created_by=owner.id,
+            )
             s.add(kb)
             s.flush()
-            s.add(Collaborator(tenant_id=t.id, object_type="knowledge_base", object_id=kb.id, subject_type="user",
-                               subject_id=owner.id, role="owner", source="system"))
+            s.add(
+                Collaborator(
+                    tenant_id=t.id,
+                    object_type="knowledge_base",
+                    object_id=kb.id,
+                    subject_type="user",
+                    subject_id=owner.id,
+                    role="owner",
+                    source="system",
+                )
+            )
             s.commit()
         with session_scope(engine) as s:
             service.ensure_default_profile(ctx, s)
@@ -284,16 +342,17 @@ def main() -> int:
 
         # documents through the content service (dialect check + normalizer), then the indexer
         writer = Actor.of(Principal.user(owner, t.id))
-        doc_of: dict[str, str] = {}   # OpenKB document id -> set id
+        doc_of: dict[str, str] = {}  # OpenKB document id -> set id
         skipped = 0
         started = time.perf_counter()
         items = list(docs.items())
         for start in range(0, len(items), 200):
             with Session(engine, expire_on_commit=False) as s:
-                for sid, (title, body) in items[start:start + 200]:
+                for sid, (title, body) in items[start : start + 200]:
                     try:
-                        d, _v = documents.create_document(s, writer, knowledge_base_id=kb.id,
-                                                          title=(title or sid)[:200], markdown=_escape(body))
+                        d, _v = documents.create_document(
+                            s, writer, knowledge_base_id=kb.id, title=(title or sid)[:200], markdown=_escape(body)
+                        )
                     except Exception as exc:  # noqa: BLE001 - a bench: count and go on
                         skipped += 1
                         if skipped <= 3:
@@ -306,13 +365,16 @@ def main() -> int:
         ids = list(doc_of)
         for start in range(0, len(ids), service.BATCH_DOCS):
             with session_scope(engine) as s:
-                service.sync_documents(ctx, s, ids[start:start + service.BATCH_DOCS])
+                service.sync_documents(ctx, s, ids[start : start + service.BATCH_DOCS])
         index_s = time.perf_counter() - started
         with Session(engine) as s:
             n_chunks = len(s.exec(select(DocumentChunk.id)).all())
         rate = n_chunks / index_s if index_s else 0.0
-        print(f"created {len(ids)} pages in {create_s:.1f} s ({skipped} skipped); indexed {n_chunks} chunks in "
-              f"{index_s:.1f} s = {rate:.1f} chunks/s", flush=True)
+        print(
+            f"created {len(ids)} pages in {create_s:.1f} s ({skipped} skipped); indexed {n_chunks} chunks in "
+            f"{index_s:.1f} s = {rate:.1f} chunks/s",
+            flush=True,
+        )
 
         from openkb.indexing import milvus as mv
 
@@ -333,29 +395,67 @@ def main() -> int:
             """The ranking before issue 14 (Milvus RRF(60) over dense + BM25, limit 30, 120 per
             route), on the same filter: the same-run reference for quality and latency."""
             if not spec.has_dense:
-                raw = ctx.milvus.search(settings.milvus_active_alias, data=[q], anns_field=mv.SPARSE_FIELD,
-                                        filter=flt, limit=30, output_fields=["document_id"],
-                                        search_params={"metric_type": "BM25"})
+                raw = ctx.milvus.search(
+                    settings.milvus_active_alias,
+                    data=[q],
+                    anns_field=mv.SPARSE_FIELD,
+                    filter=flt,
+                    limit=30,
+                    output_fields=["document_id"],
+                    search_params={"metric_type": "BM25"},
+                )
             else:
-                reqs = [AnnSearchRequest(data=[q], anns_field=mv.DENSE_FIELD, limit=120, expr=flt,
-                                         param={"metric_type": "COSINE", "params": {"ef": mv.HNSW_EF}}),
-                        AnnSearchRequest(data=[q], anns_field=mv.SPARSE_FIELD, limit=120, expr=flt,
-                                         param={"metric_type": "BM25"})]
-                raw = ctx.milvus.hybrid_search(settings.milvus_active_alias, reqs, ranker=RRFRanker(60), limit=30,
-                                               output_fields=["document_id"])
+                reqs = [
+                    AnnSearchRequest(
+                        data=[q],
+                        anns_field=mv.DENSE_FIELD,
+                        limit=120,
+                        expr=flt,
+                        param={"metric_type": "COSINE", "params": {"ef": mv.HNSW_EF}},
+                    ),
+                    AnnSearchRequest(
+                        data=[q], anns_field=mv.SPARSE_FIELD, limit=120, expr=flt, param={"metric_type": "BM25"}
+                    ),
+                ]
+                raw = ctx.milvus.hybrid_search(
+                    settings.milvus_active_alias, reqs, ranker=RRFRanker(60), limit=30, output_fields=["document_id"]
+                )
             return list(dict.fromkeys(doc_of.get(h["entity"]["document_id"], "?") for h in raw[0]))
 
-        def old_hybrid(client, collection, query_text, filter, limit, spec, *, candidates=None,
-                       output_fields=mv.DEFAULT_OUTPUT_FIELDS, timeout=None):
+        def old_hybrid(
+            client,
+            collection,
+            query_text,
+            filter,
+            limit,
+            spec,
+            *,
+            candidates=None,
+            output_fields=mv.DEFAULT_OUTPUT_FIELDS,
+            timeout=None,
+        ):
             """hybrid_search as it was before issue 14 (one Milvus RRF(60) call), for a same-run
             latency reference through the whole service."""
             per_route = min(16384, candidates or max(limit * 4, 40))
-            reqs = [AnnSearchRequest(data=[query_text], anns_field=mv.DENSE_FIELD, limit=per_route, expr=filter or None,
-                                     param={"metric_type": "COSINE", "params": {"ef": max(mv.HNSW_EF, per_route)}}),
-                    AnnSearchRequest(data=[query_text], anns_field=mv.SPARSE_FIELD, limit=per_route,
-                                     expr=filter or None, param={"metric_type": "BM25"})]
-            raw = client.hybrid_search(collection, reqs, ranker=RRFRanker(60), limit=limit,
-                                       output_fields=list(output_fields), timeout=timeout)
+            reqs = [
+                AnnSearchRequest(
+                    data=[query_text],
+                    anns_field=mv.DENSE_FIELD,
+                    limit=per_route,
+                    expr=filter or None,
+                    param={"metric_type": "COSINE", "params": {"ef": max(mv.HNSW_EF, per_route)}},
+                ),
+                AnnSearchRequest(
+                    data=[query_text],
+                    anns_field=mv.SPARSE_FIELD,
+                    limit=per_route,
+                    expr=filter or None,
+                    param={"metric_type": "BM25"},
+                ),
+            ]
+            raw = client.hybrid_search(
+                collection, reqs, ranker=RRFRanker(60), limit=limit, output_fields=list(output_fields), timeout=timeout
+            )
             return [mv.Hit(id=str(h["id"]), score=float(h["distance"]), fields=dict(h["entity"])) for h in raw[0]]
 
         def before_service_ms(q: str) -> float:
@@ -393,11 +493,18 @@ def main() -> int:
                 print(f"  {n + 1} queries", flush=True)
         on, bn = statistics.mean(o_ndcg), statistics.mean(b_ndcg)
         summary = {
-            "set": name, "profile": args.profile, "docs": len(ids), "queries": len(queries), "chunks": n_chunks,
-            "openkb_ndcg10": round(on, 4), "openkb_recall10": round(statistics.mean(o_rec), 4),
-            "bm25_ndcg10": round(bn, 4), "bm25_recall10": round(statistics.mean(b_rec), 4),
+            "set": name,
+            "profile": args.profile,
+            "docs": len(ids),
+            "queries": len(queries),
+            "chunks": n_chunks,
+            "openkb_ndcg10": round(on, 4),
+            "openkb_recall10": round(statistics.mean(o_rec), 4),
+            "bm25_ndcg10": round(bn, 4),
+            "bm25_recall10": round(statistics.mean(b_rec), 4),
             "ratio": round(on / bn, 4) if bn else None,
-            "search_p50_ms": round(statistics.median(times), 1), "search_p95_ms": round(pct(times, 0.95), 1),
+            "search_p50_ms": round(statistics.median(times), 1),
+            "search_p95_ms": round(pct(times, 0.95), 1),
             "index_chunks_per_s": round(rate, 1),
             "rrf_before_ndcg10": round(statistics.mean(r_ndcg), 4),
             "rrf_before_raw_p50_ms": round(statistics.median(r_times), 1),
@@ -407,13 +514,18 @@ def main() -> int:
             "p95_vs_before": round(pct(times, 0.95) / pct(before_times, 0.95), 3),
             "top_score_min": round(min(scores), 4) if scores else None,
             "top_score_max": round(max(scores), 4) if scores else None,
-            "cpus": os.cpu_count() or 0, "loadavg_1m": round(os.getloadavg()[0], 2),
+            "cpus": os.cpu_count() or 0,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
         }
         print(f"OpenKB  nDCG@10 {on:.4f}  recall@10 {summary['openkb_recall10']:.4f}")
-        print(f"RRF(60) before issue 14 nDCG@10 {summary['rrf_before_ndcg10']:.4f}  raw Milvus p50 "
-              f"{summary['rrf_before_raw_p50_ms']} ms  p95 {summary['rrf_before_raw_p95_ms']} ms (no PostgreSQL)")
-        print(f"search before issue 14 through the same service (interleaved): p50 "
-              f"{summary['before_service_p50_ms']} ms  p95 {summary['before_service_p95_ms']} ms")
+        print(
+            f"RRF(60) before issue 14 nDCG@10 {summary['rrf_before_ndcg10']:.4f}  raw Milvus p50 "
+            f"{summary['rrf_before_raw_p50_ms']} ms  p95 {summary['rrf_before_raw_p95_ms']} ms (no PostgreSQL)"
+        )
+        print(
+            f"search before issue 14 through the same service (interleaved): p50 "
+            f"{summary['before_service_p50_ms']} ms  p95 {summary['before_service_p95_ms']} ms"
+        )
         print(f"BM25    nDCG@10 {bn:.4f}  recall@10 {summary['bm25_recall10']:.4f}")
         print(f"ratio {summary['ratio']}   search p50 {summary['search_p50_ms']} ms  p95 {summary['search_p95_ms']} ms")
         print(json.dumps(summary), flush=True)

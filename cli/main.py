@@ -34,8 +34,13 @@ from cli.commands import (
 from openkb import __version__
 from openkb.errors import OpenKBError
 
-app = typer.Typer(name="openkb", help="OpenKB: self-hosted Markdown knowledge base.", no_args_is_help=True,
-                  pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="openkb",
+    help="OpenKB: self-hosted Markdown knowledge base.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 
 def _print_version(value: bool) -> None:
@@ -46,8 +51,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """OpenKB: self-hosted Markdown knowledge base."""
 

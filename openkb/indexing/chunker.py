@@ -36,12 +36,14 @@ from openkb.markdown.extract import image_alt
 from openkb.markdown.parser import parse
 
 CHUNKER_VERSION = "md-heading-1"
-TARGET_TOKENS = 320     # pack blocks up to this
-MAX_TOKENS = 512        # a single block above this is split
-MIN_TOKENS = 64         # a section smaller than this merges with its subsections
+TARGET_TOKENS = 320  # pack blocks up to this
+MAX_TOKENS = 512  # a single block above this is split
+MIN_TOKENS = 64  # a section smaller than this merges with its subsections
 
-_CJK = (r"\u2e80-\u2eff\u2f00-\u2fdf\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u3400-\u4dbf"
-        r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f")
+_CJK = (
+    r"\u2e80-\u2eff\u2f00-\u2fdf\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u3400-\u4dbf"
+    r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+)
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _CJK_RE = re.compile(rf"[{_CJK}]")
 # A sentence ends at CJK end punctuation, or at Latin end punctuation followed by a space.
@@ -73,8 +75,8 @@ class _Unit:
     """A piece of the document that is never split further: a block, or a safe part of one."""
 
     kind: str
-    start: int            # first source line (0-based)
-    end: int              # one past the last source line
+    start: int  # first source line (0-based)
+    end: int  # one past the last source line
     markdown: str
     text: str
     tokens: int
@@ -82,7 +84,7 @@ class _Unit:
 
 @dataclass
 class _Section:
-    level: int            # 0 for text before the first heading
+    level: int  # 0 for text before the first heading
     path: list[str]
     units: list[_Unit] = field(default_factory=list)
 
@@ -92,6 +94,7 @@ class _Section:
 
 
 # --- plain text --------------------------------------------------------------------------------
+
 
 def _inline_text(children: Sequence[Token] | None) -> str:
     out: list[str] = []
@@ -141,9 +144,17 @@ def markdown_plain_text(markdown: str) -> str:
 # --- blocks ------------------------------------------------------------------------------------
 
 _KIND = {
-    "paragraph_open": "paragraph", "bullet_list_open": "list", "ordered_list_open": "list",
-    "table_open": "table", "blockquote_open": "blockquote", "fence": "code", "code_block": "code",
-    "math_block": "math", "html_block": "html", "footnote_reference_open": "footnote", "hr": "hr",
+    "paragraph_open": "paragraph",
+    "bullet_list_open": "list",
+    "ordered_list_open": "list",
+    "table_open": "table",
+    "blockquote_open": "blockquote",
+    "fence": "code",
+    "code_block": "code",
+    "math_block": "math",
+    "html_block": "html",
+    "footnote_reference_open": "footnote",
+    "hr": "hr",
 }
 
 
@@ -153,7 +164,7 @@ class _Block:
     start: int
     end: int
     tokens: list[Token]
-    level: int = 0          # heading level for headings
+    level: int = 0  # heading level for headings
     heading: str = ""
 
 
@@ -173,8 +184,8 @@ def _blocks(tokens: list[Token], n_lines: int) -> list[_Block]:
                 if depth == 0:
                     break
                 j += 1
-        span = tokens[i:j + 1]
-        start, end = (t.map if t.map else (out[-1].end if out else 0, out[-1].end if out else 0))
+        span = tokens[i : j + 1]
+        start, end = t.map if t.map else (out[-1].end if out else 0, out[-1].end if out else 0)
         end = min(max(end, start), n_lines)
         if t.type == "heading_open":
             out.append(_Block("heading", start, end, span, level=int(t.tag[1]), heading=plain_text_of(span)))
@@ -188,8 +199,9 @@ def _slice(lines: list[str], start: int, end: int) -> str:
     return "\n".join(lines[start:end]).strip("\n")
 
 
-def _unit(kind: str, lines: list[str], start: int, end: int, text: str | None = None,
-          markdown: str | None = None) -> _Unit:
+def _unit(
+    kind: str, lines: list[str], start: int, end: int, text: str | None = None, markdown: str | None = None
+) -> _Unit:
     md = markdown if markdown is not None else _slice(lines, start, end)
     txt = text if text is not None else markdown_plain_text(md)
     return _Unit(kind, start, end, md, txt, count_tokens(txt))
@@ -274,8 +286,10 @@ def _split_block(b: _Block, lines: list[str], target: int) -> list[_Unit]:
         body_start, body_end = (b.start + 1, b.end - 1) if fenced else (b.start, b.end)
         if fenced and not closing.lstrip().startswith(opening.lstrip()[:3]):
             body_end = b.end  # unterminated fence runs to the end of the block
-        rows = [_Unit("code", ln, ln + 1, lines[ln], lines[ln], count_tokens(lines[ln]))
-                for ln in range(body_start, body_end)]
+        rows = [
+            _Unit("code", ln, ln + 1, lines[ln], lines[ln], count_tokens(lines[ln]))
+            for ln in range(body_start, body_end)
+        ]
         out: list[_Unit] = []
         for g in _pack(rows, target):
             body = "\n".join(u.markdown for u in g)
@@ -316,6 +330,7 @@ def _split_block(b: _Block, lines: list[str], target: int) -> list[_Unit]:
 
 # --- sections and chunks -----------------------------------------------------------------------
 
+
 def _sections(blocks: list[_Block], lines: list[str], max_tokens: int, target: int) -> list[_Section]:
     sections = [_Section(0, [])]
     stack: list[tuple[int, str]] = []
@@ -335,8 +350,9 @@ def _sections(blocks: list[_Block], lines: list[str], max_tokens: int, target: i
     return [s for s in sections if s.units]
 
 
-def chunk_markdown(markdown: str, *, target_tokens: int = TARGET_TOKENS, max_tokens: int = MAX_TOKENS,
-                   min_tokens: int = MIN_TOKENS) -> list[Chunk]:
+def chunk_markdown(
+    markdown: str, *, target_tokens: int = TARGET_TOKENS, max_tokens: int = MAX_TOKENS, min_tokens: int = MIN_TOKENS
+) -> list[Chunk]:
     """Chunks of one version's Markdown, in document order (``ordinal`` 0, 1, ...)."""
     text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
@@ -344,13 +360,18 @@ def chunk_markdown(markdown: str, *, target_tokens: int = TARGET_TOKENS, max_tok
     lines = text.split("\n")
     sections = _sections(_blocks(parse(text), len(lines)), lines, max_tokens, target_tokens)
 
-    groups: list[tuple[list[str], list[_Unit]]] = []   # (heading_path, units) per chunk
-    open_level: int | None = None                      # level of the section the open chunk began in
+    groups: list[tuple[list[str], list[_Unit]]] = []  # (heading_path, units) per chunk
+    open_level: int | None = None  # level of the section the open chunk began in
     for sec in sections:
         open_size = sum(u.tokens for u in groups[-1][1]) if groups else 0
         lead = sum(u.tokens for u in sec.units[:2])  # its heading and first block stay together
-        mergeable = (groups and open_level is not None and sec.level > open_level
-                     and open_size < min_tokens and open_size + lead <= target_tokens)
+        mergeable = (
+            groups
+            and open_level is not None
+            and sec.level > open_level
+            and open_size < min_tokens
+            and open_size + lead <= target_tokens
+        )
         if not mergeable:
             groups.append((sec.path, []))
             open_level = sec.level
@@ -383,10 +404,22 @@ def chunk_markdown(markdown: str, *, target_tokens: int = TARGET_TOKENS, max_tok
         if not txt.strip() and not md.strip():
             continue
         kinds = list(dict.fromkeys(u.kind for u in units))
-        meta = {"chunker": CHUNKER_VERSION, "lines": [units[0].start + 1, max(u.end for u in units)],
-                "blocks": kinds, "sha256": hashlib.sha256(md.encode("utf-8")).hexdigest()[:16]}
-        chunks.append(Chunk(ordinal=len(chunks), heading_path=list(path), content_text=txt, content_markdown=md,
-                            token_count=count_tokens(txt), metadata=meta))
+        meta = {
+            "chunker": CHUNKER_VERSION,
+            "lines": [units[0].start + 1, max(u.end for u in units)],
+            "blocks": kinds,
+            "sha256": hashlib.sha256(md.encode("utf-8")).hexdigest()[:16],
+        }
+        chunks.append(
+            Chunk(
+                ordinal=len(chunks),
+                heading_path=list(path),
+                content_text=txt,
+                content_markdown=md,
+                token_count=count_tokens(txt),
+                metadata=meta,
+            )
+        )
     return chunks
 
 
@@ -401,7 +434,7 @@ def strip_index_text(title: str, heading_path: Sequence[str], text: str) -> str:
     """Inverse of ``index_text`` for display: the chunk text without the context line."""
     context = _context(title, heading_path)
     if context and text.startswith(context + "\n"):
-        return text[len(context) + 1:]
+        return text[len(context) + 1 :]
     return text
 
 

@@ -36,12 +36,26 @@ def lock_alias(session: Session, alias: str) -> None:
     session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:a, 13))"), {"a": f"openkb-alias-{alias}"})
 
 
-def record_switch(session: Session, *, alias: str, from_collection: str | None, to_collection: str, kind: str,
-                  actor: Principal | None, reverts: MilvusAliasSwitch | None = None) -> MilvusAliasSwitch:
+def record_switch(
+    session: Session,
+    *,
+    alias: str,
+    from_collection: str | None,
+    to_collection: str,
+    kind: str,
+    actor: Principal | None,
+    reverts: MilvusAliasSwitch | None = None,
+) -> MilvusAliasSwitch:
     actor_type, actor_user_id, _ = actor_fields(actor)
-    row = MilvusAliasSwitch(alias=alias, from_collection=from_collection, to_collection=to_collection, kind=kind,
-                            reverts_id=reverts.id if reverts is not None else None, actor_type=actor_type,
-                            actor_user_id=actor_user_id)
+    row = MilvusAliasSwitch(
+        alias=alias,
+        from_collection=from_collection,
+        to_collection=to_collection,
+        kind=kind,
+        reverts_id=reverts.id if reverts is not None else None,
+        actor_type=actor_type,
+        actor_user_id=actor_user_id,
+    )
     session.add(row)
     session.flush()
     return row
@@ -80,17 +94,29 @@ class RollbackPlan:
 def plan_rollback(session: Session, alias: str, current: str | None) -> RollbackPlan:
     stack = undo_stack(session, alias)
     if not stack:
-        return RollbackPlan(None, None, f"no switch of {alias} is recorded (history starts with OpenKB 0002); "
-                                        "use `openkb index rollback --to PROFILE`")
+        return RollbackPlan(
+            None,
+            None,
+            f"no switch of {alias} is recorded (history starts with OpenKB 0002); "
+            "use `openkb index rollback --to PROFILE`",
+        )
     top = stack[-1]
     if top.from_collection is None:
-        return RollbackPlan(top, None, f"nothing to roll back: {alias} has pointed at {top.to_collection} since it "
-                                       "was created, and every later switch has been rolled back "
-                                       "(see `openkb index history`)")
+        return RollbackPlan(
+            top,
+            None,
+            f"nothing to roll back: {alias} has pointed at {top.to_collection} since it "
+            "was created, and every later switch has been rolled back "
+            "(see `openkb index history`)",
+        )
     if current is not None and top.to_collection != current:
-        return RollbackPlan(top, None, f"{alias} points at {current}, but the last recorded switch went to "
-                                       f"{top.to_collection} (moved outside OpenKB?); use "
-                                       "`openkb index switch --profile` or `rollback --to`")
+        return RollbackPlan(
+            top,
+            None,
+            f"{alias} points at {current}, but the last recorded switch went to "
+            f"{top.to_collection} (moved outside OpenKB?); use "
+            "`openkb index switch --profile` or `rollback --to`",
+        )
     return RollbackPlan(top, top.from_collection)
 
 
@@ -100,10 +126,25 @@ def rollback_target(session: Session, alias: str, current: str | None) -> str | 
 
 
 def history_view(row: MilvusAliasSwitch) -> dict[str, Any]:
-    return {"id": row.id, "at": row.created_at.isoformat() if row.created_at else None, "kind": row.kind,
-            "alias": row.alias, "from": row.from_collection, "to": row.to_collection, "reverts": row.reverts_id,
-            "by": {"type": row.actor_type, "user_id": str(row.actor_user_id) if row.actor_user_id else None}}
+    return {
+        "id": row.id,
+        "at": row.created_at.isoformat() if row.created_at else None,
+        "kind": row.kind,
+        "alias": row.alias,
+        "from": row.from_collection,
+        "to": row.to_collection,
+        "reverts": row.reverts_id,
+        "by": {"type": row.actor_type, "user_id": str(row.actor_user_id) if row.actor_user_id else None},
+    }
 
 
-__all__ = ["RollbackPlan", "history_view", "list_history", "lock_alias", "plan_rollback", "record_switch",
-           "rollback_target", "undo_stack"]
+__all__ = [
+    "RollbackPlan",
+    "history_view",
+    "list_history",
+    "lock_alias",
+    "plan_rollback",
+    "record_switch",
+    "rollback_target",
+    "undo_stack",
+]

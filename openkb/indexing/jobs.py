@@ -77,8 +77,9 @@ def subtree_ids(session: Session, document_id: str) -> list[str]:
     return [r[0] for r in session.execute(_SUBTREE_SQL, {"root": document_id}).all()]
 
 
-def _purge_missing(ctx: AppContext, session: Session, *, document_id: str | None = None,
-                   knowledge_base_id: str | None = None) -> int:
+def _purge_missing(
+    ctx: AppContext, session: Session, *, document_id: str | None = None, knowledge_base_id: str | None = None
+) -> int:
     """Rows of a document (or knowledge base) PostgreSQL no longer has: a purge from the trash
     enqueues one job per removed document, so each job deletes its own document's rows; a
     knowledge base that is gone loses all its rows, one that exists is reconciled."""
@@ -87,11 +88,13 @@ def _purge_missing(ctx: AppContext, session: Session, *, document_id: str | None
         if document_id:
             deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'document_id == "{document_id}"', flush=False)
         if knowledge_base_id:
-            exists = session.execute(text("SELECT 1 FROM knowledge_bases WHERE id = CAST(:k AS uuid)"),
-                                     {"k": knowledge_base_id}).first()
+            exists = session.execute(
+                text("SELECT 1 FROM knowledge_bases WHERE id = CAST(:k AS uuid)"), {"k": knowledge_base_id}
+            ).first()
             if not exists:
-                deleted += mv.delete_rows(ctx.milvus, t.collection, filter=f'knowledge_base_id == "{knowledge_base_id}"',
-                                          flush=False)
+                deleted += mv.delete_rows(
+                    ctx.milvus, t.collection, filter=f'knowledge_base_id == "{knowledge_base_id}"', flush=False
+                )
             else:
                 deleted += _delete_orphans(ctx, session, t.collection, f'knowledge_base_id == "{knowledge_base_id}"')
         flush_collection(ctx, t.collection)
@@ -100,24 +103,37 @@ def _purge_missing(ctx: AppContext, session: Session, *, document_id: str | None
 
 def _delete_orphans(ctx: AppContext, session: Session, collection: str, expr: str) -> int:
     """Delete rows (matching ``expr``, "" = all) whose document PostgreSQL no longer has."""
-    in_milvus = {r["document_id"] for r in mv.query_rows(ctx.milvus, collection, expr or 'id != ""',
-                                                           output_fields=["document_id"], limit=None)}
+    in_milvus = {
+        r["document_id"]
+        for r in mv.query_rows(ctx.milvus, collection, expr or 'id != ""', output_fields=["document_id"], limit=None)
+    }
     if not in_milvus:
         return 0
-    present = {r[0] for r in session.execute(text(
-        "SELECT id::text FROM documents WHERE id = ANY(:ids)").bindparams(bindparam("ids", type_=_UUIDS)),
-        {"ids": sorted(in_milvus)}).all()}
+    present = {
+        r[0]
+        for r in session.execute(
+            text("SELECT id::text FROM documents WHERE id = ANY(:ids)").bindparams(bindparam("ids", type_=_UUIDS)),
+            {"ids": sorted(in_milvus)},
+        ).all()
+    }
     missing = sorted(in_milvus - present)
     deleted = 0
     for start in range(0, len(missing), 500):
-        part = missing[start:start + 500]
-        deleted += mv.delete_rows(ctx.milvus, collection, filter="document_id in [" + ", ".join(
-            f'"{m}"' for m in part) + "]", flush=False)
+        part = missing[start : start + 500]
+        deleted += mv.delete_rows(
+            ctx.milvus, collection, filter="document_id in [" + ", ".join(f'"{m}"' for m in part) + "]", flush=False
+        )
     return deleted
 
 
-def reindex_subtree(ctx: AppContext, session: Session, *, document_id: str | uuid.UUID | None = None,
-                    knowledge_base_id: str | uuid.UUID | None = None, **_: Any) -> dict[str, Any]:
+def reindex_subtree(
+    ctx: AppContext,
+    session: Session,
+    *,
+    document_id: str | uuid.UUID | None = None,
+    knowledge_base_id: str | uuid.UUID | None = None,
+    **_: Any,
+) -> dict[str, Any]:
     """Re-sync a document and everything under it (or a whole knowledge base). Access fields of
     existing rows change by partial update (no re-embedding); big subtrees commit per batch."""
     if (document_id is None) == (knowledge_base_id is None):
@@ -129,15 +145,19 @@ def reindex_subtree(ctx: AppContext, session: Session, *, document_id: str | uui
             return {"purged": _purge_missing(ctx, session, document_id=root)}
     else:
         kb = str(uuid.UUID(str(knowledge_base_id)))
-        ids = [r[0] for r in session.execute(text(
-            "SELECT id::text FROM documents WHERE knowledge_base_id = CAST(:k AS uuid) ORDER BY id"), {"k": kb}).all()]
+        ids = [
+            r[0]
+            for r in session.execute(
+                text("SELECT id::text FROM documents WHERE knowledge_base_id = CAST(:k AS uuid) ORDER BY id"), {"k": kb}
+            ).all()
+        ]
         if not ids:
             return {"purged": _purge_missing(ctx, session, knowledge_base_id=kb)}
     if len(ids) <= BATCH_DOCS:
         return _guarded(ctx, ids, lambda: sync_documents(ctx, session, ids)).as_dict()  # type: ignore[no-any-return]
     total: dict[str, Any] = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
     for start in range(0, len(ids), BATCH_DOCS):
-        part = ids[start:start + BATCH_DOCS]
+        part = ids[start : start + BATCH_DOCS]
 
         def one(part: list[str] = part) -> dict[str, Any]:
             with session_scope(ctx.engine) as s:  # commit per batch: short locks, resumable progress

@@ -92,13 +92,32 @@ DOC_STATUSES = ("draft", "published", "archived", "deleted")
 # one value per row (id, chunk_id) are left out: the pk has its own lookup path and an inverted
 # index over unique values costs memory for nothing.
 INDEXED_SCALARS = (
-    "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id",
-    "is_current", "doc_status", "scope_doc", "visibility_eff", "updated_at",
+    "tenant_id",
+    "workspace_id",
+    "knowledge_base_id",
+    "document_id",
+    "version_id",
+    "is_current",
+    "doc_status",
+    "scope_doc",
+    "visibility_eff",
+    "updated_at",
 )
 DEFAULT_OUTPUT_FIELDS = (
-    "chunk_id", "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id",
-    "doc_status", "scope_doc", "visibility_eff", "title", "heading_path", "content_text",
-    "metadata", "updated_at",
+    "chunk_id",
+    "tenant_id",
+    "workspace_id",
+    "knowledge_base_id",
+    "document_id",
+    "version_id",
+    "doc_status",
+    "scope_doc",
+    "visibility_eff",
+    "title",
+    "heading_path",
+    "content_text",
+    "metadata",
+    "updated_at",
 )
 # The longest id list a caller should put into one filter clause: the expression is parsed per
 # search, so beyond this many ids callers filter afterwards instead (PostgreSQL checks anyway).
@@ -113,10 +132,12 @@ HNSW_EF = 256
 
 # --- schema --------------------------------------------------------------------------------------
 
+
 def collection_schema(spec: ProfileSpec) -> Any:
     """The docs/retrieval.md#collections schema plus the scope fields, with the BM25 (and TEXTEMBEDDING) functions."""
-    s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False,
-                                   description=f"openkb {SCHEMA_VERSION} profile {spec.name}")
+    s = MilvusClient.create_schema(
+        auto_id=False, enable_dynamic_field=False, description=f"openkb {SCHEMA_VERSION} profile {spec.name}"
+    )
     s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_MAX)
     for name in ("chunk_id", "tenant_id", "workspace_id", "knowledge_base_id", "document_id", "version_id"):
         s.add_field(name, DataType.VARCHAR, max_length=ID_MAX)
@@ -125,31 +146,58 @@ def collection_schema(spec: ProfileSpec) -> Any:
     s.add_field("scope_doc", DataType.VARCHAR, max_length=ID_MAX)
     s.add_field("visibility_eff", DataType.VARCHAR, max_length=16)
     s.add_field("title", DataType.VARCHAR, max_length=TITLE_MAX)
-    s.add_field("heading_path", DataType.ARRAY, element_type=DataType.VARCHAR,
-                max_capacity=HEADINGS_CAP, max_length=HEADING_MAX)
+    s.add_field(
+        "heading_path", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=HEADINGS_CAP, max_length=HEADING_MAX
+    )
     if spec.lexical:
         s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX)
-        s.add_field(LEXICAL_FIELD, DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
-                    analyzer_params=dict(spec.bm25_analyzer))
+        s.add_field(
+            LEXICAL_FIELD,
+            DataType.VARCHAR,
+            max_length=TEXT_MAX,
+            enable_analyzer=True,
+            analyzer_params=dict(spec.bm25_analyzer),
+        )
     else:
-        s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
-                    analyzer_params=dict(spec.bm25_analyzer))
+        s.add_field(
+            "content_text",
+            DataType.VARCHAR,
+            max_length=TEXT_MAX,
+            enable_analyzer=True,
+            analyzer_params=dict(spec.bm25_analyzer),
+        )
     s.add_field("content_markdown", DataType.VARCHAR, max_length=TEXT_MAX)
     s.add_field("metadata", DataType.JSON)
-    s.add_field("access_principals", DataType.ARRAY, element_type=DataType.VARCHAR,
-                max_capacity=PRINCIPALS_CAP, max_length=PRINCIPAL_MAX)
+    s.add_field(
+        "access_principals",
+        DataType.ARRAY,
+        element_type=DataType.VARCHAR,
+        max_capacity=PRINCIPALS_CAP,
+        max_length=PRINCIPAL_MAX,
+    )
     if spec.embedding is not None:
         s.add_field(DENSE_FIELD, DataType.FLOAT_VECTOR, dim=spec.vector_dim)
     s.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
     s.add_field("created_at", DataType.INT64)
     s.add_field("updated_at", DataType.INT64)
-    s.add_function(Function(name=BM25_FUNCTION, function_type=FunctionType.BM25,
-                            input_field_names=[LEXICAL_FIELD if spec.lexical else "content_text"],
-                            output_field_names=[SPARSE_FIELD]))
+    s.add_function(
+        Function(
+            name=BM25_FUNCTION,
+            function_type=FunctionType.BM25,
+            input_field_names=[LEXICAL_FIELD if spec.lexical else "content_text"],
+            output_field_names=[SPARSE_FIELD],
+        )
+    )
     if spec.embedding is not None:
-        s.add_function(Function(name=EMBED_FUNCTION, function_type=FunctionType.TEXTEMBEDDING,
-                                input_field_names=["content_text"], output_field_names=[DENSE_FIELD],
-                                params=spec.embedding.function_params()))
+        s.add_function(
+            Function(
+                name=EMBED_FUNCTION,
+                function_type=FunctionType.TEXTEMBEDDING,
+                input_field_names=["content_text"],
+                output_field_names=[DENSE_FIELD],
+                params=spec.embedding.function_params(),
+            )
+        )
     return s
 
 
@@ -157,11 +205,17 @@ def index_params(client: MilvusClient, spec: ProfileSpec) -> Any:
     ip = client.prepare_index_params()
     for name in INDEXED_SCALARS:
         ip.add_index(field_name=name, index_type="INVERTED", index_name=f"ix_{name}")
-    ip.add_index(field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                 index_name=f"ix_{SPARSE_FIELD}")
+    ip.add_index(
+        field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", index_name=f"ix_{SPARSE_FIELD}"
+    )
     if spec.embedding is not None:
-        ip.add_index(field_name=DENSE_FIELD, index_type="HNSW", metric_type="COSINE",
-                     index_name=f"ix_{DENSE_FIELD}", params=dict(HNSW_PARAMS))
+        ip.add_index(
+            field_name=DENSE_FIELD,
+            index_type="HNSW",
+            metric_type="COSINE",
+            index_name=f"ix_{DENSE_FIELD}",
+            params=dict(HNSW_PARAMS),
+        )
     return ip
 
 
@@ -189,8 +243,10 @@ def _check_compatible(desc: Mapping[str, Any], spec: ProfileSpec) -> None:
     fields = {f["name"]: f for f in desc.get("fields", [])}
     problems = [f"missing field {n}" for n in ("id", "scope_doc", "visibility_eff", SPARSE_FIELD) if n not in fields]
     if bool(spec.lexical) != (LEXICAL_FIELD in fields):
-        problems.append(f"profile lexical transform is {spec.lexical!r} but the collection "
-                        f"{'has' if LEXICAL_FIELD in fields else 'has no'} {LEXICAL_FIELD} field")
+        problems.append(
+            f"profile lexical transform is {spec.lexical!r} but the collection "
+            f"{'has' if LEXICAL_FIELD in fields else 'has no'} {LEXICAL_FIELD} field"
+        )
     dense = fields.get(DENSE_FIELD)
     if spec.embedding is None and dense is not None:
         problems.append("collection has a dense field but the profile is BM25-only")
@@ -210,8 +266,11 @@ def _check_compatible(desc: Mapping[str, Any], spec: ProfileSpec) -> None:
                 if want is not None and str(params.get(key)) != str(want):
                     problems.append(f"{EMBED_FUNCTION}.{key} is {params.get(key)!r}, profile wants {want!r}")
     if problems:
-        raise ConfigError(f"collection {spec.collection_name} does not match profile {spec.name}: "
-                          + "; ".join(problems) + " (create a new collection version instead)")
+        raise ConfigError(
+            f"collection {spec.collection_name} does not match profile {spec.name}: "
+            + "; ".join(problems)
+            + " (create a new collection version instead)"
+        )
 
 
 def drop_collection(client: MilvusClient, collection: str) -> None:
@@ -219,11 +278,14 @@ def drop_collection(client: MilvusClient, collection: str) -> None:
     aliases = client.list_aliases(collection_name=collection)
     names = aliases.get("aliases", []) if isinstance(aliases, Mapping) else list(aliases or [])
     if names:
-        raise ValidationError(f"collection {collection} is the target of alias(es) {', '.join(names)}; switch them first")
+        raise ValidationError(
+            f"collection {collection} is the target of alias(es) {', '.join(names)}; switch them first"
+        )
     client.drop_collection(collection)
 
 
 # --- rows ----------------------------------------------------------------------------------------
+
 
 def _cut(text: str, max_bytes: int) -> str:
     """Cut to ``max_bytes`` UTF-8 bytes on a character boundary. Lite counts characters, a 2.6
@@ -270,14 +332,19 @@ def chunk_row(
     if doc_status not in DOC_STATUSES:
         raise ValidationError(f"doc_status must be one of {DOC_STATUSES} (got {doc_status!r})", field="doc_status")
     if visibility_eff not in VISIBILITIES:
-        raise ValidationError(f"visibility_eff must be one of {VISIBILITIES} (got {visibility_eff!r})",
-                              field="visibility_eff")
+        raise ValidationError(
+            f"visibility_eff must be one of {VISIBILITIES} (got {visibility_eff!r})", field="visibility_eff"
+        )
     now = int(time.time() * 1000)
     cid = _check_id(chunk_id, "chunk_id")
     principals = [_cut(str(p), PRINCIPAL_MAX) for p in access_principals]
     if len(principals) > PRINCIPALS_CAP:
-        log.warning("chunk %s has %d access principals; keeping %d (the field is informational)",
-                    cid, len(principals), PRINCIPALS_CAP)
+        log.warning(
+            "chunk %s has %d access principals; keeping %d (the field is informational)",
+            cid,
+            len(principals),
+            PRINCIPALS_CAP,
+        )
         principals = principals[:PRINCIPALS_CAP]
     return {
         "id": cid,
@@ -302,8 +369,14 @@ def chunk_row(
     }
 
 
-def upsert_rows(client: MilvusClient, collection: str, rows: Iterable[Mapping[str, Any]], *,
-                batch_size: int = 256, flush: bool = True) -> int:
+def upsert_rows(
+    client: MilvusClient,
+    collection: str,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    batch_size: int = 256,
+    flush: bool = True,
+) -> int:
     """Upsert in batches, then flush (filtered searches are slow over unflushed rows on Lite).
 
     Each batch is one request from Milvus to the embedding service: with the local USE model
@@ -366,22 +439,37 @@ def _upsert(client: MilvusClient, collection: str, batch: list[dict[str, Any]]) 
     return int(res.get("upsert_count", len(batch)) if isinstance(res, Mapping) else len(batch))
 
 
-def update_scalars(client: MilvusClient, collection: str, filter: str, values: Mapping[str, Any], *,
-                   flush: bool = True, page: int = 1000) -> int:
+def update_scalars(
+    client: MilvusClient,
+    collection: str,
+    filter: str,
+    values: Mapping[str, Any],
+    *,
+    flush: bool = True,
+    page: int = 1000,
+) -> int:
     """Change scalar fields (``scope_doc``, ``visibility_eff``, ``doc_status``, ``is_current``) of
     every row matching ``filter`` with a partial upsert, without reading chunks from PostgreSQL.
     Used when a permission mode, visibility or status changes without a new version. Milvus Lite
     merges the stored row and re-runs the functions, so this still costs one embedding request
     per ``page`` rows (measured: the stored vectors come back equal up to float noise)."""
-    allowed = {"scope_doc", "visibility_eff", "doc_status", "is_current", "title", "metadata",
-               "access_principals", "updated_at"}
+    allowed = {
+        "scope_doc",
+        "visibility_eff",
+        "doc_status",
+        "is_current",
+        "title",
+        "metadata",
+        "access_principals",
+        "updated_at",
+    }
     bad = set(values) - allowed
     if bad:
         raise ValidationError(f"update_scalars cannot change {sorted(bad)}")
     try:
         ids = [r["id"] for r in query_rows(client, collection, filter, output_fields=["id"], limit=None)]
         for start in range(0, len(ids), page):
-            client.upsert(collection, [{"id": i, **values} for i in ids[start:start + page]], partial_update=True)
+            client.upsert(collection, [{"id": i, **values} for i in ids[start : start + page]], partial_update=True)
         if flush and ids:
             client.flush(collection)
     except MilvusException as exc:
@@ -389,8 +477,15 @@ def update_scalars(client: MilvusClient, collection: str, filter: str, values: M
     return len(ids)
 
 
-def delete_rows(client: MilvusClient, collection: str, ids: Sequence[str] | None = None, *,
-                filter: str | None = None, flush: bool = True, page: int = 1000) -> int:
+def delete_rows(
+    client: MilvusClient,
+    collection: str,
+    ids: Sequence[str] | None = None,
+    *,
+    filter: str | None = None,
+    flush: bool = True,
+    page: int = 1000,
+) -> int:
     """Delete by primary keys or by a filter (exactly one of them), then flush."""
     if (ids is None) == (filter is None):
         raise ValidationError("delete_rows takes ids or filter, not both or neither")
@@ -399,8 +494,8 @@ def delete_rows(client: MilvusClient, collection: str, ids: Sequence[str] | None
         if ids is not None:
             id_list = [_check_id(i, "id") for i in ids]
             for start in range(0, len(id_list), page):
-                res = client.delete(collection, ids=id_list[start:start + page])
-                deleted += _count(res, len(id_list[start:start + page]))
+                res = client.delete(collection, ids=id_list[start : start + page])
+                deleted += _count(res, len(id_list[start : start + page]))
         else:
             if not filter or not filter.strip():
                 raise ValidationError("refusing to delete with an empty filter")
@@ -421,8 +516,14 @@ def _count(res: Any, default: int) -> int:
     return default
 
 
-def query_rows(client: MilvusClient, collection: str, filter: str, *,
-               output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS, limit: int | None = 100) -> list[dict[str, Any]]:
+def query_rows(
+    client: MilvusClient,
+    collection: str,
+    filter: str,
+    *,
+    output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS,
+    limit: int | None = 100,
+) -> list[dict[str, Any]]:
     """Scalar query; ``limit=None`` pages through everything (16,384 rows per request)."""
     try:
         if limit is not None:
@@ -450,9 +551,16 @@ def count_rows(client: MilvusClient, collection: str, filter: str = "") -> int:
     return int(res[0]["count(*)"]) if res else 0
 
 
-def recent(client: MilvusClient, collection: str, filter: str, limit: int = 20, *,
-           since_ms: int | None = None, scan_cap: int = 16384,
-           output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS) -> list[dict[str, Any]]:
+def recent(
+    client: MilvusClient,
+    collection: str,
+    filter: str,
+    limit: int = 20,
+    *,
+    since_ms: int | None = None,
+    scan_cap: int = 16384,
+    output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS,
+) -> list[dict[str, Any]]:
     """Most recently updated rows in ``filter`` (Milvus has no ORDER BY): scans up to
     ``scan_cap`` (id, updated_at) pairs, sorts them, then fetches the top ``limit`` rows. Exact
     when at most ``scan_cap`` rows match; pass ``since_ms`` to keep it so on big collections."""
@@ -472,12 +580,14 @@ def recent(client: MilvusClient, collection: str, filter: str, limit: int = 20, 
 
 # --- filters -------------------------------------------------------------------------------------
 
+
 def and_filters(*exprs: str | None) -> str:
     kept = [e.strip() for e in exprs if e and e.strip()]
     return " and ".join(f"({e})" for e in kept)
 
 
 # --- search --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -512,7 +622,7 @@ class Hit:
 
 def _hits(raw: Any, *, bm25_only: bool = False) -> list[Hit]:
     out: list[Hit] = []
-    for h in (raw[0] if raw else []):
+    for h in raw[0] if raw else []:
         entity = dict(h.get("entity") or {})
         score = float(h.get("distance", 0.0))
         if bm25_only:
@@ -525,12 +635,27 @@ def _hits(raw: Any, *, bm25_only: bool = False) -> list[Hit]:
 _ROUTES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="openkb-bm25")
 
 
-def _bm25_route(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
-                fields: list[str], timeout: float | None) -> list[Hit]:
+def _bm25_route(
+    client: MilvusClient,
+    collection: str,
+    query_text: str,
+    filter: str,
+    limit: int,
+    fields: list[str],
+    timeout: float | None,
+) -> list[Hit]:
     if not query_text:  # only stop words: nothing for BM25 to match
         return []
-    raw = client.search(collection, data=[query_text], anns_field=SPARSE_FIELD, filter=filter or "", limit=limit,
-                        output_fields=fields, search_params={"metric_type": "BM25"}, timeout=timeout)
+    raw = client.search(
+        collection,
+        data=[query_text],
+        anns_field=SPARSE_FIELD,
+        filter=filter or "",
+        limit=limit,
+        output_fields=fields,
+        search_params={"metric_type": "BM25"},
+        timeout=timeout,
+    )
     return [h for h in _hits(raw, bm25_only=True) if h.score > 0]
 
 
@@ -542,8 +667,12 @@ def _reranked(hits: list[Hit]) -> list[Hit]:
 def _rerank_function(spec: ProfileSpec, query_text: str) -> Function | None:
     if spec.rerank is None:
         return None
-    return Function(name=RERANK_FUNCTION, input_field_names=["content_text"], function_type=FunctionType.RERANK,
-                    params=spec.rerank.function_params(query_text))
+    return Function(
+        name=RERANK_FUNCTION,
+        input_field_names=["content_text"],
+        function_type=FunctionType.RERANK,
+        params=spec.rerank.function_params(query_text),
+    )
 
 
 # --- fusion (docs/retrieval.md#scores) -----------------------------------------------------------
@@ -566,9 +695,15 @@ def _dense_sim(cosine: float) -> float:
     return min(1.0, max(0.0, (cosine - DENSE_FLOOR) / (DENSE_CEILING - DENSE_FLOOR)))
 
 
-def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
-         lexical_weight: float | None = None, dense_weight: float | None = None,
-         dense_floor: float | None = None) -> list[Hit]:
+def fuse(
+    lexical: Sequence[Hit],
+    dense: Sequence[Hit],
+    limit: int,
+    *,
+    lexical_weight: float | None = None,
+    dense_weight: float | None = None,
+    dense_floor: float | None = None,
+) -> list[Hit]:
     """Score-aware fusion of the two routes into hits scored in [0, 1].
 
     ``score = wl * lexical + wd * dense_sim`` where ``lexical`` is ``LEXICAL_BASE + (1 -
@@ -592,8 +727,11 @@ def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
     merged: dict[str, dict[str, Any]] = {}
     for h in lexical:
         if h.score > 0:
-            merged[h.id] = {"fields": h.fields, "cos": None,
-                            "lex": base + (1 - base) * h.score / best_lex if best_lex > 0 else 0.0}
+            merged[h.id] = {
+                "fields": h.fields,
+                "cos": None,
+                "lex": base + (1 - base) * h.score / best_lex if best_lex > 0 else 0.0,
+            }
     for h in dense:
         m = merged.get(h.id)
         if m is None:
@@ -608,21 +746,45 @@ def fuse(lexical: Sequence[Hit], dense: Sequence[Hit], limit: int, *,
         sim = _dense_sim(m["cos"]) if m["cos"] is not None else 0.0
         total = wl + wd
         score = (wl * m["lex"] + wd * sim) / total if total else 0.0
-        out.append(Hit(id=cid, score=round(min(1.0, max(0.0, score)), 6), fields=m["fields"], lexical=m["lex"],
-                       dense=float(m["cos"] or 0.0)))
+        out.append(
+            Hit(
+                id=cid,
+                score=round(min(1.0, max(0.0, score)), 6),
+                fields=m["fields"],
+                lexical=m["lex"],
+                dense=float(m["cos"] or 0.0),
+            )
+        )
     out.sort(key=lambda h: (-h.score, -h.lexical, h.id))
     return out[:limit]
 
 
 def _normalize_lexical(hits: list[Hit]) -> list[Hit]:
     best = max((h.score for h in hits), default=0.0)
-    return [Hit(id=h.id, score=round(h.score / best, 6) if best > 0 else 0.0, fields=h.fields,
-                lexical=h.score / best if best > 0 else 0.0) for h in hits if h.score > 0]
+    return [
+        Hit(
+            id=h.id,
+            score=round(h.score / best, 6) if best > 0 else 0.0,
+            fields=h.fields,
+            lexical=h.score / best if best > 0 else 0.0,
+        )
+        for h in hits
+        if h.score > 0
+    ]
 
 
-def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter: str, limit: int,
-                  spec: ProfileSpec, *, candidates: int | None = None,
-                  output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS, timeout: float | None = None) -> list[Hit]:
+def hybrid_search(
+    client: MilvusClient,
+    collection: str,
+    query_text: str,
+    filter: str,
+    limit: int,
+    spec: ProfileSpec,
+    *,
+    candidates: int | None = None,
+    output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS,
+    timeout: float | None = None,
+) -> list[Hit]:
     """Dense (Milvus embeds the raw query through the TEXTEMBEDDING function) + BM25, fused by
     score (``fuse``); BM25 alone for BM25-only profiles, scored relative to the query's best
     match; with a RERANK function, Milvus' hybrid search reranked by the model. Every score is in
@@ -654,13 +816,24 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
         try:
             if dense and ranker is not None:
                 reqs = [
-                    AnnSearchRequest(data=[query_text], anns_field=DENSE_FIELD, limit=per_route, expr=filter or None,
-                                     param={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}}),
-                    AnnSearchRequest(data=[lex_query or query_text], anns_field=SPARSE_FIELD, limit=per_route,
-                                     expr=filter or None, param={"metric_type": "BM25"}),
+                    AnnSearchRequest(
+                        data=[query_text],
+                        anns_field=DENSE_FIELD,
+                        limit=per_route,
+                        expr=filter or None,
+                        param={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}},
+                    ),
+                    AnnSearchRequest(
+                        data=[lex_query or query_text],
+                        anns_field=SPARSE_FIELD,
+                        limit=per_route,
+                        expr=filter or None,
+                        param={"metric_type": "BM25"},
+                    ),
                 ]
-                raw = client.hybrid_search(collection, reqs, ranker=ranker, limit=limit,
-                                           output_fields=fields, timeout=timeout)
+                raw = client.hybrid_search(
+                    collection, reqs, ranker=ranker, limit=limit, output_fields=fields, timeout=timeout
+                )
                 hits = _reranked(_hits(raw))
             elif dense:
                 # both routes, fused here (``fuse``): their scores are kept, unlike Milvus' RRF
@@ -668,20 +841,33 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
                 # Measured on Lite (bench/quality.py): both routes with their fields take ~1.25x one
                 # RRF hybrid call; ids-only routes plus a ``get`` of the fused top are slower, and
                 # ``output_fields=[]`` is slower still (Lite then returns every field).
-                lex_f = _ROUTES.submit(_bm25_route, client, collection, lex_query, filter, per_route, fields,
-                                       timeout)
-                raw = client.search(collection, data=[query_text], anns_field=DENSE_FIELD, filter=filter or "",
-                                    limit=per_route, output_fields=fields, timeout=timeout,
-                                    search_params={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}})
+                lex_f = _ROUTES.submit(_bm25_route, client, collection, lex_query, filter, per_route, fields, timeout)
+                raw = client.search(
+                    collection,
+                    data=[query_text],
+                    anns_field=DENSE_FIELD,
+                    filter=filter or "",
+                    limit=per_route,
+                    output_fields=fields,
+                    timeout=timeout,
+                    search_params={"metric_type": "COSINE", "params": {"ef": max(HNSW_EF, per_route)}},
+                )
                 hits = fuse(lex_f.result(), _hits(raw), limit)
             elif ranker is not None:
-                raw = client.search(collection, data=[lex_query or query_text], anns_field=SPARSE_FIELD,
-                                    filter=filter or "", limit=per_route, output_fields=fields,
-                                    search_params={"metric_type": "BM25"}, ranker=ranker, timeout=timeout)
+                raw = client.search(
+                    collection,
+                    data=[lex_query or query_text],
+                    anns_field=SPARSE_FIELD,
+                    filter=filter or "",
+                    limit=per_route,
+                    output_fields=fields,
+                    search_params={"metric_type": "BM25"},
+                    ranker=ranker,
+                    timeout=timeout,
+                )
                 hits = _reranked(_hits(raw))[:limit]
             else:
-                hits = _normalize_lexical(_bm25_route(client, collection, lex_query, filter, limit, fields,
-                                                      timeout))
+                hits = _normalize_lexical(_bm25_route(client, collection, lex_query, filter, limit, fields, timeout))
         except MilvusException as exc:
             first_error = first_error or exc
             log.warning("search on %s: %s failed (%s); degrading", collection, label, exc.message)
@@ -694,6 +880,7 @@ def hybrid_search(client: MilvusClient, collection: str, query_text: str, filter
 
 
 # --- aliases, load, compaction -------------------------------------------------------------------
+
 
 def alias_target(client: MilvusClient, alias: str) -> str | None:
     """The collection ``alias`` points at, or None when the alias does not exist."""
@@ -731,8 +918,7 @@ def _warm_probe_filter() -> str:
     anyone."""
     from openkb.permissions import ReadableScope
 
-    return and_filters(ReadableScope(tenant_id="warmup", public=True).to_milvus_filter(FIELD_MAP),
-                       "is_current == true")
+    return and_filters(ReadableScope(tenant_id="warmup", public=True).to_milvus_filter(FIELD_MAP), "is_current == true")
 
 
 def warm(client: MilvusClient, collection: str, spec: ProfileSpec, *, budget_s: float = 120.0) -> float:
@@ -765,8 +951,9 @@ def warm(client: MilvusClient, collection: str, spec: ProfileSpec, *, budget_s: 
         if len(times) >= 3 and max(times[-2:]) <= 1.5 * fastest + 0.005:
             break
         if time.perf_counter() - started > budget_s:
-            log.warning("warm-up of %s still slow after %.0f s (last probe %.0f ms)", collection, budget_s,
-                        times[-1] * 1000)
+            log.warning(
+                "warm-up of %s still slow after %.0f s (last probe %.0f ms)", collection, budget_s, times[-1] * 1000
+            )
             break
     return time.perf_counter() - started
 

@@ -65,6 +65,7 @@ _backend_cache: dict[str, Backend] = {}
 
 # --- who may operate the index, and the audit of what they did ----------------------------------
 
+
 def authorize_operator(session: Session, principal: Principal) -> None:
     """Index operations are for system_admin / tenant_admin (docs/permissions.md: knowledge-base
     owners never configure models). ``Principal.system()`` is the CLI operator and the worker."""
@@ -75,13 +76,27 @@ def authorize_operator(session: Session, principal: Principal) -> None:
     access_admin(session, principal)
 
 
-def audit_index(session: Session, principal: Principal | None, action: str, *, object_type: str = "milvus_index",
-                object_id: uuid.UUID | None = None, **meta: Any) -> None:
+def audit_index(
+    session: Session,
+    principal: Principal | None,
+    action: str,
+    *,
+    object_type: str = "milvus_index",
+    object_id: uuid.UUID | None = None,
+    **meta: Any,
+) -> None:
     """One audit row per operation, written by the service in the operation's transaction (the
     CLI and REST adapters write none of their own; they declare the origin, ``openkb.audit.set_origin``)."""
     tenant = principal.tenant_id if principal is not None and principal.kind != "system" else None
-    record_audit(session, tenant_id=tenant, actor=principal, action=action, object_type=object_type,
-                 object_id=object_id, metadata=meta)
+    record_audit(
+        session,
+        tenant_id=tenant,
+        actor=principal,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        metadata=meta,
+    )
 
 
 def backend_of(ctx: AppContext) -> Backend:
@@ -140,8 +155,11 @@ def get_profile(session: Session, ref: str | uuid.UUID) -> MilvusIndexProfile:
             return row
     except ValueError:
         pass
-    row = session.exec(select(MilvusIndexProfile).where(
-        (MilvusIndexProfile.name == ref_s) | (MilvusIndexProfile.collection_name == ref_s))).first()
+    row = session.exec(
+        select(MilvusIndexProfile).where(
+            (MilvusIndexProfile.name == ref_s) | (MilvusIndexProfile.collection_name == ref_s)
+        )
+    ).first()
     if row is None:
         raise NotFound(f"no index profile {ref_s!r} (see `openkb profile list`)")
     return row
@@ -164,8 +182,11 @@ def active_profile(ctx: AppContext, session: Session) -> MilvusIndexProfile | No
     row = find_by_collection(session, target)
     if row is not None:
         return row
-    return session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active")
-                        .order_by(col(MilvusIndexProfile.activated_at).desc())).first()
+    return session.exec(
+        select(MilvusIndexProfile)
+        .where(MilvusIndexProfile.status == "active")
+        .order_by(col(MilvusIndexProfile.activated_at).desc())
+    ).first()
 
 
 # --- the active profile, cached briefly ----------------------------------------------------------
@@ -216,30 +237,41 @@ class ProfileInput:
     """What an admin may say about a new profile (CLI flags / JSON body)."""
 
     name: str | None = None
-    model: str | None = None          # None -> BM25-only
+    model: str | None = None  # None -> BM25-only
     dim: int = 0
     provider: str = "openai"
-    endpoint: str | None = None       # the provider's base URL (Milvus calls it, OpenKB never does)
-    params: Mapping[str, Any] | None = None         # further TEXTEMBEDDING params (never keys)
+    endpoint: str | None = None  # the provider's base URL (Milvus calls it, OpenKB never does)
+    params: Mapping[str, Any] | None = None  # further TEXTEMBEDDING params (never keys)
     rerank_provider: str | None = None
     rerank_endpoint: str | None = None
     rerank_model: str | None = None
     rerank_params: Mapping[str, Any] | None = None
-    analyzer: Mapping[str, Any] | None = None       # default: jieba on Lite, chinese on 2.6
+    analyzer: Mapping[str, Any] | None = None  # default: jieba on Lite, chinese on 2.6
     backend: Backend | None = None
 
 
 def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileSpec:
     """Validate ``inp`` (credentials refused first, before any other message) into a spec with the
     next free ``openkb_chunks_<model>_<dim>_v<n>`` collection name."""
-    refuse_secrets({"params": dict(inp.params or {}), "rerank_params": dict(inp.rerank_params or {}),
-                    "analyzer": dict(inp.analyzer or {}), "endpoint": inp.endpoint or "",
-                    "rerank_endpoint": inp.rerank_endpoint or "", "model": inp.model or "",
-                    "name": inp.name or ""}, where="profile")
+    refuse_secrets(
+        {
+            "params": dict(inp.params or {}),
+            "rerank_params": dict(inp.rerank_params or {}),
+            "analyzer": dict(inp.analyzer or {}),
+            "endpoint": inp.endpoint or "",
+            "rerank_endpoint": inp.rerank_endpoint or "",
+            "model": inp.model or "",
+            "name": inp.name or "",
+        },
+        where="profile",
+    )
     for url in (inp.endpoint, inp.rerank_endpoint):
         if url and re.search(r"//[^/@]+:[^/@]*@", url):
-            raise ValidationError("endpoint URLs must not embed credentials (user:password@); configure them in "
-                                  "Milvus or the provider deployment", field="endpoint")
+            raise ValidationError(
+                "endpoint URLs must not embed credentials (user:password@); configure them in "
+                "Milvus or the provider deployment",
+                field="endpoint",
+            )
     backend = inp.backend or backend_of(ctx)
     dim = int(inp.dim or 0)
     if not inp.model and inp.params:
@@ -249,42 +281,71 @@ def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileS
     if not inp.model and dim:
         raise ValidationError("--dim without --model: a BM25-only profile has no vectors", field="dim")
     if inp.model and backend == "lite" and inp.provider != "openai":
-        raise ValidationError("Milvus Lite supports only the 'openai' TEXTEMBEDDING provider (any OpenAI-compatible "
-                              "/v1/embeddings endpoint); use a Milvus 2.6 server for other providers", field="provider")
+        raise ValidationError(
+            "Milvus Lite supports only the 'openai' TEXTEMBEDDING provider (any OpenAI-compatible "
+            "/v1/embeddings endpoint); use a Milvus 2.6 server for other providers",
+            field="provider",
+        )
     embedding = None
     if inp.model:
-        embedding = EmbeddingSpec(provider=inp.provider, model_name=inp.model, base_url=inp.endpoint, dimensions=dim,
-                                  extra=dict(inp.params or {}))
+        embedding = EmbeddingSpec(
+            provider=inp.provider,
+            model_name=inp.model,
+            base_url=inp.endpoint,
+            dimensions=dim,
+            extra=dict(inp.params or {}),
+        )
     rerank = None
     if inp.rerank_provider or inp.rerank_endpoint:
         if not (inp.rerank_provider and inp.rerank_endpoint):
             raise ValidationError("a rerank function needs both a provider and an endpoint", field="rerank")
         if backend == "lite" and inp.rerank_provider != "cohere":
-            raise ValidationError("Milvus Lite supports only the 'cohere' rerank provider (with its endpoint)",
-                                  field="rerank_provider")
-        rerank = RerankSpec(provider=inp.rerank_provider, endpoint=inp.rerank_endpoint, model_name=inp.rerank_model,
-                            extra=dict(inp.rerank_params or {}))
+            raise ValidationError(
+                "Milvus Lite supports only the 'cohere' rerank provider (with its endpoint)", field="rerank_provider"
+            )
+        rerank = RerankSpec(
+            provider=inp.rerank_provider,
+            endpoint=inp.rerank_endpoint,
+            model_name=inp.rerank_model,
+            extra=dict(inp.rerank_params or {}),
+        )
     slug = inp.model or "bm25"
-    collection = collection_name_for(slug, dim if embedding else 0, _next_version(ctx, session, slug,
-                                                                                   dim if embedding else 0))
+    collection = collection_name_for(
+        slug, dim if embedding else 0, _next_version(ctx, session, slug, dim if embedding else 0)
+    )
     name = inp.name or collection
     if not _NAME_RE.match(name):
         raise ValidationError("profile names are 1-63 characters of a-z, 0-9, '_', '.', '-'", field="name")
-    return ProfileSpec(name=name, collection_name=collection, vector_dim=dim if embedding else 0, embedding=embedding,
-                       bm25_analyzer=dict(inp.analyzer) if inp.analyzer else default_analyzer(backend),
-                       rerank=rerank, backend=backend, lexical=default_lexical(backend))
+    return ProfileSpec(
+        name=name,
+        collection_name=collection,
+        vector_dim=dim if embedding else 0,
+        embedding=embedding,
+        bm25_analyzer=dict(inp.analyzer) if inp.analyzer else default_analyzer(backend),
+        rerank=rerank,
+        backend=backend,
+        lexical=default_lexical(backend),
+    )
 
 
-def insert_profile(session: Session, spec: ProfileSpec, *, created_by: uuid.UUID | None = None,
-                   status: str = "building") -> MilvusIndexProfile:
+def insert_profile(
+    session: Session, spec: ProfileSpec, *, created_by: uuid.UUID | None = None, status: str = "building"
+) -> MilvusIndexProfile:
     if session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.name == spec.name)).first() is not None:
         raise AlreadyExists(f"an index profile named {spec.name!r} exists")
     row = MilvusIndexProfile(
-        tenant_id=None, name=spec.name, alias="", collection_name=spec.collection_name,
-        schema_version=SCHEMA_VERSION, vector_dim=spec.vector_dim,
+        tenant_id=None,
+        name=spec.name,
+        alias="",
+        collection_name=spec.collection_name,
+        schema_version=SCHEMA_VERSION,
+        vector_dim=spec.vector_dim,
         embedding_function_name=EMBED_FUNCTION if spec.embedding else "",
-        bm25_function_name=BM25_FUNCTION, rerank_function_name=RERANK_FUNCTION if spec.rerank else None,
-        status=status, function_metadata=spec.to_metadata(), created_by=created_by,
+        bm25_function_name=BM25_FUNCTION,
+        rerank_function_name=RERANK_FUNCTION if spec.rerank else None,
+        status=status,
+        function_metadata=spec.to_metadata(),
+        created_by=created_by,
     )
     session.add(row)
     session.flush()
@@ -296,16 +357,24 @@ def create_profile(ctx: AppContext, session: Session, principal: Principal, inp:
     authorize_operator(session, principal)
     spec = build_spec(ctx, session, inp)
     row = insert_profile(session, spec, created_by=principal.user_id)
-    audit_index(session, principal, "milvus.profile.create", object_type="milvus_index_profile", object_id=row.id,
-                name=row.name, collection=row.collection_name)
+    audit_index(
+        session,
+        principal,
+        "milvus.profile.create",
+        object_type="milvus_index_profile",
+        object_id=row.id,
+        name=row.name,
+        collection=row.collection_name,
+    )
     return row
 
 
 def mark_active(session: Session, profile: MilvusIndexProfile, alias: str) -> None:
     """PostgreSQL's record of an alias switch: the target active, every other active deprecated."""
     now = datetime.now(UTC)
-    for other in session.exec(select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active",
-                                                               MilvusIndexProfile.id != profile.id)).all():
+    for other in session.exec(
+        select(MilvusIndexProfile).where(MilvusIndexProfile.status == "active", MilvusIndexProfile.id != profile.id)
+    ).all():
         other.status = "deprecated"
         other.alias = ""
         meta = dict(other.function_metadata)
@@ -328,19 +397,40 @@ def describe(profile: MilvusIndexProfile, *, active_collection: str | None = Non
     emb = meta.get("embedding") or None
     rr = meta.get("rerank") or None
     return {
-        "id": str(profile.id), "name": profile.name, "status": profile.status,
-        "collection": profile.collection_name, "active": profile.collection_name == active_collection,
-        "schema_version": profile.schema_version, "vector_dim": profile.vector_dim,
+        "id": str(profile.id),
+        "name": profile.name,
+        "status": profile.status,
+        "collection": profile.collection_name,
+        "active": profile.collection_name == active_collection,
+        "schema_version": profile.schema_version,
+        "vector_dim": profile.vector_dim,
         "backend": meta.get("backend"),
         "functions": {
-            "embedding": None if not emb else {"name": profile.embedding_function_name, "type": "TEXTEMBEDDING",
-                                              "provider": emb.get("provider"), "model": emb.get("model_name"),
-                                              "endpoint": emb.get("base_url"), "dimensions": emb.get("dimensions")},
-            "bm25": {"name": profile.bm25_function_name, "type": "BM25", "analyzer": meta.get("bm25_analyzer"),
-                     "lexical": meta.get("lexical")},  # docs/retrieval.md#lexical-analysis
-            "rerank": None if not rr else {"name": profile.rerank_function_name, "type": "RERANK",
-                                          "provider": rr.get("provider"), "endpoint": rr.get("endpoint"),
-                                          "model": rr.get("model_name")},
+            "embedding": None
+            if not emb
+            else {
+                "name": profile.embedding_function_name,
+                "type": "TEXTEMBEDDING",
+                "provider": emb.get("provider"),
+                "model": emb.get("model_name"),
+                "endpoint": emb.get("base_url"),
+                "dimensions": emb.get("dimensions"),
+            },
+            "bm25": {
+                "name": profile.bm25_function_name,
+                "type": "BM25",
+                "analyzer": meta.get("bm25_analyzer"),
+                "lexical": meta.get("lexical"),
+            },  # docs/retrieval.md#lexical-analysis
+            "rerank": None
+            if not rr
+            else {
+                "name": profile.rerank_function_name,
+                "type": "RERANK",
+                "provider": rr.get("provider"),
+                "endpoint": rr.get("endpoint"),
+                "model": rr.get("model_name"),
+            },
         },
         "created_at": profile.created_at.isoformat() if profile.created_at else None,
         "activated_at": profile.activated_at.isoformat() if profile.activated_at else None,

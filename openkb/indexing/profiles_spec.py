@@ -27,9 +27,13 @@ Backend = Literal["lite", "server"]
 # a query of frequent terms vs ~110 ms for rare ones) while adding nothing to the ranking. With
 # the stop list "how do I get the value of the object" took 45 instead of 71 ms at 20k rows.
 LITE_STOP_WORDS = (
-    "a an and are as at be by for from has have in is it its of on or that the this to was were will with "
-    "how what when where which who why do does can i you we they he she not no if then than so"
-).split() + list("的了是在和与及或也就都而被把这那之其个着过吗呢吧啊") + list("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>/\\|-_+=*&^%$#@~`")
+    (
+        "a an and are as at be by for from has have in is it its of on or that the this to was were will with "
+        "how what when where which who why do does can i you we they he she not no if then than so"
+    ).split()
+    + list("的了是在和与及或也就都而被把这那之其个着过吗呢吧啊")
+    + list("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>/\\|-_+=*&^%$#@~`")
+)
 LITE_ANALYZER: dict[str, Any] = {"tokenizer": "jieba", "filter": [{"type": "stop", "stop_words": LITE_STOP_WORDS}]}
 SERVER_ANALYZER: dict[str, Any] = {"type": "chinese"}
 
@@ -66,14 +70,16 @@ def refuse_secrets(params: Mapping[str, Any], *, where: str = "params") -> None:
                     raise ValidationError(
                         f"{sub} looks like a credential; OpenKB never stores embedding or rerank keys: "
                         "configure them in Milvus (milvus.yaml credential or provider env) instead",
-                        field=sub)
+                        field=sub,
+                    )
                 walk(v, sub)
         elif isinstance(value, (list, tuple)):
             for i, v in enumerate(value):
                 walk(v, f"{path}[{i}]")
         elif isinstance(value, str) and _SECRET_VALUE.match(value):
-            raise ValidationError(f"{path} holds what looks like a credential value; OpenKB never stores keys",
-                                  field=path)
+            raise ValidationError(
+                f"{path} holds what looks like a credential value; OpenKB never stores keys", field=path
+            )
 
     walk(params, where)
 
@@ -172,8 +178,7 @@ class ProfileSpec:
         if (self.embedding is None) != (self.vector_dim == 0):
             raise ValidationError("a profile has an embedding exactly when vector_dim > 0")
         if self.embedding is not None and self.embedding.dimensions != self.vector_dim:
-            raise ValidationError(
-                f"embedding dimensions {self.embedding.dimensions} != vector_dim {self.vector_dim}")
+            raise ValidationError(f"embedding dimensions {self.embedding.dimensions} != vector_dim {self.vector_dim}")
         if self.vector_dim < 0:
             raise ValidationError("vector_dim must be >= 0")
         if not _COLLECTION_RE.match(self.collection_name):
@@ -195,13 +200,23 @@ class ProfileSpec:
             "backend": self.backend,
             "bm25_analyzer": dict(self.bm25_analyzer),
             "lexical": self.lexical,
-            "embedding": None if self.embedding is None else {
-                "provider": self.embedding.provider, "model_name": self.embedding.model_name,
-                "base_url": self.embedding.base_url, "dimensions": self.embedding.dimensions,
-                "extra": dict(self.embedding.extra)},
-            "rerank": None if self.rerank is None else {
-                "provider": self.rerank.provider, "endpoint": self.rerank.endpoint,
-                "model_name": self.rerank.model_name, "extra": dict(self.rerank.extra)},
+            "embedding": None
+            if self.embedding is None
+            else {
+                "provider": self.embedding.provider,
+                "model_name": self.embedding.model_name,
+                "base_url": self.embedding.base_url,
+                "dimensions": self.embedding.dimensions,
+                "extra": dict(self.embedding.extra),
+            },
+            "rerank": None
+            if self.rerank is None
+            else {
+                "provider": self.rerank.provider,
+                "endpoint": self.rerank.endpoint,
+                "model_name": self.rerank.model_name,
+                "extra": dict(self.rerank.extra),
+            },
         }
 
     @classmethod
@@ -212,13 +227,24 @@ class ProfileSpec:
             name=data["name"],
             collection_name=data["collection_name"],
             vector_dim=int(data.get("vector_dim") or 0),
-            embedding=None if not emb else EmbeddingSpec(
-                provider=emb["provider"], model_name=emb["model_name"], base_url=emb.get("base_url"),
-                dimensions=int(emb["dimensions"]), extra=dict(emb.get("extra") or {})),
+            embedding=None
+            if not emb
+            else EmbeddingSpec(
+                provider=emb["provider"],
+                model_name=emb["model_name"],
+                base_url=emb.get("base_url"),
+                dimensions=int(emb["dimensions"]),
+                extra=dict(emb.get("extra") or {}),
+            ),
             bm25_analyzer=dict(data.get("bm25_analyzer") or default_analyzer(data.get("backend", "lite"))),
-            rerank=None if not rr else RerankSpec(
-                provider=rr["provider"], endpoint=rr["endpoint"], model_name=rr.get("model_name"),
-                extra=dict(rr.get("extra") or {})),
+            rerank=None
+            if not rr
+            else RerankSpec(
+                provider=rr["provider"],
+                endpoint=rr["endpoint"],
+                model_name=rr.get("model_name"),
+                extra=dict(rr.get("extra") or {}),
+            ),
             backend=data.get("backend", "lite"),
             lexical=data.get("lexical"),  # absent in profiles made before it: BM25 over content_text
         )

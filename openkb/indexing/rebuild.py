@@ -89,6 +89,7 @@ Progress = Callable[[int, int], None]
 
 # --- liveness --------------------------------------------------------------------------------------
 
+
 def _lock_key(job_id: uuid.UUID) -> str:
     return f"openkb-rebuild-{job_id}"
 
@@ -124,6 +125,7 @@ def is_alive(ctx: AppContext, job_id: uuid.UUID) -> bool:
 
 # --- job rows ----------------------------------------------------------------------------------------
 
+
 def get_job(session: Session, job_id: uuid.UUID | str) -> IndexRebuildJob:
     try:
         job = session.get(IndexRebuildJob, uuid.UUID(str(job_id)))
@@ -138,27 +140,40 @@ def list_jobs(session: Session, limit: int = 20) -> list[IndexRebuildJob]:
     return list(session.exec(select(IndexRebuildJob).order_by(col(IndexRebuildJob.started_at).desc()).limit(limit)))
 
 
-def start_rebuild(ctx: AppContext, session: Session, principal: Principal, profile_ref: str | uuid.UUID, *,
-                  switch: bool = False) -> IndexRebuildJob:
+def start_rebuild(
+    ctx: AppContext, session: Session, principal: Principal, profile_ref: str | uuid.UUID, *, switch: bool = False
+) -> IndexRebuildJob:
     """A new job for the profile, or the unfinished one (failed, or killed while running) to
     resume (audited as ``milvus.rebuild.start``). Refuses while another process runs it, and for
     the active collection (rebuilding a live collection in place would mix what searches see;
     ``index verify --repair`` fixes it). The caller runs it (CLI) or enqueues it (REST)."""
     authorize_operator(session, principal)
     job = _start_rebuild(ctx, session, profile_ref, switch=switch, started_by=principal.user_id)
-    audit_index(session, principal, "milvus.rebuild.start", job_id=str(job.id),
-                collection=job.target_collection, switch=switch, resumed=job.last_chunk_id is not None)
+    audit_index(
+        session,
+        principal,
+        "milvus.rebuild.start",
+        job_id=str(job.id),
+        collection=job.target_collection,
+        switch=switch,
+        resumed=job.last_chunk_id is not None,
+    )
     return job
 
 
-def _start_rebuild(ctx: AppContext, session: Session, profile_ref: str | uuid.UUID, *, switch: bool,
-                   started_by: uuid.UUID | None) -> IndexRebuildJob:
+def _start_rebuild(
+    ctx: AppContext, session: Session, profile_ref: str | uuid.UUID, *, switch: bool, started_by: uuid.UUID | None
+) -> IndexRebuildJob:
     prof = get_profile(session, profile_ref)
     alias = ctx.settings.milvus_active_alias
     if prof.collection_name == current_target(ctx.milvus, alias):
-        unfinished = session.exec(select(IndexRebuildJob).where(
-            IndexRebuildJob.target_collection == prof.collection_name, col(IndexRebuildJob.status).in_(LIVE_STATUSES),
-            IndexRebuildJob.switch_on_success == True)).first()
+        unfinished = session.exec(
+            select(IndexRebuildJob).where(
+                IndexRebuildJob.target_collection == prof.collection_name,
+                col(IndexRebuildJob.status).in_(LIVE_STATUSES),
+                IndexRebuildJob.switch_on_success.is_(True),
+            )
+        ).first()
         if unfinished is not None and not is_alive(ctx, unfinished.id):
             # killed after the alias moved but before the job was marked done: finish the record
             unfinished.status, unfinished.finished_at, unfinished.error = "succeeded", datetime.now(UTC), None
@@ -166,14 +181,26 @@ def _start_rebuild(ctx: AppContext, session: Session, profile_ref: str | uuid.UU
             mark_active(session, prof, alias)
             last = next(iter(list_history(session, alias, limit=1)), None)
             if last is None or last.to_collection != prof.collection_name:  # the switch's row was lost too
-                record_switch(session, alias=alias, from_collection=last.to_collection if last else None,
-                              to_collection=prof.collection_name, kind="switch", actor=None)
+                record_switch(
+                    session,
+                    alias=alias,
+                    from_collection=last.to_collection if last else None,
+                    to_collection=prof.collection_name,
+                    kind="switch",
+                    actor=None,
+                )
             return unfinished
-        raise ValidationError(f"profile {prof.name} is the active collection; create a new profile (a new collection "
-                              "version) to rebuild, or run `openkb index verify --repair` to fix this one")
-    job = session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name,
-                                                     col(IndexRebuildJob.status).in_(LIVE_STATUSES))
-                       .order_by(col(IndexRebuildJob.started_at).desc())).first()
+        raise ValidationError(
+            f"profile {prof.name} is the active collection; create a new profile (a new collection "
+            "version) to rebuild, or run `openkb index verify --repair` to fix this one"
+        )
+    job = session.exec(
+        select(IndexRebuildJob)
+        .where(
+            IndexRebuildJob.target_collection == prof.collection_name, col(IndexRebuildJob.status).in_(LIVE_STATUSES)
+        )
+        .order_by(col(IndexRebuildJob.started_at).desc())
+    ).first()
     if job is not None:
         if job.status == "running" and is_alive(ctx, job.id):
             raise RebuildBusy(f"a rebuild of {prof.collection_name} is running (job {job.id})", job_id=str(job.id))
@@ -182,8 +209,15 @@ def _start_rebuild(ctx: AppContext, session: Session, profile_ref: str | uuid.UU
         session.add(job)
         session.flush()
         return job
-    job = IndexRebuildJob(tenant_id=None, profile_id=prof.id, target_collection=prof.collection_name,
-                          target_alias=alias, status="pending", switch_on_success=switch, started_by=started_by)
+    job = IndexRebuildJob(
+        tenant_id=None,
+        profile_id=prof.id,
+        target_collection=prof.collection_name,
+        target_alias=alias,
+        status="pending",
+        switch_on_success=switch,
+        started_by=started_by,
+    )
     session.add(job)
     session.flush()
     return job
@@ -216,8 +250,9 @@ LIMIT :n
 _ZERO = "00000000-0000-0000-0000-000000000000"
 
 
-def stream_rows(ctx: AppContext, after: str | None, batch_size: int = BATCH_SIZE
-                ) -> Iterator[tuple[list[dict[str, Any]], str]]:
+def stream_rows(
+    ctx: AppContext, after: str | None, batch_size: int = BATCH_SIZE
+) -> Iterator[tuple[list[dict[str, Any]], str]]:
     """(Milvus rows, last chunk id) per batch of current chunks after ``after``, in id order."""
     access: dict[str, Any] = {}
     cursor = after or _ZERO
@@ -231,13 +266,29 @@ def stream_rows(ctx: AppContext, after: str | None, batch_size: int = BATCH_SIZE
                 access.update({str(k): v for k, v in chunk_access_many(s, new_docs).items()})
         out = []
         for r in rows:
-            doc = DocInfo(id=r["document_id"], tenant_id=r["tenant_id"], workspace_id=r["workspace_id"],
-                          knowledge_base_id=r["knowledge_base_id"], type="page", title=r["title"], status="",
-                          deleted_at=None, current_version_id=r["version_id"], meta=r["meta"] or {},
-                          tags=list(r["tags"] or []), created_at=r["created_at"], updated_at=r["updated_at"])
-            chunk = SimpleNamespace(id=r["id"], version_id=r["version_id"], ordinal=r["ordinal"],
-                                    heading_path=list(r["heading_path"] or []), content_text=r["content_text"],
-                                    content_markdown=r["content_markdown"])
+            doc = DocInfo(
+                id=r["document_id"],
+                tenant_id=r["tenant_id"],
+                workspace_id=r["workspace_id"],
+                knowledge_base_id=r["knowledge_base_id"],
+                type="page",
+                title=r["title"],
+                status="",
+                deleted_at=None,
+                current_version_id=r["version_id"],
+                meta=r["meta"] or {},
+                tags=list(r["tags"] or []),
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+            )
+            chunk = SimpleNamespace(
+                id=r["id"],
+                version_id=r["version_id"],
+                ordinal=r["ordinal"],
+                heading_path=list(r["heading_path"] or []),
+                content_text=r["content_text"],
+                content_markdown=r["content_markdown"],
+            )
             out.append(milvus_row(doc, chunk, access.get(r["document_id"])))  # type: ignore[arg-type]
         cursor = rows[-1]["id"]
         if len(access) > 200_000:  # bound memory on huge instances; re-fetching is cheap
@@ -298,7 +349,7 @@ def catch_up(ctx: AppContext, target: Target, since: datetime) -> SyncReport:
     total = SyncReport()
     for start in range(0, len(ids), 500):
         with session_scope(ctx.engine) as s:
-            total.add(sync_documents(ctx, s, ids[start:start + 500], targets=[target], mark_status=False))
+            total.add(sync_documents(ctx, s, ids[start : start + 500], targets=[target], mark_status=False))
     return total
 
 
@@ -311,8 +362,13 @@ class Health:
     repaired: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "milvus_rows": self.milvus_rows, "pg_chunks": self.pg_chunks, "samples": self.samples,
-                "repaired": self.repaired}
+        return {
+            "ok": self.ok,
+            "milvus_rows": self.milvus_rows,
+            "pg_chunks": self.pg_chunks,
+            "samples": self.samples,
+            "repaired": self.repaired,
+        }
 
 
 _SAMPLE_SQL = text("""
@@ -323,8 +379,9 @@ ORDER BY c.id LIMIT 1
 """)
 
 
-def health_check(ctx: AppContext, collection: str, spec: ProfileSpec, *, samples: int = 3,
-                 repair: bool = True) -> Health:
+def health_check(
+    ctx: AppContext, collection: str, spec: ProfileSpec, *, samples: int = 3, repair: bool = True
+) -> Health:
     """Row count equals PostgreSQL's (an id diff repairs a difference first) and sample searches
     of real chunk text return results (the chunk itself is expected among the first ten)."""
     client = ctx.milvus
@@ -351,16 +408,29 @@ def health_check(ctx: AppContext, collection: str, spec: ProfileSpec, *, samples
         cid, content = pick
         query = " ".join(content.split()[:12])[:200] or content[:50]
         hits = mv.hybrid_search(client, collection, query, "", 10, spec, output_fields=("chunk_id",))
-        out.append({"chunk_id": cid, "query": query[:80], "results": len(hits),
-                    "found_itself": any(h.chunk_id == cid for h in hits)})
+        out.append(
+            {
+                "chunk_id": cid,
+                "query": query[:80],
+                "results": len(hits),
+                "found_itself": any(h.chunk_id == cid for h in hits),
+            }
+        )
     ok = rows == pg and all(x["results"] > 0 for x in out)
     return Health(ok=ok, milvus_rows=rows, pg_chunks=pg, samples=out, repaired=repaired)
 
 
 # --- the runner --------------------------------------------------------------------------------------
 
-def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_SIZE,
-                on_progress: Progress | None = None, on_phase: Callable[[str], None] | None = None) -> IndexRebuildJob:
+
+def run_rebuild(
+    ctx: AppContext,
+    job_id: uuid.UUID,
+    *,
+    batch_size: int = BATCH_SIZE,
+    on_progress: Progress | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> IndexRebuildJob:
     """Run or resume a job to the end (see the module docstring). Raises on failure after
     marking the job ``failed`` (a re-run resumes it)."""
     lock = _RunLock(ctx, job_id)
@@ -438,8 +508,16 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
                     s.add(p)
                 done_job.status, done_job.finished_at, done_job.error = "succeeded", datetime.now(UTC), None
                 s.add(done_job)
-                audit_index(s, None, "milvus.rebuild.finish", job_id=str(job_id), collection=collection,
-                            status="succeeded", processed=processed, started_by=job.started_by)
+                audit_index(
+                    s,
+                    None,
+                    "milvus.rebuild.finish",
+                    job_id=str(job_id),
+                    collection=collection,
+                    status="succeeded",
+                    processed=processed,
+                    started_by=job.started_by,
+                )
             log.info("rebuild %s of %s done: %d chunks, health %s", job_id, collection, processed, health.as_dict())
         except BaseException as exc:
             detail = exc.detail if isinstance(exc, OpenKBError) else f"{type(exc).__name__}: {exc}"
@@ -451,8 +529,16 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
                 if p is not None and p.status == "building":
                     p.status = "failed"
                     s.add(p)
-                audit_index(s, None, "milvus.rebuild.finish", job_id=str(job_id), collection=collection,
-                            status="failed", error=str(detail)[:500], started_by=job.started_by)
+                audit_index(
+                    s,
+                    None,
+                    "milvus.rebuild.finish",
+                    job_id=str(job_id),
+                    collection=collection,
+                    status="failed",
+                    error=str(detail)[:500],
+                    started_by=job.started_by,
+                )
             if isinstance(exc, (OpenKBError, KeyboardInterrupt, SystemExit)):
                 raise
             raise IndexError_(f"rebuild {job_id} failed: {detail}") from exc
@@ -464,8 +550,18 @@ def run_rebuild(ctx: AppContext, job_id: uuid.UUID, *, batch_size: int = BATCH_S
 
 # --- switch, rollback, drop, history -------------------------------------------------------------------
 
-def do_switch(ctx: AppContext, session: Session, profile: MilvusIndexProfile | None, *, since: datetime | None,
-              actor: Principal | None, kind: str = "switch", reverts: Any = None, why: str = "") -> dict[str, Any]:
+
+def do_switch(
+    ctx: AppContext,
+    session: Session,
+    profile: MilvusIndexProfile | None,
+    *,
+    since: datetime | None,
+    actor: Principal | None,
+    kind: str = "switch",
+    reverts: Any = None,
+    why: str = "",
+) -> dict[str, Any]:
     """Point the active alias at ``profile``'s collection and record the move in the history
     (same transaction as the profile statuses). ``since``: re-sync edits made after that time
     first (they reached only the collection that was active then)."""
@@ -483,34 +579,63 @@ def do_switch(ctx: AppContext, session: Session, profile: MilvusIndexProfile | N
     client.load_collection(profile.collection_name)
     previous = point_alias(client, alias, profile.collection_name)
     mark_active(session, profile, alias)
-    row = record_switch(session, alias=alias, from_collection=previous, to_collection=profile.collection_name,
-                        kind=kind, actor=actor, reverts=reverts)
+    row = record_switch(
+        session,
+        alias=alias,
+        from_collection=previous,
+        to_collection=profile.collection_name,
+        kind=kind,
+        actor=actor,
+        reverts=reverts,
+    )
     if since is not None:  # edits between the catch-up and the switch
         catch_up(ctx, Target(profile.collection_name, spec), t0 - timedelta(seconds=5))
     forget_active_profile()
     log.info("alias %s: %s -> %s (%s%s)", alias, previous, profile.collection_name, kind, f", {why}" if why else "")
-    out = {"alias": alias, "previous": previous, "collection": profile.collection_name, "profile": profile.name,
-           "history_id": row.id, "caught_up": caught}
-    audit_index(session, actor, f"milvus.alias.{kind}", **{k: v for k, v in out.items() if k != "caught_up"},
-                **({"reason": why} if why else {}))
+    out = {
+        "alias": alias,
+        "previous": previous,
+        "collection": profile.collection_name,
+        "profile": profile.name,
+        "history_id": row.id,
+        "caught_up": caught,
+    }
+    audit_index(
+        session,
+        actor,
+        f"milvus.alias.{kind}",
+        **{k: v for k, v in out.items() if k != "caught_up"},
+        **({"reason": why} if why else {}),
+    )
     return out
 
 
-def switch(ctx: AppContext, session: Session, principal: Principal, profile_ref: str, *,
-           force: bool = False) -> dict[str, Any]:
+def switch(
+    ctx: AppContext, session: Session, principal: Principal, profile_ref: str, *, force: bool = False
+) -> dict[str, Any]:
     """``openkb index switch``: to a collection whose last rebuild succeeded (or ``force``)."""
     authorize_operator(session, principal)
     prof = get_profile(session, profile_ref)
     active = current_target(ctx.milvus, ctx.settings.milvus_active_alias)
     if prof.collection_name == active:
-        return {"alias": ctx.settings.milvus_active_alias, "previous": active, "collection": active,
-                "profile": prof.name, "unchanged": True}
-    job = session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name)
-                       .order_by(col(IndexRebuildJob.started_at).desc())).first()
+        return {
+            "alias": ctx.settings.milvus_active_alias,
+            "previous": active,
+            "collection": active,
+            "profile": prof.name,
+            "unchanged": True,
+        }
+    job = session.exec(
+        select(IndexRebuildJob)
+        .where(IndexRebuildJob.target_collection == prof.collection_name)
+        .order_by(col(IndexRebuildJob.started_at).desc())
+    ).first()
     if not force and (job is None or job.status != "succeeded"):
-        raise ValidationError(f"profile {prof.name} has no successful rebuild (last: "
-                              f"{job.status if job else 'none'}); run `openkb index rebuild --profile {prof.name}` "
-                              "or pass --force")
+        raise ValidationError(
+            f"profile {prof.name} has no successful rebuild (last: "
+            f"{job.status if job else 'none'}); run `openkb index rebuild --profile {prof.name}` "
+            "or pass --force"
+        )
     since = (job.finished_at if job and job.finished_at else prof.created_at) - CATCH_UP_MARGIN
     deact = (prof.function_metadata or {}).get("deactivated_at_ms")
     if deact:
@@ -538,8 +663,10 @@ def rollback(ctx: AppContext, session: Session, principal: Principal, to: str | 
             raise Conflict(plan.reason)
         found = find_by_collection(session, plan.target)
         if found is None or not ctx.milvus.has_collection(plan.target):
-            raise Conflict(f"cannot roll back to {plan.target}: its collection was dropped (see `openkb index "
-                           "history`); rebuild its profile or use `rollback --to PROFILE`")
+            raise Conflict(
+                f"cannot roll back to {plan.target}: its collection was dropped (see `openkb index "
+                "history`); rebuild its profile or use `rollback --to PROFILE`"
+            )
         target, undo, kind = found, plan.undo, "rollback"
     if current is not None and target.id == current.id:
         raise Conflict(f"{target.name} is already active")
@@ -552,8 +679,7 @@ def rollback(ctx: AppContext, session: Session, principal: Principal, to: str | 
     return do_switch(ctx, session, target, since=left - CATCH_UP_MARGIN, actor=principal, kind=kind, reverts=undo)
 
 
-def drop(ctx: AppContext, session: Session, principal: Principal, ref: str, *,
-         force: bool = False) -> dict[str, Any]:
+def drop(ctx: AppContext, session: Session, principal: Principal, ref: str, *, force: bool = False) -> dict[str, Any]:
     """Drop a collection; its profile is kept with status ``dropped`` so a later
     ``rebuild --profile`` can recreate it. Refuses (``CONFLICT``) the active collection always,
     and the rollback target (where ``index rollback`` would return) unless ``force``: dropping it
@@ -564,13 +690,20 @@ def drop(ctx: AppContext, session: Session, principal: Principal, ref: str, *,
     lock_alias(session, alias)
     active = current_target(ctx.milvus, alias)
     if prof.collection_name == active:
-        raise Conflict(f"{prof.collection_name} is the active collection; switch or roll back first "
-                       "(--force does not apply to the active collection)")
+        raise Conflict(
+            f"{prof.collection_name} is the active collection; switch or roll back first "
+            "(--force does not apply to the active collection)"
+        )
     if not force and prof.collection_name == rollback_target(session, alias, active):
-        raise Conflict(f"{prof.collection_name} is the rollback target (`openkb index rollback` returns to it); "
-                       "pass --force to drop it anyway")
-    running = session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name,
-                                                         IndexRebuildJob.status == "running")).first()
+        raise Conflict(
+            f"{prof.collection_name} is the rollback target (`openkb index rollback` returns to it); "
+            "pass --force to drop it anyway"
+        )
+    running = session.exec(
+        select(IndexRebuildJob).where(
+            IndexRebuildJob.target_collection == prof.collection_name, IndexRebuildJob.status == "running"
+        )
+    ).first()
     if running is not None and is_alive(ctx, running.id):
         raise RebuildBusy(f"a rebuild of {prof.collection_name} is running (job {running.id})")
     existed = ctx.milvus.has_collection(prof.collection_name)
@@ -582,8 +715,11 @@ def drop(ctx: AppContext, session: Session, principal: Principal, ref: str, *,
     prof.status = "dropped"
     prof.alias = ""
     session.add(prof)
-    for job in session.exec(select(IndexRebuildJob).where(IndexRebuildJob.target_collection == prof.collection_name,
-                                                          col(IndexRebuildJob.status).in_(LIVE_STATUSES))).all():
+    for job in session.exec(
+        select(IndexRebuildJob).where(
+            IndexRebuildJob.target_collection == prof.collection_name, col(IndexRebuildJob.status).in_(LIVE_STATUSES)
+        )
+    ).all():
         job.status = "cancelled"
         session.add(job)
     session.flush()
@@ -598,10 +734,28 @@ def history(ctx: AppContext, session: Session, principal: Principal, *, limit: i
     alias = ctx.settings.milvus_active_alias
     current = current_target(ctx.milvus, alias)
     plan = plan_rollback(session, alias, current)
-    return {"alias": alias, "collection": current, "rollback_target": plan.target,
-            "rollback_refused": plan.reason or None,
-            "items": [history_view(r) for r in list_history(session, alias, limit=limit)]}
+    return {
+        "alias": alias,
+        "collection": current,
+        "rollback_target": plan.target,
+        "rollback_refused": plan.reason or None,
+        "items": [history_view(r) for r in list_history(session, alias, limit=limit)],
+    }
 
 
-__all__ = ["RebuildBusy", "catch_up", "do_switch", "drop", "find_by_collection", "get_job", "health_check",
-           "history", "list_jobs", "rebuild_view", "rollback", "run_rebuild", "start_rebuild", "switch"]
+__all__ = [
+    "RebuildBusy",
+    "catch_up",
+    "do_switch",
+    "drop",
+    "find_by_collection",
+    "get_job",
+    "health_check",
+    "history",
+    "list_jobs",
+    "rebuild_view",
+    "rollback",
+    "run_rebuild",
+    "start_rebuild",
+    "switch",
+]

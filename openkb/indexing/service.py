@@ -63,8 +63,20 @@ BATCH_DOCS = 200
 ALL_STREAMED = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 _UUIDS = ARRAY(UUID(as_uuid=False))
 # Fields compared to decide a partial update (title is compared separately: it needs a full one).
-SCALAR_FIELDS = ("tenant_id", "workspace_id", "knowledge_base_id", "version_id", "is_current", "doc_status",
-                 "scope_doc", "visibility_eff", "metadata", "access_principals", "created_at", "updated_at")
+SCALAR_FIELDS = (
+    "tenant_id",
+    "workspace_id",
+    "knowledge_base_id",
+    "version_id",
+    "is_current",
+    "doc_status",
+    "scope_doc",
+    "visibility_eff",
+    "metadata",
+    "access_principals",
+    "created_at",
+    "updated_at",
+)
 _COMPARE_OUTPUT = ("id", "document_id", "title", *SCALAR_FIELDS)
 _PROFILE_LOCK = 0x6F6B62_01  # pg advisory lock key: creating the default profile
 
@@ -74,6 +86,7 @@ def ms(t: datetime | None) -> int:
 
 
 # --- targets -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Target:
@@ -110,13 +123,19 @@ def write_targets(ctx: AppContext, session: Session, *, ensure: bool = True) -> 
         p = session.get(MilvusIndexProfile, job.profile_id)
         if p is None or any(t.collection == job.target_collection for t in targets):
             continue
-        targets.append(Target(job.target_collection, spec_of(p),
-                              upsert_upto=str(job.last_chunk_id) if job.last_chunk_id else "",
-                              rebuild_job_id=job.id))
+        targets.append(
+            Target(
+                job.target_collection,
+                spec_of(p),
+                upsert_upto=str(job.last_chunk_id) if job.last_chunk_id else "",
+                rebuild_job_id=job.id,
+            )
+        )
     return targets
 
 
 # --- default profile, warm-up ------------------------------------------------------------------
+
 
 def default_spec(ctx: AppContext) -> ProfileSpec:
     """The embedded default: BM25 (jieba on Lite) plus dense vectors from the local embedder
@@ -129,10 +148,16 @@ def default_spec(ctx: AppContext) -> ProfileSpec:
         model = ctx.settings.openkb_embedder_model
         info = REGISTRY.get(model)
         if info is not None:
-            return make_profile(model_name=model, dim=info.dim, base_url=url, backend=backend,
-                                name=DEFAULT_PROFILE_NAME)
-        log.warning("embedding model %s has no known dimension; the default profile is BM25-only "
-                    "(create one with `openkb profile create --model %s --dim N --endpoint %s`)", model, model, url)
+            return make_profile(
+                model_name=model, dim=info.dim, base_url=url, backend=backend, name=DEFAULT_PROFILE_NAME
+            )
+        log.warning(
+            "embedding model %s has no known dimension; the default profile is BM25-only "
+            "(create one with `openkb profile create --model %s --dim N --endpoint %s`)",
+            model,
+            model,
+            url,
+        )
     return make_profile(model_name=None, dim=0, backend=backend, name=DEFAULT_PROFILE_NAME)
 
 
@@ -162,13 +187,25 @@ def ensure_default_profile(ctx: AppContext, session: Session) -> MilvusIndexProf
     created = mv.ensure_collection(client, spec)
     previous = point_alias(client, alias, spec.collection_name)
     mark_active(session, prof, alias)
-    record_switch(session, alias=alias, from_collection=previous, to_collection=spec.collection_name,
-                  kind="initial" if previous is None else "switch", actor=None)
+    record_switch(
+        session,
+        alias=alias,
+        from_collection=previous,
+        to_collection=spec.collection_name,
+        kind="initial" if previous is None else "switch",
+        actor=None,
+    )
     if created and pg_chunk_count(session):
-        log.warning("created %s while PostgreSQL already holds chunks: run `openkb index verify --repair` "
-                    "to fill it", spec.collection_name)
-    log.info("default index profile %s -> %s (%s)", prof.name, spec.collection_name,
-             "BM25 + dense" if spec.has_dense else "BM25-only")
+        log.warning(
+            "created %s while PostgreSQL already holds chunks: run `openkb index verify --repair` to fill it",
+            spec.collection_name,
+        )
+    log.info(
+        "default index profile %s -> %s (%s)",
+        prof.name,
+        spec.collection_name,
+        "BM25 + dense" if spec.has_dense else "BM25-only",
+    )
     return prof
 
 
@@ -183,8 +220,13 @@ def warm_active(ctx: AppContext) -> dict[str, Any]:
         return {"skipped": "no active collection yet"}
     spec = spec_of(prof)
     seconds = mv.warm(ctx.milvus, ctx.settings.milvus_active_alias, spec)
-    return {"alias": ctx.settings.milvus_active_alias, "collection": prof.collection_name, "profile": prof.name,
-            "dense": spec.has_dense, "seconds": round(seconds, 2)}
+    return {
+        "alias": ctx.settings.milvus_active_alias,
+        "collection": prof.collection_name,
+        "profile": prof.name,
+        "dense": spec.has_dense,
+        "seconds": round(seconds, 2),
+    }
 
 
 # --- PostgreSQL side -----------------------------------------------------------------------------
@@ -234,8 +276,12 @@ class DocInfo:
 
     @property
     def wants_rows(self) -> bool:
-        return (self.type == "page" and self.current_version_id is not None and self.status != "deleted"
-                and self.deleted_at is None)
+        return (
+            self.type == "page"
+            and self.current_version_id is not None
+            and self.status != "deleted"
+            and self.deleted_at is None
+        )
 
 
 def load_docs(session: Session, ids: Sequence[str]) -> dict[str, DocInfo]:
@@ -246,8 +292,10 @@ def load_docs(session: Session, ids: Sequence[str]) -> dict[str, DocInfo]:
 def _lock_documents(session: Session, ids: Sequence[str]) -> None:
     """Serialize concurrent jobs on the same documents (two saves in a row, a subtree job and a
     save) until this transaction ends; sorted, so two batches never deadlock."""
-    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(x, 7)) FROM unnest(CAST(:ids AS text[])) x "
-                         "ORDER BY x"), {"ids": sorted(ids)})
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(x, 7)) FROM unnest(CAST(:ids AS text[])) x ORDER BY x"),
+        {"ids": sorted(ids)},
+    )
 
 
 def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[DocumentChunk]]:
@@ -257,35 +305,58 @@ def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[D
     if not wanted:
         return {}
     ids = list(wanted)
-    session.execute(text("""
+    session.execute(
+        text("""
         DELETE FROM document_chunks c USING documents d
         WHERE c.document_id = d.id AND d.id = ANY(:ids) AND c.version_id IS DISTINCT FROM d.current_version_id
-    """).bindparams(bindparam("ids", type_=_UUIDS)), {"ids": ids})
-    existing = session.exec(select(DocumentChunk).where(col(DocumentChunk.document_id).in_([uuid.UUID(i) for i in ids]))
-                            .order_by(col(DocumentChunk.document_id), col(DocumentChunk.ordinal))).all()
+    """).bindparams(bindparam("ids", type_=_UUIDS)),
+        {"ids": ids},
+    )
+    existing = session.exec(
+        select(DocumentChunk)
+        .where(col(DocumentChunk.document_id).in_([uuid.UUID(i) for i in ids]))
+        .order_by(col(DocumentChunk.document_id), col(DocumentChunk.ordinal))
+    ).all()
     by_doc: dict[str, list[DocumentChunk]] = {i: [] for i in ids}
     for c in existing:
         by_doc[str(c.document_id)].append(c)
-    redo = [i for i, cs in by_doc.items() if not cs or any((c.meta or {}).get("chunker") != CHUNKER_VERSION for c in cs)]
+    redo = [
+        i for i, cs in by_doc.items() if not cs or any((c.meta or {}).get("chunker") != CHUNKER_VERSION for c in cs)
+    ]
     if not redo:
         return by_doc
-    versions = session.execute(text(
-        "SELECT v.document_id::text AS d, v.id::text AS v, v.markdown FROM document_versions v WHERE v.id = ANY(:vids)"
-    ).bindparams(bindparam("vids", type_=_UUIDS)), {"vids": [wanted[i].current_version_id for i in redo]}).all()
+    versions = session.execute(
+        text(
+            "SELECT v.document_id::text AS d, v.id::text AS v, v.markdown FROM document_versions v WHERE v.id = ANY(:vids)"
+        ).bindparams(bindparam("vids", type_=_UUIDS)),
+        {"vids": [wanted[i].current_version_id for i in redo]},
+    ).all()
     md_of = {d: (v, md) for d, v, md in versions}
     stale = [c.id for i in redo for c in by_doc[i]]
     if stale:
-        session.execute(text("DELETE FROM document_chunks WHERE id = ANY(:ids)").bindparams(
-            bindparam("ids", type_=_UUIDS)), {"ids": [str(x) for x in stale]})
+        session.execute(
+            text("DELETE FROM document_chunks WHERE id = ANY(:ids)").bindparams(bindparam("ids", type_=_UUIDS)),
+            {"ids": [str(x) for x in stale]},
+        )
     for i in redo:
         d = wanted[i]
         vid, md = md_of.get(i, (d.current_version_id, ""))
-        rows = [DocumentChunk(tenant_id=uuid.UUID(d.tenant_id), workspace_id=uuid.UUID(d.workspace_id),
-                              knowledge_base_id=uuid.UUID(d.knowledge_base_id), document_id=uuid.UUID(d.id),
-                              version_id=uuid.UUID(vid), ordinal=c.ordinal, heading_path=c.heading_path,
-                              content_text=c.content_text, content_markdown=c.content_markdown,
-                              token_count=c.token_count, meta=c.metadata)
-                for c in chunk_markdown(md or "")]
+        rows = [
+            DocumentChunk(
+                tenant_id=uuid.UUID(d.tenant_id),
+                workspace_id=uuid.UUID(d.workspace_id),
+                knowledge_base_id=uuid.UUID(d.knowledge_base_id),
+                document_id=uuid.UUID(d.id),
+                version_id=uuid.UUID(vid),
+                ordinal=c.ordinal,
+                heading_path=c.heading_path,
+                content_text=c.content_text,
+                content_markdown=c.content_markdown,
+                token_count=c.token_count,
+                meta=c.metadata,
+            )
+            for c in chunk_markdown(md or "")
+        ]
         session.add_all(rows)
         by_doc[i] = rows
     session.flush()
@@ -295,17 +366,24 @@ def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[D
 def milvus_row(doc: DocInfo, chunk: DocumentChunk, access: Any) -> dict[str, Any]:
     """The Milvus row of one chunk. Access fields come from ``chunk_access`` only."""
     return mv.chunk_row(
-        chunk_id=chunk.id, tenant_id=doc.tenant_id, workspace_id=doc.workspace_id,
-        knowledge_base_id=doc.knowledge_base_id, document_id=doc.id, version_id=chunk.version_id,
+        chunk_id=chunk.id,
+        tenant_id=doc.tenant_id,
+        workspace_id=doc.workspace_id,
+        knowledge_base_id=doc.knowledge_base_id,
+        document_id=doc.id,
+        version_id=chunk.version_id,
         doc_status=access.doc_status if access else "deleted",
         visibility_eff=access.visibility_eff if access else "private",
-        scope_doc=access.scope_doc if access else "", is_current=True, title=doc.title,
+        scope_doc=access.scope_doc if access else "",
+        is_current=True,
+        title=doc.title,
         heading_path=list(chunk.heading_path or []),
         content_text=index_text(doc.title, chunk.heading_path or [], chunk.content_text),
         content_markdown=chunk.content_markdown,
         metadata=_row_metadata(doc, chunk.ordinal),
         access_principals=list(access.access_principals) if access else [],
-        created_at=ms(doc.created_at), updated_at=ms(doc.updated_at),
+        created_at=ms(doc.created_at),
+        updated_at=ms(doc.updated_at),
     )
 
 
@@ -334,6 +412,7 @@ def desired_rows(session: Session, docs: dict[str, DocInfo]) -> dict[str, dict[s
 
 # --- Milvus side ---------------------------------------------------------------------------------
 
+
 @dataclass
 class SyncReport:
     documents: int = 0
@@ -350,16 +429,22 @@ class SyncReport:
         self.collections = sorted(set(self.collections) | set(other.collections))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"documents": self.documents, "inserted": self.inserted, "updated": self.updated,
-                "deleted": self.deleted, "collections": self.collections}
+        return {
+            "documents": self.documents,
+            "inserted": self.inserted,
+            "updated": self.updated,
+            "deleted": self.deleted,
+            "collections": self.collections,
+        }
 
 
 def _quote(ids: Iterable[str]) -> str:
     return "[" + ", ".join(f'"{mv._check_id(i, "id")}"' for i in ids) + "]"
 
 
-def existing_rows(client: Any, collection: str, doc_ids: Sequence[str],
-                  fields: Sequence[str] = _COMPARE_OUTPUT) -> list[dict[str, Any]]:
+def existing_rows(
+    client: Any, collection: str, doc_ids: Sequence[str], fields: Sequence[str] = _COMPARE_OUTPUT
+) -> list[dict[str, Any]]:
     if not doc_ids:
         return []
     expr = f"document_id in {_quote(doc_ids)}"
@@ -411,23 +496,35 @@ def flush_collection(ctx: AppContext, collection: str) -> None:
         raise IndexError_(f"flush of {collection} failed: {exc.message}") from exc
 
 
-def apply_rows(ctx: AppContext, target: Target, doc_ids: Sequence[str], desired: dict[str, dict[str, Any]],
-               *, batch_size: int = 256) -> SyncReport:
+def apply_rows(
+    ctx: AppContext,
+    target: Target,
+    doc_ids: Sequence[str],
+    desired: dict[str, dict[str, Any]],
+    *,
+    batch_size: int = 256,
+) -> SyncReport:
     """Make ``target`` hold exactly ``desired`` for these documents (see the module docstring)."""
     client = ctx.milvus
     rep = SyncReport(collections=[target.collection])
     have = {r["id"]: r for r in existing_rows(client, target.collection, doc_ids)}
-    full = [row for cid, row in desired.items() if target.may_insert(cid)
-            and (cid not in have or have[cid].get("title") != row["title"])]
+    full = [
+        row
+        for cid, row in desired.items()
+        if target.may_insert(cid) and (cid not in have or have[cid].get("title") != row["title"])
+    ]
     full_ids = {r["id"] for r in full}
-    partial = [{"id": cid, **{f: row[f] for f in SCALAR_FIELDS}} for cid, row in desired.items()
-               if cid in have and cid not in full_ids and _differs(have[cid], row)]
+    partial = [
+        {"id": cid, **{f: row[f] for f in SCALAR_FIELDS}}
+        for cid, row in desired.items()
+        if cid in have and cid not in full_ids and _differs(have[cid], row)
+    ]
     gone = [cid for cid in have if cid not in desired]
     try:
         if full:
             rep.inserted = mv.upsert_rows(client, target.collection, full, batch_size=batch_size, flush=False)
         for start in range(0, len(partial), 1000):
-            client.upsert(target.collection, partial[start:start + 1000], partial_update=True)
+            client.upsert(target.collection, partial[start : start + 1000], partial_update=True)
         rep.updated = len(partial)
         if gone:
             rep.deleted = mv.delete_rows(client, target.collection, gone, flush=False) or len(gone)
@@ -442,9 +539,16 @@ def apply_rows(ctx: AppContext, target: Target, doc_ids: Sequence[str], desired:
 
 # --- the job body --------------------------------------------------------------------------------
 
-def sync_documents(ctx: AppContext, session: Session, doc_ids: Iterable[str | uuid.UUID], *,
-                   targets: Sequence[Target] | None = None, lock: bool = True,
-                   mark_status: bool = True) -> SyncReport:
+
+def sync_documents(
+    ctx: AppContext,
+    session: Session,
+    doc_ids: Iterable[str | uuid.UUID],
+    *,
+    targets: Sequence[Target] | None = None,
+    lock: bool = True,
+    mark_status: bool = True,
+) -> SyncReport:
     """Bring these documents' Milvus rows in line with PostgreSQL in every target collection."""
     ids = sorted({str(d) for d in doc_ids})
     total = SyncReport()
@@ -452,10 +556,12 @@ def sync_documents(ctx: AppContext, session: Session, doc_ids: Iterable[str | uu
         return total
     tgts = list(targets) if targets is not None else write_targets(ctx, session)
     if not tgts:
-        raise ConfigError(f"the alias {ctx.settings.milvus_active_alias} points at no collection OpenKB knows; "
-                          "see `openkb index status`")
+        raise ConfigError(
+            f"the alias {ctx.settings.milvus_active_alias} points at no collection OpenKB knows; "
+            "see `openkb index status`"
+        )
     for start in range(0, len(ids), BATCH_DOCS):
-        batch = ids[start:start + BATCH_DOCS]
+        batch = ids[start : start + BATCH_DOCS]
         if lock:
             _lock_documents(session, batch)
         docs = load_docs(session, batch)
@@ -474,13 +580,16 @@ def _mark_indexed(session: Session, docs: Sequence[DocInfo]) -> None:
     params = [{"id": d.id, "v": d.current_version_id} for d in docs]
     if not params:
         return
-    session.execute(text("""
+    session.execute(
+        text("""
         UPDATE documents SET index_status = 'indexed', index_error = NULL, index_attempts = 0,
                indexed_version_id = CAST(:v AS uuid)
         WHERE id = CAST(:id AS uuid) AND current_version_id IS NOT DISTINCT FROM CAST(:v AS uuid)
           AND (index_status <> 'indexed' OR index_error IS NOT NULL OR index_attempts <> 0
                OR indexed_version_id IS DISTINCT FROM CAST(:v AS uuid))
-    """), params)
+    """),
+        params,
+    )
 
 
 def record_failure(ctx: AppContext, doc_ids: Sequence[str], error: str, *, final: bool) -> None:
@@ -498,19 +607,22 @@ def record_failure(ctx: AppContext, doc_ids: Sequence[str], error: str, *, final
     status = "failed" if final else "pending"
     try:
         with session_scope(ctx.engine) as s:
-            s.execute(text("""
+            s.execute(
+                text("""
                 UPDATE documents SET index_status = :st, index_attempts = index_attempts + 1,
                        index_error = :e || CASE WHEN :final THEN ' (gave up after '
                                                 ELSE ' (will retry; attempt ' END
                                      || (index_attempts + 1)::text || ')'
                 WHERE id = ANY(:ids) AND type = 'page'
             """).bindparams(bindparam("ids", type_=_UUIDS)),
-                      {"ids": ids, "e": error[:1900], "st": status, "final": final})
+                {"ids": ids, "e": error[:1900], "st": status, "final": final},
+            )
     except Exception:
         log.exception("could not record index failure for %d documents", len(ids))
 
 
 # --- status ----------------------------------------------------------------------------------------
+
 
 def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
     """What ``openkb index status`` and ``GET /api/admin/milvus/status`` show."""
@@ -537,8 +649,12 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
             out["milvus_rows_error"] = exc.detail
     out["in_sync"] = out["milvus_rows"] == out["pg_chunks"]
     out["embedder"] = ctx.endpoints.embedder_url
-    out["search_mode"] = (None if prof is None else ("hybrid (dense + BM25, score fusion)" if prof.vector_dim else "BM25-only")
-                          + (" + rerank" if prof and prof.rerank_function_name else ""))
+    out["search_mode"] = (
+        None
+        if prof is None
+        else ("hybrid (dense + BM25, score fusion)" if prof.vector_dim else "BM25-only")
+        + (" + rerank" if prof and prof.rerank_function_name else "")
+    )
     others = []
     for p in list_profiles(session):
         if p.collection_name == target:
@@ -549,22 +665,38 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
     out["other_profiles"] = others
     job = session.exec(select(IndexRebuildJob).order_by(col(IndexRebuildJob.started_at).desc())).first()
     out["last_rebuild"] = None if job is None else rebuild_view(job)
-    counts = session.execute(text("SELECT index_status, count(*) FROM documents WHERE type = 'page' "
-                                  "AND status <> 'deleted' GROUP BY index_status")).all()
+    counts = session.execute(
+        text(
+            "SELECT index_status, count(*) FROM documents WHERE type = 'page' "
+            "AND status <> 'deleted' GROUP BY index_status"
+        )
+    ).all()
     out["documents"] = {s: int(n) for s, n in counts}
     # pending pages whose last index run failed and that the worker is retrying
-    out["retrying"] = int(session.execute(text(
-        "SELECT count(*) FROM documents WHERE type = 'page' AND status <> 'deleted' AND index_status = 'pending' "
-        "AND index_attempts > 0")).scalar_one())
+    out["retrying"] = int(
+        session.execute(
+            text(
+                "SELECT count(*) FROM documents WHERE type = 'page' AND status <> 'deleted' AND index_status = 'pending' "
+                "AND index_attempts > 0"
+            )
+        ).scalar_one()
+    )
     return out
 
 
 def rebuild_view(job: IndexRebuildJob) -> dict[str, Any]:
-    return {"id": str(job.id), "status": job.status, "target_collection": job.target_collection,
-            "target_alias": job.target_alias, "switch_on_success": job.switch_on_success,
-            "total_chunks": job.total_chunks, "processed_chunks": job.processed_chunks,
-            "started_at": job.started_at.isoformat() if job.started_at else None,
-            "finished_at": job.finished_at.isoformat() if job.finished_at else None, "error": job.error}
+    return {
+        "id": str(job.id),
+        "status": job.status,
+        "target_collection": job.target_collection,
+        "target_alias": job.target_alias,
+        "switch_on_success": job.switch_on_success,
+        "total_chunks": job.total_chunks,
+        "processed_chunks": job.processed_chunks,
+        "started_at": job.started_at.isoformat() if job.started_at else None,
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "error": job.error,
+    }
 
 
 def _mask(uri: str | None) -> str | None:
@@ -578,7 +710,20 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-__all__ = ["ConfigError", "SyncReport", "Target", "apply_rows", "default_spec", "desired_rows",
-           "ensure_default_profile", "flush_collection", "index_status", "load_docs", "pg_chunk_count", "record_failure",
-           "sync_documents", "warm_active",
-           "write_targets"]
+__all__ = [
+    "ConfigError",
+    "SyncReport",
+    "Target",
+    "apply_rows",
+    "default_spec",
+    "desired_rows",
+    "ensure_default_profile",
+    "flush_collection",
+    "index_status",
+    "load_docs",
+    "pg_chunk_count",
+    "record_failure",
+    "sync_documents",
+    "warm_active",
+    "write_targets",
+]

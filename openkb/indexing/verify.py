@@ -52,9 +52,15 @@ _FIELDS = ("id", "document_id", "title", *SCALAR_FIELDS)
 def _doc_batches(session: Session) -> Iterator[list[str]]:
     after = "00000000-0000-0000-0000-000000000000"
     while True:
-        ids = [r[0] for r in session.execute(text(
-            "SELECT id::text FROM documents WHERE type = 'page' AND id > CAST(:a AS uuid) ORDER BY id LIMIT :n"),
-            {"a": after, "n": DOC_BATCH}).all()]
+        ids = [
+            r[0]
+            for r in session.execute(
+                text(
+                    "SELECT id::text FROM documents WHERE type = 'page' AND id > CAST(:a AS uuid) ORDER BY id LIMIT :n"
+                ),
+                {"a": after, "n": DOC_BATCH},
+            ).all()
+        ]
         if not ids:
             return
         yield ids
@@ -86,8 +92,15 @@ def _expected(session: Session, doc_ids: list[str]) -> tuple[dict[str, dict[str,
     return out, {d for d in set(docs) - have_chunks if not docs[d].indexed_current}
 
 
-def verify(ctx: AppContext, session: Session, principal: Principal, *, collection: str | None = None,
-           repair: bool = False, examples: int = 5) -> dict[str, Any]:
+def verify(
+    ctx: AppContext,
+    session: Session,
+    principal: Principal,
+    *,
+    collection: str | None = None,
+    repair: bool = False,
+    examples: int = 5,
+) -> dict[str, Any]:
     """The report (``ok`` when nothing differs). A repair is audited as ``milvus.index.repair``."""
     authorize_operator(session, principal)
     client = ctx.milvus
@@ -120,10 +133,17 @@ def verify(ctx: AppContext, session: Session, principal: Principal, *, collectio
     extra = [cid for cid in have if cid not in seen]
     extra_docs = {have[c]["document_id"] for c in extra}
     report: dict[str, Any] = {
-        "collection": collection, "profile": prof.name, "milvus_rows": len(have), "expected_rows": len(seen),
-        "missing": len(missing), "extra": len(extra), "stale": len(stale), "unchunked_documents": len(unchunked),
+        "collection": collection,
+        "profile": prof.name,
+        "milvus_rows": len(have),
+        "expected_rows": len(seen),
+        "missing": len(missing),
+        "extra": len(extra),
+        "stale": len(stale),
+        "unchunked_documents": len(unchunked),
         "examples": {"missing": missing[:examples], "extra": extra[:examples], "stale": stale[:examples]},
-        "ok": not (missing or extra or stale or unchunked), "repaired": False,
+        "ok": not (missing or extra or stale or unchunked),
+        "repaired": False,
     }
     if repair and not report["ok"]:
         target = Target(collection, spec_of(prof))
@@ -133,7 +153,7 @@ def verify(ctx: AppContext, session: Session, principal: Principal, *, collectio
         rep = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
         for start in range(0, len(ids), 200):
             with session_scope(ctx.engine) as s:
-                r = sync_documents(ctx, s, ids[start:start + 200], targets=[target]).as_dict()
+                r = sync_documents(ctx, s, ids[start : start + 200], targets=[target]).as_dict()
             for k in rep:
                 rep[k] += r[k]
         if gone_rows:

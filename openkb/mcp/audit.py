@@ -28,26 +28,55 @@ MAX_AUDITED_QUERY = 500
 Runner = Callable[[], tuple[dict[str, Any], list[str]]]
 
 
-def _row(session: Session, caller: McpCaller, tool: str, *, query: str | None, document_ids: list[str],
-         document_id: uuid.UUID | None, uri: str | None, outcome: str, extra: Mapping[str, Any] | None) -> None:
+def _row(
+    session: Session,
+    caller: McpCaller,
+    tool: str,
+    *,
+    query: str | None,
+    document_ids: list[str],
+    document_id: uuid.UUID | None,
+    uri: str | None,
+    outcome: str,
+    extra: Mapping[str, Any] | None,
+) -> None:
     meta: dict[str, Any] = {
-        "tool": tool, "client_id": caller.client_id, "client_name": caller.client_name,
-        "credential": caller.credential, "credential_id": caller.credential_id, "outcome": outcome,
-        "document_ids": document_ids[:MAX_AUDITED_IDS], "returned": len(document_ids),
+        "tool": tool,
+        "client_id": caller.client_id,
+        "client_name": caller.client_name,
+        "credential": caller.credential,
+        "credential_id": caller.credential_id,
+        "outcome": outcome,
+        "document_ids": document_ids[:MAX_AUDITED_IDS],
+        "returned": len(document_ids),
     }
     if query is not None:
         meta["query"] = query[:MAX_AUDITED_QUERY]
     if uri is not None:
         meta["uri"] = uri
     meta.update({k: v for k, v in (extra or {}).items() if v is not None})
-    record_audit(session, tenant_id=caller.principal.tenant_id, actor=caller.principal,
-                 action="mcp.resource_read" if uri is not None else "mcp.tool_call",
-                 object_type="document" if document_id is not None else None, object_id=document_id, metadata=meta)
+    record_audit(
+        session,
+        tenant_id=caller.principal.tenant_id,
+        actor=caller.principal,
+        action="mcp.resource_read" if uri is not None else "mcp.tool_call",
+        object_type="document" if document_id is not None else None,
+        object_id=document_id,
+        metadata=meta,
+    )
 
 
-def audited(session: Session, caller: McpCaller, tool: str, run: Runner, *, query: str | None = None,
-            document_id: uuid.UUID | None = None, uri: str | None = None,
-            extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def audited(
+    session: Session,
+    caller: McpCaller,
+    tool: str,
+    run: Runner,
+    *,
+    query: str | None = None,
+    document_id: uuid.UUID | None = None,
+    uri: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run ``run`` (which returns the result and the document ids it hands out) and record it."""
     kw = {"query": query, "document_id": document_id, "uri": uri, "extra": extra}
     try:

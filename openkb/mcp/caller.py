@@ -41,8 +41,7 @@ TOOL_SCOPES = {
     "kb_upsert_document": "doc:write",
 }
 # Resource URI prefixes and the scope reading them needs.
-RESOURCE_SCOPES = (("kb://document/", "doc:read"), ("kb://knowledge-base/", "kb:read"),
-                   ("kb://workspace/", "kb:read"))
+RESOURCE_SCOPES = (("kb://document/", "doc:read"), ("kb://knowledge-base/", "kb:read"), ("kb://workspace/", "kb:read"))
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,8 @@ class McpCaller:
 
     principal: Principal
     credential: Literal["pat", "oauth"]
-    credential_id: uuid.UUID       # the PAT row, or the OAuth grant
-    client_id: str                 # OAuth client_id; ``pat:<token id>`` for a personal token
+    credential_id: uuid.UUID  # the PAT row, or the OAuth grant
+    client_id: str  # OAuth client_id; ``pat:<token id>`` for a personal token
     client_name: str = ""
 
     @property
@@ -74,8 +73,7 @@ def verify_bearer(session: Session, token: str, *, resource: str) -> McpCaller:
         resolved = resolve_pat(session, token)
         if resolved is None:
             raise Unauthenticated("the access token is invalid, expired or revoked")
-        return McpCaller(principal_for(resolved), "pat", resolved.row.id, f"pat:{resolved.row.id}",
-                         resolved.row.name)
+        return McpCaller(principal_for(resolved), "pat", resolved.row.id, f"pat:{resolved.row.id}", resolved.row.name)
     grant = verify_access_token(session, token, resource=resource)
     return McpCaller(grant.principal(), "oauth", grant.grant_id, grant.client_id, grant.client_name)
 

@@ -44,8 +44,9 @@ def decode(tool: str, args: dict[str, Any], cursor: str | None) -> int:
     except (ValueError, KeyError, TypeError):
         ok = False
     if not ok:
-        raise ValidationError("cursor is not one this tool returned for these arguments; "
-                              "start again without a cursor", field="cursor")
+        raise ValidationError(
+            "cursor is not one this tool returned for these arguments; start again without a cursor", field="cursor"
+        )
     return offset
 
 
@@ -58,7 +59,7 @@ class Page:
 
 def page(items: Sequence[T], *, tool: str, args: dict[str, Any], cursor: str | None, limit: int) -> Page:
     start = decode(tool, args, cursor)
-    chunk = list(items[start:start + limit])
+    chunk = list(items[start : start + limit])
     end = start + len(chunk)
     return Page(chunk, encode(tool, args, end) if end < len(items) else None, len(items))
 

@@ -58,9 +58,16 @@ def _s(v: Any) -> Any:
 # --- search --------------------------------------------------------------------------------------
 
 
-def search(ctx: AppContext, session: Session, caller: McpCaller, *, query: str,
-           knowledge_base_ids: list[uuid.UUID] | None = None, top_k: int | None = None,
-           filters: dict[str, Any] | None = None) -> dict[str, Any]:
+def search(
+    ctx: AppContext,
+    session: Session,
+    caller: McpCaller,
+    *,
+    query: str,
+    knowledge_base_ids: list[uuid.UUID] | None = None,
+    top_k: int | None = None,
+    filters: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Documents the caller may read, best first (docs/retrieval.md#grouped-results): each with
     its best chunk as a bounded snippet, up to two more matching chunks in ``more_snippets``,
     the matched-term ``highlights`` of the snippet, and a web URL. ``top_k`` counts documents.
@@ -74,22 +81,46 @@ def search(ctx: AppContext, session: Session, caller: McpCaller, *, query: str,
         k = 5 if top_k is None else top_k
         if k < 1 or k > s.mcp_max_top_k:
             raise ValidationError(f"top_k must be between 1 and {s.mcp_max_top_k}", field="top_k")
-        hits = retrieval_search(ctx, session, caller.principal, query, knowledge_base_ids=knowledge_base_ids,
-                                top_k=k, filters=filters, snippets=2)
+        hits = retrieval_search(
+            ctx,
+            session,
+            caller.principal,
+            query,
+            knowledge_base_ids=knowledge_base_ids,
+            top_k=k,
+            filters=filters,
+            snippets=2,
+        )
         out: list[dict[str, Any]] = []
         used, truncated = 0, False
         for r in hits:
             cut = s.mcp_snippet_chars
             snippet = r.content if len(r.content) <= cut else r.content[:cut] + "…"
-            more = [{"chunk_id": m["chunk_id"], "heading_path": m["heading_path"], "score": m["score"],
-                     "snippet": m["content"] if len(m["content"]) <= cut else m["content"][:cut] + "…"}
-                    for m in r.snippets]
-            item = {"document_id": r.document_id, "chunk_id": r.chunk_id, "title": r.title, "path": r.path,
-                    "heading_path": r.heading_path, "snippet": snippet, "score": r.score,
-                    "highlights": [h for h in r.highlights if h[1] <= cut], "more_snippets": more,
-                    "knowledge_base_id": r.knowledge_base_id, "knowledge_base_title": r.knowledge_base_title,
-                    "tags": r.tags, "updated_at": r.updated_at,
-                    "url": doc_url(s, r.knowledge_base_id, r.document_id)}
+            more = [
+                {
+                    "chunk_id": m["chunk_id"],
+                    "heading_path": m["heading_path"],
+                    "score": m["score"],
+                    "snippet": m["content"] if len(m["content"]) <= cut else m["content"][:cut] + "…",
+                }
+                for m in r.snippets
+            ]
+            item = {
+                "document_id": r.document_id,
+                "chunk_id": r.chunk_id,
+                "title": r.title,
+                "path": r.path,
+                "heading_path": r.heading_path,
+                "snippet": snippet,
+                "score": r.score,
+                "highlights": [h for h in r.highlights if h[1] <= cut],
+                "more_snippets": more,
+                "knowledge_base_id": r.knowledge_base_id,
+                "knowledge_base_title": r.knowledge_base_title,
+                "tags": r.tags,
+                "updated_at": r.updated_at,
+                "url": doc_url(s, r.knowledge_base_id, r.document_id),
+            }
             size = len(snippet) + len(r.title) + len(r.path) + 300 + sum(len(m["snippet"]) + 120 for m in more)
             if out and used + size > s.mcp_max_response_chars:
                 truncated = True
@@ -98,8 +129,14 @@ def search(ctx: AppContext, session: Session, caller: McpCaller, *, query: str,
             out.append(item)
         return {"results": out, "truncated": truncated}, list(dict.fromkeys(i["document_id"] for i in out))
 
-    return audited(session, caller, "kb_search", run, query=query,
-                   extra={"top_k": top_k, "knowledge_base_ids": knowledge_base_ids or None})
+    return audited(
+        session,
+        caller,
+        "kb_search",
+        run,
+        query=query,
+        extra={"top_k": top_k, "knowledge_base_ids": knowledge_base_ids or None},
+    )
 
 
 # --- documents -----------------------------------------------------------------------------------
@@ -113,17 +150,33 @@ def _document(session: Session, caller: McpCaller, document_id: uuid.UUID) -> di
 def document_summary(settings: Settings, d: dict[str, Any]) -> dict[str, Any]:
     md = d.get("markdown") or ""
     return {
-        "id": _s(d["id"]), "knowledge_base_id": _s(d["knowledge_base_id"]), "workspace_id": _s(d["workspace_id"]),
-        "parent_id": _s(d["parent_id"]), "type": d["type"], "title": d["title"], "status": d["status"],
-        "version_no": d["version_no"], "markdown_chars": len(md), "tags": d["tags"], "metadata": d["metadata"],
+        "id": _s(d["id"]),
+        "knowledge_base_id": _s(d["knowledge_base_id"]),
+        "workspace_id": _s(d["workspace_id"]),
+        "parent_id": _s(d["parent_id"]),
+        "type": d["type"],
+        "title": d["title"],
+        "status": d["status"],
+        "version_no": d["version_no"],
+        "markdown_chars": len(md),
+        "tags": d["tags"],
+        "metadata": d["metadata"],
         "path": [{"id": _s(p["id"]), "title": p["title"], "type": p["type"]} for p in d.get("path") or []],
-        "created_at": _s(d["created_at"]), "updated_at": _s(d["updated_at"]),
+        "created_at": _s(d["created_at"]),
+        "updated_at": _s(d["updated_at"]),
         "url": doc_url(settings, d["knowledge_base_id"], d["id"]),
     }
 
 
-def get_document(session: Session, caller: McpCaller, settings: Settings, *, document_id: uuid.UUID,
-                 tool: str = "kb_get_document", uri: str | None = None) -> dict[str, Any]:
+def get_document(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    document_id: uuid.UUID,
+    tool: str = "kb_get_document",
+    uri: str | None = None,
+) -> dict[str, Any]:
     """The document's fields and breadcrumb without its body (``markdown_chars`` says how long
     the body is; ``kb_get_document_markdown`` reads it in ranges)."""
 
@@ -133,9 +186,17 @@ def get_document(session: Session, caller: McpCaller, settings: Settings, *, doc
     return audited(session, caller, tool, run, document_id=document_id, uri=uri)
 
 
-def get_markdown(session: Session, caller: McpCaller, settings: Settings, *, document_id: uuid.UUID,
-                 offset: int = 0, max_chars: int | None = None, tool: str = "kb_get_document_markdown",
-                 uri: str | None = None) -> dict[str, Any]:
+def get_markdown(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    document_id: uuid.UUID,
+    offset: int = 0,
+    max_chars: int | None = None,
+    tool: str = "kb_get_document_markdown",
+    uri: str | None = None,
+) -> dict[str, Any]:
     """A character range of the current Markdown body: ``[offset, offset + max_chars)``, with how
     much remains and the next offset (``kb_get_toc`` gives each heading's offset)."""
     cap = settings.mcp_max_response_chars
@@ -147,15 +208,24 @@ def get_markdown(session: Session, caller: McpCaller, settings: Settings, *, doc
         md = d.get("markdown") or ""
         if offset < 0 or offset > len(md):
             raise ValidationError(f"offset must be between 0 and {len(md)} (the body's length)", field="offset")
-        part = md[offset:offset + (max_chars or cap)]
+        part = md[offset : offset + (max_chars or cap)]
         end = offset + len(part)
-        return {"document_id": str(document_id), "title": d["title"], "version_no": d["version_no"],
-                "offset": offset, "markdown": part, "returned_chars": len(part), "total_chars": len(md),
-                "remaining_chars": len(md) - end, "next_offset": end if end < len(md) else None,
-                "url": doc_url(settings, d["knowledge_base_id"], d["id"])}, [str(document_id)]
+        return {
+            "document_id": str(document_id),
+            "title": d["title"],
+            "version_no": d["version_no"],
+            "offset": offset,
+            "markdown": part,
+            "returned_chars": len(part),
+            "total_chars": len(md),
+            "remaining_chars": len(md) - end,
+            "next_offset": end if end < len(md) else None,
+            "url": doc_url(settings, d["knowledge_base_id"], d["id"]),
+        }, [str(document_id)]
 
-    return audited(session, caller, tool, run, document_id=document_id, uri=uri,
-                   extra={"offset": offset, "max_chars": max_chars})
+    return audited(
+        session, caller, tool, run, document_id=document_id, uri=uri, extra={"offset": offset, "max_chars": max_chars}
+    )
 
 
 def toc_entries(markdown: str) -> list[dict[str, Any]]:
@@ -170,25 +240,44 @@ def toc_entries(markdown: str) -> list[dict[str, Any]]:
     for i, h in enumerate(heads):
         off = starts[h.line - 1] if 0 < h.line <= len(starts) else 0
         end = len(markdown)
-        for nxt in heads[i + 1:]:
+        for nxt in heads[i + 1 :]:
             if nxt.level <= h.level:
                 end = starts[nxt.line - 1] if 0 < nxt.line <= len(starts) else end
                 break
-        out.append({"level": h.level, "text": h.text, "anchor": h.anchor, "line": h.line, "offset": off,
-                    "chars": end - off})
+        out.append(
+            {"level": h.level, "text": h.text, "anchor": h.anchor, "line": h.line, "offset": off, "chars": end - off}
+        )
     return out
 
 
-def get_toc(session: Session, caller: McpCaller, settings: Settings, *, document_id: uuid.UUID,
-            cursor: str | None = None, limit: int | None = None, tool: str = "kb_get_toc",
-            uri: str | None = None) -> dict[str, Any]:
+def get_toc(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    document_id: uuid.UUID,
+    cursor: str | None = None,
+    limit: int | None = None,
+    tool: str = "kb_get_toc",
+    uri: str | None = None,
+) -> dict[str, Any]:
     def run() -> tuple[dict[str, Any], list[str]]:
         n = pages.check_limit(limit, settings.mcp_page_size, settings.mcp_max_page_size)
         d = _document(session, caller, document_id)
-        pg = pages.page(toc_entries(d.get("markdown") or ""), tool="kb_get_toc",
-                        args={"document_id": str(document_id)}, cursor=cursor, limit=n)
-        return {"document_id": str(document_id), "title": d["title"], "headings": pg.items,
-                "total": pg.total, "next_cursor": pg.next_cursor}, [str(document_id)]
+        pg = pages.page(
+            toc_entries(d.get("markdown") or ""),
+            tool="kb_get_toc",
+            args={"document_id": str(document_id)},
+            cursor=cursor,
+            limit=n,
+        )
+        return {
+            "document_id": str(document_id),
+            "title": d["title"],
+            "headings": pg.items,
+            "total": pg.total,
+            "next_cursor": pg.next_cursor,
+        }, [str(document_id)]
 
     return audited(session, caller, tool, run, document_id=document_id, uri=uri)
 
@@ -196,50 +285,92 @@ def get_toc(session: Session, caller: McpCaller, settings: Settings, *, document
 # --- listings ------------------------------------------------------------------------------------
 
 
-def list_workspaces(session: Session, caller: McpCaller, settings: Settings, *, cursor: str | None = None,
-                    limit: int | None = None) -> dict[str, Any]:
+def list_workspaces(
+    session: Session, caller: McpCaller, settings: Settings, *, cursor: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
     def run() -> tuple[dict[str, Any], list[str]]:
         caller.require("kb:read")
         n = pages.check_limit(limit, settings.mcp_page_size, settings.mcp_max_page_size)
         rows = ws_service.list_workspaces(session, caller.principal)
         pg = pages.page(rows, tool="kb_list_workspaces", args={}, cursor=cursor, limit=n)
-        items = [{"id": _s(w["id"]), "name": w["name"], "slug": w["slug"], "description": w["description"],
-                  "role": w["role"]} for w in pg.items]
+        items = [
+            {
+                "id": _s(w["id"]),
+                "name": w["name"],
+                "slug": w["slug"],
+                "description": w["description"],
+                "role": w["role"],
+            }
+            for w in pg.items
+        ]
         return {"workspaces": items, "total": pg.total, "next_cursor": pg.next_cursor}, []
 
     return audited(session, caller, "kb_list_workspaces", run)
 
 
 def _kb_item(settings: Settings, k: dict[str, Any]) -> dict[str, Any]:
-    return {"id": _s(k["id"]), "workspace_id": _s(k["workspace_id"]), "title": k["title"], "slug": k["slug"],
-            "description": k["description"], "visibility": k["visibility"], "status": k["status"],
-            "role": k.get("role"), "url": kb_url(settings, k["id"])}
+    return {
+        "id": _s(k["id"]),
+        "workspace_id": _s(k["workspace_id"]),
+        "title": k["title"],
+        "slug": k["slug"],
+        "description": k["description"],
+        "visibility": k["visibility"],
+        "status": k["status"],
+        "role": k.get("role"),
+        "url": kb_url(settings, k["id"]),
+    }
 
 
-def knowledge_bases_page(session: Session, caller: McpCaller, settings: Settings, *,
-                         workspace_id: uuid.UUID | None, cursor: str | None, limit: int | None) -> pages.Page:
+def knowledge_bases_page(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    workspace_id: uuid.UUID | None,
+    cursor: str | None,
+    limit: int | None,
+) -> pages.Page:
     caller.require("kb:read")
     n = pages.check_limit(limit, settings.mcp_page_size, settings.mcp_max_page_size)
     rows = kb_service.list_knowledge_bases(session, caller.principal, workspace_id=workspace_id)
-    pg = pages.page(rows, tool="kb_list_knowledge_bases",
-                    args={"workspace_id": str(workspace_id) if workspace_id else None}, cursor=cursor, limit=n)
+    pg = pages.page(
+        rows,
+        tool="kb_list_knowledge_bases",
+        args={"workspace_id": str(workspace_id) if workspace_id else None},
+        cursor=cursor,
+        limit=n,
+    )
     return pages.Page([_kb_item(settings, k) for k in pg.items], pg.next_cursor, pg.total)
 
 
-def list_knowledge_bases(session: Session, caller: McpCaller, settings: Settings, *,
-                         workspace_id: uuid.UUID | None = None, cursor: str | None = None,
-                         limit: int | None = None) -> dict[str, Any]:
+def list_knowledge_bases(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    workspace_id: uuid.UUID | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     def run() -> tuple[dict[str, Any], list[str]]:
         pg = knowledge_bases_page(session, caller, settings, workspace_id=workspace_id, cursor=cursor, limit=limit)
         return {"knowledge_bases": pg.items, "total": pg.total, "next_cursor": pg.next_cursor}, []
 
-    return audited(session, caller, "kb_list_knowledge_bases", run,
-                   extra={"workspace_id": workspace_id})
+    return audited(session, caller, "kb_list_knowledge_bases", run, extra={"workspace_id": workspace_id})
 
 
-def documents_page(session: Session, caller: McpCaller, settings: Settings, *, knowledge_base_id: uuid.UUID,
-                   parent_id: uuid.UUID | None, recursive: bool, cursor: str | None,
-                   limit: int | None) -> pages.Page:
+def documents_page(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    knowledge_base_id: uuid.UUID,
+    parent_id: uuid.UUID | None,
+    recursive: bool,
+    cursor: str | None,
+    limit: int | None,
+) -> pages.Page:
     """One page of the visible tree: the children of ``parent_id`` (the roots without it), or,
     ``recursive``, the whole visible subtree in tree order. A parent the caller cannot see is
     "document not found", like a missing one."""
@@ -256,12 +387,25 @@ def documents_page(session: Session, caller: McpCaller, settings: Settings, *, k
         chosen = _subtree_order(items, want)
     else:
         chosen = [it for it in items if it["parent_id"] == want]
-    pg = pages.page(chosen, tool="kb_list_documents",
-                    args={"kb": str(knowledge_base_id), "parent": want, "recursive": recursive},
-                    cursor=cursor, limit=n)
-    out = [{"id": it["id"], "parent_id": it["parent_id"], "type": it["type"], "title": it["title"],
-            "status": it["status"], "has_children": children.get(it["id"], 0) > 0,
-            "url": doc_url(settings, knowledge_base_id, it["id"])} for it in pg.items]
+    pg = pages.page(
+        chosen,
+        tool="kb_list_documents",
+        args={"kb": str(knowledge_base_id), "parent": want, "recursive": recursive},
+        cursor=cursor,
+        limit=n,
+    )
+    out = [
+        {
+            "id": it["id"],
+            "parent_id": it["parent_id"],
+            "type": it["type"],
+            "title": it["title"],
+            "status": it["status"],
+            "has_children": children.get(it["id"], 0) > 0,
+            "url": doc_url(settings, knowledge_base_id, it["id"]),
+        }
+        for it in pg.items
+    ]
     return pages.Page(out, pg.next_cursor, pg.total)
 
 
@@ -278,26 +422,65 @@ def _subtree_order(items: list[dict[str, Any]], root: str | None) -> list[dict[s
     return out
 
 
-def list_documents(session: Session, caller: McpCaller, settings: Settings, *, knowledge_base_id: uuid.UUID,
-                   parent_id: uuid.UUID | None = None, recursive: bool = False, cursor: str | None = None,
-                   limit: int | None = None) -> dict[str, Any]:
+def list_documents(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    knowledge_base_id: uuid.UUID,
+    parent_id: uuid.UUID | None = None,
+    recursive: bool = False,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     def run() -> tuple[dict[str, Any], list[str]]:
-        pg = documents_page(session, caller, settings, knowledge_base_id=knowledge_base_id, parent_id=parent_id,
-                            recursive=recursive, cursor=cursor, limit=limit)
-        return ({"knowledge_base_id": str(knowledge_base_id), "documents": pg.items, "total": pg.total,
-                 "next_cursor": pg.next_cursor}, [d["id"] for d in pg.items])
+        pg = documents_page(
+            session,
+            caller,
+            settings,
+            knowledge_base_id=knowledge_base_id,
+            parent_id=parent_id,
+            recursive=recursive,
+            cursor=cursor,
+            limit=limit,
+        )
+        return (
+            {
+                "knowledge_base_id": str(knowledge_base_id),
+                "documents": pg.items,
+                "total": pg.total,
+                "next_cursor": pg.next_cursor,
+            },
+            [d["id"] for d in pg.items],
+        )
 
-    return audited(session, caller, "kb_list_documents", run,
-                   extra={"knowledge_base_id": knowledge_base_id, "parent_id": parent_id})
+    return audited(
+        session,
+        caller,
+        "kb_list_documents",
+        run,
+        extra={"knowledge_base_id": knowledge_base_id, "parent_id": parent_id},
+    )
 
 
 # --- the optional write tool -----------------------------------------------------------------------
 
 
-def upsert_document(session: Session, caller: McpCaller, settings: Settings, *, knowledge_base_id: uuid.UUID,
-                    key: str, title: str, markdown: str | None = None, parent_id: Any = UNSET,
-                    status: str | None = None, tags: list[str] | None = None,
-                    metadata: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+def upsert_document(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    knowledge_base_id: uuid.UUID,
+    key: str,
+    title: str,
+    markdown: str | None = None,
+    parent_id: Any = UNSET,
+    status: str | None = None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
     """Keyed upsert (``openkb.content.upsert``): ``created`` | ``updated`` | ``unchanged``, the
     dialect check, a change-log row under a run (``run_id`` names it; revert it like any run).
     Needs ``doc:write`` on the token and edit rights on the knowledge base. The change row's
@@ -314,15 +497,32 @@ def upsert_document(session: Session, caller: McpCaller, settings: Settings, *, 
         if actor is None:
             Actor.of(caller.principal, run_id)  # raises the run id's ValidationError
             raise AssertionError("unreachable")
-        res = upsert_service.upsert_by_key(session, actor, knowledge_base_id, key, title=title, markdown=markdown,
-                                           parent_id=parent_id, status=status, metadata=metadata, tags=tags,
-                                           settings=settings)
+        res = upsert_service.upsert_by_key(
+            session,
+            actor,
+            knowledge_base_id,
+            key,
+            title=title,
+            markdown=markdown,
+            parent_id=parent_id,
+            status=status,
+            metadata=metadata,
+            tags=tags,
+            settings=settings,
+        )
         out = {k: _s(v) for k, v in res.out().items()}
         out["run_id"] = str(actor.run_id)
         out["url"] = doc_url(settings, knowledge_base_id, res.document.id)
         return out, [out["document_id"]]
 
-    return audited(session, caller, "kb_upsert_document", run,
-                   extra={"knowledge_base_id": knowledge_base_id, "key": key,
-                          "run_id": actor.run_id if actor is not None else None})
-
+    return audited(
+        session,
+        caller,
+        "kb_upsert_document",
+        run,
+        extra={
+            "knowledge_base_id": knowledge_base_id,
+            "key": key,
+            "run_id": actor.run_id if actor is not None else None,
+        },
+    )

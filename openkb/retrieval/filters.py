@@ -77,8 +77,9 @@ def parse_filters(raw: Mapping[str, Any] | SearchFilters | None) -> SearchFilter
         raise ValidationError("filters must be an object", field="filters")
     unknown = set(raw) - {"tags", "metadata", "time_range"}
     if unknown:
-        raise ValidationError(f"unknown filter(s): {', '.join(sorted(unknown))} (known: tags, metadata, time_range)",
-                              field="filters")
+        raise ValidationError(
+            f"unknown filter(s): {', '.join(sorted(unknown))} (known: tags, metadata, time_range)", field="filters"
+        )
     tags = raw.get("tags") or ()
     if isinstance(tags, str):
         tags = (tags,)
@@ -93,17 +94,22 @@ def parse_filters(raw: Mapping[str, Any] | SearchFilters | None) -> SearchFilter
         raise ValidationError("filters.metadata is too large", field="filters.metadata")
     tr = raw.get("time_range") or {}
     if not isinstance(tr, Mapping):
-        raise ValidationError("filters.time_range must be an object like {\"from\": ISO, \"to\": ISO}",
-                              field="filters.time_range")
+        raise ValidationError(
+            'filters.time_range must be an object like {"from": ISO, "to": ISO}', field="filters.time_range"
+        )
     unknown_tr = set(tr) - set(_FROM_KEYS) - set(_TO_KEYS)
     if unknown_tr:
-        raise ValidationError(f"unknown time_range key(s): {', '.join(sorted(unknown_tr))} (use from/to)",
-                              field="filters.time_range")
+        raise ValidationError(
+            f"unknown time_range key(s): {', '.join(sorted(unknown_tr))} (use from/to)", field="filters.time_range"
+        )
     lo = next((tr[k] for k in _FROM_KEYS if tr.get(k) is not None), None)
     hi = next((tr[k] for k in _TO_KEYS if tr.get(k) is not None), None)
-    f = SearchFilters(tags=tuple(dict.fromkeys(t.strip() for t in tags if t.strip())), metadata=dict(meta),
-                      updated_from=_time(lo, "filters.time_range.from") if lo is not None else None,
-                      updated_to=_time(hi, "filters.time_range.to") if hi is not None else None)
+    f = SearchFilters(
+        tags=tuple(dict.fromkeys(t.strip() for t in tags if t.strip())),
+        metadata=dict(meta),
+        updated_from=_time(lo, "filters.time_range.from") if lo is not None else None,
+        updated_to=_time(hi, "filters.time_range.to") if hi is not None else None,
+    )
     if f.updated_from and f.updated_to and f.updated_from > f.updated_to:
         raise ValidationError("filters.time_range.from is after .to", field="filters.time_range")
     return f

@@ -60,8 +60,12 @@ def highlight_spans(query: str, text: str) -> list[list[int]]:
     latin, cjk = query_terms(query.strip())
     spans: list[tuple[int, int]] = []
     if latin:
-        pat = re.compile(rf"(?<![^\W{_CJK}])(?:" + "|".join(re.escape(w) for w in sorted(latin, key=len, reverse=True))
-                         + rf")[^\W{_CJK}]*", re.IGNORECASE)
+        pat = re.compile(
+            rf"(?<![^\W{_CJK}])(?:"
+            + "|".join(re.escape(w) for w in sorted(latin, key=len, reverse=True))
+            + rf")[^\W{_CJK}]*",
+            re.IGNORECASE,
+        )
         spans.extend(m.span() for m in pat.finditer(text))
     for w in cjk:
         start = text.find(w)

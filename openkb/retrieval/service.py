@@ -54,8 +54,7 @@ MAX_TOP_K = 100
 OVERFETCH = 3
 MAX_QUERY_CHARS = 2000
 _UUIDS = ARRAY(UUID(as_uuid=False))
-OUTPUT_FIELDS = ("chunk_id", "document_id", "knowledge_base_id", "title", "heading_path", "content_text",
-                 "updated_at")
+OUTPUT_FIELDS = ("chunk_id", "document_id", "knowledge_base_id", "title", "heading_path", "content_text", "updated_at")
 
 
 @dataclass
@@ -86,6 +85,7 @@ class SearchResult:
 
 # --- helpers -------------------------------------------------------------------------------------
 
+
 def _uuid_strs(values: Iterable[Any] | None, what: str) -> list[str]:
     out: list[str] = []
     for v in values or ():
@@ -108,13 +108,15 @@ LIMIT :cap
 """
 
 
-def _documents_matching(session: Session, tenant_id: str | None, kb_ids: list[str], f: SearchFilters,
-                        cap: int) -> list[str]:
+def _documents_matching(
+    session: Session, tenant_id: str | None, kb_ids: list[str], f: SearchFilters, cap: int
+) -> list[str]:
     sql = _DOC_FILTER_SQL.format(
         tenant="AND d.tenant_id = CAST(:tenant AS uuid)" if tenant_id else "",
         kbs="AND d.knowledge_base_id = ANY(:kbs)" if kb_ids else "",
         tags="AND d.tags && CAST(:tags AS text[])" if f.tags else "",
-        meta="AND d.metadata @> :meta" if f.metadata else "")
+        meta="AND d.metadata @> :meta" if f.metadata else "",
+    )
     stmt = text(sql)
     params: dict[str, Any] = {"cap": cap}
     if tenant_id:
@@ -157,16 +159,24 @@ def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any],
     content = strip_index_text(hit_fields.get("title") or "", heading, hit_fields.get("content_text") or "")
     upd = det.get("updated_at")
     return SearchResult(
-        document_id=str(hit_fields.get("document_id")), chunk_id=str(hit_fields.get("chunk_id")),
-        knowledge_base_id=str(det.get("kb_id") or hit_fields.get("knowledge_base_id")), title=det.get("title") or "",
-        path=" / ".join(det.get("path") or []), heading_path=heading, content=content, score=float(score),
-        metadata=dict(det.get("meta") or {}), tags=list(det.get("tags") or []),
-        knowledge_base_title=det.get("kb_title") or "", updated_at=upd.isoformat() if isinstance(upd, datetime) else None,
+        document_id=str(hit_fields.get("document_id")),
+        chunk_id=str(hit_fields.get("chunk_id")),
+        knowledge_base_id=str(det.get("kb_id") or hit_fields.get("knowledge_base_id")),
+        title=det.get("title") or "",
+        path=" / ".join(det.get("path") or []),
+        heading_path=heading,
+        content=content,
+        score=float(score),
+        metadata=dict(det.get("meta") or {}),
+        tags=list(det.get("tags") or []),
+        knowledge_base_title=det.get("kb_title") or "",
+        updated_at=upd.isoformat() if isinstance(upd, datetime) else None,
         ranking=ranking,
     )
 
 
 # --- search --------------------------------------------------------------------------------------
+
 
 @dataclass
 class SearchPlan:
@@ -179,8 +189,14 @@ class SearchPlan:
     nothing: bool = False
 
 
-def plan(ctx: AppContext, session: Session, principal: Principal, *, knowledge_base_ids: Iterable[Any] | None,
-         filters: SearchFilters) -> SearchPlan:
+def plan(
+    ctx: AppContext,
+    session: Session,
+    principal: Principal,
+    *,
+    knowledge_base_ids: Iterable[Any] | None,
+    filters: SearchFilters,
+) -> SearchPlan:
     scope = readable_scope(session, principal)
     collection, spec = active_spec(ctx, session)
     if scope.filter is F.FALSE or collection is None:
@@ -205,9 +221,15 @@ def plan(ctx: AppContext, session: Session, principal: Principal, *, knowledge_b
     return SearchPlan(mv.and_filters(*parts), collection, spec, post)
 
 
-def search(ctx: AppContext, session: Session, principal: Principal, query: str,
-           knowledge_base_ids: Iterable[Any] | None = None, top_k: int = 10,
-           filters: Mapping[str, Any] | SearchFilters | None = None) -> list[SearchResult]:
+def search(
+    ctx: AppContext,
+    session: Session,
+    principal: Principal,
+    query: str,
+    knowledge_base_ids: Iterable[Any] | None = None,
+    top_k: int = 10,
+    filters: Mapping[str, Any] | SearchFilters | None = None,
+) -> list[SearchResult]:
     """Chunks the principal may read, best first; an empty query lists recently updated
     documents (one chunk each, their first). Each result carries ``highlights``."""
     if not isinstance(top_k, int) or top_k < 1 or top_k > MAX_TOP_K:
@@ -222,10 +244,16 @@ MAX_SNIPPETS = 5
 GROUP_OVERFETCH = 3  # chunks fetched per wanted document, so a few chatty documents can't starve the list
 
 
-def search_documents(ctx: AppContext, session: Session, principal: Principal, query: str,
-                     knowledge_base_ids: Iterable[Any] | None = None, top_k: int = 10,
-                     filters: Mapping[str, Any] | SearchFilters | None = None,
-                     snippets: int = 2) -> list[SearchResult]:
+def search_documents(
+    ctx: AppContext,
+    session: Session,
+    principal: Principal,
+    query: str,
+    knowledge_base_ids: Iterable[Any] | None = None,
+    top_k: int = 10,
+    filters: Mapping[str, Any] | SearchFilters | None = None,
+    snippets: int = 2,
+) -> list[SearchResult]:
     """Documents the principal may read, best first (docs/retrieval.md#grouped-results): each
     result is the document's best chunk, with up to ``snippets`` more of its matching chunks in
     ``snippets``; ``top_k`` counts documents.
@@ -237,8 +265,15 @@ def search_documents(ctx: AppContext, session: Session, principal: Principal, qu
         raise ValidationError(f"top_k must be between 1 and {MAX_TOP_K}", field="top_k")
     if not isinstance(snippets, int) or snippets < 0 or snippets > MAX_SNIPPETS:
         raise ValidationError(f"snippets must be between 0 and {MAX_SNIPPETS}", field="snippets")
-    chunks = _search_chunks(ctx, session, principal, query, knowledge_base_ids,
-                            min(top_k * GROUP_OVERFETCH, MAX_TOP_K * GROUP_OVERFETCH), filters)
+    chunks = _search_chunks(
+        ctx,
+        session,
+        principal,
+        query,
+        knowledge_base_ids,
+        min(top_k * GROUP_OVERFETCH, MAX_TOP_K * GROUP_OVERFETCH),
+        filters,
+    )
     groups: dict[str, SearchResult] = {}
     for r in chunks:
         r.highlights = highlight_spans(query or "", r.content)
@@ -247,14 +282,27 @@ def search_documents(ctx: AppContext, session: Session, principal: Principal, qu
             if len(groups) < top_k:
                 groups[r.document_id] = r
         elif len(head.snippets) < snippets:
-            head.snippets.append({"chunk_id": r.chunk_id, "heading_path": r.heading_path, "content": r.content,
-                                  "score": r.score, "highlights": r.highlights})
+            head.snippets.append(
+                {
+                    "chunk_id": r.chunk_id,
+                    "heading_path": r.heading_path,
+                    "content": r.content,
+                    "score": r.score,
+                    "highlights": r.highlights,
+                }
+            )
     return list(groups.values())
 
 
-def _search_chunks(ctx: AppContext, session: Session, principal: Principal, query: str,
-                   knowledge_base_ids: Iterable[Any] | None, top_k: int,
-                   filters: Mapping[str, Any] | SearchFilters | None) -> list[SearchResult]:
+def _search_chunks(
+    ctx: AppContext,
+    session: Session,
+    principal: Principal,
+    query: str,
+    knowledge_base_ids: Iterable[Any] | None,
+    top_k: int,
+    filters: Mapping[str, Any] | SearchFilters | None,
+) -> list[SearchResult]:
     query = (query or "").strip()
     if len(query) > MAX_QUERY_CHARS:
         raise ValidationError(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
@@ -277,8 +325,9 @@ def _search_chunks(ctx: AppContext, session: Session, principal: Principal, quer
     return results
 
 
-def _finish(session: Session, principal: Principal, hits: Sequence[mv.Hit], top_k: int,
-            post: SearchFilters | None) -> list[SearchResult]:
+def _finish(
+    session: Session, principal: Principal, hits: Sequence[mv.Hit], top_k: int, post: SearchFilters | None
+) -> list[SearchResult]:
     doc_ids = list(dict.fromkeys(str(h.document_id) for h in hits if h.document_id))
     if not doc_ids:
         return []
@@ -297,10 +346,10 @@ def _finish(session: Session, principal: Principal, hits: Sequence[mv.Hit], top_
     return out
 
 
-def _recent(ctx: AppContext, session: Session, principal: Principal, p: SearchPlan, alias: str, top_k: int,
-            f: SearchFilters) -> list[SearchResult]:
-    rows = mv.recent(ctx.milvus, alias, p.filter, limit=top_k * 8,
-                     output_fields=(*OUTPUT_FIELDS, "metadata"))
+def _recent(
+    ctx: AppContext, session: Session, principal: Principal, p: SearchPlan, alias: str, top_k: int, f: SearchFilters
+) -> list[SearchResult]:
+    rows = mv.recent(ctx.milvus, alias, p.filter, limit=top_k * 8, output_fields=(*OUTPUT_FIELDS, "metadata"))
     first: dict[str, dict[str, Any]] = {}
     for r in rows:  # newest documents first; keep each document's first chunk
         d = str(r.get("document_id"))

@@ -344,8 +344,14 @@ class EmbeddedServices:
         ]
         # Milvus' TEXTEMBEDDING (provider openai) and RERANK (provider cohere) want a key even for
         # the local embedder, which ignores it: without one a rerank profile never reranks.
-        proc = spawn(cmd, log_path, env={"OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder"),
-                                         "COHERE_API_KEY": os.environ.get("COHERE_API_KEY", "openkb-local-embedder")})
+        proc = spawn(
+            cmd,
+            log_path,
+            env={
+                "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder"),
+                "COHERE_API_KEY": os.environ.get("COHERE_API_KEY", "openkb-local-embedder"),
+            },
+        )
         self._procs["milvus"] = proc
         uri = f"http://127.0.0.1:{port}"
 

@@ -44,9 +44,12 @@ class SearchIn(RequestModel):
     knowledge_base_ids: list[uuid.UUID] | None = None
     top_k: int = Field(10, ge=1, le=100)
     filters: SearchFiltersIn | None = None
-    group_by_document: bool = Field(True, description="one result per document (its best chunk, more of its "
-                                                      "matching chunks in `snippets`); top_k counts documents. "
-                                                      "false: one result per chunk, top_k counts chunks")
+    group_by_document: bool = Field(
+        True,
+        description="one result per document (its best chunk, more of its "
+        "matching chunks in `snippets`); top_k counts documents. "
+        "false: one result per chunk, top_k counts chunks",
+    )
 
 
 class SnippetOut(BaseModel):
@@ -72,8 +75,11 @@ class SearchResultOut(BaseModel):
     updated_at: datetime | None = None
     highlights: list[list[int]] = Field([], description="[start, end) offsets into content of the query's words")
     snippets: list[SnippetOut] = Field([], description="grouped search: more matching chunks of this document")
-    ranking: str = Field("", description="hybrid | bm25 | hybrid+rerank | bm25+rerank; a rerank profile answering "
-                                         "without +rerank was served degraded (its rerank service failed)")
+    ranking: str = Field(
+        "",
+        description="hybrid | bm25 | hybrid+rerank | bm25+rerank; a rerank profile answering "
+        "without +rerank was served degraded (its rerank service failed)",
+    )
 
 
 class SearchOut(BaseModel):
@@ -93,6 +99,13 @@ def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: Sea
         if tr is not None and (tr.from_ or tr.to):
             filters["time_range"] = {k: v for k, v in (("from", tr.from_), ("to", tr.to)) if v is not None}
     run = search_documents if body.group_by_document else search
-    results = run(ctx, session, principal, body.query, knowledge_base_ids=body.knowledge_base_ids,
-                  top_k=body.top_k, filters=filters)
+    results = run(
+        ctx,
+        session,
+        principal,
+        body.query,
+        knowledge_base_ids=body.knowledge_base_ids,
+        top_k=body.top_k,
+        filters=filters,
+    )
     return {"results": [r.as_dict() for r in results]}

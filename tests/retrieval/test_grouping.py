@@ -34,16 +34,24 @@ def world(app_ctx, engine):
         kb = make_kb(s, p.workspace, p.owner, visibility="workspace")
         a = make_doc(s, kb, p.owner, title="Alpha", markdown=_long_doc(word, 4))
         b = make_doc(s, kb, p.owner, title="Beta", markdown=_long_doc(word, 2))
-        hidden = make_doc(s, kb, p.owner, title="Hidden", permission_mode="custom", visibility="private",
-                          markdown=_long_doc(word, 4))
+        hidden = make_doc(
+            s, kb, p.owner, title="Hidden", permission_mode="custom", visibility="private", markdown=_long_doc(word, 4)
+        )
         service.sync_documents(app_ctx, s, [a.id, b.id, hidden.id])
-        chunks = {str(c.id): str(c.document_id) for c in s.exec(select(DocumentChunk).where(
-            DocumentChunk.document_id.in_([a.id, b.id, hidden.id]))).all()}  # type: ignore[attr-defined]
+        chunks = {
+            str(c.id): str(c.document_id)
+            for c in s.exec(select(DocumentChunk).where(DocumentChunk.document_id.in_([a.id, b.id, hidden.id]))).all()
+        }  # type: ignore[attr-defined]
         ids = {"a": str(a.id), "b": str(b.id), "hidden": str(hidden.id)}
         member, owner, tenant = p.member.id, p.owner.id, p.tenant.id
     assert sum(1 for d in chunks.values() if d == ids["a"]) >= 3  # the fixture really has several chunks
-    return {"word": word, "ids": ids, "chunks": chunks, "member": Principal.user(member, tenant),
-            "owner": Principal.user(owner, tenant)}
+    return {
+        "word": word,
+        "ids": ids,
+        "chunks": chunks,
+        "member": Principal.user(member, tenant),
+        "owner": Principal.user(owner, tenant),
+    }
 
 
 def _grouped(app_ctx, engine, who, q, **kw):
@@ -89,12 +97,19 @@ def test_highlights_mark_the_query_words(world, app_ctx, engine):
         assert world["word"] in marked and "part" in marked
 
 
-@pytest.mark.parametrize(("query", "text", "want"), [
-    ("database backups", "Nightly Backup of the DATABASE.", ["Backup", "DATABASE"]),
-    ("咖啡机 清洗", "咖啡机每天早上九点清洗，咖啡机很好", ["咖啡机", "清洗", "咖啡机"]),
-    ("用 kubernetes 部署", "我们用Kubernetes部署服务", ["用", "Kubernetes", "部署"]),  # a one-character query word counts
-    ("the of and", "the cat of the house and more", []),
-    ("cat", "concatenate cats", ["cats"]),
-])
+@pytest.mark.parametrize(
+    ("query", "text", "want"),
+    [
+        ("database backups", "Nightly Backup of the DATABASE.", ["Backup", "DATABASE"]),
+        ("咖啡机 清洗", "咖啡机每天早上九点清洗，咖啡机很好", ["咖啡机", "清洗", "咖啡机"]),
+        (
+            "用 kubernetes 部署",
+            "我们用Kubernetes部署服务",
+            ["用", "Kubernetes", "部署"],
+        ),  # a one-character query word counts
+        ("the of and", "the cat of the house and more", []),
+        ("cat", "concatenate cats", ["cats"]),
+    ],
+)
 def test_highlight_spans(query, text, want):
     assert [text[a:b] for a, b in highlight_spans(query, text)] == want

@@ -26,7 +26,7 @@ from openkb.models import DocumentVersion
 from openkb.retrieval import forget_active_profile, search
 from tests.permissions.oracle import Oracle
 from tests.permissions.test_oracle import principals_of, to_principal
-from tests.permissions.worlds import World, WGrant, insert_world, uid, worlds
+from tests.permissions.worlds import WGrant, World, insert_world, uid, worlds
 
 TENANTS = f'tenant_id in ["{uid("tenant", "A")}", "{uid("tenant", "B")}"]'
 
@@ -49,20 +49,37 @@ def _add_versions(db, w: World, salt: int) -> dict[int, str]:
             continue
         words[d.n] = f"uniq{salt}x{d.n}"
         md = f"# d{d.n}\n\n{words[d.n]} shared{salt} 共享文本 text.\n"
-        rows.append({"id": uuid.uuid4(), "tenant_id": uid("tenant", w.kb_tenant(d.kb)), "document_id": uid("doc", d.n),
-                     "version_no": 1, "title": f"d{d.n}", "markdown": md,
-                     "markdown_hash": hashlib.sha256(md.encode()).hexdigest(), "source_type": "manual",
-                     "created_by": uid("user", w.users[0].n)})
+        rows.append(
+            {
+                "id": uuid.uuid4(),
+                "tenant_id": uid("tenant", w.kb_tenant(d.kb)),
+                "document_id": uid("doc", d.n),
+                "version_no": 1,
+                "title": f"d{d.n}",
+                "markdown": md,
+                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
+                "source_type": "manual",
+                "created_by": uid("user", w.users[0].n),
+            }
+        )
     if rows:
         db.execute(insert(DocumentVersion.__table__), rows)
-        db.execute(text("UPDATE documents d SET current_version_id = v.id FROM document_versions v "
-                        "WHERE v.document_id = d.id AND d.id = ANY(:ids)"), {"ids": [r["document_id"] for r in rows]})
+        db.execute(
+            text(
+                "UPDATE documents d SET current_version_id = v.id FROM document_versions v "
+                "WHERE v.document_id = d.id AND d.id = ANY(:ids)"
+            ),
+            {"ids": [r["document_id"] for r in rows]},
+        )
     return words
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(w=worlds(max_docs=8), salt=st.integers(0, 10**9), friendly=st.booleans())
 def test_search_never_leaks_and_misses_nothing(db, app_ctx, target, w: World, salt: int, friendly: bool) -> None:
     assume(sum(d.type == "page" for d in w.docs) >= 2)
@@ -70,8 +87,11 @@ def test_search_never_leaks_and_misses_nothing(db, app_ctx, target, w: World, sa
         w.users = [replace(u, status="active", tenant_role=u.tenant_role or "member") for u in w.users]
         kb = w.kbs[0].n
         have = {(g.object_type, g.object_n, g.subject_type, g.subject_n) for g in w.grants}
-        w.grants = w.grants + [WGrant("knowledge_base", kb, "user", u.n, "viewer") for u in w.users
-                               if u.tenant == "A" and ("knowledge_base", kb, "user", u.n) not in have]
+        w.grants = w.grants + [
+            WGrant("knowledge_base", kb, "user", u.n, "viewer")
+            for u in w.users
+            if u.tenant == "A" and ("knowledge_base", kb, "user", u.n) not in have
+        ]
     client = app_ctx.milvus
     mv.delete_rows(client, target.collection, filter=TENANTS)
     nested = db.begin_nested()

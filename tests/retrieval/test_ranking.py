@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from sqlmodel import Session
 
 from openkb.db import session_scope
+from openkb.errors import ConfigError
 from openkb.indexing import milvus as mv
 from openkb.indexing import service
-from openkb.errors import ConfigError
 from openkb.indexing.lexical import LEXICAL_V1, lexical_text
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
 from openkb.permissions import Principal
@@ -44,10 +44,22 @@ def world(app_ctx, engine):
         docs = [make_doc(s, kb, p.owner, title=t, markdown=f"# {t}\n\n{body}\n") for t, body in TOPICS]
         # the one document with the unique word: its text is otherwise about something else, so
         # the dense route alone would not put it first for the query below
-        target = make_doc(s, kb, p.owner, title="Meeting notes",
-                          markdown=f"# Meeting notes\n\nWe discussed the {unique} schedule and the coffee budget.\n")
-        hidden = make_doc(s, kb, p.owner, title="Secret", permission_mode="custom", visibility="private",
-                          markdown=f"# Secret\n\nThe {unique}x project is confidential.\n")
+        target = make_doc(
+            s,
+            kb,
+            p.owner,
+            title="Meeting notes",
+            markdown=f"# Meeting notes\n\nWe discussed the {unique} schedule and the coffee budget.\n",
+        )
+        hidden = make_doc(
+            s,
+            kb,
+            p.owner,
+            title="Secret",
+            permission_mode="custom",
+            visibility="private",
+            markdown=f"# Secret\n\nThe {unique}x project is confidential.\n",
+        )
         service.sync_documents(app_ctx, s, [d.id for d in [*docs, target, hidden]])
         ids = {"target": str(target.id), "hidden": str(hidden.id), "all": {str(d.id) for d in docs}}
         member, tenant = p.member.id, p.tenant.id
@@ -91,9 +103,20 @@ def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx, lexical):
     client = app_ctx.milvus
     mv.ensure_collection(client, spec)
     try:
-        rows = [mv.chunk_row(chunk_id=f"c{i}", tenant_id="t1", workspace_id="w", knowledge_base_id="kb",
-                             document_id=f"d{i}", version_id="v", doc_status="published", visibility_eff="public",
-                             content_text=f"{t}\n{body}") for i, (t, body) in enumerate(TOPICS)]
+        rows = [
+            mv.chunk_row(
+                chunk_id=f"c{i}",
+                tenant_id="t1",
+                workspace_id="w",
+                knowledge_base_id="kb",
+                document_id=f"d{i}",
+                version_id="v",
+                doc_status="published",
+                visibility_eff="public",
+                content_text=f"{t}\n{body}",
+            )
+            for i, (t, body) in enumerate(TOPICS)
+        ]
         mv.upsert_rows(client, spec.collection_name, rows)
         hits = mv.hybrid_search(client, spec.collection_name, "database backups storage", "", 5, spec)
         assert hits and hits[0].id == "c1"
@@ -111,8 +134,10 @@ def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx, lexical):
 def test_lexical_text_stems_lowercases_and_keeps_cjk():
     assert lexical_text("The Databases were Running; 咖啡机 studies v2") == "databas run 咖啡机 studi v2"
     assert lexical_text("the of and") == ""
-    assert ProfileSpec.from_metadata({**make_profile(model_name=None, dim=0).to_metadata(), "lexical": None}).lexical \
-        is None  # a stored profile without the key keeps BM25 over content_text
+    assert (
+        ProfileSpec.from_metadata({**make_profile(model_name=None, dim=0).to_metadata(), "lexical": None}).lexical
+        is None
+    )  # a stored profile without the key keeps BM25 over content_text
     assert make_profile(model_name=None, dim=0).lexical == LEXICAL_V1
     assert make_profile(model_name=None, dim=0, backend="server").lexical is None
 
@@ -123,12 +148,15 @@ _ids = st.lists(st.sampled_from([f"c{i}" for i in range(12)]), min_size=1, max_s
 
 
 @settings(max_examples=300, deadline=None)
-@given(lex_ids=_ids, dense_ids=_ids, lex_scores=st.lists(st.floats(0.01, 50), min_size=12, max_size=12),
-       cos=st.lists(st.floats(-0.2, 1.0), min_size=12, max_size=12),
-       wl=st.floats(0.5, 0.9))
+@given(
+    lex_ids=_ids,
+    dense_ids=_ids,
+    lex_scores=st.lists(st.floats(0.01, 50), min_size=12, max_size=12),
+    cos=st.lists(st.floats(-0.2, 1.0), min_size=12, max_size=12),
+    wl=st.floats(0.5, 0.9),
+)
 def test_fusion_never_drops_what_both_routes_rank_first(lex_ids, dense_ids, lex_scores, cos, wl):
-    lex = sorted((mv.Hit(id=c, score=lex_scores[i], fields={}) for i, c in enumerate(lex_ids)),
-                 key=lambda h: -h.score)
+    lex = sorted((mv.Hit(id=c, score=lex_scores[i], fields={}) for i, c in enumerate(lex_ids)), key=lambda h: -h.score)
     dense = sorted((mv.Hit(id=c, score=cos[i], fields={}) for i, c in enumerate(dense_ids)), key=lambda h: -h.score)
     fused = mv.fuse(lex, dense, 24, lexical_weight=wl, dense_weight=1 - wl)
     assert all(0.0 <= h.score <= 1.0 for h in fused)

@@ -28,20 +28,26 @@ def world(app_ctx, engine):
     with session_scope(engine) as s:
         p = make_personas(s)
         kb = make_kb(s, p.workspace, p.owner, visibility="workspace")
-        docs = [make_doc(s, kb, p.owner, markdown=f"# R{i}\n\n{word} variant {i} " + "filler " * i + "\n")
-                for i in range(4)]
+        docs = [
+            make_doc(s, kb, p.owner, markdown=f"# R{i}\n\n{word} variant {i} " + "filler " * i + "\n") for i in range(4)
+        ]
         service.sync_documents(app_ctx, s, [d.id for d in docs])
         ids = {str(d.id) for d in docs}
         member, tenant, outsider = p.member.id, p.tenant.id, p.outsider.id
-    return {"word": word, "ids": ids, "member": Principal.user(member, tenant),
-            "outsider": Principal.user(outsider, tenant)}
+    return {
+        "word": word,
+        "ids": ids,
+        "member": Principal.user(member, tenant),
+        "outsider": Principal.user(outsider, tenant),
+    }
 
 
 def _with_rerank(monkeypatch, app_ctx, engine, endpoint: str) -> None:
     with Session(engine) as s:
         coll, spec = retrieval.active_spec(app_ctx, s)
-    rr = dataclasses.replace(spec, rerank=RerankSpec(provider="cohere", endpoint=endpoint,
-                                                     model_name=app_ctx.settings.openkb_embedder_model))
+    rr = dataclasses.replace(
+        spec, rerank=RerankSpec(provider="cohere", endpoint=endpoint, model_name=app_ctx.settings.openkb_embedder_model)
+    )
     monkeypatch.setattr(retrieval, "active_spec", lambda ctx, session: (coll, rr))
 
 
