@@ -69,6 +69,9 @@ def test_job_runs_through_a_real_consumer(worker, committed):
 
 
 def test_jobs_are_dropped_on_rollback(committed):
+    import openkb.jobs
+
+    previous = openkb.jobs._queue  # the live server's queue: later HTTP tests need it back
     q = RecordingQueue()
     set_queue(q)
     try:
@@ -81,7 +84,7 @@ def test_jobs_are_dropped_on_rollback(committed):
             s.commit()
         assert q.jobs == [("ping", {"note": "once"})]
     finally:
-        set_queue(None)
+        set_queue(previous)
 
 
 def test_settings_mask_secrets(monkeypatch):

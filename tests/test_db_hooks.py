@@ -39,8 +39,10 @@ def test_jobs_of_a_rolled_back_transaction_are_forgotten(engine):
     """A session reused after a rollback queues the jobs of its next transaction, and only those."""
     from sqlmodel import Session
 
+    import openkb.jobs
     from openkb.jobs import RecordingQueue, enqueue_after_commit, set_queue
 
+    previous = openkb.jobs._queue  # the live server's queue: later HTTP tests need it back
     q = RecordingQueue()
     set_queue(q)
     try:
@@ -54,7 +56,7 @@ def test_jobs_of_a_rolled_back_transaction_are_forgotten(engine):
             s.commit()
         assert q.jobs == [("index_document", {"document_id": "b"}), ("index_document", {"document_id": "a"})]
     finally:
-        set_queue(None)
+        set_queue(previous)
 
 
 class _Refused(Exception):

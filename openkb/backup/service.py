@@ -274,6 +274,11 @@ def restore_backup(
             ],
             "pg_restore",
         )
+        # Counted before the rebuild: these are what the archive held. The rebuild then re-chunks
+        # from the current versions, so document_chunks may legitimately differ afterwards (a page
+        # saved but not yet indexed when the backup ran gets its chunks now).
+        with psycopg.connect(url) as conn:
+            counts = _counts(conn)
         step("assets")
         blob_files = sorted(rel for rel in manifest["files"] if rel.startswith("blobs/"))
         with session_scope(ctx.engine) as s:
@@ -311,8 +316,6 @@ def restore_backup(
         if job_id is not None:
             done = run_rebuild(ctx, job_id, on_progress=rebuild_progress)
             rebuilt = {"collection": done.target_collection, "chunks": done.processed_chunks, "status": done.status}
-        with psycopg.connect(url) as conn:
-            counts = _counts(conn)
         return {
             "source": str(src),
             "manifest": {k: manifest[k] for k in ("format", "openkb_version", "created_at", "schema_revision")},
