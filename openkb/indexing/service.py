@@ -461,6 +461,9 @@ def _differs(have: dict[str, Any], want: dict[str, Any]) -> bool:
 _FLUSH_LOCK_SALT = 17
 
 
+_FLUSH_RACE_RETRIES = 5  # Lite's "current_seq is monotonic" when a write overlaps the flush
+
+
 def flush_collection(ctx: AppContext, collection: str) -> None:
     """Flush ``collection``, one flusher at a time per collection on Milvus Lite.
 
@@ -472,9 +475,15 @@ def flush_collection(ctx: AppContext, collection: str) -> None:
     flush (writes themselves stay concurrent; the flush is ~10 ms). Every OpenKB writer flushes
     through here; ``milvus.upsert_rows(..., flush=True)`` is for tests and benches.
 
+    The lock alone is not enough: a flush that overlaps another writer's *insert* fails on Lite
+    the same way (seen in CI: 4 threads upserting and flushing one collection). A flush is
+    idempotent, so under the lock that error is retried a few times, briefly, before it counts.
+
     A Milvus 2.6 server coordinates flushes itself (the data coordinator serialises segment
     sealing), so there the flush runs unlocked, as before. Lite must flush at all because
     filtered searches over unflushed rows are slow there (see ``openkb.indexing.milvus``)."""
+    import time
+
     from pymilvus.exceptions import MilvusException
 
     from openkb.indexing.profiles import backend_of
@@ -488,7 +497,14 @@ def flush_collection(ctx: AppContext, collection: str) -> None:
         with ctx.engine.connect() as conn:
             conn.execute(text(f"SELECT pg_advisory_lock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
             try:
-                client.flush(collection)
+                for attempt in range(_FLUSH_RACE_RETRIES + 1):
+                    try:
+                        client.flush(collection)
+                        break
+                    except MilvusException as exc:
+                        if "current_seq is monotonic" not in str(exc.message) or attempt == _FLUSH_RACE_RETRIES:
+                            raise
+                        time.sleep(0.02 * (attempt + 1))
             finally:
                 conn.execute(text(f"SELECT pg_advisory_unlock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
                 conn.commit()
