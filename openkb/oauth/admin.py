@@ -19,8 +19,7 @@ from openkb.accounts.users import access_admin
 from openkb.audit import record_audit
 from openkb.errors import NotFound
 from openkb.models import McpOAuthClient, McpOAuthGrant
-from openkb.models._base import utcnow
-from openkb.oauth.grants import _revoke_rows
+from openkb.oauth.grants import do_revoke_grant
 from openkb.permissions.principal import Principal
 
 MAX_ROWS = 500
@@ -96,25 +95,7 @@ def revoke_grant(
     grant = session.get(McpOAuthGrant, grant_id)
     if grant is None or grant.tenant_id != t:
         raise NotFound("no such authorization")
-    if grant.status == "active":
-        client = session.get(McpOAuthClient, grant.client_id)
-        _revoke_rows(session, grant.id, utcnow())
-        session.refresh(grant)
-        record_audit(
-            session,
-            tenant_id=grant.tenant_id,
-            actor=principal,
-            action="oauth.grant_revoked",
-            object_type="oauth_grant",
-            object_id=grant.id,
-            metadata={
-                "client_id": client.client_id if client else None,
-                "by": "admin",
-                "user_id": grant.user_id,
-                "before": {"status": "active"},
-                "after": {"status": "revoked"},
-            },
-        )
+    do_revoke_grant(session, principal, grant, by="admin")
     return grant
 
 

@@ -486,6 +486,28 @@ def list_grants(session: Session, principal: Principal) -> list[tuple[McpOAuthGr
     return [(g, c) for g, c in rows]
 
 
+def do_revoke_grant(session: Session, principal: Principal, grant: McpOAuthGrant, *, by: str) -> None:
+    """Revoke an already-authorized ``grant`` and its tokens, audited once. Shared by the user's
+    own revocation and the admin console's (``by`` says which); a revoked grant is left as is."""
+    if grant.status != "active":
+        return
+    client = session.get(McpOAuthClient, grant.client_id)
+    _revoke_rows(session, grant.id, utcnow())
+    session.refresh(grant)
+    meta = {"client_id": client.client_id if client else None, "by": by}
+    if by == "admin":
+        meta["user_id"] = grant.user_id
+    record_audit(
+        session,
+        tenant_id=grant.tenant_id,
+        actor=principal,
+        action="oauth.grant_revoked",
+        object_type="oauth_grant",
+        object_id=grant.id,
+        metadata={**meta, "before": {"status": "active"}, "after": {"status": "revoked"}},
+    )
+
+
 def revoke_grant(session: Session, principal: Principal, grant_id: uuid.UUID) -> McpOAuthGrant:
     """Revoke one of the caller's grants; someone else's (or an unknown id) is NOT_FOUND. The
     next call with any of its tokens is refused (``verify_access_token`` reads the grant)."""
@@ -494,22 +516,5 @@ def revoke_grant(session: Session, principal: Principal, grant_id: uuid.UUID) ->
     grant = session.get(McpOAuthGrant, grant_id)
     if grant is None or grant.user_id != principal.user_id:
         raise NotFound("no such authorization")
-    if grant.status == "active":
-        client = session.get(McpOAuthClient, grant.client_id)
-        _revoke_rows(session, grant.id, utcnow())
-        session.refresh(grant)
-        record_audit(
-            session,
-            tenant_id=grant.tenant_id,
-            actor=principal,
-            action="oauth.grant_revoked",
-            object_type="oauth_grant",
-            object_id=grant.id,
-            metadata={
-                "client_id": client.client_id if client else None,
-                "by": "user",
-                "before": {"status": "active"},
-                "after": {"status": "revoked"},
-            },
-        )
+    do_revoke_grant(session, principal, grant, by="user")
     return grant
