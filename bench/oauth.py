@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import sys
-import tempfile
 import time
 import uuid
 from datetime import timedelta
@@ -27,36 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _percentile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
-
-
-def _start_database() -> tuple[str, object | None]:
-    url = os.environ.get("DATABASE_URL")
-    svc = None
-    if not url:
-        os.environ["OPENKB_HOME"] = tempfile.mkdtemp(prefix="openkb-bench-")
-        os.environ["OPENKB_ENV"] = "test"
-        from openkb.config import Settings, reset_settings_cache
-        from openkb.runtime.embedded import EmbeddedServices
-
-        reset_settings_cache()
-        svc = EmbeddedServices(Settings(), components=("postgresql",))
-        url = svc.start().database_url
-    import psycopg
-
-    from openkb.db import normalize_url
-
-    dbname = f"openkb_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}"')
-    head, _, query = url.partition("?")
-    db_url = f"{head.rsplit('/', 1)[0]}/{dbname}" + (f"?{query}" if query else "")
-    from openkb.migrate import upgrade
-
-    upgrade(db_url)
-    return normalize_url(db_url), svc
+# The scratch-database setup and percentile of the permission benchmark, not a copy of them.
+from bench.permissions import _percentile, _start_database  # noqa: E402
 
 
 def main() -> None:
