@@ -11,6 +11,8 @@ interface Entry {
   error?: ApiError
   promise?: Promise<void>
   fetcher?: () => Promise<unknown>
+  /** Invalidated while a load was in flight: that load's answer may predate the write. */
+  again?: boolean
   listeners: Set<() => void>
 }
 
@@ -27,17 +29,29 @@ function entry(key: string): Entry {
 
 function load(key: string, fetcher: () => Promise<unknown>): void {
   const e = entry(key)
-  if (e.promise) return
+  if (e.promise) {
+    // A load already in flight may have been answered before the write that asked for this
+    // one; drop its answer and fetch again when it lands, or a deleted item can linger.
+    e.again = true
+    return
+  }
   e.promise = fetcher()
     .then((data) => {
+      if (e.again) return
       e.data = data
       e.error = undefined
     })
     .catch((err: unknown) => {
+      if (e.again) return
       e.error = err instanceof ApiError ? err : new ApiError(0, { error: 'NETWORK', detail: String(err) })
     })
     .finally(() => {
       e.promise = undefined
+      if (e.again) {
+        e.again = false
+        load(key, e.fetcher ?? fetcher)
+        return
+      }
       e.listeners.forEach((l) => l())
     })
 }
