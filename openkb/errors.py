@@ -488,3 +488,48 @@ class RestoreTargetNotEmpty(Conflict):
     code = "RESTORE_TARGET_NOT_EMPTY"
     exit_code = 73  # EX_CANTCREAT
     surfaces = frozenset({CLI})
+
+
+# --- apps on a person's knowledge (docs/apps.md) ---------------------------------------------------
+
+
+class KnowledgePermissionMissing(PermissionDenied):
+    """An app's single-object call (a write, a read by ref, ``documents.list`` of a named
+    collection, a create) needs a permission string the user has not switched on; the message
+    says ``lacks knowledge permission <string>`` and ``permission`` names it."""
+
+    code = "KNOWLEDGE_PERMISSION_MISSING"
+    surfaces = frozenset({HTTP})
+
+
+class InvalidPermissionString(ValidationError):
+    """An app manifest (or a grant) names a permission string the parser refuses: unknown
+    type, a fact prefix of fewer than two levels, ``self:*``, a ``facts.write`` no
+    ``facts.read`` covers; ``issues`` lists each refused string with its reason."""
+
+    code = "INVALID_PERMISSION_STRING"
+    surfaces = frozenset({HTTP, CLI})
+
+
+class AppQuotaExceeded(RateLimited):
+    """An app installation used up its daily write quota (writes or written characters per
+    local day); the message contains ``quota``."""
+
+    code = "APP_QUOTA_EXCEEDED"
+    surfaces = frozenset({HTTP})
+
+
+class CollectionNotNestable(ValidationError):
+    """A sub-collection inside ``diary`` (one document per day, no sub-collections), or a
+    collection nested deeper than 5 levels."""
+
+    code = "COLLECTION_NOT_NESTABLE"
+    surfaces = frozenset({HTTP})
+
+
+class SourceUriNotAllowed(ValidationError):
+    """An app's index-only document names a ``sourceUri`` that is not ``http(s)`` or whose host
+    is not among the installation's allowed hosts."""
+
+    code = "SOURCE_URI_NOT_ALLOWED"
+    surfaces = frozenset({HTTP})
