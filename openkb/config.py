@@ -98,6 +98,12 @@ class Settings(BaseSettings):
     )
     mcp_page_size: int = Field(50, ge=1, description="default page of the kb_list_* tools")
     mcp_max_page_size: int = Field(200, ge=1, description="largest page a kb_list_* call may ask for")
+    openkb_mcp_enabled: bool = Field(
+        True, description="serve /mcp (docs/mcp.md); false = the endpoint answers 404 and no MCP client connects"
+    )
+    openkb_dify_enabled: bool = Field(
+        True, description="serve the Dify external-knowledge API (docs/dify.md); false = /retrieval answers 404"
+    )
     mcp_allowed_hosts: str = Field(
         "",
         description="extra Host headers /mcp accepts (comma-separated host[:port]); APP_BASE_URL's host and "

@@ -138,8 +138,13 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
         return response
 
     # before the routers: the web app's catch-all pages come last among them
-    mount_mcp(app, ctx)  # /mcp (docs/mcp.md); its session manager runs in the lifespan above
+    if ctx.settings.openkb_mcp_enabled:  # OPENKB_MCP_ENABLED=false switches the endpoint off
+        mount_mcp(app, ctx)  # /mcp (docs/mcp.md); its session manager runs in the lifespan above
     for router in ROUTERS:
+        if router is dify.router and not ctx.settings.openkb_dify_enabled:
+            # OPENKB_DIFY_ENABLED=false: /retrieval is not served (docs/dify.md); keys stay manageable
+            app.include_router(dify.admin)
+            continue
         app.include_router(router)
 
     base_openapi = app.openapi

@@ -120,6 +120,20 @@ def test_in_cluster_defaults_wire_the_services(chart):
     assert hosts == ["kb.example.com"]
 
 
+def test_endpoint_switches_reach_the_server(chart):
+    """``mcp.enabled`` / ``difyAdapter.enabled`` switch the endpoints off in the server, not only
+    their dedicated Ingress hosts (the main host would still serve /mcp and /retrieval)."""
+    on = render(chart)[("ConfigMap", "kb-openkb")]["data"]
+    assert (on["OPENKB_MCP_ENABLED"], on["OPENKB_DIFY_ENABLED"]) == ("true", "true")
+    off = render(chart, {"mcp": {"enabled": False, "host": "mcp.example.com"}, "difyAdapter": {"enabled": False}})
+    config = off[("ConfigMap", "kb-openkb")]["data"]
+    assert (config["OPENKB_MCP_ENABLED"], config["OPENKB_DIFY_ENABLED"]) == ("false", "false")
+    assert [r["host"] for r in off[("Ingress", "kb-openkb")]["spec"]["rules"]] == ["kb.example.com"]
+    from openkb.config import Settings
+
+    assert Settings(openkb_mcp_enabled=config["OPENKB_MCP_ENABLED"]).openkb_mcp_enabled is False
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
