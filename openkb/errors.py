@@ -459,6 +459,28 @@ class ImportIncomplete(OpenKBError):
     surfaces = frozenset({CLI})
 
 
+# --- export (docs/export.md) -----------------------------------------------------------------------
+
+
+class ExportTooLarge(LimitExceeded):
+    """An export (``openkb export``, ``GET .../export``) whose pages and assets add up to more than
+    the export cap: refused before anything is written; the detail names the cap and says to
+    export a folder or a single document at a time."""
+
+    code = "EXPORT_TOO_LARGE"
+    surfaces = frozenset({HTTP, CLI})
+
+
+class ExportFormatUnsupported(ValidationError):
+    """An import of an OpenKB export (a zip with ``openkb-export.json``) written by a newer
+    OpenKB, in a format version this one does not read, or with a manifest that is not an
+    export's: the whole import is refused, nothing is written."""
+
+    code = "EXPORT_FORMAT_UNSUPPORTED"
+    exit_code = 65  # EX_DATAERR
+    surfaces = frozenset({CLI, WORKER})
+
+
 # --- backup and restore (docs/operations.md#backup-and-restore) -----------------------------------
 
 
