@@ -44,6 +44,8 @@ class Actor:
     user_agent: str | None = None
     # document_versions.source_type for versions this actor writes (manual | upload | import | api)
     source: str | None = None
+    # the app installation acting for the user (docs/apps.md), recorded on every change it writes
+    app_installation_id: uuid.UUID | None = None
 
     @classmethod
     def of(cls, principal: Principal, run_id: str | uuid.UUID | None = None, **kw: object) -> Actor:

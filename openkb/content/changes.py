@@ -95,6 +95,7 @@ def record_change(
         before_state=b,
         after_state=a,
         status="applied",
+        app_installation_id=actor.app_installation_id,
         created_at=_created_at(session),
     )
     session.add(row)

@@ -11,6 +11,17 @@ from openkb.models.accounts import (
     User,
     UserSession,
 )
+from openkb.models.apps import (
+    App,
+    AppCollection,
+    AppCredential,
+    AppDocument,
+    AppGrant,
+    AppInstallation,
+    AppPersonalSpace,
+    AppQuotaUsage,
+    AppSelectedCollection,
+)
 from openkb.models.audit import AuditLog, Change
 from openkb.models.content import Document, DocumentVersion, KnowledgeBase, Workspace, WorkspaceMember
 from openkb.models.indexing import (
@@ -34,6 +45,15 @@ from openkb.models.integrations import (
 from openkb.models.sharing import Collaborator, Invitation, InvitationAcceptance, ShareLink
 
 __all__ = [
+    "App",
+    "AppCollection",
+    "AppCredential",
+    "AppDocument",
+    "AppGrant",
+    "AppInstallation",
+    "AppPersonalSpace",
+    "AppQuotaUsage",
+    "AppSelectedCollection",
     "AuditLog",
     "AuthSettings",
     "Change",

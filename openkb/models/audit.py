@@ -44,6 +44,7 @@ class Change(SQLModel, table=True):
         Index("ix_changes_run", "run_id"),
         Index("ix_changes_tenant_created", "tenant_id", "created_at"),
         Index("ix_changes_object", "object_type", "object_id"),
+        Index("ix_changes_app_installation", "app_installation_id", "created_at"),
     )
 
     id: uuid.UUID = id_field()
@@ -61,4 +62,6 @@ class Change(SQLModel, table=True):
     after_state: dict[str, Any] = jsonb("after_state")
     status: str = "applied"
     reverted_by_change_id: uuid.UUID | None = None
+    # the app installation that wrote it (docs/apps.md#changes); NULL for people and jobs
+    app_installation_id: uuid.UUID | None = fk("app_installations.id", nullable=True, ondelete="SET NULL")
     created_at: datetime = ts()
