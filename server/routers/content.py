@@ -42,6 +42,7 @@ from openkb.errors import (
     TooManyTags,
     VersionConflict,
 )
+from openkb.models import User
 from openkb.permissions import access_workspace
 from openkb.permissions.principal import Principal
 from server.auth import PrincipalDep, UserDep, check_any_scope, check_scopes, client_ip, user_agent
@@ -159,6 +160,8 @@ class MemberOut(Out):
     user_id: uuid.UUID
     role: str
     created_at: datetime
+    email: str | None = Field(None, description="the member's email")
+    display_name: str | None = Field(None, description="the member's display name")
 
 
 class MemberList(BaseModel):
@@ -214,14 +217,15 @@ def add_member(
     )
     if not created:
         response.status_code = status.HTTP_200_OK
-    return ws_service.member_out(row)
+    return ws_service.member_out(row, session.get(User, row.user_id))
 
 
 @router.put("/api/workspaces/{workspace_id}/members/{user_id}", response_model=MemberOut, responses=_WRITE)
 def update_member(
     workspace_id: uuid.UUID, user_id: uuid.UUID, body: MemberUpdate, session: SessionDep, actor: KbWriterDep
 ) -> dict[str, Any]:
-    return ws_service.member_out(ws_service.update_member(session, actor, workspace_id, user_id, role=body.role))
+    row = ws_service.update_member(session, actor, workspace_id, user_id, role=body.role)
+    return ws_service.member_out(row, session.get(User, row.user_id))
 
 
 @router.delete(

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Cookie, Header, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
+from openkb.accounts.directory import SubjectLabel, subject_labels
 from openkb.content import Actor, share_access, share_view
 from openkb.content import sharing as recorded
 from openkb.errors import (
@@ -79,6 +80,8 @@ class CollaboratorOut(Out):
     role: str
     source: str
     created_at: datetime
+    subject_name: str | None = Field(None, description="the user's display name or the group's name")
+    subject_email: str | None = Field(None, description="the user's email (null for a group)")
 
 
 class CollaboratorList(BaseModel):
@@ -89,8 +92,11 @@ class TransferIn(RequestModel):
     user_id: uuid.UUID
 
 
-def _collab(c: Any) -> dict[str, Any]:
+def _collab(c: Any, labels: dict[tuple[str, uuid.UUID], SubjectLabel] | None = None) -> dict[str, Any]:
+    label = (labels or {}).get((c.subject_type, c.subject_id))
     return {
+        "subject_name": label.name if label else None,
+        "subject_email": label.email if label else None,
         "id": c.id,
         "object_type": c.object_type,
         "object_id": c.object_id,
@@ -108,7 +114,8 @@ def list_collaborators(
     object_type: ContentType, object_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 ) -> dict[str, Any]:
     rows = collab_service.list_collaborators(session, principal, ObjectRef(object_type, object_id))
-    return {"items": [_collab(c) for c in rows]}
+    labels = subject_labels(session, ((c.subject_type, c.subject_id) for c in rows))
+    return {"items": [_collab(c, labels) for c in rows]}
 
 
 @router.post(
@@ -130,14 +137,15 @@ def add_collaborator(
         subject_id=body.subject_id,
         role=body.role,
     )
-    return _collab(row)
+    return _collab(row, subject_labels(session, [(row.subject_type, row.subject_id)]))
 
 
 @router.put("/api/collaborators/{collaborator_id}", response_model=CollaboratorOut, responses=_ERR)
 def update_collaborator(
     collaborator_id: uuid.UUID, body: CollaboratorUpdate, session: SessionDep, actor: ActorDep
 ) -> dict[str, Any]:
-    return _collab(recorded.update_collaborator(session, actor, collaborator_id, role=body.role))
+    row = recorded.update_collaborator(session, actor, collaborator_id, role=body.role)
+    return _collab(row, subject_labels(session, [(row.subject_type, row.subject_id)]))
 
 
 @router.delete(

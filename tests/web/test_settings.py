@@ -92,7 +92,7 @@ def test_workspace_owner_renames_and_adds_a_member(contexts, live_server, commit
     add.get_by_label("Role").select_option("guest")
     add.get_by_role("button", name="Add member").click()
     members = page.get_by_role("table", name="Members")
-    expect(members.get_by_role("row").filter(has_text=str(other.user_id))).to_be_visible()
+    expect(members.get_by_role("row").filter(has_text=other.email)).to_be_visible()  # names, not ids
     with login(live_server, other.email) as c:
         got = c.get(f"/api/workspaces/{ws['id']}").json()
     assert got["name"] == "Crew renamed" and got["role"] == "guest"

@@ -2410,10 +2410,20 @@ export interface components {
             /** Source */
             source: string;
             /**
+             * Subject Email
+             * @description the user's email (null for a group)
+             */
+            subject_email?: string | null;
+            /**
              * Subject Id
              * Format: uuid
              */
             subject_id: string;
+            /**
+             * Subject Name
+             * @description the user's display name or the group's name
+             */
+            subject_name?: string | null;
             /** Subject Type */
             subject_type: string;
         } & {
@@ -4443,6 +4453,16 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Display Name
+             * @description the member's display name
+             */
+            display_name?: string | null;
+            /**
+             * Email
+             * @description the member's email
+             */
+            email?: string | null;
             /**
              * Id
              * Format: uuid

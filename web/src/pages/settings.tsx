@@ -234,13 +234,16 @@ function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
         <tbody>
           {members.data?.items.map((m) => (
             <tr key={m.id}>
-              <td class="small">{m.user_id}</td>
+              <td>
+                {m.display_name ?? m.user_id}
+                {m.email ? <span class="muted small"> {m.email}</span> : null}
+              </td>
               <td>
                 {m.role === 'owner' ? (
                   t('role_owner')
                 ) : (
                   <select
-                    aria-label={t('roleOf', { name: m.user_id })}
+                    aria-label={t('roleOf', { name: m.display_name ?? m.user_id })}
                     value={m.role}
                     onChange={(e) => api.updateWorkspaceMember(ws.id, m.user_id, { role: (e.target as HTMLSelectElement).value as (typeof WS_ROLES)[number] }).then(done).catch(setError)}
                   >
