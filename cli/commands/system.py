@@ -97,37 +97,24 @@ def init(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Scripted setup: migrate, default tenant, first system_admin. Safe to run again."""
-    from openkb.accounts.users import create_user, has_system_admin, normalize_email
-    from openkb.bootstrap import ensure_instance
+    from openkb.bootstrap import create_first_admin, ensure_instance
 
     with appliance(components=("postgresql",)) as ctx:
         with unit_of_work(ctx) as s:
             boot = ensure_instance(s)
             created_admin = None
             if email:
-                email = normalize_email(email)
-                if has_system_admin(s):
-                    from openkb.accounts.users import find_user
-
-                    try:
-                        existing = find_user(s, email)
-                        created_admin = None
-                        note = f"system_admin already exists ({existing.email}); nothing created"
-                    except Exception:  # noqa: BLE001
-                        note = "a system_admin already exists; nothing created"
-                else:
-                    password = read_password(password_stdin, hint="--password-stdin and pipe it, or run interactively")
-                    u = create_user(
-                        s,
-                        tenant=boot.tenant,
-                        email=email,
-                        password=password,
-                        display_name=display_name,
-                        role="system_admin",
-                        status="active",
-                    )
-                    created_admin = u.email
-                    note = f"created system_admin {u.email}"
+                first = create_first_admin(
+                    s,
+                    tenant=boot.tenant,
+                    email=email,
+                    password=lambda: read_password(
+                        password_stdin, hint="--password-stdin and pipe it, or run interactively"
+                    ),
+                    display_name=display_name,
+                )
+                created_admin = first.user.email if first.user else None
+                note = first.note
             else:
                 note = "no --email given: the first user to register becomes system_admin"
     result = {
