@@ -233,6 +233,16 @@ class CsrfFailed(PermissionDenied):
     surfaces = frozenset({HTTP})
 
 
+class MisdirectedRequest(OpenKBError):
+    """``/mcp`` called with a ``Host`` it does not serve (not APP_BASE_URL's host, loopback or
+    ``MCP_ALLOWED_HOSTS``): the DNS-rebinding guard of docs/mcp.md."""
+
+    code = "MISDIRECTED_REQUEST"
+    http_status = 421
+    exit_code = 2
+    surfaces = frozenset({HTTP})
+
+
 class InsufficientScope(PermissionDenied):
     """A personal access token lacks a scope the route needs (a browser session has them all)."""
 
@@ -379,6 +389,58 @@ class RebuildBusy(Conflict):
     """A rebuild of the same collection is already running, or a drop hits a running rebuild."""
 
     code = "REBUILD_RUNNING"
+
+
+# --- outages and abuse (issue 17: docs/operations.md#outages) ------------------------------------
+
+
+class IndexUnavailable(ServiceUnavailable):
+    """Milvus cannot be reached (down or restarting) or its collection is still loading: search
+    is refused for now (503 with ``Retry-After``); saves still work and indexing catches up."""
+
+    code = "INDEX_UNAVAILABLE"
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    """PostgreSQL cannot be reached (down or restarting): 503 with ``Retry-After``; nothing was
+    written."""
+
+    code = "DATABASE_UNAVAILABLE"
+
+
+class IndexDataRejected(IndexError_):
+    """Milvus refused a document's row for its content (a value it cannot store): the document
+    is ``failed`` at once with this reason, never retried until it changes; other documents of
+    the same job or repair are indexed anyway."""
+
+    code = "INDEX_DATA_REJECTED"
+    retryable = False
+    surfaces = frozenset({CLI, WORKER})
+
+
+class ValueOutOfRange(ValidationError):
+    """An integer in ``metadata`` (or knowledge-base settings) outside signed 64 bits, which
+    the index cannot store: refused when written instead of failing indexing later."""
+
+    code = "VALUE_OUT_OF_RANGE"
+
+
+class JsonTooDeep(ValidationError):
+    """A JSON request body nested deeper than the server accepts (64 levels), refused before
+    it is parsed into objects."""
+
+    code = "JSON_TOO_DEEP"
+    surfaces = frozenset({HTTP})
+
+
+class RequestTimeout(OpenKBError):
+    """A request body that arrives too slowly (slow-loris): the server stops waiting after
+    ``REQUEST_BODY_TIMEOUT_SECONDS`` and answers 408."""
+
+    code = "REQUEST_TIMEOUT"
+    http_status = 408
+    exit_code = 2
+    surfaces = frozenset({HTTP})
 
 
 # --- Dify External Knowledge (POST /retrieval; the server renders these in Dify's wire shape) ----

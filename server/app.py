@@ -27,6 +27,7 @@ from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
+from server.mcp import openapi_path as mcp_openapi_path
 from server.routers import (
     account,
     admin,
@@ -36,6 +37,7 @@ from server.routers import (
     changes,
     content,
     dify,
+    export,
     groups,
     health,
     imports,
@@ -69,6 +71,7 @@ ROUTERS = (
     dify.router,
     oauth.router,
     imports.router,
+    export.router,
     web_router,
 )  # last: the web app's pages and assets (server/web)
 
@@ -152,6 +155,8 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             app.openapi_schema = _document_auth_errors(app, document_413(base_openapi()))
+            if ctx.settings.openkb_mcp_enabled:
+                app.openapi_schema["paths"]["/mcp"] = mcp_openapi_path()
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

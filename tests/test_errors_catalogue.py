@@ -150,6 +150,9 @@ KNOWN_RAISES = [
     ("post", "/api/documents", "403", "INSUFFICIENT_SCOPE"),
     ("get", "/api/admin/users", "403", "INSUFFICIENT_SCOPE"),
     ("get", "/api/documents/{doc_id}", "401", "UNAUTHENTICATED"),
+    # the MCP gate (server/mcp/http.py) is no FastAPI route; server/mcp openapi_path() lists it
+    ("post", "/mcp", "421", "MISDIRECTED_REQUEST"),
+    ("post", "/mcp", "403", "INSUFFICIENT_SCOPE"),
 ]
 
 

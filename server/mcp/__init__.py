@@ -11,6 +11,7 @@ answer any request; clients of the 2025-11-25 era still initialize (they get no 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -18,6 +19,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from openkb.context import AppContext
+from openkb.errors import InsufficientScope, MisdirectedRequest, PayloadTooLarge, Unauthenticated
 from server.mcp.http import MCP_PATH, McpGate, allowed_hosts
 from server.mcp.server import build
 
@@ -44,3 +46,34 @@ def mount(app: FastAPI, ctx: AppContext) -> None:
     app.router.routes.append(Route(MCP_PATH, endpoint=gate, include_in_schema=False))
     app.state.mcp_lifespan = srv.session_manager.run
     app.state.mcp = srv
+
+
+def openapi_path() -> dict[str, Any]:
+    """``/mcp`` in ``/api/openapi.json``: the SDK's route is not a FastAPI route, yet its gate
+    answers OpenKB's error shape with stable codes a client (and tests/test_errors_catalogue.py)
+    should find documented. The JSON-RPC messages themselves are MCP's (docs/mcp.md)."""
+    codes = {
+        "401": [Unauthenticated.code],
+        "403": [InsufficientScope.code],
+        "405": ["METHOD_NOT_ALLOWED"],
+        "413": [PayloadTooLarge.code],
+        "421": [MisdirectedRequest.code],
+    }
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    return {
+        "post": {
+            "tags": ["mcp"],
+            "summary": "MCP over Streamable HTTP (stateless, JSON responses)",
+            "description": "JSON-RPC 2.0 messages of the Model Context Protocol, bound to the user of the "
+            "bearer token (an OAuth access token or a kbpat_ personal token). See docs/mcp.md.",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {
+                "200": {"description": "the JSON-RPC response", "content": {"application/json": {"schema": {}}}},
+                "202": {"description": "a notification or response was accepted"},
+                **{
+                    status: {"description": ", ".join(c), "content": error, "x-error-codes": c}
+                    for status, c in codes.items()
+                },
+            },
+        }
+    }

@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openkb.context import AppContext
 from openkb.db import session_scope
-from openkb.errors import Unauthenticated
+from openkb.errors import MisdirectedRequest, Unauthenticated
 from openkb.mcp.caller import (
     READ_SCOPES,
     TOOL_SCOPES,
@@ -170,7 +170,8 @@ class McpGate:
             await self.inner(scope, receive, send)
             return
         if not host_allowed(_header(scope, b"host"), allowed_hosts(self.ctx)):
-            await _refuse(send, 421, "MISDIRECTED_REQUEST", "this host name is not served here (see APP_BASE_URL)")
+            err = MisdirectedRequest("this host name is not served here (see APP_BASE_URL)")
+            await _refuse(send, err.http_status, err.code, err.detail)
             return
         auth = _header(scope, b"authorization") or ""
         if auth[:7].lower() != "bearer " or not auth[7:].strip():
