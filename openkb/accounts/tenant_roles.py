@@ -1,6 +1,7 @@
 """Make a user tenant administrator, or a plain member again (the admin console's users tab).
 
-Within the administrator's own tenant (``access_admin`` + ``access_user``). Traps: an
+Within the administrator's own tenant (``access_admin`` + ``access_user``), or any tenant for a
+system_admin. Traps: an
 administrator cannot change their own role (no locking oneself out), and only a system_admin
 touches a system_admin's membership. Administration grants no content access
 (docs/permissions.md#administrators), so this changes nothing anyone can read.
@@ -22,11 +23,20 @@ from openkb.permissions.principal import Principal
 SETTABLE_ROLES = ("tenant_admin", "member")
 
 
-def set_tenant_role(session: Session, principal: Principal, user_id: uuid.UUID, role: str) -> TenantMembership:
+def set_tenant_role(
+    session: Session, principal: Principal, user_id: uuid.UUID, role: str, *, tenant_id: uuid.UUID | None = None
+) -> TenantMembership:
+    """``tenant_id`` names the membership to change (a system_admin acting across tenants: the
+    console's users list shows one row per membership); default: the admin's own tenant if the
+    user is in it, else the user's oldest membership. A tenant_admin naming another tenant gets
+    NotFound, like a user outside their tenant."""
     if role not in SETTABLE_ROLES:
         raise ValidationError(f"role must be one of {', '.join(SETTABLE_ROLES)}", field="role")
     scope = access_admin(session, principal)
-    user, tenant_id = access_user(session, scope, user_id)
+    user, default_tenant = access_user(session, scope, user_id)
+    if tenant_id is not None and not scope.can_manage_tenant(tenant_id):
+        raise NotFound("no such tenant")
+    tenant_id = tenant_id or default_tenant
     if user.id == scope.user_id:
         raise PermissionDenied("administrators cannot change their own role")
     row = session.exec(

@@ -16,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.accounts import admin as admin_svc
 from openkb.accounts import auth_settings as settings_svc
+from openkb.accounts import deletion as deletion_svc
 from openkb.models.enums import USER_STATUSES
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses
 from server.routers.auth import NO_NUL, Body, UserOut
+from server.schemas import RequestModel
 
 router = APIRouter(prefix="/api/admin", tags=["admin"])
 
@@ -140,6 +142,30 @@ def suspend_user(user_id: uuid.UUID, session: SessionDep, principal: AdminDep) -
 def reject_user(user_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> UserResult:
     """Refuse a pending sign-up (status ``deleted``)."""
     return UserResult(user=UserOut.of(admin_svc.reject(session, principal, user_id)))
+
+
+class DeleteUserIn(RequestModel):
+    successor_id: uuid.UUID | None = Field(
+        None, description="an active user of the same tenant who takes over what the deleted user owned"
+    )
+
+
+class DeletedUserOut(BaseModel):
+    user: UserOut
+    counts: dict[str, int] = Field(description="what was handed over, revoked and removed")
+
+
+@router.post("/users/{user_id}/delete", response_model=DeletedUserOut, responses=_ERR_OBJ)
+def delete_user(
+    user_id: uuid.UUID, session: SessionDep, principal: AdminDep, body: DeleteUserIn | None = None
+) -> DeletedUserOut:
+    """Soft delete and anonymize (docs/accounts.md#deleting-a-user): sessions, tokens, OAuth grants
+    and memberships go, content stays. 409 ``CONFLICT`` with ``reason: owns_content`` (and counts)
+    when the user owns workspaces or knowledge bases and no ``successor_id`` is given, or
+    ``reason: last_system_admin``; 403 for oneself, for a system_admin (unless one), and for a user
+    who also belongs to another tenant (tenant_admin)."""
+    done = deletion_svc.delete_user(session, principal, user_id, successor_id=body.successor_id if body else None)
+    return DeletedUserOut(user=UserOut.of(done.user), counts=done.counts)
 
 
 @router.post(

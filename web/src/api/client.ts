@@ -139,6 +139,7 @@ export const api = {
   adminActivate: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/activate`),
   adminSuspend: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/suspend`),
   adminReject: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/reject`),
+  adminDeleteUser: (id: string, body: S['DeleteUserIn'] = {}) => request<S['DeletedUserOut']>('POST', `/api/admin/users/${enc(id)}/delete`, body),
   adminSetRole: (id: string, body: S['RoleIn']) => request<S['RoleOut']>('POST', `/api/admin/users/${enc(id)}/role`, body),
   adminResendVerification: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/resend-verification`),
   authSettings: () => request<S['AuthSettingsOut']>('GET', '/api/admin/auth-settings'),

@@ -652,6 +652,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/users/{user_id}/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete User
+         * @description Soft delete and anonymize (docs/accounts.md#deleting-a-user): sessions, tokens, OAuth grants
+         *     and memberships go, content stays. 409 ``CONFLICT`` with ``reason: owns_content`` (and counts)
+         *     when the user owns workspaces or knowledge bases and no ``successor_id`` is given, or
+         *     ``reason: last_system_admin``; 403 for oneself, for a system_admin (unless one), and for a user
+         *     who also belongs to another tenant (tenant_admin).
+         */
+        post: operations["delete_user_api_admin_users__user_id__delete_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/users/{user_id}/reject": {
         parameters: {
             query?: never;
@@ -700,7 +724,8 @@ export interface paths {
         put?: never;
         /**
          * Set Role
-         * @description 403 for one's own role and for a system_admin's; 404 for a user outside the tenant.
+         * @description 403 for one's own role and for a system_admin's; 404 for a user outside the tenant (or a
+         *     ``tenant_id`` the admin does not administer, or where the user has no membership).
          */
         post: operations["set_role_api_admin_users__user_id__role_post"];
         delete?: never;
@@ -1105,6 +1130,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/documents/{document_id}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export Document
+         * @description A page (with the pages under it) or a folder's subtree as a zip.
+         */
+        get: operations["export_document_api_documents__document_id__export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/import-jobs": {
         parameters: {
             query?: never;
@@ -1354,6 +1399,26 @@ export interface paths {
          *     trashed keyed document. With ``on_unsupported: "convert"`` a repaired body adds ``warnings``.
          */
         put: operations["upsert_by_key_api_knowledge_bases__kb_id__documents_by_key__key__put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/knowledge-bases/{kb_id}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export Knowledge Base
+         * @description The knowledge base as a zip: what the caller can read; the rest is counted in the manifest.
+         */
+        get: operations["export_knowledge_base_api_knowledge_bases__kb_id__export_get"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -2024,6 +2089,101 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * MCP over Streamable HTTP (stateless, JSON responses)
+         * @description JSON-RPC 2.0 messages of the Model Context Protocol, bound to the user of the bearer token (an OAuth access token or a kbpat_ personal token). See docs/mcp.md.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            responses: {
+                /** @description the JSON-RPC response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                /** @description a notification or response was accepted */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description UNAUTHENTICATED */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description INSUFFICIENT_SCOPE */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description METHOD_NOT_ALLOWED */
+                405: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description MISDIRECTED_REQUEST */
+                421: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/oauth/register": {
         parameters: {
             query?: never;
@@ -2526,6 +2686,25 @@ export interface components {
              * @description or the requesting user
              */
             user_id?: string | null;
+        };
+        /** DeleteUserIn */
+        DeleteUserIn: {
+            /**
+             * Successor Id
+             * @description an active user of the same tenant who takes over what the deleted user owned
+             */
+            successor_id?: string | null;
+        };
+        /** DeletedUserOut */
+        DeletedUserOut: {
+            /**
+             * Counts
+             * @description what was handed over, revoked and removed
+             */
+            counts: {
+                [key: string]: number;
+            };
+            user: components["schemas"]["UserOut"];
         };
         /** DifyErrorBody */
         DifyErrorBody: {
@@ -3745,6 +3924,11 @@ export interface components {
              * @enum {string}
              */
             role: "tenant_admin" | "member";
+            /**
+             * Tenant Id
+             * @description the membership to change (system_admin: any tenant); default: the admin's tenant
+             */
+            tenant_id?: string | null;
         };
         /** RoleOut */
         RoleOut: {
@@ -7539,6 +7723,95 @@ export interface operations {
             };
         };
     };
+    delete_user_api_admin_users__user_id__delete_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DeleteUserIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedUserOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     reject_user_api_admin_users__user_id__reject_post: {
         parameters: {
             query?: never;
@@ -9401,6 +9674,69 @@ export interface operations {
             };
         };
     };
+    export_document_api_documents__document_id__export_get: {
+        parameters: {
+            query?: {
+                /** @description also unpublished pages (drafts, archived); only editors can read them */
+                include_drafts?: boolean;
+            };
+            header?: never;
+            path: {
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the zip, streamed (Markdown files, assets/, openkb-export.json) */
+            200: {
+                headers: {
+                    /** @description pages and assets before compression */
+                    "X-Export-Bytes"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, EXPORT_TOO_LARGE */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     create_import_job_api_import_jobs_post: {
         parameters: {
             query?: never;
@@ -10733,6 +11069,69 @@ export interface operations {
                 };
             };
             /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    export_knowledge_base_api_knowledge_bases__kb_id__export_get: {
+        parameters: {
+            query?: {
+                /** @description also unpublished pages (drafts, archived); only editors can read them */
+                include_drafts?: boolean;
+            };
+            header?: never;
+            path: {
+                kb_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the zip, streamed (Markdown files, assets/, openkb-export.json) */
+            200: {
+                headers: {
+                    /** @description pages and assets before compression */
+                    "X-Export-Bytes"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, EXPORT_TOO_LARGE */
             422: {
                 headers: {
                     [name: string]: unknown;

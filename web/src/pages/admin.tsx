@@ -9,7 +9,7 @@
  * which jobs are running instead of remembering them.
  */
 import { useEffect, useState } from 'preact/hooks'
-import { api, type S } from '../api/client'
+import { api, ApiError, type S } from '../api/client'
 import { ErrorNote, Loading, PublicFrame, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
@@ -53,6 +53,22 @@ function UsersTab() {
   const users = useQuery(key, () => api.adminUsers({ q: query, status, limit: PAGE, offset }))
   const act = (p: Promise<unknown>) =>
     p.then(() => invalidate('admin:users')).then(() => invalidate('admin:audit')).catch(setError)
+  /** Delete; when the user owns content the server says so (409 owns_content) and the admin
+   * names a successor by email, resolved to an id through the same users list. */
+  const remove = async (u: S['AdminUserOut']) => {
+    if (!confirm(t('deleteUserConfirm', { name: u.email }))) return
+    try {
+      await api.adminDeleteUser(u.id)
+    } catch (e) {
+      if (!(e instanceof ApiError && e.body.reason === 'owns_content')) throw e
+      const email = prompt(t('successorPrompt', { name: u.email, workspaces: Number(e.body.workspaces), objects: Number(e.body.objects) }))
+      if (!email) return
+      const found = await api.adminUsers({ q: email.trim(), status: 'active', limit: 10, offset: 0 })
+      const heir = found.items.find((x) => x.email === email.trim().toLowerCase())
+      if (!heir) throw new ApiError(404, { error: 'SUCCESSOR_NOT_FOUND', detail: t('successorNotFound', { email }) })
+      await api.adminDeleteUser(u.id, { successor_id: heir.id })
+    }
+  }
   return (
     <section aria-labelledby="users-h">
       <h2 id="users-h">{t('adminUsers')}</h2>
@@ -121,13 +137,18 @@ function UsersTab() {
                   </button>
                 ) : null}
                 {u.role === 'member' && u.status === 'active' ? (
-                  <button type="button" aria-label={t('makeAdminNamed', { name: u.email })} onClick={() => confirm(t('makeAdminConfirm', { name: u.email })) && act(api.adminSetRole(u.id, { role: 'tenant_admin' }))}>
+                  <button type="button" aria-label={t('makeAdminNamed', { name: u.email })} onClick={() => confirm(t('makeAdminConfirm', { name: u.email })) && act(api.adminSetRole(u.id, { role: 'tenant_admin', tenant_id: u.tenant_id }))}>
                     {t('makeAdmin')}
                   </button>
                 ) : null}
                 {u.role === 'tenant_admin' ? (
-                  <button type="button" aria-label={t('makeMemberNamed', { name: u.email })} onClick={() => act(api.adminSetRole(u.id, { role: 'member' }))}>
+                  <button type="button" aria-label={t('makeMemberNamed', { name: u.email })} onClick={() => act(api.adminSetRole(u.id, { role: 'member', tenant_id: u.tenant_id }))}>
                     {t('makeMember')}
+                  </button>
+                ) : null}
+                {u.status !== 'deleted' ? (
+                  <button type="button" class="danger" aria-label={t('deleteUserNamed', { name: u.email })} onClick={() => act(remove(u))}>
+                    {t('delete')}
                   </button>
                 ) : null}
                 {u.status === 'pending_email_verification' ? (
