@@ -8,6 +8,10 @@ export default defineConfig({
   root: '.',
   publicDir: false,
   oxc: { jsx: { runtime: 'automatic', importSource: 'preact' } },
+  // The server replaces this placeholder with a fresh nonce per index.html response and names it
+  // in the CSP's style-src (server/web/__init__.py); Vite writes it into a
+  // <meta property="csp-nonce"> and on the <link>/<script> tags it emits or preloads.
+  html: { cspNonce: 'OPENKB_CSP_NONCE' },
   build: {
     outDir: '../server/web/dist',
     emptyOutDir: true,

@@ -10,10 +10,15 @@ for a year; ``index.html`` is ``no-cache`` so a new release is picked up on the 
 Assets are gzip-compressed once per process when the client accepts it (the bundle is ~4 MB
 raw, ~1 MB compressed; the app has no general compression middleware).
 
-Trap: the CSP is the same for every page and must allow exactly what Crepe needs — no inline
-script, no foreign origin. Crepe, CodeMirror and KaTeX set ``style="..."`` attributes and
-CodeMirror adds its own style rules, hence ``'unsafe-inline'`` for styles only (a style cannot
-run code); tests/web/test_browser.py fails on any CSP violation the pages report. The share
+Trap: the CSP must allow exactly what Crepe needs — no inline script, no foreign origin, and no
+inline style either: ``style-src`` carries a fresh nonce per ``index.html`` response instead of
+``'unsafe-inline'`` (an injected ``<style>`` can read a page with attribute selectors). Vite's
+``html.cspNonce`` writes the placeholder :data:`NONCE_PLACEHOLDER` into the built page (a
+``<meta property="csp-nonce">`` and the tags it emits); :func:`index_page` replaces it, and the
+app hands the nonce to whatever injects ``<style>`` (CodeMirror's ``EditorView.cspNonce``,
+web/src/editor/crepe.ts). Style *attributes* are not covered by a nonce: the app only sets styles
+through the CSSOM (``el.style.x = ...``), which the CSP allows, never ``style="..."`` markup or
+``setAttribute("style", ...)``. tests/web fails on any CSP violation a page reports. The share
 page puts a secret in the URL, hence ``Referrer-Policy: no-referrer``.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import mimetypes
+import secrets
 import threading
 from pathlib import Path
 
@@ -35,7 +41,7 @@ ASSETS = DIST / "assets"
 _CSP_DIRECTIVES = (
     "default-src 'none'",
     "script-src 'self'",
-    "style-src 'self' 'unsafe-inline'",
+    "style-src 'self' 'nonce-{nonce}'",
     "img-src 'self' blob: data:",
     "font-src 'self'",
     "connect-src 'self'",
@@ -45,10 +51,11 @@ _CSP_DIRECTIVES = (
     "frame-ancestors 'none'",
     "object-src 'none'",
 )
-CSP = "; ".join(_CSP_DIRECTIVES)
+CSP_TEMPLATE = "; ".join(_CSP_DIRECTIVES)
+# web/vite.config.ts html.cspNonce: the placeholder the build writes wherever the nonce goes.
+NONCE_PLACEHOLDER = b"OPENKB_CSP_NONCE"
 
 SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
@@ -81,8 +88,19 @@ def _index() -> bytes:
         raise NotFound("the web app is not built (cd web && npm ci && npm run build)") from exc
 
 
+def csp(nonce: str) -> str:
+    """The page's Content-Security-Policy with this response's style nonce."""
+    return CSP_TEMPLATE.format(nonce=nonce)
+
+
 def index_page() -> HTMLResponse:
-    return HTMLResponse(_index(), headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+    """``index.html`` with a fresh style nonce in both the page and its CSP header.
+
+    ``no-cache`` makes the browser ask again each visit, so a nonce is never reused from a cache."""
+    nonce = secrets.token_urlsafe(18)  # 144 bits, base64url: valid in a CSP nonce source
+    body = _index().replace(NONCE_PLACEHOLDER, nonce.encode("ascii"))
+    headers = {**SECURITY_HEADERS, "Content-Security-Policy": csp(nonce), "Cache-Control": "no-cache"}
+    return HTMLResponse(body, headers=headers)
 
 
 for _path in PAGES:

@@ -43,7 +43,17 @@ export interface EditorHandle {
   destroy(): Promise<void>
 }
 
+/**
+ * The style nonce the server put into this page (Vite's `<meta property="csp-nonce">`). Read the
+ * `nonce` property: browsers hide the attribute's value once the page is parsed.
+ */
+export function cspNonce(): string | undefined {
+  const meta = document.querySelector<HTMLMetaElement>('meta[property=csp-nonce]')
+  return meta?.nonce || meta?.getAttribute('nonce') || undefined
+}
+
 export async function mountEditor(el: HTMLElement, options: EditorOptions): Promise<EditorHandle> {
+  const nonce = cspNonce()
   const lang: Lang = options.lang ?? (document.documentElement.lang.startsWith('zh') ? 'zh-CN' : 'en')
   const crepe = createCrepe({
     root: el,
@@ -53,6 +63,7 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
     ...(options.resolveUrl ? { resolveAsset: options.resolveUrl } : {}),
     ...(options.resolveLink ? { resolveLink: options.resolveLink } : {}),
     ...(options.placeholder !== undefined ? { placeholder: options.placeholder } : {}),
+    ...(nonce ? { cspNonce: nonce } : {}),
   })
   let last = options.markdown
   crepe.on((listener) => {

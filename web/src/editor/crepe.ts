@@ -2,6 +2,7 @@
 // (web/scripts/parity.mjs, which proves the Python normalizer writes what this editor writes)
 // both build Crepe through createCrepe(), so what is tested is what users run. No CSS here:
 // the parity script loads this module in Node.
+import { EditorView } from '@codemirror/view'
 import { Crepe, type CrepeConfig } from '@milkdown/crepe'
 
 import { FEATURES, type Lang } from './features'
@@ -21,6 +22,11 @@ export interface CrepeOptions {
   resolveLink?: (href: string) => string | null
   /** Text shown in an empty document. */
   placeholder?: string
+  /**
+   * The page's CSP style nonce (server/web/__init__.py): CodeMirror (code blocks) injects a
+   * <style> element, which the CSP refuses without it. Absent in the parity script (no CSP).
+   */
+  cspNonce?: string
 }
 
 function toolbarConfig(lang: Lang): FeatureConfigs['toolbar'] {
@@ -70,6 +76,12 @@ export function createCrepe(opts: CrepeOptions): Crepe {
       placeholder: { text: opts.placeholder ?? '' },
       toolbar: toolbarConfig(lang),
       'block-edit': slashConfig(lang),
+      'code-mirror': opts.cspNonce ? { extensions: [EditorView.cspNonce.of(opts.cspNonce)] } : {},
+      // A formula block's preview reaches the page as an HTML string (innerHTML); KaTeX's HTML
+      // output positions glyphs with style="..." attributes, which the strict CSP refuses
+      // (server/web/__init__.py). Its MathML output has none and every current browser lays it
+      // out. Inline formulas are built with the DOM API (style properties), which the CSP allows.
+      latex: { katexOptions: { output: 'mathml' } },
     } as FeatureConfigs,
   })
   serializerOptions(crepe.editor)
