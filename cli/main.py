@@ -22,6 +22,7 @@ import typer
 from cli.commands import (
     backup,
     dify,
+    export,
     groups,
     importing,
     index,
@@ -58,7 +59,7 @@ def _root(
     """OpenKB: self-hosted Markdown knowledge base."""
 
 
-for _module in (system, users, groups, profiles, index, search, dify, importing, tokens, backup):
+for _module in (system, users, groups, profiles, index, search, dify, importing, export, tokens, backup):
     _module.register(app)
 
 

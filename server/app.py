@@ -32,6 +32,7 @@ from server.routers import (
     account,
     admin,
     admin_roles,
+    apps,
     assets,
     auth,
     changes,
@@ -72,6 +73,7 @@ ROUTERS = (
     oauth.router,
     imports.router,
     export.router,
+    apps.router,
     web_router,
 )  # last: the web app's pages and assets (server/web)
 

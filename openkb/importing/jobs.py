@@ -30,7 +30,8 @@ from openkb.config import Settings, get_settings
 from openkb.content import limits, tree
 from openkb.content.actor import Actor
 from openkb.errors import NotFound, PermissionDenied, ValidationError
-from openkb.importing.pipeline import Units, run_import
+from openkb.importing.openkb_export import run_any
+from openkb.importing.pipeline import Units
 from openkb.importing.sources import source_from_bytes
 from openkb.jobs import enqueue_after_commit
 from openkb.models import DocumentAsset, ImportJob
@@ -182,7 +183,7 @@ def run_import_job(
         data = b"".join(blobs.open(key))
         source = source_from_bytes(data, name, settings.max_upload_bytes)
         try:
-            report = run_import(units, blobs, actor, kb_id, source, target_id=target_id, jobs=jobs, settings=settings)
+            report = run_any(units, blobs, actor, kb_id, source, target_id=target_id, jobs=jobs, settings=settings)
         finally:
             source.close()
     except Exception as exc:  # noqa: BLE001 - the job records why it failed, whatever it was

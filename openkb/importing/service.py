@@ -19,7 +19,8 @@ from openkb.config import Settings, get_settings
 from openkb.content.actor import Actor
 from openkb.content.revert import revert
 from openkb.errors import Conflict, NotFound
-from openkb.importing.pipeline import ImportReport, Progress, Units, run_import
+from openkb.importing.openkb_export import run_any
+from openkb.importing.pipeline import ImportReport, Progress, Units
 from openkb.importing.sources import open_source
 from openkb.models import KnowledgeBase, TenantMembership
 from openkb.permissions import Principal
@@ -78,7 +79,7 @@ def import_path(
     settings = settings or get_settings()
     source = open_source(path, settings.max_upload_bytes)
     try:
-        return run_import(
+        return run_any(  # an OpenKB export by its manifest (docs/export.md), else the pipeline
             units,
             blobs,
             actor,

@@ -1,0 +1,80 @@
+"""GET /api/knowledge-bases/{id}/export and GET /api/documents/{id}/export: a zip, streamed
+(docs/export.md).
+
+The export is decided, sized and audited in the request's unit of work (so a refusal is an
+ordinary JSON error: 404 for what the caller cannot read, ``EXPORT_TOO_LARGE`` past the cap), and
+the zip is then streamed from its own read-only session: the request's session commits when the
+route returns, before the first byte is sent (server/deps.py). A document that is a folder
+exports its subtree. ``X-Export-Bytes`` announces the pages' and assets' size before
+compression, so a client can show progress while the zip (of unknown length) arrives.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import StreamingResponse
+
+from openkb.db import session_scope
+from openkb.errors import ExportTooLarge
+from openkb.exporting import service as export_service
+from openkb.exporting.service import ExportPlan, Target
+from server.auth import UserDep
+from server.deps import CtxDep, SessionDep
+from server.errors import errors_for
+
+router = APIRouter(tags=["export"])
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+        "description": "the zip, streamed (Markdown files, assets/, openkb-export.json)",
+        "headers": {
+            "X-Export-Bytes": {"description": "pages and assets before compression", "schema": {"type": "integer"}}
+        },
+    },
+    **errors_for(401, 403, 404, 422, ExportTooLarge),
+}
+IncludeDrafts = Annotated[
+    bool, Query(description="also unpublished pages (drafts, archived); only editors can read them")
+]
+
+
+def _stream(ctx: Any, plan: ExportPlan) -> StreamingResponse:
+    def body() -> Iterator[bytes]:
+        with session_scope(ctx.engine) as s:
+            yield from export_service.iter_export(s, plan, ctx.blobs)
+
+    headers = {
+        "Content-Disposition": f"attachment; filename=\"export.zip\"; filename*=UTF-8''{quote(plan.filename)}",
+        "X-Export-Bytes": str(plan.total_bytes),
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+    }
+    return StreamingResponse(body(), media_type="application/zip", headers=headers)
+
+
+@router.get("/api/knowledge-bases/{kb_id}/export", response_class=Response, responses=_RESPONSES)
+def export_knowledge_base(
+    kb_id: uuid.UUID, session: SessionDep, principal: UserDep, ctx: CtxDep, include_drafts: IncludeDrafts = False
+) -> Response:
+    """The knowledge base as a zip: what the caller can read; the rest is counted in the manifest."""
+    plan = export_service.plan_export(
+        session, principal, Target("knowledge_base", kb_id), include_drafts=include_drafts
+    )
+    return _stream(ctx, plan)
+
+
+@router.get("/api/documents/{document_id}/export", response_class=Response, responses=_RESPONSES)
+def export_document(
+    document_id: uuid.UUID, session: SessionDep, principal: UserDep, ctx: CtxDep, include_drafts: IncludeDrafts = False
+) -> Response:
+    """A page (with the pages under it) or a folder's subtree as a zip."""
+    plan = export_service.plan_export(
+        session, principal, Target("document", document_id), include_drafts=include_drafts
+    )
+    return _stream(ctx, plan)
