@@ -1,0 +1,508 @@
+"""Registrations, installations, credentials and the user's switches (docs/apps.md).
+
+* ``register_app``: a manifest (name, description, requested permission strings, declared
+  predicates, reason, network hosts) checked by the permission-string parser as a whole.
+* ``install_app``: binds the app to the calling user in their tenant, creates the user's
+  personal space (``diary`` and ``keep``) if it is missing, one grant row per requested string
+  **all switched off**, and a ``kbapp_...`` credential returned once (SHA-256 stored).
+* ``set_grant`` / ``set_selected_collections``: the user's switches and ``user-selected``
+  choices. Nothing caches them: ``resolve_caller`` re-reads them on every call, so a switch
+  applies to the very next call.
+
+Every service here takes the *user's* principal (session or PAT); the app's own calls go
+through ``openkb.apps.knowledge`` with an ``AppCaller``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import text
+from sqlmodel import Session, col, select
+
+from openkb.apps import refs as R
+from openkb.apps.strings import parse_set, sentences
+from openkb.audit import record_audit
+from openkb.content import limits
+from openkb.content.actor import Actor
+from openkb.content.knowledge_bases import create_knowledge_base
+from openkb.content.workspaces import create_workspace
+from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
+from openkb.models import (
+    App,
+    AppCredential,
+    AppGrant,
+    AppInstallation,
+    AppPersonalSpace,
+    AppSelectedCollection,
+)
+from openkb.models._base import utcnow
+from openkb.permissions import Principal, access_document, access_knowledge_base
+from openkb.security import hash_token, new_token
+
+TOKEN_PREFIX = "kbapp"
+# what the installation's principal may do before grants narrow it: read, search and write
+APP_SCOPES = frozenset({"kb:read", "kb:search", "doc:read", "kb:write", "doc:write"})
+MAX_HOSTS = 50
+
+
+def _user(principal: Principal) -> tuple[uuid.UUID, uuid.UUID]:
+    if principal.kind != "user" or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated("sign in to manage apps")
+    return principal.user_id, principal.tenant_id
+
+
+def _hosts(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_HOSTS or not all(isinstance(h, str) for h in value):
+        raise ValidationError(f"network hosts must be a list of at most {MAX_HOSTS} host names", field="hosts")
+    out = []
+    for h in value:
+        h = h.strip().lower()
+        if not h or "/" in h or ":" in h or " " in h or len(h) > 253:
+            raise ValidationError(f"not a host name: {h!r}", field="hosts")
+        out.append(h)
+    return sorted(set(out))
+
+
+# --- apps -------------------------------------------------------------------------------------
+
+
+def register_app(
+    session: Session,
+    principal: Principal,
+    *,
+    name: str,
+    description: str = "",
+    permissions: list[str],
+    predicates: list[dict[str, Any]] | None = None,
+    reason: str | None = None,
+    hosts: list[str] | None = None,
+) -> App:
+    """Any active user of the tenant (or an operator at the command line) registers an app."""
+    uid, tid = _user(principal)
+    name = limits.check_name(name, "name")
+    description = limits.check_name(description or "", "description", allow_empty=True)
+    if reason is not None:
+        reason = limits.check_name(reason, "reason", allow_empty=True) or None
+    perms = [str(p) for p in parse_set(permissions)]
+    preds = predicates or []
+    for p in preds:  # stored now for the next issue; only the shape is checked here
+        if not isinstance(p, dict) or not isinstance(p.get("predicate"), str):
+            raise ValidationError("each predicate needs a 'predicate' name", field="predicates")
+        desc = p.get("description")
+        if not isinstance(desc, str) or not desc.strip() or len(desc) > 200:
+            raise ValidationError("each predicate needs a description of at most 200 characters", field="predicates")
+        if p.get("cardinality", "many") not in ("one", "many"):
+            raise ValidationError("cardinality is one or many", field="predicates")
+    host_list = _hosts(hosts)
+    if session.exec(select(App.id).where(col(App.tenant_id) == tid, col(App.name) == name)).first():
+        raise AlreadyExists(f"an app named {name!r} is already registered")
+    app = App(
+        tenant_id=tid,
+        name=name,
+        description=description,
+        reason=reason,
+        manifest={"permissions": perms, "predicates": preds, "reason": reason, "network": {"hosts": host_list}},
+        permissions=perms,
+        allowed_hosts=host_list,
+        registered_by=uid,
+    )
+    session.add(app)
+    session.flush()
+    record_audit(
+        session, tenant_id=tid, actor=principal, action="app.registered", object_type="app", object_id=app.id,
+        metadata={"name": name, "permissions": perms},
+    )  # fmt: skip
+    return app
+
+
+def list_apps(session: Session, principal: Principal) -> list[App]:
+    _, tid = _user(principal)
+    return list(session.exec(select(App).where(col(App.tenant_id) == tid).order_by(col(App.name))).all())
+
+
+def access_app(session: Session, principal: Principal, app_ref: str | uuid.UUID) -> App:
+    """An app of the caller's tenant, by id or name; NotFound otherwise."""
+    _, tid = _user(principal)
+    q = select(App).where(col(App.tenant_id) == tid)
+    try:
+        app = session.exec(q.where(col(App.id) == uuid.UUID(str(app_ref)))).first()
+    except ValueError:
+        app = session.exec(q.where(col(App.name) == str(app_ref))).first()
+    if app is None:
+        raise NotFound("app not found")
+    return app
+
+
+def app_out(app: App) -> dict[str, Any]:
+    return {
+        "id": app.id,
+        "name": app.name,
+        "description": app.description,
+        "reason": app.reason,
+        "permissions": [{"permission": p, "sentences": sentences(p)} for p in app.permissions],
+        "predicates": app.manifest.get("predicates", []),
+        "hosts": list(app.allowed_hosts),
+        "status": app.status,
+        "created_at": app.created_at,
+    }
+
+
+# --- personal space ---------------------------------------------------------------------------
+
+
+def personal_space(session: Session, principal: Principal) -> AppPersonalSpace:
+    """The user's personal workspace with builtin ``diary`` and ``keep`` (created on first use,
+    as ordinary content the user owns: the web app shows and manages it like any other)."""
+    uid, tid = _user(principal)
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 18))"), {"k": f"space:{tid}:{uid}"})
+    row = session.exec(
+        select(AppPersonalSpace).where(col(AppPersonalSpace.tenant_id) == tid, col(AppPersonalSpace.user_id) == uid)
+    ).first()
+    if row is not None:
+        return row
+    actor = Actor.of(Principal.user(uid, tid))
+    ws = create_workspace(session, actor, name="Personal", slug=f"personal-{str(uid)[:8]}")
+    diary = create_knowledge_base(session, actor, workspace_id=ws.id, title="diary", slug="diary", visibility="private")
+    keep = create_knowledge_base(session, actor, workspace_id=ws.id, title="keep", slug="keep", visibility="private")
+    row = AppPersonalSpace(tenant_id=tid, user_id=uid, workspace_id=ws.id, diary_kb_id=diary.id, keep_kb_id=keep.id)
+    session.add(row)
+    session.flush()
+    return row
+
+
+# --- installations ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Installed:
+    installation: AppInstallation
+    credential: str  # plaintext, shown once
+
+
+def install_app(session: Session, principal: Principal, app_ref: str | uuid.UUID) -> Installed:
+    uid, tid = _user(principal)
+    app = access_app(session, principal, app_ref)
+    if app.status != "active":
+        raise ValidationError("this app is disabled", field="app_id")
+    live = session.exec(
+        select(AppInstallation.id).where(
+            col(AppInstallation.app_id) == app.id,
+            col(AppInstallation.user_id) == uid,
+            col(AppInstallation.status) == "active",
+        )
+    ).first()
+    if live is not None:
+        raise AlreadyExists(f"{app.name!r} is already installed")
+    personal_space(session, principal)
+    inst = AppInstallation(tenant_id=tid, app_id=app.id, user_id=uid, allowed_hosts=list(app.allowed_hosts))
+    session.add(inst)
+    session.flush()
+    for p in app.permissions:
+        session.add(AppGrant(installation_id=inst.id, permission=p, enabled=False))
+    token = _new_credential(session, inst)
+    record_audit(
+        session, tenant_id=tid, actor=principal, action="app.installed", object_type="app_installation",
+        object_id=inst.id, metadata={"app_id": str(app.id), "app": app.name},
+    )  # fmt: skip
+    return Installed(inst, token)
+
+
+def _new_credential(session: Session, inst: AppInstallation) -> str:
+    token, h = new_token(TOKEN_PREFIX)
+    session.add(AppCredential(installation_id=inst.id, token_hash=h))
+    session.flush()
+    return token
+
+
+def access_installation(session: Session, principal: Principal, installation_id: uuid.UUID) -> AppInstallation:
+    """One of the caller's own installations (live or uninstalled); NotFound for anyone else's."""
+    uid, tid = _user(principal)
+    inst = session.get(AppInstallation, installation_id)
+    if inst is None or inst.user_id != uid or inst.tenant_id != tid:
+        raise NotFound("installation not found")
+    return inst
+
+
+def _live(inst: AppInstallation) -> None:
+    if inst.status != "active":
+        raise ValidationError("the app is uninstalled", field="installation_id")
+
+
+def list_installations(
+    session: Session, principal: Principal, *, include_uninstalled: bool = False
+) -> list[dict[str, Any]]:
+    uid, tid = _user(principal)
+    q = select(AppInstallation, App).join(App, col(App.id) == col(AppInstallation.app_id))
+    q = q.where(col(AppInstallation.user_id) == uid, col(AppInstallation.tenant_id) == tid)
+    if not include_uninstalled:
+        q = q.where(col(AppInstallation.status) == "active")
+    rows = session.exec(q.order_by(col(AppInstallation.created_at))).all()
+    return [installation_out(session, inst, app) for inst, app in rows]
+
+
+def installation_out(session: Session, inst: AppInstallation, app: App | None = None) -> dict[str, Any]:
+    app = app or session.get(App, inst.app_id)
+    assert app is not None
+    grants = session.exec(select(AppGrant).where(col(AppGrant.installation_id) == inst.id)).all()
+    enabled = {g.permission: g.enabled for g in grants}
+    selected = session.exec(
+        select(AppSelectedCollection).where(col(AppSelectedCollection.installation_id) == inst.id)
+    ).all()
+    return {
+        "id": inst.id,
+        "app": {"id": app.id, "name": app.name, "description": app.description, "reason": app.reason},
+        "status": inst.status,
+        "created_at": inst.created_at,
+        "uninstalled_at": inst.uninstalled_at,
+        "uninstall_mode": inst.uninstall_mode,
+        "uninstall_run_id": inst.uninstall_run_id,
+        "grants": [
+            {"permission": p, "enabled": enabled.get(p, False), "sentences": sentences(p)}
+            for p in app.permissions
+            if p in enabled
+        ],
+        "selected_collections": [
+            {"knowledge_base_id": s.knowledge_base_id, "document_id": s.document_id} for s in selected
+        ],
+        "contributions": contributions(session, inst.id),
+    }
+
+
+def contributions(session: Session, installation_id: uuid.UUID) -> dict[str, int]:
+    """What the uninstall dialog shows: documents it wrote that still exist, collections it
+    created (facts come with the next issue)."""
+    docs = session.execute(
+        text(
+            "SELECT count(*) FROM app_documents a JOIN documents d ON d.id = a.document_id "
+            "WHERE a.installation_id = :i AND d.status <> 'deleted' AND d.type = 'page'"
+        ),
+        {"i": installation_id},
+    ).scalar_one()
+    cols = session.execute(
+        text(
+            "SELECT count(*) FROM app_collections c LEFT JOIN documents d ON d.id = c.document_id "
+            "JOIN knowledge_bases k ON k.id = c.knowledge_base_id "
+            "WHERE c.installation_id = :i AND k.status = 'active' AND (c.document_id IS NULL OR d.status <> 'deleted')"
+        ),
+        {"i": installation_id},
+    ).scalar_one()
+    return {"documents": int(docs), "collections": int(cols), "facts": 0}
+
+
+def set_grant(
+    session: Session, principal: Principal, installation_id: uuid.UUID, permission: str, enabled: bool
+) -> AppGrant:
+    """Switch one requested string on or off; the next call of the app sees it."""
+    inst = access_installation(session, principal, installation_id)
+    _live(inst)
+    g = session.exec(
+        select(AppGrant).where(col(AppGrant.installation_id) == inst.id, col(AppGrant.permission) == permission)
+    ).first()
+    if g is None:
+        raise NotFound("the app did not ask for this permission")
+    if g.enabled != enabled:
+        g.enabled = enabled
+        g.updated_at = utcnow()
+        session.add(g)
+        session.flush()
+        record_audit(
+            session, tenant_id=inst.tenant_id, actor=principal, action="app.grant_changed",
+            object_type="app_installation", object_id=inst.id,
+            metadata={"permission": permission, "before": not enabled, "after": enabled},
+        )  # fmt: skip
+    return g
+
+
+def set_selected_collections(
+    session: Session, principal: Principal, installation_id: uuid.UUID, items: list[dict[str, Any]]
+) -> list[AppSelectedCollection]:
+    """Replace the ``user-selected`` collections: knowledge bases (``document_id`` absent) or
+    folders the user can read. Each includes everything below it, present and future."""
+    inst = access_installation(session, principal, installation_id)
+    _live(inst)
+    wanted: list[tuple[uuid.UUID, uuid.UUID | None]] = []
+    for it in items:
+        doc_id = it.get("document_id")
+        if doc_id is not None:
+            doc = access_document(session, principal, doc_id).document
+            if doc.type != "folder":
+                raise ValidationError("only knowledge bases and folders are collections", field="document_id")
+            wanted.append((doc.knowledge_base_id, doc.id))
+        else:
+            kb = access_knowledge_base(session, principal, it["knowledge_base_id"]).knowledge_base
+            wanted.append((kb.id, None))
+    for old in session.exec(
+        select(AppSelectedCollection).where(col(AppSelectedCollection.installation_id) == inst.id)
+    ).all():
+        session.delete(old)
+    session.flush()
+    rows = []
+    for kb_id, doc_id in dict.fromkeys(wanted):
+        r = AppSelectedCollection(installation_id=inst.id, knowledge_base_id=kb_id, document_id=doc_id)
+        session.add(r)
+        rows.append(r)
+    session.flush()
+    record_audit(
+        session, tenant_id=inst.tenant_id, actor=principal, action="app.collections_selected",
+        object_type="app_installation", object_id=inst.id,
+        metadata={"collections": [[str(k), str(d) if d else None] for k, d in dict.fromkeys(wanted)]},
+    )  # fmt: skip
+    return rows
+
+
+def rotate_credential(session: Session, principal: Principal, installation_id: uuid.UUID) -> str:
+    """A new ``kbapp_...`` for the installation; the old ones stop working at once."""
+    inst = access_installation(session, principal, installation_id)
+    _live(inst)
+    _revoke_credentials(session, inst.id)
+    token = _new_credential(session, inst)
+    record_audit(
+        session, tenant_id=inst.tenant_id, actor=principal, action="app.credential_rotated",
+        object_type="app_installation", object_id=inst.id,
+    )  # fmt: skip
+    return token
+
+
+def _revoke_credentials(session: Session, installation_id: uuid.UUID) -> None:
+    session.execute(
+        text(
+            "UPDATE app_credentials SET status = 'revoked', revoked_at = now() "
+            "WHERE installation_id = :i AND status = 'active'"
+        ),
+        {"i": installation_id},
+    )
+
+
+# --- the caller -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AppCaller:
+    """One app call: the installation, the user's principal it acts as, and what is switched on
+    (read from PostgreSQL for this call; never cached beyond it)."""
+
+    installation_id: uuid.UUID
+    tenant_id: uuid.UUID
+    user_id: uuid.UUID
+    app_id: uuid.UUID
+    app_name: str
+    principal: Principal
+    grants: frozenset[str]
+    selected: tuple[tuple[uuid.UUID, uuid.UUID | None], ...]
+    created: tuple[tuple[uuid.UUID, uuid.UUID | None], ...]
+    diary_kb_id: uuid.UUID | None
+    keep_kb_id: uuid.UUID | None
+    allowed_hosts: tuple[str, ...]
+    secret: str
+
+    def has(self, permission: str) -> bool:
+        return permission in self.grants
+
+    def ref(self, kind: str, object_id: uuid.UUID) -> str:
+        return R.make_ref(self.secret, self.installation_id, kind, object_id)
+
+    def read_ref(self, ref: str, kinds: str, what: str) -> tuple[str, uuid.UUID]:
+        return R.read_ref(self.secret, self.installation_id, ref, kinds, what)
+
+
+_CALLER_SQL_T = """
+SELECT i.id, i.tenant_id, i.user_id, i.app_id, a.name, i.allowed_hosts,
+       ARRAY(SELECT g.permission FROM app_grants g WHERE g.installation_id = i.id AND g.enabled) AS grants,
+       ARRAY(SELECT s.knowledge_base_id::text || '/' || coalesce(s.document_id::text, '')
+             FROM app_selected_collections s WHERE s.installation_id = i.id) AS selected,
+       ARRAY(SELECT c.knowledge_base_id::text || '/' || coalesce(c.document_id::text, '')
+             FROM app_collections c WHERE c.installation_id = i.id) AS created,
+       ps.diary_kb_id, ps.keep_kb_id
+FROM app_credentials c
+JOIN app_installations i ON i.id = c.installation_id AND i.status = 'active'
+JOIN apps a ON a.id = i.app_id AND a.status = 'active'
+LEFT JOIN app_personal_spaces ps ON ps.tenant_id = i.tenant_id AND ps.user_id = i.user_id
+WHERE {where}
+"""
+_CALLER_SQL = text(_CALLER_SQL_T.format(where="c.token_hash = :h AND c.status = 'active'"))
+_CALLER_BY_ID_SQL = text(_CALLER_SQL_T.format(where="i.id = :i") + " LIMIT 1")
+
+
+def _pairs(values: list[str]) -> tuple[tuple[uuid.UUID, uuid.UUID | None], ...]:
+    out = []
+    for v in values or ():
+        kb, _, doc = v.partition("/")
+        out.append((uuid.UUID(kb), uuid.UUID(doc) if doc else None))
+    return tuple(out)
+
+
+def resolve_caller(session: Session, token: str, secret: str) -> AppCaller:
+    """The installation behind a ``kbapp_...`` credential, with its switches as of now (one
+    statement). Unknown, revoked, uninstalled or disabled: ``Unauthenticated``. Whether the
+    user is still active and a member is the permission service's question on every access."""
+    if not token or not token.startswith(TOKEN_PREFIX + "_"):
+        raise Unauthenticated("not an app credential")
+    row = session.execute(_CALLER_SQL, {"h": hash_token(token)}).first()
+    if row is None:
+        raise Unauthenticated("the app credential is invalid or revoked")
+    return caller_from_row(row, secret)
+
+
+def caller_from_row(row: Any, secret: str) -> AppCaller:
+    return AppCaller(
+        installation_id=row.id,
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        app_id=row.app_id,
+        app_name=row.name,
+        principal=Principal.user(row.user_id, row.tenant_id, scopes=APP_SCOPES),
+        grants=frozenset(row.grants or ()),
+        selected=_pairs(row.selected),
+        created=_pairs(row.created),
+        diary_kb_id=row.diary_kb_id,
+        keep_kb_id=row.keep_kb_id,
+        allowed_hosts=tuple(row.allowed_hosts or ()),
+        secret=secret,
+    )
+
+
+def caller_for_installation(session: Session, installation_id: uuid.UUID, secret: str) -> AppCaller:
+    """The same caller as ``resolve_caller``, by installation id (CLI, tests, bench)."""
+    row = session.execute(_CALLER_BY_ID_SQL, {"i": installation_id}).first()
+    if row is None:
+        raise NotFound("installation not found")
+    return caller_from_row(row, secret)
+
+
+def check_source_uri(caller: AppCaller, uri: str) -> str:
+    from openkb.errors import SourceUriNotAllowed
+
+    parts = urlsplit(uri.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourceUriNotAllowed("sourceUri must be an http(s) URL", field="sourceUri")
+    if parts.hostname.lower() not in caller.allowed_hosts:
+        raise SourceUriNotAllowed(
+            f"sourceUri host {parts.hostname!r} is not among the app's network hosts", field="sourceUri"
+        )
+    return uri.strip()
+
+
+__all__ = [
+    "AppCaller",
+    "Installed",
+    "access_app",
+    "access_installation",
+    "app_out",
+    "caller_for_installation",
+    "install_app",
+    "installation_out",
+    "list_apps",
+    "list_installations",
+    "personal_space",
+    "register_app",
+    "resolve_caller",
+    "rotate_credential",
+    "set_grant",
+    "set_selected_collections",
+]
