@@ -2,12 +2,14 @@
 
 Order: take the home's ``up`` lock -> check the port -> own every embedded service -> migrate
 and bootstrap -> start the worker and the API as children -> wait for ``/readyz``. Any failure
-before "ready" tears down whatever was started. SIGINT/SIGTERM stop the children first (so no
+before "ready" tears down whatever was started. Then every part is supervised (restarted with
+backoff; see ``openkb.runtime.supervision``). SIGINT/SIGTERM stop the children first (so no
 request is cut mid-transaction), then Milvus, the embedder and PostgreSQL.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -22,8 +24,17 @@ from openkb.config import Settings
 from openkb.context import child_env
 from openkb.db import dispose_engines, get_engine, session_scope
 from openkb.errors import AlreadyRunning, ConfigError, ServiceUnavailable
-from openkb.runtime.embedded import EmbeddedServices, spawn, stop_process
+from openkb.runtime.embedded import EmbeddedServices, http_ok, milvus_ready, spawn, stop_process
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
+from openkb.runtime.supervision import (
+    Child,
+    PopenChild,
+    PostgresChild,
+    RestartPolicy,
+    Supervision,
+    become_subreaper,
+    reap_orphans,
+)
 
 
 def check_port(host: str, port: int) -> None:
@@ -46,6 +57,15 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 class Supervisor:
+    """Start the appliance, then keep every part running (docs/operations.md#supervision).
+
+    Each part is a :class:`~openkb.runtime.supervision.Child` in one
+    :class:`~openkb.runtime.supervision.Supervision`: a crash is restarted with exponential
+    backoff, a crash loop of a core part stops the appliance (exit 1: let systemd or the operator
+    see it), one of the embedder leaves search BM25-only. The API is a part like the others: its
+    crash restarts it, it no longer takes the appliance down.
+    """
+
     def __init__(self, settings: Settings, host: str, port: int, say: Callable[[str], None], workers: int = 2) -> None:
         self.settings = settings
         self.host = host
@@ -55,7 +75,8 @@ class Supervisor:
         self.home = Home(settings.openkb_home)
         self.lock = OwnerLock(self.home, "up")
         self.services: EmbeddedServices | None = None
-        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.supervision = Supervision(self.home, START_POLICY, say=say)
+        self.watchdog: subprocess.Popen[bytes] | None = None
         self._stopping = False
         self._stop_signal: int | None = None
         self._env: dict[str, str] = {}
@@ -64,6 +85,16 @@ class Supervisor:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def children(self) -> dict[str, subprocess.Popen[bytes]]:
+        """The API and worker processes as they are now (restarts replace them)."""
+        out = {}
+        for name in ("worker", "api"):
+            part = self.supervision.parts.get(name)
+            if part is not None and isinstance(part.child, PopenChild) and part.child.proc is not None:
+                out[name] = part.child.proc
+        return out
 
     def start(self) -> None:
         t0 = time.perf_counter()
@@ -80,10 +111,14 @@ class Supervisor:
                 f"OpenKB is already running on {self.home.root} (pid {rec.get('pid', '?')}, {rec.get('url', '?')}); "
                 "stop it first or use another OPENKB_HOME"
             )
+        # Before PostgreSQL starts: the postmaster pg_ctl daemonises is then re-parented to us, so
+        # we can reap it and read its exit status (see openkb.runtime.supervision).
+        become_subreaper()
         try:
             check_port(self.host, self.port)
             self.services = EmbeddedServices(self.settings, require_owner=True, say=self.say)
             endpoints = self.services.start()
+            self._watch_services(endpoints)
             self.timings["services_s"] = time.perf_counter() - t0
             from openkb.health import preflight
 
@@ -99,19 +134,20 @@ class Supervisor:
             self._ensure_default_profile(endpoints)
             dispose_engines()
             self.timings["migrate_s"] = time.perf_counter() - t0
-            env = child_env(endpoints)
-            self._env = env
+            self._env = child_env(endpoints)
             logs = self.home.log_dir
-            self.children["worker"] = spawn(
-                [sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)], logs / "worker.log", env
-            )
-            self.children["api"] = spawn(
-                [sys.executable, "-m", "cli.main", "serve", "--host", self.host, "--port", str(self.port)],
-                logs / "api.log",
-                env,
-            )
+            worker_cmd = [sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)]
+            api_cmd = [sys.executable, "-m", "cli.main", "serve", "--host", self.host, "--port", str(self.port)]
+            for name, cmd, ready in (
+                ("worker", worker_cmd, None),
+                ("api", api_cmd, lambda: http_ok(self._local_url + "/healthz")),
+            ):
+                child = PopenChild(name, lambda c=cmd, n=name: spawn(c, logs / f"{n}.log", self._env), ready)
+                child.start()
+                self.supervision.add(child)
             self._wait_ready()
             self.timings["ready_s"] = time.perf_counter() - t0
+            self.supervision.policy = RUN_POLICY
             # From here on a stop signal only raises a flag that ``run_forever`` acts on. Switching
             # before the record is written leaves no moment where a signal ends the process
             # outside this ``try`` (that left PostgreSQL running and exited 143 instead of 0).
@@ -121,6 +157,71 @@ class Supervisor:
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def _local_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "[::1]" if self.host == "::" else self.host
+        return f"http://{host}:{self.port}"
+
+    def _watch_services(self, endpoints) -> None:  # type: ignore[no-untyped-def]
+        """Register the embedded services this process owns as supervised parts, and start the
+        PostgreSQL watchdog (openkb.runtime.pgwatch) that stops it if we are killed."""
+        services = self.services
+        assert services is not None
+        sources = endpoints.sources
+        if sources.get("postgresql") == "embedded-own":
+            self.supervision.add(
+                PostgresChild(self.home.pg_dir, services.restart_postgresql, lambda: None, services.postgres_pid),
+                running=True,
+            )
+            self._start_watchdog()
+        if sources.get("milvus") == "embedded-own":
+            # The readiness probe of a restarting Milvus fails by design; pymilvus would log a
+            # traceback to up's terminal for each attempt.
+            logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+            uri = endpoints.milvus_uri
+            self.supervision.add(
+                PopenChild(
+                    "milvus",
+                    lambda: services.respawn("milvus"),
+                    lambda: milvus_ready(uri),
+                    proc=services.proc("milvus"),
+                ),
+                running=True,
+            )
+        if sources.get("embedder") == "embedded-own":
+            url = (endpoints.embedder_url or "").removesuffix("/v1")
+            self.supervision.add(
+                PopenChild(
+                    "embedder",
+                    lambda: services.respawn("embedder"),
+                    lambda: http_ok(url + "/health"),
+                    optional=True,
+                    proc=services.proc("embedder"),
+                ),
+                running=True,
+            )
+        elif sources.get("embedder") == "unavailable":
+            self.supervision.add(_Unavailable("embedder"), state="unavailable", detail="search is BM25-only")
+
+    def _start_watchdog(self) -> None:
+        log_path = self.home.log_dir / "supervisor.log"
+        fh = open(log_path, "ab")
+        self.watchdog = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "openkb.runtime.pgwatch",
+                "--supervisor",
+                str(os.getpid()),
+                "--pg-dir",
+                str(self.home.pg_dir),
+            ],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        fh.close()
 
     def _ensure_default_profile(self, endpoints) -> None:  # type: ignore[no-untyped-def]
         from openkb.context import AppContext
@@ -133,28 +234,19 @@ class Supervisor:
         finally:
             ctx.close()
 
-    def _wait_ready(self, timeout: float = 180.0, retries: int = 2) -> None:
-        """A child that crashes while starting is started again (at most ``retries`` times each);
+    def _wait_ready(self, timeout: float = 180.0) -> None:
+        """A child that crashes while starting is started again (``START_POLICY``: twice, quickly);
         one that keeps crashing fails the start with its log tail."""
         deadline = time.monotonic() + timeout
-        attempts = {name: 0 for name in self.children}
         while time.monotonic() < deadline:
-            for name, proc in list(self.children.items()):
-                if proc.poll() is not None:
-                    log_path = self.home.log_dir / f"{name}.log"
-                    tail = log_path.read_text(errors="replace")[-600:] if log_path.exists() else ""
-                    if attempts[name] >= retries:
-                        raise ServiceUnavailable(
-                            f"the {name} process exited during start (code {proc.returncode}): {tail.strip()}"
-                        )
-                    attempts[name] += 1
-                    self.say(
-                        f"the {name} process exited during start (code {proc.returncode}); restarting "
-                        f"({attempts[name]}/{retries})"
-                    )
-                    self.children[name] = spawn(proc.args, log_path, self._env)  # type: ignore[arg-type]
+            for part in self.supervision.tick():
+                log_path = self.home.log_dir / f"{part.child.name}.log"
+                tail = log_path.read_text(errors="replace")[-600:] if log_path.exists() else ""
+                raise ServiceUnavailable(
+                    f"the {part.child.name} process exited during start ({part.last_exit}): {tail.strip()}"
+                )
             try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                if httpx.get(self._local_url + "/readyz", timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -167,26 +259,18 @@ class Supervisor:
         self._stop_signal = signum
 
     def run_forever(self) -> int:
-        """Watch the children; restart a crashed worker, stop everything if the API dies."""
+        """Keep every part running until a stop signal; 1 when a core part is in a crash loop."""
         for sig in STOP_SIGNALS:  # already so after ``start``; kept for callers that skip it
             signal.signal(sig, self._flag_stop)
-        restarts = 0
         while self._stop_signal is None:
-            api = self.children.get("api")
-            if api is not None and api.poll() is not None:
-                self.say(f"the API process exited (code {api.returncode}); stopping")
-                self.stop()
-                return 1
-            worker = self.children.get("worker")
-            if worker is not None and worker.poll() is not None and restarts < 5:
-                restarts += 1
-                self.say(f"worker exited (code {worker.returncode}); restarting ({restarts}/5)")
-                assert self.services is not None and self.services.endpoints is not None
-                self.children["worker"] = spawn(
-                    [sys.executable, "-m", "cli.main", "worker"],
-                    self.home.log_dir / "worker.log",
-                    child_env(self.services.endpoints),
-                )
+            for part in self.supervision.tick():
+                if not part.child.optional:
+                    self.say(f"the {part.child.name} cannot be kept running; stopping OpenKB")
+                    self.stop()
+                    return 1
+                self.say(f"the {part.child.name} is given up on: search runs BM25-only")
+            if self.watchdog is not None and self.watchdog.poll() is not None:
+                self._start_watchdog()
             time.sleep(0.5)
         self.say("stopping OpenKB ...")
         self.stop()
@@ -196,16 +280,45 @@ class Supervisor:
         if self._stopping:
             return
         self._stopping = True
+        children = self.children
         for name in ("api", "worker"):
-            proc = self.children.get(name)
+            proc = children.get(name)
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for name in ("api", "worker"):
-            stop_process(self.children.pop(name, None), timeout=15)
+        self.supervision.stop_all(["api", "worker"])
         if self.services is not None:
             self.services.stop()
+        self.supervision.stop_all(["milvus", "embedder", "postgresql"])
+        if self.watchdog is not None:
+            stop_process(self.watchdog, timeout=5)
+        reap_orphans(self.supervision.owned_pids())
         if self.lock.held:
             self.lock.release()
+
+
+class _Unavailable(Child):
+    """A part that could not start at all (the embedder without a model): shown, never restarted."""
+
+    optional = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def exit_reason(self) -> str | None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+
+# While starting, a crashing child is retried twice at once; afterwards, the backoff of
+# RestartPolicy's defaults applies.
+START_POLICY = RestartPolicy(first_delay=0.2, factor=1.0, crash_loop_limit=2)
+RUN_POLICY = RestartPolicy()
 
 
 def rss_of_tree(pid: int | None = None) -> int:

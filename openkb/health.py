@@ -223,6 +223,17 @@ def alias_target_quiet(client: Any, alias: str) -> str | None:
         lg.setLevel(old)
 
 
+def supervised_parts(settings: Any) -> dict[str, Any] | None:
+    """What the live ``openkb up`` of this home says about each part it supervises (state,
+    pid, restarts, last exit reason; docs/operations.md#supervision), or None when no supervisor
+    runs (``openkb serve`` on its own, or a dead supervisor's leftover file)."""
+    from openkb.runtime.home import Home
+    from openkb.runtime.supervision import read_parts
+
+    snap = read_parts(Home(settings.openkb_home))
+    return None if snap is None else dict(snap["parts"])
+
+
 CORE_CHECKS = (check_postgresql, check_milvus, check_queue, check_blobs, check_mail)
 
 

@@ -85,9 +85,13 @@ def processes_of_home(home: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_after_kill_9_of_up_the_next_up_stops_everything(tmp_path):
-    """kill -9 of `openkb up` orphans its PostgreSQL (pg_ctl daemonises it) and leaves its pid in
-    pgserver's handle list; the next `up` reuses that server and must still stop it on SIGTERM."""
+def test_after_kill_9_of_up_and_its_watchdog_the_next_up_stops_the_orphan(tmp_path):
+    """kill -9 of `openkb up` *and* of its PostgreSQL watchdog orphans the PostgreSQL pg_ctl
+    daemonised (and leaves its pid in pgserver's handle list); the next `up` stops that orphan,
+    starts its own, and leaves nothing running after SIGTERM. (With the watchdog alive the orphan
+    never survives: tests/faults covers that.)"""
+    import psutil
+
     from tests.test_cli import _free_port, _logs, start_up, up_env, wait_ready
 
     home = tmp_path / "home"
@@ -95,9 +99,14 @@ def test_after_kill_9_of_up_the_next_up_stops_everything(tmp_path):
     first = start_up(env, _free_port())
     try:
         wait_ready(first, int(first.args[-1]), home)
+        watchdogs = [
+            c for c in psutil.Process(first.pid).children() if "openkb.runtime.pgwatch" in " ".join(c.cmdline())
+        ]
+        assert len(watchdogs) == 1
     except BaseException:
         first.kill()
         raise
+    watchdogs[0].kill()
     first.kill()  # SIGKILL: no cleanup code runs
     first.wait(30)
     assert any("postgres" in p for p in processes_of_home(home))  # the orphan this test is about
@@ -131,3 +140,197 @@ def test_sigterm_while_up_is_starting_stops_what_was_started(tmp_path):
         proc.wait(120)
     assert "Traceback" not in (proc.stdout.read() if proc.stdout else "")
     assert processes_of_home(home) == [], _logs(home)
+
+
+# --- supervision: restart with backoff, crash-loop limit, state file, reaping ---------------------
+
+
+def _child(name: str, code: str, **kw):
+    from openkb.runtime.supervision import PopenChild
+
+    return PopenChild(name, lambda: subprocess.Popen([sys.executable, "-c", code]), **kw)
+
+
+def _tick_until(sup, cond, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < deadline, sup.snapshot()
+        sup.tick()
+        time.sleep(0.02)
+
+
+def test_crashing_part_restarts_with_growing_backoff_until_the_crash_loop_limit(tmp_path):
+    from openkb.runtime.supervision import RestartPolicy, Supervision, read_parts
+
+    home = Home(tmp_path).ensure()
+    said: list[str] = []
+    sup = Supervision(home, RestartPolicy(first_delay=0.05, factor=2.0, crash_loop_limit=3), say=said.append)
+    child = _child("worker", "import sys; sys.exit(3)")
+    child.start()
+    part = sup.add(child)
+    delays = []
+    last_exit_at = None
+    while part.state != "failed":
+        sup.tick()
+        if part.state == "backoff" and part.last_exit_at != last_exit_at:
+            last_exit_at = part.last_exit_at
+            delays.append(round(part.next_start_at - part.last_exit_at, 3))
+        time.sleep(0.01)
+    assert delays == [0.05, 0.1, 0.2]  # exponential backoff, then the 4th crash is a crash loop
+    assert part.restarts == 3 and part.last_exit == "exited with code 3"
+    assert any("crash loop" in m for m in said) and any("restarting in 0.1s" in m for m in said)
+    snap = read_parts(home)  # what /readyz and doctor read
+    assert snap is not None and snap["parts"]["worker"]["state"] == "failed"
+    assert snap["parts"]["worker"]["restarts"] == 3
+    assert "crash loop" in (tmp_path / "logs" / "supervisor.log").read_text()
+
+
+def test_killed_part_is_reaped_restarted_and_reported(tmp_path):
+    import psutil
+
+    from openkb.runtime.supervision import RestartPolicy, Supervision, read_parts
+
+    home = Home(tmp_path).ensure()
+    sup = Supervision(home, RestartPolicy(first_delay=0.01), say=lambda m: None)
+    child = _child("api", "import time; time.sleep(60)")
+    child.start()
+    part = sup.add(child, running=True)
+    first = child.pid
+    try:
+        os.kill(first, signal.SIGKILL)
+        _tick_until(sup, lambda: part.restarts == 1 and part.state == "running")
+        assert part.last_exit == "killed by SIGKILL"
+        assert child.pid != first
+        with pytest.raises(psutil.NoSuchProcess):  # reaped: not left <defunct>
+            psutil.Process(first).status()
+        rec = read_parts(home)["parts"]["api"]
+        assert (rec["state"], rec["pid"], rec["restarts"], rec["last_exit"]) == (
+            "running",
+            child.pid,
+            1,
+            "killed by SIGKILL",
+        )
+    finally:
+        sup.stop_all(["api"])
+    assert read_parts(home)["parts"]["api"]["state"] == "stopped"
+
+
+def test_parts_file_of_a_dead_supervisor_is_ignored(tmp_path):
+    from openkb.runtime.supervision import read_parts, write_parts
+
+    home = Home(tmp_path).ensure()
+    write_parts(home, {"supervisor_pid": 999999999, "parts": {"api": {"state": "running"}}})
+    assert read_parts(home) is None
+    write_parts(home, {"supervisor_pid": os.getpid(), "parts": {"api": {"state": "running"}}})
+    assert read_parts(home)["parts"] == {"api": {"state": "running"}}
+
+
+def test_parts_down_spares_only_an_optional_part_given_up_on():
+    from openkb.runtime.supervision import parts_down
+
+    parts = {
+        "postgresql": {"state": "running"},
+        "milvus": {"state": "backoff"},
+        "embedder": {"state": "failed", "optional": True},
+        "api": {"state": "starting"},
+        "worker": {"state": "failed"},
+    }
+    assert parts_down(parts) == ["milvus", "api", "worker"]
+
+
+ORPHAN = """
+import os, signal, subprocess, sys, time
+from openkb.runtime.supervision import REAPED, become_subreaper, describe_wait_status, reap_orphans
+assert become_subreaper()
+# like pg_ctl: the launcher exits, its daemon child is re-parented to us
+out = subprocess.run([sys.executable, "-c",
+    "import subprocess as s, sys; p = s.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+    "stdout=s.DEVNULL, stderr=s.DEVNULL); print(p.pid)"],
+    capture_output=True, text=True, check=True).stdout
+pid = int(out)
+os.kill(pid, signal.SIGKILL)
+for _ in range(200):
+    if pid in reap_orphans(set()):
+        break
+    time.sleep(0.02)
+print(describe_wait_status(REAPED[pid]))
+try:
+    os.kill(pid, 0)
+    print("still there")
+except ProcessLookupError:
+    print("gone")
+"""
+
+
+def test_adopted_daemon_is_reaped_with_its_exit_status(tmp_path):
+    """The postmaster pg_ctl daemonises is adopted by `up` (a subreaper): its kill -9 is reported
+    as such and it does not stay <defunct> (a zombie postmaster blocks PostgreSQL's restart)."""
+    out = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["killed", "by", "SIGKILL", "gone"]
+
+
+WATCHED = """
+import subprocess, sys
+from pathlib import Path
+pg_dir = Path(sys.argv[1])
+fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(pg_dir)], start_new_session=True,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+(pg_dir / "postmaster.pid").write_text(f"{fake.pid}\\n{pg_dir}\\n")
+import os
+w = subprocess.Popen([sys.executable, "-m", "openkb.runtime.pgwatch", "--supervisor", str(os.getpid()),
+                      "--pg-dir", str(pg_dir), "--interval", "0.05"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(fake.pid, w.pid, flush=True)
+# and now this "supervisor" dies without stopping anything (os._exit: no cleanup code runs)
+os._exit(0)
+"""
+
+
+def test_watchdog_stops_postgresql_when_the_supervisor_dies(tmp_path):
+    """A stand-in postmaster (a process with the data directory on its command line, named by
+    postmaster.pid) is stopped by the watchdog once its supervisor is gone."""
+    import psutil
+
+    pg_dir = tmp_path / "pg"
+    pg_dir.mkdir()
+    out = subprocess.run([sys.executable, "-c", WATCHED, str(pg_dir)], capture_output=True, text=True, timeout=60)
+    fake_pid, watch_pid = (int(x) for x in out.stdout.split())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(fake_pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(fake_pid, signal.SIGKILL)
+        raise AssertionError("the watchdog left the stand-in postmaster running")
+    for pid in (watch_pid,):  # the watchdog exits once it has stopped PostgreSQL
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the watchdog did not exit")
+
+
+def test_watchdog_leaves_a_recycled_pid_alone(tmp_path):
+    """postmaster.pid naming a process that is not on this data directory: not ours, not stopped."""
+    from openkb.runtime.pgwatch import stop_postmaster
+
+    pg_dir = tmp_path / "pg"
+    pg_dir.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (pg_dir / "postmaster.pid").write_text(f"{other.pid}\n/elsewhere\n")
+        assert stop_postmaster(pg_dir, timeout=1)  # nothing of ours runs there
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()

@@ -150,15 +150,21 @@ def migrate(json_out: Annotated[bool, typer.Option("--json", help="Machine-reada
 
 
 def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
-    """Check PostgreSQL, Milvus, the queue, the blob store and mail; exit non-zero if any is down."""
-    from openkb.health import run_checks
+    """Check PostgreSQL, Milvus, the queue, the blob store and mail; exit non-zero if any is down.
+
+    Beside a live ``openkb up`` it also shows each supervised part's state, pid, restarts and last
+    exit reason (docs/operations.md#supervision); a core part not running fails the doctor."""
+    from openkb.health import run_checks, supervised_parts
+    from openkb.runtime.supervision import parts_down
 
     t = time.perf_counter()
     with appliance(migrate=False) as ctx:
         checks = run_checks(ctx)
         search_mode = "hybrid (dense + BM25)" if checks[-1].ok else "BM25-only"
         sources = dict(ctx.endpoints.sources)
-    core_ok = all(c.ok for c in checks if c.name != "embedder")
+        parts = supervised_parts(ctx.settings)
+    down = parts_down(parts) if parts else []
+    core_ok = all(c.ok for c in checks if c.name != "embedder") and not [n for n in down if n != "embedder"]
     if json_out:
         emit_json(
             {
@@ -166,6 +172,8 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
                 "search_mode": search_mode,
                 "checks": [c.as_dict() for c in checks],
                 "services": sources,
+                "parts": parts,
+                "parts_down": down,
                 "elapsed_ms": round((time.perf_counter() - t) * 1000),
             }
         )
@@ -175,9 +183,31 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
             ["component", "status", "mode", "version", "detail", "fix"],
             [(c.name, "[green]ok[/]" if c.ok else "[red]DOWN[/]", c.mode, c.version, c.detail, c.fix) for c in checks],
         )
+        if parts:
+            table(
+                "supervised by openkb up",
+                ["part", "state", "pid", "restarts", "last exit"],
+                [
+                    (
+                        name,
+                        f"[green]{p['state']}[/]" if p["state"] == "running" else f"[red]{p['state']}[/]",
+                        str(p.get("pid") or "-"),
+                        str(p.get("restarts", 0)),
+                        _last_exit(p),
+                    )
+                    for name, p in parts.items()
+                ],
+            )
         console.print(f"search mode: {search_mode}")
     if not core_ok:
         raise typer.Exit(1)
+
+
+def _last_exit(part: dict) -> str:  # type: ignore[type-arg]
+    if not part.get("last_exit"):
+        return "-"
+    ago = time.time() - float(part.get("last_exit_at") or time.time())
+    return f"{part['last_exit']} ({ago:.0f}s ago)"
 
 
 def config_show(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:

@@ -200,6 +200,9 @@ class EmbeddedServices:
         self.say = say or (lambda msg: log.info(msg))
         self._locks: list[OwnerLock] = []
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        # how each subprocess service was started, so a supervisor can start it again the same way
+        # (same port: the API, the worker and Milvus collection functions hold the URL)
+        self._launch: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}
         self._pg: Any = None
         self.endpoints: Endpoints | None = None
 
@@ -297,6 +300,35 @@ class EmbeddedServices:
             lock.release()
         self._locks.clear()
 
+    # -- supervision ----------------------------------------------------------------------
+    def proc(self, comp: str) -> subprocess.Popen[bytes] | None:
+        return self._procs.get(comp)
+
+    def respawn(self, comp: str) -> subprocess.Popen[bytes]:
+        """Start Milvus Lite or the embedder again exactly as at start (same port, log, env)."""
+        stop_process(self._procs.pop(comp, None), timeout=5)
+        cmd, log_path, env = self._launch[comp]
+        proc = spawn(cmd, log_path, env)
+        self._procs[comp] = proc
+        return proc
+
+    @property
+    def postgres_pid(self) -> int | None:
+        return int(self._pg.get_pid()) if self._pg is not None else None
+
+    def restart_postgresql(self) -> int:
+        """Start the embedded PostgreSQL again through pgserver (same data directory and socket, so
+        the URL every process holds stays valid); returns the new postmaster's pid.
+
+        pgserver refuses nothing here: ``ensure_postgres_running`` sees ``postmaster.pid`` name a
+        dead process and runs ``pg_ctl start``, which replaces the stale file (the dead postmaster
+        must have been reaped first: a zombie still "runs" for pgserver and PostgreSQL)."""
+        if self._pg is None:
+            raise ServiceUnavailable("the embedded PostgreSQL was never started by this process")
+        with self._pg._lock:
+            self._pg.ensure_postgres_running()
+        return int(self._pg.get_pid())
+
     def _wait_record(self, comp: str, timeout: float = 120.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -318,6 +350,10 @@ class EmbeddedServices:
             import pgserver
 
             forget_pgserver_handles(self.home.pg_dir)
+            # We hold the postgresql lock, so a server running on the data directory is an orphan
+            # of a killed owner whose watchdog did not stop it either: stop it and start our own,
+            # which (unlike the orphan) is re-parented to this process and can be watched.
+            stop_postgres_of(self.home.pg_dir)
             try:
                 self._pg = pgserver.get_server(self.home.pg_dir, cleanup_mode="stop")
             except Exception as exc:  # noqa: BLE001
@@ -344,14 +380,12 @@ class EmbeddedServices:
         ]
         # Milvus' TEXTEMBEDDING (provider openai) and RERANK (provider cohere) want a key even for
         # the local embedder, which ignores it: without one a rerank profile never reranks.
-        proc = spawn(
-            cmd,
-            log_path,
-            env={
-                "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder"),
-                "COHERE_API_KEY": os.environ.get("COHERE_API_KEY", "openkb-local-embedder"),
-            },
-        )
+        env = {
+            "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder"),
+            "COHERE_API_KEY": os.environ.get("COHERE_API_KEY", "openkb-local-embedder"),
+        }
+        self._launch["milvus"] = (cmd, log_path, env)
+        proc = spawn(cmd, log_path, env)
         self._procs["milvus"] = proc
         uri = f"http://127.0.0.1:{port}"
 
@@ -380,6 +414,7 @@ class EmbeddedServices:
             "--model",
             self.settings.openkb_embedder_model,
         ]
+        self._launch["embedder"] = (cmd, log_path, None)
         proc = spawn(cmd, log_path)
         self._procs["embedder"] = proc
         base = f"http://127.0.0.1:{port}"
