@@ -41,16 +41,19 @@ class AppContext:
 
     @property
     def milvus(self) -> Any:
-        """A shared MilvusClient (thread-safe gRPC channel), created on first use."""
+        """A shared MilvusClient (thread-safe gRPC channel) behind ``ResilientMilvus``: built on
+        first use, rebuilt after a connection failure, a released collection reloaded; an
+        unreachable Milvus raises ``IndexUnavailable`` (openkb/indexing/client.py)."""
         if self._milvus is None:
             with self._lock:
                 if self._milvus is None:
+                    from openkb.indexing.client import CALL_TIMEOUT_S, ResilientMilvus
                     from openkb.runtime.embedded import milvus_client
 
-                    self._milvus = milvus_client(
-                        self.endpoints.milvus_uri,
-                        self.endpoints.milvus_token,
-                        db_name=self.settings.milvus_database if self.settings.milvus_uri else "",
+                    uri, token = self.endpoints.milvus_uri, self.endpoints.milvus_token
+                    db_name = self.settings.milvus_database if self.settings.milvus_uri else ""
+                    self._milvus = ResilientMilvus(
+                        lambda: milvus_client(uri, token, db_name=db_name, timeout=CALL_TIMEOUT_S), uri=uri
                     )
         return self._milvus
 

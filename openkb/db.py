@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlmodel import Session, create_engine
 
-from openkb.errors import ConfigError, ServiceUnavailable
+from openkb.errors import ConfigError, DatabaseUnavailable
 
 log = logging.getLogger("openkb.db")
 
@@ -141,7 +141,7 @@ def commit_apart(session: Session, write: Callable[[Session], T]) -> T:
             apart.commit()
         except OperationalError as exc:
             apart.rollback()
-            raise ServiceUnavailable(f"PostgreSQL is unreachable: {exc.orig}") from None
+            raise DatabaseUnavailable(f"PostgreSQL is unreachable: {exc.orig}", retry_after=5) from None
         return out
 
 
@@ -166,7 +166,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         session.commit()
     except OperationalError as exc:
         session.rollback()
-        raise ServiceUnavailable(f"PostgreSQL is unreachable: {exc.orig}") from None
+        raise DatabaseUnavailable(f"PostgreSQL is unreachable: {exc.orig}", retry_after=5) from None
     except BaseException:
         session.rollback()
         raise

@@ -391,7 +391,7 @@ class RebuildBusy(Conflict):
     code = "REBUILD_RUNNING"
 
 
-# --- outages and abuse (issue 17: docs/operations.md#outages) ------------------------------------
+# --- outages and abuse (docs/operations.md#index-operations, docs/api.md#body-limits) ------------
 
 
 class IndexUnavailable(ServiceUnavailable):

@@ -6,6 +6,17 @@ limit at once and reads any other body (chunked, no length) itself, stopping as 
 the limit; both get 413 ``PAYLOAD_TOO_LARGE``. A body under the limit is replayed to the app
 unchanged.
 
+Two more abuse guards live here because they need the whole body before the app sees it
+(issue 17; docs/api.md#body-limits):
+
+* **slow bodies** (slow-loris): the body must arrive within ``body_timeout`` seconds
+  (``REQUEST_BODY_TIMEOUT_SECONDS``, default 30) of the request start, else 408
+  ``REQUEST_TIMEOUT`` and the connection is closed, so a client cannot hold a worker by
+  trickling bytes;
+* **deep JSON**: a JSON body nested deeper than ``MAX_JSON_DEPTH`` (64) is refused with 422
+  ``JSON_TOO_DEEP`` before any parser recurses into it (Python's parser raised
+  ``RecursionError`` on deep input: a 500).
+
 Paths with their own, stricter bounded reader are left alone: ``/api/uploads`` (``max_upload_bytes``,
 ``UPLOAD_TOO_LARGE``, streamed to the blob store) and Dify's ``/retrieval`` (256 KB, answered in
 Dify's own error shape).
@@ -13,7 +24,10 @@ Dify's own error shape).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,12 +38,41 @@ EXEMPT_PATHS = frozenset({"/api/uploads", "/api/import-jobs", "/retrieval", "//r
 CODE = "PAYLOAD_TOO_LARGE"
 
 
+MAX_JSON_DEPTH = 64
+BODY_TIMEOUT_S = float(os.environ.get("REQUEST_BODY_TIMEOUT_SECONDS", "30") or 30)
+# what a depth scan looks at: an escape pair (skipped whole), a quote, a bracket
+_JSON_TOKENS = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)
+
+
+def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``body`` (JSON text) nests arrays/objects deeper than ``limit``, brackets inside
+    strings not counted. Cheap: a regex walks only quotes, brackets and escapes."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth, in_string = 0, False
+    for m in _JSON_TOKENS.finditer(body):
+        tok = m.group()
+        if tok[:1] == b"\\":
+            continue
+        if tok == b'"':
+            in_string = not in_string
+        elif not in_string:
+            if tok in (b"[", b"{"):
+                depth += 1
+                if depth > limit:
+                    return True
+            else:
+                depth -= 1
+    return False
+
+
 class BodyLimitMiddleware:
     """``limit`` is called per request, so a changed setting applies without a restart (tests)."""
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(self, app: ASGIApp, limit: Callable[[], int], body_timeout: float | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.body_timeout = BODY_TIMEOUT_S if body_timeout is None else body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
@@ -40,15 +83,24 @@ class BodyLimitMiddleware:
         if length is not None and length > limit:
             await _too_large(send, limit)
             return
-        if length is not None or not _chunked(scope):
-            # A declared length within the limit: the server delivers no more than that. Neither
-            # header: no body at all (HTTP/1.1).
+        if length in (None, 0) and not _chunked(scope):
+            # Neither header (or an empty body): no body at all (HTTP/1.1).
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
         size = 0
+        deadline = asyncio.get_running_loop().time() + self.body_timeout
         while True:
-            msg = await receive()
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                msg = await asyncio.wait_for(receive(), timeout=left)
+            except TimeoutError:
+                await _refuse(
+                    send, 408, "REQUEST_TIMEOUT", f"the request body did not arrive within {self.body_timeout:.0f} s"
+                )
+                return
             messages.append(msg)
             if msg["type"] != "http.request":
                 break  # http.disconnect: let the app see it
@@ -58,6 +110,13 @@ class BodyLimitMiddleware:
                 return
             if not msg.get("more_body", False):
                 break
+        if _is_json(scope):
+            body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+            if json_depth_exceeds(body):
+                await _refuse(
+                    send, 422, "JSON_TOO_DEEP", f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels"
+                )
+                return
 
         async def replay() -> Message:
             return messages.pop(0) if messages else await receive()
@@ -77,6 +136,29 @@ def _content_length(scope: Scope) -> int | None:
 
 def _chunked(scope: Scope) -> bool:
     return any(k == b"transfer-encoding" for k, _ in scope["headers"])
+
+
+def _is_json(scope: Scope) -> bool:
+    for k, v in scope["headers"]:
+        if k == b"content-type":
+            return b"json" in v.lower()
+    return False
+
+
+async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
+    body = json.dumps({"error": code, "detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _too_large(send: Send, limit: int) -> None:
@@ -121,4 +203,20 @@ def document_413(schema: dict[str, Any]) -> dict[str, Any]:
             codes = entry.setdefault("x-error-codes", [])  # tests/test_errors_catalogue.py reads these
             if CODE not in codes:
                 codes.append(CODE)
+            for status, code, what in (
+                ("408", "REQUEST_TIMEOUT", "the body arrived too slowly"),
+                ("422", "JSON_TOO_DEEP", "a JSON body nested too deeply"),
+            ):
+                extra = op["responses"].setdefault(
+                    status,
+                    {
+                        "description": f"{code} ({what})",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                    },
+                )
+                listed = extra.setdefault("x-error-codes", [])
+                if code not in listed:
+                    listed.append(code)
+                    if extra.get("description") and code not in extra["description"]:
+                        extra["description"] += f", {code}"
     return schema

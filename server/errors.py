@@ -11,10 +11,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from openkb.errors import OpenKBError
+from openkb.errors import DatabaseUnavailable, OpenKBError
+from openkb.logthrottle import throttled
 
 log = logging.getLogger("openkb.server")
 
@@ -84,10 +85,29 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(OpenKBError)
     async def _domain(request: Request, exc: OpenKBError) -> JSONResponse:
-        if exc.http_status >= 500:
-            log.warning("%s %s -> %s %s", request.method, request.url.path, exc.code, exc.detail)
-        headers = {"Retry-After": str(exc.extra.get("retry_after", 1))} if exc.http_status == 429 else None
+        if exc.http_status >= 500:  # once a minute per code, with a count: an outage must not flood the log
+            throttled(
+                log, exc.code, logging.WARNING, "%s %s -> %s %s", request.method, request.url.path, exc.code, exc.detail
+            )
+        headers = None
+        if exc.http_status in (429, 503):  # 503: an outage (docs/api.md#status-codes); retry later
+            headers = {"Retry-After": str(exc.extra.get("retry_after", 1 if exc.http_status == 429 else 5))}
         return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
+
+    @app.exception_handler(OperationalError)
+    async def _db_down(request: Request, exc: OperationalError) -> JSONResponse:
+        # PostgreSQL unreachable mid-request (restarting): an outage, not a bug; no traceback
+        throttled(
+            log,
+            "db-down",
+            logging.WARNING,
+            "%s %s -> DATABASE_UNAVAILABLE %s",
+            request.method,
+            request.url.path,
+            str(exc.orig).splitlines()[0][:200] if exc.orig else exc,
+        )
+        err = DatabaseUnavailable("the database is unavailable, try again shortly", retry_after=5)
+        return JSONResponse(err.to_dict(), status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

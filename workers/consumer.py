@@ -14,7 +14,9 @@ def run_consumer(ctx: AppContext, workers: int = 2) -> None:
     tasks.set_context(ctx)
     huey = get_huey()
     logging.getLogger("huey").setLevel(logging.INFO)
-    consumer = huey.create_consumer(workers=workers, worker_type="thread", periodic=False, graceful_signal="TERM")
+    # periodic: the reconciler (workers.tasks); and one pass now, for jobs a killed worker lost
+    consumer = huey.create_consumer(workers=workers, worker_type="thread", periodic=True, graceful_signal="TERM")
+    tasks.reconcile_at_start()
     from openkb.runtime.memory import freeze_startup_heap
 
     freeze_startup_heap()  # jobs then pay only for what they allocate (see the function)

@@ -11,14 +11,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from huey import Huey
+from huey import Huey, crontab
 
 from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import OpenKBError
 from openkb.importing.jobs import JOB_HANDLERS as IMPORT_JOB_HANDLERS
 from openkb.indexing.jobs import JOB_HANDLERS as INDEX_JOB_HANDLERS
+from openkb.indexing.verify_jobs import JOB_HANDLERS as VERIFY_JOB_HANDLERS
 from openkb.jobs import job_attempt
+from openkb.logthrottle import throttled
 
 log = logging.getLogger("openkb.worker")
 
@@ -69,6 +71,7 @@ def ping(ctx: AppContext, session: Any, *, note: str = "") -> str:
 # import: a worker that cannot load a handler fails at start, not on the first job of that name.
 JOBS.update(INDEX_JOB_HANDLERS)
 JOBS.update(IMPORT_JOB_HANDLERS)
+JOBS.update(VERIFY_JOB_HANDLERS)
 
 
 def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
@@ -80,21 +83,48 @@ def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
         return fn(ctx, session, **kwargs)
 
 
+# How often the reconciler runs (openkb.indexing.reconcile): it re-enqueues index work a lost or
+# exhausted job left behind, so transient failures are retried for as long as an outage lasts.
+RECONCILE_EVERY_MINUTES = 2
+# At worker start, pages pending this long are re-enqueued at once: the jobs a killed worker had
+# dequeued are gone (a duplicate of one still queued is harmless: jobs are idempotent).
+RECONCILE_AT_START_DEADLINE_S = 30
+
+
 def register(huey: Huey) -> None:
     global run_job
 
     @huey.task(retries=6, retry_delay=1, retry_backoff=2, name="openkb.run_job", context=True)
     def _run_job(name: str, kwargs: dict[str, Any], task: Any = None) -> Any:
-        # The handler learns whether a failure now is retried (huey counts retries down), so a
-        # document it fails on says "pending, retrying" or "failed, given up" (openkb.jobs.will_retry).
+        # The handler learns whether a failure now is retried (huey counts retries down).
+        # Transient failures outlive these retries through the reconciler, so an outage is
+        # logged once a minute with a count, not once per job and attempt.
         try:
             with job_attempt(task.retries if task is not None else 0):
                 return dispatch(name, kwargs)
         except OpenKBError as exc:
             if exc.retryable:
-                log.warning("job %s failed (%s), will retry", name, exc.detail)
+                throttled(
+                    log, f"retry|{name}|{exc.code}", logging.WARNING, "job %s failed (%s), will retry", name, exc.detail
+                )
                 raise
             log.error("job %s failed permanently: %s %s", name, exc.code, exc.detail)
             return {"error": exc.code, "detail": exc.detail}
 
+    @huey.periodic_task(crontab(minute=f"*/{RECONCILE_EVERY_MINUTES}"), name="openkb.reconcile")
+    def _reconcile() -> Any:
+        try:
+            return dispatch("index_reconcile", {})
+        except OpenKBError as exc:  # PostgreSQL down: the next period tries again
+            throttled(log, "reconcile", logging.WARNING, "reconcile skipped: %s %s", exc.code, exc.detail)
+            return None
+
     run_job = _run_job
+
+
+def reconcile_at_start() -> None:
+    """Queue one reconciler pass with a short deadline (see RECONCILE_AT_START_DEADLINE_S)."""
+    try:
+        run_job("index_reconcile", {"deadline_s": RECONCILE_AT_START_DEADLINE_S})
+    except Exception as exc:  # noqa: BLE001 - the periodic pass catches up
+        log.warning("could not queue the reconciler at start: %s", exc)

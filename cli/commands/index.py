@@ -94,6 +94,8 @@ def index_status(json_out: JsonOpt = False) -> None:
             f"  other       {p['name']} ({p['status']}) {p['collection']}{'' if p['exists'] else ' (no collection)'}",
             highlight=False,
         )
+    for f in out.get("failed") or []:  # refused for their data: fix the page, then it is retried
+        console.print(f"  failed      {f['document_id']} {f['title']!r}: {f['error']}", highlight=False)
 
 
 class _RateColumn(ProgressColumn):
@@ -247,7 +249,8 @@ def index_verify(
     collection: Annotated[str | None, typer.Option(help="Collection (default: the active one).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Missing, extra and stale Milvus rows compared with PostgreSQL (exit code 1 if any, unless repaired)."""
+    """Missing, extra and stale Milvus rows compared with PostgreSQL (exit code 1 if any, unless repaired;
+    with --repair, 1 also when a document's data is refused by Milvus: it is listed, the rest is repaired)."""
     from openkb.indexing.verify import verify
 
     with appliance() as ctx, unit_of_work(ctx) as s:
@@ -267,7 +270,9 @@ def index_verify(
                 f"  repaired: {r['inserted']} upserted, {r['updated']} updated, {r['deleted']} deleted "
                 f"over {r['documents']} documents"
             )
-    if not out["ok"] and not out["repaired"]:
+        for doc, reason in (out.get("rejected") or {}).items():
+            console.print(f"  not repaired: document {doc}: {reason}", highlight=False)
+    if (not out["ok"] and not out["repaired"]) or out.get("rejected"):
         raise typer.Exit(1)
 
 

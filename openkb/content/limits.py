@@ -25,6 +25,7 @@ from openkb.errors import (
     TooManyTags,
     UploadTooLarge,
     ValidationError,
+    ValueOutOfRange,
 )
 
 MAX_TAGS = 256
@@ -107,6 +108,29 @@ def _no_nul(value: Any, field: str) -> None:
             _no_nul(v, field)
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _int64(value: Any, field: str, depth: int = 0) -> None:
+    """Integers the search index can store: Milvus' JSON keeps signed 64-bit integers only, so
+    ``{"n": 10**40}`` was accepted, then failed indexing for ever (docs/retrieval.md#indexing)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise ValueOutOfRange(
+                f"{field} holds the integer {str(value)[:40]}, outside the signed 64-bit range the index stores; "
+                "send it as a string",
+                field=field,
+            )
+    elif isinstance(value, dict) and depth < 200:
+        for v in value.values():
+            _int64(v, field, depth + 1)
+    elif isinstance(value, list) and depth < 200:
+        for v in value:
+            _int64(v, field, depth + 1)
+
+
 def check_metadata(meta: Any, field: str = "metadata", settings: Settings | None = None) -> dict[str, Any]:
     """A JSON object whose compact UTF-8 serialization is at most ``max_metadata_bytes``."""
     if meta is None:
@@ -114,6 +138,7 @@ def check_metadata(meta: Any, field: str = "metadata", settings: Settings | None
     if not isinstance(meta, dict):
         raise ValidationError(f"{field} must be a JSON object", field=field)
     _no_nul(meta, field)
+    _int64(meta, field)
     try:
         size = len(json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"))
     except (TypeError, ValueError):

@@ -2,10 +2,12 @@
 
 Every handler is idempotent: it reads the current state of PostgreSQL and makes Milvus match
 (``service.sync_documents``), so a duplicated, delayed or retried job changes nothing more. A
-Milvus failure raises ``IndexError_`` (retried with backoff by the worker) after recording the
-reason on the documents concerned: they stay ``pending`` with ``index_attempts`` counting while a
-retry will follow, and become ``failed`` only when the worker gives up; the run that succeeds
-sets them to ``indexed`` and the count back to 0.
+failure is recorded on the documents concerned before it propagates: a transient one (Milvus or
+the embedder unreachable) keeps them ``pending`` with ``index_attempts`` counting, retried by the
+worker and then by the reconciler (``openkb.indexing.reconcile``) for as long as the outage
+lasts; a permanent one (``IndexDataRejected``: Milvus refuses the data) makes them ``failed`` at
+once, and in a many-document job only the refused documents fail (``sync_each``). The run that
+succeeds sets them to ``indexed`` and the count back to 0.
 
 Enqueued by the content services after commit:
 
@@ -14,6 +16,9 @@ Enqueued by the content services after commit:
   visibility and delete/purge changes of a document or folder (the whole subtree's access fields
   may change), or of a knowledge base.
 * ``index_rebuild(job_id)`` — the admin route's rebuild (``rebuild.run_rebuild``).
+
+Enqueued by the worker itself: ``index_reconcile`` (periodically and at start) and
+``index_repair`` (by the reconciler, when the active collection lost rows).
 """
 
 from __future__ import annotations
@@ -27,17 +32,15 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlmodel import Session
 
 from openkb.context import AppContext
-from openkb.db import session_scope
 from openkb.errors import IndexError_, OpenKBError, ValidationError
 from openkb.indexing import milvus as mv
 from openkb.indexing.service import (
-    BATCH_DOCS,
     flush_collection,
     record_failure,
     sync_documents,
+    sync_each,
     write_targets,
 )
-from openkb.jobs import will_retry
 
 log = logging.getLogger("openkb.indexing.jobs")
 
@@ -54,15 +57,17 @@ SELECT id::text FROM sub
 
 
 def _guarded(ctx: AppContext, doc_ids: list[str], fn: Any) -> Any:
-    """Run ``fn``; on failure record on the documents whether it is final before re-raising.
-    Retried means: the error is retryable (any non-domain exception is, the worker re-raises it)
-    and the worker has retries left (``openkb.jobs.will_retry``)."""
+    """Run ``fn``; on failure record on the documents whether it is permanent, then re-raise.
+
+    Permanent = a non-retryable domain error (``IndexDataRejected``: Milvus refuses the data);
+    the documents become ``failed`` at once. Anything else is transient: they stay ``pending``
+    and are retried, by the worker and then by the reconciler, for as long as it takes."""
     try:
         return fn()
     except Exception as exc:
-        retryable = exc.retryable if isinstance(exc, OpenKBError) else True
+        permanent = isinstance(exc, OpenKBError) and not exc.retryable
         reason = f"{exc.code}: {exc.detail}" if isinstance(exc, OpenKBError) else f"{type(exc).__name__}: {exc}"
-        record_failure(ctx, doc_ids, reason, final=not (retryable and will_retry()))
+        record_failure(ctx, doc_ids, reason, permanent=permanent)
         raise
 
 
@@ -153,20 +158,13 @@ def reindex_subtree(
         ]
         if not ids:
             return {"purged": _purge_missing(ctx, session, knowledge_base_id=kb)}
-    if len(ids) <= BATCH_DOCS:
+    if len(ids) == 1:
         return _guarded(ctx, ids, lambda: sync_documents(ctx, session, ids)).as_dict()  # type: ignore[no-any-return]
-    total: dict[str, Any] = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
-    for start in range(0, len(ids), BATCH_DOCS):
-        part = ids[start : start + BATCH_DOCS]
-
-        def one(part: list[str] = part) -> dict[str, Any]:
-            with session_scope(ctx.engine) as s:  # commit per batch: short locks, resumable progress
-                return sync_documents(ctx, s, part).as_dict()
-
-        rep = _guarded(ctx, part, one)
-        for k in ("documents", "inserted", "updated", "deleted"):
-            total[k] += rep[k]
-    return total
+    # one refused document must not fail its whole subtree: batches, then one by one (sync_each)
+    total, rejected = _guarded(ctx, ids, lambda: sync_each(ctx, ids))
+    if rejected:
+        total["rejected"] = rejected
+    return total  # type: ignore[no-any-return]
 
 
 def index_rebuild(ctx: AppContext, session: Session, *, job_id: str | uuid.UUID, **_: Any) -> dict[str, Any]:
@@ -182,8 +180,27 @@ def index_rebuild(ctx: AppContext, session: Session, *, job_id: str | uuid.UUID,
     return {"job_id": str(job.id), "status": job.status, "processed": job.processed_chunks}
 
 
+def index_reconcile(ctx: AppContext, session: Session, **kw: Any) -> dict[str, Any]:
+    """The reconciler's periodic pass (``openkb.indexing.reconcile``)."""
+    from openkb.indexing.reconcile import reconcile
+
+    return reconcile(ctx, session, **kw)
+
+
+def index_repair(ctx: AppContext, session: Session, **_: Any) -> dict[str, Any]:
+    """``verify --repair`` of the active collection, as the system (enqueued by the reconciler
+    when the collection lost rows)."""
+    from openkb.indexing.verify import verify
+    from openkb.permissions.principal import Principal
+
+    report = verify(ctx, session, Principal.system(), repair=True)
+    return {k: report.get(k) for k in ("missing", "extra", "stale", "repaired", "rejected")}
+
+
 JOB_HANDLERS = {
     "index_document": index_document,
     "reindex_subtree": reindex_subtree,
     "index_rebuild": index_rebuild,
+    "index_reconcile": index_reconcile,
+    "index_repair": index_repair,
 }

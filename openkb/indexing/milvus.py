@@ -44,9 +44,17 @@ from typing import Any
 from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
-from openkb.errors import ConfigError, IndexError_, ServiceUnavailable, ValidationError
+from openkb.errors import (
+    ConfigError,
+    IndexDataRejected,
+    IndexError_,
+    IndexUnavailable,
+    ServiceUnavailable,
+    ValidationError,
+)
 from openkb.indexing.lexical import lexical_text
 from openkb.indexing.profiles_spec import ProfileSpec
+from openkb.logthrottle import OncePerInterval, throttled
 from openkb.permissions import filters as _F
 
 log = logging.getLogger("openkb.indexing.milvus")
@@ -66,6 +74,19 @@ class _DropMvccNotice(logging.Filter):
 _MVCC_FILTER = _DropMvccNotice()
 for _name in ("pymilvus.client.iterator.query_iterator", "pymilvus.client.iterator.search_iterator"):
     logging.getLogger(_name).addFilter(_MVCC_FILTER)
+
+# pymilvus logs every failed RPC at ERROR with its whole traceback, and every failed reconnect
+# with another: during a Milvus outage that was a 23 KB traceback per search (issue 17). One
+# first line per kind of failure per minute, with a count, is all an operator needs.
+_ONCE = OncePerInterval()
+for _name in (
+    "pymilvus.decorators",
+    "pymilvus.client.connection_manager",
+    "pymilvus.client.grpc_handler",
+    "pymilvus.milvus_client.milvus_client",
+    "pymilvus.orm.connections",
+):
+    logging.getLogger(_name).addFilter(_ONCE)
 
 SCHEMA_VERSION = "chunks-1"
 # The permission service's scope fields -> row fields: it calls the knowledge-base scope field
@@ -395,7 +416,10 @@ def upsert_rows(
         if flush and total:
             client.flush(collection)
     except MilvusException as exc:
-        raise IndexError_(f"upsert into {collection} failed after {total} rows: {exc.message}") from exc
+        from openkb.indexing.client import is_data_error
+
+        kind = IndexDataRejected if is_data_error(exc) else IndexError_
+        raise kind(f"upsert into {collection} failed after {total} rows: {exc.message}") from exc
     return total
 
 
@@ -784,6 +808,7 @@ def hybrid_search(
     candidates: int | None = None,
     output_fields: Sequence[str] = DEFAULT_OUTPUT_FIELDS,
     timeout: float | None = None,
+    degraded: list[str] | None = None,
 ) -> list[Hit]:
     """Dense (Milvus embeds the raw query through the TEXTEMBEDDING function) + BM25, fused by
     score (``fuse``); BM25 alone for BM25-only profiles, scored relative to the query's best
@@ -792,7 +817,9 @@ def hybrid_search(
 
     Degrades instead of failing, logging a warning each time: a failed rerank is retried
     without it (docs/retrieval.md#degradation), and a failed dense route (embedding service down) is retried
-    BM25-only. Only when BM25 fails too is ``ServiceUnavailable`` raised."""
+    BM25-only. Only when BM25 fails too is ``IndexUnavailable`` raised. ``degraded``, when
+    given, receives the parts the answer went without (``"dense"``, ``"rerank"``), so the
+    response can say so (docs/retrieval.md#degradation)."""
     query_text = (query_text or "").strip()
     if not query_text or limit <= 0:
         return []
@@ -870,13 +897,24 @@ def hybrid_search(
                 hits = _normalize_lexical(_bm25_route(client, collection, lex_query, filter, limit, fields, timeout))
         except MilvusException as exc:
             first_error = first_error or exc
-            log.warning("search on %s: %s failed (%s); degrading", collection, label, exc.message)
+            throttled(
+                log,
+                f"degrade|{collection}|{label}",
+                logging.WARNING,
+                "search on %s: %s failed (%s); degrading",
+                collection,
+                label,
+                str(exc.message).splitlines()[0][:300],
+            )
             continue
-        if first_error is not None:
-            log.warning("search on %s served by %s after: %s", collection, label, first_error.message)
+        if degraded is not None and first_error is not None:
+            wanted = attempts[0][0]
+            for part, mark in (("dense", "hybrid"), ("rerank", "+rerank")):
+                if mark in wanted and mark not in label and part not in degraded:
+                    degraded.append(part)
         return [replace(h, ranking=label) for h in hits]
     assert first_error is not None
-    raise ServiceUnavailable(f"search on {collection} failed: {first_error.message}")
+    raise IndexUnavailable(f"search on {collection} failed: {first_error.message}", retry_after=5)
 
 
 # --- aliases, load, compaction -------------------------------------------------------------------

@@ -37,7 +37,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlmodel import Session, col, select
 
 from openkb.context import AppContext
-from openkb.errors import ConfigError, IndexError_, OpenKBError
+from openkb.errors import ConfigError, IndexDataRejected, IndexError_, IndexUnavailable, OpenKBError
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
 from openkb.indexing.history import record_switch
@@ -54,6 +54,7 @@ from openkb.indexing.profiles import (
     spec_of,
 )
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
+from openkb.logthrottle import throttled
 from openkb.models import DocumentChunk, IndexRebuildJob, MilvusIndexProfile
 from openkb.permissions import chunk_access_many
 
@@ -549,7 +550,7 @@ def apply_rows(
     except OpenKBError:
         raise
     except Exception as exc:
-        raise IndexError_(f"writing to {target.collection} failed: {exc}") from exc
+        raise classify(exc, f"writing to {target.collection} failed") from exc
     return rep
 
 
@@ -590,6 +591,43 @@ def sync_documents(
     return total
 
 
+def sync_each(ctx: AppContext, doc_ids: list[str], *, targets: Any = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Sync ``doc_ids`` in batches, each in its own unit of work; a batch Milvus refuses for its
+    data is retried one document at a time, so one bad document fails alone and every other
+    one is indexed. Returns (totals, {document id: reason} for the permanent failures).
+    Transient errors propagate (the caller retries the whole call: it is idempotent)."""
+    total: dict[str, Any] = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
+    rejected: dict[str, str] = {}
+
+    def run(ids: list[str]) -> dict[str, Any]:
+        from openkb.db import session_scope
+
+        with session_scope(ctx.engine) as s:  # commit per batch: short locks, resumable progress
+            return sync_documents(ctx, s, ids, targets=targets).as_dict()
+
+    def add(rep: dict[str, Any]) -> None:
+        for k in ("documents", "inserted", "updated", "deleted"):
+            total[k] += rep[k]
+
+    for start in range(0, len(doc_ids), BATCH_DOCS):
+        part = doc_ids[start : start + BATCH_DOCS]
+        try:
+            add(run(part))
+            continue
+        except IndexDataRejected:
+            if len(part) == 1:
+                pass  # recorded below with its reason
+            else:
+                log.warning("a batch of %d documents was refused for its data; syncing them one by one", len(part))
+        for one in part:
+            try:
+                add(run([one]))
+            except IndexDataRejected as exc:
+                rejected[one] = f"{exc.code}: {exc.detail}"
+                record_failure(ctx, [one], rejected[one], permanent=True)
+    return total, rejected
+
+
 def _mark_indexed(session: Session, docs: Sequence[DocInfo]) -> None:
     """indexed + indexed_version_id, only where the indexed version is still the current one (a
     newer save has its own job and stays ``pending``). ``updated_at`` is left alone."""
@@ -599,42 +637,73 @@ def _mark_indexed(session: Session, docs: Sequence[DocInfo]) -> None:
     session.execute(
         text("""
         UPDATE documents SET index_status = 'indexed', index_error = NULL, index_attempts = 0,
-               indexed_version_id = CAST(:v AS uuid)
+               index_failure = NULL, index_checked_at = now(), indexed_version_id = CAST(:v AS uuid)
         WHERE id = CAST(:id AS uuid) AND current_version_id IS NOT DISTINCT FROM CAST(:v AS uuid)
           AND (index_status <> 'indexed' OR index_error IS NOT NULL OR index_attempts <> 0
-               OR indexed_version_id IS DISTINCT FROM CAST(:v AS uuid))
+               OR index_failure IS NOT NULL OR indexed_version_id IS DISTINCT FROM CAST(:v AS uuid))
     """),
         params,
     )
 
 
-def record_failure(ctx: AppContext, doc_ids: Sequence[str], error: str, *, final: bool) -> None:
+def record_failure(ctx: AppContext, doc_ids: Sequence[str], error: str, *, permanent: bool) -> None:
     """Record a failed index run in its own transaction (the job's own rolls back).
 
-    ``final=False`` (the worker will retry): the documents stay ``pending``, ``index_attempts``
-    counts the run and ``index_error`` says why and that a retry follows. ``final=True`` (given
-    up: the error is not retryable or the retries are spent): ``failed``. So ``failed`` always
-    means "nobody will fix this without an operator" (docs/operations.md)."""
+    Transient (Milvus or the embedder unreachable, any unexpected error): the documents stay
+    ``pending``, ``index_failure = 'transient'``, ``index_attempts`` counts the run and
+    ``index_error`` says why; the worker retries with backoff and, once its retries are spent,
+    the reconciler re-enqueues them (``openkb.indexing.reconcile``): an outage delays indexing,
+    it never fails a document. Permanent (Milvus refuses the document's data): ``failed`` with
+    ``index_failure = 'permanent'`` at once, listed by ``openkb index status``, not retried until
+    the document changes (docs/operations.md#index-operations)."""
     from openkb.db import session_scope
 
     ids = [str(d) for d in doc_ids][:10_000]
     if not ids:
         return
-    status = "failed" if final else "pending"
     try:
         with session_scope(ctx.engine) as s:
             s.execute(
                 text("""
                 UPDATE documents SET index_status = :st, index_attempts = index_attempts + 1,
-                       index_error = :e || CASE WHEN :final THEN ' (gave up after '
-                                                ELSE ' (will retry; attempt ' END
-                                     || (index_attempts + 1)::text || ')'
+                       index_failure = :kind, index_checked_at = now(),
+                       index_error = :e || CASE WHEN :permanent THEN ' (not retried: fix the document)'
+                                                ELSE ' (will retry; attempt ' || (index_attempts + 1)::text || ')' END
                 WHERE id = ANY(:ids) AND type = 'page'
             """).bindparams(bindparam("ids", type_=_UUIDS)),
-                {"ids": ids, "e": error[:1900], "st": status, "final": final},
+                {
+                    "ids": ids,
+                    "e": error[:1900],
+                    "st": "failed" if permanent else "pending",
+                    "kind": "permanent" if permanent else "transient",
+                    "permanent": permanent,
+                },
             )
-    except Exception:
-        log.exception("could not record index failure for %d documents", len(ids))
+    except Exception as exc:  # noqa: BLE001 - PostgreSQL down too: the reconciler finds them pending
+        throttled(
+            log,
+            "record-failure",
+            logging.WARNING,
+            "could not record index failure for %d documents: %s",
+            len(ids),
+            str(exc).splitlines()[0][:200],
+        )
+
+
+def classify(exc: BaseException, what: str) -> OpenKBError:
+    """The domain error for a failed Milvus write: ``IndexUnavailable`` (Milvus unreachable),
+    ``IndexDataRejected`` (the rows themselves are refused: permanent) or ``IndexError_``
+    (anything else Milvus refused: retried)."""
+    from openkb.indexing.client import is_connection_error, is_data_error
+
+    if isinstance(exc, OpenKBError):
+        return exc
+    msg = str(getattr(exc, "message", "") or exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+    if is_connection_error(exc):
+        return IndexUnavailable(f"{what}: Milvus unreachable: {msg}", retry_after=5)
+    if is_data_error(exc):
+        return IndexDataRejected(f"{what}: {msg}")
+    return IndexError_(f"{what}: {msg}")
 
 
 # --- status ----------------------------------------------------------------------------------------
@@ -688,6 +757,17 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
         )
     ).all()
     out["documents"] = {s: int(n) for s, n in counts}
+    # permanent failures: Milvus refused these pages' data; they wait for an edit, not a retry
+    out["failed"] = [
+        {"document_id": r[0], "title": r[1], "error": r[2], "kind": r[3]}
+        for r in session.execute(
+            text(
+                "SELECT id::text, title, index_error, coalesce(index_failure, 'transient') FROM documents "
+                "WHERE type = 'page' AND status <> 'deleted' AND index_status = 'failed' "
+                "ORDER BY index_checked_at DESC NULLS LAST LIMIT 50"
+            )
+        ).all()
+    ]
     # pending pages whose last index run failed and that the worker is retrying
     out["retrying"] = int(
         session.execute(
@@ -740,6 +820,7 @@ __all__ = [
     "pg_chunk_count",
     "record_failure",
     "sync_documents",
+    "sync_each",
     "warm_active",
     "write_targets",
 ]

@@ -87,6 +87,9 @@ class Document(SQLModel, table=True):
         CheckConstraint(check_in("permission_mode", PERMISSION_MODES), name="documents_permission_mode_check"),
         CheckConstraint(check_in("visibility", VISIBILITIES, nullable=True), name="documents_visibility_check"),
         CheckConstraint(check_in("index_status", INDEX_STATUSES), name="documents_index_status_check"),
+        CheckConstraint(
+            check_in("index_failure", ("transient", "permanent"), nullable=True), name="documents_index_failure_check"
+        ),
         CheckConstraint("parent_id IS NULL OR parent_id <> id", name="documents_parent_not_self_check"),
         # Postgres UNIQUE lets many NULL keys coexist: only keyed documents are constrained.
         UniqueConstraint("knowledge_base_id", "external_key", name="documents_kb_external_key_key"),
@@ -127,6 +130,11 @@ class Document(SQLModel, table=True):
     # (docs/operations.md#index-operations).
     index_attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     indexed_version_id: uuid.UUID | None = None
+    # Why the last index run failed: "transient" (an outage: stays pending, retried until it
+    # passes) or "permanent" (Milvus refuses the data: failed at once); NULL after a success.
+    # ``index_checked_at``: when a run last recorded an outcome (the reconciler's clock).
+    index_failure: str | None = None
+    index_checked_at: datetime | None = ts(nullable=True)
     deleted_at: datetime | None = ts(nullable=True)
     created_by: uuid.UUID = fk("users.id")
     updated_by: uuid.UUID = fk("users.id")

@@ -78,6 +78,9 @@ class SearchResult:
     # how Milvus ranked it ("hybrid", "bm25", "hybrid+rerank", ...): with a rerank profile,
     # "hybrid" means the rerank service was down and the unreranked order was served
     ranking: str = ""
+    # the document's index_status now: "pending" means its latest save is not searchable yet and
+    # this text may be older (docs/retrieval.md#indexing)
+    index_status: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +143,7 @@ WITH RECURSIVE up(doc_id, anc_id, depth) AS (
     WHERE p.parent_id IS NOT NULL AND up.depth < 64
 )
 SELECT d.id::text AS id, d.title, d.knowledge_base_id::text AS kb_id, d.metadata AS meta, d.tags, d.updated_at,
+       d.index_status,
        k.title AS kb_title,
        (SELECT array_agg(a.title ORDER BY u.depth DESC) FROM up u JOIN documents a ON a.id = u.anc_id
          WHERE u.doc_id = d.id) AS path
@@ -172,6 +176,7 @@ def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any],
         knowledge_base_title=det.get("kb_title") or "",
         updated_at=upd.isoformat() if isinstance(upd, datetime) else None,
         ranking=ranking,
+        index_status=det.get("index_status") or "",
     )
 
 
@@ -229,12 +234,15 @@ def search(
     knowledge_base_ids: Iterable[Any] | None = None,
     top_k: int = 10,
     filters: Mapping[str, Any] | SearchFilters | None = None,
+    degraded: list[str] | None = None,
 ) -> list[SearchResult]:
     """Chunks the principal may read, best first; an empty query lists recently updated
-    documents (one chunk each, their first). Each result carries ``highlights``."""
+    documents (one chunk each, their first). Each result carries ``highlights``. ``degraded``,
+    when given, receives what the search went without ("dense", "rerank";
+    docs/retrieval.md#degradation)."""
     if not isinstance(top_k, int) or top_k < 1 or top_k > MAX_TOP_K:
         raise ValidationError(f"top_k must be between 1 and {MAX_TOP_K}", field="top_k")
-    results = _search_chunks(ctx, session, principal, query, knowledge_base_ids, top_k, filters)
+    results = _search_chunks(ctx, session, principal, query, knowledge_base_ids, top_k, filters, degraded)
     for r in results:
         r.highlights = highlight_spans(query or "", r.content)
     return results
@@ -253,6 +261,7 @@ def search_documents(
     top_k: int = 10,
     filters: Mapping[str, Any] | SearchFilters | None = None,
     snippets: int = 2,
+    degraded: list[str] | None = None,
 ) -> list[SearchResult]:
     """Documents the principal may read, best first (docs/retrieval.md#grouped-results): each
     result is the document's best chunk, with up to ``snippets`` more of its matching chunks in
@@ -273,6 +282,7 @@ def search_documents(
         knowledge_base_ids,
         min(top_k * GROUP_OVERFETCH, MAX_TOP_K * GROUP_OVERFETCH),
         filters,
+        degraded,
     )
     groups: dict[str, SearchResult] = {}
     for r in chunks:
@@ -302,6 +312,7 @@ def _search_chunks(
     knowledge_base_ids: Iterable[Any] | None,
     top_k: int,
     filters: Mapping[str, Any] | SearchFilters | None,
+    degraded: list[str] | None = None,
 ) -> list[SearchResult]:
     query = (query or "").strip()
     if len(query) > MAX_QUERY_CHARS:
@@ -316,7 +327,9 @@ def _search_chunks(
     limit = min(top_k * OVERFETCH, 16384)
     results: list[SearchResult] = []
     for attempt in range(2):
-        hits = mv.hybrid_search(ctx.milvus, alias, query, p.filter, limit, p.spec, output_fields=OUTPUT_FIELDS)
+        hits = mv.hybrid_search(
+            ctx.milvus, alias, query, p.filter, limit, p.spec, output_fields=OUTPUT_FIELDS, degraded=degraded
+        )
         results = _finish(session, principal, hits, top_k, f if p.post_filter else None)
         if len(results) >= top_k or len(hits) < limit or attempt == 1:
             break

@@ -40,6 +40,7 @@ from openkb.errors import (
     NotInTrash,
     TitleTooLong,
     TooManyTags,
+    ValueOutOfRange,
     VersionConflict,
 )
 from openkb.models import User
@@ -108,7 +109,9 @@ KbWriterDep = Annotated[Actor, Depends(_writer("kb:write"))]
 _READ = error_responses(401, 403, 404, 422)
 _WRITE = error_responses(401, 403, 404, 409, 413, 422)
 _WS_WRITE = errors_for(_WRITE, AlreadyExists, NameTooLong)
-_KB_WRITE = errors_for(_WRITE, AlreadyExists, TitleTooLong, NameTooLong, MetadataTooLarge, ModelSettingsForbidden)
+_KB_WRITE = errors_for(
+    _WRITE, AlreadyExists, TitleTooLong, NameTooLong, MetadataTooLarge, ValueOutOfRange, ModelSettingsForbidden
+)
 
 
 class Out(BaseModel):
@@ -506,7 +509,7 @@ _UNCHANGED: dict[int | str, dict[str, Any]] = {
     200: {"model": SaveOut, "description": "unchanged: identical to the current version"}
 }
 _BODY_CHECKS = (MarkdownTooLarge, MarkdownDialectError, HashMismatch)
-_DOC_FIELDS = (TitleTooLong, MetadataTooLarge, TooManyTags, InvalidMove, FolderDepthExceeded)
+_DOC_FIELDS = (TitleTooLong, MetadataTooLarge, ValueOutOfRange, TooManyTags, InvalidMove, FolderDepthExceeded)
 _SAVE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage, TitleTooLong, *_BODY_CHECKS), **_UNCHANGED}
 _RESTORE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage), **_UNCHANGED}
 

@@ -15,11 +15,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
+from openkb.errors import DatabaseUnavailable, IndexUnavailable
 from openkb.permissions import Principal
 from openkb.retrieval import search, search_documents
 from server.auth import require_scopes
 from server.deps import CtxDep, SessionDep
-from server.errors import error_responses
+from server.errors import errors_for
 from server.schemas import RequestModel
 
 router = APIRouter(prefix="/api", tags=["search"])
@@ -80,13 +81,23 @@ class SearchResultOut(BaseModel):
         description="hybrid | bm25 | hybrid+rerank | bm25+rerank; a rerank profile answering "
         "without +rerank was served degraded (its rerank service failed)",
     )
+    index_status: str = Field(
+        "",
+        description="the document's index state: pending = its latest save is not searchable yet "
+        "(this text may be from an older version); indexed; failed",
+    )
 
 
 class SearchOut(BaseModel):
     results: list[SearchResultOut]
+    degraded: list[str] = Field(
+        [],
+        description='parts the search went without: "dense" (the embedding service is down: keyword '
+        'results only), "rerank" (the rerank service failed); empty when fully served',
+    )
 
 
-@router.post("/search", response_model=SearchOut, responses=error_responses(401, 403, 422, 503))
+@router.post("/search", response_model=SearchOut, responses=errors_for(401, 403, 422, 503, IndexUnavailable, DatabaseUnavailable))
 def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: SearchPrincipal) -> dict[str, Any]:
     filters: dict[str, Any] | None = None
     if body.filters is not None:
@@ -99,6 +110,7 @@ def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: Sea
         if tr is not None and (tr.from_ or tr.to):
             filters["time_range"] = {k: v for k, v in (("from", tr.from_), ("to", tr.to)) if v is not None}
     run = search_documents if body.group_by_document else search
+    degraded: list[str] = []
     results = run(
         ctx,
         session,
@@ -107,5 +119,6 @@ def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: Sea
         knowledge_base_ids=body.knowledge_base_ids,
         top_k=body.top_k,
         filters=filters,
+        degraded=degraded,
     )
-    return {"results": [r.as_dict() for r in results]}
+    return {"results": [r.as_dict() for r in results], "degraded": degraded}
