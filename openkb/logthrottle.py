@@ -43,9 +43,7 @@ def _admit(key: str, interval: float) -> tuple[bool, int]:
         return False, 0
 
 
-def throttled(
-    logger: logging.Logger, key: str, level: int, msg: str, *args: Any, interval: float = INTERVAL_S
-) -> bool:
+def throttled(logger: logging.Logger, key: str, level: int, msg: str, *args: Any, interval: float = INTERVAL_S) -> bool:
     """Log ``msg % args`` unless a message with the same ``key`` was logged within ``interval``
     seconds; returns whether it logged."""
     ok, suppressed = _admit(f"{logger.name}|{key}", interval)

@@ -30,7 +30,9 @@ def upgrade() -> None:
     op.add_column("documents", sa.Column("index_failure", sa.String(), nullable=True))
     op.add_column("documents", sa.Column("index_checked_at", sa.DateTime(timezone=True), nullable=True))
     op.create_check_constraint(
-        "documents_index_failure_check", "documents", "index_failure IS NULL OR index_failure IN ('transient', 'permanent')"
+        "documents_index_failure_check",
+        "documents",
+        "index_failure IS NULL OR index_failure IN ('transient', 'permanent')",
     )
     # what ``index_status='failed'`` meant before: given up after retries, i.e. mostly outages
     op.execute("UPDATE documents SET index_failure = 'transient' WHERE index_status = 'failed'")

@@ -97,7 +97,9 @@ class SearchOut(BaseModel):
     )
 
 
-@router.post("/search", response_model=SearchOut, responses=errors_for(401, 403, 422, 503, IndexUnavailable, DatabaseUnavailable))
+@router.post(
+    "/search", response_model=SearchOut, responses=errors_for(401, 403, 422, 503, IndexUnavailable, DatabaseUnavailable)
+)
 def post_search(body: SearchIn, ctx: CtxDep, session: SessionDep, principal: SearchPrincipal) -> dict[str, Any]:
     filters: dict[str, Any] | None = None
     if body.filters is not None:
