@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import text as sa_text
 from sqlmodel import Session
 
 from tests.api.helpers import (
@@ -449,7 +450,10 @@ def _wait_indexed(c: httpx.Client, doc_id: str, timeout: float = 180) -> None:
 
 
 @pytest.mark.usefixtures("worker")
-def test_search_groups_by_document_highlights_and_filters(contexts, live_server, owner):
+def test_search_groups_by_document_highlights_and_filters(contexts, live_server, owner, engine):
+    """The page renders the server's grouping (best chunk + ``snippets``) and ``highlights``
+    (code-point offsets: the emoji before the word would shift a UTF-16 reading), and says when
+    a result's document has a save that is not searchable yet (``index_status`` pending)."""
     word = f"zephyr{uuid.uuid4().hex[:6]}"
     with api(live_server, owner) as c:
         other_kb = c.post(
@@ -462,9 +466,16 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
             "Search one",
             f"# Intro\n\nThe {word} appears here.\n\n# Later\n\n{'Filler text. ' * 60}\n\nAnd {word} again.\n",
         )
-        b = new_page(c, other_kb["id"], "Search two", f"Only one {word} in this one.\n")
+        b = new_page(c, other_kb["id"], "Search two", f"Only one \U0001f642 {word} in this one.\n")
         _wait_indexed(c, a["id"])
         _wait_indexed(c, b["id"])
+        # a later save of "Search one" that the index has not caught up with yet
+        with Session(engine) as s:
+            s.execute(sa_text("UPDATE documents SET index_status = 'pending' WHERE id = :id"), {"id": a["id"]})
+            s.commit()
+        served = {r["title"]: r for r in c.post("/api/search", json={"query": word, "top_k": 30}).json()["results"]}
+        assert served["Search one"]["index_status"] == "pending"
+        assert served["Search two"]["index_status"] == "indexed"
     page = contexts.page()
     sign_in(page, owner["email"])
     page.get_by_role("searchbox", name="Search").fill(word)
@@ -472,11 +483,14 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     expect(page).to_have_url(re.compile(r"/app/search\?q="))
     results = page.get_by_role("list", name="Results")
     expect(results.get_by_role("heading", level=2)).to_have_count(2)  # one entry per document
-    expect(results.get_by_role("link", name="Search one")).to_have_count(
-        1
-    )  # one entry, however many of its chunks match
-    expect(results.get_by_role("link", name="Search two")).to_have_count(1)
-    expect(results.locator("mark").first).to_have_text(word)
+    one = results.get_by_role("listitem").filter(has=page.get_by_role("link", name="Search one"))
+    two = results.get_by_role("listitem").filter(has=page.get_by_role("link", name="Search two"))
+    expect(one).to_have_count(1)  # one entry, however many of its chunks match
+    expect(two).to_have_count(1)
+    expect(one.locator(".snippet")).to_have_count(1 + len(served["Search one"]["snippets"]))
+    expect(one.get_by_role("note")).to_have_text("Indexing… recent changes are not searchable yet")
+    expect(two.get_by_role("note")).to_have_count(0)
+    expect(two.locator("mark")).to_have_text([word])
     page.get_by_label("Knowledge base").select_option(label="Other shelf")
     expect(results.get_by_role("heading", level=2)).to_have_text(["Search two"])
 

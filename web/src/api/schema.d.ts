@@ -4036,6 +4036,12 @@ export interface components {
              */
             highlights?: number[][];
             /**
+             * Index Status
+             * @description the document's index state: pending = its latest save is not searchable yet (this text may be from an older version); indexed; failed
+             * @default
+             */
+            index_status?: string;
+            /**
              * Knowledge Base Id
              * Format: uuid
              */

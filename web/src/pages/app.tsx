@@ -216,12 +216,36 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   )
 }
 
-/** Highlight the query's words in a snippet, as text nodes (no HTML from the server). */
-function highlight(text: string, query: string) {
-  const words = query.split(/\s+/).filter((w) => w.length > 0).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-  if (!words.length) return text
-  const re = new RegExp(`(${words.join('|')})`, 'gi')
-  return text.split(re).map((part, i) => (i % 2 === 1 ? <mark key={i}>{part}</mark> : part))
+/**
+ * A result's text with the server's highlights marked (docs/retrieval.md#grouped-results), as
+ * text nodes (no HTML from the server). The spans are `[start, end)` offsets in code points
+ * (Python's), so the text is indexed as code points, not UTF-16 units. Long text is cut to a
+ * window that starts a little before the first highlight.
+ */
+export function Highlighted({ text, spans, max = 300 }: { text: string; spans: number[][]; max?: number }) {
+  const cps = Array.from(text)
+  const sorted = spans.filter((s) => s.length === 2 && s[1] > s[0]).sort((a, b) => a[0] - b[0])
+  const first = sorted.length ? sorted[0][0] : 0
+  const start = cps.length > max && first > max - 80 ? Math.max(0, first - 60) : 0
+  const end = Math.min(cps.length, start + max)
+  const parts: (string | preact.JSX.Element)[] = []
+  let pos = start
+  for (const [s0, e0] of sorted) {
+    const a = Math.max(s0, pos)
+    const b = Math.min(e0, end)
+    if (b <= a) continue
+    if (a > pos) parts.push(cps.slice(pos, a).join(''))
+    parts.push(<mark key={a}>{cps.slice(a, b).join('')}</mark>)
+    pos = b
+  }
+  if (pos < end) parts.push(cps.slice(pos, end).join(''))
+  return (
+    <>
+      {start > 0 ? '…' : ''}
+      {parts}
+      {end < cps.length ? '…' : ''}
+    </>
+  )
 }
 
 export function SearchPage({ route }: { route: Route }) {
@@ -232,13 +256,9 @@ export function SearchPage({ route }: { route: Route }) {
   const results = useQuery(q ? `search:${kbFilter}:${q}` : null, () =>
     api.search({ query: q, top_k: 30, knowledge_base_ids: kbFilter ? [kbFilter] : null }),
   )
-  // one entry per document, its chunks under it, best document first
-  const groups: { doc: S['SearchResultOut']; chunks: S['SearchResultOut'][] }[] = []
-  for (const r of results.data?.results ?? []) {
-    const g = groups.find((x) => x.doc.document_id === r.document_id)
-    if (g) g.chunks.push(r)
-    else groups.push({ doc: r, chunks: [r] })
-  }
+  // the server groups by document (its best chunk, more matching chunks in `snippets`, best
+  // document first) and marks the query's words (`highlights`): the page only renders them
+  const found = results.data?.results ?? []
   const go = (query: string, kb: string) =>
     navigate(`${paths.search(query)}${kb ? `${query ? '&' : '?'}kb=${encodeURIComponent(kb)}` : ''}`)
   return (
@@ -272,18 +292,23 @@ export function SearchPage({ route }: { route: Route }) {
         </form>
         {results.loading ? <Loading /> : null}
         <ErrorNote error={results.error} />
-        {q && results.data && groups.length === 0 ? <p>{t('searchNoResults')}</p> : null}
+        {q && results.data && found.length === 0 ? <p>{t('searchNoResults')}</p> : null}
         <ol class="results" aria-label={t('searchResults')}>
-          {groups.map(({ doc, chunks }) => (
-            <li key={doc.document_id}>
+          {found.map((doc) => (
+            <li key={doc.document_id} data-ranking={doc.ranking || undefined}>
               <h2>
                 <a href={paths.doc(doc.knowledge_base_id, doc.document_id)}>{doc.title}</a>
               </h2>
               <p class="muted">{[doc.knowledge_base_title, doc.path].filter(Boolean).join(' / ')}</p>
-              {chunks.map((c) => (
+              {doc.index_status === 'pending' ? (
+                <p class="muted" role="note">
+                  {t('searchIndexing')}
+                </p>
+              ) : null}
+              {[doc, ...(doc.snippets ?? [])].map((c) => (
                 <p class="snippet" key={c.chunk_id}>
                   {c.heading_path.length ? <span class="muted">{c.heading_path.join(' › ')}: </span> : null}
-                  {highlight(c.content.length > 300 ? c.content.slice(0, 300) + '…' : c.content, q)}
+                  <Highlighted text={c.content} spans={c.highlights ?? []} />
                 </p>
               ))}
             </li>
