@@ -662,9 +662,9 @@ def _inside(
     times: dict[uuid.UUID, datetime] = {}
     if (lo or hi) and ids:
         times = {
-            r.id: r.t
+            r.id: r.doc_time
             for r in session.execute(
-                text(f"SELECT d.id, ({_DOC_TIME}) AS t FROM documents d WHERE d.id = ANY(:ids)"), {"ids": ids}
+                text(f"SELECT d.id, ({_DOC_TIME}) AS doc_time FROM documents d WHERE d.id = ANY(:ids)"), {"ids": ids}
             )
         }
     out = {}

@@ -281,6 +281,10 @@ class TimeRangeIn(RequestModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class EmptyIn(RequestModel):
+    """No parameters (an unknown field is still refused)."""
+
+
 class CollectionOut(BaseModel):
     ref: str
     name: str
@@ -295,7 +299,7 @@ class CollectionList(BaseModel):
 
 
 @router.post(f"{P}/knowledge/collections.list", response_model=CollectionList, responses=errors_for(401))
-def collections_list(session: SessionDep, caller: CallerDep) -> dict[str, Any]:
+def collections_list(session: SessionDep, caller: CallerDep, body: EmptyIn | None = None) -> dict[str, Any]:  # noqa: ARG001
     """Collections the app may read or write (flat; ``parent`` null when not listed)."""
     return {"items": knowledge.collections_list(session, caller)}
 
