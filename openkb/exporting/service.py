@@ -51,7 +51,7 @@ from openkb.importing.links import rewrite
 from openkb.importing.service import find_knowledge_base, operator_actor
 from openkb.models import Document, DocumentAsset, DocumentVersion, KnowledgeBase
 from openkb.permissions import Action, Principal, access_document, access_knowledge_base, access_tree
-from openkb.permissions.service import filter_readable_documents
+from openkb.permissions.service import filter_readable_documents, tree_access
 from openkb.storage import BlobStore
 
 __all__ = [
@@ -168,12 +168,17 @@ def plan_export(
     top: Document | None = None
     if target.kind == "knowledge_base":
         kb = access_knowledge_base(session, principal, target.id).knowledge_base
+        tree = access_tree(session, principal, kb.id, (Action.READ,))
     elif target.kind == "document":
         top = access_document(session, principal, target.id, Action.READ).document
-        kb = access_knowledge_base(session, principal, top.knowledge_base_id).knowledge_base
+        # the document is readable; its knowledge base need not be (a custom page can be more
+        # open than its knowledge base: docs/permissions.md#the-folder-gate-rule)
+        kb = session.get(KnowledgeBase, top.knowledge_base_id)
+        if kb is None:
+            raise NotFound("document not found")
+        tree = tree_access(session, principal, kb.id, (Action.READ,))
     else:
         raise NotFound("nothing to export")
-    tree = access_tree(session, principal, kb.id, (Action.READ,))
     rows = session.exec(
         select(
             Document.id,
