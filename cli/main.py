@@ -20,6 +20,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 import typer
 
 from cli.commands import (
+    apps,
     backup,
     dify,
     export,
@@ -59,7 +60,7 @@ def _root(
     """OpenKB: self-hosted Markdown knowledge base."""
 
 
-for _module in (system, users, groups, profiles, index, search, dify, importing, export, tokens, backup):
+for _module in (system, users, groups, profiles, index, search, dify, importing, export, tokens, backup, apps):
     _module.register(app)
 
 

@@ -506,3 +506,25 @@ __all__ = [
     "set_grant",
     "set_selected_collections",
 ]
+
+
+def operator_act_as(session: Session, operator: Principal, user: str, tenant: str | None = None) -> Principal:
+    """The operator at the command line (``openkb app ...``) acts for a user: registering,
+    installing, switching and uninstalling are then exactly the user's own actions (audited as
+    such, with ``via: cli``). A tenant admin may do it only inside its tenant."""
+    from openkb.accounts.tokens import _operator_target
+
+    u, tid = _operator_target(session, operator, user, tenant)
+    return Principal.user(u.id, tid)
+
+
+def operator_list_apps(session: Session, operator: Principal, tenant: str | None = None) -> list[App]:
+    """The apps of a tenant (default: the default tenant) for an administrator of it."""
+    from openkb.accounts.users import access_admin, get_tenant
+    from openkb.bootstrap import default_tenant
+
+    scope = access_admin(session, operator)
+    t = get_tenant(session, tenant) if tenant else default_tenant(session)
+    if not scope.is_system_admin and scope.tenant_id != t.id:
+        raise NotFound(f"no tenant {tenant!r}")
+    return list(session.exec(select(App).where(col(App.tenant_id) == t.id).order_by(col(App.name))).all())
