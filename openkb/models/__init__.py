@@ -29,6 +29,7 @@ from openkb.models.indexing import (
     DocumentChunk,
     ImportJob,
     IndexRebuildJob,
+    IndexVerifyJob,
     MilvusAliasSwitch,
     MilvusIndexProfile,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "GroupMember",
     "ImportJob",
     "IndexRebuildJob",
+    "IndexVerifyJob",
     "Invitation",
     "InvitationAcceptance",
     "KnowledgeBase",

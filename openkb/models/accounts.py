@@ -14,7 +14,10 @@ from openkb.models.enums import SIGNUP_STATUSES, TENANT_ROLES, USER_STATUSES
 
 class User(SQLModel, table=True):
     __tablename__ = "users"
-    __table_args__ = (CheckConstraint(check_in("status", USER_STATUSES), name="users_status_check"),)
+    __table_args__ = (
+        CheckConstraint(check_in("status", USER_STATUSES), name="users_status_check"),
+        Index("ix_users_created", "created_at", "id"),  # the console's users list order
+    )
 
     id: uuid.UUID = id_field()
     email: str = Field(unique=True, index=False, max_length=320)

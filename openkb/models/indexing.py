@@ -10,7 +10,13 @@ from sqlalchemy import BigInteger, CheckConstraint, Column, ForeignKey, Index, U
 from sqlmodel import Field, SQLModel
 
 from openkb.models._base import check_in, fk, id_field, jsonb, text_array, ts
-from openkb.models.enums import ALIAS_SWITCH_KINDS, IMPORT_STATUSES, PROFILE_STATUSES, REBUILD_STATUSES
+from openkb.models.enums import (
+    ALIAS_SWITCH_KINDS,
+    IMPORT_STATUSES,
+    PROFILE_STATUSES,
+    REBUILD_STATUSES,
+    VERIFY_STATUSES,
+)
 
 
 class DocumentAsset(SQLModel, table=True):
@@ -121,6 +127,31 @@ class IndexRebuildJob(SQLModel, table=True):
     started_at: datetime = ts()
     finished_at: datetime | None = ts(nullable=True)
     error: str | None = None
+
+
+class IndexVerifyJob(SQLModel, table=True):
+    """``verify [--repair]`` of the active collection started from the admin console
+    (docs/retrieval.md#administration), run by the worker; the console polls it, so a reload
+    finds it again. ``phase`` says what it is doing, ``report`` is ``verify``'s report."""
+
+    __tablename__ = "index_verify_jobs"
+    __table_args__ = (
+        CheckConstraint(check_in("status", VERIFY_STATUSES), name="index_verify_jobs_status_check"),
+        Index("ix_index_verify_jobs_created", "created_at"),
+    )
+
+    id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID | None = fk("tenants.id", nullable=True, ondelete="CASCADE")
+    repair: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
+    status: str
+    phase: str | None = None
+    collection: str | None = None
+    report: dict[str, Any] = jsonb("report")
+    error: str | None = None
+    started_by: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
+    created_at: datetime = ts()
+    started_at: datetime | None = ts(nullable=True)
+    finished_at: datetime | None = ts(nullable=True)
 
 
 class MilvusAliasSwitch(SQLModel, table=True):

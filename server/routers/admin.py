@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openkb.accounts import admin as admin_svc
 from openkb.accounts import auth_settings as settings_svc
 from openkb.accounts import deletion as deletion_svc
+from openkb.indexing import verify_jobs
 from openkb.models.enums import USER_STATUSES
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
@@ -226,6 +227,60 @@ def delete_auth_settings_override(
     """Remove a tenant's override so the instance default applies again."""
     settings_svc.delete_override(session, scope, _req(request, principal), tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# --- index verify / repair -----------------------------------------------------------------------
+
+
+class IndexVerifyIn(RequestModel):
+    repair: bool = Field(False, description="fix what differs (as `openkb index verify --repair`)")
+
+
+class VerifyJobOut(BaseModel):
+    id: uuid.UUID
+    repair: bool
+    status: str = Field(description="pending | running | succeeded | failed")
+    phase: str | None = Field(description="what a running job is doing")
+    collection: str | None
+    report: dict[str, Any] | None = Field(description="verify's report: missing, extra, stale, ok, repaired, ...")
+    error: str | None
+    started_by: uuid.UUID | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class VerifyJobList(BaseModel):
+    items: list[VerifyJobOut]
+
+
+@router.post(
+    "/milvus/verify-jobs",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=VerifyJobOut,
+    responses={**error_responses(401, 403, 422), 200: {"model": VerifyJobOut, "description": "one is already live"}},
+)
+def start_verify(body: IndexVerifyIn, response: Response, session: SessionDep, principal: AdminDep) -> VerifyJobOut:
+    """Verify (and with ``repair`` fix) the active collection against PostgreSQL in the worker;
+    poll ``GET .../verify-jobs/{id}``. 202 with a new job, 200 with the live one if any."""
+    job, created = verify_jobs.start_verify(session, principal, repair=body.repair)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return VerifyJobOut(**verify_jobs.job_out(job))
+
+
+@router.get("/milvus/verify-jobs", response_model=VerifyJobList, responses=error_responses(401, 403, 422))
+def list_verify_jobs(
+    session: SessionDep, principal: AdminDep, limit: Annotated[int, Query(ge=1, le=50)] = 10
+) -> VerifyJobList:
+    """Newest first: the console finds a running job again after a reload."""
+    rows = verify_jobs.list_verify_jobs(session, principal, limit=limit)
+    return VerifyJobList(items=[VerifyJobOut(**verify_jobs.job_out(j)) for j in rows])
+
+
+@router.get("/milvus/verify-jobs/{job_id}", response_model=VerifyJobOut, responses=error_responses(401, 403, 404))
+def get_verify_job(job_id: uuid.UUID, session: SessionDep, principal: AdminDep) -> VerifyJobOut:
+    return VerifyJobOut(**verify_jobs.job_out(verify_jobs.get_verify_job(session, principal, job_id)))
 
 
 # --- audit log -----------------------------------------------------------------------------------

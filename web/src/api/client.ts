@@ -153,6 +153,8 @@ export const api = {
   startRebuild: (body: S['RebuildIn']) => request<Record<string, unknown>>('POST', '/api/admin/milvus/rebuild-jobs', body),
   switchAlias: (body: S['SwitchIn']) => request<Record<string, unknown>>('POST', '/api/admin/milvus/aliases/switch', body),
   aliasHistory: () => request<Record<string, unknown>>('GET', '/api/admin/milvus/aliases/history'),
+  verifyJobs: () => request<S['VerifyJobList']>('GET', '/api/admin/milvus/verify-jobs'),
+  startVerify: (body: S['IndexVerifyIn']) => request<S['VerifyJobOut']>('POST', '/api/admin/milvus/verify-jobs', body),
   dropCollection: (profile: string) => request<Record<string, unknown>>('DELETE', `/api/admin/milvus/index-profiles/${enc(profile)}/collection`),
   difyKeys: () => request<S['KeyList']>('GET', '/api/admin/dify/keys'),
   createDifyKey: (body: S['KeyIn']) => request<S['KeyWithSecret']>('POST', '/api/admin/dify/keys', body),
@@ -213,7 +215,7 @@ export const api = {
   upload: (form: FormData) => request<S['AssetOut']>('POST', '/api/uploads', form),
 
   // search
-  search: (body: S['SearchIn']) => request<S['SearchOut']>('POST', '/api/search', body),
+  search: (body: S['server__routers__search__SearchIn']) => request<S['SearchOut']>('POST', '/api/search', body),
 
   // sharing and invitations (docs/permissions.md)
   collaborators: (type: ObjectType, id: string) =>

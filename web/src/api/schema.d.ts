@@ -618,6 +618,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/milvus/verify-jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Verify Jobs
+         * @description Newest first: the console finds a running job again after a reload.
+         */
+        get: operations["list_verify_jobs_api_admin_milvus_verify_jobs_get"];
+        put?: never;
+        /**
+         * Start Verify
+         * @description Verify (and with ``repair`` fix) the active collection against PostgreSQL in the worker;
+         *     poll ``GET .../verify-jobs/{id}``. 202 with a new job, 200 with the live one if any.
+         */
+        post: operations["start_verify_api_admin_milvus_verify_jobs_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/milvus/verify-jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Verify Job */
+        get: operations["get_verify_job_api_admin_milvus_verify_jobs__job_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/users": {
         parameters: {
             query?: never;
@@ -748,6 +790,350 @@ export interface paths {
          * @description Suspension takes effect on the user's next request (sessions revoked, tokens refused).
          */
         post: operations["suspend_user_api_admin_users__user_id__suspend_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/apps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Apps */
+        get: operations["list_apps_api_apps_v1_apps_get"];
+        put?: never;
+        /**
+         * Register App
+         * @description Register an app with its manifest; every permission string is checked as at install.
+         */
+        post: operations["register_app_api_apps_v1_apps_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Installations */
+        get: operations["list_installations_api_apps_v1_installations_get"];
+        put?: never;
+        /**
+         * Install
+         * @description Install for the caller: every permission string switched **off**; the credential once.
+         */
+        post: operations["install_api_apps_v1_installations_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations/{installation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Installation */
+        get: operations["get_installation_api_apps_v1_installations__installation_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations/{installation_id}/collections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Collections
+         * @description The user's ``user-selected`` collections for this installation (replaces the list).
+         */
+        put: operations["set_collections_api_apps_v1_installations__installation_id__collections_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations/{installation_id}/credential": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate
+         * @description A new credential; the old one fails on its next use.
+         */
+        post: operations["rotate_api_apps_v1_installations__installation_id__credential_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations/{installation_id}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Grant
+         * @description Switch one permission string on or off: the app's next call sees it.
+         */
+        put: operations["set_grant_api_apps_v1_installations__installation_id__grants_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations/{installation_id}/revert-uninstall": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revert Uninstall
+         * @description Bring back what a delete-uninstall removed (the app stays uninstalled).
+         */
+        post: operations["revert_uninstall_api_apps_v1_installations__installation_id__revert_uninstall_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/installations/{installation_id}/uninstall": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Uninstall App */
+        post: operations["uninstall_app_api_apps_v1_installations__installation_id__uninstall_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/changes.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Changes List
+         * @description Own changes; with ``changes.manage`` every writer's within the granted collections.
+         */
+        post: operations["changes_list_api_apps_v1_knowledge_changes_list_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/changes.revert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Changes Revert */
+        post: operations["changes_revert_api_apps_v1_knowledge_changes_revert_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/collections.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Collections Create */
+        post: operations["collections_create_api_apps_v1_knowledge_collections_create_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/collections.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Collections List
+         * @description Collections the app may read or write (flat; ``parent`` null when not listed).
+         */
+        post: operations["collections_list_api_apps_v1_knowledge_collections_list_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/documents.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Documents Delete */
+        post: operations["documents_delete_api_apps_v1_knowledge_documents_delete_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/documents.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Documents Get */
+        post: operations["documents_get_api_apps_v1_knowledge_documents_get_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/documents.getByKey": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Documents Get By Key
+         * @description ``{"document": null}`` when there is none.
+         */
+        post: operations["documents_get_by_key_api_apps_v1_knowledge_documents_getByKey_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/documents.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Documents List
+         * @description Documents directly in the collection (not its sub-collections), each with ``updatedAt``.
+         */
+        post: operations["documents_list_api_apps_v1_knowledge_documents_list_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/documents.upsert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Documents Upsert
+         * @description ``key`` -> created|updated|unchanged (unchanged re-indexes nothing); ``ref`` -> update.
+         */
+        post: operations["documents_upsert_api_apps_v1_knowledge_documents_upsert_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search
+         * @description Only in granted collections (with their sub-collections); the rest is left out.
+         */
+        post: operations["search_api_apps_v1_knowledge_search_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2352,6 +2738,57 @@ export interface components {
             /** Tenant Slug */
             tenant_slug: string;
         };
+        /** AppIn */
+        AppIn: {
+            /**
+             * Description
+             * @default
+             */
+            description?: string;
+            /**
+             * Hosts
+             * @description permissions.network.hosts
+             */
+            hosts?: string[];
+            /** Name */
+            name: string;
+            /** Permissions */
+            permissions?: string[];
+            /** Predicates */
+            predicates?: components["schemas"]["PredicateIn"][];
+            /** Reason */
+            reason?: string | null;
+        };
+        /** AppList */
+        AppList: {
+            /** Items */
+            items: components["schemas"]["AppOut"][];
+        };
+        /** AppOut */
+        AppOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Description */
+            description: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /** Permissions */
+            permissions: {
+                [key: string]: unknown;
+            }[];
+            /** Status */
+            status: string;
+        } & {
+            [key: string]: unknown;
+        };
         /** AssetOut */
         AssetOut: {
             /**
@@ -2522,6 +2959,25 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** ChangeRevertIn */
+        ChangeRevertIn: {
+            /** Ref */
+            ref?: string | null;
+            /** Runid */
+            runId?: string | null;
+        };
+        /** ChangesIn */
+        ChangesIn: {
+            /**
+             * Limit
+             * @default 100
+             */
+            limit?: number;
+            /** Since */
+            since?: number | string | null;
+            /** Status */
+            status?: ("applied" | "reverted" | "conflict") | null;
+        };
         /** CollaboratorIn */
         CollaboratorIn: {
             /**
@@ -2596,6 +3052,38 @@ export interface components {
              * @enum {string}
              */
             role: "manager" | "editor" | "viewer";
+        };
+        /** CollectionCreateIn */
+        CollectionCreateIn: {
+            /** Name */
+            name: string;
+            /**
+             * Parent
+             * @description 'keep' or a collection ref
+             */
+            parent?: string | null;
+            /** Runid */
+            runId?: string | null;
+        };
+        /** CollectionList */
+        CollectionList: {
+            /** Items */
+            items: components["schemas"]["CollectionOut"][];
+        };
+        /** CollectionOut */
+        CollectionOut: {
+            /** Builtin */
+            builtin: string | null;
+            /** Canwrite */
+            canWrite: boolean;
+            /** Kind */
+            kind: string;
+            /** Name */
+            name: string;
+            /** Parent */
+            parent: string | null;
+            /** Ref */
+            ref: string;
         };
         /** CreatedInvitationOut */
         CreatedInvitationOut: {
@@ -2674,6 +3162,11 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** CredentialOut */
+        CredentialOut: {
+            /** Credential */
+            credential: string;
+        };
         /** DecideIn */
         DecideIn: {
             /**
@@ -2686,6 +3179,13 @@ export interface components {
              * @description or the requesting user
              */
             user_id?: string | null;
+        };
+        /** DeleteIn */
+        DeleteIn: {
+            /** Ref */
+            ref: string;
+            /** Runid */
+            runId?: string | null;
         };
         /** DeleteUserIn */
         DeleteUserIn: {
@@ -2905,6 +3405,26 @@ export interface components {
              */
             warnings?: string[];
         };
+        /** GetByKeyIn */
+        GetByKeyIn: {
+            /** Collection */
+            collection: string;
+            /** Key */
+            key: string;
+        };
+        /** GetIn */
+        GetIn: {
+            range?: components["schemas"]["RangeIn"] | null;
+            /** Ref */
+            ref: string;
+        };
+        /** GrantIn */
+        GrantIn: {
+            /** Enabled */
+            enabled: boolean;
+            /** Permission */
+            permission: string;
+        };
         /** GrantList */
         GrantList: {
             /** Items */
@@ -3027,6 +3547,65 @@ export interface components {
             updated_at: string;
             /** Warnings */
             warnings: string[];
+        };
+        /** IndexVerifyIn */
+        IndexVerifyIn: {
+            /**
+             * Repair
+             * @description fix what differs (as `openkb index verify --repair`)
+             * @default false
+             */
+            repair?: boolean;
+        };
+        /** InstallIn */
+        InstallIn: {
+            /**
+             * App
+             * @description the app's id or name
+             */
+            app: string;
+        };
+        /** InstallationList */
+        InstallationList: {
+            /** Items */
+            items: components["schemas"]["InstallationOut"][];
+        };
+        /** InstallationOut */
+        InstallationOut: {
+            /** App */
+            app: {
+                [key: string]: unknown;
+            };
+            /** Contributions */
+            contributions: {
+                [key: string]: number;
+            };
+            /** Grants */
+            grants: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Selected Collections */
+            selected_collections: {
+                [key: string]: unknown;
+            }[];
+            /** Status */
+            status: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** InstalledOut */
+        InstalledOut: {
+            /**
+             * Credential
+             * @description the kbapp_ credential, shown once
+             */
+            credential: string;
+            installation: components["schemas"]["InstallationOut"];
         };
         /** InvitationIn */
         InvitationIn: {
@@ -3360,6 +3939,17 @@ export interface components {
             /** Visibility */
             visibility?: ("private" | "workspace" | "public") | null;
         };
+        /** ListIn */
+        ListIn: {
+            /** Collection */
+            collection: string;
+            /**
+             * Limit
+             * @default 200
+             */
+            limit?: number;
+            timeRange?: components["schemas"]["TimeRangeIn"] | null;
+        };
         /** ListedInvitationOut */
         ListedInvitationOut: {
             /** Allowed Email Domains */
@@ -3515,6 +4105,13 @@ export interface components {
             tenant_id: string;
             /** Updated At */
             updated_at: string | null;
+        };
+        /** MaybeDocOut */
+        MaybeDocOut: {
+            /** Document */
+            document: {
+                [key: string]: unknown;
+            } | null;
         };
         /** McpClientList */
         McpClientList: {
@@ -3734,6 +4331,21 @@ export interface components {
             /** Type */
             type: string;
         };
+        /** PredicateIn */
+        PredicateIn: {
+            /** Aliases */
+            aliases?: string[];
+            /**
+             * Cardinality
+             * @default many
+             * @enum {string}
+             */
+            cardinality?: "one" | "many";
+            /** Description */
+            description: string;
+            /** Predicate */
+            predicate: string;
+        };
         /** ProfileIn */
         ProfileIn: {
             /** Display Name */
@@ -3743,6 +4355,13 @@ export interface components {
         PurgeOut: {
             /** Purged */
             purged: string[];
+        };
+        /** RangeIn */
+        RangeIn: {
+            /** From */
+            from?: number | null;
+            /** To */
+            to?: number | null;
         };
         /** RebuildIn */
         RebuildIn: {
@@ -3880,19 +4499,6 @@ export interface components {
              */
             run_id?: string | null;
         };
-        /** RevertOut */
-        RevertOut: {
-            /** Reverted */
-            reverted: components["schemas"]["RevertedItem"][];
-            /**
-             * Run Id
-             * Format: uuid
-             * @description the run the revert itself was recorded in (revert it to redo)
-             */
-            run_id: string;
-            /** Skipped */
-            skipped: components["schemas"]["SkippedItem"][];
-        };
         /** RevertedItem */
         RevertedItem: {
             /**
@@ -3985,31 +4591,14 @@ export interface components {
             tags?: string[] | null;
             time_range?: components["schemas"]["TimeRange"] | null;
         };
-        /** SearchIn */
-        SearchIn: {
-            filters?: components["schemas"]["SearchFiltersIn"] | null;
-            /**
-             * Group By Document
-             * @description one result per document (its best chunk, more of its matching chunks in `snippets`); top_k counts documents. false: one result per chunk, top_k counts chunks
-             * @default true
-             */
-            group_by_document?: boolean;
-            /** Knowledge Base Ids */
-            knowledge_base_ids?: string[] | null;
-            /**
-             * Query
-             * @description empty: the most recently updated readable documents
-             * @default
-             */
-            query?: string;
-            /**
-             * Top K
-             * @default 10
-             */
-            top_k?: number;
-        };
         /** SearchOut */
         SearchOut: {
+            /**
+             * Degraded
+             * @description parts the search went without: "dense" (the embedding service is down: keyword results only), "rerank" (the rerank service failed); empty when fully served
+             * @default []
+             */
+            degraded?: string[];
             /** Results */
             results: components["schemas"]["SearchResultOut"][];
         };
@@ -4083,6 +4672,21 @@ export interface components {
             title: string;
             /** Updated At */
             updated_at?: string | null;
+        };
+        /** SelectedIn */
+        SelectedIn: {
+            /**
+             * Document Id
+             * @description a folder; its knowledge base is implied
+             */
+            document_id?: string | null;
+            /** Knowledge Base Id */
+            knowledge_base_id?: string | null;
+        };
+        /** SelectedListIn */
+        SelectedListIn: {
+            /** Collections */
+            collections: components["schemas"]["SelectedIn"][];
         };
         /** SessionList */
         SessionList: {
@@ -4302,6 +4906,13 @@ export interface components {
              */
             to?: string | null;
         };
+        /** TimeRangeIn */
+        TimeRangeIn: {
+            /** From */
+            from?: number | string | null;
+            /** To */
+            to?: number | string | null;
+        };
         /** TransferIn */
         TransferIn: {
             /**
@@ -4375,58 +4986,32 @@ export interface components {
              */
             knowledge_base_id: string;
         };
-        /** UpsertIn */
-        UpsertIn: {
-            /** Markdown */
-            markdown?: string | null;
-            /** Markdown Hash */
-            markdown_hash?: string | null;
-            /** Metadata */
-            metadata?: {
-                [key: string]: unknown;
-            } | null;
+        /** UninstallIn */
+        UninstallIn: {
             /**
-             * On Unsupported
-             * @description reject Markdown the editor cannot keep, or convert it and answer the repairs in warnings
-             * @default reject
+             * Mode
+             * @default keep
              * @enum {string}
              */
-            on_unsupported?: "reject" | "convert";
-            /**
-             * Parent Id
-             * @description omitted: unchanged (root when created)
-             */
-            parent_id?: string | null;
-            /** Status */
-            status?: ("draft" | "published" | "archived") | null;
-            /** Tags */
-            tags?: string[] | null;
-            /** Title */
-            title: string;
-            /**
-             * Type
-             * @description used when the document is created
-             * @default page
-             * @enum {string}
-             */
-            type?: "page" | "folder";
+            mode?: "keep" | "delete";
         };
-        /** UpsertOut */
-        UpsertOut: {
+        /** UninstallOut */
+        UninstallOut: {
+            /** Contributions */
+            contributions: {
+                [key: string]: number;
+            };
+            /** Deleted */
+            deleted: {
+                [key: string]: number;
+            };
+            /** Mode */
+            mode: string;
             /**
-             * Document Id
-             * Format: uuid
+             * Run Id
+             * @description the run of a delete; revert it to bring the content back
              */
-            document_id: string;
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "created" | "updated" | "unchanged";
-            /** Version Id */
-            version_id: string | null;
-        } & {
-            [key: string]: unknown;
+            run_id: string | null;
         };
         /** UserOut */
         UserOut: {
@@ -4475,6 +5060,53 @@ export interface components {
             invitation_token?: string | null;
             /** Token */
             token: string;
+        };
+        /** VerifyJobList */
+        VerifyJobList: {
+            /** Items */
+            items: components["schemas"]["VerifyJobOut"][];
+        };
+        /** VerifyJobOut */
+        VerifyJobOut: {
+            /** Collection */
+            collection: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Phase
+             * @description what a running job is doing
+             */
+            phase: string | null;
+            /** Repair */
+            repair: boolean;
+            /**
+             * Report
+             * @description verify's report: missing, extra, stale, ok, repaired, ...
+             */
+            report: {
+                [key: string]: unknown;
+            } | null;
+            /** Started At */
+            started_at: string | null;
+            /** Started By */
+            started_by: string | null;
+            /**
+             * Status
+             * @description pending | running | succeeded | failed
+             */
+            status: string;
         };
         /** VerifyOut */
         VerifyOut: {
@@ -4619,6 +5251,92 @@ export interface components {
             /** Slug */
             slug?: string | null;
         };
+        /** RevertOut */
+        server__routers__apps__RevertOut: {
+            /** Reverted */
+            reverted: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Run Id
+             * Format: uuid
+             */
+            run_id: string;
+            /** Skipped */
+            skipped: {
+                [key: string]: unknown;
+            }[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** SearchIn */
+        server__routers__apps__SearchIn: {
+            /** Collections */
+            collections?: string[] | null;
+            /**
+             * Limit
+             * @default 10
+             */
+            limit?: number;
+            /**
+             * Query
+             * @default
+             */
+            query?: string;
+            timeRange?: components["schemas"]["TimeRangeIn"] | null;
+        };
+        /** UpsertIn */
+        server__routers__apps__UpsertIn: {
+            /** Body */
+            body?: string | null;
+            /** Collection */
+            collection?: string | null;
+            /** Key */
+            key?: string | null;
+            /** Meta */
+            meta?: {
+                [key: string]: unknown;
+            } | null;
+            /** Origin */
+            origin?: string | null;
+            /** Ref */
+            ref?: string | null;
+            /** Runid */
+            runId?: string | null;
+            /** Source */
+            source?: string | null;
+            /** Sourceuri */
+            sourceUri?: string | null;
+            /** Text */
+            text?: string | null;
+            /** Title */
+            title: string;
+        };
+        /** UpsertOut */
+        server__routers__apps__UpsertOut: {
+            /** Ref */
+            ref: string;
+            /** Runid */
+            runId: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "created" | "updated" | "unchanged";
+        };
+        /** RevertOut */
+        server__routers__changes__RevertOut: {
+            /** Reverted */
+            reverted: components["schemas"]["RevertedItem"][];
+            /**
+             * Run Id
+             * Format: uuid
+             * @description the run the revert itself was recorded in (revert it to redo)
+             */
+            run_id: string;
+            /** Skipped */
+            skipped: components["schemas"]["SkippedItem"][];
+        };
         /** MemberIn */
         server__routers__content__MemberIn: {
             /** Email */
@@ -4673,6 +5391,59 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** UpsertIn */
+        server__routers__content__UpsertIn: {
+            /** Markdown */
+            markdown?: string | null;
+            /** Markdown Hash */
+            markdown_hash?: string | null;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * On Unsupported
+             * @description reject Markdown the editor cannot keep, or convert it and answer the repairs in warnings
+             * @default reject
+             * @enum {string}
+             */
+            on_unsupported?: "reject" | "convert";
+            /**
+             * Parent Id
+             * @description omitted: unchanged (root when created)
+             */
+            parent_id?: string | null;
+            /** Status */
+            status?: ("draft" | "published" | "archived") | null;
+            /** Tags */
+            tags?: string[] | null;
+            /** Title */
+            title: string;
+            /**
+             * Type
+             * @description used when the document is created
+             * @default page
+             * @enum {string}
+             */
+            type?: "page" | "folder";
+        };
+        /** UpsertOut */
+        server__routers__content__UpsertOut: {
+            /**
+             * Document Id
+             * Format: uuid
+             */
+            document_id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "created" | "updated" | "unchanged";
+            /** Version Id */
+            version_id: string | null;
+        } & {
+            [key: string]: unknown;
+        };
         /** MemberIn */
         server__routers__groups__MemberIn: {
             /**
@@ -4706,6 +5477,29 @@ export interface components {
              * Format: uuid
              */
             user_id: string;
+        };
+        /** SearchIn */
+        server__routers__search__SearchIn: {
+            filters?: components["schemas"]["SearchFiltersIn"] | null;
+            /**
+             * Group By Document
+             * @description one result per document (its best chunk, more of its matching chunks in `snippets`); top_k counts documents. false: one result per chunk, top_k counts chunks
+             * @default true
+             */
+            group_by_document?: boolean;
+            /** Knowledge Base Ids */
+            knowledge_base_ids?: string[] | null;
+            /**
+             * Query
+             * @description empty: the most recently updated readable documents
+             * @default
+             */
+            query?: string;
+            /**
+             * Top K
+             * @default 10
+             */
+            top_k?: number;
         };
     };
     responses: never;
@@ -4960,6 +5754,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -4969,7 +5772,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5232,6 +6035,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -5250,7 +6062,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, INVALID_METADATA_CONDITION */
+            /** @description VALIDATION_ERROR, INVALID_METADATA_CONDITION, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5394,6 +6206,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -5412,7 +6233,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, INVALID_METADATA_CONDITION */
+            /** @description VALIDATION_ERROR, INVALID_METADATA_CONDITION, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5832,6 +6653,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -5850,7 +6680,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6124,6 +6954,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -6142,7 +6981,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6280,6 +7119,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -6298,7 +7146,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6510,6 +7358,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -6528,7 +7385,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7030,6 +7887,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -7048,7 +7914,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7197,6 +8063,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -7215,7 +8090,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7425,6 +8300,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, REBUILD_RUNNING */
             409: {
                 headers: {
@@ -7443,7 +8327,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7586,6 +8470,200 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_verify_jobs_api_admin_milvus_verify_jobs_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyJobList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_verify_api_admin_milvus_verify_jobs_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IndexVerifyIn"];
+            };
+        };
+        responses: {
+            /** @description one is already live */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyJobOut"];
+                };
+            };
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyJobOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_verify_job_api_admin_milvus_verify_jobs__job_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyJobOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
@@ -7789,6 +8867,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -7807,7 +8894,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8012,6 +9099,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -8021,7 +9117,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8090,6 +9186,1552 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_apps_api_apps_v1_apps_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    register_app_api_apps_v1_apps_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description ALREADY_EXISTS */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NAME_TOO_LONG */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, INVALID_PERMISSION_STRING, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_installations_api_apps_v1_installations_get: {
+        parameters: {
+            query?: {
+                include_uninstalled?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstallationList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    install_api_apps_v1_installations_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InstallIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstalledOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description ALREADY_EXISTS */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_installation_api_apps_v1_installations__installation_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstallationOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    set_collections_api_apps_v1_installations__installation_id__collections_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SelectedListIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstallationOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotate_api_apps_v1_installations__installation_id__credential_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CredentialOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_grant_api_apps_v1_installations__installation_id__grants_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstallationOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revert_uninstall_api_apps_v1_installations__installation_id__revert_uninstall_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["server__routers__apps__RevertOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT, REVERT_CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, NOT_REVERTIBLE */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    uninstall_app_api_apps_v1_installations__installation_id__uninstall_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UninstallIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UninstallOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    changes_list_api_apps_v1_knowledge_changes_list_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangesIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    changes_revert_api_apps_v1_knowledge_changes_revert_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangeRevertIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT, REVERT_CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, NOT_REVERTIBLE, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    collections_create_api_apps_v1_knowledge_collections_create_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CollectionCreateIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description MARKDOWN_TOO_LARGE, TITLE_TOO_LONG, NAME_TOO_LONG, METADATA_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, COLLECTION_NOT_NESTABLE, MARKDOWN_DIALECT_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    collections_list_api_apps_v1_knowledge_collections_list_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    documents_delete_api_apps_v1_knowledge_documents_delete_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    documents_get_api_apps_v1_knowledge_documents_get_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GetIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    documents_get_by_key_api_apps_v1_knowledge_documents_getByKey_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GetByKeyIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaybeDocOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    documents_list_api_apps_v1_knowledge_documents_list_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ListIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    documents_upsert_api_apps_v1_knowledge_documents_upsert_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["server__routers__apps__UpsertIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["server__routers__apps__UpsertOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description MARKDOWN_TOO_LARGE, TITLE_TOO_LONG, NAME_TOO_LONG, METADATA_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, SOURCE_URI_NOT_ALLOWED, MARKDOWN_DIALECT_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_api_apps_v1_knowledge_search_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["server__routers__apps__SearchIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description error */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description SERVICE_UNAVAILABLE */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8332,6 +10974,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -8341,7 +10992,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8457,6 +11108,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -8466,7 +11126,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8510,6 +11170,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -8519,7 +11188,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8570,6 +11239,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -8579,7 +11257,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, EMAIL_DOMAIN_NOT_ALLOWED */
+            /** @description VALIDATION_ERROR, EMAIL_DOMAIN_NOT_ALLOWED, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8621,6 +11299,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -8630,7 +11317,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8718,7 +11405,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RevertOut"];
+                    "application/json": components["schemas"]["server__routers__changes__RevertOut"];
                 };
             };
             /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
@@ -8757,6 +11444,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, REVERT_CONFLICT */
             409: {
                 headers: {
@@ -8775,7 +11471,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, NOT_REVERTIBLE */
+            /** @description VALIDATION_ERROR, NOT_REVERTIBLE, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8907,6 +11603,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -8934,7 +11639,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9101,6 +11806,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -9119,7 +11833,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9251,6 +11965,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -9269,7 +11992,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9430,6 +12153,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, VERSION_CONFLICT */
             409: {
                 headers: {
@@ -9448,7 +12180,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, NOT_A_PAGE */
+            /** @description VALIDATION_ERROR, NOT_A_PAGE, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9592,6 +12324,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, VERSION_CONFLICT */
             409: {
                 headers: {
@@ -9610,7 +12351,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, NOT_A_PAGE, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
+            /** @description VALIDATION_ERROR, NOT_A_PAGE, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9946,6 +12687,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -9973,7 +12723,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10056,6 +12806,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -10083,7 +12842,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10509,6 +13268,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -10536,7 +13304,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, EMAIL_DOMAIN_NOT_ALLOWED */
+            /** @description VALIDATION_ERROR, EMAIL_DOMAIN_NOT_ALLOWED, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10752,6 +13520,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -10770,7 +13547,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, MODEL_SETTINGS_FORBIDDEN */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, MODEL_SETTINGS_FORBIDDEN, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10902,6 +13679,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -10920,7 +13706,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, MODEL_SETTINGS_FORBIDDEN */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, MODEL_SETTINGS_FORBIDDEN, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11007,7 +13793,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["UpsertIn"];
+                "application/json": components["schemas"]["server__routers__content__UpsertIn"];
             };
         };
         responses: {
@@ -11017,7 +13803,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["UpsertOut"];
+                    "application/json": components["schemas"]["server__routers__content__UpsertOut"];
                 };
             };
             /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
@@ -11056,6 +13842,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, DOCUMENT_IN_TRASH */
             409: {
                 headers: {
@@ -11074,7 +13869,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11543,6 +14338,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -11552,7 +14356,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11621,6 +14425,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -11630,7 +14443,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11882,6 +14695,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -11891,7 +14713,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12108,6 +14930,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -12135,7 +14966,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12307,6 +15138,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -12334,7 +15174,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12504,6 +15344,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -12531,7 +15380,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12613,6 +15462,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -12640,7 +15498,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12669,7 +15527,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["SearchIn"];
+                "application/json": components["schemas"]["server__routers__search__SearchIn"];
             };
         };
         responses: {
@@ -12709,6 +15567,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
             413: {
                 headers: {
@@ -12718,7 +15585,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12727,7 +15594,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description SERVICE_UNAVAILABLE */
+            /** @description SERVICE_UNAVAILABLE, INDEX_UNAVAILABLE, DATABASE_UNAVAILABLE */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13141,6 +16008,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -13168,7 +16044,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13537,6 +16413,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -13555,7 +16440,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13687,6 +16572,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT, ALREADY_EXISTS */
             409: {
                 headers: {
@@ -13705,7 +16599,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13837,6 +16731,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -13855,7 +16758,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13930,6 +16833,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description CONFLICT */
             409: {
                 headers: {
@@ -13948,7 +16860,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR */
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;

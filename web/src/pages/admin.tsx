@@ -536,7 +536,64 @@ function IndexTab() {
           </li>
         ))}
       </ul>
+      <VerifyPanel />
     </section>
+  )
+}
+
+/** Verify / repair the active collection (the worker runs `openkb index verify [--repair]`'s
+ * service): polled while pending or running; a reload finds the job in the list again. */
+function VerifyPanel() {
+  const jobs = useQuery('admin:milvus:verify', () => api.verifyJobs())
+  const [error, setError] = useState<unknown>(null)
+  const last = jobs.data?.items[0]
+  const live = !!last && (last.status === 'pending' || last.status === 'running')
+  useEffect(() => {
+    if (!live) return
+    const timer = setInterval(() => invalidate('admin:milvus:verify'), 1000)
+    return () => {
+      clearInterval(timer)
+      ;['admin:milvus:status', 'admin:audit'].forEach(invalidate)
+    }
+  }, [live])
+  const start = (repair: boolean) =>
+    api
+      .startVerify({ repair })
+      .then(() => invalidate('admin:milvus:verify'))
+      .catch(setError)
+  const r = (last?.report ?? {}) as Record<string, unknown>
+  return (
+    <>
+      <h3 id="verify-h">{t('verifyTitle')}</h3>
+      <p class="muted">{t('verifyHelp')}</p>
+      <ErrorNote error={jobs.error ?? error} />
+      <button type="button" disabled={live} onClick={() => start(false)}>
+        {t('verifyStart')}
+      </button>{' '}
+      <button type="button" disabled={live} onClick={() => confirm(t('repairConfirm')) && start(true)}>
+        {t('repairStart')}
+      </button>
+      {last ? (
+        <p role="status" aria-labelledby="verify-h" data-testid="verify-status" data-status={last.status}>
+          <span class="job-status" data-status={last.status}>
+            {t(`verifyStatus_${last.status}` as MessageKey)}
+          </span>{' '}
+          {live ? (
+            <>
+              <progress aria-label={t('verifyTitle')} /> {last.phase ? t(last.repair ? 'verifyPhaseRepair' : 'verifyPhase') : null}
+            </>
+          ) : null}
+          {last.status === 'succeeded'
+            ? ` ${r.ok ? t('verifyOk') : r.repaired ? t('verifyRepaired') : t('verifyDiffers')} · ${t('verifyCounts', {
+                missing: String(r.missing ?? 0),
+                extra: String(r.extra ?? 0),
+                stale: String(r.stale ?? 0),
+              })}`
+            : null}
+          {last.error ? ` · ${last.error}` : null} <span class="muted">{when(last.finished_at ?? last.started_at ?? last.created_at)}</span>
+        </p>
+      ) : null}
+    </>
   )
 }
 

@@ -1,0 +1,98 @@
+"""POST /api/admin/milvus/verify-jobs: the console's verify / repair, run by the worker through
+``openkb.indexing.verify`` and polled; one live job at a time; administrators only."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from sqlmodel import select
+
+import openkb.jobs as jobs
+from openkb.db import session_scope
+from openkb.indexing import milvus as mv
+from openkb.indexing import service
+from openkb.indexing.profiles import current_target
+from openkb.models import AuditLog, IndexVerifyJob
+from tests.api.helpers import login, make_login_user
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+@pytest.fixture()
+def hueyqueue(app_ctx):
+    from workers.queue import HueyQueue
+
+    previous = jobs._queue
+    jobs.set_queue(HueyQueue())
+    with session_scope(app_ctx.engine) as s:
+        service.ensure_default_profile(app_ctx, s)
+    yield
+    jobs.set_queue(previous)
+
+
+def _wait(c, job_id: str) -> dict:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = c.get(f"/api/admin/milvus/verify-jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"verify job {job_id} did not finish: {job}")
+
+
+def test_admin_repairs_the_active_collection_through_a_polled_job(app_ctx, live_server, committed, hueyqueue):
+    admin, member = make_login_user(committed, role="tenant_admin"), make_login_user(committed)
+    client, coll = app_ctx.milvus, current_target(app_ctx.milvus, app_ctx.settings.milvus_active_alias)
+    ghost = mv.chunk_row(
+        chunk_id=uuid.uuid4(),
+        tenant_id=uuid.uuid4(),
+        workspace_id=uuid.uuid4(),
+        knowledge_base_id=uuid.uuid4(),
+        document_id=uuid.uuid4(),
+        version_id=uuid.uuid4(),
+        doc_status="published",
+        visibility_eff="workspace",
+        content_text="ghost row",
+    )
+    mv.upsert_rows(client, coll, [ghost])
+
+    with login(live_server, member.email) as m:
+        assert m.post("/api/admin/milvus/verify-jobs", json={}).status_code == 403
+    with login(live_server, admin.email) as a:
+        r = a.post("/api/admin/milvus/verify-jobs", json={"repair": True})
+        assert r.status_code == 202, r.text
+        job = _wait(a, r.json()["id"])
+        assert job["status"] == "succeeded", job
+        assert job["collection"] == coll and job["report"]["extra"] >= 1 and job["report"]["repaired"] is True
+        assert a.get("/api/admin/milvus/verify-jobs").json()["items"][0]["id"] == job["id"]  # found after a reload
+        assert a.get(f"/api/admin/milvus/verify-jobs/{uuid.uuid4()}").status_code == 404
+    client.flush(coll)
+    assert mv.query_rows(client, coll, f'id == "{ghost["id"]}"', output_fields=["id"], limit=1) == []
+    with committed() as s:
+        started = s.exec(
+            select(AuditLog).where(AuditLog.action == "milvus.verify.start", AuditLog.object_id == uuid.UUID(job["id"]))
+        ).one()
+        assert started.actor_user_id == admin.user_id and started.meta["repair"] is True
+        repaired = s.exec(
+            select(AuditLog).where(AuditLog.action == "milvus.index.repair", AuditLog.actor_user_id == admin.user_id)
+        ).all()
+        assert repaired  # the job ran as the administrator who started it
+
+
+def test_one_live_job_at_a_time(live_server, committed):
+    admin = make_login_user(committed, role="tenant_admin")
+    with committed() as s:
+        live = IndexVerifyJob(status="running", phase="verifying")
+        s.add(live)
+        s.commit()
+        live_id = str(live.id)
+    try:
+        with login(live_server, admin.email) as a:
+            r = a.post("/api/admin/milvus/verify-jobs", json={"repair": False})
+            assert r.status_code == 200 and r.json()["id"] == live_id, r.text
+    finally:
+        with committed() as s:
+            s.get(IndexVerifyJob, uuid.UUID(live_id)).status = "failed"
+            s.commit()
