@@ -403,8 +403,8 @@ def _access_page(session: Session, caller: AppCaller, doc_id: uuid.UUID) -> Any:
     """A live page the user can see (a trashed one is not found for an app: restoring from the
     trash is the user's business); the caller ``require``s the action it needs."""
     acc = access_document(session, caller.principal, doc_id, None)
-    if acc.document.status == "deleted" or acc.document.type != "page":
-        raise NotFound("document not found")
+    if acc.document.status == "deleted" or acc.document.type != "page" or Action.READ not in acc.actions:
+        raise NotFound("document not found")  # in the trash, or below a trashed folder
     return acc
 
 
@@ -442,9 +442,7 @@ def documents_get(
 ) -> dict[str, Any]:
     """The whole document, or its chunks ``from``..``to`` (inclusive, by chunk index)."""
     _, doc_id = caller.read_ref(ref, R.DOCUMENT, "document")
-    acc = _access_page(session, caller, doc_id)
-    acc.require(Action.READ)
-    doc = acc.document
+    doc = _access_page(session, caller, doc_id).document
     loc = RC.locate(session, [doc_id])[doc_id]
     RC.check(caller, "read", loc.knowledge_base_id, loc.chain)
     if range_from is None and range_to is None:
