@@ -46,8 +46,8 @@ from sqlmodel import Session, col, select
 from openkb.audit import record_audit
 from openkb.errors import ExportTooLarge, NotFound, PermissionDenied, ValidationError
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
+from openkb.exporting.links import rewrite_links
 from openkb.exporting.names import Namer, safe_name
-from openkb.importing.links import rewrite
 from openkb.importing.service import find_knowledge_base, operator_actor
 from openkb.models import Document, DocumentAsset, DocumentVersion, KnowledgeBase
 from openkb.permissions import Action, Principal, access_document, access_knowledge_base, access_tree
@@ -424,12 +424,9 @@ def _rel(path: str, from_dir: str) -> str:
 def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
     """The stored body with ``openkb://document/<id>`` and ``asset://<id>`` of exported objects
     as relative links; links to what is not in the export stay as they are."""
-    if _LINK not in body and "asset://" not in body:
-        return body
     here = posixpath.dirname(doc.path)
 
-    def resolve(url: str, _is_image: bool) -> str | None:
-        u = url.strip()
+    def resolve(u: str) -> str | None:
         if u.startswith(_LINK):
             ref, hash_, frag = u[len(_LINK) :].partition("#")
             path = plan.links.get(ref.strip("/").lower())
@@ -440,8 +437,7 @@ def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
             return None if path is None else _rel(path, here)
         return None
 
-    out, _unresolved = rewrite(body, resolve, lambda _t, _a, _e: None)
-    return out
+    return rewrite_links(body, resolve)
 
 
 def manifest_bytes(plan: ExportPlan) -> bytes:

@@ -1,0 +1,83 @@
+"""The export's textual link replacement (openkb/exporting/links.py) writes exactly what the
+parse-and-normalize reference (``openkb.importing.links.rewrite``) writes, on normalized pages
+mixing links with code spans, fences, math, tables, images, titles, escapes and nesting; and it
+is taken for ordinary pages (it is what keeps an export near raw read speed: bench/export.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openkb.exporting.links import fast_rewrite, rewrite_links
+from openkb.importing.links import rewrite
+from openkb.markdown import normalize
+
+IDS = [str(uuid.UUID(int=i * 7919 + 1)) for i in range(4)]
+KNOWN = set(IDS[:3])  # the fourth is not exported: its links stay
+
+
+def resolve(url: str) -> str | None:
+    if url.startswith("openkb://document/"):
+        ref, hash_, frag = url[len("openkb://document/") :].partition("#")
+        return f"../目录 a/页面 (1) {ref[:4]}.md{hash_}{frag}" if ref in KNOWN else None
+    if url.startswith("asset://"):
+        ref = url[len("asset://") :]
+        return f"../assets/{ref[:8]}/图 1.png" if ref in KNOWN else None
+    return None
+
+
+def reference(body: str) -> str:
+    out, _ = rewrite(body, lambda u, _i: resolve(u.strip()), lambda _t, _a, _e: None)
+    return out
+
+
+SNIPPETS = [
+    "See [page](openkb://document/{id}) and more.",
+    "A [link with fragment](openkb://document/{id}#标题-part) here.",
+    "![image](asset://{id})",
+    '[titled](openkb://document/{id} "a title")',
+    "`[in code](openkb://document/{id})` and [real](openkb://document/{id})",
+    "```\n[in fence](openkb://document/{id})\n```",
+    "~~~md\n[in tilde fence](openkb://document/{id})\n~~~",
+    "$$\n[in math block](openkb://document/{id})\n$$",
+    "math $x^2 [m](openkb://document/{id}) y$ then [after](openkb://document/{id})",
+    "| a | [cell](openkb://document/{id}) |\n| --- | --- |\n| `x` | y |",
+    "![alt [inner](openkb://document/{id}) text](asset://{id})",
+    "[outer [inner](openkb://document/{id})](https://example.com)",
+    "\\[not a link](openkb://document/{id})",
+    "<openkb://document/{id}>",
+    "[ref][r]\n\n[r]: openkb://document/{id}",
+    "- item [one](openkb://document/{id})\n  - nested `code` [two](openkb://document/{id})",
+    "> quote [q](openkb://document/{id}) with `tick` and $m$",
+    "``double `tick` code`` [x](openkb://document/{id})",
+    "text `open\ncontinued` [x](openkb://document/{id})",
+    "**bold [b](openkb://document/{id})** and *em* ~~del~~",
+    "plain openkb://document/{id} in text",
+    "# Heading [h](openkb://document/{id})",
+]
+
+
+@st.composite
+def pages(draw):
+    parts = draw(st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=8))
+    return normalize("\n\n".join(p.replace("{id}", draw(st.sampled_from(IDS))) for p in parts) + "\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=pages())
+def test_fast_path_writes_what_the_parse_writes(body):
+    assert rewrite_links(body, resolve) == reference(body)
+    fast = fast_rewrite(body, resolve)
+    assert fast is None or fast == reference(body)
+
+
+def test_ordinary_pages_take_the_fast_path():
+    body = normalize(
+        "# Notes\n\nSee [a](openkb://document/{0}) and `code()` then [b](openkb://document/{1}#x).\n\n"
+        "- item $x$ [c](openkb://document/{2})\n\n![pic](asset://{0})\n\n```py\nprint(1)\n```\n".format(*IDS)
+    )
+    fast = fast_rewrite(body, resolve)
+    assert fast is not None and fast == reference(body)
+    assert "openkb://" not in fast and "asset://" not in fast
