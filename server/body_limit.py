@@ -72,7 +72,12 @@ class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, limit: Callable[[], int], body_timeout: float | None = None) -> None:
         self.app = app
         self.limit = limit
-        self.body_timeout = BODY_TIMEOUT_S if body_timeout is None else body_timeout
+        self._body_timeout = body_timeout
+
+    @property
+    def body_timeout(self) -> float:
+        """Read per request: ``BODY_TIMEOUT_S`` unless the app was built with its own."""
+        return BODY_TIMEOUT_S if self._body_timeout is None else self._body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:

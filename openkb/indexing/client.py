@@ -10,6 +10,9 @@ outlive a restart of Milvus without being restarted themselves:
   ``RECONNECT_INTERVAL_S``, so an outage costs a cheap refusal per request, not a connect);
 * **a collection Milvus forgot to load** (every collection is ``released`` after a Milvus Lite
   restart) is loaded and the call retried once, so search comes back by itself;
+* **quiet outages**: its own notes are INFO, once a minute (``openkb.logthrottle``); the
+  adapters report the refusal itself (the API's 503 line, the worker's retry line, the CLI's
+  one line on stderr), so a CLI command run while Milvus is down prints one line, not three;
 * **bounded waits**: the client's per-call timeout (``CALL_TIMEOUT_S``) bounds every call; a
   client cannot even be built while Milvus is down, and that costs one refused connect.
 
@@ -115,7 +118,7 @@ class ResilientMilvus:
                 self._client = self._factory()
             except Exception as exc:  # noqa: BLE001 - any failure to build = unreachable
                 self._last_error = str(getattr(exc, "message", "") or exc)[:300]
-                throttled(log, "milvus-connect", logging.WARNING, "Milvus at %s unreachable: %s", self._uri, exc)
+                throttled(log, "milvus-connect", logging.INFO, "Milvus at %s unreachable: %s", self._uri, exc)
                 raise self._unavailable(self._last_error) from None
             if self._built:
                 self.reconnects += 1
@@ -184,7 +187,7 @@ class ResilientMilvus:
                         raise
             if is_connection_error(exc):
                 self._drop(client, _short(exc))
-                throttled(log, "milvus-call", logging.WARNING, "Milvus call %s failed: %s", name, _short(exc))
+                throttled(log, "milvus-call", logging.INFO, "Milvus call %s failed: %s", name, _short(exc))
                 raise self._unavailable(_short(exc)) from None
             raise
 

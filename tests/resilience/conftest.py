@@ -103,7 +103,7 @@ def _new_database(pg_url: str) -> str:
     return url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def stack(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     import uvicorn
 

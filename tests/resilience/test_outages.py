@@ -15,12 +15,16 @@ from openkb.models import Document
 
 
 def _search(st, query: str, **kw):
-    return st.world.c["owner"].post("/api/search", json={"query": query, **kw})
+    kb = st.extra.get("kb")  # this module's own knowledge base: other modules' pages stay out
+    return st.world.c["owner"].post(
+        "/api/search", json={"query": query, **({"knowledge_base_ids": [kb["id"]]} if kb else {}), **kw}
+    )
 
 
 def _page(st, title: str, md: str) -> dict:
     w = st.world
-    doc = w.doc(title)
+    st.extra.setdefault("kb", w.new_kb())
+    doc = w.doc(title, kb=st.extra["kb"])
     r = w.save(doc, md)
     assert r.status_code in (200, 201), r.text
     return doc
@@ -44,6 +48,7 @@ def _wait_search(st, query: str, timeout: float = 120.0):
 
 def test_milvus_restart_503_then_search_comes_back_and_saves_never_stop(stack):
     st = stack
+    st.extra["kb"] = st.world.new_kb()
     word = f"lighthouse{uuid.uuid4().hex[:8]}"
     before = _page(st, "Before", f"# Before\n\n{word} alpha.\n")
     st.run_jobs()
@@ -88,6 +93,7 @@ def test_milvus_restart_503_then_search_comes_back_and_saves_never_stop(stack):
 
 def test_embedder_down_search_degrades_visibly_and_saves_wait(stack):
     st = stack
+    st.extra["kb"] = st.world.new_kb()
     word = f"harbour{uuid.uuid4().hex[:8]}"
     doc = _page(st, "Harbour", f"# Harbour\n\n{word} gamma.\n")
     st.run_jobs()
