@@ -325,8 +325,20 @@ class EmbeddedServices:
         must have been reaped first: a zombie still "runs" for pgserver and PostgreSQL)."""
         if self._pg is None:
             raise ServiceUnavailable("the embedded PostgreSQL was never started by this process")
-        with self._pg._lock:
-            self._pg.ensure_postgres_running()
+        if self._pg.system_user is not None:
+            # Run as root, pgserver runs PostgreSQL as its own user and opens the path to the data
+            # directory for it only when first started; something may have closed it since (pytest
+            # resets its temp root to 0700 whenever another run starts).
+            from pgserver.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(self._pg.pgdata)
+        try:
+            with self._pg._lock:
+                self._pg.ensure_postgres_running()
+        except subprocess.CalledProcessError as exc:
+            log_path = self.home.pg_dir / "log"
+            tail = log_path.read_text(errors="replace")[-300:].strip() if log_path.exists() else ""
+            raise ServiceUnavailable(f"pg_ctl start exited with {exc.returncode}: {tail}") from None
         return int(self._pg.get_pid())
 
     def _wait_record(self, comp: str, timeout: float = 120.0) -> dict[str, Any]:
