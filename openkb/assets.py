@@ -89,9 +89,11 @@ def upload_asset(
     content_type: str | None,
     document_id: uuid.UUID | None = None,
     settings: Settings | None = None,
+    flush: bool = True,
 ) -> DocumentAsset:
     """Store an upload; with ``document_id`` the caller must be able to edit that document. The
-    blob is removed again if the transaction that records it rolls back."""
+    blob is removed again if the transaction that records it rolls back. ``flush=False``: the
+    rows are written with the caller's next flush (an import writes a batch of pages at once)."""
     if size is not None:
         limits.check_upload_size(size, settings)
     doc: Document | None = None
@@ -122,7 +124,8 @@ def upload_asset(
         created_by=actor.user_id,
     )
     session.add(a)
-    session.flush()
+    if flush:
+        session.flush()
     scope = {"knowledge_base_id": doc.knowledge_base_id, "workspace_id": doc.workspace_id} if doc else {}
     record_change(
         session,
@@ -134,6 +137,7 @@ def upload_asset(
         scope=scope,
         before={},
         after={"document_id": a.document_id, "filename": a.filename, "size_bytes": stored},
+        flush=flush,
     )
     return a
 

@@ -74,8 +74,10 @@ def record_change(
     before_version_id: uuid.UUID | None = None,
     after_version_id: uuid.UUID | None = None,
     reverts: Change | None = None,
+    flush: bool = True,
 ) -> Change:
-    """Append one change row. ``scope`` names ``knowledge_base_id`` and/or ``workspace_id``."""
+    """Append one change row. ``scope`` names ``knowledge_base_id`` and/or ``workspace_id``.
+    ``flush=False``: a batch writer (``upsert.KeyedBatch``) flushes many rows at once."""
     sc = jsonable({k: v for k, v in scope.items() if v is not None})
     b = {**sc, **jsonable(before or {})}
     a = {**sc, **jsonable(after or {})}
@@ -103,7 +105,8 @@ def record_change(
         reverts.status = "reverted"
         reverts.reverted_by_change_id = row.id
         session.add(reverts)
-    session.flush()
+    if flush:
+        session.flush()
     return row
 
 

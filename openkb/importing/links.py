@@ -85,6 +85,12 @@ def _wiki_tokens(content: str, wiki: ResolveWiki, unresolved: list[str]) -> list
 def rewrite(markdown: str, resolve: Resolve, wiki: ResolveWiki) -> tuple[str, list[str]]:
     """The normalized Markdown with references replaced, and the wiki links left as text."""
     tokens, _env = parse_with_env(markdown)
+    unresolved = edit_tokens(tokens, resolve, wiki)
+    return normalize_tokens(markdown, tokens), unresolved
+
+
+def edit_tokens(tokens: list[Token], resolve: Resolve, wiki: ResolveWiki) -> list[str]:
+    """Replace references in parsed ``tokens`` (in place); returns the wiki links left as text."""
     unresolved: list[str] = []
     for tok in tokens:
         if tok.type != "inline" or not tok.children:
@@ -110,7 +116,7 @@ def rewrite(markdown: str, resolve: Resolve, wiki: ResolveWiki) -> tuple[str, li
                     continue
             kids.append(c)
         tok.children = kids
-    return normalize_tokens(markdown, tokens), unresolved
+    return unresolved
 
 
 _SKIP = re.compile(r"\A(?:[a-zA-Z][a-zA-Z0-9+.-]*:|#|//)")
@@ -144,11 +150,36 @@ def mark(markdown: str, nonce: str) -> tuple[str, list[tuple[str, bool]]]:
     return body, refs
 
 
+def marker(nonce: str) -> tuple[Callable[[list[Token]], None], list[tuple[str, bool]]]:
+    """:func:`mark` for the parse that validates and normalizes the page anyway: an ``edit`` for
+    ``validate_and_normalize`` and the list it fills with the references, in placeholder order.
+    One parse per page instead of two (the placeholders are what :func:`mark` writes)."""
+    refs: list[tuple[str, bool]] = []
+
+    def resolve(url: str, is_image: bool) -> str | None:
+        u = url.strip()
+        if not u or _SKIP.match(u):
+            return None
+        refs.append((url, is_image))
+        return placeholder(nonce, len(refs) - 1)
+
+    def edit(tokens: list[Token]) -> None:
+        refs.clear()  # only the last (successful) normalization counts
+        edit_tokens(tokens, resolve, lambda _t, _a, _e: None)
+
+    return edit, refs
+
+
 def fill(markdown: str, nonce: str, refs: list[tuple[str, bool]], resolve: Resolve) -> str:
-    """Swap the placeholders of :func:`mark` for what ``resolve`` answers (or the URL as it was)."""
+    """Swap the placeholders of :func:`mark` for what ``resolve`` answers (or the URL as it was).
+
+    Both go through the normalizer's own ``destination`` (a ``#fragment`` may hold parentheses
+    or ``&``), so the result is exactly what normalizing the page again would give: the write
+    stores it without a second parse (``KeyedItem.normalized``).
+    """
     from openkb.markdown._inline import destination
 
     for i, (url, is_image) in enumerate(refs):
         new = resolve(url, is_image)
-        markdown = markdown.replace(placeholder(nonce, i), new if new is not None else destination(url))
+        markdown = markdown.replace(placeholder(nonce, i), destination(new if new is not None else url))
     return markdown

@@ -2,22 +2,26 @@
 
 Three passes, so links resolve whatever order files arrive in:
 
-1. **prepare** (parallel with ``jobs`` > 1, in worker processes): read, sniff, convert, repair
-   to the dialect (``repair.import_markdown``). No database. Images are only sniffed: one that a
-   page refers to becomes that page's asset, an unreferenced one becomes a page of its own.
+1. **prepare** (``importing.prepare``; parallel with ``jobs`` > 1, in worker processes): read,
+   sniff, convert, repair to the dialect (``repair.import_markdown``) with the references turned
+   into placeholders in the same parse. No database. Images are only sniffed: one that a page
+   refers to becomes that page's asset, an unreferenced one becomes a page of its own.
 2. **plan**: one query finds the documents this import made before (keys), every new page gets
    its id now, so a page can link to a page that is written after it.
-3. **write**, one unit of work per folder and per file: folders in tree order, then pages —
-   references rewritten (``links.rewrite``: relative link -> ``openkb://document/<id>``, image or
-   attachment -> ``asset://<id>``, ``[[wiki link]]`` when unambiguous), then the keyed upsert
-   (``created`` / ``updated`` / ``unchanged``). ``prune`` moves pages whose file is gone to the
-   trash.
+3. **write**: folders in tree order (one unit of work each), then pages in batches of
+   ``WRITE_BATCH``, one unit of work per batch (``content.upsert.KeyedBatch``: a few statements
+   per batch, not ~15 per page) — placeholders filled in (``links.fill``: relative link ->
+   ``openkb://document/<id>``, image or attachment -> ``asset://<id>``; ``[[wiki link]]`` when
+   unambiguous), then the keyed upsert (``created`` / ``updated`` / ``unchanged``). A batch that
+   fails as a whole (a page failing after it added rows) is rolled back and written again one
+   unit of work per page, so one bad page never takes its batch-mates along. ``prune`` moves
+   pages whose file is gone to the trash.
 
 Keys: ``import:<target>:<relative path>`` (folders end in ``/``), ``<target>`` being the folder
 imported into or ``root``. So a re-run is an upsert of the same keys, and ``prune`` considers
 exactly the documents earlier imports made *into the same target*.
 
-Idempotent and restartable: each file commits on its own, assets are reused by content hash
+Idempotent and restartable: each batch commits on its own, assets are reused by content hash
 (an unchanged page keeps its ``asset://`` ids, so its body is byte-identical and the upsert
 says ``unchanged``), and a run killed with ``kill -9`` re-runs to the same tree without
 duplicates: whatever committed is found by key, and a new page's id is derived from its key,
@@ -46,17 +50,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from openkb.config import Settings, get_settings
 from openkb.content import tree
 from openkb.content.actor import Actor
 from openkb.content.documents import trash_document
-from openkb.content.upsert import upsert_by_key
+from openkb.content.upsert import KeyedBatch, KeyedItem, upsert_by_key
 from openkb.errors import OpenKBError, PermissionDenied
-from openkb.importing.converters import choose
-from openkb.importing.links import WIKI, fill, mark, rewrite
-from openkb.importing.repair import import_markdown
+from openkb.importing.links import fill, rewrite
+from openkb.importing.prepare import Prepared, prepare_bytes, prepare_many
 from openkb.importing.sniff import sniff
 from openkb.importing.sources import Entry, Source
 from openkb.models import Document, DocumentAsset
@@ -67,6 +71,8 @@ __all__ = ["FileResult", "ImportReport", "Progress", "key_prefix", "run_import"]
 
 Units = Callable[[], contextlib.AbstractContextManager[Session]]
 _SCHEME = re.compile(r"\A[a-zA-Z][a-zA-Z0-9+.-]*:")
+# pages written per unit of work (KeyedBatch); a batch that fails as a whole is redone page by page
+WRITE_BATCH = 100
 # a new page's id is derived from (knowledge base, key): a run killed after some pages linked to
 # a page it had not written yet re-runs with the same id for it, so those links stay right
 _ID_NAMESPACE = uuid.UUID("0b7a4c1e-3f2d-5e6a-9b8c-7d6e5f4a3b2c")
@@ -130,63 +136,8 @@ class Progress:
     current: str
 
 
-@dataclass
-class Prepared:
-    """Pass 1's result for one file (picklable: it crosses process boundaries)."""
-
-    rel: str
-    size: int
-    kind: str = ""
-    mime: str = ""
-    converter: str | None = None
-    markdown: str | None = None
-    title: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    assets: list[tuple[str, bytes, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    confidence: float = 1.0
-    refs: list[tuple[str, bool]] = field(default_factory=list)  # placeholder order (links.mark)
-    wiki: list[str] = field(default_factory=list)  # [[targets]], lower-cased
-    error: str | None = None
-    code: str | None = None
-    source: bytes | None = None  # the original, kept as the page's source asset (non-Markdown)
-
-
 def key_prefix(target_id: uuid.UUID | None) -> str:
     return f"import:{target_id or 'root'}:"
-
-
-def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False, nonce: str = "") -> Prepared:
-    """Sniff, convert and repair one file; its references become placeholders (``links.mark``)
-    the write fills in. Never raises: a failure is in ``error``/``code``."""
-    p = Prepared(rel, len(data))
-    try:
-        s = sniff(data, rel)
-        p.kind, p.mime = s.kind, s.mime
-        if s.kind == "image" and not convert_images:
-            return p  # decided later: an asset of the pages that use it, or a page of its own
-        conv = choose(s)
-        out = conv.convert(data, rel)
-        p.converter = conv.name
-        rep = import_markdown(out.markdown)
-        p.markdown = rep.markdown
-        p.title = rep.title or out.title
-        p.tags = rep.tags
-        p.metadata = rep.metadata
-        p.warnings = out.warnings + rep.warnings
-        p.confidence = out.confidence
-        p.assets = [(a.name, a.data, a.mime) for a in out.assets]
-        p.markdown, p.refs = mark(rep.markdown, nonce)
-        # the normalizer escapes "[" in text: look for wiki links in the unescaped form
-        p.wiki = [m.group(2).strip().lower() for m in WIKI.finditer(p.markdown.replace("\\[", "["))]
-        if s.kind not in ("markdown", "text", "empty", "image"):
-            p.source = data
-    except OpenKBError as exc:
-        p.error, p.code = exc.detail, exc.code
-    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the batch
-        p.error, p.code = f"{type(exc).__name__}: {str(exc)[:300]}", "CONVERSION_FAILED"
-    return p
 
 
 def _prepare_entry(entry: Entry, nonce: str) -> Prepared:
@@ -199,53 +150,94 @@ def _prepare_entry(entry: Entry, nonce: str) -> Prepared:
     return prepare_bytes(entry.rel, data, nonce=nonce)
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Never fork this process (it holds database and gRPC handles). A fork server is a fresh
+    process that imports ``importing.prepare`` once and forks each worker from there (it lives
+    as long as this process; later imports reuse it). Trap: a worker still imports the caller's
+    ``__main__`` again (multiprocessing's rule: the CLI, a bench script), which takes seconds
+    on a busy machine; ``_prepare_all`` works on the tasks itself meanwhile."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["openkb.importing.prepare"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
 def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None], nonce: str) -> list[Prepared]:
-    out: list[Prepared] = []
+    out: list[Prepared | None] = [None] * len(files)
     if jobs <= 1 or len(files) < 8:
-        for e in files:
-            report(len(out), e.size, e.rel)
-            out.append(_prepare_entry(e, nonce))
-        return out
-    ctx = multiprocessing.get_context("spawn")  # never fork a process holding gRPC/DB handles
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = []
-        for e in files:
+        for i, e in enumerate(files):
+            report(i, e.size, e.rel)
+            out[i] = _prepare_entry(e, nonce)
+        return [p for p in out if p is not None]
+    # a task is a few files (one pickling round trip each), a few tasks per worker to balance
+    per_task = max(1, min(16, len(files) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context()) as pool:
+        tasks: list[tuple[list[int], Any]] = []
+        todo: list[tuple[int, str, bytes]] = []
+        data_of: dict[int, bytes] = {}
+
+        def submit() -> None:
+            if todo:
+                fut = pool.submit(prepare_many, [(rel, data) for _i, rel, data in todo], nonce)
+                tasks.append(([i for i, _r, _d in todo], fut))
+                todo.clear()
+
+        for i, e in enumerate(files):
             if e.error is not None or e.read is None:
-                futures.append(None)
+                out[i] = _prepare_entry(e, nonce)
                 continue
             try:
                 data = e.read()
             except OpenKBError as exc:
-                futures.append(Prepared(e.rel, e.size, error=exc.detail, code=exc.code))
+                out[i] = Prepared(e.rel, e.size, error=exc.detail, code=exc.code)
                 continue
-            futures.append(pool.submit(prepare_bytes, e.rel, data, nonce=nonce))
-        for e, fut in zip(files, futures):
-            report(len(out), e.size, e.rel)
-            if fut is None:
-                out.append(_prepare_entry(e, nonce))
-            elif isinstance(fut, Prepared):
-                out.append(fut)
-            else:
-                out.append(fut.result())
-    return out
+            todo.append((i, e.rel, data))
+            data_of[i] = data
+            if len(todo) >= per_task:
+                submit()
+        submit()
+        # the workers start slowly (each imports the caller's __main__ again: multiprocessing's
+        # rule): meanwhile this process takes tasks from the end, as long as none started there
+        local: dict[int, list[Prepared]] = {}
+        for n in range(len(tasks) - 1, 0, -1):
+            idxs, fut = tasks[n]
+            if not fut.cancel():
+                break
+            local[n] = prepare_many([(files[i].rel, data_of[i]) for i in idxs], nonce)
+        done = 0
+        for n, (idxs, fut) in enumerate(tasks):
+            for i, p in zip(idxs, local[n] if n in local else fut.result()):
+                out[i] = p
+            for i in idxs:
+                report(done, files[i].size, files[i].rel)
+                done += 1
+    return [p for p in out if p is not None]
 
 
 class _Resolver:
     """What a reference in one page means, and the assets it needs (uploaded once per page)."""
 
-    def __init__(self, run: _Run, page: Prepared, doc_id: uuid.UUID, existing: bool, session: Session) -> None:
-        self.run, self.page, self.doc_id, self.session = run, page, doc_id, session
+    def __init__(
+        self,
+        run: _Run,
+        page: Prepared,
+        doc_id: uuid.UUID,
+        existing: bool,
+        session: Session,
+        known: dict[str, uuid.UUID] | None = None,
+        flush: bool = True,
+    ) -> None:
+        """``known``: the page's assets (``sha:filename`` -> id) when the caller fetched them
+        for a whole batch; ``flush=False``: uploads are written with the batch's flush."""
+        self.run, self.page, self.doc_id, self.session, self.flush = run, page, doc_id, session, flush
         self.dir = posixpath.dirname(page.rel)
         self.converted = {name: (data, mime) for name, data, mime in page.assets}
-        self.existing_assets: dict[str, uuid.UUID] = {}
-        if existing:
-            rows = session.exec(
-                select(DocumentAsset.id, DocumentAsset.sha256, DocumentAsset.filename).where(
-                    col(DocumentAsset.document_id) == doc_id
-                )
-            ).all()
-            self.existing_assets = {f"{sha}:{name}": aid for aid, sha, name in rows}
+        self.existing_assets: dict[str, uuid.UUID] = dict(known or {})
+        if existing and known is None:
+            self.existing_assets = _assets_of(session, [doc_id]).get(doc_id, {})
         self.new_assets: list[uuid.UUID] = []
+        self.uploaded: list[DocumentAsset] = []
         self.cache: dict[str, str] = {}
         self.warnings: list[str] = []
 
@@ -269,9 +261,11 @@ class _Resolver:
                 filename=filename,
                 content_type=mime,
                 settings=self.run.settings,
+                flush=self.flush,
             )
             aid = a.id
             self.new_assets.append(aid)
+            self.uploaded.append(a)
         self.cache[ref] = f"asset://{aid}"
         return self.cache[ref]
 
@@ -516,11 +510,28 @@ def run_import(
         except OpenKBError as exc:
             failed_dirs.add(e.rel)
             report.files.append(FileResult(e.rel, "failed", "folder", error=exc.detail, code=exc.code))
-    for done, p in enumerate(pages, 1):
-        tell("write", done, p.size, p.rel, len(pages))
-        report.files.append(
-            _write_page(units, run, p, prefix, existing, folder_ids, failed_dirs, dry_run, knowledge_base_id, settings)
+    done = 0
+    for start in range(0, len(pages), WRITE_BATCH):
+        chunk = pages[start : start + WRITE_BATCH]
+        results = (
+            None
+            if dry_run or len(chunk) == 1
+            else _write_batch(units, run, chunk, prefix, existing, folder_ids, failed_dirs, knowledge_base_id, settings)
         )
+        if results is None:  # one unit of work per page: a dry run, or a batch that failed as a whole
+            results = []
+            for p in chunk:
+                tell("write", done + len(results) + 1, p.size, p.rel, len(pages))
+                results.append(
+                    _write_page(
+                        units, run, p, prefix, existing, folder_ids, failed_dirs, dry_run, knowledge_base_id, settings
+                    )
+                )
+        else:
+            for i, p in enumerate(chunk, 1):
+                tell("write", done + i, p.size, p.rel, len(pages))
+        done += len(chunk)
+        report.files.extend(results)
     for p in asset_only:
         report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
     if prune:
@@ -563,6 +574,112 @@ def _existing(s: Session, kb_id: uuid.UUID, prefix: str) -> dict[str, tuple[uuid
     return {k: (i, st, t) for k, i, st, t in rows if k}
 
 
+class _BatchFailed(Exception):
+    """A page failed after the batch's transaction had its rows: the batch is redone page by page."""
+
+
+def _assets_of(s: Session, doc_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, uuid.UUID]]:
+    """Per document, its assets as ``sha256:filename`` -> id (one query for a whole batch)."""
+    out: dict[uuid.UUID, dict[str, uuid.UUID]] = {d: {} for d in doc_ids}
+    if doc_ids:
+        rows = s.exec(
+            select(DocumentAsset.document_id, DocumentAsset.id, DocumentAsset.sha256, DocumentAsset.filename).where(
+                col(DocumentAsset.document_id).in_(doc_ids)
+            )
+        ).all()
+        for did, aid, sha, name in rows:
+            out[did][f"{sha}:{name}"] = aid
+    return out
+
+
+def _write_batch(
+    units: Units,
+    run: _Run,
+    chunk: list[Prepared],
+    prefix: str,
+    existing: dict[str, tuple[uuid.UUID, str, str]],
+    folder_ids: dict[str, uuid.UUID | None],
+    failed_dirs: set[str],
+    kb_id: uuid.UUID,
+    settings: Settings,
+) -> list[FileResult] | None:
+    """Write ``chunk`` in one unit of work (``KeyedBatch``: a few statements for all its pages);
+    None when the batch failed as a whole, and then nothing of it was committed.
+
+    A page refused before it touched the session (a conversion error, a failed folder) fails on
+    its own. Trap: a page that fails later may have added upload rows to the transaction, and
+    they must not be committed with its batch-mates: the batch is rolled back and the caller
+    writes its pages one unit of work each (keys and content-hashed assets make that redo safe).
+    """
+    results: list[FileResult] = []
+    try:
+        with units() as s:
+            todo = [p for p in chunk if p.error is None and _parent_rel(p.rel) in folder_ids]
+            todo = [p for p in todo if _parent_rel(p.rel) not in failed_dirs]
+            batch = KeyedBatch(s, run.actor, kb_id, [prefix + p.rel for p in todo], settings=settings)
+            known = _assets_of(s, [run.page_ids[p.rel] for p in todo if prefix + p.rel in existing])
+            uploads: list[tuple[DocumentAsset, FileResult]] = []
+            for p in chunk:
+                res = FileResult(
+                    p.rel, "failed", "page", converter=p.converter, bytes=p.size, warnings=list(p.warnings)
+                )
+                results.append(res)
+                if p.error is not None:
+                    res.error, res.code = p.error, p.code
+                    continue
+                parent_rel = _parent_rel(p.rel)
+                if parent_rel in failed_dirs or parent_rel not in folder_ids:
+                    res.error, res.code = "its folder failed", "CONVERSION_FAILED"
+                    continue
+                doc_id = run.page_ids[p.rel]
+                try:
+                    r = _Resolver(run, p, doc_id, True, s, known=known.get(doc_id, {}), flush=False)
+                    body, meta, warnings = _page_body(run, p, r)
+                    up = batch.upsert(
+                        KeyedItem(
+                            prefix + p.rel,
+                            p.title or _title_of(p.rel),
+                            body,
+                            parent_id=folder_ids[parent_rel],
+                            metadata=meta,
+                            tags=p.tags if p.tags is not None else None,
+                            document_id=doc_id,
+                            normalized=True,
+                        )
+                    )
+                except Exception as exc:
+                    raise _BatchFailed from exc
+                res.warnings += warnings
+                if up.document.id != doc_id:  # see the module's trap
+                    run.page_ids[p.rel] = up.document.id
+                    res.warnings.append("created concurrently by another writer; links to it resolve on the next run")
+                res.status, res.document_id = up.status, str(up.document.id)
+                uploads += [(a, res) for a in r.uploaded]
+            batch.flush()
+            for a, res in uploads:  # attached now that their pages exist (see _attach)
+                a.document_id = uuid.UUID(res.document_id) if res.document_id else None
+                s.add(a)
+            s.flush()
+    except (_BatchFailed, OpenKBError, SQLAlchemyError):
+        return None
+    return results
+
+
+def _page_body(run: _Run, p: Prepared, r: _Resolver) -> tuple[str, dict[str, Any], list[str]]:
+    """The page's final body (references filled in), its metadata and the resolver's warnings."""
+    body = fill(p.markdown or "", run.nonce, p.refs, r.resolve)
+    unresolved: list[str] = []
+    if p.wiki:  # wiki links need every file's name: resolved here, with one more parse
+        body, unresolved = rewrite(body, lambda _u, _i: None, r.wiki)
+    warnings = r.warnings + [f"wiki link {w} is unknown or ambiguous; kept as text" for w in unresolved]
+    meta = dict(p.metadata)
+    meta["import"] = {"path": p.rel, "converter": p.converter, "confidence": p.confidence}
+    if p.source is not None:
+        src_ref = r.asset(posixpath.basename(p.rel), p.source, p.mime or "application/octet-stream")
+        meta["import"]["source_asset_id"] = src_ref.removeprefix("asset://")
+    return body, meta, warnings
+
+
 def _write_page(
     units: Units,
     run: _Run,
@@ -593,16 +710,8 @@ def _write_page(
     try:
         with units() as s:
             r = _Resolver(run, p, doc_id, row is not None, s)
-            body = fill(p.markdown or "", run.nonce, p.refs, r.resolve)
-            unresolved: list[str] = []
-            if p.wiki:  # wiki links need every file's name: resolved here, with one more parse
-                body, unresolved = rewrite(body, lambda _u, _i: None, r.wiki)
-            res.warnings += r.warnings + [f"wiki link {w} is unknown or ambiguous; kept as text" for w in unresolved]
-            meta = dict(p.metadata)
-            meta["import"] = {"path": p.rel, "converter": p.converter, "confidence": p.confidence}
-            if p.source is not None:
-                src_ref = r.asset(posixpath.basename(p.rel), p.source, p.mime or "application/octet-stream")
-                meta["import"]["source_asset_id"] = src_ref.removeprefix("asset://")
+            body, meta, warnings = _page_body(run, p, r)
+            res.warnings += warnings
             up = upsert_by_key(
                 s,
                 run.actor,

@@ -31,11 +31,13 @@ from __future__ import annotations
 import html as htmllib
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 import yaml
+from markdown_it.token import Token
 
 from openkb.errors import MarkdownDialectError
 from openkb.markdown import prepare_import, validate, validate_and_normalize
@@ -239,8 +241,9 @@ def _repair_html(text: str, warnings: list[str], depth: int) -> str:
     return out
 
 
-def import_markdown(text: str, *, depth: int = 0) -> Repaired:
-    """Repair ``text`` for the editor; raises MarkdownDialectError if something cannot be."""
+def import_markdown(text: str, *, depth: int = 0, edit: Callable[[list[Token]], None] | None = None) -> Repaired:
+    """Repair ``text`` for the editor; raises MarkdownDialectError if something cannot be.
+    ``edit``: given to the final ``validate_and_normalize`` (``links.marker``)."""
     warnings: list[str] = []
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     fields, text, fm_warnings = split_front_matter(text)
@@ -253,7 +256,7 @@ def import_markdown(text: str, *, depth: int = 0) -> Repaired:
         warnings.append("line 1: front matter moved to the document's metadata")
     if not fm_warnings:
         try:  # most files need no repair: one parse, as a save does
-            return Repaired(validate_and_normalize(text), title, tags, meta, warnings)
+            return Repaired(validate_and_normalize(text, edit), title, tags, meta, warnings)
         except MarkdownDialectError:
             pass
     for _ in range(4):
@@ -265,7 +268,7 @@ def import_markdown(text: str, *, depth: int = 0) -> Repaired:
         text = repaired
         if not [i for i in validate(text, mode="import") if i.severity == "warning" and i.start >= 0]:
             break
-    body = validate_and_normalize(text)  # MarkdownDialectError: what no repair covers
+    body = validate_and_normalize(text, edit)  # MarkdownDialectError: what no repair covers
     return Repaired(body, title, tags, meta, sorted(_dedupe(warnings), key=_line_of))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -433,14 +434,18 @@ def ensure_valid(markdown: str) -> None:
     _raise_errors(validate(markdown))
 
 
-def validate_and_normalize(markdown: str) -> str:
+def validate_and_normalize(markdown: str, edit: Callable[[list[Token]], None] | None = None) -> str:
     """``ensure_valid(markdown)`` then ``normalize(markdown)``, parsing the document once.
 
     What a save does. Same result and same MarkdownDialectError as the two calls; the
     validation scan reads the tokens before the normalizer walks (and edits) them.
+    ``edit``: called with the validated tokens before they are written back (the importer swaps
+    link targets there instead of parsing the normalized page again); it must keep them valid.
     """
     tokens, _env = parse_with_env(markdown)
     _raise_errors(_validate_tokens(markdown, tokens, "strict"))
+    if edit is not None:
+        edit(tokens)
     return normalize_tokens(markdown, tokens)
 
 
