@@ -90,18 +90,21 @@ class Coll:
         return 1 + len(self.chain)
 
 
-def resolve_collection(session: Session, caller: AppCaller, value: str, action: str) -> Coll:
-    """``diary``, ``keep`` or a collection ref, for ``action`` (``read``/``write``)."""
+def resolve_collection(session: Session, caller: AppCaller, value: str, action: str, *, verify_kb: bool = True) -> Coll:
+    """``diary``, ``keep`` or a collection ref, for ``action`` (``read``/``write``).
+    ``verify_kb=False``: the caller's next step is a content service that opens the knowledge
+    base with the same ``access_knowledge_base`` (a keyed upsert), so it is not asked twice."""
     if value in ("diary", "keep"):
         RC.require(caller, f"collections.{action}:{value}")
         kb_id = caller.diary_kb_id if value == "diary" else caller.keep_kb_id
         if kb_id is None:
             raise NotFound("collection not found")
-        access_knowledge_base(session, caller.principal, kb_id)
+        if verify_kb:
+            access_knowledge_base(session, caller.principal, kb_id)
         return Coll(kb_id, None, (), value)
     kind, oid = caller.read_ref(value, R.KB + R.FOLDER, "collection")
     if kind == R.KB:
-        access_knowledge_base(session, caller.principal, oid)
+        access_knowledge_base(session, caller.principal, oid)  # before the grant: NotFound first
         RC.check(caller, action, oid, ())
         return Coll(oid, None, (), RC.builtin_of(caller, oid, None))
     doc = access_document(session, caller.principal, oid).document
@@ -314,7 +317,7 @@ def documents_upsert(
         return _update_by_ref(session, caller, actor, ref, title, body, meta, written, settings)
     if collection is None:
         raise ValidationError("collection is required", field="collection")
-    coll = resolve_collection(session, caller, collection, "write")
+    coll = resolve_collection(session, caller, collection, "write", verify_kb=key is None)
     meta = _meta_date(meta, key, coll.builtin)
     if key is None:
         quotas.charge(session, caller, written, settings)
@@ -327,8 +330,9 @@ def documents_upsert(
         return {"status": "created", "ref": caller.ref(R.DOCUMENT, doc.id), "runId": str(actor.run_id)}
     key = limits.check_name(key, "key", settings)
     existing = RC.locate_key(session, coll.knowledge_base_id, key)
-    if existing is not None:
-        # the user's right to see it comes first (NotFound), then the place, then the writer
+    if existing is not None and not RC.reaches(caller, "write", existing.knowledge_base_id, existing.chain):
+        # moved out of reach: the user's right to see it comes first (NotFound), then the place.
+        # Inside reach, ``upsert_by_key`` itself opens the document for the user (EDIT).
         access_document(session, caller.principal, existing.id, None)
         RC.check(caller, "write", existing.knowledge_base_id, existing.chain)
 

@@ -368,3 +368,19 @@ def test_uninstall_delete_removes_contributions_and_is_revertible(aw: AppWorld) 
     assert {"app page", "inside", "user's page"} <= live
     assert aw.db.execute(text("SELECT status FROM knowledge_bases WHERE id = :k"), {"k": kb_id}).scalar() == "active"
     assert aw.db.get(Document, page.id).status != "deleted"
+
+
+def test_a_keyed_document_moved_out_of_reach_is_refused_not_rewritten(aw: AppWorld) -> None:
+    kb, a, b, page, owner = _team(aw)
+    registry.set_selected_collections(aw.db, aw.user, aw.installation_id, [{"document_id": a.id}])
+    c = aw.grant("collections.write:user-selected", "collections.read:user-selected")
+    a_ref = next(x["ref"] for x in K.collections_list(aw.db, c) if x["name"] == "A")
+    first = K.documents_upsert(aw.db, c, collection=a_ref, key="k", title="t", body="one")
+    assert first["status"] == "created"
+    doc_id = aw.db.execute(text("SELECT id FROM documents WHERE external_key = 'k'")).scalar()
+    update_document(aw.db, Actor.of(aw.user), doc_id, {"parent_id": b.id})  # the user moves it out
+    with lacks("collections.write:user-selected"):
+        K.documents_upsert(aw.db, aw.caller(), collection=a_ref, key="k", title="t", body="two")
+    update_document(aw.db, Actor.of(aw.user), doc_id, {"parent_id": a.id})  # and back in
+    again = K.documents_upsert(aw.db, aw.caller(), collection=a_ref, key="k", title="t", body="two")
+    assert again == {**first, "status": "updated", "runId": again["runId"]}
