@@ -30,7 +30,7 @@ def up(
     port: Annotated[int, typer.Option(help="Port the API listens on.")] = 8000,
     workers: Annotated[int, typer.Option(help="Worker threads in the queue consumer.")] = 2,
 ) -> None:
-    """Start the whole appliance (embedded PostgreSQL, Milvus Lite, embedder, worker, API)."""
+    """Start the whole appliance (embedded PostgreSQL, Milvus Lite, embedder, worker, API) and keep every part running."""
     from cli.supervisor import Supervisor
 
     _serving(host, port)
