@@ -35,6 +35,7 @@ from openkb.permissions import ObjectRef, Principal
 from openkb.permissions import collaborators as collab_service
 from openkb.permissions import invitations as invite_service
 from openkb.permissions import share_links as link_service
+from openkb.permissions.candidates import collaborator_candidates
 from server.auth import PrincipalDep, UserDep, client_ip, user_agent
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses, errors_for
@@ -116,6 +117,33 @@ def list_collaborators(
     rows = collab_service.list_collaborators(session, principal, ObjectRef(object_type, object_id))
     labels = subject_labels(session, ((c.subject_type, c.subject_id) for c in rows))
     return {"items": [_collab(c, labels) for c in rows]}
+
+
+class CandidateOut(BaseModel):
+    subject_type: Literal["user", "group"]
+    subject_id: uuid.UUID
+    name: str
+    email: str | None = Field(None, description="the user's email (null for a group)")
+
+
+class CandidateList(BaseModel):
+    items: list[CandidateOut]
+
+
+@router.get(
+    "/api/objects/{object_type}/{object_id}/collaborator-candidates", response_model=CandidateList, responses=_ERR
+)
+def list_collaborator_candidates(
+    object_type: ContentType,
+    object_id: uuid.UUID,
+    session: SessionDep,
+    principal: PrincipalDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+) -> dict[str, Any]:
+    """The share panel's picker, for the object's managers: members of its workspace and groups of
+    its tenant whose name or email contains ``q`` (openkb/permissions/candidates.py)."""
+    found = collaborator_candidates(session, principal, ObjectRef(object_type, object_id), q)
+    return {"items": [vars(c) for c in found]}
 
 
 @router.post(

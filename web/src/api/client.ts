@@ -110,6 +110,13 @@ export async function sha256Hex(text: string): Promise<string> {
 }
 
 export type ObjectType = 'workspace' | 'knowledge_base' | 'document'
+/** One entry of the share panel's people picker (GET .../collaborator-candidates). */
+export interface Candidate {
+  subject_type: 'user' | 'group'
+  subject_id: string
+  name: string
+  email?: string | null
+}
 
 export const api = {
   // accounts (docs/accounts.md)
@@ -220,6 +227,10 @@ export const api = {
   // sharing and invitations (docs/permissions.md)
   collaborators: (type: ObjectType, id: string) =>
     request<S['CollaboratorList']>('GET', `/api/objects/${type}/${enc(id)}/collaborators`),
+  addCollaborator: (type: ObjectType, id: string, body: S['CollaboratorIn']) =>
+    request<S['CollaboratorOut']>('POST', `/api/objects/${type}/${enc(id)}/collaborators`, body),
+  collaboratorCandidates: (type: ObjectType, id: string, q: string) =>
+    request<{ items: Candidate[] }>('GET', `/api/objects/${type}/${enc(id)}/collaborator-candidates?q=${enc(q)}`),
   shareLinks: (type: ObjectType, id: string) => request<S['ShareLinkList']>('GET', `/api/objects/${type}/${enc(id)}/share-links`),
   createShareLink: (type: ObjectType, id: string, body: S['ShareLinkIn']) =>
     request<S['CreatedShareLinkOut']>('POST', `/api/objects/${type}/${enc(id)}/share-links`, body),

@@ -1,6 +1,6 @@
 /** Dialogs of the document page: version history, share links and collaborators (docs/permissions.md). */
 import { useState } from 'preact/hooks'
-import { api, type ObjectType, type S } from '../api/client'
+import { api, type Candidate, type ObjectType, type S } from '../api/client'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { Dialog, ErrorNote, Field, Loading } from './ui'
@@ -150,6 +150,146 @@ function InvitationsSection(props: { objectType: ObjectType; objectId: string })
   )
 }
 
+/**
+ * A document's permission mode and own visibility (docs/permissions.md#visibility): *inherit*
+ * follows its knowledge base or nearest custom folder; *custom* gives it collaborators,
+ * invitations and optionally a visibility of its own. Offered to its managers only.
+ */
+function DocumentAccess(props: {
+  docId: string
+  mode: string
+  visibility: string | null
+  onChanged: () => void
+  onError: (e: unknown) => void
+}) {
+  const update = (body: S['DocumentUpdate']) => api.updateDocument(props.docId, body).then(props.onChanged).catch(props.onError)
+  return (
+    <section aria-labelledby="access-h">
+      <h3 id="access-h">{t('permissionMode')}</h3>
+      <div class="field">
+        <label for="doc-mode">{t('permissionMode')}</label>
+        <select id="doc-mode" value={props.mode} onChange={(e) => void update({ permission_mode: (e.target as HTMLSelectElement).value as 'inherit' | 'custom' })}>
+          <option value="inherit">{t('permissionMode_inherit')}</option>
+          <option value="custom">{t('permissionMode_custom')}</option>
+        </select>
+      </div>
+      {props.mode === 'custom' ? (
+        <div class="field">
+          <label for="doc-visibility">{t('visibility')}</label>
+          <select
+            id="doc-visibility"
+            value={props.visibility ?? ''}
+            onChange={(e) => void update({ visibility: (e.target as HTMLSelectElement).value as S['KnowledgeBaseUpdate']['visibility'] })}
+          >
+            {props.visibility === null ? <option value="">{t('visibilityInherited')}</option> : null}
+            {(['private', 'workspace', 'public'] as const).map((v) => (
+              <option key={v} value={v}>
+                {t(`visibility_${v}` as MessageKey)}
+              </option>
+            ))}
+          </select>
+        </div>
+      ) : null}
+    </section>
+  )
+}
+
+/**
+ * The collaborators, by name and email; for managers a role select, removal, and a picker that
+ * searches the workspace's members and the tenant's groups (the server decides who may be
+ * seen: GET .../collaborator-candidates).
+ */
+function CollaboratorsSection(props: { objectType: ObjectType; objectId: string; canManage: boolean }) {
+  const key = `share:${props.objectType}:${props.objectId}`
+  const collaborators = useQuery(`${key}:collaborators`, () => api.collaborators(props.objectType, props.objectId))
+  const [q, setQ] = useState('')
+  const [role, setRole] = useState<S['CollaboratorUpdate']['role']>('viewer')
+  const [error, setError] = useState<unknown>(null)
+  const candidates = useQuery(props.canManage ? `${key}:candidates:${q.trim()}` : null, () =>
+    api.collaboratorCandidates(props.objectType, props.objectId, q.trim()),
+  )
+  const present = new Set((collaborators.data?.items ?? []).map((c) => `${c.subject_type}:${c.subject_id}`))
+  const offered = (candidates.data?.items ?? []).filter((c: Candidate) => !present.has(`${c.subject_type}:${c.subject_id}`))
+  const add = (c: Candidate) => {
+    setError(null)
+    api
+      .addCollaborator(props.objectType, props.objectId, { subject_type: c.subject_type, subject_id: c.subject_id, role })
+      .then(() => invalidate(key))
+      .catch(setError)
+  }
+  return (
+    <section aria-labelledby="collab-h">
+      <h3 id="collab-h">{t('collaborators')}</h3>
+      {collaborators.data && collaborators.data.items.length === 0 ? <p class="muted">{t('noCollaborators')}</p> : null}
+      <ul class="list" aria-label={t('collaborators')}>
+        {collaborators.data?.items.map((c) => (
+          <li key={c.id}>
+            <span>{c.subject_name ?? `${c.subject_type} ${c.subject_id.slice(0, 8)}`}</span>{' '}
+            {c.subject_type === 'group' ? <span class="tag">{t('groupTag')}</span> : null}
+            {c.subject_email ? <span class="muted">{c.subject_email}</span> : null}{' '}
+            {props.canManage && c.role !== 'owner' ? (
+              <>
+                <select
+                  aria-label={t('role')}
+                  value={c.role}
+                  onChange={(e) =>
+                    api
+                      .updateCollaborator(c.id, { role: (e.target as HTMLSelectElement).value as S['CollaboratorUpdate']['role'] })
+                      .then(() => invalidate(key))
+                      .catch(setError)
+                  }
+                >
+                  {CONTENT_ROLES.map((r) => (
+                    <option key={r} value={r}>
+                      {t(`role_${r}` as MessageKey)}
+                    </option>
+                  ))}
+                </select>{' '}
+                <button type="button" onClick={() => api.removeCollaborator(c.id).then(() => invalidate(key)).catch(setError)}>
+                  {t('remove')}
+                </button>
+              </>
+            ) : (
+              <span class="muted">{t(`role_${c.role}` as MessageKey)}</span>
+            )}
+          </li>
+        ))}
+      </ul>
+      {props.canManage ? (
+        <div class="picker">
+          <div class="field">
+            <label for="collab-search">{t('addPeople')}</label>
+            <input id="collab-search" type="search" value={q} placeholder={t('searchUsers')} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
+          </div>
+          <div class="field">
+            <label for="collab-role">{t('addAs')}</label>
+            <select id="collab-role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value as typeof role)}>
+              {CONTENT_ROLES.map((r) => (
+                <option key={r} value={r}>
+                  {t(`role_${r}` as MessageKey)}
+                </option>
+              ))}
+            </select>
+          </div>
+          {candidates.data && offered.length === 0 ? <p class="muted">{t('noCandidates')}</p> : null}
+          <ul class="list" aria-label={t('addPeople')}>
+            {offered.map((c) => (
+              <li key={`${c.subject_type}:${c.subject_id}`}>
+                <span>{c.name}</span> {c.subject_type === 'group' ? <span class="tag">{t('groupTag')}</span> : null}
+                {c.email ? <span class="muted">{c.email}</span> : null}{' '}
+                <button type="button" aria-label={t('addNamed', { name: c.name })} onClick={() => add(c)}>
+                  {t('add')}
+                </button>
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
+      <ErrorNote error={error ?? collaborators.error ?? candidates.error} />
+    </section>
+  )
+}
+
 export function ShareDialog(props: {
   objectType: ObjectType
   objectId: string
@@ -157,11 +297,17 @@ export function ShareDialog(props: {
   canManage: boolean
   /** the knowledge base's visibility, offered for change to its managers */
   visibility?: S['KnowledgeBaseUpdate']['visibility']
+  /** a document's permission mode and own visibility, offered for change to its managers */
+  permissionMode?: string
+  docVisibility?: string | null
+  /** after the document's mode or visibility changed (the page reloads it) */
+  onChanged?: () => void
   onClose: () => void
 }) {
   const key = `share:${props.objectType}:${props.objectId}`
   const links = useQuery(`${key}:links`, () => api.shareLinks(props.objectType, props.objectId))
-  const collaborators = useQuery(`${key}:collaborators`, () => api.collaborators(props.objectType, props.objectId))
+  // a document has collaborators and invitations of its own only in custom mode (docs/permissions.md#visibility)
+  const manageCollaborators = props.canManage && (props.objectType !== 'document' || props.permissionMode === 'custom')
   const [password, setPassword] = useState('')
   const [expires, setExpires] = useState('')
   const [membersOnly, setMembersOnly] = useState(false)
@@ -191,6 +337,18 @@ export function ShareDialog(props: {
             ))}
           </select>
         </div>
+      ) : null}
+      {props.objectType === 'document' && props.canManage ? (
+        <DocumentAccess
+          docId={props.objectId}
+          mode={props.permissionMode ?? 'inherit'}
+          visibility={props.docVisibility ?? null}
+          onChanged={() => {
+            invalidate(key)
+            props.onChanged?.()
+          }}
+          onError={setError}
+        />
       ) : null}
       {props.canShare ? (
       <section aria-labelledby="links-h">
@@ -259,43 +417,8 @@ export function ShareDialog(props: {
         ) : null}
       </section>
       ) : null}
-      {props.canManage ? <InvitationsSection objectType={props.objectType} objectId={props.objectId} /> : null}
-      <section aria-labelledby="collab-h">
-        <h3 id="collab-h">{t('collaborators')}</h3>
-        {collaborators.data && collaborators.data.items.length === 0 ? <p class="muted">{t('noCollaborators')}</p> : null}
-        <ul class="list">
-          {collaborators.data?.items.map((c) => (
-            <li key={c.id}>
-              <span>{String((c as Record<string, unknown>).subject_name ?? `${c.subject_type} ${c.subject_id.slice(0, 8)}`)}</span>{' '}
-              {props.canManage && c.role !== 'owner' ? (
-                <>
-                  <select
-                    aria-label={t('role')}
-                    value={c.role}
-                    onChange={(e) =>
-                      api
-                        .updateCollaborator(c.id, { role: (e.target as HTMLSelectElement).value as S['CollaboratorUpdate']['role'] })
-                        .then(() => invalidate(key))
-                        .catch(setError)
-                    }
-                  >
-                    {CONTENT_ROLES.map((r) => (
-                      <option key={r} value={r}>
-                        {t(`role_${r}` as MessageKey)}
-                      </option>
-                    ))}
-                  </select>{' '}
-                  <button type="button" onClick={() => api.removeCollaborator(c.id).then(() => invalidate(key)).catch(setError)}>
-                    {t('remove')}
-                  </button>
-                </>
-              ) : (
-                <span class="muted">{t(`role_${c.role}` as MessageKey)}</span>
-              )}
-            </li>
-          ))}
-        </ul>
-      </section>
+      {manageCollaborators ? <InvitationsSection objectType={props.objectType} objectId={props.objectId} /> : null}
+      <CollaboratorsSection objectType={props.objectType} objectId={props.objectId} canManage={manageCollaborators} />
       <ErrorNote error={error ?? links.error} />
       <div class="actions">
         <button type="button" onClick={props.onClose}>

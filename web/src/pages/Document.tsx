@@ -490,7 +490,13 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
           objectType="document"
           objectId={doc.id}
           canShare={!!doc.capabilities?.includes('share')}
-          canManage={!!doc.capabilities?.includes('manage') && doc.permission_mode === 'custom'}
+          canManage={!!doc.capabilities?.includes('manage')}
+          permissionMode={doc.permission_mode}
+          docVisibility={doc.visibility}
+          onChanged={() => {
+            invalidate(`doc:${doc.id}`)
+            invalidate(`tree:${kbId}`)
+          }}
           onClose={() => setPanel(null)}
         />
       ) : null}
