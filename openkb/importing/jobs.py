@@ -19,8 +19,10 @@ the folder's other readers may not be meant to see before they become documents)
 from __future__ import annotations
 
 import io
+import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from sqlmodel import Session
@@ -31,7 +33,7 @@ from openkb.content import limits, tree
 from openkb.content.actor import Actor
 from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.importing.openkb_export import run_any
-from openkb.importing.pipeline import Units
+from openkb.importing.pipeline import Progress, Units
 from openkb.importing.sources import source_from_bytes
 from openkb.jobs import enqueue_after_commit
 from openkb.models import DocumentAsset, ImportJob
@@ -148,6 +150,7 @@ def job_out(job: ImportJob) -> dict[str, Any]:
         "source_asset_id": job.source_asset_id,
         "error": job.error,
         "warnings": list(job.warnings or []),
+        "progress": r.get("progress"),
         "counts": r.get("counts", {}),
         "files": r.get("files", []),
         "document_ids": r.get("document_ids", []),
@@ -183,7 +186,17 @@ def run_import_job(
         data = b"".join(blobs.open(key))
         source = source_from_bytes(data, name, settings.max_upload_bytes)
         try:
-            report = run_any(units, blobs, actor, kb_id, source, target_id=target_id, jobs=jobs, settings=settings)
+            report = run_any(
+                units,
+                blobs,
+                actor,
+                kb_id,
+                source,
+                target_id=target_id,
+                jobs=jobs,
+                settings=settings,
+                progress=_progress_writer(units, job_id),
+            )
         finally:
             source.close()
     except Exception as exc:  # noqa: BLE001 - the job records why it failed, whatever it was
@@ -202,6 +215,31 @@ def run_import_job(
         document_id=uuid.UUID(pages[0].document_id) if len(pages) == 1 else None,
     )
     return "failed" if failed else "succeeded"
+
+
+def _progress_writer(units: Units, job_id: uuid.UUID, every: float = 0.5) -> Callable[[Progress], None]:
+    """The pipeline's progress, kept in the job (``results.progress``: phase, done, total, the
+    current file) for ``GET /api/import-jobs/:id`` — the web app's live per-file view. Written
+    in a unit of work of its own, at most every ``every`` seconds and at each phase's start
+    and end, so a big import does not pay a commit per file."""
+    last: dict[str, Any] = {"at": 0.0, "phase": None}
+
+    def write(p: Progress) -> None:
+        now = time.monotonic()
+        edge = p.phase != last["phase"] or p.done + 1 >= p.total
+        if not edge and now - last["at"] < every:
+            return
+        last["at"], last["phase"] = now, p.phase
+        done = min(p.done + 1, p.total)  # the pipeline reports a file as it starts it
+        state = {"phase": p.phase, "done": done, "total": p.total, "current": p.current}
+        with units() as s:
+            job = s.get(ImportJob, job_id, with_for_update=True)
+            if job is not None and job.status == "running":
+                job.results = {**(job.results or {}), "progress": state}
+                job.updated_at = utcnow()
+                s.add(job)
+
+    return write
 
 
 def _finish(

@@ -48,6 +48,13 @@ class FileResultOut(BaseModel):
     code: str | None = None
 
 
+class ImportProgressOut(BaseModel):
+    phase: str  # prepare (reading and converting) | write (saving)
+    done: int
+    total: int
+    current: str  # the file being worked on
+
+
 class ImportJobOut(BaseModel):
     id: uuid.UUID
     status: str  # pending | running | succeeded | failed
@@ -57,6 +64,7 @@ class ImportJobOut(BaseModel):
     source_asset_id: uuid.UUID
     error: str | None
     warnings: list[str]
+    progress: ImportProgressOut | None = None  # while running; updated about twice a second
     counts: dict[str, int]
     files: list[FileResultOut]
     document_ids: list[uuid.UUID]
