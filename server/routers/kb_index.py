@@ -1,6 +1,10 @@
-"""/api/knowledge-bases/{id}/index-status and /index-retry: the knowledge base settings page's
-index panel (managers only; counts, and re-queueing the failed pages). Thin adapter over
-``openkb.content.kb_index``; models and Milvus stay in the admin routes.
+"""Routes of the settings pages that the content router does not carry.
+
+* /api/knowledge-bases/{id}/index-status and /index-retry: the knowledge base settings page's
+  index panel (managers only; counts, and re-queueing the failed pages). Thin adapter over
+  ``openkb.content.kb_index``; models and Milvus stay in the admin routes.
+* DELETE /api/workspaces/{id}: the workspace settings page's delete (owner only, an emptied
+  workspace only), over ``openkb.content.workspace_delete``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from openkb.content import kb_index
+from openkb.content.workspace_delete import delete_workspace
 from openkb.permissions.principal import Principal
 from server.auth import UserDep, require_scopes
 from server.deps import SessionDep
@@ -57,3 +62,28 @@ def index_retry(
 ) -> KbIndexRetried:
     """Put the failed pages back in the queue (at most ``RETRY_BATCH`` per call)."""
     return KbIndexRetried(queued=kb_index.retry_failed(session, principal, kb_id))
+
+
+class WorkspaceDeleted(BaseModel):
+    name: str
+    slug: str
+    knowledge_bases: int = Field(description="empty knowledge bases removed with it")
+    members: int = Field(description="memberships that ended")
+
+
+@router.delete(
+    "/api/workspaces/{workspace_id}",
+    response_model=WorkspaceDeleted,
+    tags=["workspaces"],
+    responses=error_responses(401, 403, 404, 409, 422),
+)
+def remove_workspace(
+    workspace_id: uuid.UUID,
+    session: SessionDep,
+    principal: UserDep,
+    _scoped: Annotated[Principal, Depends(require_scopes("kb:write"))],
+) -> WorkspaceDeleted:
+    """Owner only (403 otherwise). 409 ``CONFLICT`` with ``reason: not_empty`` and the counts while
+    a knowledge base of it still holds pages or folders (trashed ones too): there is no trash
+    for workspaces, so nothing of value goes with one. Audited ``workspace.deleted``."""
+    return WorkspaceDeleted(**delete_workspace(session, principal, workspace_id))

@@ -197,6 +197,9 @@ export const api = {
     request<S['server__routers__content__MemberOut']>('POST', `/api/workspaces/${enc(id)}/members`, body),
   updateWorkspaceMember: (id: string, userId: string, body: S['MemberUpdate']) =>
     request<S['server__routers__content__MemberOut']>('PUT', `/api/workspaces/${enc(id)}/members/${enc(userId)}`, body),
+  deleteWorkspace: (id: string) => request<S['WorkspaceDeleted']>('DELETE', `/api/workspaces/${enc(id)}`),
+  transferOwner: (type: ObjectType, id: string, body: S['TransferIn']) =>
+    request<void>('POST', `/api/objects/${type}/${enc(id)}/transfer-owner`, body),
   removeWorkspaceMember: (id: string, userId: string) => request<void>('DELETE', `/api/workspaces/${enc(id)}/members/${enc(userId)}`),
   kbIndexStatus: (kbId: string) => request<S['KbIndexStatus']>('GET', `/api/knowledge-bases/${enc(kbId)}/index-status`),
   kbIndexRetry: (kbId: string) => request<S['KbIndexRetried']>('POST', `/api/knowledge-bases/${enc(kbId)}/index-retry`),

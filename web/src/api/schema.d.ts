@@ -2111,6 +2111,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/objects/{object_type}/{object_id}/collaborator-candidates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Collaborator Candidates
+         * @description The share panel's picker, for the object's managers: members of its workspace and groups of
+         *     its tenant whose name or email contains ``q`` (openkb/permissions/candidates.py).
+         */
+        get: operations["list_collaborator_candidates_api_objects__object_type___object_id__collaborator_candidates_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/objects/{object_type}/{object_id}/collaborators": {
         parameters: {
             query?: never;
@@ -2412,7 +2433,13 @@ export interface paths {
         /** Update Workspace */
         put: operations["update_workspace_api_workspaces__workspace_id__put"];
         post?: never;
-        delete?: never;
+        /**
+         * Remove Workspace
+         * @description Owner only (403 otherwise). 409 ``CONFLICT`` with ``reason: not_empty`` and the counts while
+         *     a knowledge base of it still holds pages or folders (trashed ones too): there is no trash
+         *     for workspaces, so nothing of value goes with one. Audited ``workspace.deleted``.
+         */
+        delete: operations["remove_workspace_api_workspaces__workspace_id__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2905,6 +2932,31 @@ export interface components {
              */
             tenant_id: string | null;
         };
+        /** CandidateList */
+        CandidateList: {
+            /** Items */
+            items: components["schemas"]["CandidateOut"][];
+        };
+        /** CandidateOut */
+        CandidateOut: {
+            /**
+             * Email
+             * @description the user's email (null for a group)
+             */
+            email?: string | null;
+            /** Name */
+            name: string;
+            /**
+             * Subject Id
+             * Format: uuid
+             */
+            subject_id: string;
+            /**
+             * Subject Type
+             * @enum {string}
+             */
+            subject_type: "user" | "group";
+        };
         /** ChangeList */
         ChangeList: {
             /** Items */
@@ -3369,6 +3421,11 @@ export interface components {
             visibility?: ("private" | "workspace" | "public") | null;
         };
         /**
+         * EmptyIn
+         * @description No parameters (an unknown field is still refused).
+         */
+        EmptyIn: Record<string, never>;
+        /**
          * ErrorBody
          * @description Every non-2xx response body.
          */
@@ -3529,6 +3586,7 @@ export interface components {
              * Format: uuid
              */
             knowledge_base_id: string;
+            progress?: components["schemas"]["ImportProgressOut"] | null;
             /** Run Id */
             run_id: string | null;
             /**
@@ -3547,6 +3605,17 @@ export interface components {
             updated_at: string;
             /** Warnings */
             warnings: string[];
+        };
+        /** ImportProgressOut */
+        ImportProgressOut: {
+            /** Current */
+            current: string;
+            /** Done */
+            done: number;
+            /** Phase */
+            phase: string;
+            /** Total */
+            total: number;
         };
         /** IndexVerifyIn */
         IndexVerifyIn: {
@@ -5193,6 +5262,23 @@ export interface components {
             version_no: number;
         } & {
             [key: string]: unknown;
+        };
+        /** WorkspaceDeleted */
+        WorkspaceDeleted: {
+            /**
+             * Knowledge Bases
+             * @description empty knowledge bases removed with it
+             */
+            knowledge_bases: number;
+            /**
+             * Members
+             * @description memberships that ended
+             */
+            members: number;
+            /** Name */
+            name: string;
+            /** Slug */
+            slug: string;
         };
         /** WorkspaceIn */
         WorkspaceIn: {
@@ -10162,7 +10248,11 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EmptyIn"] | null;
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -10173,6 +10263,15 @@ export interface operations {
                     "application/json": components["schemas"]["CollectionList"];
                 };
             };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description UNAUTHENTICATED */
             401: {
                 headers: {
@@ -10180,6 +10279,33 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
@@ -14780,6 +14906,94 @@ export interface operations {
             };
         };
     };
+    list_collaborator_candidates_api_objects__object_type___object_id__collaborator_candidates_get: {
+        parameters: {
+            query?: {
+                q?: string;
+            };
+            header?: never;
+            path: {
+                object_type: "knowledge_base" | "document";
+                object_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CandidateList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description error */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_collaborators_api_objects__object_type___object_id__collaborators_get: {
         parameters: {
             query?: never;
@@ -16600,6 +16814,73 @@ export interface operations {
                 };
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_workspace_api_workspaces__workspace_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workspace_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceDeleted"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
             422: {
                 headers: {
                     [name: string]: unknown;

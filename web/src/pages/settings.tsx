@@ -7,12 +7,12 @@
  * where they live. A browser test asserts their absence from this page.
  */
 import { useEffect, useState } from 'preact/hooks'
-import { api, type S } from '../api/client'
+import { api, ApiError, type S } from '../api/client'
 import { ShareDialog } from '../components/panels'
 import { ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
-import { paths, type Route } from '../lib/router'
+import { navigate, paths, type Route } from '../lib/router'
 
 const VISIBILITIES = ['private', 'workspace', 'public'] as const
 type Visibility = (typeof VISIBILITIES)[number]
@@ -301,6 +301,86 @@ function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
   )
 }
 
+/** Owner only: hand the workspace to a member (who becomes owner; the previous owner stays as
+ * admin), or delete it once emptied (the server refuses while pages remain, trash included). */
+function WsOwnership({ ws }: { ws: S['WorkspaceOut'] }) {
+  const members = useQuery(`ws-members:${ws.id}`, () => api.workspaceMembers(ws.id))
+  const [heir, setHeir] = useState('')
+  const [error, setError] = useState<unknown>(null)
+  const [notEmpty, setNotEmpty] = useState<{ kbs: number; docs: number } | null>(null)
+  const others = (members.data?.items ?? []).filter((m) => m.role !== 'owner')
+  const label = (m: { display_name?: string | null; email?: string | null; user_id: string }) =>
+    m.email ? `${m.display_name ?? ''} <${m.email}>` : m.user_id
+  return (
+    <section aria-labelledby="ws-owner-h">
+      <h2 id="ws-owner-h">{t('wsOwnership')}</h2>
+      <ErrorNote error={error} />
+      <form
+        class="filters"
+        aria-label={t('transferOwnership')}
+        onSubmit={(e) => {
+          e.preventDefault()
+          const m = others.find((x) => x.user_id === heir)
+          if (!m || !confirm(t('transferConfirm', { name: ws.name, who: label(m) }))) return
+          setError(null)
+          api
+            .transferOwner('workspace', ws.id, { user_id: heir })
+            .then(() => {
+              invalidate(`ws-members:${ws.id}`)
+              invalidate(`workspace:${ws.id}`)
+              invalidate('workspaces')
+            })
+            .catch(setError)
+        }}
+      >
+        <label>
+          {t('newOwner')}{' '}
+          <select value={heir} required onChange={(e) => setHeir((e.target as HTMLSelectElement).value)}>
+            <option value="">—</option>
+            {others.map((m) => (
+              <option key={m.user_id} value={m.user_id}>
+                {label(m)}
+              </option>
+            ))}
+          </select>
+        </label>{' '}
+        <button type="submit">{t('transferOwnership')}</button>
+        <span class="muted small">{t('transferHelp')}</span>
+      </form>
+      <h3>{t('wsDelete')}</h3>
+      <p class="muted">{t('wsDeleteHelp')}</p>
+      {notEmpty ? (
+        <p class="error" role="alert">
+          {t('wsNotEmpty', { kbs: notEmpty.kbs, docs: notEmpty.docs })}
+        </p>
+      ) : null}
+      <button
+        type="button"
+        class="danger"
+        onClick={() => {
+          const typed = prompt(t('wsDeleteConfirm', { name: ws.name }))
+          if (typed === null) return
+          if (typed.trim() !== ws.name) return setError(new ApiError(422, { error: 'NAME_MISMATCH', detail: t('wsDeleteMismatch') }))
+          setError(null)
+          setNotEmpty(null)
+          api
+            .deleteWorkspace(ws.id)
+            .then(() => {
+              invalidate('workspaces')
+              navigate(paths.home())
+            })
+            .catch((e: unknown) => {
+              if (e instanceof ApiError && e.body.reason === 'not_empty') setNotEmpty({ kbs: Number(e.body.knowledge_bases), docs: Number(e.body.documents) })
+              else setError(e)
+            })
+        }}
+      >
+        {t('wsDelete')}
+      </button>
+    </section>
+  )
+}
+
 export function WorkspaceSettingsPage({ route }: { route: Route }) {
   const id = route.params.workspaceId
   const ws = useQuery(`workspace:${id}`, () => api.workspace(id))
@@ -354,6 +434,7 @@ export function WorkspaceSettingsPage({ route }: { route: Route }) {
               </form>
             </section>
             <WsMembers ws={ws.data} />
+            {ws.data.role === 'owner' ? <WsOwnership ws={ws.data} /> : null}
             <section aria-labelledby="ws-inv-h">
               <h2 id="ws-inv-h">{t('invitationLinks')}</h2>
               <button type="button" onClick={() => setSharing(true)}>
