@@ -292,6 +292,11 @@ export function SearchPage({ route }: { route: Route }) {
         </form>
         {results.loading ? <Loading /> : null}
         <ErrorNote error={results.error} />
+        {results.data?.degraded?.includes('dense') ? (
+          <p class="search-degraded" role="status" data-degraded={results.data.degraded.join(' ')}>
+            {t('searchDegradedDense')}
+          </p>
+        ) : null}
         {q && results.data && found.length === 0 ? <p>{t('searchNoResults')}</p> : null}
         <ol class="results" aria-label={t('searchResults')}>
           {found.map((doc) => (
