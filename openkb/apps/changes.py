@@ -28,7 +28,7 @@ from openkb.content import revert as revert_service
 from openkb.content.actor import parse_run_id
 from openkb.errors import NotFound, ValidationError
 from openkb.models import App, AppInstallation, Change
-from openkb.permissions import change_scope
+from openkb.permissions import Principal, change_scope
 
 STATUSES = ("applied", "reverted", "conflict")
 
@@ -141,3 +141,24 @@ def _run_uuid(caller: AppCaller, run_id: str) -> uuid.UUID:
         rid = parse_run_id(caller.tenant_id, f"app:{caller.installation_id}:{run_id.strip()}")
         assert rid is not None
         return rid
+
+
+def installation_changes(
+    session: Session, principal: Principal, installation_id: uuid.UUID, *, limit: int = 50
+) -> list[dict[str, Any]]:
+    """The user's view of what one of their installations wrote (the account area's "recent
+    changes", newest first); reverting them is the ordinary ``POST /api/changes/revert``."""
+    from openkb.apps.registry import access_installation
+    from openkb.content.changes import change_out as content_change_out
+
+    inst = access_installation(session, principal, installation_id)
+    q = (
+        select(Change)
+        .where(
+            col(Change.app_installation_id) == inst.id,
+            change_scope(session, principal).clause(),
+        )
+        .order_by(col(Change.created_at).desc(), col(Change.id).desc())
+        .limit(max(1, min(int(limit), 200)))
+    )
+    return [content_change_out(c) for c in session.exec(q).all()]

@@ -18,7 +18,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.apps import changes as app_changes
@@ -43,6 +43,7 @@ from openkb.errors import (
 from server.auth import UserDep, check_any_scope, unauthenticated
 from server.deps import CtxDep, SessionDep
 from server.errors import errors_for
+from server.routers.changes import ChangeOut
 from server.schemas import RequestModel
 
 router = APIRouter(tags=["apps"])
@@ -215,6 +216,22 @@ def set_collections(
     """The user's ``user-selected`` collections for this installation (replaces the list)."""
     registry.set_selected_collections(session, principal, installation_id, [c.model_dump() for c in body.collections])
     return registry.installation_out(session, registry.access_installation(session, principal, installation_id))
+
+
+class InstallationChangeList(BaseModel):
+    items: list[ChangeOut]
+
+
+@router.get(
+    f"{P}/installations/{{installation_id}}/changes",
+    response_model=InstallationChangeList,
+    responses=errors_for(401, 404),
+)
+def installation_changes(
+    installation_id: uuid.UUID, session: SessionDep, principal: UserDep, limit: Annotated[int, Query(ge=1, le=200)] = 50
+) -> dict[str, Any]:
+    """What this installation wrote, newest first; revert with ``POST /api/changes/revert``."""
+    return {"items": app_changes.installation_changes(session, principal, installation_id, limit=limit)}
 
 
 class CredentialOut(BaseModel):

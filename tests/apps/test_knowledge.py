@@ -128,10 +128,13 @@ def test_unchanged_writes_nothing_and_costs_no_quota(aw: AppWorld) -> None:
     c = aw.grant("collections.write:diary")
     diary(aw, caller=c)
     before = quotas.usage(aw.db, aw.installation_id)
-    n_changes = aw.db.execute(text("SELECT count(*) FROM changes")).scalar()
+    n_changes = aw.db.execute(text("SELECT count(*) FROM changes WHERE tenant_id = :t"), {"t": aw.tenant_id}).scalar()
     assert diary(aw, caller=c)["status"] == "unchanged"
     assert quotas.usage(aw.db, aw.installation_id) == before
-    assert aw.db.execute(text("SELECT count(*) FROM changes")).scalar() == n_changes
+    assert (
+        aw.db.execute(text("SELECT count(*) FROM changes WHERE tenant_id = :t"), {"t": aw.tenant_id}).scalar()
+        == n_changes
+    )
 
 
 def test_get_whole_or_a_chunk_range_and_delete(aw: AppWorld) -> None:
@@ -164,7 +167,9 @@ def test_origin_is_set_by_openkb_unless_overridden(aw: AppWorld) -> None:
         K.documents_upsert(aw.db, c, collection="keep", key="k", title="t", body="b", origin="app:other")
     c = aw.grant("origin.override")
     r = K.documents_upsert(aw.db, c, collection="keep", key="k", title="t", body="b", origin="app:other", source="x")
-    row = aw.db.execute(text("SELECT origin, source FROM app_documents")).one()
+    row = aw.db.execute(
+        text("SELECT origin, source FROM app_documents WHERE installation_id = :i"), {"i": aw.installation_id}
+    ).one()
     assert (row.origin, row.source) == ("app:other", "x") and r["status"] == "created"
 
 
@@ -340,13 +345,22 @@ def test_uninstall_keep_leaves_content_and_a_reinstall_needs_new_grants(aw: AppW
     out = uninstall.uninstall(aw.db, aw.user, aw.installation_id, "keep")
     assert out["contributions"] == {"documents": 1, "collections": 1, "facts": 0} and out["run_id"] is None
     assert (
-        aw.db.execute(text("SELECT count(*) FROM documents WHERE title = 'kept' AND status <> 'deleted'")).scalar() == 1
+        aw.db.execute(
+            text("SELECT count(*) FROM documents WHERE title = 'kept' AND status <> 'deleted' AND tenant_id = :t"),
+            {"t": aw.tenant_id},
+        ).scalar()
+        == 1
     )
     done = registry.install_app(aw.db, aw.user, "recipes")
     again = AppWorld(aw.db, aw.tenant_id, aw.user, done.installation.id, done.credential)
     with lacks("collections.read:keep"):
         K.documents_get_by_key(aw.db, again.caller(), "keep", "k")
     assert K.documents_get_by_key(aw.db, again.grant("collections.read:keep"), "keep", "k")["title"] == "kept"
+
+
+def _live_titles(aw: AppWorld) -> set[str]:
+    sql = "SELECT title FROM documents WHERE status <> 'deleted' AND tenant_id = :t"
+    return set(aw.db.execute(text(sql), {"t": aw.tenant_id}).scalars())
 
 
 def test_uninstall_delete_removes_contributions_and_is_revertible(aw: AppWorld) -> None:
@@ -361,10 +375,10 @@ def test_uninstall_delete_removes_contributions_and_is_revertible(aw: AppWorld) 
     create_document(aw.db, owner, knowledge_base_id=kb_id, title="user's page", markdown="mine")
     out = uninstall.uninstall(aw.db, aw.user, aw.installation_id, "delete")
     assert out["deleted"]["documents"] >= 3 and out["deleted"]["collections"] == 1
-    live = set(aw.db.execute(text("SELECT title FROM documents WHERE status <> 'deleted'")).scalars())
+    live = _live_titles(aw)
     assert {"app page", "inside", "user's page"}.isdisjoint(live) and "P" in live
     uninstall.revert_uninstall(aw.db, aw.user, aw.installation_id)
-    live = set(aw.db.execute(text("SELECT title FROM documents WHERE status <> 'deleted'")).scalars())
+    live = _live_titles(aw)
     assert {"app page", "inside", "user's page"} <= live
     assert aw.db.execute(text("SELECT status FROM knowledge_bases WHERE id = :k"), {"k": kb_id}).scalar() == "active"
     assert aw.db.get(Document, page.id).status != "deleted"
@@ -377,10 +391,24 @@ def test_a_keyed_document_moved_out_of_reach_is_refused_not_rewritten(aw: AppWor
     a_ref = next(x["ref"] for x in K.collections_list(aw.db, c) if x["name"] == "A")
     first = K.documents_upsert(aw.db, c, collection=a_ref, key="k", title="t", body="one")
     assert first["status"] == "created"
-    doc_id = aw.db.execute(text("SELECT id FROM documents WHERE external_key = 'k'")).scalar()
+    doc_id = aw.db.execute(
+        text("SELECT id FROM documents WHERE external_key = 'k' AND tenant_id = :t"), {"t": aw.tenant_id}
+    ).scalar()
     update_document(aw.db, Actor.of(aw.user), doc_id, {"parent_id": b.id})  # the user moves it out
     with lacks("collections.write:user-selected"):
         K.documents_upsert(aw.db, aw.caller(), collection=a_ref, key="k", title="t", body="two")
     update_document(aw.db, Actor.of(aw.user), doc_id, {"parent_id": a.id})  # and back in
     again = K.documents_upsert(aw.db, aw.caller(), collection=a_ref, key="k", title="t", body="two")
     assert again == {**first, "status": "updated", "runId": again["runId"]}
+
+
+def test_the_user_sees_what_an_installation_wrote_and_reverts_it(aw: AppWorld) -> None:
+    from openkb.content import revert as revert_service
+
+    c = aw.grant("collections.write:keep")
+    K.documents_upsert(aw.db, c, collection="keep", key="a", title="a", body="1", run_id="r")
+    K.documents_upsert(aw.db, aw.install_another("x").grant("collections.write:keep"), collection="keep", title="b")
+    rows = C.installation_changes(aw.db, aw.user, aw.installation_id)
+    assert [r["op"] for r in rows] == ["document.create"] and rows[0]["summary"].startswith("created page")
+    revert_service.revert(aw.db, Actor.of(aw.user), change_id=rows[0]["id"])
+    assert C.installation_changes(aw.db, aw.user, aw.installation_id)[0]["status"] == "reverted"
