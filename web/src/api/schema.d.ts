@@ -855,6 +855,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/v1/installations/{installation_id}/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Installation Changes
+         * @description What this installation wrote, newest first; revert with ``POST /api/changes/revert``.
+         */
+        get: operations["installation_changes_api_apps_v1_installations__installation_id__changes_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/v1/installations/{installation_id}/collections": {
         parameters: {
             query?: never;
@@ -3633,6 +3653,11 @@ export interface components {
              * @description the app's id or name
              */
             app: string;
+        };
+        /** InstallationChangeList */
+        InstallationChangeList: {
+            /** Items */
+            items: components["schemas"]["ChangeOut"][];
         };
         /** InstallationList */
         InstallationList: {
@@ -9551,6 +9576,57 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InstallationOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    installation_changes_api_apps_v1_installations__installation_id__changes_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstallationChangeList"];
                 };
             };
             /** @description UNAUTHENTICATED */
