@@ -70,7 +70,9 @@ def profile_create(
     ] = None,
     analyzer: Annotated[
         str | None,
-        typer.Option(help="BM25 analyzer params as JSON (default: jieba on Milvus Lite, chinese on Milvus 2.6)."),
+        typer.Option(
+            help="BM25 analyzer params as JSON (default: jieba on Milvus Lite; english or chinese per chunk on Milvus 2.6)."
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -63,3 +63,22 @@ def lexical_text(text: str) -> str:
             continue
         out.append(_stem(w) if w.isalpha() else w)
     return " ".join(out)
+
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
+
+
+def analyzer_language(text: str) -> str:
+    """Which of a 2.6 server's analyzers a chunk or query is analyzed with: ``chinese`` as soon as
+    Chinese carries a real share of it, else ``english``.
+
+    Share by characters against Latin words (a Han character is about one word): a Chinese page
+    quoting English product names stays ``chinese`` (jieba keeps the Latin words as tokens),
+    while an English page with a stray 中文 name stays ``english`` and keeps its stemming.
+    Trap: this is part of the index like ``lexical_text``; change it only with a rebuild."""
+    han = len(_HAN.findall(text or ""))
+    if not han:
+        return "english"
+    latin = len(_LATIN_WORD.findall(text or ""))
+    return "chinese" if han >= 0.2 * latin else "english"

@@ -52,8 +52,8 @@ from openkb.errors import (
     ServiceUnavailable,
     ValidationError,
 )
-from openkb.indexing.lexical import lexical_text
-from openkb.indexing.profiles_spec import ProfileSpec
+from openkb.indexing.lexical import analyzer_language, lexical_text
+from openkb.indexing.profiles_spec import LANGUAGE_FIELD, ProfileSpec
 from openkb.logthrottle import OncePerInterval, throttled
 from openkb.permissions import filters as _F
 
@@ -179,6 +179,16 @@ def collection_schema(spec: ProfileSpec) -> Any:
             enable_analyzer=True,
             analyzer_params=dict(spec.bm25_analyzer),
         )
+    elif spec.multi_analyzer:
+        # which analyzer reads each row: the row's language (written by upsert_rows, never by callers)
+        s.add_field(LANGUAGE_FIELD, DataType.VARCHAR, max_length=16)
+        s.add_field(
+            "content_text",
+            DataType.VARCHAR,
+            max_length=TEXT_MAX,
+            enable_analyzer=True,
+            multi_analyzer_params=dict(spec.bm25_analyzer),
+        )
     else:
         s.add_field(
             "content_text",
@@ -267,6 +277,11 @@ def _check_compatible(desc: Mapping[str, Any], spec: ProfileSpec) -> None:
         problems.append(
             f"profile lexical transform is {spec.lexical!r} but the collection "
             f"{'has' if LEXICAL_FIELD in fields else 'has no'} {LEXICAL_FIELD} field"
+        )
+    if spec.multi_analyzer != (LANGUAGE_FIELD in fields):
+        problems.append(
+            f"profile {'has' if spec.multi_analyzer else 'has no'} multi-language analyzers but the collection "
+            f"{'has' if LANGUAGE_FIELD in fields else 'has no'} {LANGUAGE_FIELD} field"
         )
     dense = fields.get(DENSE_FIELD)
     if spec.embedding is None and dense is not None:
@@ -405,9 +420,9 @@ def upsert_rows(
     total = 0
     batch: list[dict[str, Any]] = []
     try:
-        lexical = _has_lexical_field(client, collection)
+        derived = _derived_fields(client, collection)
         for row in rows:
-            batch.append(_add_lexical(dict(row)) if lexical else dict(row))
+            batch.append(_derive(dict(row), derived))
             if len(batch) >= batch_size:
                 total += _upsert(client, collection, batch)
                 batch = []
@@ -423,39 +438,45 @@ def upsert_rows(
     return total
 
 
-_lexical_fields: dict[tuple[int, str], bool] = {}
+_derived: dict[tuple[int, str], frozenset[str]] = {}
 
 
-def _add_lexical(row: dict[str, Any]) -> dict[str, Any]:
+def _derive(row: dict[str, Any], derived: frozenset[str]) -> dict[str, Any]:
+    """Fill the fields OpenKB computes from ``content_text`` for collections that have them:
+    ``lexical_text`` (Lite profiles, openkb/indexing/lexical.py) and ``language`` (2.6 profiles
+    with multi-language analyzers: which analyzer reads the row)."""
     if "content_text" in row:
-        row[LEXICAL_FIELD] = _cut(lexical_text(row["content_text"]), TEXT_MAX)
+        if LEXICAL_FIELD in derived:
+            row[LEXICAL_FIELD] = _cut(lexical_text(row["content_text"]), TEXT_MAX)
+        if LANGUAGE_FIELD in derived:
+            row[LANGUAGE_FIELD] = analyzer_language(row["content_text"])
     return row
 
 
 def with_lexical(client: MilvusClient, collection: str, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` ready for a raw ``client.insert``: with ``lexical_text`` when the collection has it.
-    Every writer that bypasses ``upsert_rows`` must pass its rows through here."""
-    if not _has_lexical_field(client, collection):
-        return [dict(r) for r in rows]
-    return [_add_lexical(dict(r)) for r in rows]
+    """``rows`` ready for a raw ``client.insert``: with ``lexical_text`` / ``language`` when the
+    collection has them. Every writer that bypasses ``upsert_rows`` must pass its rows through here."""
+    derived = _derived_fields(client, collection)
+    return [_derive(dict(r), derived) for r in rows]
 
 
-def _has_lexical_field(client: MilvusClient, collection: str) -> bool:
-    """Whether ``collection`` stores ``lexical_text``; asked once per client and collection
+def _derived_fields(client: MilvusClient, collection: str) -> frozenset[str]:
+    """Which computed fields ``collection`` stores; asked once per client and collection
     (a collection's fields never change). Trap: an alias may move to a collection of the other
     kind, so a name that turns out to be an alias is asked every time, never cached."""
     key = (id(client), collection)
-    hit = _lexical_fields.get(key)
+    hit = _derived.get(key)
     if hit is None:
         desc = client.describe_collection(collection)
-        hit = any(f.get("name") == LEXICAL_FIELD for f in desc.get("fields", []))
+        names = {f.get("name") for f in desc.get("fields", [])}
+        hit = frozenset(n for n in (LEXICAL_FIELD, LANGUAGE_FIELD) if n in names)
         if desc.get("collection_name", collection) == collection:
-            _lexical_fields[key] = hit
+            _derived[key] = hit
     return hit
 
 
 def forget_lexical_fields() -> None:
-    _lexical_fields.clear()
+    _derived.clear()
 
 
 def _upsert(client: MilvusClient, collection: str, batch: list[dict[str, Any]]) -> int:
@@ -667,6 +688,7 @@ def _bm25_route(
     limit: int,
     fields: list[str],
     timeout: float | None,
+    params: Mapping[str, Any] | None = None,
 ) -> list[Hit]:
     if not query_text:  # only stop words: nothing for BM25 to match
         return []
@@ -677,10 +699,19 @@ def _bm25_route(
         filter=filter or "",
         limit=limit,
         output_fields=fields,
-        search_params={"metric_type": "BM25"},
+        search_params=dict(params or {"metric_type": "BM25"}),
         timeout=timeout,
     )
     return [h for h in _hits(raw, bm25_only=True) if h.score > 0]
+
+
+def bm25_search_params(spec: ProfileSpec, query_text: str) -> dict[str, Any]:
+    """The BM25 route's search params: with multi-language analyzers the query is analyzed like
+    the rows of its own language (docs/retrieval.md#lexical-analysis), else the field's analyzer."""
+    params: dict[str, Any] = {"metric_type": "BM25"}
+    if spec.multi_analyzer:
+        params["analyzer_name"] = analyzer_language(query_text)
+    return params
 
 
 def _reranked(hits: list[Hit]) -> list[Hit]:
@@ -825,6 +856,7 @@ def hybrid_search(
         return []
     # the BM25 route meets the stored lexical_text on the same terms (openkb/indexing/lexical.py)
     lex_query = lexical_text(query_text) if spec.lexical else query_text
+    bm25_params = bm25_search_params(spec, query_text)
     per_route = min(16384, candidates or max(limit * 4, 40))
     fields = list(output_fields)
     rerank = _rerank_function(spec, query_text)
@@ -855,7 +887,7 @@ def hybrid_search(
                         anns_field=SPARSE_FIELD,
                         limit=per_route,
                         expr=filter or None,
-                        param={"metric_type": "BM25"},
+                        param=bm25_params,
                     ),
                 ]
                 raw = client.hybrid_search(
@@ -868,7 +900,9 @@ def hybrid_search(
                 # Measured on Lite (bench/quality.py): both routes with their fields take ~1.25x one
                 # RRF hybrid call; ids-only routes plus a ``get`` of the fused top are slower, and
                 # ``output_fields=[]`` is slower still (Lite then returns every field).
-                lex_f = _ROUTES.submit(_bm25_route, client, collection, lex_query, filter, per_route, fields, timeout)
+                lex_f = _ROUTES.submit(
+                    _bm25_route, client, collection, lex_query, filter, per_route, fields, timeout, bm25_params
+                )
                 raw = client.search(
                     collection,
                     data=[query_text],
@@ -888,13 +922,15 @@ def hybrid_search(
                     filter=filter or "",
                     limit=per_route,
                     output_fields=fields,
-                    search_params={"metric_type": "BM25"},
+                    search_params=bm25_params,
                     ranker=ranker,
                     timeout=timeout,
                 )
                 hits = _reranked(_hits(raw))[:limit]
             else:
-                hits = _normalize_lexical(_bm25_route(client, collection, lex_query, filter, limit, fields, timeout))
+                hits = _normalize_lexical(
+                    _bm25_route(client, collection, lex_query, filter, limit, fields, timeout, bm25_params)
+                )
         except MilvusException as exc:
             first_error = first_error or exc
             throttled(

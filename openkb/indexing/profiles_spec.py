@@ -35,7 +35,23 @@ LITE_STOP_WORDS = (
     + list("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>/\\|-_+=*&^%$#@~`")
 )
 LITE_ANALYZER: dict[str, Any] = {"tokenizer": "jieba", "filter": [{"type": "stop", "stop_words": LITE_STOP_WORDS}]}
-SERVER_ANALYZER: dict[str, Any] = {"type": "chinese"}
+# A 2.6 server analyzes every chunk with the analyzer of its language (Milvus' multi-language
+# analyzers, 2.5.11+): ``english`` (lowercase, stop words, Snowball stemming) for Latin-script
+# chunks, ``chinese`` (jieba) for chunks with Chinese in them, which keeps Latin words as plain
+# tokens. OpenKB writes each row's ``language`` (openkb/indexing/lexical.py
+# ``analyzer_language``) and names the query's analyzer the same way
+# (docs/retrieval.md#lexical-analysis).
+LANGUAGE_FIELD = "language"
+SERVER_ANALYZER: dict[str, Any] = {
+    "analyzers": {"english": {"type": "english"}, "chinese": {"type": "chinese"}, "default": {"type": "chinese"}},
+    "by_field": LANGUAGE_FIELD,
+}
+
+
+def is_multi_analyzer(params: Mapping[str, Any]) -> bool:
+    """Milvus' ``multi_analyzer_params`` shape (``analyzers`` + ``by_field``), not one analyzer."""
+    return "analyzers" in params
+
 
 # Key words that mark a credential. Matched per word of the key ("api_key" -> api, key), so
 # "max_tokens" or "truncate_prompt_tokens" are fine while "access_token" or "X-Api-Key" are not.
@@ -186,6 +202,26 @@ class ProfileSpec:
         if self.backend not in ("lite", "server"):
             raise ValidationError(f"backend must be 'lite' or 'server' (got {self.backend!r})")
         refuse_secrets(dict(self.bm25_analyzer), where="bm25_analyzer")
+        if is_multi_analyzer(self.bm25_analyzer):
+            self._check_multi_analyzer()
+
+    def _check_multi_analyzer(self) -> None:
+        """OpenKB fills the language field itself, with ``english`` or ``chinese``: a profile whose
+        analyzers are keyed otherwise would silently analyze everything with ``default``."""
+        params = self.bm25_analyzer
+        analyzers = params.get("analyzers")
+        if self.backend != "server":
+            raise ValidationError("multi-language analyzers need a Milvus 2.6 server (Milvus Lite has none)")
+        if self.lexical is not None:
+            raise ValidationError("a multi-language analyzer reads content_text: it takes no lexical transform")
+        if params.get("by_field") != LANGUAGE_FIELD:
+            raise ValidationError(f"multi-language analyzers must be chosen by_field {LANGUAGE_FIELD!r}")
+        if not isinstance(analyzers, Mapping) or not {"english", "chinese", "default"} <= set(analyzers):
+            raise ValidationError("multi-language analyzers must define 'english', 'chinese' and 'default'")
+
+    @property
+    def multi_analyzer(self) -> bool:
+        return is_multi_analyzer(self.bm25_analyzer)
 
     @property
     def has_dense(self) -> bool:

@@ -239,7 +239,9 @@ def test_collection_names_and_profiles() -> None:
     bm = make_profile(model_name=None, dim=0)
     assert bm.embedding is None and bm.vector_dim == 0 and bm.bm25_analyzer["tokenizer"] == "jieba"
     assert "the" in bm.bm25_analyzer["filter"][0]["stop_words"]
-    assert make_profile(model_name="m", dim=8, backend="server").bm25_analyzer == {"type": "chinese"}
+    server = make_profile(model_name="m", dim=8, backend="server")
+    assert server.multi_analyzer and server.bm25_analyzer["by_field"] == "language"
+    assert ProfileSpec.from_metadata(server.to_metadata()) == server
     spec = make_profile(
         model_name="m",
         dim=8,
