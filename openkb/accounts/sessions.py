@@ -44,6 +44,10 @@ LAST_SEEN_EVERY = timedelta(minutes=1)
 LOGIN_WINDOW_SECONDS = 60
 LOGIN_LIMIT_PER_ACCOUNT = 10
 LOGIN_LIMIT_PER_IP = 30
+# Live sessions one user may hold; a new login past it ends the least recently used ones, so a
+# script logging in in a loop cannot grow ``user_sessions`` without bound (issue 17;
+# docs/accounts.md#login-and-sessions). The account page lists the live ones.
+MAX_SESSIONS_PER_USER = 50
 
 # An argon2id hash of a random string: verifying against it when the email is unknown makes
 # "no such user" take as long as "wrong password".
@@ -235,6 +239,14 @@ def open_session(
     )
     session.add(row)
     session.flush()
+    session.execute(
+        text(
+            "UPDATE user_sessions SET revoked_at = now() WHERE id IN ("
+            " SELECT id FROM user_sessions WHERE user_id = :u AND revoked_at IS NULL AND expires_at > now()"
+            " ORDER BY last_seen_at DESC, created_at DESC OFFSET :cap)"
+        ),
+        {"u": user.id, "cap": MAX_SESSIONS_PER_USER},
+    )
     return LoginResult(session=row, token=token, user=user)
 
 
