@@ -180,6 +180,12 @@ export const api = {
   mcpGrants: () => request<S['McpGrantList']>('GET', '/api/admin/mcp/grants'),
   revokeMcpGrant: (id: string) => request<S['McpStatusOut']>('POST', `/api/admin/mcp/grants/${enc(id)}/revoke`),
   groups: () => request<S['GroupList']>('GET', '/api/admin/groups'),
+  createGroup: (body: S['GroupIn']) => request<S['GroupOut']>('POST', '/api/admin/groups', body),
+  renameGroup: (id: string, body: S['GroupIn']) => request<S['GroupOut']>('PUT', `/api/admin/groups/${enc(id)}`, body),
+  deleteGroup: (id: string) => request<void>('DELETE', `/api/admin/groups/${enc(id)}`),
+  addGroupMember: (id: string, body: S['server__routers__groups__MemberIn']) =>
+    request<S['server__routers__groups__MemberOut']>('POST', `/api/admin/groups/${enc(id)}/members`, body),
+  removeGroupMember: (id: string, userId: string) => request<void>('DELETE', `/api/admin/groups/${enc(id)}/members/${enc(userId)}`),
   groupMembers: (id: string) => request<S['server__routers__groups__MemberList']>('GET', `/api/admin/groups/${enc(id)}/members`),
 
   recentDocuments: (limit = 20) => request<S['RecentList']>('GET', `/api/me/recent-documents?limit=${limit}`),

@@ -873,29 +873,98 @@ function McpTab() {
   )
 }
 
+/** Groups of the tenant and their members (`/api/admin/groups`): create, rename, delete (which
+ * also removes every collaborator grant the group holds: said in the confirmation), add a
+ * member by email, remove one. Every change is audited by the service. */
 function GroupsTab() {
   const groups = useQuery('admin:groups', api.groups)
   const [open, setOpen] = useState<string | null>(null)
   const members = useQuery(open ? `admin:group:${open}` : null, () => api.groupMembers(open!))
+  const [name, setName] = useState('')
+  const [email, setEmail] = useState('')
+  const [error, setError] = useState<unknown>(null)
+  const refresh = () => ['admin:groups', 'admin:group', 'admin:audit'].forEach(invalidate)
+  const act = (p: Promise<unknown>, after?: () => void) =>
+    p
+      .then(() => {
+        setError(null)
+        after?.()
+        refresh()
+      })
+      .catch(setError)
   return (
     <section aria-labelledby="groups-h">
       <h2 id="groups-h">{t('groups')}</h2>
-      <ErrorNote error={groups.error ?? members.error} />
+      <ErrorNote error={groups.error ?? members.error ?? error} />
+      <form
+        class="filters"
+        aria-label={t('groupCreate')}
+        onSubmit={(e) => {
+          e.preventDefault()
+          act(api.createGroup({ name: name.trim() }), () => setName(''))
+        }}
+      >
+        <label>
+          {t('groupName')} <input value={name} required maxLength={1000} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        </label>{' '}
+        <button type="submit">{t('groupCreate')}</button>
+      </form>
       {groups.data && groups.data.items.length === 0 ? <p class="muted">{t('noGroups')}</p> : null}
-      <ul class="list">
+      <ul class="list" aria-label={t('groups')}>
         {groups.data?.items.map((g) => (
           <li key={g.id}>
             <button type="button" class="link-button" aria-expanded={open === g.id} onClick={() => setOpen(open === g.id ? null : g.id)}>
               {g.name}
+            </button>{' '}
+            <span class="muted small">{t('groupMemberCount', { n: g.member_count })}</span>{' '}
+            <button
+              type="button"
+              aria-label={t('groupRenameNamed', { name: g.name })}
+              onClick={() => {
+                const next = prompt(t('groupRenamePrompt', { name: g.name }), g.name)
+                if (next && next.trim() && next.trim() !== g.name) act(api.renameGroup(g.id, { name: next.trim() }))
+              }}
+            >
+              {t('rename')}
+            </button>{' '}
+            <button
+              type="button"
+              aria-label={t('groupDeleteNamed', { name: g.name })}
+              onClick={() => confirm(t('groupDeleteConfirm', { name: g.name })) && act(api.deleteGroup(g.id), () => setOpen(null))}
+            >
+              {t('delete')}
             </button>
             {open === g.id ? (
-              <ul>
-                {members.data?.items.map((m) => (
-                  <li key={m.user_id}>
-                    {m.display_name} <span class="muted">{m.email}</span>
-                  </li>
-                ))}
-              </ul>
+              <div class="group-members">
+                <table class="grid" aria-label={t('groupMembersOf', { name: g.name })}>
+                  <tbody>
+                    {members.data?.items.map((m) => (
+                      <tr key={m.user_id}>
+                        <td>{m.display_name}</td>
+                        <td class="muted">{m.email}</td>
+                        <td>
+                          <button type="button" aria-label={t('groupRemoveNamed', { name: m.email })} onClick={() => act(api.removeGroupMember(g.id, m.user_id))}>
+                            {t('remove')}
+                          </button>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+                <form
+                  class="filters"
+                  aria-label={t('groupAddMember')}
+                  onSubmit={(e) => {
+                    e.preventDefault()
+                    act(api.addGroupMember(g.id, { email: email.trim() }), () => setEmail(''))
+                  }}
+                >
+                  <label>
+                    {t('email')} <input type="email" value={email} required onInput={(e) => setEmail((e.target as HTMLInputElement).value)} />
+                  </label>{' '}
+                  <button type="submit">{t('groupAddMember')}</button>
+                </form>
+              </div>
             ) : null}
           </li>
         ))}
