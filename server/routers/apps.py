@@ -270,7 +270,7 @@ def uninstall_app(
     return uninstall.uninstall(session, principal, installation_id, body.mode)
 
 
-class RevertOut(BaseModel):
+class UninstallRevertOut(BaseModel):
     model_config = ConfigDict(extra="allow")
     run_id: uuid.UUID
     reverted: list[dict[str, Any]]
@@ -279,7 +279,7 @@ class RevertOut(BaseModel):
 
 @router.post(
     f"{P}/installations/{{installation_id}}/revert-uninstall",
-    response_model=RevertOut,
+    response_model=UninstallRevertOut,
     responses=errors_for(401, 403, 404, 409, 422, RevertConflict, NotRevertible),
 )
 def revert_uninstall(

@@ -4593,6 +4593,19 @@ export interface components {
              */
             run_id?: string | null;
         };
+        /** RevertOut */
+        RevertOut: {
+            /** Reverted */
+            reverted: components["schemas"]["RevertedItem"][];
+            /**
+             * Run Id
+             * Format: uuid
+             * @description the run the revert itself was recorded in (revert it to redo)
+             */
+            run_id: string;
+            /** Skipped */
+            skipped: components["schemas"]["SkippedItem"][];
+        };
         /** RevertedItem */
         RevertedItem: {
             /**
@@ -5107,6 +5120,24 @@ export interface components {
              */
             run_id: string | null;
         };
+        /** UninstallRevertOut */
+        UninstallRevertOut: {
+            /** Reverted */
+            reverted: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Run Id
+             * Format: uuid
+             */
+            run_id: string;
+            /** Skipped */
+            skipped: {
+                [key: string]: unknown;
+            }[];
+        } & {
+            [key: string]: unknown;
+        };
         /** UserOut */
         UserOut: {
             /**
@@ -5362,24 +5393,6 @@ export interface components {
             /** Slug */
             slug?: string | null;
         };
-        /** RevertOut */
-        server__routers__apps__RevertOut: {
-            /** Reverted */
-            reverted: {
-                [key: string]: unknown;
-            }[];
-            /**
-             * Run Id
-             * Format: uuid
-             */
-            run_id: string;
-            /** Skipped */
-            skipped: {
-                [key: string]: unknown;
-            }[];
-        } & {
-            [key: string]: unknown;
-        };
         /** SearchIn */
         server__routers__apps__SearchIn: {
             /** Collections */
@@ -5434,19 +5447,6 @@ export interface components {
              * @enum {string}
              */
             status: "created" | "updated" | "unchanged";
-        };
-        /** RevertOut */
-        server__routers__changes__RevertOut: {
-            /** Reverted */
-            reverted: components["schemas"]["RevertedItem"][];
-            /**
-             * Run Id
-             * Format: uuid
-             * @description the run the revert itself was recorded in (revert it to redo)
-             */
-            run_id: string;
-            /** Skipped */
-            skipped: components["schemas"]["SkippedItem"][];
         };
         /** MemberIn */
         server__routers__content__MemberIn: {
@@ -9911,7 +9911,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["server__routers__apps__RevertOut"];
+                    "application/json": components["schemas"]["UninstallRevertOut"];
                 };
             };
             /** @description UNAUTHENTICATED */
@@ -11607,7 +11607,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["server__routers__changes__RevertOut"];
+                    "application/json": components["schemas"]["RevertOut"];
                 };
             };
             /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
