@@ -105,8 +105,10 @@ class Stack:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(120)
 
-    def rss(self) -> dict[str, float]:
-        """RSS in MB of every process of the appliance, by part (PostgreSQL: postmaster + backends)."""
+    def rss(self, uss: bool = False) -> dict[str, float]:
+        """RSS (or USS: memory private to the process) in MB of every process of the appliance, by
+        part (PostgreSQL: postmaster + backends). PostgreSQL's RSS counts the shared buffers each
+        backend has touched, so it grows while the cache warms without any leak: USS tells."""
         from openkb.runtime.home import Home
         from openkb.runtime.supervision import read_parts
 
@@ -120,11 +122,15 @@ class Stack:
         for name, pid in pids.items():
             try:
                 proc = psutil.Process(pid)
-                total = proc.memory_info().rss
+
+                def mem(p: psutil.Process) -> int:
+                    return int(p.memory_full_info().uss if uss else p.memory_info().rss)
+
+                total = mem(proc)
                 if name == "postgresql":
                     for c in proc.children(recursive=True):
                         try:
-                            total += c.memory_info().rss
+                            total += mem(c)
                         except psutil.Error:
                             pass
                 out[name] = round(total / 2**20, 1)
@@ -218,13 +224,13 @@ def main() -> None:
             cl.stop_at = t0 + warm_s + total_s
             cl.start()
         time.sleep(warm_s)
-        rss_start = stack.rss()
+        rss_start, uss_start = stack.rss(), stack.rss(uss=True)
         t_start = time.monotonic()
         print(f"warm-up {warm_s:.0f}s done; soaking {total_s:.0f}s with {args.clients} clients", file=sys.stderr)
         for cl in clients:
             cl.join()
         t_end = time.monotonic()
-        rss_end = stack.rss()
+        rss_end, uss_end = stack.rss(), stack.rss(uss=True)
     finally:
         stack.down()
         if not args.keep:
@@ -232,6 +238,7 @@ def main() -> None:
 
     samples = [s for cl in clients for s in cl.samples if s[0] >= t_start]
     duration = t_end - t_start
+    quarter = duration / 4
     per_op: dict[str, Any] = {}
     for op in OPS:
         rows = [s for s in samples if s[1] == op]
@@ -242,10 +249,12 @@ def main() -> None:
             "p50_ms": round(pct(ok, 50), 1),
             "p95_ms": round(pct(ok, 95), 1),
             "p99_ms": round(pct(ok, 99), 1),
+            # drift: the median of the first and of the last quarter of the run
+            "p50_first_quarter_ms": round(pct([s[2] * 1000 for s in rows if s[0] < t_start + quarter], 50), 1),
+            "p50_last_quarter_ms": round(pct([s[2] * 1000 for s in rows if s[0] >= t_end - quarter], 50), 1),
             "5xx": sum(1 for s in rows if s[3] >= 500),
             "other_non_2xx": sum(1 for s in rows if 300 <= s[3] < 500),
         }
-    quarter = duration / 4
     first = sum(1 for s in samples if s[0] < t_start + quarter)
     last = sum(1 for s in samples if s[0] >= t_end - quarter)
     growth = {k: round(rss_end.get(k, 0) / v, 3) if v else None for k, v in rss_start.items()}
@@ -261,6 +270,9 @@ def main() -> None:
         "rss_mb_end": rss_end,
         "rss_growth_ratio": growth,
         "max_rss_growth_ratio": max((g for g in growth.values() if g), default=None),
+        "uss_mb_start": uss_start,
+        "uss_mb_end": uss_end,
+        "uss_growth_ratio": {k: round(uss_end.get(k, 0) / v, 3) if v else None for k, v in uss_start.items()},
         "throughput_last_vs_first_quarter": round(last / first, 3) if first else None,
     }
     print(f"{'op':8} {'count':>7} {'per s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'5xx':>5}")
@@ -269,6 +281,7 @@ def main() -> None:
             f"{op:8} {v['count']:>7} {v['per_s']:>7} {v['p50_ms']:>8} {v['p95_ms']:>8} {v['p99_ms']:>8} {v['5xx']:>5}"
         )
     print("RSS MB (start -> end): " + ", ".join(f"{k} {rss_start[k]} -> {rss_end.get(k)}" for k in rss_start))
+    print("USS MB (start -> end): " + ", ".join(f"{k} {uss_start[k]} -> {uss_end.get(k)}" for k in uss_start))
     print(json.dumps(result))
 
 

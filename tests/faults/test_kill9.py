@@ -228,6 +228,24 @@ def test_kill_9_of_a_part_heals(app, part):
     assert (verify["missing"], verify["extra"], verify["stale"]) == (0, 0, 0), verify
 
 
+def test_doctor_and_readyz_show_each_part_its_restarts_and_last_exit(app):
+    """After the kills above, what an operator sees: every part running again, restarted once,
+    and why it last exited."""
+    _wait(app.all_running, 120, "every part running", app)
+    doc = cli(["doctor", "--json"], app.env)
+    assert doc.returncode == 0, doc.stdout + doc.stderr
+    rep = json.loads(doc.stdout)
+    assert rep["parts_down"] == []
+    ready = httpx.get(app.base + "/readyz", timeout=10).json()
+    for name in PARTS:
+        if name not in RECOVERY:
+            continue  # its own test failed; that failure says why
+        for seen in (rep["parts"][name], ready["parts"][name]):
+            assert seen["state"] == "running" and seen["restarts"] >= 1, (name, seen)
+            assert "SIGKILL" in seen["last_exit"], (name, seen)
+    assert ready["parts_down"] == []
+
+
 def test_kill_9_of_the_supervisor_then_up_again(app):
     """Nothing of a killed `openkb up` keeps running (its children die with it, its watchdog stops
     PostgreSQL), and the next `openkb up` starts clean on the same data."""
