@@ -7,10 +7,11 @@ that are normalized already and whose links need only their destination replaced
 :func:`rewrite_links` first tries a textual replacement and keeps it only when it cannot differ
 from the parse:
 
-* every ``openkb://document/`` and ``asset://`` in the body is an inline destination of the
-  simple form the normalizer writes (``](openkb://document/<uuid>#frag)``, no escapes, no angle
-  brackets), so there is no reference definition, autolink or other spelling to miss;
-* none is inside a fenced block (or a ``$$`` math block), a code span, inline math or a table
+* every ``openkb://document/<id>`` and ``asset://<id>`` of an exported object is an inline
+  destination of the simple form the normalizer writes (``](openkb://document/<uuid>#frag)``, no
+  escapes, no angle brackets), so there is no reference definition, autolink or other spelling
+  to miss (references to what is not exported stay as they are, whatever they are);
+* none of those is inside a fenced block (or a ``$$`` math block), a code span, inline math or a table
   row, and none sits inside the text of another link or image (the parse
   leaves those alone) — judged conservatively: backtick and dollar runs of the whole paragraph
   must pair up within their lines, brackets must balance on the line;
@@ -36,7 +37,8 @@ Resolve = Callable[[str], "str | None"]
 _REF = re.compile(
     r"(?<!\\)\]\((openkb://document/[0-9a-fA-F-]{36}(?:#[^\s()<>\\&\"'`$\[\]]*)?|asset://[0-9a-fA-F-]{36})(?=\)| \")"
 )
-_FENCE = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*(`{3,}|~{3,}|\${2,})(.*)$")
+_ANY = re.compile(r"(?:openkb://document/|asset://)[0-9a-fA-F-]{36}")
+_FENCE = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*(`{3,}|~{3,}|\${2,})(.*)$", re.M)
 _RUNS = re.compile(r"`+")
 _DOLLARS = re.compile(r"\$+")
 
@@ -53,23 +55,29 @@ def rewrite_links(body: str, resolve: Resolve) -> str:
 
 
 def fast_rewrite(body: str, resolve: Resolve) -> str | None:
-    """The textual replacement, or None when it might differ from the parse."""
-    matches = list(_REF.finditer(body))
-    if len(matches) != body.count("openkb://document/") + body.count("asset://"):
-        return None
-    fenced = _fenced_lines(body)
-    if fenced is None:
-        return None
-    line_starts = _line_starts(body)
+    """The textual replacement, or None when it might differ from the parse. Only references
+    that ``resolve`` maps matter: the others stay as they are whichever way they are read."""
+    simple = {m.start(1): m for m in _REF.finditer(body)}
+    for o in _ANY.finditer(body):
+        if o.start() not in simple and resolve(o.group(0)) is not None:
+            return None  # a reference definition, an autolink, an escaped or bracketed form...
+    fenced: list[tuple[int, int]] | None = []
+    if "```" in body or "~~~" in body or "$$" in body:
+        fenced = _fenced(body)
+        if fenced is None:
+            return None
+    line_starts: list[int] | None = None
     out: list[str] = []
     pos = 0
-    for m in matches:
-        line_no = _line_of(line_starts, m.start())
-        if line_no in fenced or not _plain_link(body, line_starts, line_no, m.start()):
-            return None
+    for m in simple.values():
         new = resolve(m.group(1))
         if new is None:
             continue
+        if line_starts is None:
+            line_starts = _line_starts(body)
+        line_no = _line_of(line_starts, m.start())
+        if any(a <= m.start() < b for a, b in fenced) or not _plain_link(body, line_starts, line_no, m.start()):
+            return None
         out.append(body[pos : m.start(1)])
         out.append(destination(new))
         pos = m.end(1)
@@ -97,21 +105,19 @@ def _line_of(starts: list[int], pos: int) -> int:
     return lo
 
 
-def _fenced_lines(body: str) -> set[int] | None:
-    """Line numbers inside fenced code or math blocks (fence lines included); None if unclear."""
-    inside: set[int] = set()
-    open_fence: tuple[str, int] | None = None
-    for n, line in enumerate(body.split("\n")):
-        m = _FENCE.match(line)
-        if open_fence is None:
-            if m:
-                open_fence = (m.group(1)[0], len(m.group(1)))
-                inside.add(n)
-            continue
-        inside.add(n)
-        if m and m.group(1)[0] == open_fence[0] and len(m.group(1)) >= open_fence[1] and not m.group(2).strip():
-            open_fence = None
-    return None if open_fence is not None else inside
+def _fenced(body: str) -> list[tuple[int, int]] | None:
+    """Offsets (start, end) of fenced code and math blocks, fence lines included; None if one is
+    left open. Only the fence-shaped lines are looked at (one scan of the body)."""
+    out: list[tuple[int, int]] = []
+    open_at: tuple[str, int, int] | None = None  # char, length, start offset
+    for m in _FENCE.finditer(body):
+        run = m.group(1)
+        if open_at is None:
+            open_at = (run[0], len(run), m.start())
+        elif run[0] == open_at[0] and len(run) >= open_at[1] and not m.group(2).strip():
+            out.append((open_at[2], m.end()))
+            open_at = None
+    return None if open_at is not None else out
 
 
 def _spans(text: str) -> list[tuple[int, int]] | None:

@@ -1,0 +1,282 @@
+"""What an export costs next to the reads it cannot avoid (docs/export.md).
+
+One run, on an embedded PostgreSQL (pgserver) in a temporary OPENKB_HOME, migrated with Alembic,
+and a local blob store. A knowledge base of ``--pages`` pages (default 5,000; ~3 KB of mixed
+Chinese/English Markdown each, from ``bench/markdown_bench.py``, normalized, with a link to the
+next page and, for every fifth page, an image) in folders of 50, and ``--images`` images
+(default 1,000; 10-100 KB each, attached to the pages that show them).
+
+Timed, after one untimed warm-up read:
+
+* **raw**: read the same current versions' Markdown (batches of 200 by id, as the export does)
+  and every asset's blob, chunk by chunk, with no zip, link or front-matter work;
+* **export**: ``plan_export`` (permissions, names, sizes, audit) then ``iter_export`` (the zip)
+  into a writer that counts and drops the bytes — what ``export_tree`` does.
+
+Reported: pages/s and MB/s (pages and assets before compression) of both, the ratio
+raw_seconds / export_seconds (target >= 0.7), the zip size, and the peak resident memory growth
+while streaming (sampled at every chunk; it must stay flat, not grow with the export).
+Run: ``python bench/export.py`` or ``python bench/export.py --pages 1000 --images 200`` for a
+quick look; the last line is a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+_HOME = tempfile.mkdtemp(prefix="openkb-bench-export-")
+os.environ["OPENKB_HOME"] = _HOME
+os.environ["OPENKB_ENV"] = "test"
+for _v in ("DATABASE_URL", "MILVUS_URI", "REDIS_URL", "S3_ENDPOINT", "SMTP_HOST"):
+    os.environ.pop(_v, None)
+
+from sqlmodel import Session, col, select
+
+from bench.markdown_bench import build_document
+from openkb.config import Settings, reset_settings_cache
+from openkb.content.versions import sha256_hex
+from openkb.db import get_engine, session_scope
+from openkb.exporting.service import Target, iter_export, plan_export
+from openkb.jobs import RecordingQueue, set_queue
+from openkb.markdown import normalize
+from openkb.migrate import upgrade
+from openkb.models import Document, DocumentAsset, DocumentVersion
+from openkb.permissions import Principal
+from openkb.runtime.embedded import EmbeddedServices
+from openkb.storage import LocalBlobStore
+from tests.factories import make_kb, make_tenant, make_user, make_workspace
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss() -> int:
+    """Resident memory now (not the peak: the peak of the set-up would hide the stream's)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def seed(engine, blobs: LocalBlobStore, n_pages: int, n_images: int) -> tuple[Principal, uuid.UUID, int]:
+    rng = random.Random(20)
+    templates = [normalize(build_document(3000, seed=i)) for i in range(100)]
+    with Session(engine, expire_on_commit=False) as s:
+        t = make_tenant(s)
+        u = make_user(s, t)
+        ws = make_workspace(s, t, u)
+        kb = make_kb(s, ws, u)
+        s.commit()
+    page_ids = [uuid.uuid4() for _ in range(n_pages)]
+    n_folders = max(1, (n_pages + 49) // 50)
+    folder_ids = [uuid.uuid4() for _ in range(n_folders)]
+    image_of: dict[int, uuid.UUID] = {}
+    step = max(1, n_pages // max(1, n_images))
+    total = 0
+    with Session(engine) as s:
+        common = {
+            "tenant_id": t.id,
+            "workspace_id": ws.id,
+            "knowledge_base_id": kb.id,
+            "created_by": u.id,
+            "updated_by": u.id,
+        }
+        for k, fid in enumerate(folder_ids):
+            s.add(
+                Document(
+                    id=fid,
+                    type="folder",
+                    title=f"章节 Section {k:03d}",
+                    slug=f"f{k}",
+                    status="published",
+                    sort_order=k,
+                    **common,
+                )
+            )
+        s.flush()
+        for i, pid in enumerate(page_ids):
+            s.add(
+                Document(
+                    id=pid,
+                    parent_id=folder_ids[i // 50],
+                    type="page",
+                    title=f"页面 Page {i:05d}",
+                    slug=f"p{i}",
+                    status="published",
+                    sort_order=i % 50,
+                    meta={"n": i, "team": "bench"},
+                    tags=["bench"],
+                    **common,
+                )
+            )
+        s.flush()
+        for k in range(n_images):
+            data = b"\x89PNG\r\n\x1a\n" + rng.randbytes(rng.randint(10_000, 100_000))
+            aid = uuid.uuid4()
+            key = f"tenant/{t.id}/{aid}"
+            size, digest = blobs.put(key, io.BytesIO(data), "image/png")
+            page = min(n_pages - 1, k * step)
+            image_of[page] = aid
+            s.add(
+                DocumentAsset(
+                    id=aid,
+                    tenant_id=t.id,
+                    document_id=page_ids[page],
+                    object_key=key,
+                    filename=f"图 figure {k}.png",
+                    mime_type="image/png",
+                    size_bytes=size,
+                    sha256=digest,
+                    created_by=u.id,
+                )
+            )
+            total += size
+        s.flush()
+        for i, pid in enumerate(page_ids):
+            img = f"![figure](asset://{image_of[i]})\n\n" if i in image_of else ""
+            body = (
+                f"# Page {i}\n\n{img}Next: [page {i + 1}](openkb://document/{page_ids[(i + 1) % n_pages]})\n\n"
+                + templates[i % len(templates)]
+            )
+            v = DocumentVersion(
+                tenant_id=t.id,
+                document_id=pid,
+                version_no=1,
+                title=f"页面 Page {i:05d}",
+                markdown=body,
+                markdown_hash=sha256_hex(body),
+                source_type="manual",
+                created_by=u.id,
+            )
+            s.add(v)
+            s.flush()
+            s.get(Document, pid).current_version_id = v.id
+            total += len(body.encode())
+            if i % 500 == 499:
+                s.flush()
+        s.commit()
+    return Principal.user(u.id, t.id), kb.id, total
+
+
+class Drop:
+    """A writer that counts what it is given and keeps nothing."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, b: bytes) -> int:
+        self.n += len(b)
+        return len(b)
+
+
+def raw_read(engine, blobs: LocalBlobStore, version_ids: list[uuid.UUID], keys: list[str]) -> tuple[float, int, int]:
+    base = rss()
+    peak = base
+    t = time.perf_counter()
+    n = 0
+    with session_scope(engine) as s:
+        for i in range(0, len(version_ids), 200):
+            rows = s.exec(
+                select(DocumentVersion.id, DocumentVersion.markdown).where(
+                    col(DocumentVersion.id).in_(version_ids[i : i + 200])
+                )
+            ).all()
+            n += sum(len(md.encode()) for _vid, md in rows)
+            peak = max(peak, rss())
+        for key in keys:
+            for chunk in blobs.open(key):
+                n += len(chunk)
+            peak = max(peak, rss())
+    return time.perf_counter() - t, n, peak - base
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--pages", type=int, default=5000)
+    ap.add_argument("--images", type=int, default=1000)
+    args = ap.parse_args()
+    settings = Settings()
+    svc = EmbeddedServices(settings, components=("postgresql",))
+    ep = svc.start()
+    work = Path(tempfile.mkdtemp(prefix="openkb-bench-export-data-"))
+    try:
+        upgrade(ep.database_url)
+        os.environ["DATABASE_URL"] = ep.database_url
+        reset_settings_cache()
+        engine = get_engine(ep.database_url)
+        set_queue(RecordingQueue())
+        blobs = LocalBlobStore(work / "blobs")
+        t0 = time.perf_counter()
+        principal, kb_id, total = seed(engine, blobs, args.pages, args.images)
+        print(
+            f"seeded {args.pages} pages, {args.images} images, {total / 1e6:.1f} MB in {time.perf_counter() - t0:.1f} s"
+        )
+        target = Target("knowledge_base", kb_id)
+        with session_scope(engine) as s:
+            plan = plan_export(s, principal, target)
+        version_ids = [uuid.UUID(d.version_id) for d in sorted(plan.docs, key=lambda d: d.path) if d.version_id]
+        keys = [a.object_key for a in sorted(plan.assets.values(), key=lambda a: a.path)]
+        raw_read(engine, blobs, version_ids, keys)  # warm-up: the OS cache and PostgreSQL's buffers
+        raw_s, raw_bytes, raw_rss = raw_read(engine, blobs, version_ids, keys)
+
+        sink = Drop()
+        base = rss()
+        peak = [base]
+
+        def sample(_done: int, _total: int) -> None:
+            peak[0] = max(peak[0], rss())
+
+        t = time.perf_counter()
+        with session_scope(engine) as s:
+            done = plan_export(s, principal, target)
+            plan_s = time.perf_counter() - t
+            for chunk in iter_export(s, done, blobs, progress=sample):
+                sink.write(chunk)
+        exp_s = time.perf_counter() - t
+        pages = sum(1 for d in done.docs if d.type == "page")
+        mb = done.total_bytes / 1e6
+        ratio = raw_s / exp_s
+        print(
+            f"raw read (versions + blobs, no zip): {pages / raw_s:9.1f} pages/s {raw_bytes / 1e6 / raw_s:8.1f} MB/s ({raw_s:.2f} s)"
+        )
+        print(
+            f"export_tree (plan + zip stream):     {pages / exp_s:9.1f} pages/s {mb / exp_s:8.1f} MB/s ({exp_s:.2f} s)"
+        )
+        print(
+            f"ratio raw/export: {ratio:.2f} (target >= 0.7); zip {sink.n / 1e6:.1f} MB for {mb:.1f} MB of pages and assets"
+        )
+        print(f"peak RSS growth while streaming: {(peak[0] - base) / 1e6:.1f} MB (raw read: {raw_rss / 1e6:.1f} MB)")
+        summary = {
+            "pages": pages,
+            "folders": sum(1 for d in done.docs if d.type == "folder"),
+            "assets": len(done.assets),
+            "input_mb": round(mb, 1),
+            "zip_mb": round(sink.n / 1e6, 1),
+            "raw_s": round(raw_s, 3),
+            "export_s": round(exp_s, 3),
+            "plan_s": round(plan_s, 3),
+            "raw_pages_per_s": round(pages / raw_s, 1),
+            "export_pages_per_s": round(pages / exp_s, 1),
+            "raw_mb_per_s": round(raw_bytes / 1e6 / raw_s, 1),
+            "export_mb_per_s": round(mb / exp_s, 1),
+            "ratio": round(ratio, 3),
+            "peak_rss_growth_mb": round((peak[0] - base) / 1e6, 1),
+            "raw_peak_rss_growth_mb": round(raw_rss / 1e6, 1),
+            "cpus": os.cpu_count() or 0,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        }
+        print(json.dumps(summary))
+    finally:
+        svc.stop()
+
+
+if __name__ == "__main__":
+    main()

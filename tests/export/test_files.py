@@ -1,0 +1,59 @@
+"""The files of an export on their own (docs/export.md#the-zip): front matter any YAML reader
+reads back exactly, and file names that every file system and the import accept."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openkb.exporting.names import MAX_NAME_CHARS, Namer, safe_name
+from openkb.exporting.service import front_matter
+from openkb.importing.openkb_export import split_front_matter
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    title=st.text(min_size=1),
+    tags=st.lists(st.text(max_size=5), max_size=3),
+    meta=st.dictionaries(st.text(max_size=4), JSON, max_size=4),
+    body=st.text(max_size=20),
+)
+def test_front_matter_reads_back_exactly(title, tags, meta, body):
+    text = front_matter(title, "published", tags, meta) + "\n" + body
+    fm, rest = split_front_matter(text)
+    assert fm == {"title": title, "status": "published", "tags": tags, "metadata": meta}
+    assert rest == body
+    assert yaml.safe_load(text.split("---\n", 2)[1]) == fm
+
+
+WINDOWS_BAD = set('<>:"/\\|?*#%')
+
+
+@settings(max_examples=500, deadline=None)
+@given(titles=st.lists(st.text(max_size=120), min_size=1, max_size=6))
+def test_names_are_safe_and_unique(titles):
+    namer = Namer(("assets", "openkb-export.json"))
+    names = [namer.take(t) for t in titles]
+    folded = [unicodedata.normalize("NFC", n).casefold() for n in names]
+    assert len(set(folded)) == len(names)
+    for n in names:
+        assert n and n not in (".", "..") and not n.startswith(".") and not n.endswith((".", " "))
+        assert not (set(n) & WINDOWS_BAD) and all(ord(c) >= 32 and c != "\x7f" for c in n)
+        assert n.split(".")[0].strip().lower() not in {"con", "prn", "aux", "nul", "com1", "lpt1"}
+        assert len(n) <= MAX_NAME_CHARS + 6 and n.casefold() not in ("assets", "openkb-export.json")
+
+
+def test_names_keep_letters():
+    assert safe_name("知识库 Notes") == "知识库 Notes"
+    assert safe_name("a/b:c") == "a_b_c"
+    assert safe_name("CON") == "CON_" and safe_name("nul.txt") == "nul.txt_"
+    assert safe_name("..") == "untitled" and safe_name(".env") == "_env"
