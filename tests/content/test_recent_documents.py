@@ -55,3 +55,41 @@ def test_a_document_the_caller_can_no_longer_read_is_left_out(world):
 def test_anonymous_has_no_recent_documents(world):
     with pytest.raises(Unauthenticated):
         recent.recent_documents(world.db, Principal.anonymous(world.p.tenant.id))
+
+
+def test_the_first_n_readable_even_when_many_newer_saves_are_hidden(world):
+    """The statement itself applies the read rule, so ``limit`` counts readable documents: three
+    newer hidden saves (one behind a closed folder: the folder-gate rule) don't crowd out the
+    older readable one (a Python check after ``LIMIT 3 * limit`` returned nothing here)."""
+    p = world.p
+    add_collaborator(
+        world.db, world.principal(p.owner), world.kb, subject_type="user", subject_id=p.member.id, role="editor"
+    )
+    folder, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title="F", type="folder"
+    )
+    made = []
+    for i, parent in enumerate([None, None, None, folder.id]):
+        d, _ = documents.create_document(
+            world.db,
+            world.actor(p.member),
+            knowledge_base_id=world.kb.id,
+            title=f"D{i}",
+            markdown="x\n",
+            parent_id=parent,
+        )
+        made.append(d)
+    world.db.flush()
+    world.db.execute(  # d0 oldest ... d3 newest
+        text("UPDATE document_versions SET created_at = created_at - make_interval(secs => :s) WHERE document_id = :d"),
+        [{"s": 40 - 10 * i, "d": d.id} for i, d in enumerate(made)],
+    )
+    for d in made[1:3]:
+        documents.update_document(world.db, world.actor(), d.id, {"permission_mode": "custom", "visibility": "private"})
+    # the folder closes; d3 below it is workspace-visible and inherits, but the gate hides it
+    documents.update_document(
+        world.db, world.actor(), folder.id, {"permission_mode": "custom", "visibility": "private"}
+    )
+    world.db.flush()
+    assert _ids(world, p.member, limit=1) == [made[0].id]
+    assert _ids(world, p.member) == [made[0].id]
