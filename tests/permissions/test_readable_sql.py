@@ -37,7 +37,7 @@ def check_world(db, w: World) -> None:
 
 
 @settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
