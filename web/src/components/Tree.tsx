@@ -16,6 +16,8 @@ import { t } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths } from '../lib/router'
 import { buildTree, descendants, type TreeItem, type TreeNode } from '../lib/tree'
+import { droppedFiles, ImportDialog, type PickedFile } from './ImportDialog'
+import { exportLabel, exportZip } from './ExportDownload'
 import { Dialog, ErrorNote, Field } from './ui'
 
 function collapsedKey(kbId: string): string {
@@ -42,6 +44,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
   const [dragId, setDragId] = useState<string | null>(null)
   const [dropTarget, setDropTarget] = useState<string | null>(null)
   const [menuFor, setMenuFor] = useState<string | null>(null)
+  // import (docs/importing.md#the-web-app): from a menu, or files/folders dropped from outside
+  const [importing, setImporting] = useState<{ parentId: string | null; files?: PickedFile[] } | null>(null)
+  const [filesOver, setFilesOver] = useState(false)
   const rootRef = useRef<HTMLUListElement>(null)
 
   const items = (tree.data?.items ?? []).map((it) => (it.id === currentId && props.currentTitle ? { ...it, title: props.currentTitle } : it))
@@ -149,7 +154,19 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     invalidate(`doc:${id}`)
   }
 
+  const carriesFiles = (e: DragEvent) => !dragId && !!e.dataTransfer?.types?.includes('Files')
+
+  function dropFiles(e: DragEvent, parentId: string | null) {
+    e.preventDefault()
+    e.stopPropagation()
+    setDropTarget(null)
+    setFilesOver(false)
+    if (!e.dataTransfer) return
+    void droppedFiles(e.dataTransfer).then((files) => files.length && setImporting({ parentId, files }))
+  }
+
   function onDrop(e: DragEvent, target: TreeItem) {
+    if (props.canCreate && carriesFiles(e)) return dropFiles(e, target.type === 'folder' ? target.id : (target.parent_id ?? null))
     e.preventDefault()
     setDropTarget(null)
     const id = dragId ?? e.dataTransfer?.getData('application/x-openkb-document')
@@ -202,6 +219,11 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
               setDropTarget(null)
             }}
             onDragOver={(e) => {
+              if (props.canCreate && carriesFiles(e)) {
+                e.preventDefault()
+                setDropTarget(it.id)
+                return
+              }
               if (!dragId || dragId === it.id) return
               e.preventDefault()
               setDropTarget(it.id)
@@ -250,10 +272,16 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'folder', parentId: it.id }) }}>
                           {t('newFolder')}
                         </button>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setImporting({ parentId: it.id }) }}>
+                          {t('importAction')}
+                        </button>
                       </>
                     ) : null}
                     <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'rename', item: it }) }}>
                       {t('rename')}
+                    </button>
+                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void exportZip(`/api/documents/${it.id}/export`) }}>
+                      {exportLabel()}
                     </button>
                     <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'move', item: it }) }}>
                       {t('move')}
@@ -272,7 +300,20 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     })
 
   return (
-    <nav class="sidebar" aria-label={t('tree')}>
+    <nav
+      class={`sidebar${filesOver ? ' drop-files' : ''}`}
+      aria-label={t('tree')}
+      title={props.canCreate ? t('importDropHint') : undefined}
+      onDragOver={(e) => {
+        if (!props.canCreate || !carriesFiles(e)) return
+        e.preventDefault()
+        setFilesOver(true)
+      }}
+      onDragLeave={(e) => {
+        if (e.currentTarget === e.target) setFilesOver(false)
+      }}
+      onDrop={(e) => props.canCreate && carriesFiles(e) && dropFiles(e, null)}
+    >
       <div class="sidebar-head">
         <a href={paths.kb(kbId)}>{t('kbHome')}</a>
         {props.canCreate ? (
@@ -283,6 +324,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
             <button type="button" onClick={() => setAction({ kind: 'new', type: 'folder', parentId: null })}>
               {t('newFolder')}
             </button>
+            <button type="button" onClick={() => setImporting({ parentId: null })}>
+              {t('importAction')}
+            </button>
           </span>
         ) : null}
       </div>
@@ -291,6 +335,15 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
       <ul role="tree" aria-label={t('tree')} ref={rootRef}>
         {renderNodes(nodes, 1)}
       </ul>
+      {importing ? (
+        <ImportDialog
+          kbId={kbId}
+          parentId={importing.parentId}
+          parentTitle={importing.parentId ? byId.get(importing.parentId)?.title : undefined}
+          files={importing.files}
+          onClose={() => setImporting(null)}
+        />
+      ) : null}
       {action ? <TreeActionDialog kbId={kbId} action={action} items={items} onDone={() => setAction(null)} currentId={currentId} /> : null}
     </nav>
   )

@@ -2,6 +2,7 @@
 import { useState } from 'preact/hooks'
 import { api, type S } from '../api/client'
 import { ShareDialog } from '../components/panels'
+import { ImportDialog } from '../components/ImportDialog'
 import { Tree } from '../components/Tree'
 import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
@@ -178,6 +179,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
   const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
   const [sharing, setSharing] = useState(false)
+  const [importing, setImporting] = useState(false)
   const caps = kb.data?.capabilities ?? []
   return (
     <>
@@ -191,6 +193,11 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
           <ErrorNote error={kb.error} />
           <div class="doc-toolbar">
             <span class="spacer" />
+            {caps.includes('create') ? (
+              <button type="button" onClick={() => setImporting(true)}>
+                {t('importAction')}
+              </button>
+            ) : null}
             {caps.includes('manage') ? <a href={paths.kbSettings(kbId)}>{t('settings')}</a> : null}
             {caps.includes('share') || caps.includes('manage') ? (
               <button type="button" onClick={() => setSharing(true)}>
@@ -201,6 +208,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
           <h1 class="doc-title">{kb.data?.title ?? ''}</h1>
           {kb.data?.description ? <p>{kb.data.description}</p> : null}
         </main>
+        {importing ? <ImportDialog kbId={kbId} parentId={null} onClose={() => setImporting(false)} /> : null}
         {sharing ? (
           <ShareDialog
             objectType="knowledge_base"
