@@ -244,6 +244,21 @@ def test_doctor_and_readyz_show_each_part_its_restarts_and_last_exit(app):
             assert seen["state"] == "running" and seen["restarts"] >= 1, (name, seen)
             assert "SIGKILL" in seen["last_exit"], (name, seen)
     assert ready["parts_down"] == []
+    # every killed child (and the adopted postmaster with its backends) was reaped
+    _wait(lambda: not _zombies_of(app.proc.pid), 10, "no <defunct> child of openkb up", app)
+
+
+def _zombies_of(pid: int) -> list[int]:
+    import psutil
+
+    out = []
+    for c in psutil.Process(pid).children():
+        try:
+            if c.status() == psutil.STATUS_ZOMBIE:
+                out.append(c.pid)
+        except psutil.Error:
+            continue
+    return out
 
 
 def test_kill_9_of_the_supervisor_then_up_again(app):
