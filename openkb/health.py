@@ -187,6 +187,39 @@ def _dense_profile_note(ctx: AppContext) -> str:
         return ""
 
 
+def dense_readiness(ctx: AppContext) -> Check | None:
+    """The dense route of the active profile (None for a BM25-only one): down when its embedding
+    service does not answer, or when this process's last search had to go without it. Search
+    still answers (keywords only, ``degraded: ["dense"]``), so ``/readyz`` reports it without
+    failing readiness (docs/retrieval.md#degradation)."""
+    import time
+
+    import httpx
+    from sqlmodel import Session
+
+    from openkb.indexing.milvus import DENSE_ROUTE
+    from openkb.indexing.profiles import active_spec
+
+    try:
+        with Session(ctx.engine) as s:
+            _, spec = active_spec(ctx, s)
+    except Exception:  # noqa: BLE001 - the postgresql check reports the outage
+        return None
+    if spec is None or not spec.has_dense or spec.embedding is None:
+        return None
+    url = spec.embedding.base_url
+    mode = "embedded" if ctx.settings.embedded("embedder") else "external"
+    if url and url.startswith(("http://", "https://")):
+        try:
+            httpx.get(url.rstrip("/") + "/models", timeout=2).raise_for_status()
+        except Exception as exc:  # noqa: BLE001
+            return Check("dense", False, mode, "", f"{url}: {exc}"[:200], "search answers with keywords only")
+    seen = DENSE_ROUTE
+    if seen["failed_at"] > seen["ok_at"] and time.monotonic() - seen["failed_at"] < 60:
+        return Check("dense", False, mode, "", f"the last search went without it: {seen['error']}"[:200])
+    return Check("dense", True, mode, "", url or "")
+
+
 def index_readiness(ctx: AppContext, warmed_collection: str | None) -> dict[str, Any]:
     """What ``/readyz`` says about the index, asked of Milvus on every call: the collection the
     active alias points at *now*, and whether that is the one this process warmed.

@@ -828,6 +828,11 @@ def _normalize_lexical(hits: list[Hit]) -> list[Hit]:
     ]
 
 
+# What this process's searches last saw of the dense route (``/readyz`` reports it:
+# openkb.health.dense_readiness): monotonic times of the last success and failure.
+DENSE_ROUTE: dict[str, Any] = {"ok_at": 0.0, "failed_at": 0.0, "error": ""}
+
+
 def hybrid_search(
     client: MilvusClient,
     collection: str,
@@ -933,6 +938,8 @@ def hybrid_search(
                 )
         except MilvusException as exc:
             first_error = first_error or exc
+            if dense:
+                DENSE_ROUTE.update(failed_at=time.monotonic(), error=str(exc.message).splitlines()[0][:300])
             throttled(
                 log,
                 f"degrade|{collection}|{label}",
@@ -943,6 +950,8 @@ def hybrid_search(
                 str(exc.message).splitlines()[0][:300],
             )
             continue
+        if dense:
+            DENSE_ROUTE["ok_at"] = time.monotonic()
         if degraded is not None and first_error is not None:
             wanted = attempts[0][0]
             for part, mark in (("dense", "hybrid"), ("rerank", "+rerank")):

@@ -19,7 +19,14 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from openkb.health import check_milvus, check_postgresql, check_queue, index_readiness, supervised_parts
+from openkb.health import (
+    check_milvus,
+    check_postgresql,
+    check_queue,
+    dense_readiness,
+    index_readiness,
+    supervised_parts,
+)
 from openkb.runtime.supervision import parts_down
 
 router = APIRouter(tags=["health"])
@@ -60,11 +67,12 @@ async def readyz(request: Request) -> JSONResponse:
     ctx = request.app.state.ctx
     warm = request.app.state.warm
     warmed = (warm.get("result") or {}).get("collection")
-    checks, index, parts = await asyncio.to_thread(
+    checks, index, parts, dense = await asyncio.to_thread(
         lambda: (
             [check_postgresql(ctx), check_milvus(ctx), check_queue(ctx)],
             index_readiness(ctx, warmed),
             supervised_parts(ctx.settings),
+            dense_readiness(ctx),
         )
     )
     down = parts_down(parts) if parts else []
@@ -76,7 +84,11 @@ async def readyz(request: Request) -> JSONResponse:
         "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
         "index": index,
         "warmup": warm,
+        # search without dense vectors still answers (keywords): reported, readiness unchanged
+        "degraded": [] if dense is None or dense.ok else ["dense"],
     }
+    if dense is not None:
+        body["checks"]["dense"] = {"ok": dense.ok, "detail": dense.detail}
     if parts is not None:
         body["parts"] = parts
         body["parts_down"] = down

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import httpx
 from sqlmodel import Session
 
 from openkb.models import Document
@@ -105,6 +106,9 @@ def test_embedder_down_search_degrades_visibly_and_saves_wait(stack):
         assert body["degraded"] == ["dense"]  # keyword-only, and the response says so
         assert [x["document_id"] for x in body["results"]] == [doc["id"]]
         assert all(x["ranking"] == "bm25" for x in body["results"])
+        ready = httpx.get(st.base + "/readyz", timeout=30)
+        assert ready.json()["degraded"] == ["dense"] and ready.json()["checks"]["dense"]["ok"] is False
+        assert ready.status_code == 200  # keyword search still serves: reported, not taken out of rotation
         later = _page(st, "Later", f"# Later\n\n{word} delta.\n")  # 201 while the embedder is down
         results = st.run_jobs()
         assert results and all(exc is not None for _, exc in results)
@@ -114,6 +118,8 @@ def test_embedder_down_search_degrades_visibly_and_saves_wait(stack):
         st.embedder.start()
     r = _search(st, word)
     assert r.status_code == 200 and r.json()["degraded"] == []
+    ready = httpx.get(st.base + "/readyz", timeout=30).json()
+    assert ready["degraded"] == [] and ready["checks"]["dense"]["ok"] is True
     from openkb.db import session_scope
     from openkb.indexing.reconcile import reconcile
 
