@@ -257,6 +257,7 @@ class Supervisor:
 
     def _flag_stop(self, signum: int, _frame: object) -> None:
         self._stop_signal = signum
+        self.supervision.stopping = True
 
     def run_forever(self) -> int:
         """Keep every part running until a stop signal; 1 when a core part is in a crash loop."""

@@ -334,3 +334,19 @@ def test_watchdog_leaves_a_recycled_pid_alone(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_children_exiting_during_a_stop_are_not_restarted(tmp_path):
+    """Ctrl-C reaches every child at once; their exits are the stop, not crashes to restart."""
+    from openkb.runtime.supervision import RestartPolicy, Supervision
+
+    home = Home(tmp_path).ensure()
+    said: list[str] = []
+    sup = Supervision(home, RestartPolicy(first_delay=0.0), say=said.append)
+    child = _child("worker", "import sys; sys.exit(0)")
+    child.start()
+    part = sup.add(child, running=True)
+    child.proc.wait(30)
+    sup.stopping = True  # what the supervisor's signal handler sets
+    sup.tick()
+    assert (part.state, part.restarts, said) == ("running", 0, [])

@@ -297,6 +297,9 @@ class Supervision:
         self.parts: dict[str, Part] = {}
         self._say = say or log.info
         self._written: str = ""
+        # Set from a signal handler: Ctrl-C reaches the whole process group, so the children exit
+        # on their own at the same moment; that is a stop, not a crash to restart.
+        self.stopping = False
 
     def say(self, msg: str) -> None:
         self._say(msg)
@@ -325,6 +328,8 @@ class Supervision:
         reap_orphans(self.owned_pids())
         failed = []
         for part in self.parts.values():
+            if self.stopping:
+                break
             if self._step(part):
                 failed.append(part)
         self.write()
