@@ -103,3 +103,30 @@ def test_killed_import_reruns_to_the_same_result(world, env, tmp_path):
     assert len(rows) == total + 4 and all(n == 1 for _k, n in rows)  # every file and folder once
     again = json.loads(cli(["import", str(tmp_path), "--kb", str(kb.id), "--json"], env).stdout)["counts"]
     assert again == {"unchanged": total + 4, "warnings": 0}
+
+
+def test_a_single_file(world, env, tmp_path):
+    """PATH may be one file: it becomes one page at the target (no folder), its original kept as
+    the page's source asset; the same file again is unchanged."""
+    from openkb.models import Document, DocumentAsset, DocumentVersion
+    from tests.importing import files
+
+    kb = world.new_kb()
+    path = tmp_path / "季度报告.docx"
+    path.write_bytes(files.docx())
+    p = cli(["import", str(path), "--kb", str(kb.id), "--json"], env)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert [(f["path"], f["status"], f["type"], f["converter"]) for f in report["files"]] == [
+        ("季度报告.docx", "created", "page", "markitdown")
+    ]
+    with Session(world.engine) as s:
+        doc = s.get(Document, report["files"][0]["document_id"])
+        assert doc.parent_id is None and doc.knowledge_base_id == kb.id and doc.title == "季度报告 Q3"
+        body = s.get(DocumentVersion, doc.current_version_id).markdown
+        source = s.get(DocumentAsset, doc.meta["import"]["source_asset_id"])
+        assert source.document_id == doc.id and source.filename == "季度报告.docx"
+    assert body.strip()
+    again = cli(["import", str(path), "--kb", str(kb.id), "--json"], env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["counts"] == {"unchanged": 1, "warnings": 0}
