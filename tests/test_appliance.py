@@ -23,6 +23,38 @@ def test_healthz_and_readyz(http):
     assert body["warmup"]["done"] is True
 
 
+def test_readyz_shows_the_supervised_parts_and_is_503_while_one_restarts(http, app_ctx):
+    """Under `openkb up` /readyz reads the supervisor's run/parts.json (docs/operations.md#supervision):
+    a part in backoff makes it 503 and is named; an embedder given up on only degrades it."""
+    from openkb.runtime.home import Home
+    from openkb.runtime.supervision import write_parts
+
+    home = Home(app_ctx.settings.openkb_home).ensure()
+    path = home.run_dir / "parts.json"
+    running = {"state": "running", "pid": 1, "restarts": 0, "last_exit": None, "optional": False}
+    parts = {
+        "postgresql": running,
+        "milvus": {**running, "state": "backoff", "pid": None, "restarts": 2, "last_exit": "killed by SIGKILL"},
+        "embedder": {**running, "state": "failed", "optional": True, "last_exit": "exited with code 1"},
+    }
+    try:
+        write_parts(home, {"supervisor_pid": os.getpid(), "parts": parts})  # a live "supervisor"
+        r = http.get("/readyz")
+        assert r.status_code == 503, r.text
+        body = r.json()
+        assert body["parts_down"] == ["milvus"]
+        assert body["parts"]["milvus"]["last_exit"] == "killed by SIGKILL"
+        assert body["parts"]["milvus"]["restarts"] == 2
+        parts["milvus"] = running
+        write_parts(home, {"supervisor_pid": os.getpid(), "parts": parts})
+        r = http.get("/readyz")
+        assert r.status_code == 200, r.text
+        assert r.json()["parts_down"] == [] and r.json()["parts"]["embedder"]["state"] == "failed"
+    finally:
+        path.unlink(missing_ok=True)
+    assert "parts" not in http.get("/readyz").json()  # no supervisor: nothing claimed
+
+
 def test_openapi_is_served(http):
     spec = http.get("/api/openapi.json").json()
     assert spec["info"]["title"] == "OpenKB"
