@@ -68,6 +68,20 @@ def xlsx() -> bytes:
     return buf.getvalue()
 
 
+def xls() -> bytes:
+    """A real legacy Excel file (BIFF8, written by xlwt), CJK sheet name and cells."""
+    import xlwt
+
+    wb = xlwt.Workbook(encoding="utf-8")
+    ws = wb.add_sheet("预算 Budget")
+    for r, row in enumerate([["项目 Item", "金额 Amount"], ["服务器", 1200], ["Licences", 300.5]]):
+        for c, v in enumerate(row):
+            ws.write(r, c, v)
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+
+
 def pdf_with_table() -> bytes:
     from fpdf import FPDF
 

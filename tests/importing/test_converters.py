@@ -38,6 +38,16 @@ def test_pptx_and_xlsx_and_csv():
     assert "| 名称" in csv.markdown and "| 苹果" in csv.markdown
 
 
+def test_legacy_xls():
+    data = files.xls()
+    assert data[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an OLE2 compound file, not a renamed xlsx
+    assert sniff(data, "budget.bin").kind == "xls"  # by the bytes
+    conv, _out, sheet = _saved(data, "budget.xls")
+    assert conv.name == "markitdown"
+    assert "## 预算 Budget" in sheet.markdown
+    assert "| 服务器" in sheet.markdown and "1200" in sheet.markdown and "300.5" in sheet.markdown
+
+
 def test_pdf_text_and_table_as_gfm():
     conv, _out, rep = _saved(files.pdf_with_table(), "numbers.pdf")
     assert conv.name == "pdfplumber"
