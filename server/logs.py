@@ -1,10 +1,27 @@
-"""Request ids in every log line, across the API, its threads and its libraries."""
+"""Request ids in every log line, across the API, its threads and its libraries; and logs that
+rotate by size.
+
+Under ``openkb up`` the API's and the worker's stdout and stderr are a file
+(``$OPENKB_HOME/logs/api.log``, ``worker.log``) opened by the supervisor in append mode. Nothing
+rotated it: an outage once grew ``api.log`` by 64 MB in 2.5 minutes. The handler here rotates
+that file from inside the process, "copytruncate" style: past ``OPENKB_LOG_MAX_BYTES`` (default
+50 MB) it copies the file to ``.1`` (older copies shift up to ``OPENKB_LOG_BACKUPS``, default 3)
+and truncates it; because the descriptor is in append mode, every writer (logging, uvicorn, a
+crash's traceback) continues at the new end. Trap: a line written by another thread between the
+copy and the truncation is lost; rotation happens once per ``max_bytes``, so that is rare and
+bounded. On a terminal or a pipe (``openkb serve`` in a container) nothing is rotated: the
+collector rotates.
+"""
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import os
+import shutil
+import stat
 import sys
+from typing import Any
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -15,11 +32,68 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+class SizeRotatingStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stderr handler that rotates stderr's file by size (see the module docstring)."""
+
+    CHECK_EVERY = 100  # records between two size checks (an fstat each)
+
+    def __init__(self, stream: Any, max_bytes: int, backups: int) -> None:
+        super().__init__(stream)
+        self.max_bytes = max_bytes
+        self.backups = max(1, backups)
+        self._count = 0
+        self.path = _file_of(stream)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if self.path is None or self.max_bytes <= 0:
+            return
+        self._count += 1
+        if self._count % self.CHECK_EVERY == 0 or len(self.format(record)) > 4096:
+            self.rotate_if_needed()
+
+    def rotate_if_needed(self) -> bool:
+        try:
+            fd = self.stream.fileno()
+            if os.fstat(fd).st_size <= self.max_bytes:
+                return False
+            self.acquire()
+            try:
+                self.flush()
+                for n in range(self.backups - 1, 0, -1):
+                    older = f"{self.path}.{n}"
+                    if os.path.exists(older):
+                        os.replace(older, f"{self.path}.{n + 1}")
+                shutil.copyfile(self.path, f"{self.path}.1")
+                os.ftruncate(fd, 0)
+            finally:
+                self.release()
+            return True
+        except (OSError, ValueError):  # a closed or odd stream: keep logging, skip the rotation
+            return False
+
+
+def _file_of(stream: Any) -> str | None:
+    """The path of the regular file ``stream`` writes to, or None (a terminal, a pipe)."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        return path if os.path.isfile(path) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     if any(getattr(h, "_openkb", False) for h in root.handlers):
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = SizeRotatingStderr(
+        sys.stderr,
+        max_bytes=int(os.environ.get("OPENKB_LOG_MAX_BYTES", "") or 50 * 1024 * 1024),
+        backups=int(os.environ.get("OPENKB_LOG_BACKUPS", "") or 3),
+    )
     handler._openkb = True  # type: ignore[attr-defined]
     handler.addFilter(RequestIdFilter())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"))

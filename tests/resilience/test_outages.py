@@ -6,8 +6,10 @@ and once the part is back search works again and indexing catches up.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
+from collections import Counter
 
 import httpx
 from sqlmodel import Session
@@ -47,7 +49,7 @@ def _wait_search(st, query: str, timeout: float = 120.0):
         time.sleep(0.5)
 
 
-def test_milvus_restart_503_then_search_comes_back_and_saves_never_stop(stack):
+def test_milvus_restart_503_then_search_comes_back_and_saves_never_stop(stack, caplog):
     st = stack
     st.extra["kb"] = st.world.new_kb()
     word = f"lighthouse{uuid.uuid4().hex[:8]}"
@@ -64,6 +66,13 @@ def test_milvus_restart_503_then_search_comes_back_and_saves_never_stop(stack):
         assert r.status_code == 503, r.text
         assert r.json()["error"] == "INDEX_UNAVAILABLE"
         assert int(r.headers["retry-after"]) >= 1
+        caplog.clear()
+        caplog.set_level(logging.INFO)
+        for _ in range(20):  # an outage under traffic: one line per kind of failure, no tracebacks
+            assert _search(st, word).status_code == 503
+        assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+        per_logger = Counter(r.name for r in caplog.records if r.levelno >= logging.WARNING)
+        assert all(n <= 2 for n in per_logger.values()), per_logger
         # saves keep working: PostgreSQL is the truth, indexing catches up
         during = _page(st, "During", f"# During\n\n{word} beta.\n")
         results = st.run_jobs()
