@@ -7,8 +7,10 @@ a local blob store and a recording job queue (index jobs are counted, not run):
     the generator of ``bench/markdown_bench.py``), each showing one of 100 PNGs and linking to
     another page. Timed: a bare loop that reads each file and runs ``validate_and_normalize``
     (the Markdown work itself), then ``openkb import --jobs 2`` of the same folder (sniff,
-    repair, link rewriting, asset uploads, keyed upserts, one commit per file). Target: import
-    files/s >= 0.5 x the bare loop's.
+    repair with the references marked in the same parse, link filling, asset uploads, keyed
+    upserts in batches of 100 pages per transaction). Target: import files/s >= 0.5 x the bare
+    loop's. Trap: the bare loop runs in one process while the import's --jobs 2 wants both
+    cores; on a busy machine the ratio drops with the cores the workers do not get.
 (b) 200 mixed Office/PDF files — 50 each of DOCX (python-docx), XLSX (openpyxl), PPTX
     (python-pptx) and PDF with a table (fpdf2). Timed: the raw converters alone (MarkItDown's
     converters, pdfplumber's text and tables) in one process, then the OpenKB import with
