@@ -14,6 +14,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, sha256Hex, type S } from '../api/client'
+import { exportLabel, exportZip } from '../components/ExportDownload'
 import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../components/MarkdownView'
 import { Outline } from '../components/Outline'
 import { HistoryDialog, ShareDialog } from '../components/panels'
@@ -358,6 +359,9 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
                   </button>
                   <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); exportMarkdown() }}>
                     {t('exportMarkdown')}
+                  </button>
+                  <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); void exportZip(`/api/documents/${doc.id}/export`) }}>
+                    {exportLabel()}
                   </button>
                   {doc.capabilities?.includes('delete') ? (
                     <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); setPanel('delete') }}>
