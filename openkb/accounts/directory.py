@@ -28,6 +28,9 @@ class SubjectLabel:
     status: str | None  # the user's status (None for a group)
 
 
+NO_LABEL = SubjectLabel(name="", email=None, status=None)
+
+
 def subject_labels(
     session: Session, subjects: Iterable[tuple[str, uuid.UUID]]
 ) -> dict[tuple[str, uuid.UUID], SubjectLabel]:
@@ -46,4 +49,11 @@ def subject_labels(
     return out
 
 
-__all__ = ["SubjectLabel", "subject_labels"]
+def user_id_by_email(session: Session, email: str) -> uuid.UUID | None:
+    """The id behind an email (stored lower-case), or None. For filters (the audit log's actor):
+    an unknown address matches nothing, it is not an error, so it tells nobody whether the
+    address has an account."""
+    return session.exec(select(User.id).where(User.email == email.strip().lower())).first()
+
+
+__all__ = ["NO_LABEL", "SubjectLabel", "subject_labels", "user_id_by_email"]

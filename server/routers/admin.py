@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from openkb.accounts import admin as admin_svc
 from openkb.accounts import auth_settings as settings_svc
 from openkb.accounts import deletion as deletion_svc
+from openkb.accounts import directory
+from openkb.importing import job_list
 from openkb.indexing import verify_jobs
 from openkb.models.enums import USER_STATUSES
 from server.auth import AdminDep, AdminScopeDep, client_ip, user_agent
@@ -85,6 +87,7 @@ class AuditLogOut(BaseModel):
     id: uuid.UUID
     tenant_id: uuid.UUID | None
     actor_user_id: uuid.UUID | None
+    actor_email: str | None = Field(None, description="the actor's current email (null for the system)")
     actor_type: str
     action: str
     object_type: str | None
@@ -283,6 +286,53 @@ def get_verify_job(job_id: uuid.UUID, session: SessionDep, principal: AdminDep) 
     return VerifyJobOut(**verify_jobs.job_out(verify_jobs.get_verify_job(session, principal, job_id)))
 
 
+# --- import jobs ---------------------------------------------------------------------------------
+
+
+class AdminImportProgress(BaseModel):
+    phase: str | None
+    done: int | None
+    total: int | None
+
+
+class AdminImportJobOut(BaseModel):
+    """No file names, per-file results or error text: those can name private documents."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    knowledge_base_id: uuid.UUID
+    status: str = Field(description="pending | running | succeeded | failed")
+    progress: AdminImportProgress | None = Field(description="while running")
+    counts: dict[str, int]
+    created_by: uuid.UUID
+    created_by_email: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class AdminImportJobList(BaseModel):
+    items: list[AdminImportJobOut]
+    total: int
+    limit: int
+    offset: int
+
+
+@router.get("/import-jobs", response_model=AdminImportJobList, responses=error_responses(401, 403, 404, 422))
+def admin_import_jobs(
+    session: SessionDep,
+    principal: AdminDep,
+    status_: Annotated[Literal["pending", "running", "succeeded", "failed"] | None, Query(alias="status")] = None,
+    tenant_id: uuid.UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=job_list.MAX_PAGE)] = 20,
+    offset: Offset = 0,
+) -> AdminImportJobList:
+    """The tenant's import jobs, newest first, for the console's live view (poll while some run)."""
+    rows, total = job_list.list_tenant_import_jobs(
+        session, principal, status=status_, tenant_id=tenant_id, limit=limit, offset=offset
+    )
+    return AdminImportJobList(items=[AdminImportJobOut(**r) for r in rows], total=total, limit=limit, offset=offset)
+
+
 # --- audit log -----------------------------------------------------------------------------------
 
 
@@ -296,11 +346,26 @@ def audit_logs(
     object_type: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
     object_id: uuid.UUID | None = None,
     actor_user_id: uuid.UUID | None = None,
+    actor: Annotated[
+        str | None,
+        Query(
+            max_length=320,
+            pattern=NO_NUL,
+            description="the actor's email or user id (an unknown email matches nothing)",
+        ),
+    ] = None,
     tenant_id: uuid.UUID | None = None,
     since: datetime | None = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> AuditLogList:
+    if actor and actor.strip():
+        try:
+            actor_user_id = uuid.UUID(actor.strip())
+        except ValueError:
+            actor_user_id = directory.user_id_by_email(session, actor)
+            if actor_user_id is None:
+                return AuditLogList(items=[], total=0, next_offset=None)
     rows, total = admin_svc.list_audit_logs(
         session,
         scope,
@@ -313,6 +378,13 @@ def audit_logs(
         limit=limit,
         offset=offset,
     )
-    items = [AuditLogOut(**admin_svc.audit_row(r)) for r in rows]
+    labels = directory.subject_labels(session, (("user", r.actor_user_id) for r in rows if r.actor_user_id))
+    items = [
+        AuditLogOut(
+            **admin_svc.audit_row(r),
+            actor_email=(labels.get(("user", r.actor_user_id)) or directory.NO_LABEL).email,
+        )
+        for r in rows
+    ]
     nxt = offset + len(items) if offset + len(items) < total else None
     return AuditLogList(items=items, total=total, next_offset=nxt)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from starlette.datastructures import UploadFile
@@ -24,6 +24,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from openkb.content import limits
 from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.importing import job_list
 from openkb.importing import jobs as import_jobs
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
@@ -159,3 +160,21 @@ async def create_import_job(request: Request, session: SessionDep, actor: DocWri
 def get_import_job(job_id: uuid.UUID, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """Status (pending, running, succeeded, failed), per-file results, warnings, document ids."""
     return import_jobs.job_out(import_jobs.get_import_job(session, principal, job_id))
+
+
+class ImportJobList(BaseModel):
+    items: list[ImportJobOut]
+    total: int
+
+
+@router.get("/api/import-jobs", response_model=ImportJobList, responses=errors_for(401, 422))
+def list_import_jobs(
+    session: SessionDep,
+    principal: PrincipalDep,
+    status_: Annotated[Literal["pending", "running", "succeeded", "failed"] | None, Query(alias="status")] = None,
+    limit: Annotated[int, Query(ge=1, le=job_list.MAX_PAGE)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """The caller's own import jobs, newest first (a job is its creator's only)."""
+    rows, total = job_list.list_my_import_jobs(session, principal, status=status_, limit=limit, offset=offset)
+    return {"items": [import_jobs.job_out(j) for j in rows], "total": total}

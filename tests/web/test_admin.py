@@ -68,7 +68,7 @@ def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, l
 
         # the audit log shows both actions, filtered server-side
         page.get_by_role("link", name="Audit log").click()
-        page.get_by_label("Actor (user id)").fill(str(admin.user_id))
+        page.get_by_label("Actor (email or user id)").fill(admin.email)
         page.get_by_role("button", name="Filter").click()
         table = page.get_by_role("table", name="Audit log")
         expect(table.get_by_role("row").filter(has_text="user.activated")).to_have_count(1)
@@ -77,7 +77,7 @@ def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, l
         with page.expect_download() as dl:
             page.get_by_role("button", name="Export CSV").click()
         csv = open(dl.value.path(), encoding="utf-8").read()
-        assert csv.startswith("created_at,actor_type,actor_user_id,action")
+        assert csv.startswith("created_at,actor_type,actor_user_id,actor_email,action")
         assert re.search(r"user\.activated", csv) and "auth_settings.updated" in csv
 
 

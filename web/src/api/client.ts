@@ -152,6 +152,8 @@ export const api = {
   authSettings: () => request<S['AuthSettingsOut']>('GET', '/api/admin/auth-settings'),
   updateAuthSettings: (body: S['AuthSettingsIn']) => request<S['AuthSettingsOut']>('PUT', '/api/admin/auth-settings', body),
   resetAuthSettings: (tenantId: string) => request<void>('DELETE', `/api/admin/auth-settings?tenant_id=${enc(tenantId)}`),
+  adminImportJobs: (p: { status?: string; limit: number; offset: number }) =>
+    request<S['AdminImportJobList']>('GET', `/api/admin/import-jobs?${qs({ status: p.status, limit: String(p.limit), offset: String(p.offset) })}`),
   auditLogs: (p: Record<string, string>) => request<S['AuditLogList']>('GET', `/api/admin/audit-logs?${qs(p)}`),
   milvusStatus: () => request<Record<string, unknown>>('GET', '/api/admin/milvus/status'),
   milvusProfiles: () => request<{ items: unknown[] }>('GET', '/api/admin/milvus/index-profiles'),

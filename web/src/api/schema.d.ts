@@ -395,6 +395,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/import-jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Admin Import Jobs
+         * @description The tenant's import jobs, newest first, for the console's live view (poll while some run).
+         */
+        get: operations["admin_import_jobs_api_admin_import_jobs_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/mcp/clients": {
         parameters: {
             query?: never;
@@ -1563,7 +1583,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List Import Jobs
+         * @description The caller's own import jobs, newest first (a job is its creator's only).
+         */
+        get: operations["list_import_jobs_api_import_jobs_get"];
         put?: never;
         /**
          * Create Import Job
@@ -2744,6 +2768,75 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** AdminImportJobList */
+        AdminImportJobList: {
+            /** Items */
+            items: components["schemas"]["AdminImportJobOut"][];
+            /** Limit */
+            limit: number;
+            /** Offset */
+            offset: number;
+            /** Total */
+            total: number;
+        };
+        /**
+         * AdminImportJobOut
+         * @description No file names, per-file results or error text: those can name private documents.
+         */
+        AdminImportJobOut: {
+            /** Counts */
+            counts: {
+                [key: string]: number;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Created By
+             * Format: uuid
+             */
+            created_by: string;
+            /** Created By Email */
+            created_by_email: string | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Knowledge Base Id
+             * Format: uuid
+             */
+            knowledge_base_id: string;
+            /** @description while running */
+            progress: components["schemas"]["AdminImportProgress"] | null;
+            /**
+             * Status
+             * @description pending | running | succeeded | failed
+             */
+            status: string;
+            /**
+             * Tenant Id
+             * Format: uuid
+             */
+            tenant_id: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** AdminImportProgress */
+        AdminImportProgress: {
+            /** Done */
+            done: number | null;
+            /** Phase */
+            phase: string | null;
+            /** Total */
+            total: number | null;
+        };
         /** AdminUserList */
         AdminUserList: {
             /** Items */
@@ -2876,6 +2969,11 @@ export interface components {
         AuditLogOut: {
             /** Action */
             action: string;
+            /**
+             * Actor Email
+             * @description the actor's current email (null for the system)
+             */
+            actor_email?: string | null;
             /** Actor Type */
             actor_type: string;
             /** Actor User Id */
@@ -3576,6 +3674,13 @@ export interface components {
         HTTPValidationError: {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
+        };
+        /** ImportJobList */
+        ImportJobList: {
+            /** Items */
+            items: components["schemas"]["ImportJobOut"][];
+            /** Total */
+            total: number;
         };
         /** ImportJobOut */
         ImportJobOut: {
@@ -5689,6 +5794,8 @@ export interface operations {
                 object_type?: string | null;
                 object_id?: string | null;
                 actor_user_id?: string | null;
+                /** @description the actor's email or user id (an unknown email matches nothing) */
+                actor?: string | null;
                 tenant_id?: string | null;
                 since?: string | null;
                 limit?: number;
@@ -7555,6 +7662,67 @@ export interface operations {
             };
             /** @description CONFLICT */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    admin_import_jobs_api_admin_import_jobs_get: {
+        parameters: {
+            query?: {
+                status?: ("pending" | "running" | "succeeded" | "failed") | null;
+                tenant_id?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminImportJobList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12676,6 +12844,48 @@ export interface operations {
                 };
             };
             /** @description VALIDATION_ERROR, EXPORT_TOO_LARGE */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_import_jobs_api_import_jobs_get: {
+        parameters: {
+            query?: {
+                status?: ("pending" | "running" | "succeeded" | "failed") | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJobList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -23,7 +23,7 @@ export function isAdmin(me: S['MeOut']): boolean {
   return me.tenant_roles.some((r) => r.role === 'system_admin' || (r.role === 'tenant_admin' && r.tenant_id === me.tenant_id))
 }
 
-const TABS = ['users', 'registration', 'audit', 'index', 'dify', 'mcp', 'groups'] as const
+const TABS = ['users', 'registration', 'audit', 'imports', 'index', 'dify', 'mcp', 'groups'] as const
 type Tab = (typeof TABS)[number]
 
 function Pager(props: { offset: number; total: number; limit: number; onOffset: (o: number) => void }) {
@@ -261,10 +261,10 @@ interface AuditFilter {
   action: string
   object_type: string
   object_id: string
-  actor_user_id: string
+  actor: string
   since: string
 }
-const NO_FILTER: AuditFilter = { action: '', object_type: '', object_id: '', actor_user_id: '', since: '' }
+const NO_FILTER: AuditFilter = { action: '', object_type: '', object_id: '', actor: '', since: '' }
 
 function auditParams(f: AuditFilter): Record<string, string> {
   const p: Record<string, string> = {}
@@ -279,7 +279,7 @@ const csvCell = (v: unknown) => {
 
 /** Every row matching the filter, page by page (the server caps a page), as CSV text. */
 async function auditCsv(f: AuditFilter): Promise<string> {
-  const cols = ['created_at', 'actor_type', 'actor_user_id', 'action', 'object_type', 'object_id', 'ip', 'metadata'] as const
+  const cols = ['created_at', 'actor_type', 'actor_user_id', 'actor_email', 'action', 'object_type', 'object_id', 'ip', 'metadata'] as const
   const lines = [cols.join(',')]
   let offset: number | null = 0
   while (offset !== null) {
@@ -319,7 +319,7 @@ function AuditTab() {
           setFilter(form)
         }}
       >
-        {input('actor_user_id', 'auditActor')} {input('action', 'auditAction')} {input('object_type', 'auditObjectType')}{' '}
+        {input('actor', 'auditActorFilter')} {input('action', 'auditAction')} {input('object_type', 'auditObjectType')}{' '}
         {input('object_id', 'auditObjectId')} {input('since', 'auditSince', 'datetime-local')}{' '}
         <button type="submit">{t('filter')}</button>{' '}
         <button
@@ -356,7 +356,7 @@ function AuditTab() {
             <tr key={r.id}>
               <td>{when(r.created_at)}</td>
               <td>
-                {r.actor_type} <span class="muted">{r.actor_user_id ?? ''}</span>
+                {r.actor_email ?? r.actor_type} <span class="muted small">{r.actor_email ? '' : (r.actor_user_id ?? '')}</span>
               </td>
               <td>{r.action}</td>
               <td>
@@ -537,6 +537,88 @@ function IndexTab() {
         ))}
       </ul>
       <VerifyPanel />
+    </section>
+  )
+}
+
+const IMPORT_STATUSES = ['', 'pending', 'running', 'succeeded', 'failed'] as const
+
+/** The tenant's import jobs with their progress (`GET /api/admin/import-jobs`: no file names,
+ * operators see no content), polled while one is pending or running; server-side pages. */
+function ImportsTab() {
+  const [status, setStatus] = useState('')
+  const [offset, setOffset] = useState(0)
+  const key = `admin:imports:${status}:${offset}`
+  const jobs = useQuery(key, () => api.adminImportJobs({ status, limit: PAGE, offset }))
+  const live = (jobs.data?.items ?? []).some((j) => j.status === 'pending' || j.status === 'running')
+  useEffect(() => {
+    if (!live) return
+    const timer = setInterval(() => invalidate('admin:imports'), 1000)
+    return () => clearInterval(timer)
+  }, [live])
+  return (
+    <section aria-labelledby="imports-h">
+      <h2 id="imports-h">{t('adminTab_imports')}</h2>
+      <p class="muted">{t('importsHelp')}</p>
+      <label>
+        {t('status')}{' '}
+        <select
+          value={status}
+          onChange={(e) => {
+            setOffset(0)
+            setStatus((e.target as HTMLSelectElement).value)
+          }}
+        >
+          {IMPORT_STATUSES.map((x) => (
+            <option key={x} value={x}>
+              {x ? t(`importStatus_${x}` as MessageKey) : t('all')}
+            </option>
+          ))}
+        </select>
+      </label>
+      <ErrorNote error={jobs.error} />
+      <table class="grid" aria-labelledby="imports-h">
+        <thead>
+          <tr>
+            <th>{t('created')}</th>
+            <th>{t('importsBy')}</th>
+            <th>{t('status')}</th>
+            <th>{t('importsProgress')}</th>
+            <th>{t('importsCounts')}</th>
+          </tr>
+        </thead>
+        <tbody>
+          {jobs.data?.items.map((j) => (
+            <tr key={j.id} data-status={j.status}>
+              <td>{when(j.created_at)}</td>
+              <td>{j.created_by_email ?? j.created_by}</td>
+              <td>
+                <span class="job-status" data-status={j.status}>
+                  {t(`importStatus_${j.status}` as MessageKey)}
+                </span>
+              </td>
+              <td>
+                {j.progress && j.progress.total ? (
+                  <>
+                    <progress max={j.progress.total} value={j.progress.done ?? 0} aria-label={t('importsProgress')} />{' '}
+                    <span class="muted small">
+                      {j.progress.done ?? 0}/{j.progress.total} {j.progress.phase ?? ''}
+                    </span>
+                  </>
+                ) : (
+                  '—'
+                )}
+              </td>
+              <td class="small">
+                {Object.entries(j.counts)
+                  .map(([k, v]) => `${k}: ${v}`)
+                  .join(', ') || '—'}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {jobs.data ? <Pager offset={offset} total={jobs.data.total} limit={PAGE} onOffset={setOffset} /> : null}
     </section>
   )
 }
@@ -1001,6 +1083,7 @@ export function AdminPage({ route }: { route: Route }) {
         {tab === 'users' ? <UsersTab /> : null}
         {tab === 'registration' ? <RegistrationTab /> : null}
         {tab === 'audit' ? <AuditTab /> : null}
+        {tab === 'imports' ? <ImportsTab /> : null}
         {tab === 'index' ? <IndexTab /> : null}
         {tab === 'dify' ? <DifyTab /> : null}
         {tab === 'mcp' ? <McpTab /> : null}
