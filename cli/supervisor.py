@@ -222,6 +222,7 @@ class Supervisor:
             stdin=subprocess.DEVNULL,
         )
         fh.close()
+        self.supervision.extra_owned = {self.watchdog.pid}
 
     def _ensure_default_profile(self, endpoints) -> None:  # type: ignore[no-untyped-def]
         from openkb.context import AppContext

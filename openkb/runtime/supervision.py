@@ -300,6 +300,8 @@ class Supervision:
         # Set from a signal handler: Ctrl-C reaches the whole process group, so the children exit
         # on their own at the same moment; that is a stop, not a crash to restart.
         self.stopping = False
+        # pids of other Popen children of this process (the PostgreSQL watchdog): never reaped here
+        self.extra_owned: set[int] = set()
 
     def say(self, msg: str) -> None:
         self._say(msg)
@@ -318,7 +320,7 @@ class Supervision:
         return part
 
     def owned_pids(self) -> set[int]:
-        pids: set[int] = set()
+        pids: set[int] = set(self.extra_owned)
         for p in self.parts.values():
             pids |= p.child.owned_pids()
         return pids
