@@ -139,14 +139,35 @@ class InstallIn(RequestModel):
     app: str = Field(min_length=1, max_length=1000, description="the app's id or name")
 
 
+class GrantOut(BaseModel):
+    permission: str
+    enabled: bool = Field(description="the user's switch (off at install)")
+    sentences: dict[str, str] = Field(description="the string as a sentence, by language (zh-CN, en)")
+
+
+class SelectedOut(BaseModel):
+    knowledge_base_id: uuid.UUID
+    document_id: uuid.UUID | None = Field(description="a folder; null: the whole knowledge base")
+
+
+class InstalledAppOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    description: str
+    reason: str | None
+
+
 class InstallationOut(BaseModel):
     model_config = ConfigDict(extra="allow")
     id: uuid.UUID
-    app: dict[str, Any]
-    status: str
-    grants: list[dict[str, Any]]
-    selected_collections: list[dict[str, Any]]
-    contributions: dict[str, int]
+    app: InstalledAppOut
+    status: Literal["active", "uninstalled"]
+    created_at: datetime
+    uninstall_mode: str | None = None
+    uninstall_run_id: uuid.UUID | None = None
+    grants: list[GrantOut]
+    selected_collections: list[SelectedOut]
+    contributions: dict[str, int] = Field(description="documents, collections and facts the app contributed")
 
 
 class InstalledOut(BaseModel):

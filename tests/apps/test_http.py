@@ -68,6 +68,14 @@ def _wait_indexed(committed, title: str) -> None:
     pytest.fail(f"{title} not indexed")
 
 
+def _eventually(cond, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail("the search never saw both documents")
+        time.sleep(0.2)
+
+
 def test_installed_with_every_switch_off_and_sentences(world) -> None:
     grants = world["inst"]["grants"]
     assert [g["enabled"] for g in grants] == [False, False, False]
@@ -98,6 +106,8 @@ def test_write_search_and_time_range_through_the_client(world) -> None:
     assert again["status"] == "unchanged" and again["ref"] == a["ref"]
     _wait_indexed(world["committed"], "2026-09-22")
     _wait_indexed(world["committed"], "2026-09-23")
+    # the index is eventually consistent (rows become searchable a moment after the job ends)
+    _eventually(lambda: len(kb.search("番茄牛腩", collections=["diary"])) == 2)
     day = kb.search("番茄牛腩", collections=["diary"], time_range={"from": "2026-09-22", "to": "2026-09-22"})
     assert [h["document"] for h in day] == [a["ref"]]
     both = kb.search("番茄牛腩", collections=["diary"])
