@@ -50,7 +50,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from openkb.config import Settings, get_settings
@@ -660,7 +659,7 @@ def _write_batch(
                 a.document_id = uuid.UUID(res.document_id) if res.document_id else None
                 s.add(a)
             s.flush()
-    except (_BatchFailed, OpenKBError, SQLAlchemyError):
+    except Exception:  # noqa: BLE001 - whatever failed, nothing of the batch committed: page by page
         return None
     return results
 
