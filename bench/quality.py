@@ -433,6 +433,7 @@ def main() -> int:
             candidates=None,
             output_fields=mv.DEFAULT_OUTPUT_FIELDS,
             timeout=None,
+            **_later,  # arguments hybrid_search gained since (e.g. degraded), which this one ignores
         ):
             """hybrid_search as it was before issue 14 (one Milvus RRF(60) call), for a same-run
             latency reference through the whole service."""
