@@ -353,6 +353,17 @@ class KeyedBatch:
             return UpsertResult("unchanged", doc, cur)
         return self._single(item, key, title, body, metadata, tags)
 
+    def refuse_early(self, key: str) -> None:
+        """Raise now what :meth:`upsert` would raise for a key whose document is in the trash
+        (``DOCUMENT_IN_TRASH`` for who may restore it, NotFound for who cannot see it), so a
+        caller fails that item before it uploads anything for it and the batch goes on."""
+        doc = self.existing.get(key)
+        if doc is not None and doc.status == "deleted":
+            access_document(self.session, self.actor.principal, doc.id, None)
+            raise DocumentInTrash(
+                "the document with this key is in the trash; restore or purge it first", document_id=str(doc.id)
+            )
+
     def _single(
         self,
         item: KeyedItem,

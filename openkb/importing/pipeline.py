@@ -632,6 +632,11 @@ def _write_batch(
                     continue
                 doc_id = run.page_ids[p.rel]
                 try:
+                    batch.refuse_early(prefix + p.rel)  # a page in the trash fails alone, nothing uploaded
+                except OpenKBError as exc:
+                    res.error, res.code = exc.detail, exc.code
+                    continue
+                try:
                     r = _Resolver(run, p, doc_id, True, s, known=known.get(doc_id, {}), flush=False)
                     body, meta, warnings = _page_body(run, p, r)
                     up = batch.upsert(

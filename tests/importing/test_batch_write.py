@@ -13,7 +13,8 @@ from openkb.content.actor import Actor
 from openkb.content.documents import trash_document
 from openkb.content.upsert import KeyedBatch, KeyedItem, upsert_by_key
 from openkb.errors import DocumentInTrash, NotFound, PermissionDenied
-from openkb.importing.pipeline import key_prefix
+from openkb.importing.pipeline import key_prefix, run_import
+from openkb.importing.sources import open_source
 from openkb.markdown import validate_and_normalize
 from openkb.models import Change, Document, DocumentAsset, DocumentVersion
 from openkb.permissions import Principal
@@ -137,10 +138,23 @@ def test_a_failing_page_leaves_its_batch_mates(world, tmp_path):
         trash_document(s, world.actor(), gone)
     for i in range(6):
         (root / f"p{i}.md").write_text(f"# P{i} again\n\n![pic {i}](img.png)\n")
-    second = world.run(root, kb=kb)
+    opened = []
+
+    def units():
+        opened.append(1)
+        return world.units()
+
+    src = open_source(root, 50 * 1024 * 1024)
+    try:
+        second = run_import(units, world.blobs, world.actor(), kb.id, src)
+    finally:
+        src.close()
     res = by_path(second)
     assert res["p3.md"].status == "failed" and res["p3.md"].code == "DOCUMENT_IN_TRASH"
     assert {res[f"p{i}.md"].status for i in (0, 1, 2, 4, 5)} == {"updated"}
+    # the page in the trash was refused before anything was written for it: the batch went on
+    # (checks, plan, one batch), it was not redone page by page
+    assert len(opened) == 3
     with Session(world.engine) as s:
         stray = s.exec(select(DocumentAsset).where(col(DocumentAsset.document_id).is_(None))).all()
         assert [a for a in stray if a.created_by == world.owner.id] == []
