@@ -139,13 +139,13 @@ class InstallIn(RequestModel):
     app: str = Field(min_length=1, max_length=1000, description="the app's id or name")
 
 
-class GrantOut(BaseModel):
+class AppGrantOut(BaseModel):
     permission: str
     enabled: bool = Field(description="the user's switch (off at install)")
     sentences: dict[str, str] = Field(description="the string as a sentence, by language (zh-CN, en)")
 
 
-class SelectedOut(BaseModel):
+class AppSelectedOut(BaseModel):
     knowledge_base_id: uuid.UUID
     document_id: uuid.UUID | None = Field(description="a folder; null: the whole knowledge base")
 
@@ -165,8 +165,8 @@ class InstallationOut(BaseModel):
     created_at: datetime
     uninstall_mode: str | None = None
     uninstall_run_id: uuid.UUID | None = None
-    grants: list[GrantOut]
-    selected_collections: list[SelectedOut]
+    grants: list[AppGrantOut]
+    selected_collections: list[AppSelectedOut]
     contributions: dict[str, int] = Field(description="documents, collections and facts the app contributed")
 
 

@@ -5,6 +5,7 @@ import { HomePage, KnowledgeBasePage, SearchPage, WorkspacePage } from './pages/
 import { DocumentPage } from './pages/Document'
 import { InvitationPage, SharePage } from './pages/public'
 import { AccountPage } from './pages/account'
+import { AppsPage } from './pages/apps'
 import { AdminPage } from './pages/admin'
 import { KbSettingsPage, WorkspaceSettingsPage } from './pages/settings'
 import { Loading, PublicFrame } from './components/ui'
@@ -42,6 +43,8 @@ function Page({ route }: { route: Route }) {
       return <SearchPage route={route} />
     case 'account':
       return <AccountPage />
+    case 'account-apps':
+      return <AppsPage />
     case 'admin':
       return <AdminPage route={route} />
     case 'kb-settings':

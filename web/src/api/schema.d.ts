@@ -2878,6 +2878,23 @@ export interface components {
             /** Tenant Slug */
             tenant_slug: string;
         };
+        /** AppGrantOut */
+        AppGrantOut: {
+            /**
+             * Enabled
+             * @description the user's switch (off at install)
+             */
+            enabled: boolean;
+            /** Permission */
+            permission: string;
+            /**
+             * Sentences
+             * @description the string as a sentence, by language (zh-CN, en)
+             */
+            sentences: {
+                [key: string]: string;
+            };
+        };
         /** AppIn */
         AppIn: {
             /**
@@ -2928,6 +2945,19 @@ export interface components {
             status: string;
         } & {
             [key: string]: unknown;
+        };
+        /** AppSelectedOut */
+        AppSelectedOut: {
+            /**
+             * Document Id
+             * @description a folder; null: the whole knowledge base
+             */
+            document_id: string | null;
+            /**
+             * Knowledge Base Id
+             * Format: uuid
+             */
+            knowledge_base_id: string;
         };
         /** AssetOut */
         AssetOut: {
@@ -3771,31 +3801,53 @@ export interface components {
         };
         /** InstallationOut */
         InstallationOut: {
-            /** App */
-            app: {
-                [key: string]: unknown;
-            };
-            /** Contributions */
+            app: components["schemas"]["InstalledAppOut"];
+            /**
+             * Contributions
+             * @description documents, collections and facts the app contributed
+             */
             contributions: {
                 [key: string]: number;
             };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
             /** Grants */
-            grants: {
-                [key: string]: unknown;
-            }[];
+            grants: components["schemas"]["AppGrantOut"][];
             /**
              * Id
              * Format: uuid
              */
             id: string;
             /** Selected Collections */
-            selected_collections: {
-                [key: string]: unknown;
-            }[];
-            /** Status */
-            status: string;
+            selected_collections: components["schemas"]["AppSelectedOut"][];
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "active" | "uninstalled";
+            /** Uninstall Mode */
+            uninstall_mode?: string | null;
+            /** Uninstall Run Id */
+            uninstall_run_id?: string | null;
         } & {
             [key: string]: unknown;
+        };
+        /** InstalledAppOut */
+        InstalledAppOut: {
+            /** Description */
+            description: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /** Reason */
+            reason: string | null;
         };
         /** InstalledOut */
         InstalledOut: {

@@ -10,6 +10,7 @@ import { api, type S } from '../api/client'
 import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
+import { paths } from '../lib/router'
 import { refreshSession, useSession } from '../lib/session'
 
 const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—')
@@ -324,6 +325,9 @@ export function AccountPage() {
         <SessionsSection />
         <TokensSection />
         <GrantsSection />
+        <p>
+          <a href={paths.accountApps()}>{t('apps_link')}</a>
+        </p>
       </main>
     </>
   )
