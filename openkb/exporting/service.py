@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from sqlalchemy import func, text
+from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from openkb.audit import record_audit
@@ -49,7 +49,7 @@ from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
 from openkb.exporting.links import rewrite_links
 from openkb.exporting.names import Namer, safe_name
 from openkb.importing.service import find_knowledge_base, operator_actor
-from openkb.models import Document, DocumentAsset, DocumentVersion, KnowledgeBase
+from openkb.models import Document, DocumentAsset, KnowledgeBase
 from openkb.permissions import Action, Principal, access_document, access_knowledge_base, access_tree
 from openkb.permissions.service import filter_readable_documents, tree_access
 from openkb.storage import BlobStore
@@ -248,7 +248,7 @@ def plan_export(
             stack.append((child, here, status))
 
     _load_versions(session, docs)
-    assets = _plan_assets(session, principal, docs, left_out)
+    assets = _plan_assets(session, principal, kb.id, docs, left_out)
     total = sum(d.size for d in docs) + sum(a.size for a in assets.values())
     if total > max_bytes:
         raise ExportTooLarge(
@@ -303,19 +303,19 @@ def _effective_status(session: Session, doc: Document) -> str:
 
 
 def _load_versions(session: Session, docs: list[ExportDoc]) -> None:
+    # ids travel as text both ways: parsing thousands of uuid objects costs more than the query
     by_version = {d.version_id: d for d in docs if d.version_id}
-    ids = [uuid.UUID(v) for v in by_version]
+    ids = list(by_version)
     for i in range(0, len(ids), 1000):
-        rows = session.exec(
-            select(
-                DocumentVersion.id,
-                DocumentVersion.version_no,
-                DocumentVersion.markdown_hash,
-                func.octet_length(DocumentVersion.markdown),
-            ).where(col(DocumentVersion.id).in_(ids[i : i + 1000]))
+        rows = session.execute(
+            text(
+                "SELECT id::text, version_no, markdown_hash, octet_length(markdown) FROM document_versions "
+                "WHERE id = ANY(CAST(:ids AS uuid[]))"
+            ),
+            {"ids": ids[i : i + 1000]},
         ).all()
         for vid, no, h, size in rows:
-            d = by_version[str(vid)]
+            d = by_version[vid]
             d.version_no, d.markdown_hash, d.size = no, h, int(size or 0)
 
 
@@ -327,18 +327,18 @@ def _asset_file_name(a: DocumentAsset) -> str:
 
 
 def _plan_assets(
-    session: Session, principal: Principal, docs: list[ExportDoc], left_out: dict[str, int]
+    session: Session, principal: Principal, kb_id: uuid.UUID, docs: list[ExportDoc], left_out: dict[str, int]
 ) -> dict[str, ExportAsset]:
     """Each page's assets: those attached to it, and those its body shows (``asset://``) that the
     caller may read (attached to a readable document, or their own unattached upload)."""
     pages = {d.id: d for d in docs if d.type == "page"}
     wanted: dict[str, set[str]] = {pid: set() for pid in pages}
     rows: dict[str, DocumentAsset] = {}
-    page_ids = [uuid.UUID(p) for p in pages]
-    for i in range(0, len(page_ids), 1000):
-        for a in session.exec(select(DocumentAsset).where(col(DocumentAsset.document_id).in_(page_ids[i : i + 1000]))):
+    attached = select(DocumentAsset).join(Document, col(Document.id) == col(DocumentAsset.document_id))
+    for a in session.exec(attached.where(col(Document.knowledge_base_id) == kb_id)):
+        if (pid := str(a.document_id)) in wanted:  # the knowledge base's assets, of exported pages
             rows[str(a.id)] = a
-            wanted[str(a.document_id)].add(str(a.id))
+            wanted[pid].add(str(a.id))
     # the ids the bodies refer to, found by PostgreSQL: no body crosses the wire for this
     by_version = {d.version_id: d.id for d in pages.values() if d.version_id}
     vids = list(by_version)
@@ -617,11 +617,12 @@ def iter_export(
 
 
 def _bodies(session: Session, batch: list[ExportDoc]) -> dict[str, str]:
-    by_version = {uuid.UUID(d.version_id): d.id for d in batch if d.version_id}
+    by_version = {d.version_id: d.id for d in batch if d.version_id}
     if not by_version:
         return {}
-    rows = session.exec(
-        select(DocumentVersion.id, DocumentVersion.markdown).where(col(DocumentVersion.id).in_(list(by_version)))
+    rows = session.execute(
+        text("SELECT id::text, markdown FROM document_versions WHERE id = ANY(CAST(:ids AS uuid[]))"),
+        {"ids": list(by_version)},
     ).all()
     return {by_version[vid]: md for vid, md in rows}
 
