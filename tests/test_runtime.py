@@ -350,3 +350,64 @@ def test_children_exiting_during_a_stop_are_not_restarted(tmp_path):
     sup.stopping = True  # what the supervisor's signal handler sets
     sup.tick()
     assert (part.state, part.restarts, said) == ("running", 0, [])
+
+
+@pytest.fixture
+def keep_signal_handlers():
+    """Supervisor.run_forever installs its stop handlers; pytest's own come back afterwards."""
+    from cli.supervisor import STOP_SIGNALS
+
+    saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def _bare_supervisor(tmp_path, policy):
+    from cli.supervisor import Supervisor
+    from openkb.config import Settings
+
+    said: list[str] = []
+    sup = Supervisor(Settings(openkb_home=tmp_path), "127.0.0.1", 1, say=said.append)
+    sup.home.ensure()
+    sup.supervision.policy = policy
+    sup.supervision._say = said.append
+    return sup, said
+
+
+def test_crash_loop_of_a_core_part_stops_the_appliance_with_exit_1(tmp_path, keep_signal_handlers):
+    from openkb.runtime.supervision import RestartPolicy
+
+    sup, said = _bare_supervisor(tmp_path, RestartPolicy(first_delay=0.0, crash_loop_limit=1))
+    child = _child("worker", "import sys; sys.exit(1)")
+    child.start()
+    sup.supervision.add(child, running=True)
+    assert sup.run_forever() == 1
+    assert any("crash loop" in m for m in said) and any("stopping OpenKB" in m for m in said)
+    assert sup.supervision.parts["worker"].state == "failed"
+
+
+def test_crash_loop_of_the_embedder_leaves_the_rest_running(tmp_path, keep_signal_handlers):
+    import threading
+
+    from openkb.runtime.supervision import RestartPolicy
+
+    sup, said = _bare_supervisor(tmp_path, RestartPolicy(first_delay=0.0, crash_loop_limit=1))
+    embedder = _child("embedder", "import sys; sys.exit(69)", optional=True)
+    api = _child("api", "import time; time.sleep(60)")
+    for c in (embedder, api):
+        c.start()
+        sup.supervision.add(c, running=True)
+    embedder_part = sup.supervision.parts["embedder"]
+
+    def stop_when_given_up() -> None:
+        deadline = time.monotonic() + 30
+        while embedder_part.state != "failed" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._flag_stop(signal.SIGTERM, None)
+
+    threading.Thread(target=stop_when_given_up, daemon=True).start()
+    assert sup.run_forever() == 0  # stopped by the signal, not by the embedder's crash loop
+    assert embedder_part.state == "failed" and embedder_part.last_exit == "exited with code 69"
+    assert any("BM25-only" in m for m in said)
+    assert sup.supervision.parts["api"].restarts == 0
