@@ -1,4 +1,4 @@
-"""A Milvus client that survives Milvus restarts (docs/operations.md#index-operations).
+"""A Milvus client that survives Milvus restarts (docs/operations.md#outages).
 
 ``AppContext.milvus`` hands out one ``ResilientMilvus`` per process instead of a bare
 ``MilvusClient``. It forwards every call and adds three things the API and workers need to

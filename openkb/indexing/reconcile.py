@@ -27,12 +27,14 @@ that was only slow, costs work and never changes the result. Permanent failures 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from sqlalchemy import text
 from sqlmodel import Session
 
 from openkb.context import AppContext
+from openkb.indexing.rebuild import is_alive
 from openkb.jobs import enqueue_after_commit
 
 log = logging.getLogger("openkb.indexing.reconcile")
@@ -107,6 +109,7 @@ def reconcile(
         for r in session.execute(
             text("SELECT id::text FROM index_rebuild_jobs WHERE status IN ('pending', 'running') ORDER BY started_at")
         ).all()
+        if not is_alive(ctx, uuid.UUID(r[0]))  # a process holds its run lock: it is running, not lost
     ]
     imports = [
         r[0]

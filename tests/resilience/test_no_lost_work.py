@@ -226,3 +226,22 @@ def test_index_verify_with_milvus_down_prints_one_line(stack, tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert "INDEX_UNAVAILABLE" in lines[0] or "unavailable" in lines[0].lower()
+
+
+def test_the_reconciler_resumes_rebuilds_and_imports_left_behind(stack):
+    from openkb.models import IndexRebuildJob
+
+    st = stack
+    with session_scope(st.ctx.engine) as s:
+        job = IndexRebuildJob(target_collection="openkb_chunks_lost_v1", target_alias="x", status="running")
+        s.add(job)
+        s.flush()
+        job_id = str(job.id)
+    try:
+        with session_scope(st.ctx.engine) as s:
+            out = reconcile(st.ctx, s, deadline_s=3600, check_rows=False)
+        assert out["rebuilds"] >= 1 and ("index_rebuild", {"job_id": job_id}) in st.queue.jobs
+    finally:
+        st.queue.jobs.clear()
+        with session_scope(st.ctx.engine) as s:
+            s.execute(text("UPDATE index_rebuild_jobs SET status = 'cancelled' WHERE id = :j"), {"j": job_id})
