@@ -1,5 +1,6 @@
-"""Export from the web app (docs/export.md#api): a page's More menu and a folder's item menu in
-the tree download the zip, with a progress line that ends in "Exported"; a refusal shows why."""
+"""Export from the web app (docs/export.md#api): a page's More menu, an item's menu in the tree
+(readers included) and the tree's head (the whole knowledge base) download the zip, with a
+progress line that ends in "Exported"; a refusal shows why."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import zipfile
 
 import pytest
 from playwright.sync_api import expect
+from sqlmodel import Session
 
+from tests.api.helpers import make_login_user
 from tests.web.test_browser import api, new_page, owner, sign_in  # noqa: F401 - owner is a fixture
 
 pytestmark = pytest.mark.slow
 
 
-def test_export_from_the_document_and_tree_menus(contexts, live_server, owner):  # noqa: F811
+def test_export_from_the_document_and_tree_menus(contexts, live_server, owner, engine):  # noqa: F811
     kb_id = owner["kb"]["id"]
     with api(live_server, owner) as c:
         r = c.post("/api/documents", json={"knowledge_base_id": kb_id, "type": "folder", "title": "资料 Export"})
@@ -42,6 +45,22 @@ def test_export_from_the_document_and_tree_menus(contexts, live_server, owner): 
         folder_item.get_by_role("menuitem", name="Export (.zip)").click()
     z = zipfile.ZipFile(io.BytesIO(open(dl.value.path(), "rb").read()))  # noqa: SIM115
     assert sorted(z.namelist()) == ["openkb-export.json", "资料 Export/", "资料 Export/页面 Page.md"]
+
+    # a reader: the item menu offers Export only; the tree's head exports the whole knowledge base
+    reader = make_login_user(lambda: Session(engine, expire_on_commit=False))
+    with api(live_server, owner) as c:
+        r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"email": reader.email, "role": "member"})
+        assert r.status_code == 201, r.text
+    rpage = contexts.page()
+    sign_in(rpage, reader.email, next_path=f"/app/kb/{kb_id}/docs/{doc['id']}")
+    item = rpage.get_by_role("tree").get_by_role("treeitem", name="资料 Export")
+    item.locator("> div").hover()
+    item.get_by_role("button", name="Actions for 资料 Export").click()
+    expect(item.get_by_role("menuitem")).to_have_text(["Export (.zip)"])
+    with rpage.expect_download() as dl:
+        rpage.get_by_role("button", name="Export all (.zip)").click()
+    z = zipfile.ZipFile(io.BytesIO(open(dl.value.path(), "rb").read()))  # noqa: SIM115
+    assert "资料 Export/页面 Page.md" in z.namelist()
 
     # a refusal is shown, not swallowed: the page is gone by the time the export is asked for
     with api(live_server, owner) as c:

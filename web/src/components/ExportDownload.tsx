@@ -15,6 +15,7 @@ import { lang } from '../lib/i18n'
 const TEXT = {
   en: {
     export: 'Export (.zip)',
+    exportKb: 'Export all (.zip)',
     starting: 'Preparing the export…',
     progress: 'Exporting… {got} received (pages and assets: {total})',
     done: 'Exported {name} ({got})',
@@ -23,6 +24,7 @@ const TEXT = {
   },
   'zh-CN': {
     export: '导出（.zip）',
+    exportKb: '全部导出（.zip）',
     starting: '正在准备导出…',
     progress: '正在导出… 已接收 {got}（页面和附件共 {total}）',
     done: '已导出 {name}（{got}）',
@@ -40,6 +42,11 @@ function tx(key: Key, vars: Record<string, string> = {}): string {
 
 export function exportLabel(): string {
   return tx('export')
+}
+
+/** The knowledge base's own export (the tree's head). */
+export function exportKbLabel(): string {
+  return tx('exportKb')
 }
 
 function size(n: number): string {

@@ -17,7 +17,7 @@ import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths } from '../lib/router'
 import { buildTree, descendants, type TreeItem, type TreeNode } from '../lib/tree'
 import { droppedFiles, ImportDialog, type PickedFile } from './ImportDialog'
-import { exportLabel, exportZip } from './ExportDownload'
+import { exportKbLabel, exportLabel, exportZip } from './ExportDownload'
 import { Dialog, ErrorNote, Field } from './ui'
 
 function collapsedKey(kbId: string): string {
@@ -249,7 +249,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                 {it.title}
               </a>
             )}
-            {props.canCreate ? (
+            {(
               <span class="menu-wrap">
                 <button
                   type="button"
@@ -264,7 +264,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                 </button>
                 {menuFor === it.id ? (
                   <span class="menu" role="menu" onKeyDown={(e) => e.key === 'Escape' && setMenuFor(null)}>
-                    {isFolder ? (
+                    {isFolder && props.canCreate ? (
                       <>
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'page', parentId: it.id }) }}>
                           {t('newPage')}
@@ -277,22 +277,27 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         </button>
                       </>
                     ) : null}
-                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'rename', item: it }) }}>
-                      {t('rename')}
-                    </button>
+                    {props.canCreate ? (
+                      <>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'rename', item: it }) }}>
+                          {t('rename')}
+                        </button>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'move', item: it }) }}>
+                          {t('move')}
+                        </button>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'delete', item: it }) }}>
+                          {t('delete')}
+                        </button>
+                      </>
+                    ) : null}
+                    {/* every reader may export what they can read (docs/export.md) */}
                     <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void exportZip(`/api/documents/${it.id}/export`) }}>
                       {exportLabel()}
-                    </button>
-                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'move', item: it }) }}>
-                      {t('move')}
-                    </button>
-                    <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'delete', item: it }) }}>
-                      {t('delete')}
                     </button>
                   </span>
                 ) : null}
               </span>
-            ) : null}
+            )}
           </div>
           {isFolder && isOpen && n.children.length ? <ul role="group">{renderNodes(n.children, level + 1)}</ul> : null}
         </li>
@@ -316,6 +321,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     >
       <div class="sidebar-head">
         <a href={paths.kb(kbId)}>{t('kbHome')}</a>
+        <button type="button" class="tree-export" onClick={() => void exportZip(`/api/knowledge-bases/${kbId}/export`)}>
+          {exportKbLabel()}
+        </button>
         {props.canCreate ? (
           <span class="tree-actions">
             <button type="button" onClick={() => setAction({ kind: 'new', type: 'page', parentId: null })}>
