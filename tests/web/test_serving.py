@@ -40,7 +40,8 @@ def test_app_routes_answer_the_index_with_a_strict_policy(http, path):
     assert r.headers["cache-control"] == "no-cache"
     csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";"))
     nonce = re.fullmatch(r"'self' 'nonce-([A-Za-z0-9_-]+)'", csp["style-src"]).group(1)  # no 'unsafe-inline'
-    assert r.text == (DIST / "index.html").read_text(encoding="utf-8").replace("OPENKB_CSP_NONCE", nonce)
+    page = re.sub(r'<link rel="(?:module)?preload"[^>]*>', "", r.text)  # the document page's editor hints
+    assert page == (DIST / "index.html").read_text(encoding="utf-8").replace("OPENKB_CSP_NONCE", nonce)
     assert csp["default-src"] == "'none'"
     assert csp["script-src"] == "'self'"  # no inline script, no eval, no foreign origin
     assert csp["connect-src"] == "'self'" and csp["font-src"] == "'self'"
@@ -166,3 +167,19 @@ def test_the_web_app_is_typed_against_the_current_api():
     for method, url in calls:
         path = re.sub(r"\$\{[^}]+\}", "x", url.split("?")[0].split("${id ?")[0])
         assert any(rx.match(path) and m == method.lower() for rx, m in routes), f"{method} {url}: no such route"
+
+
+def test_the_document_page_preloads_the_editor_and_nothing_else_does(http):
+    """On /app/kb/<kb>/docs/<doc> the browser gets the editor chunk, its static import and its
+    CSS as preload hints (the files the entry chunk would ask for once it ran); the tags carry
+    this response's nonce; other pages don't preload the editor."""
+    r = http.get("/app/kb/x/docs/y")
+    nonce = re.search(r"'nonce-([A-Za-z0-9_-]+)'", r.headers["content-security-policy"]).group(1)
+    hints = re.findall(r'<link rel="(modulepreload|preload)"[^>]* href="/assets/([^"]+)" nonce="([^"]+)">', r.text)
+    files = {f for _, f, _ in hints}
+    assert any(f.startswith("Editor-") and f.endswith(".js") for f in files), r.text
+    assert any(f.startswith("Editor-") and f.endswith(".css") for f in files), r.text
+    assert all((ASSETS / f).is_file() for f in files)
+    assert {n for _, _, n in hints} == {nonce}
+    for path in ("/app", "/app/kb/x", "/login"):
+        assert "modulepreload" not in http.get(path).text
