@@ -201,18 +201,22 @@ def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str]
         # the workers start slowly (each imports the caller's __main__ again: multiprocessing's
         # rule): meanwhile this process takes tasks from the end, as long as none started there
         local: dict[int, list[Prepared]] = {}
+        done = 0
         for n in range(len(tasks) - 1, 0, -1):
             idxs, fut = tasks[n]
             if not fut.cancel():
                 break
+            for i in idxs:  # progress as this process goes (files in the order it takes them)
+                report(done, files[i].size, files[i].rel)
+                done += 1
             local[n] = prepare_many([(files[i].rel, data_of[i]) for i in idxs], nonce)
-        done = 0
         for n, (idxs, fut) in enumerate(tasks):
             for i, p in zip(idxs, local[n] if n in local else fut.result()):
                 out[i] = p
-            for i in idxs:
-                report(done, files[i].size, files[i].rel)
-                done += 1
+            if n not in local:
+                for i in idxs:
+                    report(done, files[i].size, files[i].rel)
+                    done += 1
     return [p for p in out if p is not None]
 
 

@@ -188,3 +188,42 @@ def test_stored_bodies_are_what_a_save_stores(world, tmp_path):
     for body in bodies:
         assert validate_and_normalize(body) == body
     assert any("openkb://document/" in b and "#x" in b for b in bodies)
+
+
+def test_worker_processes_give_what_one_process_gives(world, tmp_path):
+    """``jobs=2``: the files are converted in worker processes and by the importing process
+    itself while they start; every file is reported once and the pages are the same."""
+    root = tmp_path / f"j{uid()}"
+    for i in range(24):
+        d = root / f"d{i % 3}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"n{i:02d}.md").write_text(f"# N{i}\n\n[next](../d{(i + 1) % 3}/n{(i + 1) % 24:02d}.md) 第{i}页\n")
+    seen: list[str] = []
+
+    def progress(p):
+        if p.phase == "prepare":
+            seen.append(p.current)
+
+    reports = {}
+    for jobs in (1, 2):
+        kb = world.new_kb()
+        reports[jobs] = (kb, world.run(root, kb=kb, jobs=jobs, progress=progress if jobs == 2 else None))
+    assert sorted(seen) == sorted(f"d{i % 3}/n{i:02d}.md" for i in range(24))
+
+    def bodies(kb):
+        with Session(world.engine) as s:
+            docs = s.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id)).all()
+            ids = {d.id: d.external_key for d in docs}
+            out = {}
+            for d in docs:
+                if d.type == "page":
+                    body = s.get(DocumentVersion, d.current_version_id).markdown
+                    for i, k in ids.items():  # ids differ per knowledge base: compare by key
+                        body = body.replace(str(i), k.split(":", 2)[2])
+                    out[d.external_key.split(":", 2)[2]] = body
+            return out
+
+    (kb1, r1), (kb2, r2) = reports[1], reports[2]
+    assert not r1.failed and not r2.failed
+    assert {f.path: f.status for f in r1.files} == {f.path: f.status for f in r2.files}
+    assert bodies(kb1) == bodies(kb2) and len(bodies(kb1)) == 24
