@@ -79,6 +79,7 @@ class ClientLoop(threading.Thread):
         self.app = app
         self.stop_flag = threading.Event()
         self.log: list[tuple[float, str, object]] = []
+        self.unavailable: list[tuple[str, str | None, str | None]] = []
         self.t0 = time.monotonic()
 
     def run(self) -> None:
@@ -106,6 +107,8 @@ class ClientLoop(threading.Thread):
                         elif r.status_code == 409:  # a save that committed as its connection died
                             base = r.json().get("current_version_id") or base
                     outcome: object = r.status_code
+                    if r.status_code == 503:  # an outage answer: says what and when to retry
+                        self.unavailable.append((op, r.headers.get("retry-after"), r.json().get("error")))
                 except httpx.TimeoutException:
                     outcome = "timeout"
                 except httpx.TransportError:
@@ -223,6 +226,8 @@ def test_kill_9_of_a_part_heals(app, part):
         bad = [o for o in bad if o[2] != "refused"]
     assert bad == [], f"the client saw more than 503s during the {part} outage: {bad[:20]}\n" + _logs(app.home)
     assert not [o for o in loop.log if o[2] == "timeout"], "a request hung"
+    assert all(ra and code for _op, ra, code in loop.unavailable), loop.unavailable  # Retry-After + code
+    RECOVERY[part]["client_503s"] = len(loop.unavailable)
     verify = _index_clean(app)
     assert verify["returncode"] == 0 and verify.get("ok"), verify
     assert (verify["missing"], verify["extra"], verify["stale"]) == (0, 0, 0), verify
