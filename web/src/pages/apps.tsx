@@ -20,6 +20,7 @@ const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleSt
 
 const appsApi = {
   installations: () => request<S['InstallationList']>('GET', base),
+  installation: (id: string) => request<Installation>('GET', `${base}/${encodeURIComponent(id)}`),
   setGrant: (id: string, body: S['GrantIn']) => request<Installation>('PUT', `${base}/${encodeURIComponent(id)}/grants`, body),
   setCollections: (id: string, body: S['SelectedListIn']) =>
     request<Installation>('PUT', `${base}/${encodeURIComponent(id)}/collections`, body),
@@ -172,7 +173,9 @@ function RecentChanges({ inst }: { inst: Installation }) {
 function UninstallDialog(props: { inst: Installation; onClose: () => void; onDone: (out: S['UninstallOut']) => void }) {
   const [mode, setMode] = useState<'keep' | 'delete'>('keep')
   const [error, setError] = useState<unknown>(null)
-  const c = props.inst.contributions
+  // what it contributed as of now (the list may be older than the app's last writes)
+  const fresh = useQuery(`apps:one:${props.inst.id}`, () => appsApi.installation(props.inst.id))
+  const c = fresh.data?.contributions ?? props.inst.contributions
   return (
     <Dialog title={t('apps_uninstallNamed', { name: props.inst.app.name })} onClose={props.onClose}>
       <p>
@@ -228,7 +231,14 @@ function InstallationCard(props: { inst: Installation; onUninstalled: (out: S['U
       <Grants inst={inst} />
       {wantsSelected ? <Collections inst={inst} /> : null}
       <RecentChanges inst={inst} />
-      <button type="button" class="danger" onClick={() => setOpen(true)}>
+      <button
+        type="button"
+        class="danger"
+        onClick={() => {
+          invalidate(`apps:one:${inst.id}`) // counted afresh each time the dialog opens
+          setOpen(true)
+        }}
+      >
         {t('apps_uninstall')}
       </button>
       {open ? <UninstallDialog inst={inst} onClose={() => setOpen(false)} onDone={props.onUninstalled} /> : null}
