@@ -23,6 +23,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, BinaryIO
 
 from sqlmodel import Session
@@ -219,7 +220,8 @@ def run_import_job(
 
 def _progress_writer(units: Units, job_id: uuid.UUID, every: float = 0.5) -> Callable[[Progress], None]:
     """The pipeline's progress, kept in the job (``results.progress``: phase, done, total, the
-    current file) for ``GET /api/import-jobs/:id`` — the web app's live per-file view. Written
+    current file; ``results.files``: the files written so far) for ``GET /api/import-jobs/:id``
+    — the web app's live per-file view. Written
     in a unit of work of its own, at most every ``every`` seconds and at each phase's start
     and end, so a big import does not pay a commit per file."""
     last: dict[str, Any] = {"at": 0.0, "phase": None}
@@ -230,12 +232,14 @@ def _progress_writer(units: Units, job_id: uuid.UUID, every: float = 0.5) -> Cal
         if not edge and now - last["at"] < every:
             return
         last["at"], last["phase"] = now, p.phase
-        done = min(p.done + 1, p.total)  # the pipeline reports a file as it starts it
+        done = min(p.done + 1 if p.phase == "prepare" else p.done, p.total)  # see Progress
         state = {"phase": p.phase, "done": done, "total": p.total, "current": p.current}
+        # the files written so far, in the final shape: the web app lists them as they come
+        files = [asdict(f) for f in p.report.files] if p.report is not None else None
         with units() as s:
             job = s.get(ImportJob, job_id, with_for_update=True)
             if job is not None and job.status == "running":
-                job.results = {**(job.results or {}), "progress": state}
+                job.results = {**(job.results or {}), "progress": state, **({"files": files} if files else {})}
                 job.updated_at = utcnow()
                 s.add(job)
 

@@ -127,12 +127,13 @@ class ImportReport:
 
 @dataclass
 class Progress:
-    phase: str  # prepare | write
+    phase: str  # prepare (done: files before this one) | write (done: files written, this one included)
     done: int
     total: int
     bytes_done: int
     bytes_total: int
     current: str
+    report: ImportReport | None = field(default=None, repr=False)  # the files written so far
 
 
 def key_prefix(target_id: uuid.UUID | None) -> str:
@@ -426,7 +427,7 @@ def run_import(
 
     def tell(phase: str, done: int, size: int, current: str, total: int) -> None:
         if progress is not None:
-            progress(Progress(phase, done, total, done_bytes[phase], bytes_total, current))
+            progress(Progress(phase, done, total, done_bytes[phase], bytes_total, current, report))
         done_bytes[phase] += size
 
     # -- pass 1: prepare ---------------------------------------------------------------------------
@@ -532,11 +533,12 @@ def run_import(
                         units, run, p, prefix, existing, folder_ids, failed_dirs, dry_run, knowledge_base_id, settings
                     )
                 )
+            report.files.extend(results)
         else:
+            report.files.extend(results)  # first: a progress listener sees them with the count
             for i, p in enumerate(chunk, 1):
                 tell("write", done + i, p.size, p.rel, len(pages))
         done += len(chunk)
-        report.files.extend(results)
     for p in asset_only:
         report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
     if prune:
