@@ -31,6 +31,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.dollarmath import index as _dollarmath_index
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
+from mdit_py_plugins.gfm_autolink._match import check_prev, match_any_email
 
 __all__ = ["get_parser", "parse", "parse_with_env", "task_marker"]
 
@@ -65,6 +66,32 @@ def _accept(url: str) -> bool:
     return True
 
 
+_EMAIL_LOCAL_TAIL = re.compile(r"[A-Za-z0-9.+_-]*\Z")
+
+
+def _underscore_in_email(state: StateInline, silent: bool) -> bool:
+    """An ``_`` inside an e-mail literal's local part is text (micromark reads ``a_b@x.org`` as
+    one address). markdown-it's emphasis rule would take the ``_`` as a delimiter first, so the
+    GFM plugin's scan back from ``@`` saw only ``b`` and linked ``b@x.org``. Here the ``_``
+    joins the pending text when the run around it is an address, and the plugin's ``@`` rule
+    then links all of it (tests/markdown/test_parity.py, spec-autolinks-028)."""
+    pos = state.pos
+    if state.linkLevel > 0 or state.src[pos] != "_":
+        return False
+    tail = _EMAIL_LOCAL_TAIL.search(state.pending).group(0)  # type: ignore[union-attr]
+    start = pos - len(tail)
+    if state.src[start:pos] != tail:  # an escape or another rule changed what pending holds
+        return False
+    if start > 0 and not check_prev(state.src[start - 1]):
+        return False
+    if match_any_email(state.src[start : state.posMax], 0, None) is None:
+        return False
+    if not silent:
+        state.pending += "_"
+    state.pos += 1
+    return True
+
+
 @lru_cache(maxsize=1)
 def get_parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
@@ -78,6 +105,7 @@ def get_parser() -> MarkdownIt:
     md.normalizeLinkText = _identity  # type: ignore[method-assign]
     md.validateLink = _accept  # type: ignore[method-assign]
     md.use(gfm_autolink_plugin)
+    md.inline.ruler.before("emphasis", "underscore_in_email", _underscore_in_email)
     md.use(footnote_plugin, inline=False, move_to_end=False)
     md.use(
         dollarmath_plugin,

@@ -61,3 +61,19 @@ def test_parity_rate() -> None:
     accepted = [n for n in NAMES if not _refused(_case(n)[0])]
     identical = len(accepted) - len(DIVERGENT)
     assert identical / len(accepted) >= 0.99, (identical, len(accepted))
+
+
+@pytest.mark.parametrize(
+    ("md", "expected"),
+    [
+        # micromark reads an `_` inside the local part as part of the address (spec-autolinks-028)
+        ("first_last@example.com wrote\n", "<first_last@example.com> wrote\n"),
+        ("a.b-c_d@a.b.\n", "<a.b-c_d@a.b>.\n"),
+        # not an address: the `_` keeps its ordinary meaning
+        ("_em_ x\n", "_em_ x\n"),
+        ("a_b@c and\n", "a_b\\@c and\n"),
+        ("a.b-c_d@a.b_\n", "a.b-c_d\\@a.b\\_\n"),
+    ],
+)
+def test_underscore_inside_an_email_literal(md: str, expected: str) -> None:
+    assert normalize(md) == expected
