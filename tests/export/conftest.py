@@ -110,11 +110,15 @@ class World:
                     type=n.type,
                     parent_id=ids[n.parent] if n.parent else None,
                     markdown=body if n.type == "page" else None,
-                    status=n.status,
+                    status=None if n.status == "archived" else n.status,
                     metadata=n.meta or None,
                     tags=n.tags or None,
                     document_id=ids[n.key],
                 )
+                if n.status == "archived":  # archiving is a later change, not a creation status
+                    doc = s.get(Document, ids[n.key])
+                    doc.status = "archived"
+                    s.add(doc)
                 for aid in asset_ids.values():
                     a = s.get(DocumentAsset, aid)
                     a.document_id = ids[n.key]
@@ -157,6 +161,8 @@ def snapshot(engine: Any, kb_id: uuid.UUID) -> list[tuple[Any, ...]]:
             .where(col(Document.knowledge_base_id) == kb_id, col(Document.status) != "deleted")
             .order_by(col(Document.sort_order), col(Document.created_at), col(Document.id))
         ).all()
+        if not docs:
+            return []
         by_id = {d.id: d for d in docs}
 
         def title_path(did: uuid.UUID) -> str:

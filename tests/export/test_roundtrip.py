@@ -150,6 +150,19 @@ def test_round_trip(world, built, exported, tmp_path):
     assert {f.status for f in rerun.files if f.type != "asset"} == {"unchanged"}
 
 
+def test_import_into_a_folder_and_dry_run(world, exported, tmp_path):
+    kb = world.new_kb()
+    dry = world.import_zip(exported, kb, tmp_path, dry_run=True)
+    assert {f.status for f in dry.files if f.type != "asset"} == {"would_create"}
+    assert snapshot(world.engine, kb.id) == []
+    ids = world.build(kb, [Node("into", "Imported here", type="folder")])
+    report = world.import_zip(exported, kb, tmp_path, target_id=ids["into"])
+    assert not report.failed, [(f.path, f.error) for f in report.failed]
+    rows = snapshot(world.engine, kb.id)
+    assert rows[0][0] == "Imported here" and all(r[0].startswith("Imported here/") for r in rows[1:])
+    assert "Imported here/笔记 Notes/首页 Home" in [r[0] for r in rows]
+
+
 def test_drafts_for_editors_with_include_drafts(world, built):
     kb, _ids = built
     files = members(world.export(kb_target(kb), include_drafts=True))
@@ -188,7 +201,8 @@ def trees(draw):
         folders = [x.key for x in nodes]
         parent = draw(st.sampled_from([None, *folders])) if folders else None
         kind = draw(st.sampled_from(["page", "page", "folder"]))
-        nodes.append(Node(f"n{i}", draw(TITLE), type=kind, parent=parent))
+        status = draw(st.sampled_from(["published", "published", "draft", "archived"]))
+        nodes.append(Node(f"n{i}", draw(TITLE), type=kind, parent=parent, status=status))
     pages = [x for x in nodes if x.type == "page"]
     for p in pages:
         targets = draw(st.lists(st.sampled_from([x.key for x in nodes]), max_size=2))
@@ -209,16 +223,16 @@ def trees(draw):
 def test_round_trip_property(world, tmp_path_factory, nodes):
     kb = world.new_kb()
     world.build(kb, nodes)
-    data = world.export(kb_target(kb))
+    data = world.export(kb_target(kb), include_drafts=True)
     for path, body in members(data).items():
         if path.endswith(".md"):
             assert validate(split_front_matter(body.decode())[1]) == [], path
-    assert world.export(kb_target(kb)) == data
+    assert world.export(kb_target(kb), include_drafts=True) == data
     empty = world.new_kb()
     report = world.import_zip(data, empty, tmp_path_factory.mktemp("zip"))
     assert not report.failed, [(f.path, f.error) for f in report.failed]
     assert snapshot(world.engine, empty.id) == snapshot(world.engine, kb.id)
-    again = members(world.export(kb_target(empty)))
+    again = members(world.export(kb_target(empty), include_drafts=True))
     first = members(data)
     assert {p: d for p, d in again.items() if p != "openkb-export.json"} == {
         p: d for p, d in first.items() if p != "openkb-export.json"
