@@ -161,7 +161,7 @@ def reindex_subtree(
     if len(ids) == 1:
         return _guarded(ctx, ids, lambda: sync_documents(ctx, session, ids)).as_dict()  # type: ignore[no-any-return]
     # one refused document must not fail its whole subtree: batches, then one by one (sync_each)
-    total, rejected = _guarded(ctx, ids, lambda: sync_each(ctx, ids))
+    total, rejected = sync_each(ctx, ids)  # records its own failures, batch by batch
     if rejected:
         total["rejected"] = rejected
     return total  # type: ignore[no-any-return]

@@ -37,7 +37,14 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlmodel import Session, col, select
 
 from openkb.context import AppContext
-from openkb.errors import ConfigError, IndexDataRejected, IndexError_, IndexUnavailable, OpenKBError
+from openkb.errors import (
+    ConfigError,
+    IndexDataRejected,
+    IndexError_,
+    IndexUnavailable,
+    OpenKBError,
+    ValidationError,
+)
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
 from openkb.indexing.history import record_switch
@@ -595,7 +602,8 @@ def sync_each(ctx: AppContext, doc_ids: list[str], *, targets: Any = None) -> tu
     """Sync ``doc_ids`` in batches, each in its own unit of work; a batch Milvus refuses for its
     data is retried one document at a time, so one bad document fails alone and every other
     one is indexed. Returns (totals, {document id: reason} for the permanent failures).
-    Transient errors propagate (the caller retries the whole call: it is idempotent)."""
+    A transient error is recorded on the batch it hit (earlier batches stay ``indexed``) and
+    propagates: the caller retries the whole call, which is idempotent."""
     total: dict[str, Any] = {"documents": 0, "inserted": 0, "updated": 0, "deleted": 0}
     rejected: dict[str, str] = {}
 
@@ -612,19 +620,23 @@ def sync_each(ctx: AppContext, doc_ids: list[str], *, targets: Any = None) -> tu
     for start in range(0, len(doc_ids), BATCH_DOCS):
         part = doc_ids[start : start + BATCH_DOCS]
         try:
-            add(run(part))
-            continue
-        except IndexDataRejected:
-            if len(part) == 1:
-                pass  # recorded below with its reason
-            else:
-                log.warning("a batch of %d documents was refused for its data; syncing them one by one", len(part))
-        for one in part:
             try:
-                add(run([one]))
-            except IndexDataRejected as exc:
-                rejected[one] = f"{exc.code}: {exc.detail}"
-                record_failure(ctx, [one], rejected[one], permanent=True)
+                add(run(part))
+                continue
+            except (IndexDataRejected, ValidationError):  # a row OpenKB or Milvus cannot write
+                if len(part) > 1:
+                    log.warning("a batch of %d documents was refused for its data; syncing them one by one", len(part))
+            for one in part:
+                try:
+                    add(run([one]))
+                except (IndexDataRejected, ValidationError) as exc:
+                    rejected[one] = f"{exc.code}: {exc.detail}"
+                    record_failure(ctx, [one], rejected[one], permanent=True)
+        except Exception as exc:
+            permanent = isinstance(exc, OpenKBError) and not exc.retryable
+            reason = f"{exc.code}: {exc.detail}" if isinstance(exc, OpenKBError) else f"{type(exc).__name__}: {exc}"
+            record_failure(ctx, [d for d in part if d not in rejected], reason, permanent=permanent)
+            raise
     return total, rejected
 
 
