@@ -117,6 +117,9 @@ def test_write_search_and_time_range_through_the_client(world) -> None:
     listed = kb.documents.list("diary", time_range={"from": "2026-09-23"})
     assert [d["ref"] for d in listed] == [b["ref"]] and listed[0]["updatedAt"]
     assert kb.documents.get_by_key("diary", "2026-09-23")["body"].startswith("番茄牛腩 again")
+    part = kb.documents.get(a["ref"], range=(0, 3))
+    assert "body" not in part and [c["index"] for c in part["chunks"]] == [0]
+    assert "番茄牛腩" in part["chunks"][0]["text"]
     changes = kb.changes.list()
     assert {c["op"] for c in changes} == {"document.create"} and all(c["own"] for c in changes)
     # switched off: the very next call is refused, and search says nothing
