@@ -39,7 +39,7 @@ def missing(permission: str) -> KnowledgePermissionMissing:
 
 
 def require(caller: AppCaller, permission: str) -> None:
-    if permission not in caller.grants:
+    if not caller.has(permission):
         raise missing(permission)
 
 

@@ -402,7 +402,12 @@ class AppCaller:
     secret: str
 
     def has(self, permission: str) -> bool:
-        return permission in self.grants
+        """Switched on; ``entities.write:<kind>`` includes ``entities.resolve:<kind>``."""
+        if permission in self.grants:
+            return True
+        if permission.startswith("entities.resolve:"):
+            return "entities.write:" + permission.partition(":")[2] in self.grants
+        return False
 
     def ref(self, kind: str, object_id: uuid.UUID) -> str:
         return R.make_ref(self.secret, self.installation_id, kind, object_id)

@@ -128,3 +128,29 @@ def test_every_accepted_string_has_two_distinct_sentences() -> None:
     assert len(seen) == len(ACCEPTED)  # no two strings read the same to the user
     assert sentence("facts.read:self:location.home.*", "en") == "Read your home location"
     assert sentence("collections.write:user-selected", "en") == "Write to the collections you choose"
+
+
+def test_entities_write_includes_resolve() -> None:
+    import uuid
+
+    from openkb.apps.registry import AppCaller
+    from openkb.permissions import Principal
+
+    uid = uuid.uuid4()
+    c = AppCaller(
+        uid,
+        uid,
+        uid,
+        uid,
+        "x",
+        Principal.user(uid, uid),
+        frozenset({"entities.write:person"}),
+        (),
+        (),
+        None,
+        None,
+        (),
+        "s",
+    )
+    assert c.has("entities.resolve:person") and c.has("entities.write:person")
+    assert not c.has("entities.resolve:org") and not c.has("entities.read:person")
