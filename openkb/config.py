@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = 64 * 1024
     max_folder_depth: int = 10
     max_upload_bytes: int = 50 * 1024 * 1024
+    max_export_bytes: int = Field(
+        4 * 1024 * 1024 * 1024, ge=1, description="largest export (pages and assets before compression; docs/export.md)"
+    )
     max_json_body_bytes: int | None = Field(
         None,
         description="cap on any non-upload request body (413 PAYLOAD_TOO_LARGE); unset = derived from "

@@ -42,8 +42,11 @@ def export_cmd(
         bool, typer.Option("--include-drafts", help="Also unpublished pages (drafts, archived) the user may edit.")
     ] = False,
     max_bytes: Annotated[
-        int, typer.Option("--max-bytes", min=1, help="Refuse an export larger than this (pages and assets).")
-    ] = service.MAX_EXPORT_BYTES,
+        int | None,
+        typer.Option(
+            "--max-bytes", min=1, help="Refuse an export larger than this (pages and assets); default MAX_EXPORT_BYTES."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     out = out.expanduser()
@@ -55,7 +58,9 @@ def export_cmd(
     with appliance(components=("postgresql",)) as ctx:
         with unit_of_work(ctx) as s:
             tgt, principal = service.operator_target(s, target, as_user)
-            plan = service.plan_export(s, principal, tgt, include_drafts=include_drafts, max_bytes=max_bytes)
+            plan = service.plan_export(
+                s, principal, tgt, include_drafts=include_drafts, max_bytes=max_bytes, settings=ctx.settings
+            )
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".export-", suffix=".zip")
         try:
             with os.fdopen(fd, "wb") as f, unit_of_work(ctx) as s, _progress(json_out) as progress:

@@ -44,6 +44,7 @@ from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from openkb.audit import record_audit
+from openkb.config import Settings, get_settings
 from openkb.errors import ExportTooLarge, NotFound, PermissionDenied, ValidationError
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
 from openkb.exporting.links import rewrite_links
@@ -59,7 +60,6 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "MANIFEST",
-    "MAX_EXPORT_BYTES",
     "ExportPlan",
     "Target",
     "export_tree",
@@ -68,7 +68,6 @@ __all__ = [
     "plan_export",
 ]
 
-MAX_EXPORT_BYTES = 4 << 30  # pages and assets before compression
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest time: no clock in the bytes
 CHUNK = 1 << 16
 _LEVEL = 1  # deflate level of the Markdown: 3x faster than the default 6, a few % larger
@@ -159,12 +158,13 @@ def plan_export(
     target: Target,
     *,
     include_drafts: bool = False,
-    max_bytes: int = MAX_EXPORT_BYTES,
+    max_bytes: int | None = None,
+    settings: Settings | None = None,
 ) -> ExportPlan:
     """Decide and size an export of ``target`` for ``principal``; audited as ``content.exported``.
 
     NotFound when the target does not exist or the caller cannot read it (the same answer);
-    ExportTooLarge past ``max_bytes``; PermissionDenied for share-link visitors and anonymous
+    ExportTooLarge past ``max_bytes`` (default: the ``max_export_bytes`` setting); PermissionDenied for share-link visitors and anonymous
     callers."""
     _require_account(principal)
     top: Document | None = None
@@ -250,6 +250,7 @@ def plan_export(
     _load_versions(session, docs)
     assets = _plan_assets(session, principal, kb.id, docs, left_out)
     total = sum(d.size for d in docs) + sum(a.size for a in assets.values())
+    max_bytes = max_bytes or (settings or get_settings()).max_export_bytes
     if total > max_bytes:
         raise ExportTooLarge(
             f"this export holds {total:,} bytes of pages and assets; the cap is {max_bytes:,} bytes. "
@@ -635,12 +636,15 @@ def export_tree(
     blobs: BlobStore,
     *,
     include_drafts: bool = False,
-    max_bytes: int = MAX_EXPORT_BYTES,
+    max_bytes: int | None = None,
+    settings: Settings | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExportPlan:
     """Plan, audit and write the whole zip to ``out_stream`` (any writable stream; it is never
     sought). Returns the plan (its ``summary()`` and ``written`` byte count)."""
-    plan = plan_export(session, principal, target, include_drafts=include_drafts, max_bytes=max_bytes)
+    plan = plan_export(
+        session, principal, target, include_drafts=include_drafts, max_bytes=max_bytes, settings=settings
+    )
     for chunk in iter_export(session, plan, blobs, progress=progress):
         out_stream.write(chunk)
         plan.written += len(chunk)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, col, select
 
+from openkb.config import Settings
 from openkb.errors import ExportFormatUnsupported, ExportTooLarge, ValidationError
 from openkb.exporting.service import Target
 from openkb.models import Document
@@ -59,6 +60,8 @@ def test_size_cap_names_the_cap_and_how_to_split(world, source):
     assert e.value.code == "EXPORT_TOO_LARGE" and e.value.http_status == 422
     assert "the cap is 10 bytes" in e.value.detail and "one at a time" in e.value.detail
     assert e.value.extra["max"] == 10 and e.value.extra["limit"] == "max_export_bytes"
+    with pytest.raises(ExportTooLarge, match="the cap is 20 bytes"):  # the setting (MAX_EXPORT_BYTES)
+        world.export(kb_target(kb), settings=Settings(max_export_bytes=20))
 
 
 def test_a_draft_target_needs_include_drafts(world, source):
