@@ -13,7 +13,7 @@ chunks, seconds at 100k.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import text
@@ -99,8 +99,11 @@ def verify(
     collection: str | None = None,
     repair: bool = False,
     examples: int = 5,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """The report (``ok`` when nothing differs). A repair is audited as ``milvus.index.repair``."""
+    """The report (``ok`` when nothing differs). A repair is audited as ``milvus.index.repair``.
+    ``progress(phase, done, total)``, if given, hears ``compare`` per batch of pages and
+    ``repair`` (documents) before the re-sync: the admin console's verify job shows it."""
     authorize_operator(session, principal)
     client = ctx.milvus
     collection = collection or current_target(client, ctx.settings.milvus_active_alias)
@@ -116,6 +119,10 @@ def verify(
     unchunked: set[str] = set()
     todo_docs: set[str] = set()
     seen: set[str] = set()
+    pages = session.execute(text("SELECT count(*) FROM documents WHERE type = 'page'")).scalar_one() if progress else 0
+    checked = 0
+    if progress:
+        progress("compare", 0, pages)
     for batch in _doc_batches(session):
         want, never = _expected(session, batch)
         unchunked |= never
@@ -129,6 +136,9 @@ def verify(
             elif got.get("title") != row["title"] or _differs(got, row):
                 stale.append(cid)
                 todo_docs.add(row["document_id"])
+        if progress:
+            checked += len(batch)
+            progress("compare", checked, pages)
     extra = [cid for cid in have if cid not in seen]
     extra_docs = {have[c]["document_id"] for c in extra}
     report: dict[str, Any] = {
@@ -152,6 +162,8 @@ def verify(
         ids = sorted(todo_docs | (extra_docs & existing))
         # a document Milvus refuses for its data fails alone (``failed``, listed by `openkb index
         # status`); everything else is still repaired (sync_each)
+        if progress:
+            progress("repair", 0, len(ids))
         rep, rejected = sync_each(ctx, ids, targets=[target])
         report["rejected"] = rejected
         if gone_rows:

@@ -12,15 +12,18 @@ Traps:
 * The job runs as the administrator who started it (``Principal.user``), so ``verify``'s own
   check and its ``milvus.index.repair`` audit row name them; an administrator demoted meanwhile
   makes the job fail with PERMISSION_DENIED rather than run with authority they no longer have.
-* The phase is committed in its own transaction before the long call, else the console would
-  see ``pending`` until the end; ``verify`` runs in a unit of work of its own so a failure rolls
+* The phase and progress (``verify``'s ``progress`` callback: pages compared, then documents
+  to repair) are committed in their own short transactions, else the console would see
+  ``pending`` until the end; ``verify`` runs in a unit of work of its own so a failure rolls
   its writes back and the job row still records the failure.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -53,7 +56,8 @@ def job_out(job: IndexVerifyJob) -> dict[str, Any]:
         "status": job.status,
         "phase": job.phase,
         "collection": job.collection,
-        "report": job.report or None,
+        "progress": (job.report or {}).get("progress") if job.status in LIVE else None,
+        "report": job.report if job.status not in LIVE and job.report else None,
         "error": job.error,
         "started_by": job.started_by,
         "created_at": job.created_at,
@@ -112,14 +116,28 @@ def _set(ctx: AppContext, job_id: uuid.UUID, **fields: Any) -> None:
             s.add(job)
 
 
+def _progress_writer(ctx: AppContext, job_id: uuid.UUID, every: float = 0.5) -> Callable[[str, int, int], None]:
+    """``verify``'s progress onto the job row, at most every ``every`` seconds (and at each phase
+    change), each write its own short transaction so the console sees it while verify runs."""
+    last = {"at": 0.0, "phase": ""}
+
+    def write(phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if phase == last["phase"] and now - last["at"] < every:
+            return
+        last.update(at=now, phase=phase)
+        _set(ctx, job_id, phase=phase, report={"progress": {"phase": phase, "done": done, "total": total}})
+
+    return write
+
+
 def run_verify_job(ctx: AppContext, session: Session, *, job_id: str | uuid.UUID, **_: Any) -> dict[str, Any]:
     """The worker's handler. A finished job is left alone (a retried delivery does nothing)."""
     jid = uuid.UUID(str(job_id))
     job = session.get(IndexVerifyJob, jid)
     if job is None or job.status not in LIVE:
         return {"skipped": "not pending"}
-    phase = "verifying and repairing" if job.repair else "verifying"
-    _set(ctx, jid, status="running", phase=phase, started_at=utcnow())
+    _set(ctx, jid, status="running", phase="compare", started_at=utcnow())
     principal = (
         Principal.user(job.started_by, job.tenant_id)
         if job.started_by is not None and job.tenant_id is not None
@@ -127,7 +145,7 @@ def run_verify_job(ctx: AppContext, session: Session, *, job_id: str | uuid.UUID
     )
     try:
         with session_scope(ctx.engine) as s:
-            report = verify(ctx, s, principal, repair=job.repair)
+            report = verify(ctx, s, principal, repair=job.repair, progress=_progress_writer(ctx, jid))
     except OpenKBError as exc:
         log.warning("verify job %s failed: %s", jid, exc.detail)
         _set(ctx, jid, status="failed", phase=None, error=f"{exc.code}: {exc.detail}", finished_at=utcnow())

@@ -239,11 +239,18 @@ class IndexVerifyIn(RequestModel):
     repair: bool = Field(False, description="fix what differs (as `openkb index verify --repair`)")
 
 
+class VerifyProgress(BaseModel):
+    phase: str = Field(description="compare (pages checked) | repair (documents to re-sync)")
+    done: int
+    total: int
+
+
 class VerifyJobOut(BaseModel):
     id: uuid.UUID
     repair: bool
     status: str = Field(description="pending | running | succeeded | failed")
-    phase: str | None = Field(description="what a running job is doing")
+    phase: str | None = Field(description="what a running job is doing: compare | repair")
+    progress: VerifyProgress | None = Field(None, description="while pending or running")
     collection: str | None
     report: dict[str, Any] | None = Field(description="verify's report: missing, extra, stale, ok, repaired, ...")
     error: str | None

@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pytest
+from sqlalchemy import text as sql_text
 from sqlmodel import select
 
 import openkb.jobs as jobs
@@ -66,6 +67,7 @@ def test_admin_repairs_the_active_collection_through_a_polled_job(app_ctx, live_
         job = _wait(a, r.json()["id"])
         assert job["status"] == "succeeded", job
         assert job["collection"] == coll and job["report"]["extra"] >= 1 and job["report"]["repaired"] is True
+        assert job["progress"] is None and "progress" not in job["report"]
         assert a.get("/api/admin/milvus/verify-jobs").json()["items"][0]["id"] == job["id"]  # found after a reload
         assert a.get(f"/api/admin/milvus/verify-jobs/{uuid.uuid4()}").status_code == 404
     client.flush(coll)
@@ -79,6 +81,38 @@ def test_admin_repairs_the_active_collection_through_a_polled_job(app_ctx, live_
             select(AuditLog).where(AuditLog.action == "milvus.index.repair", AuditLog.actor_user_id == admin.user_id)
         ).all()
         assert repaired  # the job ran as the administrator who started it
+
+
+def _ghost():
+    return mv.chunk_row(
+        chunk_id=uuid.uuid4(),
+        tenant_id=uuid.uuid4(),
+        workspace_id=uuid.uuid4(),
+        knowledge_base_id=uuid.uuid4(),
+        document_id=uuid.uuid4(),
+        version_id=uuid.uuid4(),
+        doc_status="published",
+        visibility_eff="workspace",
+        content_text="ghost row",
+    )
+
+
+def test_verify_reports_progress_by_phase(app_ctx, hueyqueue):
+    """``verify(progress=...)`` hears the pages compared, then the documents to repair."""
+    from openkb.indexing.verify import verify
+    from openkb.permissions.principal import Principal
+
+    client, coll = app_ctx.milvus, current_target(app_ctx.milvus, app_ctx.settings.milvus_active_alias)
+    mv.upsert_rows(client, coll, [_ghost()])
+    heard: list[tuple[str, int, int]] = []
+    with session_scope(app_ctx.engine) as s:
+        pages = s.execute(sql_text("SELECT count(*) FROM documents WHERE type = 'page'")).scalar_one()
+        rep = verify(app_ctx, s, Principal.system(), repair=True, progress=lambda *a: heard.append(a))
+    assert rep["repaired"]
+    compare = [h for h in heard if h[0] == "compare"]
+    assert compare[0] == ("compare", 0, pages) and compare[-1] == ("compare", pages, pages)
+    assert [h[1] for h in compare] == sorted(h[1] for h in compare)
+    assert heard[-1][0] == "repair"
 
 
 def test_one_live_job_at_a_time(live_server, committed):

@@ -5368,9 +5368,11 @@ export interface components {
             id: string;
             /**
              * Phase
-             * @description what a running job is doing
+             * @description what a running job is doing: compare | repair
              */
             phase: string | null;
+            /** @description while pending or running */
+            progress?: components["schemas"]["VerifyProgress"] | null;
             /** Repair */
             repair: boolean;
             /**
@@ -5397,6 +5399,18 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             user: components["schemas"]["UserOut"];
+        };
+        /** VerifyProgress */
+        VerifyProgress: {
+            /** Done */
+            done: number;
+            /**
+             * Phase
+             * @description compare (pages checked) | repair (documents to re-sync)
+             */
+            phase: string;
+            /** Total */
+            total: number;
         };
         /** VersionDetail */
         VersionDetail: {

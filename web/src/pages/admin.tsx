@@ -661,9 +661,16 @@ function VerifyPanel() {
             {t(`verifyStatus_${last.status}` as MessageKey)}
           </span>{' '}
           {live ? (
-            <>
-              <progress aria-label={t('verifyTitle')} /> {last.phase ? t(last.repair ? 'verifyPhaseRepair' : 'verifyPhase') : null}
-            </>
+            last.progress && last.progress.total ? (
+              <>
+                <progress aria-label={t('verifyTitle')} max={last.progress.total} value={last.progress.done} />{' '}
+                <span data-testid="verify-progress">
+                  {t(last.progress.phase === 'repair' ? 'verifyPhaseRepair' : 'verifyPhase', { done: last.progress.done, total: last.progress.total })}
+                </span>
+              </>
+            ) : (
+              <progress aria-label={t('verifyTitle')} />
+            )
           ) : null}
           {last.status === 'succeeded'
             ? ` ${r.ok ? t('verifyOk') : r.repaired ? t('verifyRepaired') : t('verifyDiffers')} · ${t('verifyCounts', {
