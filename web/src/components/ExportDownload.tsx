@@ -4,7 +4,9 @@
  * The server streams the zip (its length is not known in advance); `X-Export-Bytes` gives the
  * size of the pages and assets before compression, so the status line shows the bytes received
  * next to that estimate. The bytes are collected into a Blob and handed to the browser as a
- * download under the name the server suggests. A refusal (404, EXPORT_TOO_LARGE naming the cap)
+ * download under the name the server suggests. Trap: a Blob lives in the tab's memory, so an
+ * export above `BIG` is handed to the browser's own download instead (it streams to disk and
+ * shows its own progress; the server plans and audits that second request again). A refusal (404, EXPORT_TOO_LARGE naming the cap)
  * is shown in the same status line, which stays until closed.
  *
  * The status line is its own element on the page (not part of the caller's render tree), so a
@@ -20,6 +22,7 @@ const TEXT = {
     progress: 'Exporting… {got} received (pages and assets: {total})',
     done: 'Exported {name} ({got})',
     failed: 'Export failed: {detail}',
+    handedOver: 'Large export ({total}): your browser is downloading it',
     close: 'Close',
   },
   'zh-CN': {
@@ -29,11 +32,15 @@ const TEXT = {
     progress: '正在导出… 已接收 {got}（页面和附件共 {total}）',
     done: '已导出 {name}（{got}）',
     failed: '导出失败：{detail}',
+    handedOver: '导出内容较大（{total}）：浏览器正在下载',
     close: '关闭',
   },
 }
 
 type Key = keyof (typeof TEXT)['en']
+
+/** Above this (pages and assets), the zip is not collected in memory but downloaded by the browser. */
+const BIG = 256 * 1024 * 1024
 
 function tx(key: Key, vars: Record<string, string> = {}): string {
   const table = TEXT[lang() === 'zh-CN' ? 'zh-CN' : 'en']
@@ -110,6 +117,21 @@ export async function exportZip(url: string, fallbackName = 'export.zip'): Promi
       throw new Error(detail)
     }
     const total = Number(r.headers.get('X-Export-Bytes') ?? 0)
+    if (total > BIG) {
+      // too big to collect in this tab: the browser's own download writes it to disk as it
+      // arrives (and shows its progress); the export is asked for once more for that
+      await r.body.cancel()
+      const a = document.createElement('a')
+      a.href = url
+      a.download = filenameOf(r.headers.get('Content-Disposition')) ?? fallbackName
+      document.body.append(a)
+      a.click()
+      a.remove()
+      box.dataset.state = 'done'
+      show(tx('handedOver', { total: size(total) }))
+      setTimeout(() => box.remove(), 6000)
+      return
+    }
     const reader = r.body.getReader()
     const parts: BlobPart[] = []
     let got = 0
