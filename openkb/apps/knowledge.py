@@ -375,30 +375,38 @@ def _update_by_ref(
     loc = RC.locate(session, [doc_id])[doc_id]
     RC.check(caller, "write", loc.knowledge_base_id, loc.chain)
     doc = acc.document
-    if doc.external_key is not None:
-        res = upsert_by_key(
-            session, actor, doc.knowledge_base_id, doc.external_key, title=title, markdown=body or "",
-            metadata=meta, settings=settings,
-        )  # fmt: skip
-        status = res.status
-    else:
-        cur = current_version(session, doc)
+    cur = current_version(session, doc)
+    text_ = body if body is not None else (cur.markdown if cur else "")  # no body: keep it
+
+    def write() -> str:
+        if doc.external_key is not None:
+            return upsert_by_key(
+                session, actor, doc.knowledge_base_id, doc.external_key, title=title, markdown=text_,
+                metadata=meta, settings=settings,
+            ).status  # fmt: skip
         status = "unchanged"
-        if body is not None or title != doc.title:
+        if (cur is None or text_ != cur.markdown) or title != doc.title:
             r = save_version(
-                session, actor, doc.id, markdown=body if body is not None else (cur.markdown if cur else ""),
-                markdown_hash=sha256_hex(body if body is not None else (cur.markdown if cur else "")),
+                session, actor, doc.id, markdown=text_, markdown_hash=sha256_hex(text_),
                 base_version_id=cur.id if cur else None, base_version_no=0 if cur is None else None,
                 title=title, settings=settings,
             )  # fmt: skip
-            status = "updated" if getattr(r, "status", "saved") != "unchanged" else "unchanged"
+            status = "unchanged" if r.status == "unchanged" else "updated"
         if meta is not None and meta != doc.meta:
             from openkb.content.documents import update_document
 
             update_document(session, actor, doc.id, {"metadata": meta}, settings=settings)
             status = "updated"
+        return status
+
+    if loc.writer != caller.installation_id and not caller.has("changes.manage"):
+        with session.begin_nested():  # someone else's document: only "unchanged" may pass
+            status = write()
+            if status != "unchanged":
+                raise RC.missing("changes.manage")
+    else:
+        status = write()
     if status != "unchanged":
-        _require_own_or_manage(caller, loc)
         quotas.charge(session, caller, written, settings)
     return {"status": status, "ref": ref, "runId": str(actor.run_id)}
 

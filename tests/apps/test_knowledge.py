@@ -412,3 +412,23 @@ def test_the_user_sees_what_an_installation_wrote_and_reverts_it(aw: AppWorld) -
     assert [r["op"] for r in rows] == ["document.create"] and rows[0]["summary"].startswith("created page")
     revert_service.revert(aw.db, Actor.of(aw.user), change_id=rows[0]["id"])
     assert C.installation_changes(aw.db, aw.user, aw.installation_id)[0]["status"] == "reverted"
+
+
+def test_update_by_ref_keeps_what_is_left_out_and_guards_other_writers(aw: AppWorld) -> None:
+    c = aw.grant("collections.write:keep", "collections.read:keep")
+    keyed = K.documents_upsert(aw.db, c, collection="keep", key="k", title="t", body="keyed body")
+    plain = K.documents_upsert(aw.db, c, collection="keep", title="p", body="plain body")
+    r = K.documents_upsert(aw.db, c, ref=keyed["ref"], title="t2")
+    assert r["status"] == "updated" and K.documents_get(aw.db, c, keyed["ref"])["body"].strip() == "keyed body"
+    assert K.documents_upsert(aw.db, c, ref=plain["ref"], title="p")["status"] == "unchanged"
+    assert K.documents_upsert(aw.db, c, ref=plain["ref"], title="p", body="new")["status"] == "updated"
+    assert K.documents_get(aw.db, c, plain["ref"])["body"].strip() == "new"
+    # another app with write on keep may not overwrite them without changes.manage
+    other = aw.install_another("other")
+    oc = other.grant("collections.write:keep", "collections.read:keep")
+    theirs = K.documents_get_by_key(aw.db, oc, "keep", "k")["ref"]
+    with lacks("changes.manage"):
+        K.documents_upsert(aw.db, oc, ref=theirs, title="hijacked", body="x")
+    assert K.documents_get(aw.db, c, keyed["ref"])["title"] == "t2"  # nothing was written
+    with lacks("changes.manage"):
+        K.documents_delete(aw.db, oc, theirs)
