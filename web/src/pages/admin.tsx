@@ -10,6 +10,7 @@
  */
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
+import { Choice } from '../components/forms'
 import { ErrorNote, Loading, PublicFrame, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
@@ -46,7 +47,7 @@ const USER_STATUSES = ['', 'pending_email_verification', 'pending_activation', '
 function UsersTab() {
   const [q, setQ] = useState('')
   const [query, setQuery] = useState('')
-  const [status, setStatus] = useState('')
+  const [status, setStatus] = useState<(typeof USER_STATUSES)[number]>('')
   const [offset, setOffset] = useState(0)
   const [error, setError] = useState<unknown>(null)
   const key = `admin:users:${status}:${query}:${offset}`
@@ -83,19 +84,15 @@ function UsersTab() {
         <input type="search" aria-label={t('searchUsers')} placeholder={t('searchUsers')} value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
         <label>
           {t('status')}{' '}
-          <select
+          <Choice
+            options={USER_STATUSES}
             value={status}
-            onChange={(e) => {
+            onChange={(v) => {
               setOffset(0)
-              setStatus((e.target as HTMLSelectElement).value)
+              setStatus(v)
             }}
-          >
-            {USER_STATUSES.map((s) => (
-              <option key={s} value={s}>
-                {s ? t(`userStatus_${s}` as MessageKey) : t('all')}
-              </option>
-            ))}
-          </select>
+            label={(v) => (v ? t(`userStatus_${v}` as MessageKey) : t('all'))}
+          />
         </label>{' '}
         <button type="submit">{t('search')}</button>
       </form>
@@ -546,7 +543,7 @@ const IMPORT_STATUSES = ['', 'pending', 'running', 'succeeded', 'failed'] as con
 /** The tenant's import jobs with their progress (`GET /api/admin/import-jobs`: no file names,
  * operators see no content), polled while one is pending or running; server-side pages. */
 function ImportsTab() {
-  const [status, setStatus] = useState('')
+  const [status, setStatus] = useState<(typeof IMPORT_STATUSES)[number]>('')
   const [offset, setOffset] = useState(0)
   const key = `admin:imports:${status}:${offset}`
   const jobs = useQuery(key, () => api.adminImportJobs({ status, limit: PAGE, offset }))
@@ -562,19 +559,15 @@ function ImportsTab() {
       <p class="muted">{t('importsHelp')}</p>
       <label>
         {t('status')}{' '}
-        <select
+        <Choice
+          options={IMPORT_STATUSES}
           value={status}
-          onChange={(e) => {
+          onChange={(v) => {
             setOffset(0)
-            setStatus((e.target as HTMLSelectElement).value)
+            setStatus(v)
           }}
-        >
-          {IMPORT_STATUSES.map((x) => (
-            <option key={x} value={x}>
-              {x ? t(`importStatus_${x}` as MessageKey) : t('all')}
-            </option>
-          ))}
-        </select>
+          label={(v) => (v ? t(`importStatus_${v}` as MessageKey) : t('all'))}
+        />
       </label>
       <ErrorNote error={jobs.error} />
       <table class="grid" aria-labelledby="imports-h">

@@ -9,6 +9,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
 import { ShareDialog } from '../components/panels'
+import { Choice } from '../components/forms'
 import { ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
@@ -46,13 +47,13 @@ function KbGeneral({ kb }: { kb: S['KnowledgeBaseOut'] }) {
         <Field label={t('kbDescription')} name="kb-description" value={description} onInput={(v) => (setDescription(v), setSaved(false))} />
         <div class="field">
           <label for="kb-visibility">{t('visibility')}</label>
-          <select id="kb-visibility" value={visibility} onChange={(e) => (setSaved(false), setVisibility((e.target as HTMLSelectElement).value as Visibility))}>
-            {VISIBILITIES.map((v) => (
-              <option key={v} value={v}>
-                {t(`visibility_${v}` as MessageKey)}
-              </option>
-            ))}
-          </select>
+          <Choice
+            id="kb-visibility"
+            options={VISIBILITIES}
+            value={visibility}
+            onChange={(v) => (setSaved(false), setVisibility(v))}
+            label={(v) => t(`visibility_${v}` as MessageKey)}
+          />
         </div>
         <ErrorNote error={error} />
         <button type="submit" class="primary">
@@ -212,11 +213,13 @@ export function KbSettingsPage({ route }: { route: Route }) {
 }
 
 const WS_ROLES = ['admin', 'member', 'guest'] as const
+type WsRole = (typeof WS_ROLES)[number]
+const roleLabel = (r: WsRole) => t(`role_${r}` as MessageKey)
 
 function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
   const members = useQuery(`ws-members:${ws.id}`, () => api.workspaceMembers(ws.id))
   const [email, setEmail] = useState('')
-  const [role, setRole] = useState<(typeof WS_ROLES)[number]>('member')
+  const [role, setRole] = useState<WsRole>('member')
   const [error, setError] = useState<unknown>(null)
   const done = () => invalidate(`ws-members:${ws.id}`)
   return (
@@ -242,17 +245,13 @@ function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
                 {m.role === 'owner' ? (
                   t('role_owner')
                 ) : (
-                  <select
-                    aria-label={t('roleOf', { name: m.display_name ?? m.user_id })}
-                    value={m.role}
-                    onChange={(e) => api.updateWorkspaceMember(ws.id, m.user_id, { role: (e.target as HTMLSelectElement).value as (typeof WS_ROLES)[number] }).then(done).catch(setError)}
-                  >
-                    {WS_ROLES.map((r) => (
-                      <option key={r} value={r}>
-                        {t(`role_${r}` as MessageKey)}
-                      </option>
-                    ))}
-                  </select>
+                  <Choice
+                    ariaLabel={t('roleOf', { name: m.display_name ?? m.user_id })}
+                    options={WS_ROLES}
+                    value={m.role as WsRole}
+                    onChange={(role) => api.updateWorkspaceMember(ws.id, m.user_id, { role }).then(done).catch(setError)}
+                    label={roleLabel}
+                  />
                 )}
               </td>
               <td>
@@ -286,13 +285,7 @@ function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
         </label>
         <label>
           {t('role')}{' '}
-          <select value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value as (typeof WS_ROLES)[number])}>
-            {WS_ROLES.map((r) => (
-              <option key={r} value={r}>
-                {t(`role_${r}` as MessageKey)}
-              </option>
-            ))}
-          </select>
+          <Choice options={WS_ROLES} value={role} onChange={setRole} label={roleLabel} />
         </label>
         <button type="submit">{t('addMember')}</button>
         <span class="muted small">{t('addMemberHelp')}</span>
