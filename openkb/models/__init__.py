@@ -24,6 +24,7 @@ from openkb.models.apps import (
 )
 from openkb.models.audit import AuditLog, Change
 from openkb.models.content import Document, DocumentVersion, KnowledgeBase, Workspace, WorkspaceMember
+from openkb.models.facts import Entity, EntityIdentifier, EntityMention, Fact, FactPredicate
 from openkb.models.indexing import (
     DocumentAsset,
     DocumentChunk,
@@ -66,6 +67,11 @@ __all__ = [
     "DocumentChunk",
     "DocumentVersion",
     "EmailToken",
+    "Entity",
+    "EntityIdentifier",
+    "EntityMention",
+    "Fact",
+    "FactPredicate",
     "Group",
     "GroupMember",
     "ImportJob",

@@ -33,7 +33,7 @@ PAT_STATUSES = ("active", "revoked", "expired")
 DIFY_KEY_STATUSES = ("active", "disabled", "revoked")
 MAPPING_STATUSES = ("active", "disabled")
 AUDIT_ACTOR_TYPES = ("user", "api_key", "system")
-CHANGE_STATUSES = ("applied", "reverted")
+CHANGE_STATUSES = ("applied", "reverted", "conflict")  # conflict: a refused fact write (docs/facts.md)
 
 # Content role strength, for "at least" comparisons.
 ROLE_RANK = {"viewer": 1, "editor": 2, "manager": 3, "owner": 4}
