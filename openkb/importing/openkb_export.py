@@ -42,7 +42,7 @@ from openkb.content import tree
 from openkb.content.actor import Actor
 from openkb.content.upsert import upsert_by_key
 from openkb.errors import ExportFormatUnsupported, OpenKBError, PermissionDenied
-from openkb.exporting.format import FORMAT, FORMAT_VERSION, MANIFEST
+from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
 from openkb.importing.links import rewrite
 from openkb.importing.pipeline import (
     _ID_NAMESPACE,
@@ -219,6 +219,9 @@ class _Import:
             target = unicodedata.normalize("NFC", target)
             if target in self.assets:
                 return page.asset(target)
+            if target.startswith(ASSETS_DIR + "/"):
+                page.warnings.append(f"{target}: not in the zip; the reference is kept as it is")
+                return None
             for cand in (target, target + "/"):
                 if cand in self.ids:
                     return f"openkb://document/{self.ids[cand]}{hash_}{frag}"
@@ -279,10 +282,8 @@ def import_export(
         path = _clean(d.get("path"))
         kind = d.get("type")
         if path is None or kind not in ("page", "folder") or (kind == "folder") != path.endswith("/"):
-            report.files.append(
-                FileResult(str(d.get("path")), "failed", "page", error="a manifest entry with a bad path or type")
-            )
-            report.files[-1].code = "CONVERSION_FAILED"
+            bad = "a manifest entry with a bad path or type"
+            report.files.append(FileResult(str(d.get("path")), "failed", "page", error=bad, code="CONVERSION_FAILED"))
             continue
         if path in imp.ids:
             report.files.append(
@@ -316,10 +317,8 @@ def import_export(
         bytes_done += entry.size if entry else 0
         parent_path = by_export_id.get(str(d.get("parent_id"))) if d.get("parent_id") else None
         if d.get("parent_id") and (parent_path is None or parent_path not in done_paths):
-            report.files.append(
-                FileResult(path, "failed", d["type"], error="its parent failed or is not listed before it")
-            )
-            report.files[-1].code = "CONVERSION_FAILED"
+            why = "its parent failed or is not listed before it"
+            report.files.append(FileResult(path, "failed", d["type"], error=why, code="CONVERSION_FAILED"))
             continue
         parent_id = done_paths[parent_path] if parent_path is not None else target_id
         res = _write(units, imp, d, path, prefix + path, parent_id, existing.get(prefix + path), dry_run)
@@ -353,10 +352,8 @@ def _write(
     if kind == "page":
         entry = imp.files.get(path)
         if entry is None or entry.read is None:
-            res.error, res.code = (
-                (entry.error if entry else None) or "listed in the manifest, not in the zip",
-                ("CONVERSION_FAILED"),
-            )
+            res.error = (entry.error if entry else None) or "listed in the manifest, not in the zip"
+            res.code = "CONVERSION_FAILED"
             return res
         try:
             raw = entry.read()

@@ -18,8 +18,8 @@ from sqlmodel import Session, col, select
 from openkb.config import Settings
 from openkb.errors import ExportFormatUnsupported, ExportTooLarge, ValidationError
 from openkb.exporting.service import Target
-from openkb.models import Document
-from tests.export.conftest import Node, kb_target, members
+from openkb.models import Document, DocumentAsset
+from tests.export.conftest import Node, kb_target, members, png
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,22 @@ def test_size_cap_names_the_cap_and_how_to_split(world, source):
     assert e.value.extra["max"] == 10 and e.value.extra["limit"] == "max_export_bytes"
     with pytest.raises(ExportTooLarge, match="the cap is 20 bytes"):  # the setting (MAX_EXPORT_BYTES)
         world.export(kb_target(kb), settings=Settings(max_export_bytes=20))
+
+
+def test_a_missing_blob_is_left_out_and_counted(world, tmp_path):
+    kb = world.new_kb()
+    ids = world.build(kb, [Node("p", "Pic", body="![x]({asset:x.png})\n", assets={"x.png": (png(), "image/png")})])
+    with Session(world.engine) as s:
+        a = s.exec(select(DocumentAsset).where(col(DocumentAsset.document_id) == ids["p"])).one()
+    (world.blobs.root / a.object_key).unlink()
+    data = world.export(kb_target(kb))
+    files = members(data)
+    m = json.loads(files["openkb-export.json"])
+    assert m["left_out"]["assets_missing"] == 1 and m["assets"] == []
+    assert not [p for p in files if p.startswith("assets/")]
+    report = world.import_zip(data, world.new_kb(), tmp_path)
+    (page,) = [f for f in report.files if f.path == "Pic.md"]
+    assert page.status == "created" and any("not in the zip" in w for w in page.warnings)
 
 
 def test_a_draft_target_needs_include_drafts(world, source):
