@@ -48,6 +48,10 @@ RETRY_AFTER_S = 5
 # to BM25 (``hybrid_search``), not count as Milvus being down.
 _CONNECTION_PREFIXES = ("fail connecting to server", "cannot invoke rpc on closed channel")
 _CONNECTION_IN_RETRY = ("unavailable", "deadline_exceeded", "cancelled")
+# A search that runs out of time may be waiting on the embedding service Milvus calls for the
+# query vector, not on Milvus: it stays a MilvusException, so ``hybrid_search`` degrades to BM25
+# (and raises IndexUnavailable itself if BM25 fails too).
+SEARCH_CALLS = frozenset({"search", "hybrid_search"})
 _NOT_LOADED_MARKS = ("state 'released'", "not loaded", "call load()")
 
 
@@ -59,11 +63,14 @@ def is_data_error(exc: BaseException) -> bool:
     return isinstance(exc, DataNotMatchException | DataTypeNotMatchException | ParamError)
 
 
-def is_connection_error(exc: BaseException) -> bool:
-    """Could not reach Milvus (down, restarting, network): transient by nature."""
+def is_connection_error(exc: BaseException, *, deadline: bool = True) -> bool:
+    """Could not reach Milvus (down, restarting, network): transient by nature. ``deadline=False``
+    leaves a call that ran out of time to its caller (see ``SEARCH_CALLS``)."""
     import grpc
 
-    transport = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+    transport = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED]
+    if deadline:
+        transport.append(grpc.StatusCode.DEADLINE_EXCEEDED)
     if isinstance(exc, grpc.RpcError):
         return callable(getattr(exc, "code", None)) and exc.code() in transport
     if isinstance(exc, ConnectionError):
@@ -74,7 +81,8 @@ def is_connection_error(exc: BaseException) -> bool:
         text = str(exc.message or "").lower()
         if text.startswith(_CONNECTION_PREFIXES):
             return True
-        return "retry timeout" in text and any(m in text for m in _CONNECTION_IN_RETRY)
+        marks = _CONNECTION_IN_RETRY if deadline else tuple(m for m in _CONNECTION_IN_RETRY if m != "deadline_exceeded")
+        return "retry timeout" in text and any(m in text for m in marks)
     return False
 
 
@@ -185,10 +193,14 @@ class ResilientMilvus:
                             self._drop(client, str(again)[:300])
                             raise self._unavailable(_short(again)) from None
                         raise
-            if is_connection_error(exc):
+            if is_connection_error(exc, deadline=name not in SEARCH_CALLS):
                 self._drop(client, _short(exc))
                 throttled(log, "milvus-call", logging.INFO, "Milvus call %s failed: %s", name, _short(exc))
                 raise self._unavailable(_short(exc)) from None
+            if name in SEARCH_CALLS and _is_deadline(exc):
+                # pymilvus lets a timed-out search out as a bare gRPC error: give it the type the
+                # degradation in ``hybrid_search`` handles (a hung embedder was a 500)
+                raise MilvusException(message=f"search ran out of time: {_short(exc)}") from None
             raise
 
     def _reload(self, client: Any, collection: str) -> None:
@@ -201,6 +213,12 @@ class ResilientMilvus:
             if is_connection_error(exc):
                 self._drop(client, _short(exc))
             raise self._unavailable(f"loading {collection}: {_short(exc)}") from None
+
+
+def _is_deadline(exc: BaseException) -> bool:
+    import grpc
+
+    return isinstance(exc, grpc.RpcError) and getattr(exc, "code", lambda: None)() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 def _short(exc: BaseException) -> str:

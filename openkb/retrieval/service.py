@@ -53,6 +53,9 @@ log = logging.getLogger("openkb.retrieval")
 MAX_TOP_K = 100
 OVERFETCH = 3
 MAX_QUERY_CHARS = 2000
+# Seconds one Milvus search route may take: a hung embedding service costs this much once, then
+# the search is answered BM25-only (docs/retrieval.md#degradation), never a hang.
+SEARCH_TIMEOUT_S = 20.0
 _UUIDS = ARRAY(UUID(as_uuid=False))
 OUTPUT_FIELDS = ("chunk_id", "document_id", "knowledge_base_id", "title", "heading_path", "content_text", "updated_at")
 
@@ -328,7 +331,15 @@ def _search_chunks(
     results: list[SearchResult] = []
     for attempt in range(2):
         hits = mv.hybrid_search(
-            ctx.milvus, alias, query, p.filter, limit, p.spec, output_fields=OUTPUT_FIELDS, degraded=degraded
+            ctx.milvus,
+            alias,
+            query,
+            p.filter,
+            limit,
+            p.spec,
+            output_fields=OUTPUT_FIELDS,
+            degraded=degraded,
+            timeout=SEARCH_TIMEOUT_S,
         )
         results = _finish(session, principal, hits, top_k, f if p.post_filter else None)
         if len(results) >= top_k or len(hits) < limit or attempt == 1:

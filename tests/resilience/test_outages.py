@@ -136,3 +136,28 @@ def test_embedder_down_search_degrades_visibly_and_saves_wait(stack):
         reconcile(st.ctx, s, deadline_s=0, check_rows=False)
     assert all(exc is None for _, exc in st.run_jobs())
     assert _index_state(st, later["id"])[0] == "indexed"
+
+
+def test_a_hung_embedder_costs_one_bounded_wait_then_keyword_results(stack, monkeypatch):
+    """A stopped (not dead) embedding service: the dense route runs out of its deadline and the
+    search is answered BM25-only, instead of hanging or failing with 503."""
+    import os
+    import signal
+
+    import openkb.retrieval.service as retrieval
+
+    st = stack
+    st.extra["kb"] = st.world.new_kb()
+    word = f"quay{uuid.uuid4().hex[:8]}"
+    doc = _page(st, "Quay", f"# Quay\n\n{word} epsilon.\n")
+    st.run_jobs()
+    monkeypatch.setattr(retrieval, "SEARCH_TIMEOUT_S", 3.0)
+    os.kill(st.embedder.proc.pid, signal.SIGSTOP)  # our own embedder
+    try:
+        r = _search(st, word)
+    finally:
+        os.kill(st.embedder.proc.pid, signal.SIGCONT)
+    assert r.status_code == 200, r.text
+    assert r.json()["degraded"] == ["dense"]
+    assert [x["document_id"] for x in r.json()["results"]] == [doc["id"]]
+    assert _search(st, word).json()["degraded"] == []
