@@ -84,8 +84,20 @@ def processes_of_home(home: Path) -> list[str]:
     return found
 
 
+@pytest.fixture
+def up_home():
+    """A home outside pytest's tmp_path: pytest resets its temp root to 0700 whenever another run
+    starts, and (run as root) PostgreSQL runs as pgserver's own user, which must reach pg/."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="openkb-runtime-"))
+    yield root / "home"
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_after_kill_9_of_up_and_its_watchdog_the_next_up_stops_the_orphan(tmp_path):
+def test_after_kill_9_of_up_and_its_watchdog_the_next_up_stops_the_orphan(up_home):
     """kill -9 of `openkb up` *and* of its PostgreSQL watchdog orphans the PostgreSQL pg_ctl
     daemonised (and leaves its pid in pgserver's handle list); the next `up` stops that orphan,
     starts its own, and leaves nothing running after SIGTERM. (With the watchdog alive the orphan
@@ -94,7 +106,7 @@ def test_after_kill_9_of_up_and_its_watchdog_the_next_up_stops_the_orphan(tmp_pa
 
     from tests.test_cli import _free_port, _logs, start_up, up_env, wait_ready
 
-    home = tmp_path / "home"
+    home = up_home
     env = up_env(home)
     first = start_up(env, _free_port())
     try:
@@ -122,12 +134,12 @@ def test_after_kill_9_of_up_and_its_watchdog_the_next_up_stops_the_orphan(tmp_pa
 
 
 @pytest.mark.slow
-def test_sigterm_while_up_is_starting_stops_what_was_started(tmp_path):
+def test_sigterm_while_up_is_starting_stops_what_was_started(up_home):
     """SIGTERM's default action ends the process without running `stop`: the PostgreSQL that
     pg_ctl daemonised outlived it. Sent once PostgreSQL is up and before the API is ready."""
     from tests.test_cli import _free_port, _logs, start_up, up_env
 
-    home = tmp_path / "home"
+    home = up_home
     proc = start_up(up_env(home), _free_port())
     try:
         deadline = time.monotonic() + 180
