@@ -512,9 +512,11 @@ def time_range(raw: dict[str, Any] | None) -> tuple[datetime | None, datetime | 
     return parse_time(raw.get("from"), False, "timeRange.from"), parse_time(raw.get("to"), True, "timeRange.to")
 
 
-# the date a document stands for: meta.date (diary) when it is a date, else when it was updated
+# the date a document stands for: meta.date (diary) when it is a valid date, else when it was
+# updated (trap: a user may store any text there, e.g. 2026-02-31: it must not break the query)
 _DOC_TIME = (
     "CASE WHEN d.metadata->>'date' ~ '^\\d{4}-\\d{2}-\\d{2}' "
+    "AND pg_input_is_valid(substring(d.metadata->>'date' from 1 for 10), 'date') "
     "THEN (substring(d.metadata->>'date' from 1 for 10))::date::timestamp AT TIME ZONE 'UTC' "
     "ELSE d.updated_at END"
 )

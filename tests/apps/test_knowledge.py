@@ -432,3 +432,13 @@ def test_update_by_ref_keeps_what_is_left_out_and_guards_other_writers(aw: AppWo
     assert K.documents_get(aw.db, c, keyed["ref"])["title"] == "t2"  # nothing was written
     with lacks("changes.manage"):
         K.documents_delete(aw.db, oc, theirs)
+
+
+def test_an_impossible_meta_date_does_not_break_time_filters(aw: AppWorld) -> None:
+    c = aw.grant("collections.write:keep", "collections.read:keep")
+    bad = K.documents_upsert(aw.db, c, collection="keep", title="odd", body="x", meta={"date": "2026-02-31"})
+    good = K.documents_upsert(aw.db, c, collection="keep", title="ok", body="y", meta={"date": "2026-02-28"})
+    day = K.documents_list(aw.db, c, "keep", time_from="2026-02-28", time_to="2026-02-28")
+    assert [d["ref"] for d in day] == [good["ref"]]
+    recent = K.search(None, aw.db, c, "", time_from="2000-01-01")  # type: ignore[arg-type]
+    assert {h["document"] for h in recent} == {bad["ref"], good["ref"]}  # the odd one counts by its update time
