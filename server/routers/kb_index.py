@@ -3,8 +3,8 @@
 * /api/knowledge-bases/{id}/index-status and /index-retry: the knowledge base settings page's
   index panel (managers only; counts, and re-queueing the failed pages). Thin adapter over
   ``openkb.content.kb_index``; models and Milvus stay in the admin routes.
-* DELETE /api/workspaces/{id}: the workspace settings page's delete (owner only, an emptied
-  workspace only), over ``openkb.content.workspace_delete``.
+* DELETE /api/workspaces/{id} and /api/knowledge-bases/{id}: the settings pages' delete (owner
+  only, an emptied one only), over ``openkb.content.removal``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from openkb.content import kb_index
-from openkb.content.workspace_delete import delete_workspace
+from openkb.content.removal import delete_knowledge_base, delete_workspace
 from openkb.permissions.principal import Principal
 from server.auth import UserDep, require_scopes
 from server.deps import SessionDep
@@ -87,3 +87,26 @@ def remove_workspace(
     a knowledge base of it still holds pages or folders (trashed ones too): there is no trash
     for workspaces, so nothing of value goes with one. Audited ``workspace.deleted``."""
     return WorkspaceDeleted(**delete_workspace(session, principal, workspace_id))
+
+
+class KnowledgeBaseDeleted(BaseModel):
+    title: str
+    slug: str
+    workspace_id: uuid.UUID
+
+
+@router.delete(
+    "/api/knowledge-bases/{kb_id}",
+    response_model=KnowledgeBaseDeleted,
+    responses=error_responses(401, 403, 404, 409, 422),
+)
+def remove_knowledge_base(
+    kb_id: uuid.UUID,
+    session: SessionDep,
+    principal: UserDep,
+    _scoped: Annotated[Principal, Depends(require_scopes("kb:write"))],
+) -> KnowledgeBaseDeleted:
+    """The owner only (403 for a manager). 409 ``CONFLICT`` with ``reason: not_empty`` and the
+    count while it holds pages or folders (trash included): archive it to keep it instead.
+    Audited ``knowledge_base.deleted``."""
+    return KnowledgeBaseDeleted(**delete_knowledge_base(session, principal, kb_id))

@@ -1,4 +1,4 @@
-"""Workspace settings, ownership: the owner hands the workspace to a member (confirmed; the old
+"""Workspace and knowledge base settings, ownership: the owner hands the workspace to a member (confirmed; the old
 owner stays as admin and loses the ownership section), the new owner deletes it after typing
 its name; a workspace with pages is refused with the counts."""
 
@@ -49,3 +49,18 @@ def test_transfer_ownership_then_delete(contexts, live_server, committed):
     expect(other).to_have_url(f"{live_server}/app")
     with login(live_server, heir.email) as c:
         assert c.get(f"/api/workspaces/{ws['id']}").status_code == 404
+
+
+def test_owner_deletes_an_empty_knowledge_base(contexts, live_server, committed):
+    owner = make_login_user(committed)
+    with login(live_server, owner.email) as c:
+        ws = c.post("/api/workspaces", json={"name": f"Tidy {uuid.uuid4().hex[:6]}"}).json()
+        kb = c.post("/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Scratch"}).json()
+    page = contexts.page()
+    sign_in(page, owner.email)
+    page.goto(f"/app/kb/{kb['id']}/settings")
+    page.once("dialog", lambda d: d.accept("Scratch"))
+    page.get_by_role("button", name="Delete knowledge base").click()
+    expect(page).to_have_url(f"{live_server}/app/workspaces/{ws['id']}")
+    with login(live_server, owner.email) as c:
+        assert c.get(f"/api/knowledge-bases/{kb['id']}").status_code == 404

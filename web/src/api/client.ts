@@ -205,6 +205,7 @@ export const api = {
     request<S['server__routers__content__MemberOut']>('POST', `/api/workspaces/${enc(id)}/members`, body),
   updateWorkspaceMember: (id: string, userId: string, body: S['MemberUpdate']) =>
     request<S['server__routers__content__MemberOut']>('PUT', `/api/workspaces/${enc(id)}/members/${enc(userId)}`, body),
+  deleteKnowledgeBase: (id: string) => request<S['KnowledgeBaseDeleted']>('DELETE', `/api/knowledge-bases/${enc(id)}`),
   deleteWorkspace: (id: string) => request<S['WorkspaceDeleted']>('DELETE', `/api/workspaces/${enc(id)}`),
   transferOwner: (type: ObjectType, id: string, body: S['TransferIn']) =>
     request<void>('POST', `/api/objects/${type}/${enc(id)}/transfer-owner`, body),

@@ -1807,7 +1807,13 @@ export interface paths {
         /** Update Knowledge Base */
         put: operations["update_knowledge_base_api_knowledge_bases__kb_id__put"];
         post?: never;
-        delete?: never;
+        /**
+         * Remove Knowledge Base
+         * @description The owner only (403 for a manager). 409 ``CONFLICT`` with ``reason: not_empty`` and the
+         *     count while it holds pages or folders (trash included): archive it to keep it instead.
+         *     Audited ``knowledge_base.deleted``.
+         */
+        delete: operations["remove_knowledge_base_api_knowledge_bases__kb_id__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -4094,6 +4100,18 @@ export interface components {
             top_k_limit: number;
             /** Updated At */
             updated_at: string | null;
+        };
+        /** KnowledgeBaseDeleted */
+        KnowledgeBaseDeleted: {
+            /** Slug */
+            slug: string;
+            /** Title */
+            title: string;
+            /**
+             * Workspace Id
+             * Format: uuid
+             */
+            workspace_id: string;
         };
         /** KnowledgeBaseIn */
         KnowledgeBaseIn: {
@@ -14185,6 +14203,73 @@ export interface operations {
                 };
             };
             /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, MODEL_SETTINGS_FORBIDDEN, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_knowledge_base_api_knowledge_bases__kb_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                kb_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeBaseDeleted"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -70,6 +70,47 @@ function KbGeneral({ kb }: { kb: S['KnowledgeBaseOut'] }) {
   )
 }
 
+/** Owner only: delete once empty (the server says how many pages remain, trash included). */
+function KbDelete({ kb }: { kb: S['KnowledgeBaseOut'] }) {
+  const [error, setError] = useState<unknown>(null)
+  const [remaining, setRemaining] = useState<number | null>(null)
+  return (
+    <section aria-labelledby="kb-delete-h">
+      <h2 id="kb-delete-h">{t('kbDelete')}</h2>
+      <p class="muted">{t('kbDeleteHelp')}</p>
+      <ErrorNote error={error} />
+      {remaining !== null ? (
+        <p class="error" role="alert">
+          {t('kbNotEmpty', { docs: remaining })}
+        </p>
+      ) : null}
+      <button
+        type="button"
+        class="danger"
+        onClick={() => {
+          const typed = prompt(t('kbDeleteConfirm', { name: kb.title }))
+          if (typed === null) return
+          if (typed.trim() !== kb.title) return setError(new ApiError(422, { error: 'NAME_MISMATCH', detail: t('wsDeleteMismatch') }))
+          setError(null)
+          setRemaining(null)
+          api
+            .deleteKnowledgeBase(kb.id)
+            .then(() => {
+              invalidate(`kbs:${kb.workspace_id}`)
+              navigate(paths.workspace(kb.workspace_id))
+            })
+            .catch((e: unknown) => {
+              if (e instanceof ApiError && e.body.reason === 'not_empty') setRemaining(Number(e.body.documents))
+              else setError(e)
+            })
+        }}
+      >
+        {t('kbDelete')}
+      </button>
+    </section>
+  )
+}
+
 function KbTrash({ kbId }: { kbId: string }) {
   const trash = useQuery(`trash:${kbId}`, () => api.trash(kbId))
   const [error, setError] = useState<unknown>(null)
@@ -195,6 +236,7 @@ export function KbSettingsPage({ route }: { route: Route }) {
             </section>
             <KbIndex kbId={kbId} />
             <KbTrash kbId={kbId} />
+            {caps.includes('transfer_owner') ? <KbDelete kb={kb.data} /> : null}
           </>
         ) : null}
         {sharing ? (

@@ -1,5 +1,5 @@
-"""Delete a workspace from its settings page (docs/web.md#settings): owner only, and only once
-nothing is left in it to lose.
+"""Delete a workspace or a knowledge base from its settings page (docs/web.md#settings): owner
+only, and only once nothing is left in it to lose.
 
 The data model has no trash or archive for workspaces (docs/data-model.md#workspaces-and-content):
 knowledge bases are archived, pages go to the trash, but a workspace row that goes takes every
@@ -28,7 +28,7 @@ from sqlmodel import Session, col, select
 from openkb.audit import record_audit
 from openkb.errors import Conflict
 from openkb.models import Collaborator, Document, Invitation, KnowledgeBase, ShareLink, WorkspaceMember
-from openkb.permissions import Principal, WsAction, access_workspace
+from openkb.permissions import KbAction, Principal, WsAction, access_knowledge_base, access_workspace
 
 
 def delete_workspace(session: Session, principal: Principal, workspace_id: uuid.UUID) -> dict[str, Any]:
@@ -76,4 +76,35 @@ def delete_workspace(session: Session, principal: Principal, workspace_id: uuid.
     return summary
 
 
-__all__ = ["delete_workspace"]
+def delete_knowledge_base(session: Session, principal: Principal, kb_id: uuid.UUID) -> dict[str, Any]:
+    """The knowledge base's owner deletes it once it holds no page or folder (trash included):
+    409 CONFLICT ``reason: not_empty`` with the count otherwise. Its collaborator, share-link and
+    invitation rows go with it. Audited ``knowledge_base.deleted``."""
+    kb = access_knowledge_base(session, principal, kb_id, KbAction.TRANSFER_OWNER).knowledge_base
+    docs = session.exec(
+        select(func.count()).select_from(Document).where(col(Document.knowledge_base_id) == kb.id)
+    ).one()
+    if docs:
+        raise Conflict(
+            "the knowledge base still holds pages: move them to the trash and purge them first",
+            reason="not_empty",
+            documents=int(docs),
+        )
+    for model in (Collaborator, ShareLink, Invitation):
+        session.execute(delete(model).where(col(model.object_type) == "knowledge_base", col(model.object_id) == kb.id))
+    summary = {"title": kb.title, "slug": kb.slug, "workspace_id": str(kb.workspace_id)}
+    session.delete(kb)
+    session.flush()
+    record_audit(
+        session,
+        tenant_id=kb.tenant_id,
+        actor=principal,
+        action="knowledge_base.deleted",
+        object_type="knowledge_base",
+        object_id=kb.id,
+        metadata=summary,
+    )
+    return summary
+
+
+__all__ = ["delete_knowledge_base", "delete_workspace"]
