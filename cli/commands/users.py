@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
     user.command("list")(user_list)
     user.command("activate")(user_activate)
     user.command("suspend")(user_suspend)
+    user.command("delete")(user_delete)
     app.add_typer(user, name="user")
 
 
@@ -150,3 +151,28 @@ def user_activate(email: Annotated[str, typer.Argument(help="Email or id.")], js
 def user_suspend(email: Annotated[str, typer.Argument(help="Email or id.")], json_out: JsonOpt = False) -> None:
     """Suspend a user: their sessions and tokens stop working on the next request."""
     _set_status(email, "suspended", json_out)
+
+
+def user_delete(
+    email: Annotated[str, typer.Argument(help="Email or id.")],
+    successor: Annotated[
+        str | None, typer.Option(help="Email or id of the active user who takes over what they own.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete a user: anonymized, sessions, tokens, OAuth grants and memberships end, content stays
+    (docs/accounts.md#deleting-a-user). Refused while they own something and no --successor is named."""
+    from openkb.accounts.deletion import delete_user
+    from openkb.accounts.users import find_user
+    from openkb.permissions.principal import Principal
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        u = find_user(s, email)
+        heir = find_user(s, successor).id if successor else None
+        before = u.email
+        done = delete_user(s, Principal.system(), u.id, successor_id=heir)
+        out = {"id": str(u.id), "email": before, "status": done.user.status, **done.counts}
+    if json_out:
+        emit_json(out)
+    else:
+        console.print(f"{before}: deleted", highlight=False)
