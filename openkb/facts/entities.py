@@ -1,0 +1,419 @@
+"""Entities: the people, organisations and places a user knows, and the user's own ``self``
+(docs/facts.md#entities).
+
+Entities belong to one user in one tenant (each person's knowledge is theirs). Identifiers are
+normalized before they are stored or looked up (``normalize``), and are unique per user, entity
+kind and identifier kind, so ``resolve`` is one indexed point lookup.
+
+App side (``AppCaller``): ``resolve`` (``entities.resolve:<kind>``; with ``create``:
+``entities.write:<kind>``) never lists; ``get``/``list_entities`` need ``entities.read:<kind>``;
+``add_identifier`` needs ``entities.write:<kind>``. All of them are single-object methods: a
+missing grant raises ``lacks knowledge permission <string>``.
+
+User side (``Principal``): ``merge`` and ``delete`` — apps cannot. A merged entity keeps its row
+with ``merged_into``, so an old ref still works and means the survivor (``live``); a deleted
+entity keeps its row with ``deleted_at`` and a ref to it fails with ``no entity``.
+
+Trap: ``live`` follows ``merged_into`` chains (a survivor may itself be merged later) and stops
+after a few hops; ``merge`` also re-points entities merged into the loser, so chains stay short.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+from sqlmodel import Session, col, select
+
+from openkb.apps import quotas
+from openkb.apps import reach as RC
+from openkb.apps.registry import AppCaller
+from openkb.audit import record_audit
+from openkb.content import limits
+from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
+from openkb.models import Entity, EntityIdentifier
+from openkb.models._base import utcnow
+from openkb.permissions import Principal
+
+ENTITY_REF = "e"
+IDENTIFIER_KINDS = ("email", "phone", "domain", "url", "handle", "name")
+_KIND = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+MAX_HOPS = 8
+
+
+# --- normalization ---------------------------------------------------------------------------
+
+
+def normalize(kind: str, value: str) -> str:
+    """The stored form of an identifier: emails and domains lower-case, phones ``+`` and digits
+    (``00`` becomes ``+``), handles ``platform:account`` lower-case without ``@``, urls with
+    lower-case scheme and host and no trailing slash, names NFKC, case-folded, single-spaced."""
+    if kind not in IDENTIFIER_KINDS:
+        raise ValidationError(f"identifier kind is one of {', '.join(IDENTIFIER_KINDS)}", field="kind")
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{kind} must not be empty", field=kind)
+    v = unicodedata.normalize("NFKC", value).strip()
+    limits.check_name(v, kind)
+    if kind == "email":
+        v = v.lower()
+        if v.count("@") != 1 or not v.split("@")[0] or "." not in v.split("@")[1] or " " in v:
+            raise ValidationError(f"not an email address: {value!r}", field="email")
+        return v
+    if kind == "domain":
+        v = v.lower().rstrip(".")
+        v = re.sub(r"^[a-z]+://", "", v).split("/")[0]
+        if "." not in v or " " in v:
+            raise ValidationError(f"not a domain: {value!r}", field="domain")
+        return v
+    if kind == "phone":
+        plus = v.startswith("+") or v.startswith("00")
+        digits = re.sub(r"\D", "", v)
+        if v.startswith("00"):
+            digits = digits[2:]
+        if len(digits) < 5 or len(digits) > 20:
+            raise ValidationError(f"not a phone number: {value!r}", field="phone")
+        return ("+" if plus else "") + digits
+    if kind == "url":
+        m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]+)(.*)$", v)
+        if not m:
+            raise ValidationError(f"not a URL: {value!r}", field="url")
+        rest = m.group(3).rstrip("/")
+        return f"{m.group(1).lower()}://{m.group(2).lower()}{rest}"
+    if kind == "handle":
+        platform, sep, account = v.partition(":")
+        account = account.strip().lstrip("@")
+        if not sep or not platform.strip() or not account:
+            raise ValidationError("a handle is platform:account, e.g. github:zhangsan", field="handle")
+        return f"{platform.strip().lower()}:{account.lower()}"
+    return " ".join(v.casefold().split())
+
+
+def _check_kind(kind: str) -> str:
+    if not isinstance(kind, str) or not _KIND.match(kind) or kind == "self":
+        raise ValidationError("entity kind is a lower-case word such as person, org or place", field="kind")
+    return kind
+
+
+# --- the user's own entity and lookups ---------------------------------------------------------
+
+
+def self_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID) -> uuid.UUID:
+    """The user's ``self`` entity, created on first use (one per user and tenant)."""
+    row = session.execute(
+        text("SELECT id FROM entities WHERE tenant_id = :t AND user_id = :u AND kind = 'self'"),
+        {"t": tenant_id, "u": user_id},
+    ).first()
+    if row is not None:
+        return row.id  # type: ignore[no-any-return]
+    session.execute(
+        text(
+            "INSERT INTO entities (id, tenant_id, user_id, kind, display_name) VALUES (:id, :t, :u, 'self', 'self') "
+            "ON CONFLICT (tenant_id, user_id) WHERE kind = 'self' DO NOTHING"
+        ),
+        {"id": uuid.uuid4(), "t": tenant_id, "u": user_id},
+    )
+    return session.execute(  # type: ignore[no-any-return]
+        text("SELECT id FROM entities WHERE tenant_id = :t AND user_id = :u AND kind = 'self'"),
+        {"t": tenant_id, "u": user_id},
+    ).scalar_one()
+
+
+def live(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, entity_id: uuid.UUID) -> Entity:
+    """The entity a stored id means now: merged ones lead to their survivor; a deleted one (or
+    one of another user) is ``NotFound`` with ``no entity`` in the message."""
+    ent = session.get(Entity, entity_id)
+    for _ in range(MAX_HOPS):
+        if ent is None or ent.tenant_id != tenant_id or ent.user_id != user_id:
+            raise NotFound("no entity with this ref")
+        if ent.merged_into is None:
+            break
+        ent = session.get(Entity, ent.merged_into)
+    assert ent is not None
+    if ent.deleted_at is not None:
+        raise NotFound("no entity with this ref: it was deleted; resolve it again")
+    return ent
+
+
+def entity_of_ref(session: Session, caller: AppCaller, ref: str) -> Entity:
+    _, eid = caller.read_ref(ref, ENTITY_REF, "no entity")
+    return live(session, caller.tenant_id, caller.user_id, eid)
+
+
+def _identifiers(session: Session, entity_id: uuid.UUID) -> list[dict[str, str]]:
+    rows = session.exec(
+        select(EntityIdentifier)
+        .where(col(EntityIdentifier.entity_id) == entity_id)
+        .order_by(col(EntityIdentifier.kind), col(EntityIdentifier.value))
+    ).all()
+    return [{"kind": r.kind, "value": r.display, "normalized": r.value} for r in rows]
+
+
+_FIND = text(
+    "SELECT entity_id FROM entity_identifiers "
+    "WHERE tenant_id = :t AND user_id = :u AND entity_kind = :ek AND kind = :k AND value = :v"
+)
+
+
+def find(
+    session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, kind: str, identifiers: dict[str, str]
+) -> Entity | None:
+    """The first live entity of ``kind`` one of the identifiers names (in the order given)."""
+    for k, v in identifiers.items():
+        if v is None:
+            continue
+        nv = normalize(k, v)
+        for (eid,) in session.execute(_FIND, {"t": tenant_id, "u": user_id, "ek": kind, "k": k, "v": nv}):
+            try:
+                return live(session, tenant_id, user_id, eid)
+            except NotFound:
+                continue
+    return None
+
+
+def _add(session: Session, ent: Entity, kind: str, value: str) -> str:
+    """``added`` or ``exists`` (on this entity); another entity of the kind holding it: 409."""
+    nv = normalize(kind, value)
+    r = session.execute(
+        text(
+            "INSERT INTO entity_identifiers (id, tenant_id, user_id, entity_id, entity_kind, kind, value, display) "
+            "VALUES (:id, :t, :u, :e, :ek, :k, :v, :d) "
+            "ON CONFLICT (tenant_id, user_id, entity_kind, kind, value) DO NOTHING RETURNING id"
+        ),
+        {
+            "id": uuid.uuid4(),
+            "t": ent.tenant_id,
+            "u": ent.user_id,
+            "e": ent.id,
+            "ek": ent.kind,
+            "k": kind,
+            "v": nv,
+            "d": value.strip(),
+        },
+    ).first()
+    if r is not None:
+        return "added"
+    holder = session.execute(
+        _FIND, {"t": ent.tenant_id, "u": ent.user_id, "ek": ent.kind, "k": kind, "v": nv}
+    ).scalar_one()
+    if holder == ent.id:
+        return "exists"
+    try:
+        if live(session, ent.tenant_id, ent.user_id, holder).id == ent.id:
+            return "exists"
+    except NotFound:
+        pass
+    raise AlreadyExists(f"this {kind} belongs to another {ent.kind}", field=kind)
+
+
+# --- the app's methods -----------------------------------------------------------------------
+
+
+def entity_out(caller: AppCaller, ent: Entity, *, identifiers: bool = False, session: Session | None = None) -> dict:
+    out: dict[str, Any] = {"ref": caller.ref(ENTITY_REF, ent.id), "kind": ent.kind, "displayName": ent.display_name}
+    if identifiers and session is not None:
+        out["identifiers"] = [{"kind": i["kind"], "value": i["value"]} for i in _identifiers(session, ent.id)]
+    return out
+
+
+def _clean_ids(identifiers: dict[str, Any]) -> dict[str, str]:
+    if not isinstance(identifiers, dict) or not identifiers:
+        raise ValidationError("give at least one identifier (email, phone, domain, url, handle, name)", field="by")
+    out = {}
+    for k, v in identifiers.items():
+        if k not in IDENTIFIER_KINDS:
+            raise ValidationError(f"identifier kind is one of {', '.join(IDENTIFIER_KINDS)}", field=str(k))
+        if v is not None:
+            if not isinstance(v, str):
+                raise ValidationError(f"{k} must be a string", field=k)
+            out[k] = v
+    if not out:
+        raise ValidationError("give at least one identifier", field="by")
+    return out
+
+
+def resolve(
+    session: Session,
+    caller: AppCaller,
+    identifiers: dict[str, Any],
+    *,
+    kind: str = "person",
+    create: bool = False,
+    display_name: str | None = None,
+) -> dict[str, Any] | None:
+    """A point lookup: the entity one of the identifiers names, or ``None``; with ``create``
+    a new entity carrying them all. Never lists."""
+    kind = _check_kind(kind)
+    RC.require(caller, f"entities.write:{kind}" if create else f"entities.resolve:{kind}")
+    ids = _clean_ids(identifiers)
+    ent = find(session, caller.tenant_id, caller.user_id, kind, ids)
+    if ent is not None:
+        return {**entity_out(caller, ent), "created": False}
+    if not create:
+        return None
+    name = display_name or ids.get("name") or ids.get("email") or next(iter(ids.values()))
+    name = limits.check_name(name, "displayName")
+    quotas.charge(session, caller, len(name) + sum(len(v) for v in ids.values()))
+    ent = Entity(
+        tenant_id=caller.tenant_id,
+        user_id=caller.user_id,
+        kind=kind,
+        display_name=name,
+        created_by_installation_id=caller.installation_id,
+    )
+    session.add(ent)
+    session.flush()
+    for k, v in ids.items():
+        _add(session, ent, k, v)
+    return {**entity_out(caller, ent), "created": True}
+
+
+def get(session: Session, caller: AppCaller, ref: str) -> dict[str, Any]:
+    ent = entity_of_ref(session, caller, ref)
+    if ent.kind == "self":
+        raise NotFound("no entity with this ref")
+    RC.require(caller, f"entities.read:{ent.kind}")
+    return entity_out(caller, ent, identifiers=True, session=session)
+
+
+def list_entities(
+    session: Session, caller: AppCaller, kind: str = "person", *, query: str | None = None, limit: int = 200
+) -> list[dict[str, Any]]:
+    kind = _check_kind(kind)
+    RC.require(caller, f"entities.read:{kind}")
+    rows = list_for_user(session, caller.tenant_id, caller.user_id, kind, query=query, limit=limit)
+    return [entity_out(caller, e, identifiers=True, session=session) for e in rows]
+
+
+def list_for_user(
+    session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, kind: str | None, *, query: str | None, limit: int
+) -> list[Entity]:
+    q = select(Entity).where(
+        col(Entity.tenant_id) == tenant_id,
+        col(Entity.user_id) == user_id,
+        col(Entity.merged_into).is_(None),
+        col(Entity.deleted_at).is_(None),
+        col(Entity.kind) != "self",
+    )
+    if kind is not None:
+        q = q.where(col(Entity.kind) == kind)
+    if query and query.strip():
+        like = "%" + query.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        q = q.where(
+            text(
+                "(lower(entities.display_name) LIKE :like OR EXISTS (SELECT 1 FROM entity_identifiers i "
+                "WHERE i.entity_id = entities.id AND i.value LIKE :like))"
+            ).bindparams(like=like)
+        )
+    q = q.order_by(col(Entity.display_name), col(Entity.id)).limit(max(1, min(int(limit), 1000)))
+    return list(session.exec(q).all())
+
+
+def add_identifier(session: Session, caller: AppCaller, ref: str, kind: str, value: str) -> dict[str, str]:
+    ent = entity_of_ref(session, caller, ref)
+    if ent.kind == "self":
+        raise NotFound("no entity with this ref")
+    RC.require(caller, f"entities.write:{ent.kind}")
+    normalize(kind, value)
+    status = _add(session, ent, kind, value)
+    if status == "added":
+        quotas.charge(session, caller, len(value))
+    return {"status": status}
+
+
+# --- the user's own actions ------------------------------------------------------------------
+
+
+def _user(principal: Principal) -> tuple[uuid.UUID, uuid.UUID]:
+    if principal.kind != "user" or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated("sign in to manage your entities")
+    return principal.user_id, principal.tenant_id
+
+
+def access_entity(session: Session, principal: Principal, entity_id: uuid.UUID) -> Entity:
+    """One of the caller's own live entities (merged ids lead to the survivor)."""
+    uid, tid = _user(principal)
+    return live(session, tid, uid, entity_id)
+
+
+def create_entity(
+    session: Session, principal: Principal, *, kind: str, display_name: str, identifiers: dict[str, str] | None = None
+) -> Entity:
+    uid, tid = _user(principal)
+    ent = Entity(
+        tenant_id=tid, user_id=uid, kind=_check_kind(kind), display_name=limits.check_name(display_name, "displayName")
+    )
+    session.add(ent)
+    session.flush()
+    for k, v in (identifiers or {}).items():
+        _add(session, ent, k, v)
+    return ent
+
+
+def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged_id: uuid.UUID) -> Entity:
+    """Fold ``merged_id`` into ``survivor_id`` (same kind): identifiers, facts and mentions move;
+    the merged row stays with ``merged_into`` so its refs lead to the survivor."""
+    keep = access_entity(session, principal, survivor_id)
+    gone = access_entity(session, principal, merged_id)
+    if keep.id == gone.id:
+        raise ValidationError("an entity cannot be merged into itself", field="merged_id")
+    if keep.kind != gone.kind or keep.kind == "self":
+        raise ValidationError("only entities of the same kind can be merged", field="merged_id")
+    p = {"keep": keep.id, "gone": gone.id}
+    # identifiers the survivor lacks move over; duplicates go
+    session.execute(
+        text(
+            "DELETE FROM entity_identifiers g USING entity_identifiers k WHERE g.entity_id = :gone "
+            "AND k.entity_id = :keep AND k.kind = g.kind AND k.value = g.value"
+        ),
+        p,
+    )
+    session.execute(text("UPDATE entity_identifiers SET entity_id = :keep WHERE entity_id = :gone"), p)
+    session.execute(text("UPDATE facts SET subject_id = :keep WHERE subject_id = :gone"), p)
+    session.execute(text("UPDATE facts SET object_id = :keep WHERE object_id = :gone"), p)
+    session.execute(
+        text(
+            "DELETE FROM entity_mentions g USING entity_mentions k WHERE g.entity_id = :gone "
+            "AND k.entity_id = :keep AND k.chunk_id = g.chunk_id"
+        ),
+        p,
+    )
+    session.execute(text("UPDATE entity_mentions SET entity_id = :keep WHERE entity_id = :gone"), p)
+    session.execute(text("UPDATE entities SET merged_into = :keep WHERE merged_into = :gone"), p)
+    gone.merged_into = keep.id
+    gone.updated_at = utcnow()
+    session.add(gone)
+    session.flush()
+    session.refresh(gone)
+    record_audit(
+        session, tenant_id=keep.tenant_id, actor=principal, action="entity.merged", object_type="entity",
+        object_id=keep.id, metadata={"merged": str(gone.id)},
+    )  # fmt: skip
+    return keep
+
+
+def delete(session: Session, principal: Principal, entity_id: uuid.UUID) -> None:
+    """Delete an entity: its identifiers and mentions go, its current facts (as subject or
+    object) expire; the row stays so refs to it fail with ``no entity``."""
+    ent = access_entity(session, principal, entity_id)
+    if ent.kind == "self":
+        raise ValidationError("your own entity cannot be deleted", field="entity_id")
+    p = {"e": ent.id}
+    session.execute(text("DELETE FROM entity_identifiers WHERE entity_id = :e"), p)
+    session.execute(text("DELETE FROM entity_mentions WHERE entity_id = :e"), p)
+    session.execute(
+        text(
+            "UPDATE facts SET valid_to = greatest(now(), valid_from) WHERE valid_to IS NULL "
+            "AND (subject_id = :e OR object_id = :e)"
+        ),
+        p,
+    )
+    ent.deleted_at = utcnow()
+    session.add(ent)
+    session.flush()
+    record_audit(
+        session, tenant_id=ent.tenant_id, actor=principal, action="entity.deleted", object_type="entity",
+        object_id=ent.id,
+    )  # fmt: skip

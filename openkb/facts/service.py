@@ -1,0 +1,507 @@
+"""Facts: ``subject · predicate · value`` about the user and the entities they know
+(docs/facts.md#facts).
+
+A fact's value is JSON or an ``object`` entity. Facts expire (``valid_to``), they are never
+deleted, so history is kept: every row says when it held, who said it (``said_by`` user or
+app, the installation) and where it came from (``origin``/``source``/``source_ref``/``run_id``).
+
+Writing (``put``) — the rules of docs/facts.md#writing:
+
+* the hint is resolved first (``vocabulary.resolve_hint``), then ``facts.write`` is checked on
+  the resolved predicate for the subject's kind (``self`` or the entity kind);
+* the same subject, predicate and value current already → ``duplicate`` (nothing written, free);
+* cardinality ``one`` and a current value the *user* said → ``conflict``: not written, one
+  change row with status ``conflict`` the user sees in their changes;
+* cardinality ``one`` otherwise → the current value expires and the new one is valid;
+* ``origin``/``source`` are ``app:<name>``/``extracted`` unless the app holds ``origin.override``.
+
+Every applied write and every conflict is charged to the installation's daily quota and
+recorded in the change log (``fact.put``/``fact.retract``, actor the user, installation set).
+
+Reading: ``lookup`` (current, never inferred, no origin/writer/confidence) and ``profile_get``
+(the user's pinned facts about themselves) are query methods: what the app's ``facts.read``
+strings do not cover is left out without a word.
+
+Trap: concurrent puts on one subject and predicate are serialized with a transaction-scoped
+advisory lock, otherwise two cardinality-``one`` writers could both see "no current value".
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import UUID as PGUUID
+from sqlalchemy.types import Text
+from sqlmodel import Session
+
+from openkb.apps import quotas
+from openkb.apps import reach as RC
+from openkb.apps.knowledge import actor_for
+from openkb.apps.registry import AppCaller
+from openkb.apps.strings import parse
+from openkb.config import Settings
+from openkb.content.actor import Actor
+from openkb.content.changes import record_change
+from openkb.errors import MetadataTooLarge, NotFound, Unauthenticated, ValidationError
+from openkb.facts import entities as E
+from openkb.facts import vocabulary as V
+from openkb.models import App, Entity, Fact
+from openkb.models._base import utcnow
+from openkb.permissions import Principal
+
+FACT_REF = "a"
+MAX_VALUE_BYTES = 64 * 1024
+MAX_SOURCE_REF = 1000
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _check_value(value: Any) -> None:
+    size = _json_size(value)
+    if size > MAX_VALUE_BYTES:
+        raise MetadataTooLarge(
+            f"value is {size} bytes as JSON; at most {MAX_VALUE_BYTES} are allowed",
+            field="value",
+            limit="fact_value_bytes",
+            max=MAX_VALUE_BYTES,
+            actual=size,
+        )
+
+
+def _like(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _prefix(prefix: str | None) -> str | None:
+    """``pref.food``, ``pref.food.*`` or ``pref.food.`` → ``pref.food``; None/'' → None."""
+    if prefix is None:
+        return None
+    p = prefix.strip()
+    if p.endswith(".*"):
+        p = p[:-2]
+    p = p.rstrip(".")
+    if p in ("", "*"):
+        return None
+    segs = p.split(".")
+    if segs[0] not in V.PREDICATE_ROOTS or not all(V._SEG.match(s) for s in segs):
+        raise ValidationError(f"{prefix!r} is not a predicate prefix", field="prefix")
+    return p
+
+
+def _patterns(prefixes: list[str]) -> list[str]:
+    """LIKE patterns selecting a predicate equal to one of the prefixes or below it."""
+    out = []
+    for p in prefixes:
+        out += [_like(p), _like(p) + ".%"]
+    return out
+
+
+def _read_patterns(caller: AppCaller, subject_kind: str) -> list[str]:
+    pats = []
+    for g in caller.grants:
+        if not g.startswith("facts.read:"):
+            continue
+        perm = parse(g)
+        if perm.subject != subject_kind:
+            continue
+        assert perm.prefix is not None
+        pats += [_like(perm.prefix) + ".%"] if perm.wildcard else [_like(perm.prefix)]
+    return pats
+
+
+def covered(caller: AppCaller, action: str, subject_kind: str, predicate: str) -> bool:
+    for g in caller.grants:
+        if g.startswith(f"facts.{action}:"):
+            perm = parse(g)
+            if perm.subject == subject_kind and perm.covers_predicate(predicate):
+                return True
+    return False
+
+
+def require_fact(session: Session, caller: AppCaller, action: str, subject_kind: str, predicate: str) -> None:
+    """``facts.<action>`` covering the predicate, or the refusal naming the string the app
+    asked for that would cover it (else the exact one it would need)."""
+    if covered(caller, action, subject_kind, predicate):
+        return
+    app = session.get(App, caller.app_id)
+    for s in app.permissions if app else []:
+        if s.startswith(f"facts.{action}:"):
+            perm = parse(s)
+            if perm.subject == subject_kind and perm.covers_predicate(predicate):
+                raise RC.missing(s)
+    raise RC.missing(f"facts.{action}:{subject_kind}:{predicate}")
+
+
+def _declare_once(session: Session, caller: AppCaller) -> None:
+    """The app's manifest predicates, in the vocabulary before its first write resolves a hint
+    (installation adds them too; this covers apps installed before facts existed)."""
+    done: set[uuid.UUID] = session.info.setdefault("facts_declared", set())
+    if caller.app_id in done:
+        return
+    app = session.get(App, caller.app_id)
+    if app is not None and (app.manifest or {}).get("predicates"):
+        V.declare_app_predicates(session, caller.tenant_id, app)
+    done.add(caller.app_id)
+
+
+def _subject(session: Session, caller: AppCaller, subject: str | None) -> tuple[uuid.UUID, str]:
+    if subject in (None, "", "self"):
+        return E.self_entity(session, caller.tenant_id, caller.user_id), "self"
+    ent = E.entity_of_ref(session, caller, str(subject))
+    return ent.id, ent.kind
+
+
+_CURRENT = text(
+    "SELECT id, value, object_id, said_by, installation_id FROM facts "
+    "WHERE subject_id = :s AND predicate = :p AND valid_to IS NULL AND NOT inferred ORDER BY valid_from"
+)
+_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 19))")
+_INSERT = text(
+    "INSERT INTO facts (id, tenant_id, user_id, subject_id, predicate, value, object_id, valid_from, said_by, "
+    "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned) "
+    "VALUES (:id, :t, :u, :s, :p, :v, :o, :now, :by, :i, :origin, :source, :sref, :run, :conf, false, :pinned)"
+).bindparams(bindparam("v", type_=JSONB))
+_EXPIRE = text("UPDATE facts SET valid_to = :now WHERE id = ANY(:ids)").bindparams(
+    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True)))
+)
+
+
+def _same(row: Any, value: Any, object_id: uuid.UUID | None) -> bool:
+    return row.object_id == object_id and row.value == value
+
+
+def _write(
+    session: Session,
+    actor: Actor,
+    *,
+    tenant_id: uuid.UUID,
+    user_id: uuid.UUID,
+    subject_id: uuid.UUID,
+    pred: V.Pred,
+    value: Any,
+    object_id: uuid.UUID | None,
+    said_by: str,
+    installation_id: uuid.UUID | None,
+    origin: str,
+    source: str,
+    source_ref: str | None,
+    run_id: uuid.UUID | None,
+    confidence: float | None,
+    pinned: bool,
+    charge: Any = None,
+) -> tuple[str, uuid.UUID]:
+    """The write rules; ``charge(chars)`` is called for an applied write or a conflict."""
+    session.execute(_LOCK, {"k": f"fact:{subject_id}:{pred.predicate}"})
+    current = session.execute(_CURRENT, {"s": subject_id, "p": pred.predicate}).all()
+    for r in current:
+        if _same(r, value, object_id):
+            return "duplicate", r.id
+    summary_v = value if object_id is None else {"object": str(object_id)}
+    if pred.cardinality == "one" and said_by == "app":
+        said = [r for r in current if r.said_by == "user"]
+        if said:
+            if charge is not None:
+                charge(_json_size(value))
+            row = record_change(
+                session, actor, op="fact.put", object_type="fact", object_id=said[0].id,
+                summary=f"conflict: {pred.predicate} (the value you set was kept)", scope={},
+                before={"predicate": pred.predicate, "value": said[0].value},
+                after={"predicate": pred.predicate, "proposed": summary_v, "subject_id": subject_id},
+                flush=False,
+            )  # fmt: skip
+            row.status = "conflict"
+            session.flush()
+            return "conflict", said[0].id
+    if charge is not None:
+        charge(_json_size(value))
+    now = utcnow()
+    expired = list(current) if pred.cardinality == "one" else []
+    if expired:
+        session.execute(_EXPIRE, {"now": now, "ids": [r.id for r in expired]})
+    fid = uuid.uuid4()
+    session.execute(
+        _INSERT,
+        {
+            "id": fid, "t": tenant_id, "u": user_id, "s": subject_id, "p": pred.predicate, "v": value,
+            "o": object_id, "now": now, "by": said_by, "i": installation_id, "origin": origin, "source": source,
+            "sref": source_ref, "run": run_id, "conf": confidence, "pinned": pinned,
+        },
+    )  # fmt: skip
+    record_change(
+        session, actor, op="fact.put", object_type="fact", object_id=fid,
+        summary=f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}", scope={},
+        before={"expired": [str(r.id) for r in expired]} if expired else None,
+        after={"predicate": pred.predicate, "value": summary_v, "subject_id": subject_id},
+    )  # fmt: skip
+    return "applied", fid
+
+
+# --- the app's methods -----------------------------------------------------------------------
+
+
+def put(
+    session: Session,
+    caller: AppCaller,
+    *,
+    predicate_hint: str,
+    value: Any = None,
+    subject: str | None = "self",
+    description: str | None = None,
+    object_ref: str | None = None,
+    source_ref: str | None = None,
+    run_id: str | None = None,
+    origin: str | None = None,
+    source: str | None = None,
+    confidence: float | None = None,
+    settings: Settings | None = None,
+) -> dict[str, Any]:
+    """``{status: applied|duplicate|conflict, ref, predicate}`` (docs/facts.md#writing)."""
+    subject_id, subject_kind = _subject(session, caller, subject)
+    _declare_once(session, caller)
+    pred = V.resolve_hint(session, caller.tenant_id, predicate_hint, description)
+    require_fact(session, caller, "write", subject_kind, pred.predicate)
+    object_id = E.entity_of_ref(session, caller, object_ref).id if object_ref else None
+    if value is None and object_id is None:
+        raise ValidationError("give a value or an object", field="value")
+    _check_value(value)
+    default_origin, default_source = f"app:{caller.app_name}", "extracted"
+    if (origin not in (None, default_origin)) or (source not in (None, default_source)):
+        RC.require(caller, "origin.override")
+    if source_ref is not None and len(source_ref) > MAX_SOURCE_REF:
+        raise ValidationError(f"sourceRef is at most {MAX_SOURCE_REF} characters", field="sourceRef")
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise ValidationError("confidence is between 0 and 1", field="confidence")
+    pred = V.ensure(session, caller.tenant_id, pred, caller.app_id)
+    actor = actor_for(caller, run_id)
+    status, fid = _write(
+        session, actor, tenant_id=caller.tenant_id, user_id=caller.user_id, subject_id=subject_id, pred=pred,
+        value=value, object_id=object_id, said_by="app", installation_id=caller.installation_id,
+        origin=origin or default_origin, source=source or default_source, source_ref=source_ref,
+        run_id=actor.run_id, confidence=confidence, pinned=False,
+        charge=lambda n: quotas.charge(session, caller, n, settings),
+    )  # fmt: skip
+    return {"status": status, "ref": caller.ref(FACT_REF, fid), "predicate": pred.predicate}
+
+
+def _fact_of_ref(session: Session, caller: AppCaller, ref: str) -> tuple[Fact, str]:
+    _, fid = caller.read_ref(ref, FACT_REF, "fact")
+    f = session.get(Fact, fid)
+    if f is None or f.tenant_id != caller.tenant_id or f.user_id != caller.user_id:
+        raise NotFound("fact not found")
+    subj = session.get(Entity, f.subject_id)
+    assert subj is not None
+    return f, subj.kind
+
+
+def retract(
+    session: Session, caller: AppCaller, ref: str, *, run_id: str | None = None, settings: Settings | None = None
+) -> dict[str, str]:
+    """Expire a fact (never delete it): ``retracted`` | ``already_retracted``. Another writer's
+    fact (the user's, another app's) needs ``changes.manage`` as well."""
+    f, kind = _fact_of_ref(session, caller, ref)
+    require_fact(session, caller, "write", kind, f.predicate)
+    if f.installation_id != caller.installation_id:
+        RC.require(caller, "changes.manage")
+    if f.valid_to is not None:
+        return {"status": "already_retracted"}
+    quotas.charge(session, caller, 0, settings)
+    _expire(session, actor_for(caller, run_id), f)
+    return {"status": "retracted"}
+
+
+def _expire(session: Session, actor: Actor, f: Fact) -> None:
+    f.valid_to = max(utcnow(), f.valid_from)
+    session.add(f)
+    session.flush()
+    record_change(
+        session, actor, op="fact.retract", object_type="fact", object_id=f.id,
+        summary=f"{f.predicate} retracted", scope={},
+        before={"predicate": f.predicate, "valid_to": None}, after={"predicate": f.predicate, "valid_to": f.valid_to},
+    )  # fmt: skip
+
+
+_LOOKUP = text(
+    "SELECT id, predicate, value, object_id, valid_from FROM facts "
+    "WHERE subject_id = :s AND valid_to IS NULL AND NOT inferred "
+    "AND predicate LIKE ANY(:reads) AND (CAST(:want AS text[]) IS NULL OR predicate LIKE ANY(:want)) "
+    "ORDER BY predicate, valid_from"
+).bindparams(bindparam("reads", type_=ARRAY(Text)), bindparam("want", type_=ARRAY(Text)))
+
+
+def _fact_out(caller: AppCaller, r: Any) -> dict[str, Any]:
+    return {
+        "ref": caller.ref(FACT_REF, r.id),
+        "predicate": r.predicate,
+        "value": r.value,
+        "object": caller.ref(E.ENTITY_REF, r.object_id) if r.object_id else None,
+        "validFrom": r.valid_from,
+    }
+
+
+def lookup(session: Session, caller: AppCaller, subject: str | None = "self", prefix: str | None = None) -> list[dict]:
+    """Current facts of the subject under ``prefix`` that the app's ``facts.read`` strings for
+    the subject's kind cover — a query method: the rest is left out."""
+    subject_id, kind = _subject(session, caller, subject)
+    p = _prefix(prefix)
+    reads = _read_patterns(caller, kind)
+    if not reads:
+        return []
+    rows = session.execute(_LOOKUP, {"s": subject_id, "reads": reads, "want": _patterns([p]) if p else None}).all()
+    return [_fact_out(caller, r) for r in rows]
+
+
+_PROFILE = text(
+    "SELECT predicate, value FROM facts WHERE subject_id = :s AND valid_to IS NULL AND NOT inferred AND pinned "
+    "AND predicate LIKE ANY(:reads) AND (CAST(:want AS text[]) IS NULL OR predicate LIKE ANY(:want)) "
+    "ORDER BY predicate, valid_from"
+).bindparams(bindparam("reads", type_=ARRAY(Text)), bindparam("want", type_=ARRAY(Text)))
+
+
+def profile_get(session: Session, caller: AppCaller, prefix: str | None = None) -> list[dict[str, Any]]:
+    """The user's pinned facts about themselves ∩ the app's ``facts.read:self:...``."""
+    p = _prefix(prefix)
+    reads = _read_patterns(caller, "self")
+    if not reads:
+        return []
+    sid = E.self_entity(session, caller.tenant_id, caller.user_id)
+    rows = session.execute(_PROFILE, {"s": sid, "reads": reads, "want": _patterns([p]) if p else None}).all()
+    return [{"predicate": r.predicate, "value": r.value} for r in rows]
+
+
+# --- the user's own values (the account area, the assistant) ------------------------------------
+
+
+def _user(principal: Principal) -> tuple[uuid.UUID, uuid.UUID]:
+    if principal.kind != "user" or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated("sign in to manage your facts")
+    return principal.user_id, principal.tenant_id
+
+
+def user_put(
+    session: Session,
+    principal: Principal,
+    *,
+    predicate: str,
+    value: Any = None,
+    subject_id: uuid.UUID | None = None,
+    object_id: uuid.UUID | None = None,
+    pinned: bool | None = None,
+) -> dict[str, Any]:
+    """A value the user says (the account area's facts, or the user's own assistant): it counts
+    as user-said, so apps cannot overwrite it on a cardinality-``one`` predicate. About
+    themselves it is pinned (part of the profile) unless ``pinned=False``."""
+    uid, tid = _user(principal)
+    V.check_predicate(predicate)
+    if subject_id is None:
+        sid = E.self_entity(session, tid, uid)
+    else:
+        sid = E.access_entity(session, principal, subject_id).id
+    if object_id is not None:
+        object_id = E.access_entity(session, principal, object_id).id
+    if value is None and object_id is None:
+        raise ValidationError("give a value or an object", field="value")
+    _check_value(value)
+    pred = V.get(session, tid, predicate) or V.ensure(
+        session, tid, V.Pred(predicate, "many", "", "", "", (), "user", None, known=False), None
+    )
+    self_id = E.self_entity(session, tid, uid)
+    status, fid = _write(
+        session, Actor.of(principal), tenant_id=tid, user_id=uid, subject_id=sid, pred=pred, value=value,
+        object_id=object_id, said_by="user", installation_id=None, origin="user", source="user", source_ref=None,
+        run_id=None, confidence=None, pinned=(sid == self_id) if pinned is None else pinned,
+    )  # fmt: skip
+    return {"status": status, "id": fid, "predicate": pred.predicate}
+
+
+def user_retract(session: Session, principal: Principal, fact_id: uuid.UUID) -> dict[str, str]:
+    uid, tid = _user(principal)
+    f = session.get(Fact, fact_id)
+    if f is None or f.tenant_id != tid or f.user_id != uid:
+        raise NotFound("fact not found")
+    if f.valid_to is not None:
+        return {"status": "already_retracted"}
+    _expire(session, Actor.of(principal), f)
+    return {"status": "retracted"}
+
+
+def user_facts(
+    session: Session,
+    principal: Principal,
+    *,
+    subject_id: uuid.UUID | None = None,
+    prefix: str | None = None,
+    history: bool = False,
+) -> list[dict[str, Any]]:
+    """The user's own view: everything, with who said it and where it came from (``history``:
+    expired rows too)."""
+    uid, tid = _user(principal)
+    sid = E.self_entity(session, tid, uid) if subject_id is None else E.access_entity(session, principal, subject_id).id
+    p = _prefix(prefix)
+    rows = session.execute(
+        text(
+            "SELECT f.*, a.name AS app_name FROM facts f LEFT JOIN app_installations i ON i.id = f.installation_id "
+            "LEFT JOIN apps a ON a.id = i.app_id WHERE f.subject_id = :s "
+            + ("" if history else "AND f.valid_to IS NULL ")
+            + ("AND (f.predicate = :p OR f.predicate LIKE :pl) " if p else "")
+            + "ORDER BY f.predicate, f.valid_from"
+        ),
+        {"s": sid, "p": p, "pl": (_like(p) + ".%") if p else None},
+    ).all()
+    return [
+        {
+            "id": r.id,
+            "predicate": r.predicate,
+            "value": r.value,
+            "object_id": r.object_id,
+            "valid_from": r.valid_from,
+            "valid_to": r.valid_to,
+            "said_by": r.said_by,
+            "app": r.app_name,
+            "origin": r.origin,
+            "source": r.source,
+            "source_ref": r.source_ref,
+            "confidence": r.confidence,
+            "inferred": r.inferred,
+            "pinned": r.pinned,
+        }
+        for r in rows
+    ]
+
+
+# --- installations (uninstall) -------------------------------------------------------------------
+
+
+def count_for_installation(session: Session, installation_id: uuid.UUID) -> int:
+    """Current facts an installation wrote (the uninstall dialog's count)."""
+    return int(
+        session.execute(
+            text("SELECT count(*) FROM facts WHERE installation_id = :i AND valid_to IS NULL"), {"i": installation_id}
+        ).scalar_one()
+    )
+
+
+def expire_for_installation(session: Session, actor: Actor, installation_id: uuid.UUID) -> int:
+    """A delete-uninstall: the installation's current facts expire, each a change of ``actor``'s
+    run (so reverting the run brings them back)."""
+    ids = session.execute(
+        text("SELECT id FROM facts WHERE installation_id = :i AND valid_to IS NULL ORDER BY valid_from"),
+        {"i": installation_id},
+    ).scalars()
+    n = 0
+    for fid in list(ids):
+        f = session.get(Fact, fid)
+        assert f is not None
+        _expire(session, actor, f)
+        n += 1
+    return n
+
+
+def when(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

@@ -1,0 +1,332 @@
+"""Facts, entities and the predicate vocabulary at the service layer (docs/facts.md): the seed's
+examples, hint resolution, the write rules, entities (resolve, merge, delete), prefix rules,
+quotas. Each test runs on the rolled-back ``db`` session (no HTTP, no Milvus)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from openkb.apps import changes as C
+from openkb.apps import knowledge as K
+from openkb.apps import quotas, uninstall
+from openkb.errors import AlreadyExists, AppQuotaExceeded, InvalidPermissionString, KnowledgePermissionMissing, NotFound
+from openkb.facts import entities as E
+from openkb.facts import service as F
+from openkb.facts import vocabulary as V
+from tests.facts.conftest import Person
+
+RECIPES = ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*", "collections.create"]
+RATED = {"predicate": "pref.food.rated", "cardinality": "many", "description": "你打过高分的菜,用来推荐相似的菜。例如:红烧肉", "aliases": ["高分菜"]}  # fmt: skip
+PEOPLE = ["entities.resolve:person", "entities.read:person", "entities.write:person"]
+
+
+def lacks(perm: str):
+    return pytest.raises(KnowledgePermissionMissing, match=f"lacks knowledge permission {perm.replace('*', '[*]')}$")
+
+
+# --- vocabulary --------------------------------------------------------------------------------
+
+
+def test_every_core_predicate_is_preinstalled_with_cardinality_and_names(me: Person) -> None:
+    vocab = {p.predicate: p for p in V.all_predicates(me.db, me.tenant_id)}
+    assert len(V.CORE) == 30
+    for name, card in V.CORE:
+        assert vocab[name].cardinality == card and vocab[name].origin == "core"
+        assert vocab[name].name_zh and vocab[name].name_en
+    assert vocab["location.home.city"].name_zh == "居住城市"
+    assert vocab["relation.spouse"].cardinality == "one" and vocab["relation.friend"].cardinality == "many"
+    V.seed_core(me.db, me.tenant_id)  # idempotent
+    assert (
+        me.db.execute(text("SELECT count(*) FROM fact_predicates WHERE tenant_id = :t"), {"t": me.tenant_id}).scalar()
+        == 30
+    )
+
+
+# --- the seed's examples -------------------------------------------------------------------------
+
+
+def test_weather_app_reads_only_the_home_location(me: Person) -> None:
+    F.user_put(me.db, me.user, predicate="location.home.city", value="Utrecht")
+    F.user_put(me.db, me.user, predicate="pref.food.dislike", value="香菜")
+    c = me.install("weather", ["facts.read:self:location.home.*"], on=False)
+    assert F.profile_get(me.db, c, "location.home") == []  # nothing switched on: left out, no error
+    c = me.switch("weather", "facts.read:self:location.home.*", True)
+    [home] = F.profile_get(me.db, c, "location.home")
+    assert home == {"predicate": "location.home.city", "value": "Utrecht"}
+    assert F.profile_get(me.db, c) == [home]  # the prefix may be left out; food is not readable
+    assert F.lookup(me.db, c, "self", "pref.food") == []
+    with lacks("facts.write:self:location.home.city"):
+        F.put(me.db, c, predicate_hint="location.home.city", value="Amsterdam")
+
+
+def test_weather_app_without_a_home_gets_nothing(me: Person) -> None:
+    c = me.install("weather", ["facts.read:self:location.home.*"])
+    assert F.profile_get(me.db, c, "location.home") == []
+
+
+def test_recipe_app_rates_a_dish_and_keeps_the_recipe(me: Person) -> None:
+    c = me.install("recipes", RECIPES, [RATED])
+
+    def run(dish: str, rid: str, recipe: str) -> dict:
+        # each ctx.knowledge call is its own request: the caller (grants, created collections) is re-read
+        cols = K.collections_list(me.db, me.caller("recipes"))
+        col = next((x for x in cols if x["name"] == "菜谱"), None) or K.collections_create(
+            me.db, me.caller("recipes"), "菜谱"
+        )
+        fact = F.put(
+            me.db, me.caller("recipes"), predicate_hint="pref.food.rated", value=dish, source_ref=f"record/{rid}"
+        )
+        doc = K.documents_upsert(me.db, me.caller("recipes"), collection=col["ref"], key=rid, title=dish, body=recipe)
+        return {"fact": fact["status"], "doc": doc["status"], "predicate": fact["predicate"]}
+
+    assert run("番茄牛腩", "123", "# 番茄牛腩\n\n先炖牛腩") == {
+        "fact": "applied",
+        "doc": "created",
+        "predicate": "pref.food.rated",
+    }
+    assert run("番茄牛腩", "123", "# 番茄牛腩\n\n先炖牛腩") == {
+        "fact": "duplicate",
+        "doc": "unchanged",
+        "predicate": "pref.food.rated",
+    }
+    assert run("红烧肉", "124", "# 红烧肉")["fact"] == "applied"  # cardinality many: both stay
+    assert sorted(f["value"] for f in F.lookup(me.db, c, "self", "pref.food.rated")) == ["番茄牛腩", "红烧肉"]
+    pred = V.get(me.db, me.tenant_id, "pref.food.rated")
+    assert pred is not None and pred.origin == "app" and pred.aliases == ("高分菜",) and pred.cardinality == "many"
+    row = me.db.execute(
+        text("SELECT origin, source, source_ref, said_by FROM facts WHERE value = '\"番茄牛腩\"'")
+    ).one()
+    assert tuple(row) == ("app:recipes", "extracted", "record/123", "app")
+    # uninstalled (keep): the declared predicate stays in the vocabulary, the facts too
+    uninstall.uninstall(me.db, me.user, me.apps["recipes"][0], "keep")
+    assert V.get(me.db, me.tenant_id, "pref.food.rated") is not None
+    assert len(F.user_facts(me.db, me.user, prefix="pref.food.rated")) == 2
+
+
+# --- hint resolution ------------------------------------------------------------------------------
+
+
+def test_hint_resolution_order_full_alias_description_fallback(me: Person) -> None:
+    c = me.install(
+        "recipes",
+        ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*", "facts.read:self:x.shoe_size", "facts.write:self:x.shoe_size"],
+        [RATED, {"predicate": "pref.food.spicy", "cardinality": "one", "description": "how hot: mild", "aliases": ["heat"]},
+         {"predicate": "pref.food.heat_notes", "cardinality": "many", "description": "notes about heat and spice"}],
+    )  # fmt: skip
+    put = lambda hint, v="v": F.put(me.db, c, predicate_hint=hint, value=v)["predicate"]  # noqa: E731
+    assert put("pref.food.rated") == "pref.food.rated"  # 1. the full predicate
+    assert put("高分菜") == "pref.food.rated"  # 2. an alias
+    assert put("heat") == "pref.food.spicy"  # 2. the alias wins over the description containing "heat"
+    assert put("不喜欢的食物") == "pref.food.dislike"  # 3. a core predicate's name
+    assert put("用来推荐相似的菜") == "pref.food.rated"  # 3. words of a description
+    assert put("shoe size", 42) == "x.shoe_size"  # 4. the x. fallback, added to the vocabulary
+    assert V.get(me.db, me.tenant_id, "x.shoe_size").description == "shoe size"
+    assert put("pref.food.new_thing") == "pref.food.new_thing"  # a new predicate under a granted prefix
+
+
+def test_the_permission_is_checked_on_the_resolved_predicate(me: Person) -> None:
+    c = me.install("recipes", RECIPES, [RATED])
+    with lacks("facts.write:self:location.home.city"):
+        F.put(me.db, c, predicate_hint="居住城市", value="Utrecht")  # a name of location.home.city
+    with lacks("facts.write:self:x.shoe_size"):
+        F.put(me.db, c, predicate_hint="shoe size", value=42)
+    assert V.get(me.db, me.tenant_id, "x.shoe_size") is None  # a refused write adds nothing
+    c = me.switch("recipes", "facts.write:self:pref.food.*", False)
+    with lacks("facts.write:self:pref.food.*"):  # the string it asked for, switched off
+        F.put(me.db, c, predicate_hint="pref.food.like", value="面")
+
+
+# --- write rules ----------------------------------------------------------------------------------
+
+
+def test_cardinality_one_user_said_value_is_a_conflict_the_user_sees(me: Person) -> None:
+    F.user_put(me.db, me.user, predicate="pref.communication.style", value="简洁")
+    c = me.install("style", ["facts.read:self:pref.communication.*", "facts.write:self:pref.communication.*"])
+    out = F.put(me.db, c, predicate_hint="pref.communication.style", value="详细")
+    assert out["status"] == "conflict"
+    assert [f["value"] for f in F.lookup(me.db, c, "self", "pref.communication.style")] == ["简洁"]
+    mine = C.installation_changes(me.db, me.user, me.apps["style"][0])
+    assert [(x["op"], x["status"]) for x in mine] == [("fact.put", "conflict")]
+    assert mine[0]["after"]["proposed"] == "详细"
+
+
+def test_cardinality_one_app_value_expires_and_history_is_kept(me: Person) -> None:
+    c = me.install("loc", ["facts.read:self:location.home.*", "facts.write:self:location.home.*"])
+    assert F.put(me.db, c, predicate_hint="location.home.city", value="Utrecht")["status"] == "applied"
+    assert F.put(me.db, c, predicate_hint="location.home.city", value="Delft")["status"] == "applied"
+    assert [f["value"] for f in F.lookup(me.db, c)] == ["Delft"]
+    hist = F.user_facts(me.db, me.user, prefix="location.home.city", history=True)
+    assert [(h["value"], h["valid_to"] is None, h["app"]) for h in hist] == [
+        ("Utrecht", False, "loc"),
+        ("Delft", True, "loc"),
+    ]
+    # the user says otherwise: it replaces the app's value
+    F.user_put(me.db, me.user, predicate="location.home.city", value="Leiden")
+    assert [f["value"] for f in F.lookup(me.db, c)] == ["Leiden"]
+
+
+def test_retract_expires_own_facts_and_needs_changes_manage_for_others(me: Person) -> None:
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*", "changes.manage"])
+    c = me.switch("food", "changes.manage", False)
+    mine = F.put(me.db, c, predicate_hint="pref.food.like", value="饺子")
+    assert F.retract(me.db, c, mine["ref"]) == {"status": "retracted"}
+    assert F.retract(me.db, c, mine["ref"]) == {"status": "already_retracted"}
+    assert F.lookup(me.db, c) == []
+    F.user_put(me.db, me.user, predicate="pref.food.like", value="面条")
+    [users] = F.lookup(me.db, c)
+    with lacks("changes.manage"):
+        F.retract(me.db, c, users["ref"])
+    c = me.switch("food", "changes.manage", True)
+    assert F.retract(me.db, c, users["ref"]) == {"status": "retracted"}
+    assert me.db.execute(text("SELECT count(*) FROM facts")).scalar() >= 2  # expired, never deleted
+
+
+def test_lookup_hides_inferred_facts_and_writer_details(me: Person) -> None:
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"])
+    F.put(me.db, c, predicate_hint="pref.food.like", value="饺子", confidence=0.4)
+    sid = E.self_entity(me.db, me.tenant_id, me.user.user_id)
+    me.db.execute(
+        text(
+            "INSERT INTO facts (id, tenant_id, user_id, subject_id, predicate, value, said_by, origin, source, inferred) "
+            "VALUES (gen_random_uuid(), :t, :u, :s, 'pref.food.like', '\"猜的\"', 'app', 'system', 'inferred', true)"
+        ),
+        {"t": me.tenant_id, "u": me.user.user_id, "s": sid},
+    )
+    [f] = F.lookup(me.db, c, "self", "pref.food")
+    assert set(f) == {"ref", "predicate", "value", "object", "validFrom"} and f["value"] == "饺子"
+
+
+def test_origin_and_source_need_origin_override(me: Person) -> None:
+    c = me.install("tidy", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*", "origin.override"])
+    c = me.switch("tidy", "origin.override", False)
+    with lacks("origin.override"):
+        F.put(me.db, c, predicate_hint="pref.food.like", value="粥", origin="app:other", source="imported")
+    c = me.switch("tidy", "origin.override", True)
+    F.put(me.db, c, predicate_hint="pref.food.like", value="粥", origin="app:other", source="imported")
+    assert tuple(me.db.execute(text("SELECT origin, source FROM facts")).one()) == ("app:other", "imported")
+
+
+# --- prefix rules --------------------------------------------------------------------------------
+
+
+def test_prefix_rules(me: Person) -> None:
+    for bad in ("facts.read:self:*", "facts.read:self:location.*", "facts.read:self:nowhere.x.*"):
+        with pytest.raises(InvalidPermissionString):
+            me.install(f"bad-{len(bad)}", [bad])
+    for pred, v in [("pref.food.like", "面"), ("pref.foods", "x"), ("pref.communication.style", "短"),
+                    ("location.home.city", "Utrecht"), ("location.home.address", "Oudegracht 1")]:  # fmt: skip
+        F.user_put(me.db, me.user, predicate=pred, value=v)
+    c = me.install("narrow", ["facts.read:self:pref.food.*", "facts.read:self:location.home.city"])
+    got = lambda p=None: [f["predicate"] for f in F.lookup(me.db, c, "self", p)]  # noqa: E731
+    assert got() == ["location.home.city", "pref.food.like"]  # not pref.foods, not the address
+    assert got("pref") == ["pref.food.like"]
+    assert got("pref.food.*") == ["pref.food.like"]
+    assert got("location.home") == ["location.home.city"]
+    assert got("health") == []
+
+
+# --- entities ------------------------------------------------------------------------------------
+
+
+def test_resolve_is_a_point_lookup_with_normalized_identifiers(me: Person) -> None:
+    c = me.install("crm", PEOPLE, on=False)
+    with lacks("entities.resolve:person"):
+        E.resolve(me.db, c, {"email": "zhangsan@acme.nl"})
+    c = me.switch("crm", "entities.resolve:person", True)
+    assert E.resolve(me.db, c, {"email": "zhangsan@acme.nl"}) is None
+    with lacks("entities.write:person"):
+        E.resolve(me.db, c, {"email": "zhangsan@acme.nl"}, create=True)
+    c = me.switch("crm", "entities.write:person", True)
+    made = E.resolve(
+        me.db, c, {"email": " ZhangSan@Acme.NL", "name": "张三", "phone": "+31 6 1234 5678", "handle": "GitHub:@ZhangSan"},
+        create=True,
+    )  # fmt: skip
+    assert made["created"] and made["displayName"] == "张三" and made["kind"] == "person"
+    for by in (
+        {"email": "zhangsan@acme.nl"},
+        {"phone": "0031612345678"},
+        {"handle": "github:zhangsan"},
+        {"name": " 张三 "},
+    ):
+        assert E.resolve(me.db, c, by) == {**made, "created": False}
+    with lacks("entities.resolve:org"):  # per kind
+        E.resolve(me.db, c, {"email": "zhangsan@acme.nl"}, kind="org")
+    assert E.add_identifier(me.db, c, made["ref"], "phone", "+31612345678") == {"status": "exists"}
+    assert E.add_identifier(me.db, c, made["ref"], "email", "san@zhang.cn") == {"status": "added"}
+    with lacks("entities.read:person"):
+        E.get(me.db, c, made["ref"])
+    c = me.switch("crm", "entities.read:person", True)
+    got = E.get(me.db, c, made["ref"])
+    assert {(i["kind"], i["value"]) for i in got["identifiers"]} >= {
+        ("email", "san@zhang.cn"),
+        ("handle", "GitHub:@ZhangSan"),
+    }
+    assert [e["ref"] for e in E.list_entities(me.db, c, "person", query="acme")] == [made["ref"]]
+    other = E.resolve(me.db, c, {"email": "lisi@acme.nl"}, create=True)
+    with pytest.raises(AlreadyExists):
+        E.add_identifier(me.db, c, other["ref"], "email", "ZHANGSAN@acme.nl")
+
+
+def test_merge_keeps_old_refs_working(me: Person) -> None:
+    c = me.install(
+        "crm", PEOPLE + [f"facts.{a}:person:work.{p}" for a in ("read", "write") for p in ("company", "title")]
+    )
+    a = E.resolve(me.db, c, {"email": "zhangsan@acme.nl"}, create=True)
+    b = E.resolve(me.db, c, {"phone": "+31 6 1234 5678", "name": "Zhang San"}, create=True)
+    F.put(me.db, c, subject=b["ref"], predicate_hint="work.company", value="Acme")
+    _, aid = c.read_ref(a["ref"], "e", "x")
+    _, bid = c.read_ref(b["ref"], "e", "x")
+    E.merge(me.db, me.user, aid, bid)
+    assert E.get(me.db, c, b["ref"])["ref"] == a["ref"]  # the old ref means the survivor
+    assert E.resolve(me.db, c, {"phone": "+31612345678"})["ref"] == a["ref"]
+    assert [f["value"] for f in F.lookup(me.db, c, b["ref"], "work")] == ["Acme"]
+    assert [f["value"] for f in F.lookup(me.db, c, a["ref"], "work")] == ["Acme"]
+    F.put(me.db, c, subject=b["ref"], predicate_hint="work.title", value="CTO")
+    assert [f["predicate"] for f in F.lookup(me.db, c, a["ref"])] == ["work.company", "work.title"]
+
+
+def test_a_deleted_entity_ref_fails_with_no_entity(me: Person) -> None:
+    c = me.install(
+        "crm", PEOPLE + [f"facts.{a}:person:work.{p}" for a in ("read", "write") for p in ("company", "title")]
+    )
+    a = E.resolve(me.db, c, {"email": "zhangsan@acme.nl"}, create=True)
+    F.put(me.db, c, subject=a["ref"], predicate_hint="work.company", value="Acme")
+    _, aid = c.read_ref(a["ref"], "e", "x")
+    E.delete(me.db, me.user, aid)
+    for call in (
+        lambda: E.get(me.db, c, a["ref"]),
+        lambda: F.lookup(me.db, c, a["ref"]),
+        lambda: F.put(me.db, c, subject=a["ref"], predicate_hint="work.company", value="X"),
+        lambda: E.add_identifier(me.db, c, a["ref"], "name", "x"),
+    ):
+        with pytest.raises(NotFound, match="no entity"):
+            call()
+    assert E.resolve(me.db, c, {"email": "zhangsan@acme.nl"}) is None
+    assert me.db.execute(text("SELECT count(*) FROM facts WHERE valid_to IS NULL")).scalar() == 0
+
+
+def test_another_installations_ref_is_not_found(me: Person) -> None:
+    c1 = me.install("one", PEOPLE)
+    c2 = me.install("two", PEOPLE)
+    a = E.resolve(me.db, c1, {"email": "zhangsan@acme.nl"}, create=True)
+    assert E.resolve(me.db, c2, {"email": "zhangsan@acme.nl"})["ref"] != a["ref"]
+    with pytest.raises(NotFound):
+        E.get(me.db, c2, a["ref"])
+
+
+# --- quotas --------------------------------------------------------------------------------------
+
+
+def test_quota_counts_fact_writes_and_not_duplicates(me: Person) -> None:
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"])
+    F.put(me.db, c, predicate_hint="pref.food.like", value="饺子")
+    assert quotas.usage(me.db, c.installation_id)["writes"] == 1
+    F.put(me.db, c, predicate_hint="pref.food.like", value="饺子")  # duplicate: free
+    assert quotas.usage(me.db, c.installation_id)["writes"] == 1
+    me.db.execute(
+        text("UPDATE app_quota_usage SET writes = :w WHERE installation_id = :i"),
+        {"w": quotas.WRITES_PER_DAY, "i": c.installation_id},
+    )
+    with pytest.raises(AppQuotaExceeded, match="quota"):
+        F.put(me.db, c, predicate_hint="pref.food.like", value="面")
