@@ -109,6 +109,7 @@ class ResilientMilvus:
         self._last_error = ""
         self.reconnects = 0  # clients built after the first one (for doctor and tests)
         self._built = 0
+        self._reloaded: set[str] = set()  # collections loaded again since the last take_reloaded()
 
     # -- the underlying client ------------------------------------------------------------
     def _get(self) -> Any:
@@ -206,13 +207,28 @@ class ResilientMilvus:
     def _reload(self, client: Any, collection: str) -> None:
         """Load a collection Milvus has released (after its restart). A second thread that hits
         the same state loads it too; Milvus treats a load of a loaded collection as a no-op."""
-        log.warning("collection %s was not loaded (Milvus restarted?); loading it", collection)
+        throttled(
+            log,
+            f"reload|{collection}",
+            logging.WARNING,
+            "collection %s was not loaded (Milvus restarted?); loading it",
+            collection,
+        )
         try:
             client.load_collection(collection)
         except Exception as exc:  # noqa: BLE001
             if is_connection_error(exc):
                 self._drop(client, _short(exc))
             raise self._unavailable(f"loading {collection}: {_short(exc)}") from None
+        with self._lock:
+            self._reloaded.add(collection)
+
+    def take_reloaded(self) -> set[str]:
+        """Collections this client had to load again since the last call (the retrieval
+        service warms them in the background: openkb.retrieval.service)."""
+        with self._lock:
+            out, self._reloaded = self._reloaded, set()
+        return out
 
 
 def _is_deadline(exc: BaseException) -> bool:

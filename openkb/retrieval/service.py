@@ -26,6 +26,7 @@ Milvus on every search).
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -328,6 +329,50 @@ def _search_chunks(
     if not query:
         return _recent(ctx, session, principal, p, alias, top_k, f)
     limit = min(top_k * OVERFETCH, 16384)
+    try:
+        return _hybrid_rounds(ctx, session, principal, query, p, alias, limit, top_k, f, degraded)
+    finally:
+        if ctx.milvus.take_reloaded():  # Milvus restarted: warm it again for the next users
+            _warm_later(ctx, alias, p.spec)
+
+
+_warming: set[str] = set()
+_warming_lock = threading.Lock()
+
+
+def _warm_later(ctx: AppContext, alias: str, spec: ProfileSpec) -> None:
+    """Warm ``alias`` in a background thread, once at a time per alias (docs/operations.md#outages):
+    after a Milvus restart the collection is loaded by the first search but stays cold (Lite's
+    first searches pay its warm-up)."""
+    with _warming_lock:
+        if alias in _warming:
+            return
+        _warming.add(alias)
+
+    def run() -> None:
+        try:
+            mv.warm(ctx.milvus, alias, spec, budget_s=60.0)
+        except Exception as exc:  # noqa: BLE001 - the next search will tell
+            log.info("re-warm of %s after a reload failed: %s", alias, str(exc).splitlines()[0][:200])
+        finally:
+            with _warming_lock:
+                _warming.discard(alias)
+
+    threading.Thread(target=run, name="openkb-rewarm", daemon=True).start()
+
+
+def _hybrid_rounds(
+    ctx: AppContext,
+    session: Session,
+    principal: Principal,
+    query: str,
+    p: SearchPlan,
+    alias: str,
+    limit: int,
+    top_k: int,
+    f: SearchFilters,
+    degraded: list[str] | None,
+) -> list[SearchResult]:
     results: list[SearchResult] = []
     for attempt in range(2):
         hits = mv.hybrid_search(
