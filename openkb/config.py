@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     )
     openkb_embedder_model: str = "use-multilingual-v3"
     openkb_log_level: str = "INFO"
+    openkb_pdf_converter: Literal["auto", "builtin", "mineru"] = Field(
+        "auto",
+        description="PDF converter of imports (docs/importing.md#mineru): auto = MinerU when installed with "
+        "local models, else the built-in pdfplumber one",
+    )
+    openkb_mineru_bin: str | None = Field(None, description="MinerU's `mineru` executable; unset = found on PATH")
+    openkb_mineru_timeout_seconds: int = Field(600, ge=1, description="longest MinerU run for one PDF")
 
     # --- limits (spec/issue figures) ------------------------------------------------------
     max_markdown_chars: int = 5_000_000

@@ -511,6 +511,15 @@ class ConversionFailed(ValidationError):
     surfaces = frozenset({CLI, WORKER})
 
 
+class ConverterUnavailable(ConfigError):
+    """``OPENKB_PDF_CONVERTER=mineru`` but MinerU is not usable here (no ``mineru`` executable,
+    or not set up for local models: docs/importing.md#mineru); each PDF of the import fails with
+    the reason instead of being converted by another converter than the one asked for."""
+
+    code = "CONVERTER_UNAVAILABLE"
+    surfaces = frozenset({CLI, WORKER})
+
+
 class ImportIncomplete(OpenKBError):
     """``openkb import`` finished but at least one file failed (each is listed with its reason);
     re-running the same command retries only what is missing."""

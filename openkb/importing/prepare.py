@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openkb.errors import OpenKBError
-from openkb.importing.converters import choose
 from openkb.importing.links import WIKI, marker
+from openkb.importing.mineru import choose  # converters.choose + OPENKB_PDF_CONVERTER
 from openkb.importing.repair import import_markdown
 from openkb.importing.sniff import sniff
 
