@@ -10,6 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from openkb.bootstrap import DEFAULT_TENANT_SLUG
 from tests.api.helpers import login, make_login_user
 from tests.web.test_browser import sign_in
 
@@ -37,6 +38,7 @@ def test_admin_deletes_a_user_and_names_a_successor(contexts, live_server, commi
     page.get_by_role("searchbox", name="Email or name").fill(leaver.email)
     page.get_by_role("button", name="Search").click()
     row = page.get_by_role("row").filter(has_text=leaver.email)
+    expect(row).to_contain_text(DEFAULT_TENANT_SLUG)  # the membership's tenant, which the row acts on
     row.get_by_role("button", name=f"Delete {leaver.email}").click()
     # the list refreshes: the search no longer matches the anonymized address
     expect(page.get_by_role("row").filter(has_text=leaver.email)).to_have_count(0)

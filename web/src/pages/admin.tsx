@@ -104,6 +104,7 @@ function UsersTab() {
             <th>{t('email')}</th>
             <th>{t('displayName')}</th>
             <th>{t('status')}</th>
+            <th>{t('tenant')}</th>
             <th>{t('role')}</th>
             <th>{t('created')}</th>
             <th />
@@ -115,6 +116,7 @@ function UsersTab() {
               <td>{u.email}</td>
               <td>{u.display_name}</td>
               <td>{t(`userStatus_${u.status}` as MessageKey)}</td>
+              <td class="small">{u.tenant_slug}</td>
               <td>{u.role}</td>
               <td>{when(u.created_at)}</td>
               <td class="row-actions">
