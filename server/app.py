@@ -32,6 +32,7 @@ from server.routers import (
     account,
     admin,
     admin_roles,
+    app_facts,
     apps,
     assets,
     auth,
@@ -74,6 +75,7 @@ ROUTERS = (
     imports.router,
     export.router,
     apps.router,
+    app_facts.router,
     web_router,
 )  # last: the web app's pages and assets (server/web)
 
