@@ -27,6 +27,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import text, update
 from sqlmodel import Session, col, select
 
 from openkb.accounts.users import access_admin
@@ -66,15 +67,27 @@ def job_out(job: IndexVerifyJob) -> dict[str, Any]:
     }
 
 
+def _expire_lost(session: Session) -> None:
+    """Jobs still pending or running after ``STALE_AFTER`` lost their worker: say so, or the
+    console would show them live (and its buttons disabled) for ever."""
+    session.execute(
+        update(IndexVerifyJob)
+        .where(col(IndexVerifyJob.status).in_(LIVE), col(IndexVerifyJob.created_at) < utcnow() - STALE_AFTER)
+        .values(status="failed", phase=None, error="lost: the worker stopped before it finished", finished_at=utcnow())
+    )
+
+
 def start_verify(session: Session, principal: Principal, *, repair: bool = False) -> tuple[IndexVerifyJob, bool]:
     """A new job (audited ``milvus.verify.start``, enqueued after commit), or the live one.
-    Returns (job, created)."""
+    Returns (job, created). Two administrators starting at once get one job: the check and the
+    insert run under a transaction-scoped advisory lock."""
     scope = access_admin(session, principal)
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": "openkb.index_verify_jobs"})
+    _expire_lost(session)
     live = session.exec(
         select(IndexVerifyJob)
-        .where(col(IndexVerifyJob.status).in_(LIVE), col(IndexVerifyJob.created_at) > utcnow() - STALE_AFTER)
+        .where(col(IndexVerifyJob.status).in_(LIVE))
         .order_by(col(IndexVerifyJob.created_at).desc())
-        .with_for_update()
     ).first()
     if live is not None:
         return live, False
@@ -96,6 +109,7 @@ def start_verify(session: Session, principal: Principal, *, repair: bool = False
 
 def list_verify_jobs(session: Session, principal: Principal, *, limit: int = 10) -> list[IndexVerifyJob]:
     access_admin(session, principal)
+    _expire_lost(session)
     return list(session.exec(select(IndexVerifyJob).order_by(col(IndexVerifyJob.created_at).desc()).limit(limit)).all())
 
 

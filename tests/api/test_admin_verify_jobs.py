@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import text as sql_text
@@ -16,6 +17,7 @@ from openkb.indexing import milvus as mv
 from openkb.indexing import service
 from openkb.indexing.profiles import current_target
 from openkb.models import AuditLog, IndexVerifyJob
+from openkb.models._base import utcnow
 from tests.api.helpers import login, make_login_user
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -130,3 +132,17 @@ def test_one_live_job_at_a_time(live_server, committed):
         with committed() as s:
             s.get(IndexVerifyJob, uuid.UUID(live_id)).status = "failed"
             s.commit()
+
+
+def test_a_job_that_lost_its_worker_stops_blocking(live_server, committed):
+    """Regression: a job left running by a killed worker showed live for ever (buttons disabled)."""
+    admin = make_login_user(committed, role="tenant_admin")
+    with committed() as s:
+        lost = IndexVerifyJob(status="running", phase="compare", created_at=utcnow() - timedelta(hours=3))
+        s.add(lost)
+        s.commit()
+        lost_id = str(lost.id)
+    with login(live_server, admin.email) as a:
+        items = a.get("/api/admin/milvus/verify-jobs", params={"limit": 50}).json()["items"]
+        row = next(j for j in items if j["id"] == lost_id)
+        assert row["status"] == "failed" and row["error"].startswith("lost"), row
