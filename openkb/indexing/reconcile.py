@@ -42,6 +42,7 @@ log = logging.getLogger("openkb.indexing.reconcile")
 DEADLINE_S = 300
 IMPORT_DEADLINE_S = 900
 BATCH = 5000
+MAX_KNOWN_FAILED = 1000
 
 _STALE_SQL = text("""
 UPDATE documents SET index_checked_at = now()
@@ -89,7 +90,29 @@ def _rows_missing(ctx: AppContext, session: Session) -> bool:
     target = current_target(ctx.milvus, ctx.settings.milvus_active_alias)
     if not target:
         return False
-    return mv.count_rows(ctx.milvus, target) != pg_chunk_count(session)
+    # Pages that failed for their data are known differences: left out on both sides, or one
+    # refused page would start a full repair every pass.
+    failed = [
+        r[0]
+        for r in session.execute(
+            text("SELECT id::text FROM documents WHERE type = 'page' AND index_status = 'failed' LIMIT :n"),
+            {"n": MAX_KNOWN_FAILED + 1},
+        ).all()
+    ]
+    if len(failed) > MAX_KNOWN_FAILED:
+        return False  # too many to leave out: `openkb index status` lists them for the operator
+    if not failed:
+        return mv.count_rows(ctx.milvus, target) != pg_chunk_count(session)
+    in_milvus = mv.count_rows(ctx.milvus, target, "document_id not in [" + ", ".join(f'"{d}"' for d in failed) + "]")
+    failed_chunks = session.execute(
+        text(
+            "SELECT count(*) FROM document_chunks c JOIN documents d ON d.id = c.document_id "
+            "AND d.current_version_id = c.version_id "
+            "WHERE d.id = ANY(CAST(:ids AS uuid[])) AND d.status <> 'deleted' AND d.deleted_at IS NULL"
+        ),
+        {"ids": failed},
+    ).scalar_one()
+    return in_milvus != pg_chunk_count(session) - int(failed_chunks)
 
 
 def reconcile(

@@ -204,6 +204,12 @@ def test_the_reconciler_repairs_rows_milvus_lost(stack):
     assert out["repair"] is True and ("index_repair", {}) in st.queue.jobs
     assert all(exc is None for _, exc in st.run_jobs())
     assert _milvus_chunk_ids(st, doc["id"]) == _pg_chunk_ids(st, doc["id"]) != []
+    # a page refused for its data (the subtree test's) is a known difference, not a loss: no
+    # repair every pass
+    with Session(st.ctx.engine) as s:
+        assert s.execute(text("SELECT count(*) FROM documents WHERE index_status = 'failed'")).scalar_one() >= 1
+    with session_scope(st.ctx.engine) as s:
+        assert reconcile(st.ctx, s, deadline_s=3600)["repair"] is False
 
 
 def test_index_verify_with_milvus_down_prints_one_line(stack, tmp_path):
