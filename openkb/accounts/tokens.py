@@ -24,8 +24,9 @@ from openkb.permissions.principal import Principal
 PAT_PREFIX = "kbpat"
 # The read scopes plus the write and admin scopes (docs/accounts.md#scopes). ``kb:write`` is what the permission service
 # calls the knowledge-base write scope; ``admin`` lets a token use the /api/admin routes.
-PAT_SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin")
-PatScope = Literal["kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin"]
+# ``facts:read`` (facts and entities, docs/facts.md) is never a default: the user asks for it.
+PAT_SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin", "facts:read")
+PatScope = Literal["kb:read", "kb:search", "doc:read", "doc:write", "kb:write", "admin", "facts:read"]
 LAST_USED_EVERY = timedelta(minutes=1)
 MAX_TOKENS_PER_USER = 100
 

@@ -15,6 +15,8 @@ from typing import Any, Literal, TypedDict
 
 import httpx
 
+from openkb.facts.client import Entities, Facts, Profile
+
 PREFIX = "/api/apps/v1/knowledge/"
 
 
@@ -124,6 +126,7 @@ class KnowledgeClient:
         self.collections = _Collections(self)
         self.documents = _Documents(self)
         self.changes = _Changes(self)
+        self.profile, self.facts, self.entities = Profile(self), Facts(self), Entities(self)  # docs/facts.md
 
     def call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         r = self._http.post(PREFIX + method, json=body, headers=self._headers)

@@ -31,6 +31,7 @@ from openkb.content.actor import Actor
 from openkb.content.knowledge_bases import create_knowledge_base
 from openkb.content.workspaces import create_workspace
 from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
+from openkb.facts.vocabulary import check_declared, declare_app_predicates
 from openkb.models import (
     App,
     AppCredential,
@@ -90,8 +91,8 @@ def register_app(
     if reason is not None:
         reason = limits.check_name(reason, "reason", allow_empty=True) or None
     perms = [str(p) for p in parse_set(permissions)]
-    preds = predicates or []
-    for p in preds:  # stored now for the next issue; only the shape is checked here
+    preds = check_declared(predicates or [])  # names, cardinality, description (docs/facts.md#predicates)
+    for p in preds:
         if not isinstance(p, dict) or not isinstance(p.get("predicate"), str):
             raise ValidationError("each predicate needs a 'predicate' name", field="predicates")
         desc = p.get("description")
@@ -205,6 +206,7 @@ def install_app(session: Session, principal: Principal, app_ref: str | uuid.UUID
     session.flush()
     for p in app.permissions:
         session.add(AppGrant(installation_id=inst.id, permission=p, enabled=False))
+    declare_app_predicates(session, tid, app)  # kept after uninstall (docs/facts.md#predicates)
     token = _new_credential(session, inst)
     record_audit(
         session, tenant_id=tid, actor=principal, action="app.installed", object_type="app_installation",
@@ -292,7 +294,10 @@ def contributions(session: Session, installation_id: uuid.UUID) -> dict[str, int
         ),
         {"i": installation_id},
     ).scalar_one()
-    return {"documents": int(docs), "collections": int(cols), "facts": 0}
+    facts = session.execute(
+        text("SELECT count(*) FROM facts WHERE installation_id = :i AND valid_to IS NULL"), {"i": installation_id}
+    ).scalar_one()
+    return {"documents": int(docs), "collections": int(cols), "facts": int(facts)}
 
 
 def set_grant(

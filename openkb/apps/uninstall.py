@@ -32,6 +32,7 @@ from openkb.content.actor import Actor
 from openkb.content.documents import trash_document
 from openkb.content.knowledge_bases import update_knowledge_base
 from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.facts.service import expire_for_installation
 from openkb.models import AppCollection, AppGrant, AppSelectedCollection, Document, KnowledgeBase
 from openkb.models._base import utcnow
 from openkb.permissions import Principal
@@ -56,6 +57,7 @@ def uninstall(session: Session, principal: Principal, installation_id: uuid.UUID
         actor = Actor.of(principal)
         inst.uninstall_run_id = actor.run_id
         deleted = _delete_contributions(session, actor, inst.id)
+        deleted["facts"] = expire_for_installation(session, actor, inst.id)  # expired, revertible with the run
     session.add(inst)
     session.flush()
     record_audit(

@@ -37,6 +37,7 @@ from openkb.content.actor import Actor
 from openkb.content.changes import record_change, run_changes
 from openkb.content.versions import commit_version, lock_document, prepare_markdown, scope_of
 from openkb.errors import NotFound, NotRevertible, RevertConflict, ValidationError
+from openkb.facts.revert import revert_fact_change
 from openkb.models import Change, Document, DocumentVersion
 from openkb.permissions import Action, access_change, access_document
 
@@ -122,6 +123,8 @@ def _uuid(v: Any) -> uuid.UUID | None:
 def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
     op = c.op
     b = c.before_state
+    if op.startswith("fact."):  # facts expire and come back, never deleted (docs/facts.md#history)
+        return revert_fact_change(session, actor, c)
     if op == "asset.create":
         from openkb import assets
         from openkb.models import DocumentAsset

@@ -237,8 +237,10 @@ def _write(
     record_change(
         session, actor, op="fact.put", object_type="fact", object_id=fid,
         summary=f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}", scope={},
-        before={"expired": [str(r.id) for r in expired]} if expired else None,
-        after={"predicate": pred.predicate, "value": summary_v, "subject_id": subject_id},
+        after={
+            "predicate": pred.predicate, "value": summary_v, "subject_id": subject_id, "made_current": [fid],
+            "expired": [r.id for r in expired],
+        },
     )  # fmt: skip
     return "applied", fid
 
@@ -323,7 +325,8 @@ def _expire(session: Session, actor: Actor, f: Fact) -> None:
     record_change(
         session, actor, op="fact.retract", object_type="fact", object_id=f.id,
         summary=f"{f.predicate} retracted", scope={},
-        before={"predicate": f.predicate, "valid_to": None}, after={"predicate": f.predicate, "valid_to": f.valid_to},
+        before={"predicate": f.predicate, "valid_to": None},
+        after={"predicate": f.predicate, "valid_to": f.valid_to, "made_current": [], "expired": [f.id]},
     )  # fmt: skip
 
 

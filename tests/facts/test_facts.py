@@ -330,3 +330,33 @@ def test_quota_counts_fact_writes_and_not_duplicates(me: Person) -> None:
     )
     with pytest.raises(AppQuotaExceeded, match="quota"):
         F.put(me.db, c, predicate_hint="pref.food.like", value="面")
+
+
+# --- uninstall and revert --------------------------------------------------------------------------
+
+
+def test_uninstall_counts_facts_and_delete_expires_them_revertibly(me: Person) -> None:
+    from openkb.apps import registry
+
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"], [RATED])
+    F.put(me.db, c, predicate_hint="pref.food.like", value="饺子")
+    F.put(me.db, c, predicate_hint="pref.food.rated", value="红烧肉")
+    inst = me.apps["food"][0]
+    assert registry.contributions(me.db, inst)["facts"] == 2
+    out = uninstall.uninstall(me.db, me.user, inst, "delete")
+    assert out["deleted"]["facts"] == 2 and out["contributions"]["facts"] == 2
+    assert F.user_facts(me.db, me.user, prefix="pref.food") == []
+    assert V.get(me.db, me.tenant_id, "pref.food.rated") is not None  # the vocabulary keeps it
+    uninstall.revert_uninstall(me.db, me.user, inst)
+    assert sorted(f["value"] for f in F.user_facts(me.db, me.user, prefix="pref.food")) == ["红烧肉", "饺子"]
+
+
+def test_an_apps_run_of_fact_writes_reverts_as_a_whole(me: Person) -> None:
+    c = me.install("loc", ["facts.read:self:location.home.*", "facts.write:self:location.home.*"])
+    F.put(me.db, c, predicate_hint="location.home.city", value="Utrecht", run_id="first")
+    F.put(me.db, c, predicate_hint="location.home.city", value="Delft", run_id="nightly")
+    F.put(me.db, c, predicate_hint="location.home.address", value="Markt 1", run_id="nightly")
+    out = C.changes_revert(me.db, me.caller("loc"), run_id="nightly")
+    assert len(out["reverted"]) == 2
+    # Delft expires and Utrecht (expired by it) is current again; the address is gone
+    assert [(f["predicate"], f["value"]) for f in F.lookup(me.db, c)] == [("location.home.city", "Utrecht")]
