@@ -79,8 +79,6 @@ def changes_list(
 ) -> list[dict[str, Any]]:
     if status is not None and status not in STATUSES:
         raise ValidationError(f"status must be one of {', '.join(STATUSES)}", field="status")
-    if status == "conflict":  # fact conflicts come with facts (next issue): none yet
-        return []
     limit = max(1, min(int(limit), 500))
     since_dt: datetime | None = parse_time(since, False, "since")
     own = col(Change.app_installation_id) == caller.installation_id

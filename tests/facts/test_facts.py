@@ -360,3 +360,12 @@ def test_an_apps_run_of_fact_writes_reverts_as_a_whole(me: Person) -> None:
     assert len(out["reverted"]) == 2
     # Delft expires and Utrecht (expired by it) is current again; the address is gone
     assert [(f["predicate"], f["value"]) for f in F.lookup(me.db, c)] == [("location.home.city", "Utrecht")]
+
+
+def test_the_app_lists_its_conflicts(me: Person) -> None:
+    F.user_put(me.db, me.user, predicate="location.home.city", value="Utrecht")
+    c = me.install("loc", ["facts.read:self:location.home.*", "facts.write:self:location.home.*"])
+    assert F.put(me.db, c, predicate_hint="location.home.city", value="Delft")["status"] == "conflict"
+    assert F.put(me.db, c, predicate_hint="location.home.address", value="Markt 1")["status"] == "applied"
+    got = C.changes_list(me.db, c, status="conflict")
+    assert [(x["op"], x["status"], x["own"]) for x in got] == [("fact.put", "conflict", True)]
