@@ -81,6 +81,7 @@ def search(
         k = 5 if top_k is None else top_k
         if k < 1 or k > s.mcp_max_top_k:
             raise ValidationError(f"top_k must be between 1 and {s.mcp_max_top_k}", field="top_k")
+        degraded: list[str] = []  # what the search went without (docs/retrieval.md#degradation)
         hits = retrieval_search(
             ctx,
             session,
@@ -90,6 +91,7 @@ def search(
             top_k=k,
             filters=filters,
             snippets=2,
+            degraded=degraded,
         )
         out: list[dict[str, Any]] = []
         used, truncated = 0, False
@@ -127,7 +129,8 @@ def search(
                 break
             used += size
             out.append(item)
-        return {"results": out, "truncated": truncated}, list(dict.fromkeys(i["document_id"] for i in out))
+        answer = {"results": out, "truncated": truncated, "degraded": degraded}
+        return answer, list(dict.fromkeys(i["document_id"] for i in out))
 
     return audited(
         session,

@@ -33,6 +33,9 @@ class SearchHit(_Out):
 class SearchOut(_Out):
     results: list[SearchHit]
     truncated: bool = Field(description="true when results were dropped to stay under MCP_MAX_RESPONSE_CHARS")
+    degraded: list[str] = Field(
+        [], description='parts the search went without: "dense" (keyword results only), "rerank"'
+    )
 
 
 class PathItem(_Out):

@@ -225,6 +225,7 @@ def test_every_read_tool_and_pagination_to_the_end(w: World, mode: str) -> None:
         assert section["markdown"].startswith("## Part 3\n") and "## Part 4" not in section["markdown"]
 
         found = await tool("kb_search", query="zebrafinch", top_k=5)
+        assert found["degraded"] == []  # fully served: dense and keywords (docs/retrieval.md#degradation)
         hit = next(r for r in found["results"] if r["document_id"] == w.long["id"])
         assert hit["title"] == "Long read" and "zebrafinch" in hit["snippet"]
         assert hit["url"].endswith(f"/docs/{w.long['id']}")
