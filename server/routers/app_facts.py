@@ -40,21 +40,21 @@ FACT_WRITE_ERRORS = (KnowledgePermissionMissing, AppQuotaExceeded, MetadataTooLa
 # --- the app's methods ---------------------------------------------------------------------------
 
 
-class ProfileIn(RequestModel):
+class KnowledgeProfileIn(RequestModel):
     prefix: str | None = Field(None, max_length=200, examples=["location.home"])
 
 
-class ProfileItem(BaseModel):
+class KnowledgeProfileItem(BaseModel):
     predicate: str
     value: Any = None
 
 
-class ProfileOut(BaseModel):
-    items: list[ProfileItem]
+class KnowledgeProfileOut(BaseModel):
+    items: list[KnowledgeProfileItem]
 
 
-@router.post(f"{K}/profile.get", response_model=ProfileOut, responses=errors_for(401, 422))
-def profile_get(session: SessionDep, caller: CallerDep, body: ProfileIn | None = None) -> dict[str, Any]:
+@router.post(f"{K}/profile.get", response_model=KnowledgeProfileOut, responses=errors_for(401, 422))
+def profile_get(session: SessionDep, caller: CallerDep, body: KnowledgeProfileIn | None = None) -> dict[str, Any]:
     """The user's pinned facts about themselves that the app's ``facts.read:self:...`` cover
     (a query method: the rest is left out)."""
     return {"items": F.profile_get(session, caller, body.prefix if body else None)}

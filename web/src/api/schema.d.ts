@@ -837,6 +837,102 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/v1/entities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** My Entities */
+        get: operations["my_entities_api_apps_v1_entities_get"];
+        put?: never;
+        /** Create My Entity */
+        post: operations["create_my_entity_api_apps_v1_entities_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/entities/{entity_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete My Entity
+         * @description Its facts expire; an app's ref to it then fails with ``no entity``.
+         */
+        delete: operations["delete_my_entity_api_apps_v1_entities__entity_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/entities/{entity_id}/merge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Merge My Entities */
+        post: operations["merge_my_entities_api_apps_v1_entities__entity_id__merge_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/facts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * My Facts
+         * @description Facts about you (or one of your entities), with who said them; ``history``: expired too.
+         */
+        get: operations["my_facts_api_apps_v1_facts_get"];
+        put?: never;
+        /**
+         * Put My Fact
+         * @description A value you say: apps cannot overwrite it on a cardinality-``one`` predicate.
+         */
+        post: operations["put_my_fact_api_apps_v1_facts_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/facts/{fact_id}/retract": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Retract My Fact */
+        post: operations["retract_my_fact_api_apps_v1_facts__fact_id__retract_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/v1/installations": {
         parameters: {
             query?: never;
@@ -1160,6 +1256,163 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/v1/knowledge/entities.addIdentifier": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Entities Add Identifier */
+        post: operations["entities_add_identifier_api_apps_v1_knowledge_entities_addIdentifier_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/entities.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Entities Get
+         * @description A merged entity's old ref answers the survivor; a deleted one is 404 ``no entity``.
+         */
+        post: operations["entities_get_api_apps_v1_knowledge_entities_get_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/entities.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Entities List */
+        post: operations["entities_list_api_apps_v1_knowledge_entities_list_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/entities.resolve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Entities Resolve
+         * @description A point lookup by identifier (``{"entity": null}`` when none); ``create`` needs
+         *     ``entities.write:<kind>``.
+         */
+        post: operations["entities_resolve_api_apps_v1_knowledge_entities_resolve_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/facts.lookup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Facts Lookup
+         * @description Current facts of the subject (never inferred ones, no origin, writer or confidence).
+         */
+        post: operations["facts_lookup_api_apps_v1_knowledge_facts_lookup_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/facts.put": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Facts Put
+         * @description The hint is resolved (full predicate, alias, description, ``x.``) before ``facts.write``
+         *     is checked on the result.
+         */
+        post: operations["facts_put_api_apps_v1_knowledge_facts_put_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/facts.retract": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Facts Retract
+         * @description Expire (never delete); another writer's fact needs ``changes.manage``.
+         */
+        post: operations["facts_retract_api_apps_v1_knowledge_facts_retract_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/knowledge/profile.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Profile Get
+         * @description The user's pinned facts about themselves that the app's ``facts.read:self:...`` cover
+         *     (a query method: the rest is left out).
+         */
+        post: operations["profile_get_api_apps_v1_knowledge_profile_get_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/v1/knowledge/search": {
         parameters: {
             query?: never;
@@ -1174,6 +1427,26 @@ export interface paths {
          * @description Only in granted collections (with their sub-collections); the rest is left out.
          */
         post: operations["search_api_apps_v1_knowledge_search_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apps/v1/predicates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Predicates
+         * @description The tenant's vocabulary: core predicates (with names) and those apps declared.
+         */
+        get: operations["list_predicates_api_apps_v1_predicates_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2774,6 +3047,26 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** AddIdentifierIn */
+        AddIdentifierIn: {
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "email" | "phone" | "domain" | "url" | "handle" | "name";
+            /** Ref */
+            ref: string;
+            /** Value */
+            value: string;
+        };
+        /** AddIdentifierOut */
+        AddIdentifierOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "added" | "exists";
+        };
         /** AdminImportJobList */
         AdminImportJobList: {
             /** Items */
@@ -3579,6 +3872,48 @@ export interface components {
          * @description No parameters (an unknown field is still refused).
          */
         EmptyIn: Record<string, never>;
+        /** EntityIn */
+        EntityIn: {
+            /** Display Name */
+            display_name: string;
+            identifiers?: components["schemas"]["IdentifiersIn"] | null;
+            /**
+             * Kind
+             * @default person
+             */
+            kind?: string;
+        };
+        /** EntityList */
+        EntityList: {
+            /** Items */
+            items: components["schemas"]["EntityOut"][];
+        };
+        /** EntityListIn */
+        EntityListIn: {
+            /**
+             * Kind
+             * @default person
+             */
+            kind?: string;
+            /**
+             * Limit
+             * @default 200
+             */
+            limit?: number;
+            /** Query */
+            query?: string | null;
+        };
+        /** EntityOut */
+        EntityOut: {
+            /** Displayname */
+            displayName: string;
+            /** Kind */
+            kind: string;
+            /** Ref */
+            ref: string;
+        } & {
+            [key: string]: unknown;
+        };
         /**
          * ErrorBody
          * @description Every non-2xx response body.
@@ -3588,6 +3923,27 @@ export interface components {
             detail: string;
             /** Error */
             error: string;
+        };
+        /** FactItem */
+        FactItem: {
+            /** Object */
+            object?: string | null;
+            /** Predicate */
+            predicate: string;
+            /** Ref */
+            ref: string;
+            /**
+             * Validfrom
+             * Format: date-time
+             */
+            validFrom: string;
+            /** Value */
+            value?: unknown;
+        };
+        /** FactList */
+        FactList: {
+            /** Items */
+            items: components["schemas"]["FactItem"][];
         };
         /** FileResultOut */
         FileResultOut: {
@@ -3710,6 +4066,24 @@ export interface components {
         HTTPValidationError: {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
+        };
+        /** IdentifiersIn */
+        IdentifiersIn: {
+            /** Domain */
+            domain?: string | null;
+            /** Email */
+            email?: string | null;
+            /**
+             * Handle
+             * @description platform:account, e.g. github:zhangsan
+             */
+            handle?: string | null;
+            /** Name */
+            name?: string | null;
+            /** Phone */
+            phone?: string | null;
+            /** Url */
+            url?: string | null;
         };
         /** ImportJobList */
         ImportJobList: {
@@ -4208,6 +4582,26 @@ export interface components {
             /** Visibility */
             visibility?: ("private" | "workspace" | "public") | null;
         };
+        /** KnowledgeProfileIn */
+        KnowledgeProfileIn: {
+            /**
+             * Prefix
+             * @example location.home
+             */
+            prefix?: string | null;
+        };
+        /** KnowledgeProfileItem */
+        KnowledgeProfileItem: {
+            /** Predicate */
+            predicate: string;
+            /** Value */
+            value?: unknown;
+        };
+        /** KnowledgeProfileOut */
+        KnowledgeProfileOut: {
+            /** Items */
+            items: components["schemas"]["KnowledgeProfileItem"][];
+        };
         /** ListIn */
         ListIn: {
             /** Collection */
@@ -4302,6 +4696,20 @@ export interface components {
             tenant_id: string;
             user: components["schemas"]["UserOut"];
         };
+        /** LookupIn */
+        LookupIn: {
+            /**
+             * Prefix
+             * @example pref.food
+             */
+            prefix?: string | null;
+            /**
+             * Subject
+             * @description 'self' or an entity ref
+             * @default self
+             */
+            subject?: string;
+        };
         /** MappingIn */
         MappingIn: {
             /**
@@ -4381,6 +4789,10 @@ export interface components {
             document: {
                 [key: string]: unknown;
             } | null;
+        };
+        /** MaybeEntityOut */
+        MaybeEntityOut: {
+            entity: components["schemas"]["EntityOut"] | null;
         };
         /** McpClientList */
         McpClientList: {
@@ -4510,6 +4922,15 @@ export interface components {
              */
             role: "admin" | "member" | "guest";
         };
+        /** MergeIn */
+        MergeIn: {
+            /**
+             * Merged Id
+             * Format: uuid
+             * @description the entity folded into this one; its refs keep working
+             */
+            merged_id: string;
+        };
         /** PasswordChangeIn */
         PasswordChangeIn: {
             /** Current Password */
@@ -4556,7 +4977,7 @@ export interface components {
             /** Name */
             name: string;
             /** Scopes */
-            scopes: ("kb:read" | "kb:search" | "doc:read" | "doc:write" | "kb:write" | "admin")[];
+            scopes: ("kb:read" | "kb:search" | "doc:read" | "doc:write" | "kb:write" | "admin" | "facts:read")[];
         };
         /** PatList */
         PatList: {
@@ -4615,6 +5036,31 @@ export interface components {
             /** Predicate */
             predicate: string;
         };
+        /** PredicateList */
+        PredicateList: {
+            /** Items */
+            items: components["schemas"]["PredicateOut"][];
+        };
+        /** PredicateOut */
+        PredicateOut: {
+            /** Aliases */
+            aliases: string[];
+            /**
+             * Cardinality
+             * @enum {string}
+             */
+            cardinality: "one" | "many";
+            /** Description */
+            description: string;
+            /** Names */
+            names: {
+                [key: string]: string;
+            };
+            /** Origin */
+            origin: string;
+            /** Predicate */
+            predicate: string;
+        };
         /** ProfileIn */
         ProfileIn: {
             /** Display Name */
@@ -4624,6 +5070,56 @@ export interface components {
         PurgeOut: {
             /** Purged */
             purged: string[];
+        };
+        /** PutIn */
+        PutIn: {
+            /** Confidence */
+            confidence?: number | null;
+            /** Description */
+            description?: string | null;
+            /**
+             * Object
+             * @description an entity ref the value points at
+             */
+            object?: string | null;
+            /**
+             * Origin
+             * @description needs origin.override
+             */
+            origin?: string | null;
+            /**
+             * Predicatehint
+             * @example pref.food.rated
+             */
+            predicateHint: string;
+            /** Runid */
+            runId?: string | null;
+            /**
+             * Source
+             * @description needs origin.override
+             */
+            source?: string | null;
+            /** Sourceref */
+            sourceRef?: string | null;
+            /**
+             * Subject
+             * @default self
+             */
+            subject?: string;
+            /** Value */
+            value?: unknown;
+        };
+        /** PutOut */
+        PutOut: {
+            /** Predicate */
+            predicate: string;
+            /** Ref */
+            ref: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "applied" | "duplicate" | "conflict";
         };
         /** RangeIn */
         RangeIn: {
@@ -4675,6 +5171,11 @@ export interface components {
         RecentList: {
             /** Items */
             items: components["schemas"]["RecentDocument"][];
+        };
+        /** RefIn */
+        RefIn: {
+            /** Ref */
+            ref: string;
         };
         /** RegisterAndAccept */
         RegisterAndAccept: {
@@ -4750,6 +5251,22 @@ export interface components {
             /** Email */
             email: string;
         };
+        /** ResolveIn */
+        ResolveIn: {
+            by: components["schemas"]["IdentifiersIn"];
+            /**
+             * Create
+             * @default false
+             */
+            create?: boolean;
+            /** Displayname */
+            displayName?: string | null;
+            /**
+             * Kind
+             * @default person
+             */
+            kind?: string;
+        };
         /** RestoreIn */
         RestoreIn: {
             /**
@@ -4757,6 +5274,21 @@ export interface components {
              * @description optional optimistic lock
              */
             base_version_id?: string | null;
+        };
+        /** RetractIn */
+        RetractIn: {
+            /** Ref */
+            ref: string;
+            /** Runid */
+            runId?: string | null;
+        };
+        /** RetractOut */
+        RetractOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "retracted" | "already_retracted";
         };
         /** RevertIn */
         RevertIn: {
@@ -5313,6 +5845,75 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** UserEntityList */
+        UserEntityList: {
+            /** Items */
+            items: components["schemas"]["UserEntityOut"][];
+        };
+        /** UserEntityOut */
+        UserEntityOut: {
+            /** Display Name */
+            display_name: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Identifiers */
+            identifiers: {
+                [key: string]: string;
+            }[];
+            /** Kind */
+            kind: string;
+        };
+        /** UserFactIn */
+        UserFactIn: {
+            /** Object Id */
+            object_id?: string | null;
+            /** Pinned */
+            pinned?: boolean | null;
+            /** Predicate */
+            predicate: string;
+            /** Subject Id */
+            subject_id?: string | null;
+            /** Value */
+            value?: unknown;
+        };
+        /** UserFactList */
+        UserFactList: {
+            /** Items */
+            items: components["schemas"]["UserFactOut"][];
+        };
+        /** UserFactOut */
+        UserFactOut: {
+            /** App */
+            app: string | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Object Id */
+            object_id: string | null;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Said By
+             * @enum {string}
+             */
+            said_by: "user" | "app";
+            /**
+             * Valid From
+             * Format: date-time
+             */
+            valid_from: string;
+            /** Valid To */
+            valid_to: string | null;
+            /** Value */
+            value?: unknown;
+        } & {
+            [key: string]: unknown;
+        };
         /** UserOut */
         UserOut: {
             /**
@@ -5333,6 +5934,21 @@ export interface components {
             id: string;
             /** Status */
             status: string;
+        };
+        /** UserPutOut */
+        UserPutOut: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "applied" | "duplicate";
         };
         /** UserResult */
         UserResult: {
@@ -9674,6 +10290,494 @@ export interface operations {
             };
         };
     };
+    my_entities_api_apps_v1_entities_get: {
+        parameters: {
+            query?: {
+                kind?: string | null;
+                query?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserEntityList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    create_my_entity_api_apps_v1_entities_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EntityIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserEntityOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_my_entity_api_apps_v1_entities__entity_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                entity_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    merge_my_entities_api_apps_v1_entities__entity_id__merge_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                entity_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MergeIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserEntityOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    my_facts_api_apps_v1_facts_get: {
+        parameters: {
+            query?: {
+                subject_id?: string | null;
+                prefix?: string | null;
+                history?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserFactList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_my_fact_api_apps_v1_facts_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserFactIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserPutOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description METADATA_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    retract_my_fact_api_apps_v1_facts__fact_id__retract_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetractOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     list_installations_api_apps_v1_installations_get: {
         parameters: {
             query?: {
@@ -11106,6 +12210,711 @@ export interface operations {
             };
         };
     };
+    entities_add_identifier_api_apps_v1_knowledge_entities_addIdentifier_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddIdentifierIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddIdentifierOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    entities_get_api_apps_v1_knowledge_entities_get_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RefIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntityOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    entities_list_api_apps_v1_knowledge_entities_list_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EntityListIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntityList"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    entities_resolve_api_apps_v1_knowledge_entities_resolve_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResolveIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaybeEntityOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NAME_TOO_LONG */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    facts_lookup_api_apps_v1_knowledge_facts_lookup_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LookupIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactList"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    facts_put_api_apps_v1_knowledge_facts_put_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PutOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description METADATA_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    facts_retract_api_apps_v1_knowledge_facts_retract_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetractIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetractOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description KNOWLEDGE_PERMISSION_MISSING */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description METADATA_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description APP_QUOTA_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    profile_get_api_apps_v1_knowledge_profile_get_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["KnowledgeProfileIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeProfileOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     search_api_apps_v1_knowledge_search_post: {
         parameters: {
             query?: never;
@@ -11186,6 +12995,44 @@ export interface operations {
             };
             /** @description SERVICE_UNAVAILABLE */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_predicates_api_apps_v1_predicates_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PredicateList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
