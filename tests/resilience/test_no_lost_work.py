@@ -235,19 +235,48 @@ def test_index_verify_with_milvus_down_prints_one_line(stack, tmp_path):
 
 
 def test_the_reconciler_resumes_rebuilds_and_imports_left_behind(stack):
-    from openkb.models import IndexRebuildJob
+    from openkb.models import DocumentAsset, ImportJob, IndexRebuildJob, KnowledgeBase
 
     st = stack
     with session_scope(st.ctx.engine) as s:
         job = IndexRebuildJob(target_collection="openkb_chunks_lost_v1", target_alias="x", status="running")
-        s.add(job)
+        kb = s.get(KnowledgeBase, uuid.UUID(st.world.kb["id"]))
+        owner = st.world.users["owner"]
+        asset = DocumentAsset(
+            tenant_id=kb.tenant_id,
+            object_key="lost/import.zip",
+            mime_type="application/zip",
+            size_bytes=1,
+            created_by=owner,
+        )
+        s.add_all([job, asset])
         s.flush()
-        job_id = str(job.id)
+        imp = ImportJob(
+            tenant_id=kb.tenant_id,
+            workspace_id=kb.workspace_id,
+            knowledge_base_id=kb.id,
+            source_asset_id=asset.id,
+            status="running",
+            converter="zip",
+            created_by=owner,
+        )
+        s.add(imp)
+        s.flush()
+        job_id, import_id = str(job.id), str(imp.id)
     try:
-        with session_scope(st.ctx.engine) as s:
+        with session_scope(st.ctx.engine) as s:  # the import is fresh: its worker may be alive
             out = reconcile(st.ctx, s, deadline_s=3600, check_rows=False)
         assert out["rebuilds"] >= 1 and ("index_rebuild", {"job_id": job_id}) in st.queue.jobs
+        assert ("import_job", {"job_id": import_id}) not in st.queue.jobs
+        with session_scope(st.ctx.engine) as s:
+            s.execute(
+                text("UPDATE import_jobs SET updated_at = now() - interval '1 hour' WHERE id = :j"), {"j": import_id}
+            )
+        with session_scope(st.ctx.engine) as s:
+            reconcile(st.ctx, s, deadline_s=3600, check_rows=False)
+        assert ("import_job", {"job_id": import_id}) in st.queue.jobs
     finally:
         st.queue.jobs.clear()
         with session_scope(st.ctx.engine) as s:
             s.execute(text("UPDATE index_rebuild_jobs SET status = 'cancelled' WHERE id = :j"), {"j": job_id})
+            s.execute(text("UPDATE import_jobs SET status = 'failed' WHERE id = :j"), {"j": import_id})
