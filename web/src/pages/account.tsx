@@ -127,7 +127,7 @@ function SessionsSection() {
   )
 }
 
-const SCOPES = ['kb:read', 'kb:search', 'doc:read', 'doc:write', 'kb:write', 'admin'] as const
+const SCOPES = ['kb:read', 'kb:search', 'doc:read', 'doc:write', 'kb:write', 'admin', 'facts:read'] as const // facts:read: never a default (docs/facts.md)
 const EXPIRY_DAYS = [30, 90, 365, 0] as const
 
 function NewTokenDialog({ onClose }: { onClose: () => void }) {
