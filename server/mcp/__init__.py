@@ -60,6 +60,7 @@ def openapi_path() -> dict[str, Any]:
         "421": [MisdirectedRequest.code],
     }
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    rpc_error = {"application/json": {"schema": {"type": "object", "required": ["jsonrpc", "error"]}}}
     return {
         "post": {
             "tags": ["mcp"],
@@ -70,6 +71,10 @@ def openapi_path() -> dict[str, Any]:
             "responses": {
                 "200": {"description": "the JSON-RPC response", "content": {"application/json": {"schema": {}}}},
                 "202": {"description": "a notification or response was accepted"},
+                # answered by the MCP SDK in JSON-RPC's error shape, not OpenKB's
+                "400": {"description": "not a JSON-RPC message (JSON-RPC error object)", "content": rpc_error},
+                "406": {"description": "the Accept header allows no JSON response (JSON-RPC error object)"},
+                "415": {"description": "the body is not application/json (JSON-RPC error object)"},
                 **{
                     status: {"description": ", ".join(c), "content": error, "x-error-codes": c}
                     for status, c in codes.items()
