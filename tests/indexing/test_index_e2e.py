@@ -153,7 +153,8 @@ def env(app_ctx, engine):
         service.ensure_default_profile(app_ctx, s)
     forget_active_profile()
     yield Env(app_ctx, engine)
-    jobs.set_queue(previous)
+    if previous is not None:  # None: nothing was installed yet; a live server started meanwhile keeps a queue
+        jobs.set_queue(previous)
 
 
 def test_save_makes_it_searchable_for_readers_only(env):

@@ -58,7 +58,8 @@ def env(app_ctx, engine):
         more = [make_doc(s, e.kb, e.p.owner, markdown=f"# Small {i}\n\n{uniq('small')} text.\n") for i in range(60)]
         service.sync_documents(app_ctx, s, [d.id for d in more])
     yield e
-    jobs.set_queue(previous)
+    if previous is not None:  # None: nothing was installed yet; a live server started meanwhile keeps a queue
+        jobs.set_queue(previous)
 
 
 def new_profile(env, prefix: str = "bm25") -> str:
