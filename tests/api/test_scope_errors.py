@@ -82,9 +82,11 @@ def test_admin_scope_is_named(live_server, committed):
 
 
 # Unsafe routes a read-only token may use, or that decide by themselves (not content writes).
+# The apps' knowledge API takes only an installation's kbapp_ credential, which its permission
+# strings narrow (docs/apps.md): a personal token is not an app credential there (401).
 _NOT_CONTENT_WRITES = re.compile(
     r"^/+(retrieval|api/search$|api/auth/|api/me/tokens|api/me/oauth-grants|api/me/(profile|password|sessions)|oauth/|api/invitations/\{token\}/accept"
-    r"|api/share/)"
+    r"|api/share/|api/apps/v1/knowledge/)"
 )
 
 
