@@ -21,6 +21,7 @@ SCOPE_WORDS = {
     "kb:search": "Search the documents you can read",
     "doc:read": "Read the documents you can read",
     "doc:write": "Create and change documents where you may edit",
+    "facts:read": "Read the facts about you and the people you know, and look up your contacts",
 }
 
 _STYLE = """

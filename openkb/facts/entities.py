@@ -91,7 +91,7 @@ def normalize(kind: str, value: str) -> str:
     return " ".join(v.casefold().split())
 
 
-def _check_kind(kind: str) -> str:
+def check_kind(kind: str) -> str:
     if not isinstance(kind, str) or not _KIND.match(kind) or kind == "self":
         raise ValidationError("entity kind is a lower-case word such as person, org or place", field="kind")
     return kind
@@ -142,7 +142,7 @@ def entity_of_ref(session: Session, caller: AppCaller, ref: str) -> Entity:
     return live(session, caller.tenant_id, caller.user_id, eid)
 
 
-def _identifiers(session: Session, entity_id: uuid.UUID) -> list[dict[str, str]]:
+def identifiers_of(session: Session, entity_id: uuid.UUID) -> list[dict[str, str]]:
     rows = session.exec(
         select(EntityIdentifier)
         .where(col(EntityIdentifier.entity_id) == entity_id)
@@ -214,11 +214,11 @@ def _add(session: Session, ent: Entity, kind: str, value: str) -> str:
 def entity_out(caller: AppCaller, ent: Entity, *, identifiers: bool = False, session: Session | None = None) -> dict:
     out: dict[str, Any] = {"ref": caller.ref(ENTITY_REF, ent.id), "kind": ent.kind, "displayName": ent.display_name}
     if identifiers and session is not None:
-        out["identifiers"] = [{"kind": i["kind"], "value": i["value"]} for i in _identifiers(session, ent.id)]
+        out["identifiers"] = [{"kind": i["kind"], "value": i["value"]} for i in identifiers_of(session, ent.id)]
     return out
 
 
-def _clean_ids(identifiers: dict[str, Any]) -> dict[str, str]:
+def clean_identifiers(identifiers: dict[str, Any]) -> dict[str, str]:
     if not isinstance(identifiers, dict) or not identifiers:
         raise ValidationError("give at least one identifier (email, phone, domain, url, handle, name)", field="by")
     out = {}
@@ -245,9 +245,9 @@ def resolve(
 ) -> dict[str, Any] | None:
     """A point lookup: the entity one of the identifiers names, or ``None``; with ``create``
     a new entity carrying them all. Never lists."""
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     RC.require(caller, f"entities.write:{kind}" if create else f"entities.resolve:{kind}")
-    ids = _clean_ids(identifiers)
+    ids = clean_identifiers(identifiers)
     ent = find(session, caller.tenant_id, caller.user_id, kind, ids)
     if ent is not None:
         return {**entity_out(caller, ent), "created": False}
@@ -281,7 +281,7 @@ def get(session: Session, caller: AppCaller, ref: str) -> dict[str, Any]:
 def list_entities(
     session: Session, caller: AppCaller, kind: str = "person", *, query: str | None = None, limit: int = 200
 ) -> list[dict[str, Any]]:
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     RC.require(caller, f"entities.read:{kind}")
     rows = list_for_user(session, caller.tenant_id, caller.user_id, kind, query=query, limit=limit)
     return [entity_out(caller, e, identifiers=True, session=session) for e in rows]
@@ -343,7 +343,7 @@ def create_entity(
 ) -> Entity:
     uid, tid = _user(principal)
     ent = Entity(
-        tenant_id=tid, user_id=uid, kind=_check_kind(kind), display_name=limits.check_name(display_name, "displayName")
+        tenant_id=tid, user_id=uid, kind=check_kind(kind), display_name=limits.check_name(display_name, "displayName")
     )
     session.add(ent)
     session.flush()

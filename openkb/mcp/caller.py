@@ -39,6 +39,9 @@ TOOL_SCOPES = {
     "kb_list_knowledge_bases": "kb:read",
     "kb_list_documents": "kb:read",
     "kb_upsert_document": "doc:write",
+    # the user's facts and entities (docs/facts.md#mcp): never a default scope
+    "kb_facts_lookup": "facts:read",
+    "kb_entities_resolve": "facts:read",
 }
 # Resource URI prefixes and the scope reading them needs.
 RESOURCE_SCOPES = (("kb://document/", "doc:read"), ("kb://knowledge-base/", "kb:read"), ("kb://workspace/", "kb:read"))

@@ -42,7 +42,7 @@ from openkb.models import McpOAuthClient
 from openkb.models._base import utcnow
 from openkb.security import hash_token, new_token, tokens_equal
 
-SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write")
+SCOPES = ("kb:read", "kb:search", "doc:read", "doc:write", "facts:read")  # facts:read: docs/facts.md#mcp
 DEFAULT_SCOPES = ("kb:read", "kb:search", "doc:read")  # doc:write only when asked for (docs/oauth.md#scopes)
 CLIENT_ID_PREFIX = "kbcl"
 CLIENT_SECRET_PREFIX = "kbcs"

@@ -34,8 +34,10 @@ from openkb.audit import set_origin
 from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import NotFound, OpenKBError
+from openkb.mcp import facts as facts_tools
 from openkb.mcp import resources, tools
 from openkb.mcp.caller import TOOL_SCOPES, McpCaller
+from server.mcp import facts_schemas as FS
 from server.mcp import schemas as S
 from server.mcp.http import current
 
@@ -246,6 +248,35 @@ def build(ctx: AppContext) -> OpenKBMCP:
             ),
             S.DocumentsOut,
         )
+
+    @tool(name="kb_facts_lookup", title="Facts about you or someone you know", annotations=READ_ONLY)
+    def kb_facts_lookup(
+        subject_id: Annotated[
+            uuid.UUID | None, Field(description="an entity id from kb_entities_resolve (default: you)")
+        ] = None,
+        prefix: Annotated[
+            str | None, Field(max_length=200, description="predicate prefix, e.g. pref.food or location.home")
+        ] = None,
+    ) -> FS.FactsOut:
+        """Current facts (subject, predicate, value) about the user or one of their entities, with
+        who said each one. Needs the facts:read scope."""
+        return call(lambda s, c: facts_tools.facts_lookup(s, c, subject_id=subject_id, prefix=prefix), FS.FactsOut)
+
+    @tool(name="kb_entities_resolve", title="Find a contact by email, phone, name...", annotations=READ_ONLY)
+    def kb_entities_resolve(
+        email: Annotated[str | None, Field(max_length=1000)] = None,
+        phone: Annotated[str | None, Field(max_length=1000)] = None,
+        domain: Annotated[str | None, Field(max_length=1000)] = None,
+        url: Annotated[str | None, Field(max_length=1000)] = None,
+        handle: Annotated[str | None, Field(max_length=1000, description="platform:account")] = None,
+        name: Annotated[str | None, Field(max_length=1000)] = None,
+        kind: Annotated[str, Field(max_length=40, description="person, org, place...")] = "person",
+    ) -> FS.EntityOut:
+        """A point lookup of one of the user's entities by one identifier (never a list); null when
+        none matches. Needs the facts:read scope."""
+        by = {"email": email, "phone": phone, "domain": domain, "url": url, "handle": handle, "name": name}
+        ids = {k: v for k, v in by.items() if v is not None}
+        return call(lambda s, c: facts_tools.entities_resolve(s, c, kind=kind, identifiers=ids), FS.EntityOut)
 
     @tool(
         name="kb_upsert_document",

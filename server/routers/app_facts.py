@@ -324,7 +324,7 @@ def _entity(session: Any, ent: Any) -> dict[str, Any]:
         "id": ent.id,
         "kind": ent.kind,
         "display_name": ent.display_name,
-        "identifiers": [{"kind": i["kind"], "value": i["value"]} for i in E._identifiers(session, ent.id)],
+        "identifiers": [{"kind": i["kind"], "value": i["value"]} for i in E.identifiers_of(session, ent.id)],
     }
 
 

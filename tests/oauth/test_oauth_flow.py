@@ -43,7 +43,7 @@ def test_discovery_metadata_and_cors(oauth_client, base):
     prm, meta = oauth_client.meta["prm"], oauth_client.meta["as"]
     assert prm["resource"] == base + "/mcp"
     assert prm["authorization_servers"] == [base]
-    assert set(prm["scopes_supported"]) == {"kb:read", "kb:search", "doc:read", "doc:write"}
+    assert set(prm["scopes_supported"]) == {"kb:read", "kb:search", "doc:read", "doc:write", "facts:read"}
     assert prm["bearer_methods_supported"] == ["header"]
     root = httpx.get(base + "/.well-known/oauth-protected-resource")
     assert root.json() == prm
@@ -297,7 +297,7 @@ def test_claude_style_confidential_client_and_its_own_scope(oauth_client, user):
         client_name="Claude",
     )
     assert got["token_endpoint_auth_method"] == "client_secret_basic" and got["client_secret"].startswith("kbcs_")
-    assert set(got["scope"].split()) == {"kb:read", "kb:search", "doc:read", "doc:write"}
+    assert set(got["scope"].split()) == {"kb:read", "kb:search", "doc:read", "doc:write", "facts:read"}
     secret = got["client_secret"]
     v = secrets.token_urlsafe(48)
     q = oauth_client.get_code(user.email, user.password, v, scope="kb:read kb:search offline_access")
