@@ -35,6 +35,8 @@ from openkb.accounts.users import access_admin
 from openkb.audit import record_audit
 from openkb.errors import Conflict, PermissionDenied, ValidationError
 from openkb.models import (
+    AppCredential,
+    AppInstallation,
     Collaborator,
     EmailToken,
     GroupMember,
@@ -189,6 +191,22 @@ def delete_user(
     for g in grants:
         do_revoke_grant(session, principal, g, by="admin")
     counts["oauth_grants_revoked"] = len(grants)
+    # Apps act as their user (docs/apps.md): their credentials die with the account, and the
+    # installations end as "keep" uninstalls (what the apps wrote stays, like the user's own work).
+    installs = select(AppInstallation.id).where(
+        col(AppInstallation.user_id) == user.id, col(AppInstallation.status) == "active"
+    )
+    session.execute(
+        update(AppCredential)
+        .where(col(AppCredential.installation_id).in_(installs), col(AppCredential.status) == "active")
+        .values(status="revoked", revoked_at=now)
+    )
+    res = session.execute(
+        update(AppInstallation)
+        .where(col(AppInstallation.user_id) == user.id, col(AppInstallation.status) == "active")
+        .values(status="uninstalled", uninstalled_at=now, uninstall_mode="keep")
+    )
+    counts["app_installations_ended"] = int(res.rowcount or 0)  # type: ignore[attr-defined]
     res = session.execute(delete(WorkspaceMember).where(col(WorkspaceMember.user_id) == user.id))
     counts["workspace_memberships_removed"] = int(res.rowcount or 0)  # type: ignore[attr-defined]
     res = session.execute(delete(GroupMember).where(col(GroupMember.user_id) == user.id))
