@@ -2867,6 +2867,15 @@ export interface paths {
                     };
                     content?: never;
                 };
+                /** @description not a JSON-RPC message (JSON-RPC error object) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": Record<string, never>;
+                    };
+                };
                 /** @description UNAUTHENTICATED */
                 401: {
                     headers: {
@@ -2894,6 +2903,13 @@ export interface paths {
                         "application/json": components["schemas"]["ErrorBody"];
                     };
                 };
+                /** @description the Accept header allows no JSON response (JSON-RPC error object) */
+                406: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
                 /** @description PAYLOAD_TOO_LARGE */
                 413: {
                     headers: {
@@ -2902,6 +2918,13 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["ErrorBody"];
                     };
+                };
+                /** @description the body is not application/json (JSON-RPC error object) */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
                 };
                 /** @description MISDIRECTED_REQUEST */
                 421: {
