@@ -121,6 +121,19 @@ def self_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID) -> u
     ).scalar_one()
 
 
+def self_entity_locked(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID) -> uuid.UUID:
+    """``self_entity`` with its row locked for the transaction (one statement when it exists)."""
+    row = session.execute(
+        text("SELECT id FROM entities WHERE tenant_id = :t AND user_id = :u AND kind = 'self' FOR NO KEY UPDATE"),
+        {"t": tenant_id, "u": user_id},
+    ).first()
+    if row is not None:
+        return row.id  # type: ignore[no-any-return]
+    eid = self_entity(session, tenant_id, user_id)
+    session.execute(text("SELECT 1 FROM entities WHERE id = :e FOR NO KEY UPDATE"), {"e": eid})
+    return eid
+
+
 def live(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, entity_id: uuid.UUID) -> Entity:
     """The entity a stored id means now: merged ones lead to their survivor; a deleted one (or
     one of another user) is ``NotFound`` with ``no entity`` in the message."""

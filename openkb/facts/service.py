@@ -22,8 +22,8 @@ Reading: ``lookup`` (current, never inferred, no origin/writer/confidence) and `
 (the user's pinned facts about themselves) are query methods: what the app's ``facts.read``
 strings do not cover is left out without a word.
 
-Trap: concurrent puts on one subject and predicate are serialized with a transaction-scoped
-advisory lock, otherwise two cardinality-``one`` writers could both see "no current value".
+Trap: concurrent writes on one subject are serialized by locking the subject's entity row for
+the transaction, otherwise two cardinality-``one`` writers could both see "no current value".
 """
 
 from __future__ import annotations
@@ -151,10 +151,16 @@ def _declare_once(session: Session, caller: AppCaller) -> None:
     done.add(caller.app_id)
 
 
-def _subject(session: Session, caller: AppCaller, subject: str | None) -> tuple[uuid.UUID, str]:
+def _subject(session: Session, caller: AppCaller, subject: str | None, *, lock: bool = False) -> tuple[uuid.UUID, str]:
+    """The subject's entity id and kind; ``lock``: its row locked for this transaction (the
+    writes of one subject are serialized, see the module's trap)."""
     if subject in (None, "", "self"):
+        if lock:
+            return E.self_entity_locked(session, caller.tenant_id, caller.user_id), "self"
         return E.self_entity(session, caller.tenant_id, caller.user_id), "self"
     ent = E.entity_of_ref(session, caller, str(subject))
+    if lock:
+        session.execute(_LOCK, {"s": ent.id})
     return ent.id, ent.kind
 
 
@@ -162,7 +168,9 @@ _CURRENT = text(
     "SELECT id, value, object_id, said_by, installation_id FROM facts "
     "WHERE subject_id = :s AND predicate = :p AND valid_to IS NULL AND NOT inferred ORDER BY valid_from"
 )
-_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 19))")
+# FOR NO KEY UPDATE: serializes writers of one subject, never blocks the key-share locks of
+# the foreign keys that reference it (inserting a fact)
+_LOCK = text("SELECT 1 FROM entities WHERE id = :s FOR NO KEY UPDATE")
 _INSERT = text(
     "INSERT INTO facts (id, tenant_id, user_id, subject_id, predicate, value, object_id, valid_from, said_by, "
     "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned) "
@@ -196,10 +204,16 @@ def _write(
     confidence: float | None,
     pinned: bool,
     charge: Any = None,
+    locked: bool = False,
+    current: list[Any] | None = None,
 ) -> tuple[str, uuid.UUID]:
-    """The write rules; ``charge(chars)`` is called for an applied write or a conflict."""
-    session.execute(_LOCK, {"k": f"fact:{subject_id}:{pred.predicate}"})
-    current = session.execute(_CURRENT, {"s": subject_id, "p": pred.predicate}).all()
+    """The write rules; ``charge(chars)`` is called for an applied write or a conflict.
+    ``locked``/``current``: the caller already locked the subject (and read its current values
+    of the predicate under that lock, ``_prepare``)."""
+    if not locked:
+        session.execute(_LOCK, {"s": subject_id})
+    if current is None:
+        current = list(session.execute(_CURRENT, {"s": subject_id, "p": pred.predicate}).all())
     for r in current:
         if _same(r, value, object_id):
             return "duplicate", r.id
@@ -265,9 +279,11 @@ def put(
     settings: Settings | None = None,
 ) -> dict[str, Any]:
     """``{status: applied|duplicate|conflict, ref, predicate}`` (docs/facts.md#writing)."""
-    subject_id, subject_kind = _subject(session, caller, subject)
-    _declare_once(session, caller)
-    pred = V.resolve_hint(session, caller.tenant_id, predicate_hint, description)
+    subject_id, subject_kind, pred, current = _prepare(session, caller, subject, predicate_hint)
+    if pred is None:  # not a predicate of the vocabulary as it stands: aliases, descriptions, x.
+        _declare_once(session, caller)
+        pred = V.resolve_hint(session, caller.tenant_id, predicate_hint, description)
+        current = None
     require_fact(session, caller, "write", subject_kind, pred.predicate)
     object_id = E.entity_of_ref(session, caller, object_ref).id if object_ref else None
     if value is None and object_id is None:
@@ -287,9 +303,46 @@ def put(
         value=value, object_id=object_id, said_by="app", installation_id=caller.installation_id,
         origin=origin or default_origin, source=source or default_source, source_ref=source_ref,
         run_id=actor.run_id, confidence=confidence, pinned=False,
-        charge=lambda n: quotas.charge(session, caller, n, settings),
+        charge=lambda n: quotas.charge(session, caller, n, settings), locked=True, current=current,
     )  # fmt: skip
     return {"status": status, "ref": caller.ref(FACT_REF, fid), "predicate": pred.predicate}
+
+
+_PREPARE_T = """
+WITH s AS (SELECT id FROM entities WHERE {where} FOR NO KEY UPDATE)
+SELECT s.id AS subject_id, p.predicate AS known, p.cardinality, p.origin AS porigin, p.app_id AS papp,
+       f.id, f.value, f.object_id, f.said_by, f.installation_id
+FROM s
+LEFT JOIN fact_predicates p ON p.tenant_id = :t AND p.predicate = :p
+LEFT JOIN facts f ON f.subject_id = s.id AND f.predicate = :p AND f.valid_to IS NULL AND NOT f.inferred
+ORDER BY f.valid_from
+"""
+_PREPARE_SELF = text(_PREPARE_T.format(where="tenant_id = :t AND user_id = :u AND kind = 'self'"))
+_PREPARE_ENTITY = text(_PREPARE_T.format(where="id = :s"))
+
+
+def _prepare(
+    session: Session, caller: AppCaller, subject: str | None, hint: str
+) -> tuple[uuid.UUID, str, V.Pred | None, list[Any] | None]:
+    """One statement for the common write: the subject locked, the hint as a known predicate
+    (None when it is not one), and the subject's current values of it."""
+    name = hint.strip() if isinstance(hint, str) and V.is_predicate(hint.strip()) else ""
+    if subject in (None, "", "self"):
+        params = {"t": caller.tenant_id, "u": caller.user_id, "p": name}
+        rows = session.execute(_PREPARE_SELF, params).all()
+        if not rows:  # the user's own entity, on their first fact
+            E.self_entity(session, caller.tenant_id, caller.user_id)
+            rows = session.execute(_PREPARE_SELF, params).all()
+        kind = "self"
+    else:
+        ent = E.entity_of_ref(session, caller, str(subject))
+        rows = session.execute(_PREPARE_ENTITY, {"s": ent.id, "t": caller.tenant_id, "p": name}).all()
+        kind = ent.kind
+    first = rows[0]
+    if first.known is None:
+        return first.subject_id, kind, None, None
+    pred = V.Pred(first.known, first.cardinality, "", "", "", (), first.porigin, first.papp)
+    return first.subject_id, kind, pred, [r for r in rows if r.id is not None]
 
 
 def _fact_of_ref(session: Session, caller: AppCaller, ref: str) -> tuple[Fact, str]:
@@ -330,12 +383,17 @@ def _expire(session: Session, actor: Actor, f: Fact) -> None:
     )  # fmt: skip
 
 
-_LOOKUP = text(
+_LOOKUP_T = (
     "SELECT id, predicate, value, object_id, valid_from FROM facts "
-    "WHERE subject_id = :s AND valid_to IS NULL AND NOT inferred "
+    "WHERE subject_id = {subject} AND valid_to IS NULL AND NOT inferred "
     "AND predicate LIKE ANY(:reads) AND (CAST(:want AS text[]) IS NULL OR predicate LIKE ANY(:want)) "
     "ORDER BY predicate, valid_from"
-).bindparams(bindparam("reads", type_=ARRAY(Text)), bindparam("want", type_=ARRAY(Text)))
+)
+_ARRAYS = (bindparam("reads", type_=ARRAY(Text)), bindparam("want", type_=ARRAY(Text)))
+_LOOKUP = text(_LOOKUP_T.format(subject=":s")).bindparams(*_ARRAYS)
+# the user's own entity found in the same statement (one round trip for the common case)
+_SELF = "(SELECT id FROM entities WHERE tenant_id = :t AND user_id = :u AND kind = 'self')"
+_LOOKUP_SELF = text(_LOOKUP_T.format(subject=_SELF)).bindparams(*_ARRAYS)
 
 
 def _fact_out(caller: AppCaller, r: Any) -> dict[str, Any]:
@@ -351,12 +409,19 @@ def _fact_out(caller: AppCaller, r: Any) -> dict[str, Any]:
 def lookup(session: Session, caller: AppCaller, subject: str | None = "self", prefix: str | None = None) -> list[dict]:
     """Current facts of the subject under ``prefix`` that the app's ``facts.read`` strings for
     the subject's kind cover — a query method: the rest is left out."""
-    subject_id, kind = _subject(session, caller, subject)
     p = _prefix(prefix)
+    want = _patterns([p]) if p else None
+    if subject in (None, "", "self"):
+        reads = _read_patterns(caller, "self")
+        if not reads:
+            return []
+        params = {"t": caller.tenant_id, "u": caller.user_id, "reads": reads, "want": want}
+        return [_fact_out(caller, r) for r in session.execute(_LOOKUP_SELF, params).all()]
+    subject_id, kind = _subject(session, caller, subject)
     reads = _read_patterns(caller, kind)
     if not reads:
         return []
-    rows = session.execute(_LOOKUP, {"s": subject_id, "reads": reads, "want": _patterns([p]) if p else None}).all()
+    rows = session.execute(_LOOKUP, {"s": subject_id, "reads": reads, "want": want}).all()
     return [_fact_out(caller, r) for r in rows]
 
 

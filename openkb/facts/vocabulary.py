@@ -187,6 +187,23 @@ def get(session: Session, tenant_id: uuid.UUID, predicate: str) -> Pred | None:
     return _pred(r) if r is not None else None
 
 
+def get_known(session: Session, tenant_id: uuid.UUID, hint: str) -> Pred | None:
+    """Step 1 of hint resolution alone: the hint names a predicate already in the vocabulary
+    (one indexed row; no seeding needed — a found row is the answer either way)."""
+    if not isinstance(hint, str) or not is_predicate(hint.strip()):
+        return None
+    r = session.execute(_GET, {"t": tenant_id, "p": hint.strip()}).first()
+    if r is None:
+        return None
+    return Pred(r.predicate, r.cardinality, r.name_zh, r.name_en, r.description, tuple(r.aliases), r.origin, r.app_id)
+
+
+_GET = text(
+    "SELECT predicate, cardinality, name_zh, name_en, description, aliases, origin, app_id FROM fact_predicates "
+    "WHERE tenant_id = :t AND predicate = :p"
+)
+
+
 def all_predicates(session: Session, tenant_id: uuid.UUID) -> list[Pred]:
     seed_core(session, tenant_id)
     rows = session.exec(
