@@ -145,8 +145,11 @@ class KnowledgeClient:
         collections: list[str] | None = None,
         time_range: dict[str, Any] | None = None,
         limit: int = 10,
+        entities: list[str] | None = None,
     ) -> list[dict[str, Any]]:
-        body = _drop_none({"query": query, "collections": collections, "timeRange": time_range, "limit": limit})
+        body = _drop_none(
+            {"query": query, "collections": collections, "timeRange": time_range, "limit": limit, "entities": entities}
+        )
         return self.call("search", body)["items"]  # type: ignore[no-any-return]
 
     def close(self) -> None:

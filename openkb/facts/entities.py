@@ -21,7 +21,6 @@ after a few hops; ``merge`` also re-points entities merged into the loser, so ch
 from __future__ import annotations
 
 import re
-import unicodedata
 import uuid
 from typing import Any
 
@@ -34,61 +33,15 @@ from openkb.apps.registry import AppCaller
 from openkb.audit import record_audit
 from openkb.content import limits
 from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
+from openkb.facts.identifiers import IDENTIFIER_KINDS, normalize
+from openkb.facts.mentions import record_entity
 from openkb.models import Entity, EntityIdentifier
 from openkb.models._base import utcnow
 from openkb.permissions import Principal
 
 ENTITY_REF = "e"
-IDENTIFIER_KINDS = ("email", "phone", "domain", "url", "handle", "name")
 _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 MAX_HOPS = 8
-
-
-# --- normalization ---------------------------------------------------------------------------
-
-
-def normalize(kind: str, value: str) -> str:
-    """The stored form of an identifier: emails and domains lower-case, phones ``+`` and digits
-    (``00`` becomes ``+``), handles ``platform:account`` lower-case without ``@``, urls with
-    lower-case scheme and host and no trailing slash, names NFKC, case-folded, single-spaced."""
-    if kind not in IDENTIFIER_KINDS:
-        raise ValidationError(f"identifier kind is one of {', '.join(IDENTIFIER_KINDS)}", field="kind")
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{kind} must not be empty", field=kind)
-    v = unicodedata.normalize("NFKC", value).strip()
-    limits.check_name(v, kind)
-    if kind == "email":
-        v = v.lower()
-        if v.count("@") != 1 or not v.split("@")[0] or "." not in v.split("@")[1] or " " in v:
-            raise ValidationError(f"not an email address: {value!r}", field="email")
-        return v
-    if kind == "domain":
-        v = v.lower().rstrip(".")
-        v = re.sub(r"^[a-z]+://", "", v).split("/")[0]
-        if "." not in v or " " in v:
-            raise ValidationError(f"not a domain: {value!r}", field="domain")
-        return v
-    if kind == "phone":
-        plus = v.startswith("+") or v.startswith("00")
-        digits = re.sub(r"\D", "", v)
-        if v.startswith("00"):
-            digits = digits[2:]
-        if len(digits) < 5 or len(digits) > 20:
-            raise ValidationError(f"not a phone number: {value!r}", field="phone")
-        return ("+" if plus else "") + digits
-    if kind == "url":
-        m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]+)(.*)$", v)
-        if not m:
-            raise ValidationError(f"not a URL: {value!r}", field="url")
-        rest = m.group(3).rstrip("/")
-        return f"{m.group(1).lower()}://{m.group(2).lower()}{rest}"
-    if kind == "handle":
-        platform, sep, account = v.partition(":")
-        account = account.strip().lstrip("@")
-        if not sep or not platform.strip() or not account:
-            raise ValidationError("a handle is platform:account, e.g. github:zhangsan", field="handle")
-        return f"{platform.strip().lower()}:{account.lower()}"
-    return " ".join(v.casefold().split())
 
 
 def check_kind(kind: str) -> str:
@@ -280,6 +233,7 @@ def resolve(
     session.flush()
     for k, v in ids.items():
         _add(session, ent, k, v)
+    record_entity(session, ent.tenant_id, ent.user_id, ent.id)  # its mentions in what is indexed already
     return {**entity_out(caller, ent), "created": True}
 
 
@@ -333,6 +287,7 @@ def add_identifier(session: Session, caller: AppCaller, ref: str, kind: str, val
     status = _add(session, ent, kind, value)
     if status == "added":
         quotas.charge(session, caller, len(value))
+        record_entity(session, ent.tenant_id, ent.user_id, ent.id)
     return {"status": status}
 
 
@@ -362,6 +317,7 @@ def create_entity(
     session.flush()
     for k, v in (identifiers or {}).items():
         _add(session, ent, k, v)
+    record_entity(session, tid, uid, ent.id)
     return ent
 
 

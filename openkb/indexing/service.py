@@ -45,6 +45,7 @@ from openkb.errors import (
     OpenKBError,
     ValidationError,
 )
+from openkb.facts.mentions import record_chunks as record_mentions
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
 from openkb.indexing.history import record_switch
@@ -368,6 +369,7 @@ def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[D
         session.add_all(rows)
         by_doc[i] = rows
     session.flush()
+    record_mentions(session, [c for i in redo for c in by_doc[i]])  # entities named in them (docs/facts.md#mentions)
     return by_doc
 
 

@@ -40,6 +40,7 @@ from openkb.errors import (
     TitleTooLong,
     Unauthenticated,
 )
+from openkb.facts import search as facts_search
 from server.auth import UserDep, check_any_scope, unauthenticated
 from server.deps import CtxDep, SessionDep
 from server.errors import errors_for
@@ -470,12 +471,21 @@ class SearchIn(RequestModel):
     collections: list[str] | None = Field(None, max_length=100)
     timeRange: TimeRangeIn | None = None  # noqa: N815
     limit: int = Field(10, ge=1, le=100)
+    entities: list[str] | None = Field(
+        None, min_length=1, max_length=20, description="only passages mentioning these entity refs (docs/facts.md)"
+    )
 
 
 @router.post(f"{P}/knowledge/search", responses=errors_for(401, 422, 502, 503))
 def search(body: SearchIn, session: SessionDep, caller: CallerDep, ctx: CtxDep) -> dict[str, Any]:
     """Only in granted collections (with their sub-collections); the rest is left out."""
     tr = body.timeRange
+    if body.entities:  # passages mentioning the entities (docs/facts.md#mentions)
+        items = facts_search.search(
+            ctx, session, caller, body.query, entities=body.entities, collections=body.collections,
+            time_from=tr.from_ if tr else None, time_to=tr.to if tr else None, limit=body.limit,
+        )  # fmt: skip
+        return {"items": items}
     return {
         "items": knowledge.search(
             ctx,

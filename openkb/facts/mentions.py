@@ -1,0 +1,232 @@
+"""Mentions: which chunks of a user's documents name one of the user's entities
+(docs/facts.md#mentions), so ``search(..., entities=[ref])`` returns only passages about them.
+
+Whose entities: entities belong to one user, so a chunk is matched against the entities of the
+user whose **personal workspace** holds it (``app_personal_spaces``: the diary, keep and the
+collections apps create there). Chunks elsewhere (team knowledge bases) are not matched.
+
+When: ``record_chunks`` runs when indexing writes a version's chunks (``openkb.indexing``);
+``record_entity`` scans the user's current chunks when an entity is created or gains an
+identifier. Merging moves mentions to the survivor, deleting an entity deletes its mentions
+(``openkb.facts.entities``).
+
+Matching (``Matcher``), on NFKC, case-folded text:
+
+* names with CJK characters match as substrings (Chinese and Japanese have no spaces between
+  words: ``张三`` in ``今天和张三吃饭``); at least two characters;
+* other names, emails, domains and handles match on Latin word boundaries (``Ann`` is not found
+  in ``Annual``, ``Alice`` is in ``和Alice吃饭``); names of at least three characters;
+* a handle ``platform:account`` is also found as ``@account``;
+* phone numbers are found after normalizing the digit runs of the text like stored ones.
+
+Trap: a chunk is matched against every identifier of every live entity of its user in one pass
+(one compiled pattern per user and call), never one query per entity.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PGUUID
+from sqlalchemy.types import Text
+from sqlmodel import Session
+
+from openkb.errors import ValidationError
+from openkb.facts.identifiers import normalize
+
+_UUIDS = ARRAY(PGUUID(as_uuid=True))
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_WORD = "0-9a-z_\u00c0-\u024f"
+_PHONE = re.compile(r"\+?\d[\d\s\-().]{5,}\d")
+
+
+def fold(s: str) -> str:
+    return unicodedata.normalize("NFKC", s).casefold()
+
+
+@dataclass
+class Matcher:
+    """Every identifier of one user's live entities, compiled for one pass over a text."""
+
+    pattern: re.Pattern[str] | None
+    words: dict[str, set[uuid.UUID]]  # folded word-bounded term -> entities
+    cjk: dict[str, set[uuid.UUID]]  # folded CJK name -> entities
+    phones: dict[str, set[uuid.UUID]]  # normalized phone -> entities
+
+    def find(self, content: str) -> set[uuid.UUID]:
+        t = fold(content)
+        found: set[uuid.UUID] = set()
+        for name, ents in self.cjk.items():
+            if name in t:
+                found |= ents
+        if self.pattern is not None:
+            for m in self.pattern.finditer(t):
+                found |= self.words.get(m.group(1), set())
+        if self.phones:
+            for m in _PHONE.finditer(t):
+                try:
+                    found |= self.phones.get(normalize("phone", m.group(0)), set())
+                except ValidationError:
+                    continue
+        return found
+
+    @property
+    def empty(self) -> bool:
+        return not (self.words or self.cjk or self.phones)
+
+
+def matcher(rows: Iterable[tuple[uuid.UUID, str, str]]) -> Matcher:
+    """``rows``: (entity id, identifier kind, normalized value)."""
+    words: dict[str, set[uuid.UUID]] = {}
+    cjk: dict[str, set[uuid.UUID]] = {}
+    phones: dict[str, set[uuid.UUID]] = {}
+    for eid, kind, value in rows:
+        v = fold(value)
+        if kind == "phone":
+            phones.setdefault(value, set()).add(eid)
+        elif kind == "name" and _CJK.search(v):
+            if len(v) >= 2:
+                cjk.setdefault(v, set()).add(eid)
+        elif kind == "name":
+            if len(v) >= 3:
+                words.setdefault(v, set()).add(eid)
+        elif kind == "handle":
+            platform, _, account = v.partition(":")
+            words.setdefault(v, set()).add(eid)
+            if account:
+                words.setdefault("@" + account, set()).add(eid)
+        elif kind in ("email", "domain", "url"):
+            words.setdefault(v, set()).add(eid)
+    pattern = None
+    if words:
+        alts = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+        # boundaries are Latin letters and digits only: a CJK character next to a Latin name
+        # ("和Alice吃饭") is a boundary, as there are no spaces in Chinese
+        pattern = re.compile(rf"(?<![{_WORD}@.\-])({alts})(?![{_WORD}\-]|\.[{_WORD}])")
+    return Matcher(pattern, words, cjk, phones)
+
+
+_OWNER_IDENTIFIERS = text("""
+SELECT i.entity_id, i.kind, i.value FROM entity_identifiers i
+JOIN entities e ON e.id = i.entity_id AND e.merged_into IS NULL AND e.deleted_at IS NULL
+WHERE i.tenant_id = :t AND i.user_id = :u
+""")
+_INSERT = text("""
+INSERT INTO entity_mentions (id, tenant_id, entity_id, document_id, version_id, chunk_id)
+SELECT gen_random_uuid(), :t, x.e, :d, :v, :c FROM unnest(:ents) AS x(e)
+ON CONFLICT (chunk_id, entity_id) DO NOTHING
+""").bindparams(bindparam("ents", type_=_UUIDS))
+
+
+@dataclass(frozen=True)
+class ChunkText:
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    workspace_id: uuid.UUID
+    document_id: uuid.UUID
+    version_id: uuid.UUID
+    text: str
+
+
+def _record(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, chunks: list[ChunkText]) -> int:
+    m = matcher(
+        (r.entity_id, r.kind, r.value) for r in session.execute(_OWNER_IDENTIFIERS, {"t": tenant_id, "u": user_id})
+    )
+    if m.empty:
+        return 0
+    n = 0
+    for c in chunks:
+        ents = m.find(c.text)
+        if ents:
+            session.execute(
+                _INSERT,
+                {"t": c.tenant_id, "d": c.document_id, "v": c.version_id, "c": c.id, "ents": sorted(ents, key=str)},
+            )
+            n += len(ents)
+    return n
+
+
+def record_chunks(session: Session, chunks: Iterable[object]) -> int:
+    """Mentions in freshly written chunks (``DocumentChunk`` rows, flushed), for the owners of
+    the personal workspaces they are in. Returns how many (chunk, entity) pairs were found."""
+    items = [
+        ChunkText(c.id, c.tenant_id, c.workspace_id, c.document_id, c.version_id, c.content_text)  # type: ignore[attr-defined]
+        for c in chunks
+    ]
+    if not items:
+        return 0
+    owners = {
+        (r.tenant_id, r.workspace_id): r.user_id
+        for r in session.execute(
+            text(
+                "SELECT tenant_id, workspace_id, user_id FROM app_personal_spaces WHERE workspace_id = ANY(:ws)"
+            ).bindparams(bindparam("ws", type_=_UUIDS)),
+            {"ws": sorted({c.workspace_id for c in items}, key=str)},
+        )
+    }
+    if not owners:
+        return 0
+    by_owner: dict[tuple[uuid.UUID, uuid.UUID], list[ChunkText]] = {}
+    for c in items:
+        u = owners.get((c.tenant_id, c.workspace_id))
+        if u is not None:
+            by_owner.setdefault((c.tenant_id, u), []).append(c)
+    return sum(_record(session, t, u, cs) for (t, u), cs in by_owner.items())
+
+
+def record_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, entity_id: uuid.UUID) -> int:
+    """Match one entity (new, or with a new identifier) against the user's current chunks in
+    their personal workspace; a ``LIKE`` on its terms narrows the chunks first (not for phones,
+    whose spellings vary)."""
+    ids = session.execute(
+        text("SELECT entity_id, kind, value FROM entity_identifiers WHERE entity_id = :e"), {"e": entity_id}
+    ).all()
+    m = matcher((r.entity_id, r.kind, r.value) for r in ids)
+    if m.empty:
+        return 0
+    likes = None
+    if not m.phones:
+        terms = [*m.words, *m.cjk]
+        likes = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").lstrip("@") + "%" for t in terms]
+    rows = session.execute(
+        text(
+            """
+        SELECT c.id, c.tenant_id, c.workspace_id, c.document_id, c.version_id, c.content_text
+        FROM document_chunks c
+        JOIN app_personal_spaces ps ON ps.workspace_id = c.workspace_id AND ps.tenant_id = :t AND ps.user_id = :u
+        JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+        WHERE CAST(:likes AS text[]) IS NULL OR lower(c.content_text) LIKE ANY(:likes)
+        """
+        ).bindparams(bindparam("likes", type_=ARRAY(Text))),
+        {"t": tenant_id, "u": user_id, "likes": likes},
+    ).all()
+    n = 0
+    for r in rows:
+        c = ChunkText(*r)
+        if entity_id in m.find(c.text):
+            session.execute(
+                _INSERT, {"t": c.tenant_id, "d": c.document_id, "v": c.version_id, "c": c.id, "ents": [entity_id]}
+            )
+            n += 1
+    return n
+
+
+def chunks_mentioning(session: Session, entity_ids: list[uuid.UUID]) -> set[str]:
+    """Chunk ids (as text, like search hits) that mention any of the entities."""
+    if not entity_ids:
+        return set()
+    return {
+        str(r.chunk_id)
+        for r in session.execute(
+            text("SELECT chunk_id FROM entity_mentions WHERE entity_id = ANY(:e)").bindparams(
+                bindparam("e", type_=_UUIDS)
+            ),
+            {"e": entity_ids},
+        )
+    }

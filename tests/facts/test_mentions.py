@@ -1,0 +1,82 @@
+"""Mentions (docs/facts.md#mentions): chunks of the user's personal documents that name one of
+their entities are recorded when indexing writes the chunks (CJK-aware), and
+``search(entities=[ref])`` keeps only those passages. Rolled-back ``db``; the chunking step of
+indexing runs directly (no Milvus: an empty query lists passages newest first)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import text
+
+from openkb.apps import knowledge as K
+from openkb.errors import NotFound
+from openkb.facts import entities as E
+from openkb.facts import search as S
+from openkb.facts.mentions import matcher
+from openkb.indexing.service import ensure_chunks, load_docs
+from tests.facts.conftest import Person
+
+PERMS = ["collections.read:diary", "collections.write:diary", "entities.write:person", "entities.read:person"]
+
+
+def _write_and_chunk(me: Person, key: str, body: str) -> uuid.UUID:
+    out = K.documents_upsert(me.db, me.caller("diary-app"), collection="diary", key=key, title=key, body=body)
+    _, doc_id = me.caller("diary-app").read_ref(out["ref"], "d", "document")
+    ensure_chunks(me.db, load_docs(me.db, [str(doc_id)]).values())  # what the index job does first
+    return doc_id
+
+
+def _texts(me: Person, refs: list[str]) -> list[str]:
+    return [x["text"] for x in S.search(None, me.db, me.caller("diary-app"), "", entities=refs)]  # type: ignore[arg-type]
+
+
+def test_matcher_is_cjk_aware() -> None:
+    zs, alice, ann, phone = (uuid.uuid4() for _ in range(4))
+    m = matcher([(zs, "name", "张三"), (alice, "name", "alice"), (alice, "email", "alice@acme.nl"),
+                 (ann, "name", "ann"), (phone, "phone", "+31612345678")])  # fmt: skip
+    assert m.find("今天和张三吃饭") == {zs}  # no spaces in Chinese: a substring
+    assert m.find("和Alice吃饭") == {alice}  # a CJK neighbour is a boundary for a Latin name
+    assert m.find("Annual report, malice") == set()  # Latin names need word boundaries
+    assert m.find("mail ALICE@acme.nl.") == {alice}
+    assert m.find("call +31 6 1234 5678 now") == {phone}
+    assert m.find("张 三") == set()
+
+
+def test_search_by_entity_returns_only_passages_mentioning_it(me: Person) -> None:
+    me.install("diary-app", PERMS)
+    zs = E.resolve(me.db, me.caller("diary-app"), {"name": "张三", "email": "zhangsan@acme.nl"}, create=True)
+    li = E.resolve(me.db, me.caller("diary-app"), {"name": "李四"}, create=True)
+    _write_and_chunk(me, "2026-09-28", "# 周日\n\n一个人在家看书。")
+    _write_and_chunk(me, "2026-09-29", "# 周一\n\n今天和张三吃了番茄牛腩。")
+    _write_and_chunk(me, "2026-09-30", "# 周二\n\n李四发来邮件,抄送 zhangsan@acme.nl。")
+    got = _texts(me, [zs["ref"]])  # newest first; the email identifier counts too
+    assert len(got) == 2 and "zhangsan@acme.nl" in got[0] and "今天和张三" in got[1], got
+    assert [("李四" in t) for t in _texts(me, [li["ref"]])] == [True]
+    assert len(_texts(me, [zs["ref"], li["ref"]])) == 2
+
+
+def test_a_new_entity_finds_what_was_indexed_before_and_merge_and_delete_keep_it_right(me: Person) -> None:
+    me.install("diary-app", PERMS)
+    _write_and_chunk(me, "2026-10-01", "# 周三\n\n和王五开会。")
+    c = me.caller("diary-app")
+    ww = E.resolve(me.db, c, {"name": "王五"}, create=True)  # created after indexing
+    assert len(_texts(me, [ww["ref"]])) == 1
+    other = E.resolve(me.db, c, {"email": "wangwu@acme.nl"}, create=True)
+    _, keep = c.read_ref(other["ref"], "e", "x")
+    _, gone = c.read_ref(ww["ref"], "e", "x")
+    E.merge(me.db, me.user, keep, gone)
+    assert len(_texts(me, [ww["ref"]])) == 1 and len(_texts(me, [other["ref"]])) == 1  # old ref: the survivor
+    E.delete(me.db, me.user, keep)
+    assert me.db.execute(text("SELECT count(*) FROM entity_mentions")).scalar() == 0
+    with pytest.raises(NotFound, match="no entity"):
+        _texts(me, [other["ref"]])
+
+
+def test_out_of_reach_passages_are_left_out(me: Person) -> None:
+    me.install("diary-app", PERMS)
+    zs = E.resolve(me.db, me.caller("diary-app"), {"name": "张三"}, create=True)
+    _write_and_chunk(me, "2026-10-02", "张三来了。")
+    c = me.switch("diary-app", "collections.read:diary", False)
+    assert S.search(None, me.db, c, "", entities=[zs["ref"]]) == []  # type: ignore[arg-type]
