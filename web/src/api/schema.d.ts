@@ -6226,6 +6226,11 @@ export interface components {
             /** Collections */
             collections?: string[] | null;
             /**
+             * Entities
+             * @description only passages mentioning these entity refs (docs/facts.md)
+             */
+            entities?: string[] | null;
+            /**
              * Limit
              * @default 10
              */
