@@ -42,7 +42,7 @@ from sqlmodel import Session
 from openkb.apps import quotas
 from openkb.apps import reach as RC
 from openkb.apps.knowledge import actor_for
-from openkb.apps.registry import AppCaller
+from openkb.apps.registry import AppCaller, access_installation
 from openkb.apps.strings import parse
 from openkb.config import Settings
 from openkb.content.actor import Actor
@@ -573,3 +573,51 @@ def expire_for_installation(session: Session, actor: Actor, installation_id: uui
 
 def when(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+def installation_facts(session: Session, principal: Principal, installation_id: uuid.UUID) -> list[dict[str, Any]]:
+    """What the account area shows per installed app (docs/facts.md#the-users-page): every
+    predicate about the user that the app's ``facts.read|write:self:…`` strings cover (asked
+    for, switched on or not) — core ones by their names, the app's own with its description —
+    and the user's current values of each. Facts about contacts are not listed here."""
+    uid, tid = _user(principal)
+    inst = access_installation(session, principal, installation_id)
+    app = session.get(App, inst.app_id)
+    perms = [parse(p) for p in (app.permissions if app else []) if p.startswith("facts.")]
+    perms = [p for p in perms if p.subject == "self"]
+    if not perms:
+        return []
+    sid = E.self_entity(session, tid, uid)
+    current: dict[str, list[dict[str, Any]]] = {}
+    for r in session.execute(
+        text(
+            "SELECT id, predicate, value, object_id, said_by, valid_from FROM facts "
+            "WHERE subject_id = :s AND valid_to IS NULL AND NOT inferred ORDER BY valid_from"
+        ),
+        {"s": sid},
+    ):
+        current.setdefault(r.predicate, []).append(
+            {"id": r.id, "value": r.value, "object_id": r.object_id, "said_by": r.said_by, "valid_from": r.valid_from}
+        )
+    vocab = {p.predicate: p for p in V.all_predicates(session, tid)}
+    names = sorted(set(vocab) | set(current))
+    out = []
+    for name in names:
+        reads = any(p.action == "read" and p.covers_predicate(name) for p in perms)
+        writes = any(p.action == "write" and p.covers_predicate(name) for p in perms)
+        if not reads and not writes:
+            continue
+        pred = vocab.get(name)
+        out.append(
+            {
+                "predicate": name,
+                "cardinality": pred.cardinality if pred else "many",
+                "names": {"zh-CN": pred.name_zh if pred else "", "en": pred.name_en if pred else ""},
+                "description": pred.description if pred else "",
+                "added_by_this_app": bool(pred and pred.app_id == inst.app_id),
+                "reads": reads,
+                "writes": writes,
+                "values": current.get(name, []),
+            }
+        )
+    return out

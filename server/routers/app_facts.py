@@ -364,3 +364,34 @@ def merge_my_entities(entity_id: uuid.UUID, body: MergeIn, session: SessionDep, 
 def delete_my_entity(entity_id: uuid.UUID, session: SessionDep, principal: WriterDep) -> None:
     """Its facts expire; an app's ref to it then fails with ``no entity``."""
     E.delete(session, principal, entity_id)
+
+
+class CoveredValue(BaseModel):
+    id: uuid.UUID
+    value: Any = None
+    object_id: uuid.UUID | None
+    said_by: Literal["user", "app"]
+    valid_from: datetime
+
+
+class CoveredPredicate(BaseModel):
+    predicate: str
+    cardinality: Literal["one", "many"]
+    names: dict[str, str]
+    description: str
+    added_by_this_app: bool
+    reads: bool
+    writes: bool
+    values: list[CoveredValue]
+
+
+class CoveredList(BaseModel):
+    items: list[CoveredPredicate]
+
+
+@router.get(
+    f"{P}/installations/{{installation_id}}/facts", response_model=CoveredList, responses=errors_for(401, 403, 404)
+)
+def installation_facts(installation_id: uuid.UUID, session: SessionDep, principal: ReaderDep) -> dict[str, Any]:
+    """The facts about you an installed app's strings cover, with your current values."""
+    return {"items": F.installation_facts(session, principal, installation_id)}

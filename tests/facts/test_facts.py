@@ -369,3 +369,22 @@ def test_the_app_lists_its_conflicts(me: Person) -> None:
     assert F.put(me.db, c, predicate_hint="location.home.address", value="Markt 1")["status"] == "applied"
     got = C.changes_list(me.db, c, status="conflict")
     assert [(x["op"], x["status"], x["own"]) for x in got] == [("fact.put", "conflict", True)]
+
+
+def test_the_users_page_lists_what_an_app_covers_with_current_values(me: Person) -> None:
+    F.user_put(me.db, me.user, predicate="pref.food.dislike", value="香菜")
+    F.user_put(me.db, me.user, predicate="location.home.city", value="Utrecht")
+    c = me.install("recipes", RECIPES, [RATED], on=False)
+    items = {i["predicate"]: i for i in F.installation_facts(me.db, me.user, c.installation_id)}
+    assert "location.home.city" not in items  # not covered by its strings
+    assert set(items) == {
+        "pref.food.like",
+        "pref.food.dislike",
+        "pref.food.diet",
+        "pref.food.cuisine",
+        "pref.food.rated",
+    }
+    assert items["pref.food.dislike"]["names"]["zh-CN"] == "不喜欢的食物"
+    assert [v["value"] for v in items["pref.food.dislike"]["values"]] == ["香菜"]
+    rated = items["pref.food.rated"]
+    assert rated["added_by_this_app"] and rated["description"].startswith("你打过高分的菜") and rated["writes"]

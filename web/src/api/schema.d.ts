@@ -1031,6 +1031,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/v1/installations/{installation_id}/facts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Installation Facts
+         * @description The facts about you an installed app's strings cover, with your current values.
+         */
+        get: operations["installation_facts_api_apps_v1_installations__installation_id__facts_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/v1/installations/{installation_id}/grants": {
         parameters: {
             query?: never;
@@ -3606,6 +3626,57 @@ export interface components {
             parent: string | null;
             /** Ref */
             ref: string;
+        };
+        /** CoveredList */
+        CoveredList: {
+            /** Items */
+            items: components["schemas"]["CoveredPredicate"][];
+        };
+        /** CoveredPredicate */
+        CoveredPredicate: {
+            /** Added By This App */
+            added_by_this_app: boolean;
+            /**
+             * Cardinality
+             * @enum {string}
+             */
+            cardinality: "one" | "many";
+            /** Description */
+            description: string;
+            /** Names */
+            names: {
+                [key: string]: string;
+            };
+            /** Predicate */
+            predicate: string;
+            /** Reads */
+            reads: boolean;
+            /** Values */
+            values: components["schemas"]["CoveredValue"][];
+            /** Writes */
+            writes: boolean;
+        };
+        /** CoveredValue */
+        CoveredValue: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Object Id */
+            object_id: string | null;
+            /**
+             * Said By
+             * @enum {string}
+             */
+            said_by: "user" | "app";
+            /**
+             * Valid From
+             * Format: date-time
+             */
+            valid_from: string;
+            /** Value */
+            value?: unknown;
         };
         /** CreatedInvitationOut */
         CreatedInvitationOut: {
@@ -11185,6 +11256,64 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    installation_facts_api_apps_v1_installations__installation_id__facts_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CoveredList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
