@@ -6,6 +6,7 @@ import { DocumentPage } from './pages/Document'
 import { InvitationPage, SharePage } from './pages/public'
 import { AccountPage } from './pages/account'
 import { AppsPage } from './pages/apps'
+import { EntitiesPage } from './pages/facts'
 import { AdminPage } from './pages/admin'
 import { KbSettingsPage, WorkspaceSettingsPage } from './pages/settings'
 import { Loading, PublicFrame } from './components/ui'
@@ -45,6 +46,8 @@ function Page({ route }: { route: Route }) {
       return <AccountPage />
     case 'account-apps':
       return <AppsPage />
+    case 'account-entities':
+      return <EntitiesPage />
     case 'admin':
       return <AdminPage route={route} />
     case 'kb-settings':

@@ -328,6 +328,9 @@ export function AccountPage() {
         <p>
           <a href={paths.accountApps()}>{t('apps_link')}</a>
         </p>
+        <p>
+          <a href={paths.accountEntities()}>{t('entities_title')}</a>
+        </p>
       </main>
     </>
   )

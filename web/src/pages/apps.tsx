@@ -13,6 +13,7 @@ import { Dialog, ErrorNote, Loading, TopBar } from '../components/ui'
 import { lang, t } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { paths } from '../lib/router'
+import { AppFacts } from './facts'
 
 type Installation = S['InstallationOut']
 const base = '/api/apps/v1/installations'
@@ -230,6 +231,7 @@ function InstallationCard(props: { inst: Installation; onUninstalled: (out: S['U
       <p class="muted">{t('apps_installedAt', { when: when(inst.created_at) })}</p>
       <Grants inst={inst} />
       {wantsSelected ? <Collections inst={inst} /> : null}
+      <AppFacts installationId={inst.id} />
       <RecentChanges inst={inst} />
       <button
         type="button"
