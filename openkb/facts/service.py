@@ -46,7 +46,8 @@ from openkb.apps.registry import AppCaller, access_installation
 from openkb.apps.strings import parse
 from openkb.config import Settings
 from openkb.content.actor import Actor
-from openkb.content.changes import record_change
+from openkb.content.changes import _created_at as change_created_at
+from openkb.content.changes import jsonable, record_change
 from openkb.errors import MetadataTooLarge, NotFound, Unauthenticated, ValidationError
 from openkb.facts import entities as E
 from openkb.facts import vocabulary as V
@@ -176,6 +177,16 @@ _INSERT = text(
     "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned) "
     "VALUES (:id, :t, :u, :s, :p, :v, :o, :now, :by, :i, :origin, :source, :sref, :run, :conf, false, :pinned)"
 ).bindparams(bindparam("v", type_=JSONB))
+# The fact and its change row in one round trip: the row ``record_change`` would write (same
+# columns, states through ``jsonable``, the session's strictly increasing ``created_at``) —
+# ``tests/facts/test_facts.py`` compares the two, so they stay in step. ``facts.put`` is the hot
+# write of this package (bench/facts.py).
+_INSERT_WITH_CHANGE = text(
+    "WITH f AS (" + _INSERT.text + ") "
+    "INSERT INTO changes (id, tenant_id, run_id, actor_type, actor_id, op, object_type, object_id, summary, "
+    "before_state, after_state, status, app_installation_id, created_at) "
+    "VALUES (:cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', :id, :summary, :before, :after, 'applied', :i, :cat)"
+).bindparams(bindparam("v", type_=JSONB), bindparam("before", type_=JSONB), bindparam("after", type_=JSONB))
 _EXPIRE = text("UPDATE facts SET valid_to = :now WHERE id = ANY(:ids)").bindparams(
     bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True)))
 )
@@ -240,20 +251,19 @@ def _write(
     if expired:
         session.execute(_EXPIRE, {"now": now, "ids": [r.id for r in expired]})
     fid = uuid.uuid4()
+    after = {
+        "predicate": pred.predicate, "value": summary_v, "subject_id": subject_id, "made_current": [fid],
+        "expired": [r.id for r in expired],
+    }  # fmt: skip
     session.execute(
-        _INSERT,
+        _INSERT_WITH_CHANGE,
         {
             "id": fid, "t": tenant_id, "u": user_id, "s": subject_id, "p": pred.predicate, "v": value,
             "o": object_id, "now": now, "by": said_by, "i": installation_id, "origin": origin, "source": source,
             "sref": source_ref, "run": run_id, "conf": confidence, "pinned": pinned,
-        },
-    )  # fmt: skip
-    record_change(
-        session, actor, op="fact.put", object_type="fact", object_id=fid,
-        summary=f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}", scope={},
-        after={
-            "predicate": pred.predicate, "value": summary_v, "subject_id": subject_id, "made_current": [fid],
-            "expired": [r.id for r in expired],
+            "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
+            "summary": f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}"[:500],
+            "before": {}, "after": jsonable(after), "cat": change_created_at(session),
         },
     )  # fmt: skip
     return "applied", fid

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
+from sqlmodel import select
 
 from openkb.apps import changes as C
 from openkb.apps import knowledge as K
@@ -388,3 +389,23 @@ def test_the_users_page_lists_what_an_app_covers_with_current_values(me: Person)
     assert [v["value"] for v in items["pref.food.dislike"]["values"]] == ["香菜"]
     rated = items["pref.food.rated"]
     assert rated["added_by_this_app"] and rated["description"].startswith("你打过高分的菜") and rated["writes"]
+
+
+def test_the_one_statement_change_row_is_the_row_record_change_writes(me: Person) -> None:
+    from openkb.apps.knowledge import actor_for
+    from openkb.content.changes import record_change
+    from openkb.models import Change
+
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"])
+    out = F.put(me.db, c, predicate_hint="pref.food.like", value={"dish": "饺子"}, run_id="r1")
+    _, fid = c.read_ref(out["ref"], "a", "fact")
+    fast = me.db.exec(select(Change).where(Change.object_id == fid)).one()
+    sid = E.self_entity(me.db, me.tenant_id, me.user.user_id)
+    slow = record_change(
+        me.db, actor_for(c, "r1"), op="fact.put", object_type="fact", object_id=fid, summary=fast.summary, scope={},
+        after={"predicate": "pref.food.like", "value": {"dish": "饺子"}, "subject_id": sid, "made_current": [fid],
+               "expired": []},
+    )  # fmt: skip
+    cols = [k for k in Change.model_fields if k not in ("id", "created_at")]
+    assert {k: getattr(fast, k) for k in cols} == {k: getattr(slow, k) for k in cols}
+    assert fast.created_at < slow.created_at  # one strictly increasing clock per session
