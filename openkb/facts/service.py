@@ -10,6 +10,7 @@ Writing (``put``) — the rules of docs/facts.md#writing:
 * the hint is resolved first (``vocabulary.resolve_hint``), then ``facts.write`` is checked on
   the resolved predicate for the subject's kind (``self`` or the entity kind);
 * the same subject, predicate and value current already → ``duplicate`` (nothing written, free);
+  the user confirming a value an app wrote replaces it with a user-said one;
 * cardinality ``one`` and a current value the *user* said → ``conflict``: not written, one
   change row with status ``conflict`` the user sees in their changes;
 * cardinality ``one`` otherwise → the current value expires and the new one is valid;
@@ -225,9 +226,10 @@ def _write(
         session.execute(_LOCK, {"s": subject_id})
     if current is None:
         current = list(session.execute(_CURRENT, {"s": subject_id, "p": pred.predicate}).all())
-    for r in current:
-        if _same(r, value, object_id):
-            return "duplicate", r.id
+    same = next((r for r in current if _same(r, value, object_id)), None)
+    # the user saying what an app wrote makes it user-said (a new row); anything else is a duplicate
+    if same is not None and not (said_by == "user" and same.said_by == "app"):
+        return "duplicate", same.id
     summary_v = value if object_id is None else {"object": str(object_id)}
     if pred.cardinality == "one" and said_by == "app":
         said = [r for r in current if r.said_by == "user"]
@@ -247,7 +249,7 @@ def _write(
     if charge is not None:
         charge(_json_size(value))
     now = utcnow()
-    expired = list(current) if pred.cardinality == "one" else []
+    expired = list(current) if pred.cardinality == "one" else ([same] if same is not None else [])
     if expired:
         session.execute(_EXPIRE, {"now": now, "ids": [r.id for r in expired]})
     fid = uuid.uuid4()

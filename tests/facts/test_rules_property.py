@@ -1,7 +1,8 @@
 """The write rules of docs/facts.md#writing as a property: any sequence of puts by the user and
 by apps, and retractions, gives the statuses and the current values a small reference model
-predicts (same value -> duplicate; cardinality one with a user-said value -> conflict for an
-app; cardinality one otherwise -> the old value expires; many -> values accumulate)."""
+predicts (same value -> duplicate, except the user confirming an app's value, which becomes user-said;
+cardinality one with a user-said value -> conflict for an app; cardinality one otherwise -> the
+old value expires; many -> values accumulate)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,12 @@ class Model:
 
     def put(self, who: str, pred: str, v: int) -> str:
         cur = self.current[pred]
-        if any(x[0] == v for x in cur):
-            return "duplicate"
         said = "user" if who == "user" else "app"
+        same = next((x for x in cur if x[0] == v), None)
+        if same is not None and not (said == "user" and same[1] == "app"):
+            return "duplicate"
+        if same is not None:  # the user confirms an app's value: it becomes user-said
+            cur.remove(same)
         if PREDS[pred] == "one":
             if said == "app" and any(x[1] == "user" for x in cur):
                 return "conflict"
