@@ -438,7 +438,8 @@ def lookup(session: Session, caller: AppCaller, subject: str | None = "self", pr
 
 
 _PROFILE = text(
-    "SELECT predicate, value FROM facts WHERE subject_id = :s AND valid_to IS NULL AND NOT inferred AND pinned "
+    "SELECT predicate, value FROM facts WHERE subject_id = " + _SELF + " AND valid_to IS NULL AND NOT inferred "
+    "AND pinned "
     "AND predicate LIKE ANY(:reads) AND (CAST(:want AS text[]) IS NULL OR predicate LIKE ANY(:want)) "
     "ORDER BY predicate, valid_from"
 ).bindparams(bindparam("reads", type_=ARRAY(Text)), bindparam("want", type_=ARRAY(Text)))
@@ -450,8 +451,8 @@ def profile_get(session: Session, caller: AppCaller, prefix: str | None = None) 
     reads = _read_patterns(caller, "self")
     if not reads:
         return []
-    sid = E.self_entity(session, caller.tenant_id, caller.user_id)
-    rows = session.execute(_PROFILE, {"s": sid, "reads": reads, "want": _patterns([p]) if p else None}).all()
+    params = {"t": caller.tenant_id, "u": caller.user_id, "reads": reads, "want": _patterns([p]) if p else None}
+    rows = session.execute(_PROFILE, params).all()  # one statement; a read never creates the self entity
     return [{"predicate": r.predicate, "value": r.value} for r in rows]
 
 
