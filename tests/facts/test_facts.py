@@ -409,3 +409,20 @@ def test_the_one_statement_change_row_is_the_row_record_change_writes(me: Person
     cols = [k for k in Change.model_fields if k not in ("id", "created_at")]
     assert {k: getattr(fast, k) for k in cols} == {k: getattr(slow, k) for k in cols}
     assert fast.created_at < slow.created_at  # one strictly increasing clock per session
+
+
+def test_a_fact_can_point_at_another_entity(me: Person) -> None:
+    c = me.install(
+        "crm", PEOPLE + [f"facts.{a}:self:relation.{p}" for a in ("read", "write") for p in ("colleague", "friend")]
+    )  # relation.* alone is one level: refused
+    zs = E.resolve(me.db, c, {"email": "zhangsan@acme.nl", "name": "张三"}, create=True)
+    out = F.put(me.db, c, predicate_hint="relation.colleague", object_ref=zs["ref"])
+    assert out["status"] == "applied"
+    assert F.put(me.db, c, predicate_hint="同事", object_ref=zs["ref"])["status"] == "duplicate"  # by its name
+    [f] = F.lookup(me.db, c, "self", "relation")
+    assert f["object"] == zs["ref"] and f["value"] is None
+    _, zid = c.read_ref(zs["ref"], "e", "x")
+    E.delete(me.db, me.user, zid)  # the fact about a deleted person expires with it
+    assert F.lookup(me.db, c, "self", "relation") == []
+    with pytest.raises(NotFound, match="no entity"):
+        F.put(me.db, c, predicate_hint="relation.friend", object_ref=zs["ref"])
