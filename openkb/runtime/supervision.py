@@ -415,6 +415,8 @@ class Supervision:
         }
 
     def write(self) -> None:
+        if not self.parts and not (self.home.run_dir / PARTS_FILE).exists():
+            return  # nothing was started (e.g. `up` refused a busy port): leave no state behind
         snap = self.snapshot()
         key = json.dumps(snap["parts"], sort_keys=True)
         if key == self._written:
