@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, text
@@ -582,10 +581,6 @@ def expire_for_installation(session: Session, actor: Actor, installation_id: uui
         _expire(session, actor, f)
         n += 1
     return n
-
-
-def when(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
 
 
 def installation_facts(session: Session, principal: Principal, installation_id: uuid.UUID) -> list[dict[str, Any]]:
