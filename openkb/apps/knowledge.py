@@ -40,7 +40,7 @@ from openkb.content.knowledge_bases import create_knowledge_base
 from openkb.content.upsert import UNSET, upsert_by_key
 from openkb.content.versions import current_version, save_version, sha256_hex
 from openkb.context import AppContext
-from openkb.errors import CollectionNotNestable, KnowledgePermissionMissing, NotFound, ValidationError
+from openkb.errors import CollectionNotNestable, KnowledgePermissionMissing, NotFound, PermissionDenied, ValidationError
 from openkb.models import AppCollection, AppDocument, DocumentChunk, KnowledgeBase
 from openkb.permissions import (
     Action,
@@ -414,9 +414,13 @@ def _update_by_ref(
 def _access_page(session: Session, caller: AppCaller, doc_id: uuid.UUID) -> Any:
     """A live page the user can see (a trashed one is not found for an app: restoring from the
     trash is the user's business); the caller ``require``s the action it needs."""
-    acc = access_document(session, caller.principal, doc_id, None)
-    if acc.document.status == "deleted" or acc.document.type != "page" or Action.READ not in acc.actions:
-        raise NotFound("document not found")  # in the trash, or below a trashed folder
+    try:
+        acc = access_document(session, caller.principal, doc_id, Action.READ)
+    except PermissionDenied:
+        # seen but not readable: in the trash, or below a trashed folder (the user may restore it)
+        raise NotFound("document not found") from None
+    if acc.document.status == "deleted" or acc.document.type != "page":
+        raise NotFound("document not found")
     return acc
 
 

@@ -51,8 +51,8 @@ from openkb.exporting.links import rewrite_links
 from openkb.exporting.names import Namer, safe_name
 from openkb.importing.service import find_knowledge_base, operator_actor
 from openkb.models import Document, DocumentAsset, KnowledgeBase
-from openkb.permissions import Action, Principal, access_document, access_knowledge_base, access_tree
-from openkb.permissions.service import filter_readable_documents, tree_access
+from openkb.permissions import Action, Principal, access_knowledge_base, access_subtree, access_tree
+from openkb.permissions.service import filter_readable_documents
 from openkb.storage import BlobStore
 
 __all__ = [
@@ -172,13 +172,13 @@ def plan_export(
         kb = access_knowledge_base(session, principal, target.id).knowledge_base
         tree = access_tree(session, principal, kb.id, (Action.READ,))
     elif target.kind == "document":
-        top = access_document(session, principal, target.id, Action.READ).document
         # the document is readable; its knowledge base need not be (a custom page can be more
         # open than its knowledge base: docs/permissions.md#the-folder-gate-rule)
+        acc, tree = access_subtree(session, principal, target.id, (Action.READ,))
+        top = acc.document
         kb = session.get(KnowledgeBase, top.knowledge_base_id)
         if kb is None:
             raise NotFound("document not found")
-        tree = tree_access(session, principal, kb.id, (Action.READ,))
     else:
         raise NotFound("nothing to export")
     rows = session.exec(

@@ -10,6 +10,7 @@ from openkb.permissions.access import (
     WorkspaceAccess,
     access_document,
     access_knowledge_base,
+    access_subtree,
     access_tree,
     access_workspace,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "access_change",
     "access_document",
     "access_knowledge_base",
+    "access_subtree",
     "access_tree",
     "access_workspace",
     "can",

@@ -249,6 +249,18 @@ def access_document(
     return DocumentAccess(doc, d.role, d.actions, d)
 
 
+def access_subtree(
+    session: Session, principal: Principal, document_id: IdLike, actions: Iterable[Action | str] = rules.ALL_ACTIONS
+) -> tuple[DocumentAccess, TreeAccess]:
+    """A document the caller may read and the decisions over its knowledge base's tree, for work
+    on the document's subtree (export). Unlike ``access_tree`` the knowledge base itself need not
+    be readable: a custom page can be more open than its knowledge base
+    (docs/permissions.md#the-folder-gate-rule). Callers keep to the subtree and read each
+    document's own decision in the ``TreeAccess``."""
+    doc = access_document(session, principal, document_id, Action.READ)
+    return doc, tree_access(session, principal, doc.document.knowledge_base_id, actions)
+
+
 def access_tree(
     session: Session, principal: Principal, kb_id: IdLike, actions: Iterable[Action | str] = rules.ALL_ACTIONS
 ) -> TreeAccess:

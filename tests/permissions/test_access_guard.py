@@ -94,8 +94,20 @@ def _fetches_by_id(node: ast.AST) -> bool:
         and node.args[0].id in GUARDED_MODELS
     ):
         return True  # session.get(Document, ...)
-    # select(Document).where(Document.id == ...)
-    return isinstance(node, ast.Compare) and _is_model_id(node.left) and any(isinstance(op, ast.Eq) for op in node.ops)
+    # select(Document).where(Document.id == ...), but not a join condition (Document.id == Asset.document_id)
+    return (
+        isinstance(node, ast.Compare)
+        and _is_model_id(node.left)
+        and any(isinstance(op, ast.Eq) for op in node.ops)
+        and not all(_is_column(c) for c in node.comparators)
+    )
+
+
+def _is_column(node: ast.AST) -> bool:
+    """``Model.field`` or ``col(Model.field)``: the other side of a join, not an id value."""
+    if isinstance(node, ast.Call) and _name(node.func) == "col" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id[:1].isupper()
 
 
 def _decides(node: ast.AST) -> bool:
@@ -237,6 +249,12 @@ def update(session, p, doc_id, needed):
     acc.require(*needed)
     if not can_move_document(session, p, doc_id, new_parent_id=None):
         raise PermissionDenied("not allowed to move the document there")
+""",
+    "join_then_batch_decision": """
+def assets_of_readable(session, principal, kb_id):
+    q = select(DocumentAsset).join(Document, col(Document.id) == col(DocumentAsset.document_id))
+    rows = session.exec(q.where(col(Document.knowledge_base_id) == kb_id)).all()
+    return filter_readable_documents(session, principal, {a.document_id for a in rows})
 """,
     "lock_after_access": """
 def lock_document(session, doc_id):
