@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlmodel import Session, create_engine
 
-from openkb.errors import ConfigError, DatabaseUnavailable
+from openkb.errors import ConfigError, DatabaseUnavailable, TransactionConflict
 
 log = logging.getLogger("openkb.db")
 
@@ -141,8 +141,18 @@ def commit_apart(session: Session, write: Callable[[Session], T]) -> T:
             apart.commit()
         except OperationalError as exc:
             apart.rollback()
-            raise DatabaseUnavailable(f"PostgreSQL is unreachable: {exc.orig}", retry_after=5) from None
+            raise database_error(exc) from None
         return out
+
+
+def database_error(exc: OperationalError) -> DatabaseUnavailable | TransactionConflict:
+    """What an ``OperationalError`` means for the caller. Trap: psycopg's deadlock and
+    serialization failures are ``OperationalError`` too; they are a concurrent write getting in
+    the way (retry at once), not PostgreSQL being unreachable (retry in a few seconds)."""
+    if (getattr(exc.orig, "sqlstate", None) or "").startswith("40"):  # class 40: transaction rollback
+        first = str(exc.orig).splitlines()[0] if exc.orig else "conflict"
+        return TransactionConflict(f"a concurrent change got in the way ({first}); nothing was written", retry_after=1)
+    return DatabaseUnavailable(f"PostgreSQL is unreachable: {exc.orig}", retry_after=5)
 
 
 def record_then_refuse(session: Session, record: Callable[[Session], Any], error: BaseException) -> NoReturn:
@@ -166,7 +176,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         session.commit()
     except OperationalError as exc:
         session.rollback()
-        raise DatabaseUnavailable(f"PostgreSQL is unreachable: {exc.orig}", retry_after=5) from None
+        raise database_error(exc) from None
     except BaseException:
         session.rollback()
         raise

@@ -401,6 +401,15 @@ class IndexUnavailable(ServiceUnavailable):
     code = "INDEX_UNAVAILABLE"
 
 
+class TransactionConflict(ServiceUnavailable):
+    """PostgreSQL rolled this unit of work back to break a deadlock or a serialization conflict
+    with a concurrent one (SQLSTATE class 40): nothing was written. The server retries such a
+    write itself a few times (docs/api.md#status-codes) before answering 503 with a short
+    ``Retry-After``; a worker job is retried."""
+
+    code = "TRANSACTION_CONFLICT"
+
+
 class DatabaseUnavailable(ServiceUnavailable):
     """PostgreSQL cannot be reached (down or restarting): 503 with ``Retry-After``; nothing was
     written."""

@@ -19,7 +19,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 
 from openkb import __version__
 from openkb.context import AppContext
-from openkb.errors import CsrfFailed, InsufficientScope, Unauthenticated
+from openkb.errors import CsrfFailed, InsufficientScope, TransactionConflict, Unauthenticated
 from openkb.indexing.service import warm_active
 from openkb.jobs import JobQueue, set_queue
 from server import docs_ui, errors
@@ -28,6 +28,7 @@ from server.body_limit import BodyLimitMiddleware, document_413
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
 from server.mcp import openapi_path as mcp_openapi_path
+from server.retry import RetryOnConflict
 from server.routers import (
     account,
     admin,
@@ -144,6 +145,9 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
         )
         return response
 
+    # Outermost: a write PostgreSQL rolled back to break a deadlock is run again (server/retry.py).
+    app.add_middleware(RetryOnConflict)
+
     # before the routers: the web app's catch-all pages come last among them
     if ctx.settings.openkb_mcp_enabled:  # OPENKB_MCP_ENABLED=false switches the endpoint off
         mount_mcp(app, ctx)  # /mcp (docs/mcp.md); its session manager runs in the lifespan above
@@ -197,7 +201,8 @@ def _document_auth_errors(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any
                 continue
             extra = errors.errors_for(Unauthenticated)
             if method not in SAFE_METHODS:
-                extra = errors.errors_for(extra, CsrfFailed)
+                # any write may meet a deadlock the server could not retry away (server/retry.py)
+                extra = errors.errors_for(extra, CsrfFailed, TransactionConflict)
             if scoped:
                 extra = errors.errors_for(extra, InsufficientScope)
             responses = op.setdefault("responses", {})

@@ -14,8 +14,10 @@ from pydantic import BaseModel
 from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from openkb.errors import DatabaseUnavailable, OpenKBError
+from openkb.db import database_error
+from openkb.errors import DatabaseUnavailable, OpenKBError, TransactionConflict
 from openkb.logthrottle import throttled
+from server.retry import RETRYABLE_HEADER
 
 log = logging.getLogger("openkb.server")
 
@@ -92,11 +94,16 @@ def install(app: FastAPI) -> None:
         headers = None
         if exc.http_status in (429, 503):  # 503: an outage (docs/api.md#status-codes); retry later
             headers = {"Retry-After": str(exc.extra.get("retry_after", 1 if exc.http_status == 429 else 5))}
+        if isinstance(exc, TransactionConflict):
+            headers = {**(headers or {}), RETRYABLE_HEADER: "1"}  # server/retry.py runs the write again
         return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
 
     @app.exception_handler(OperationalError)
     async def _db_down(request: Request, exc: OperationalError) -> JSONResponse:
         # PostgreSQL unreachable mid-request (restarting): an outage, not a bug; no traceback
+        err = database_error(exc)
+        if isinstance(err, TransactionConflict):  # a deadlock with a concurrent write: retried
+            return await _domain(request, err)
         throttled(
             log,
             "db-down",
