@@ -6798,6 +6798,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_auth_settings_override_api_admin_auth_settings_delete: {
@@ -6847,6 +6856,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7088,6 +7106,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_key_api_admin_dify_keys__key_id__get: {
@@ -7259,6 +7286,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     disable_key_api_admin_dify_keys__key_id__disable_post: {
@@ -7322,6 +7358,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7399,6 +7444,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revoke_key_api_admin_dify_keys__key_id__revoke_post: {
@@ -7469,6 +7523,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     rotate_key_api_admin_dify_keys__key_id__rotate_post: {
@@ -7532,6 +7595,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7706,6 +7778,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     disable_mapping_api_admin_dify_mappings__mapping_id__disable_post: {
@@ -7776,6 +7857,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     enable_mapping_api_admin_dify_mappings__mapping_id__enable_post: {
@@ -7839,6 +7929,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8000,6 +8099,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8172,6 +8280,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_group_api_admin_groups__group_id__delete: {
@@ -8230,6 +8347,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8411,6 +8537,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     remove_member_api_admin_groups__group_id__members__user_id__delete: {
@@ -8470,6 +8605,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8656,6 +8800,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     enable_client_api_admin_mcp_clients__client_pk__enable_post: {
@@ -8709,6 +8862,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8827,6 +8989,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9010,6 +9181,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_profiles_api_admin_milvus_index_profiles_get: {
@@ -9177,6 +9357,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_collection_api_admin_milvus_index_profiles__profile__collection_delete: {
@@ -9242,6 +9431,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9407,6 +9605,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9686,6 +9893,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_verify_job_api_admin_milvus_verify_jobs__job_id__get: {
@@ -9883,6 +10099,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_user_api_admin_users__user_id__delete_post: {
@@ -9981,6 +10206,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     reject_user_api_admin_users__user_id__reject_post: {
@@ -10048,6 +10282,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     resend_verification_api_admin_users__user_id__resend_verification_post: {
@@ -10108,6 +10351,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10204,6 +10456,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     suspend_user_api_admin_users__user_id__suspend_post: {
@@ -10264,6 +10525,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10380,6 +10650,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, INVALID_PERMISSION_STRING, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10525,6 +10804,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_my_entity_api_apps_v1_entities__entity_id__delete: {
@@ -10574,6 +10862,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10663,6 +10960,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10817,6 +11123,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     retract_my_fact_api_apps_v1_facts__fact_id__retract_post: {
@@ -10873,6 +11188,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -11004,6 +11328,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11200,6 +11533,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     rotate_api_apps_v1_installations__installation_id__credential_post: {
@@ -11251,6 +11593,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11405,6 +11756,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revert_uninstall_api_apps_v1_installations__installation_id__revert_uninstall_post: {
@@ -11465,6 +11825,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, NOT_REVERTIBLE */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11554,6 +11923,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13323,6 +13701,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     asset_info_api_assets__asset_id__info_get: {
@@ -13497,6 +13884,15 @@ export interface operations {
             };
             /** @description PERMISSION_DENIED, CSRF_FAILED */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13938,6 +14334,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_change_api_changes__change_id__get: {
@@ -14115,6 +14520,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     remove_collaborator_api_collaborators__collaborator_id__delete: {
@@ -14194,6 +14608,15 @@ export interface operations {
             };
             /** @description RATE_LIMITED */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14293,6 +14716,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14459,6 +14891,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_document_api_documents__doc_id__delete: {
@@ -14529,6 +14970,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14640,6 +15090,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, NOT_A_PAGE, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14811,6 +15270,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, NOT_A_PAGE, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15073,6 +15541,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_import_job_api_import_jobs__job_id__get: {
@@ -15241,6 +15718,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     reject_api_invitations__invitation_id__reject_post: {
@@ -15353,6 +15839,15 @@ export interface operations {
             };
             /** @description RATE_LIMITED */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15533,6 +16028,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revoke_invitation_api_invitations__invitation_id__revoke_post: {
@@ -15614,6 +16118,15 @@ export interface operations {
             };
             /** @description RATE_LIMITED */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15822,6 +16335,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     decline_invitation_api_invitations__token__decline_post: {
@@ -15901,6 +16423,15 @@ export interface operations {
             };
             /** @description RATE_LIMITED */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16049,6 +16580,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, MODEL_SETTINGS_FORBIDDEN, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16215,6 +16755,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     remove_knowledge_base_api_knowledge_bases__kb_id__delete: {
@@ -16275,6 +16824,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16445,6 +17003,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     export_knowledge_base_api_knowledge_bases__kb_id__export_get: {
@@ -16559,6 +17126,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16854,6 +17430,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     change_password_api_me_password_post: {
@@ -16941,6 +17526,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     update_profile_api_me_profile_put: {
@@ -17012,6 +17606,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -17126,6 +17729,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revoke_session_api_me_sessions__session_id__delete: {
@@ -17175,6 +17787,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -17289,6 +17910,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revoke_token_api_me_tokens__token_id__delete: {
@@ -17338,6 +17968,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -17639,6 +18278,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_invitations_api_objects__object_type___object_id__invitations_get: {
@@ -17840,6 +18488,15 @@ export interface operations {
             };
             /** @description RATE_LIMITED */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -18053,6 +18710,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     transfer_owner_api_objects__object_type___object_id__transfer_owner_post: {
@@ -18171,6 +18837,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     post_search_api_search_post: {
@@ -18249,7 +18924,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description SERVICE_UNAVAILABLE, INDEX_UNAVAILABLE, DATABASE_UNAVAILABLE */
+            /** @description SERVICE_UNAVAILABLE, INDEX_UNAVAILABLE, DATABASE_UNAVAILABLE, TRANSACTION_CONFLICT */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18339,6 +19014,15 @@ export interface operations {
             };
             /** @description RATE_LIMITED */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -18717,6 +19401,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     purge_api_trash__doc_id__delete: {
@@ -18796,6 +19489,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     restore_from_trash_api_trash__doc_id__restore_post: {
@@ -18868,6 +19570,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, NOT_IN_TRASH */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -18960,6 +19671,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -19097,6 +19817,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -19263,6 +19992,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     remove_workspace_api_workspaces__workspace_id__delete: {
@@ -19323,6 +20061,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -19489,6 +20236,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     update_member_api_workspaces__workspace_id__members__user_id__put: {
@@ -19591,6 +20347,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     remove_member_api_workspaces__workspace_id__members__user_id__delete: {
@@ -19662,6 +20427,15 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
