@@ -38,10 +38,9 @@ from sqlmodel import Session, col, select
 
 from openkb.assets import upload_asset
 from openkb.config import Settings, get_settings
-from openkb.content import tree
 from openkb.content.actor import Actor
 from openkb.content.upsert import upsert_by_key
-from openkb.errors import ExportFormatUnsupported, OpenKBError, PermissionDenied
+from openkb.errors import ExportFormatUnsupported, OpenKBError
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
 from openkb.importing.links import rewrite
 from openkb.importing.pipeline import (
@@ -50,13 +49,13 @@ from openkb.importing.pipeline import (
     ImportReport,
     Progress,
     Units,
+    authorize_import,
     key_prefix,
     run_import,
 )
 from openkb.importing.sniff import sniff
 from openkb.importing.sources import Entry, Source
 from openkb.models import Document, DocumentAsset
-from openkb.permissions import Action, KbAction, access_knowledge_base
 from openkb.storage import BlobStore
 
 __all__ = ["import_export", "is_export", "read_manifest", "run_any", "split_front_matter"]
@@ -250,14 +249,7 @@ def import_export(
     manifest = read_manifest(source)
     report = ImportReport(str(actor.run_id), str(knowledge_base_id), str(target_id) if target_id else None, dry_run)
     with units() as s:
-        kb_acc = access_knowledge_base(s, actor.principal, knowledge_base_id)
-        parent = tree.target_parent(s, actor.principal, knowledge_base_id, target_id)
-        if parent is None:
-            kb_acc.require(KbAction.CREATE, message="not allowed to create documents here")
-        else:
-            parent.require(Action.CREATE_CHILD, message="not allowed to create documents in this folder")
-        if not actor.principal.has_write_scope():
-            raise PermissionDenied("this token may not import (it needs doc:write)")
+        authorize_import(s, actor.principal, knowledge_base_id, target_id)
         prefix = key_prefix(target_id)
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         existing = {

@@ -63,7 +63,7 @@ from openkb.importing.prepare import Prepared, prepare_bytes, prepare_many
 from openkb.importing.sniff import sniff
 from openkb.importing.sources import Entry, Source
 from openkb.models import Document, DocumentAsset
-from openkb.permissions import Action, KbAction, access_knowledge_base
+from openkb.permissions import Action, KbAction, Principal, access_knowledge_base
 from openkb.storage import BlobStore
 
 __all__ = ["FileResult", "ImportReport", "Progress", "key_prefix", "run_import"]
@@ -387,6 +387,22 @@ def _parent_rel(rel: str) -> str:
     return posixpath.dirname(rel)
 
 
+def authorize_import(
+    session: Session, principal: Principal, knowledge_base_id: uuid.UUID, target_id: uuid.UUID | None
+) -> None:
+    """Who may import into a knowledge base or folder, for every kind of import: NotFound when
+    the caller cannot see the target (an outsider learns nothing), PermissionDenied when it sees
+    but may not create there, or its token may not write."""
+    kb_acc = access_knowledge_base(session, principal, knowledge_base_id)
+    parent = tree.target_parent(session, principal, knowledge_base_id, target_id)
+    if parent is None:
+        kb_acc.require(KbAction.CREATE, message="not allowed to create documents here")
+    else:
+        parent.require(Action.CREATE_CHILD, message="not allowed to create documents in this folder")
+    if not principal.has_write_scope():
+        raise PermissionDenied("this token may not import (it needs doc:write)")
+
+
 def run_import(
     units: Units,
     blobs: BlobStore,
@@ -411,14 +427,7 @@ def run_import(
     started = time.monotonic()
     report = ImportReport(str(actor.run_id), str(knowledge_base_id), str(target_id) if target_id else None, dry_run)
     with units() as s:
-        kb_acc = access_knowledge_base(s, actor.principal, knowledge_base_id)
-        parent = tree.target_parent(s, actor.principal, knowledge_base_id, target_id)
-        if parent is None:
-            kb_acc.require(KbAction.CREATE, message="not allowed to create documents here")
-        else:
-            parent.require(Action.CREATE_CHILD, message="not allowed to create documents in this folder")
-        if not actor.principal.has_write_scope():
-            raise PermissionDenied("this token may not import (it needs doc:write)")
+        authorize_import(s, actor.principal, knowledge_base_id, target_id)
     prefix = key_prefix(target_id)
     run = _Run(actor, blobs, settings, source)
     files = source.files()
