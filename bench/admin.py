@@ -96,14 +96,19 @@ def seed(engine, tenant_id, n_users: int, n_audit: int) -> None:
 
 
 def serve(ctx) -> tuple[str, object]:
+    from openkb.jobs import RecordingQueue
+    from server.app import create_app
+
+    return serve_app(create_app(ctx, queue=RecordingQueue(), warm=False))
+
+
+def serve_app(app) -> tuple[str, object]:
+    """``app`` served by uvicorn on a free loopback port in a thread, once /healthz answers."""
     import httpx
     import uvicorn
 
-    from openkb.jobs import RecordingQueue
     from openkb.runtime.embedded import free_port
-    from server.app import create_app
 
-    app = create_app(ctx, queue=RecordingQueue(), warm=False)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
     threading.Thread(target=server.run, daemon=True).start()

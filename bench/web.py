@@ -37,8 +37,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +60,7 @@ from openkb.context import AppContext
 from openkb.jobs import RecordingQueue
 from openkb.migrate import upgrade
 from openkb.models import TenantMembership, User
-from openkb.runtime.embedded import EmbeddedServices, Endpoints, free_port
+from openkb.runtime.embedded import EmbeddedServices, Endpoints
 from openkb.security import hash_password
 from server.web import ASSETS
 
@@ -103,7 +101,6 @@ def bare_page(markdown: str) -> str:
 
 
 def serve(ctx: AppContext, markdown_for_bare: list[str]) -> tuple[str, object]:
-    import uvicorn
     from fastapi.responses import HTMLResponse
 
     from server.app import create_app
@@ -114,19 +111,9 @@ def serve(ctx: AppContext, markdown_for_bare: list[str]) -> tuple[str, object]:
     def bare() -> HTMLResponse:
         return HTMLResponse(bare_page(markdown_for_bare[0]))
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
-    threading.Thread(target=server.run, daemon=True).start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                return base, server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("server did not start")
+    from bench.admin import serve_app
+
+    return serve_app(app)
 
 
 def ready_ms(page, url: str, selector: str) -> float:
