@@ -127,6 +127,9 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     errors.install(app)
     oauth.install(app)  # OAuth endpoints answer errors in OAuth's wire shape (docs/oauth.md#errors)
     docs_ui.install(app)  # /api/docs with Swagger UI assets from a package, no CDN
+    # A write PostgreSQL rolled back to break a deadlock is run again (server/retry.py). Inside the
+    # body limit, which has read (and bounded in size and time) the body it replays.
+    app.add_middleware(RetryOnConflict)
     # Before request_id below, so that middleware wraps this one and a 413 still gets X-Request-Id.
     app.add_middleware(BodyLimitMiddleware, limit=lambda: ctx.settings.json_body_limit)
 
@@ -144,9 +147,6 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
             "%s %s %s %.1fms", request.method, request.url.path, response.status_code, (time.perf_counter() - t) * 1000
         )
         return response
-
-    # Outermost: a write PostgreSQL rolled back to break a deadlock is run again (server/retry.py).
-    app.add_middleware(RetryOnConflict)
 
     # before the routers: the web app's catch-all pages come last among them
     if ctx.settings.openkb_mcp_enabled:  # OPENKB_MCP_ENABLED=false switches the endpoint off

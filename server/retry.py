@@ -5,9 +5,11 @@ index worker marking the same pages indexed) deadlock now and then; PostgreSQL t
 of them back with SQLSTATE 40P01 (or 40001 for a serialization failure). Nothing of that one was
 written, so running the request again is safe: jobs are enqueued only after a commit and blobs
 written by a rolled-back unit of work are deleted with it. The error handlers mark such an answer
-(``TRANSACTION_CONFLICT`` with the internal ``RETRYABLE_HEADER``); this middleware, the outermost,
-swallows it and replays the buffered request up to ``ATTEMPTS`` times, then lets the last
-answer through (503 with ``Retry-After: 1``) without the internal header.
+(``TRANSACTION_CONFLICT`` with the internal ``RETRYABLE_HEADER``); this middleware swallows it
+and replays the buffered request up to ``ATTEMPTS`` times, then lets the last answer through
+(503 with ``Retry-After: 1``) without the internal header. It sits inside the body limit
+(server/body_limit.py), which has already read the body within its size and time bounds: a
+slow-loris body is cut off there before this one waits for it.
 
 Trap: only bodies it can hold are replayed: JSON and empty bodies up to ``MAX_REPLAY_BYTES``.
 Uploads (multipart) pass through untouched and answer the 503 themselves.
