@@ -334,9 +334,12 @@ def _prefetch(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
 
 # --- catch-up, health ------------------------------------------------------------------------------
 
+# Edited since, or indexed since (``index_checked_at``): a page that was not edited but whose
+# index job ran while another collection was active (a retried or reconciled job, a worker that
+# lagged behind) went only to that collection, and a rollback must carry it back too.
 _CHANGED_SQL = text("""
 SELECT d.id::text FROM documents d JOIN knowledge_bases k ON k.id = d.knowledge_base_id
-WHERE d.updated_at >= :since OR k.updated_at >= :since
+WHERE d.updated_at >= :since OR k.updated_at >= :since OR d.index_checked_at >= :since
 UNION
 SELECT DISTINCT c.document_id::text FROM document_chunks c WHERE c.created_at >= :since
 """)

@@ -500,3 +500,24 @@ def test_an_empty_page_is_complete_with_zero_rows_and_repair_fixes_a_never_synce
     assert "mvccTs" not in cli.stderr  # pymilvus' Lite notice no longer leaks
     with Session(env.engine) as s:
         assert s.get(Document, never.id).index_status == "indexed" and s.get(Document, empty.id).index_attempts == 0
+
+
+def test_catch_up_carries_pages_indexed_while_another_collection_was_active(env):
+    """A page indexed (not edited) while another collection was active went only there, so a
+    rollback's catch-up must include it: seen as a rolled-back collection short of 84 rows when
+    the session's worker indexed other modules' pending pages during the switched window."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import text as sql
+
+    doc = env.docs[2]
+    later = datetime.now(UTC) + timedelta(hours=1)  # after every edit and chunk in the database
+    with session_scope(env.engine) as s:
+        s.execute(sql("UPDATE documents SET index_checked_at = :t WHERE id = :i"), {"t": later, "i": doc.id})
+    try:
+        with Session(env.engine) as s:
+            ids = {r[0] for r in s.execute(rebuild._CHANGED_SQL, {"since": later - timedelta(minutes=1)})}
+        assert ids == {str(doc.id)}
+    finally:
+        with session_scope(env.engine) as s:
+            s.execute(sql("UPDATE documents SET index_checked_at = now() WHERE id = :i"), {"i": doc.id})
