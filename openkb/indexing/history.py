@@ -36,6 +36,17 @@ def lock_alias(session: Session, alias: str) -> None:
     session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:a, 13))"), {"a": f"openkb-alias-{alias}"})
 
 
+def share_alias_lock(session: Session, alias: str) -> None:
+    """Hold off alias moves until this transaction ends, while letting other writers through: an
+    index job that resolved the active collection must finish writing (and commit its
+    ``index_checked_at``) before a switch or rollback runs its catch-up, or its rows land only in
+    the collection being left (seen as a rolled-back collection short of a page's rows).
+    Callers that pass their targets explicitly (the catch-up itself) must not take it."""
+    session.execute(
+        text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:a, 13))"), {"a": f"openkb-alias-{alias}"}
+    )
+
+
 def record_switch(
     session: Session,
     *,

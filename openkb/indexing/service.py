@@ -48,7 +48,7 @@ from openkb.errors import (
 from openkb.facts.mentions import record_chunks as record_mentions
 from openkb.indexing import milvus as mv
 from openkb.indexing.chunker import CHUNKER_VERSION, chunk_markdown, index_text
-from openkb.indexing.history import record_switch
+from openkb.indexing.history import record_switch, share_alias_lock
 from openkb.indexing.profiles import (
     DEFAULT_PROFILE_NAME,
     active_profile,
@@ -580,6 +580,8 @@ def sync_documents(
     total = SyncReport()
     if not ids:
         return total
+    if targets is None:  # the active collection, as of now: no alias move until this commits
+        share_alias_lock(session, ctx.settings.milvus_active_alias)
     tgts = list(targets) if targets is not None else write_targets(ctx, session)
     if not tgts:
         raise ConfigError(
