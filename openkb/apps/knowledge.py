@@ -526,6 +526,17 @@ _DOC_TIME = (
 )
 
 
+def _time_range_conds(conds: list[str], params: dict[str, Any], lo: datetime | None, hi: datetime | None) -> None:
+    """``timeRange`` on a document's date (``meta.date``, else its update time), for both the
+    listing and the newest-first search."""
+    if lo is not None:
+        conds.append(f"({_DOC_TIME}) >= :lo")
+        params["lo"] = lo
+    if hi is not None:
+        conds.append(f"({_DOC_TIME}) <= :hi")
+        params["hi"] = hi
+
+
 def documents_list(
     session: Session,
     caller: AppCaller,
@@ -547,12 +558,7 @@ def documents_list(
     else:
         conds.append("d.parent_id = :parent")
         params["parent"] = coll.folder_id
-    if lo is not None:
-        conds.append(f"({_DOC_TIME}) >= :lo")
-        params["lo"] = lo
-    if hi is not None:
-        conds.append(f"({_DOC_TIME}) <= :hi")
-        params["hi"] = hi
+    _time_range_conds(conds, params, lo, hi)
     rows = session.execute(
         text(
             f"SELECT d.id, d.title, d.external_key, d.metadata, d.updated_at, d.created_at FROM documents d "
@@ -705,12 +711,7 @@ def _recent(
 ) -> list[dict[str, Any]]:
     conds = ["d.knowledge_base_id = ANY(:kbs)", "d.type = 'page'", "d.status IN ('published', 'draft')"]
     params: dict[str, Any] = {"kbs": kb_ids, "lim": limit * 10}
-    if lo is not None:
-        conds.append(f"({_DOC_TIME}) >= :lo")
-        params["lo"] = lo
-    if hi is not None:
-        conds.append(f"({_DOC_TIME}) <= :hi")
-        params["hi"] = hi
+    _time_range_conds(conds, params, lo, hi)
     rows = session.execute(
         text(
             f"SELECT d.id, d.title, d.metadata, v.markdown FROM documents d "
