@@ -39,7 +39,12 @@ def test_transfer_ownership_then_delete(contexts, live_server, committed):
     sign_in(other, heir.email)
     other.goto(f"/app/workspaces/{ws['id']}/settings")
     other.once("dialog", lambda d: d.accept(name))
-    other.get_by_role("button", name="Delete workspace").click()
+    # wait for the refusal itself: on a loaded machine the round trip can outlast expect's 5 s
+    with other.expect_response(
+        lambda r: r.request.method == "DELETE" and f"/api/workspaces/{ws['id']}" in r.url
+    ) as refused:
+        other.get_by_role("button", name="Delete workspace").click()
+    assert refused.value.status == 409
     expect(other.get_by_role("alert")).to_contain_text("still hold 1 page(s)")
     with login(live_server, owner.email) as c:  # the knowledge base's owner (private: the heir can't see it)
         assert c.delete(f"/api/documents/{doc['id']}").status_code in (200, 204)
