@@ -4,12 +4,17 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-01 21:40:00
 
-Claimed first; filled in by the next commit.
+* ``users.time_zone``: an IANA name PostgreSQL knows (``Asia/Shanghai``), set by the user on
+  their profile; NULL means UTC. An installation's quota day is the user's local day
+  (docs/apps.md#limits-and-quotas), computed in PostgreSQL so replicas agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
 
 revision: str = "0009"
 down_revision: str | None = "0008"
@@ -18,8 +23,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    pass
+    op.add_column("users", sa.Column("time_zone", sa.String(), nullable=True))
 
 
 def downgrade() -> None:
-    pass
+    op.drop_column("users", "time_zone")

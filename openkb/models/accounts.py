@@ -27,6 +27,7 @@ class User(SQLModel, table=True):
     email_verified_at: datetime | None = ts(nullable=True)
     created_at: datetime = ts()
     updated_at: datetime = ts()
+    time_zone: str | None = None  # IANA name; NULL = UTC (the apps' quota day, docs/apps.md)
 
 
 class Tenant(SQLModel, table=True):
