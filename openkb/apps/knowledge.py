@@ -115,7 +115,7 @@ def resolve_collection(session: Session, caller: AppCaller, value: str, action: 
     return Coll(loc.knowledge_base_id, oid, loc.chain, None)
 
 
-def _coll_ref(caller: AppCaller, kb_id: uuid.UUID, folder_id: uuid.UUID | None) -> str:
+def coll_ref(caller: AppCaller, kb_id: uuid.UUID, folder_id: uuid.UUID | None) -> str:
     return caller.ref(R.FOLDER, folder_id) if folder_id is not None else caller.ref(R.KB, kb_id)
 
 
@@ -164,7 +164,7 @@ def collections_list(session: Session, caller: AppCaller) -> list[dict[str, Any]
     # a parent the app cannot see is null (docs/apps.md#collections)
     for item in out:
         p = item.pop("_parent")
-        item["parent"] = _coll_ref(caller, *p) if p is not None and p in listed else None
+        item["parent"] = coll_ref(caller, *p) if p is not None and p in listed else None
     return out
 
 
@@ -180,7 +180,7 @@ def _coll_out(
     if folder_id is not None:
         parent = (kb_id, ancestors[0]) if ancestors else (kb_id, None)
     return {
-        "ref": _coll_ref(caller, kb_id, folder_id),
+        "ref": coll_ref(caller, kb_id, folder_id),
         "name": name,
         "builtin": RC.builtin_of(caller, kb_id, folder_id),
         "kind": "folder" if folder_id is not None else "knowledge_base",
@@ -237,7 +237,7 @@ def collections_create(
     return {
         "ref": caller.ref(R.FOLDER, doc.id),
         "name": doc.title,
-        "parent": parent if parent == "keep" else _coll_ref(caller, p.knowledge_base_id, p.folder_id),
+        "parent": parent if parent == "keep" else coll_ref(caller, p.knowledge_base_id, p.folder_id),
         "runId": str(actor.run_id),
     }
 
@@ -441,7 +441,7 @@ def _doc_out(session: Session, caller: AppCaller, loc: RC.Loc, doc: Any, *, body
     out: dict[str, Any] = {
         "ref": caller.ref(R.DOCUMENT, doc.id),
         "title": doc.title,
-        "collection": _coll_ref(caller, kb_id, folder),
+        "collection": coll_ref(caller, kb_id, folder),
         "key": doc.external_key,
         "meta": doc.meta or {},
         "updatedAt": doc.updated_at,
@@ -518,7 +518,7 @@ def time_range(raw: dict[str, Any] | None) -> tuple[datetime | None, datetime | 
 
 # the date a document stands for: meta.date (diary) when it is a valid date, else when it was
 # updated (trap: a user may store any text there, e.g. 2026-02-31: it must not break the query)
-_DOC_TIME = (
+DOC_TIME = (
     "CASE WHEN d.metadata->>'date' ~ '^\\d{4}-\\d{2}-\\d{2}' "
     "AND pg_input_is_valid(substring(d.metadata->>'date' from 1 for 10), 'date') "
     "THEN (substring(d.metadata->>'date' from 1 for 10))::date::timestamp AT TIME ZONE 'UTC' "
@@ -530,10 +530,10 @@ def _time_range_conds(conds: list[str], params: dict[str, Any], lo: datetime | N
     """``timeRange`` on a document's date (``meta.date``, else its update time), for both the
     listing and the newest-first search."""
     if lo is not None:
-        conds.append(f"({_DOC_TIME}) >= :lo")
+        conds.append(f"({DOC_TIME}) >= :lo")
         params["lo"] = lo
     if hi is not None:
-        conds.append(f"({_DOC_TIME}) <= :hi")
+        conds.append(f"({DOC_TIME}) <= :hi")
         params["hi"] = hi
 
 
@@ -562,12 +562,12 @@ def documents_list(
     rows = session.execute(
         text(
             f"SELECT d.id, d.title, d.external_key, d.metadata, d.updated_at, d.created_at FROM documents d "
-            f"WHERE {' AND '.join(conds)} ORDER BY ({_DOC_TIME}) DESC, d.id LIMIT :lim"
+            f"WHERE {' AND '.join(conds)} ORDER BY ({DOC_TIME}) DESC, d.id LIMIT :lim"
         ),
         params,
     ).all()
     ok = set(filter_readable_documents(session, caller.principal, [r.id for r in rows]))
-    cref = _coll_ref(caller, coll.knowledge_base_id, coll.folder_id)
+    cref = coll_ref(caller, coll.knowledge_base_id, coll.folder_id)
     return [
         {
             "ref": caller.ref(R.DOCUMENT, r.id),
@@ -601,7 +601,7 @@ def documents_delete(
 # --- search -----------------------------------------------------------------------------------
 
 
-def _granted_read_roots(
+def granted_read_roots(
     session: Session, caller: AppCaller, collections: list[str] | None
 ) -> list[tuple[uuid.UUID, uuid.UUID | None]]:
     """Where a search looks: the named collections that are granted (others are left out, as a
@@ -638,7 +638,7 @@ def search(
     if not isinstance(limit, int) or not 1 <= limit <= 100:
         raise ValidationError("limit must be between 1 and 100", field="limit")
     lo, hi = time_range({"from": time_from, "to": time_to} if (time_from or time_to) else None)
-    roots = _granted_read_roots(session, caller, collections)
+    roots = granted_read_roots(session, caller, collections)
     if not roots:
         return []
     kb_ids = sorted({kb for kb, _ in roots}, key=str)
@@ -647,7 +647,7 @@ def search(
         return _recent(session, caller, roots, kb_ids, lo, hi, limit)
     hits = search_documents(ctx, session, caller.principal, q, knowledge_base_ids=kb_ids, top_k=min(100, limit * 3))
     ids = [uuid.UUID(h.document_id) for h in hits]
-    keep = _inside(session, caller, roots, ids, lo, hi)
+    keep = inside_roots(session, caller, roots, ids, lo, hi)
     out = []
     for h in hits:
         did = uuid.UUID(h.document_id)
@@ -659,7 +659,7 @@ def search(
             {
                 "document": caller.ref(R.DOCUMENT, did),
                 "title": h.title,
-                "collection": _coll_ref(caller, kb_id, folder),
+                "collection": coll_ref(caller, kb_id, folder),
                 "text": h.content,
                 "locator": {"headingPath": h.heading_path},
                 "meta": h.metadata,
@@ -671,7 +671,7 @@ def search(
     return out
 
 
-def _inside(
+def inside_roots(
     session: Session,
     caller: AppCaller,
     roots: list[tuple[uuid.UUID, uuid.UUID | None]],
@@ -686,7 +686,7 @@ def _inside(
         times = {
             r.id: r.doc_time
             for r in session.execute(
-                text(f"SELECT d.id, ({_DOC_TIME}) AS doc_time FROM documents d WHERE d.id = ANY(:ids)"), {"ids": ids}
+                text(f"SELECT d.id, ({DOC_TIME}) AS doc_time FROM documents d WHERE d.id = ANY(:ids)"), {"ids": ids}
             )
         }
     out = {}
@@ -716,13 +716,13 @@ def _recent(
         text(
             f"SELECT d.id, d.title, d.metadata, v.markdown FROM documents d "
             f"LEFT JOIN document_versions v ON v.id = d.current_version_id "
-            f"WHERE {' AND '.join(conds)} ORDER BY ({_DOC_TIME}) DESC, d.updated_at DESC LIMIT :lim"
+            f"WHERE {' AND '.join(conds)} ORDER BY ({DOC_TIME}) DESC, d.updated_at DESC LIMIT :lim"
         ),
         params,
     ).all()
     ids = [r.id for r in rows]
     readable = set(filter_readable_documents(session, caller.principal, ids, for_search=True))
-    inside = _inside(session, caller, roots, [i for i in ids if i in readable], None, None)
+    inside = inside_roots(session, caller, roots, [i for i in ids if i in readable], None, None)
     out = []
     for r in rows:
         loc = inside.get(r.id)
@@ -733,7 +733,7 @@ def _recent(
             {
                 "document": caller.ref(R.DOCUMENT, r.id),
                 "title": r.title,
-                "collection": _coll_ref(caller, kb_id, folder),
+                "collection": coll_ref(caller, kb_id, folder),
                 "text": (r.markdown or "")[:1000],
                 "locator": None,
                 "meta": r.metadata or {},

@@ -30,7 +30,7 @@ from openkb.permissions import filter_readable_documents
 MAX_ENTITIES = 20
 _CANDIDATES = text(f"""
 SELECT DISTINCT c.id, c.document_id, c.ordinal, c.heading_path, c.content_text, d.title, d.metadata,
-       ({K._DOC_TIME}) AS doc_time
+       ({K.DOC_TIME}) AS doc_time
 FROM entity_mentions m
 JOIN document_chunks c ON c.id = m.chunk_id
 JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
@@ -60,13 +60,13 @@ def search(
         raise ValidationError("limit must be between 1 and 100", field="limit")
     ents = sorted({E.entity_of_ref(session, caller, r).id for r in entities}, key=str)
     lo, hi = K.time_range({"from": time_from, "to": time_to} if (time_from or time_to) else None)
-    roots = K._granted_read_roots(session, caller, collections)
+    roots = K.granted_read_roots(session, caller, collections)
     if not roots:
         return []
     rows = session.execute(_CANDIDATES, {"ents": ents}).all()
     doc_ids = list(dict.fromkeys(r.document_id for r in rows))
     readable = set(filter_readable_documents(session, caller.principal, doc_ids, for_search=True))
-    inside = K._inside(session, caller, roots, [d for d in doc_ids if d in readable], lo, hi)
+    inside = K.inside_roots(session, caller, roots, [d for d in doc_ids if d in readable], lo, hi)
     rows = [r for r in rows if r.document_id in inside]
     q = (query or "").strip()
     if q and rows:
@@ -83,7 +83,7 @@ def search(
             {
                 "document": caller.ref(R.DOCUMENT, r.document_id),
                 "title": r.title,
-                "collection": K._coll_ref(caller, kb_id, folder),
+                "collection": K.coll_ref(caller, kb_id, folder),
                 "text": r.content_text,
                 "locator": {"headingPath": list(r.heading_path or []), "chunk": r.ordinal},
                 "meta": r.metadata or {},
