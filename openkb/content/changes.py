@@ -51,7 +51,10 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _created_at(session: Session) -> datetime:
+def change_created_at(session: Session) -> datetime:
+    """The next change row's ``created_at``: strictly increasing within the session, so a run's
+    changes keep their order (a revert undoes them newest first). Public for writers that insert
+    their change row in the same statement as the write itself (``openkb.facts.service``)."""
     now = utcnow()
     last: datetime | None = session.info.get("last_change_at")
     if last is not None and now <= last:
@@ -98,7 +101,7 @@ def record_change(
         after_state=a,
         status="applied",
         app_installation_id=actor.app_installation_id,
-        created_at=_created_at(session),
+        created_at=change_created_at(session),
     )
     session.add(row)
     if reverts is not None:

@@ -46,8 +46,7 @@ from openkb.apps.registry import AppCaller, access_installation
 from openkb.apps.strings import parse
 from openkb.config import Settings
 from openkb.content.actor import Actor
-from openkb.content.changes import _created_at as change_created_at
-from openkb.content.changes import jsonable, record_change
+from openkb.content.changes import change_created_at, jsonable, record_change
 from openkb.errors import MetadataTooLarge, NotFound, Unauthenticated, ValidationError
 from openkb.facts import entities as E
 from openkb.facts import vocabulary as V
