@@ -4,13 +4,12 @@ rotate by size.
 Under ``openkb up`` the API's and the worker's stdout and stderr are a file
 (``$OPENKB_HOME/logs/api.log``, ``worker.log``) opened by the supervisor in append mode. Nothing
 rotated it: an outage once grew ``api.log`` by 64 MB in 2.5 minutes. The handler here rotates
-that file from inside the process, "copytruncate" style: past ``OPENKB_LOG_MAX_BYTES`` (default
-50 MB) it copies the file to ``.1`` (older copies shift up to ``OPENKB_LOG_BACKUPS``, default 3)
-and truncates it; because the descriptor is in append mode, every writer (logging, uvicorn, a
-crash's traceback) continues at the new end. Trap: a line written by another thread between the
-copy and the truncation is lost; rotation happens once per ``max_bytes``, so that is rare and
-bounded. On a terminal or a pipe (``openkb serve`` in a container) nothing is rotated: the
-collector rotates.
+that file from inside the process with the appliance's one rotation rule
+(``openkb.runtime.logfiles``, also used for ``supervisor.log``): past ``OPENKB_LOG_MAX_BYTES``
+(default 50 MB) the file is copied to ``.1`` (older copies shift up to ``OPENKB_LOG_BACKUPS``,
+default 3) and truncated; because the descriptor is in append mode, every writer (logging,
+uvicorn, a crash's traceback) continues at the new end. On a terminal or a pipe (``openkb serve``
+in a container) nothing is rotated: the collector rotates.
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-import shutil
 import stat
 import sys
 from typing import Any
+
+from openkb.runtime.logfiles import log_limits, rotate_if_over
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -55,20 +55,14 @@ class SizeRotatingStderr(logging.StreamHandler):  # type: ignore[type-arg]
     def rotate_if_needed(self) -> bool:
         try:
             fd = self.stream.fileno()
-            if os.fstat(fd).st_size <= self.max_bytes:
+            if self.path is None or os.fstat(fd).st_size <= self.max_bytes:
                 return False
             self.acquire()
             try:
                 self.flush()
-                for n in range(self.backups - 1, 0, -1):
-                    older = f"{self.path}.{n}"
-                    if os.path.exists(older):
-                        os.replace(older, f"{self.path}.{n + 1}")
-                shutil.copyfile(self.path, f"{self.path}.1")
-                os.ftruncate(fd, 0)
+                return rotate_if_over(self.path, fd, self.max_bytes, self.backups)
             finally:
                 self.release()
-            return True
         except (OSError, ValueError):  # a closed or odd stream: keep logging, skip the rotation
             return False
 
@@ -89,11 +83,8 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     if any(getattr(h, "_openkb", False) for h in root.handlers):
         return
-    handler = SizeRotatingStderr(
-        sys.stderr,
-        max_bytes=int(os.environ.get("OPENKB_LOG_MAX_BYTES", "") or 50 * 1024 * 1024),
-        backups=int(os.environ.get("OPENKB_LOG_BACKUPS", "") or 3),
-    )
+    max_bytes, backups = log_limits()
+    handler = SizeRotatingStderr(sys.stderr, max_bytes=max_bytes, backups=backups)
     handler._openkb = True  # type: ignore[attr-defined]
     handler.addFilter(RequestIdFilter())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"))

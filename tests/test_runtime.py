@@ -197,6 +197,32 @@ def test_crashing_part_restarts_with_growing_backoff_until_the_crash_loop_limit(
     assert "crash loop" in (tmp_path / "logs" / "supervisor.log").read_text()
 
 
+def test_supervisor_log_rotates_by_size_and_a_held_writer_keeps_appending(tmp_path, monkeypatch):
+    """supervisor.log (a line per restart, for as long as a part crash-loops) rotates by the same
+    rule as api.log; the PostgreSQL watchdog's stdout, held open in append mode, keeps writing
+    at the new end instead of into a hole."""
+    from openkb.runtime.supervision import Supervision
+
+    monkeypatch.setenv("OPENKB_LOG_MAX_BYTES", "2000")
+    monkeypatch.setenv("OPENKB_LOG_BACKUPS", "2")
+    home = Home(tmp_path).ensure()
+    log = tmp_path / "logs" / "supervisor.log"
+    sup = Supervision(home, say=lambda m: None)
+    with open(log, "ab") as watchdog_out:  # as cli/supervisor.py opens it for the watchdog
+        for i in range(200):
+            sup.say(f"the worker process exited with code 3; restarting in 0.5s ({i:03d})")
+            if i % 50 == 0:
+                watchdog_out.write(f"pgwatch line {i}\n".encode())
+                watchdog_out.flush()
+        watchdog_out.write(b"pgwatch last line\n")
+    text = log.read_text()
+    assert log.stat().st_size <= 2000 + 200
+    assert "(199)" in text and "pgwatch last line" in text
+    assert "\x00" not in text  # the held writer continued at the new end, no hole
+    assert (tmp_path / "logs" / "supervisor.log.1").exists() and (tmp_path / "logs" / "supervisor.log.2").exists()
+    assert not (tmp_path / "logs" / "supervisor.log.3").exists()
+
+
 def test_killed_part_is_reaped_restarted_and_reported(tmp_path):
     import psutil
 

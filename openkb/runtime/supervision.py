@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from openkb.runtime.home import Home
+from openkb.runtime.logfiles import log_limits, rotate_if_over
 
 log = logging.getLogger("openkb.runtime.supervision")
 
@@ -304,10 +305,16 @@ class Supervision:
         self.extra_owned: set[int] = set()
 
     def say(self, msg: str) -> None:
+        """Tell the terminal and append to ``logs/supervisor.log``, which rotates by size like
+        ``api.log`` (one rule: openkb.runtime.logfiles; a crash-looping part adds a line per
+        restart for as long as ``up`` runs)."""
         self._say(msg)
+        path = self.home.log_dir / "supervisor.log"
         try:
-            with open(self.home.log_dir / "supervisor.log", "a", encoding="utf-8") as fh:
+            with open(path, "a", encoding="utf-8") as fh:
                 fh.write(time.strftime("%Y-%m-%dT%H:%M:%S ") + msg + "\n")
+                fh.flush()
+                rotate_if_over(str(path), fh.fileno(), *log_limits())
         except OSError:
             pass
 
