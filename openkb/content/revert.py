@@ -123,7 +123,7 @@ def _uuid(v: Any) -> uuid.UUID | None:
 def _revert_one(session: Session, actor: Actor, c: Change, blobs: Any) -> str:
     op = c.op
     b = c.before_state
-    if op.startswith("fact."):  # facts expire and come back, never deleted (docs/facts.md#history)
+    if op.startswith(("fact.", "entity.")):  # facts expire and come back, never deleted (docs/facts.md#history)
         return revert_fact_change(session, actor, c)
     if op == "asset.create":
         from openkb import assets

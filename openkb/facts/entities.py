@@ -32,10 +32,12 @@ from openkb.apps import reach as RC
 from openkb.apps.registry import AppCaller
 from openkb.audit import record_audit
 from openkb.content import limits
+from openkb.content.actor import Actor
+from openkb.content.changes import record_change
 from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
 from openkb.facts.identifiers import IDENTIFIER_KINDS, normalize
 from openkb.facts.mentions import record_entity
-from openkb.models import Entity, EntityIdentifier
+from openkb.models import Change, Entity, EntityIdentifier
 from openkb.models._base import utcnow
 from openkb.permissions import Principal
 
@@ -365,24 +367,72 @@ def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged
 
 def delete(session: Session, principal: Principal, entity_id: uuid.UUID) -> None:
     """Delete an entity: its identifiers and mentions go, its current facts (as subject or
-    object) expire; the row stays so refs to it fail with ``no entity``."""
+    object) expire; the row stays so refs to it fail with ``no entity``. One ``entity.delete``
+    change records the identifiers and the expired facts, so reverting it (by change or by run,
+    docs/facts.md#history) brings the entity back whole (``restore``)."""
     ent = access_entity(session, principal, entity_id)
     if ent.kind == "self":
         raise ValidationError("your own entity cannot be deleted", field="entity_id")
+    delete_as(session, Actor.of(principal), ent)
+
+
+_EXPIRE_OF = text(
+    "UPDATE facts SET valid_to = greatest(now(), valid_from) WHERE valid_to IS NULL "
+    "AND (subject_id = :e OR object_id = :e) RETURNING id"
+)
+
+
+def delete_as(session: Session, actor: Actor, ent: Entity, *, reverts: Change | None = None) -> None:
+    """The deletion itself, as a change of ``actor`` (``reverts``: the ``entity.restore`` it undoes)."""
     p = {"e": ent.id}
+    idents = [
+        {"kind": r.kind, "value": r.value, "display": r.display}
+        for r in session.execute(
+            text("SELECT kind, value, display FROM entity_identifiers WHERE entity_id = :e ORDER BY kind, value"), p
+        )
+    ]
     session.execute(text("DELETE FROM entity_identifiers WHERE entity_id = :e"), p)
     session.execute(text("DELETE FROM entity_mentions WHERE entity_id = :e"), p)
-    session.execute(
-        text(
-            "UPDATE facts SET valid_to = greatest(now(), valid_from) WHERE valid_to IS NULL "
-            "AND (subject_id = :e OR object_id = :e)"
-        ),
-        p,
-    )
+    expired = [r.id for r in session.execute(_EXPIRE_OF, p)]
     ent.deleted_at = utcnow()
     session.add(ent)
     session.flush()
+    record_change(
+        session, actor, op="entity.delete", object_type="entity", object_id=ent.id,
+        summary=f"{ent.kind} {ent.display_name} deleted", scope={},
+        before={"kind": ent.kind, "display_name": ent.display_name, "identifiers": idents},
+        after={"deleted_at": ent.deleted_at, "made_current": [], "expired": expired}, reverts=reverts,
+    )  # fmt: skip
     record_audit(
-        session, tenant_id=ent.tenant_id, actor=principal, action="entity.deleted", object_type="entity",
+        session, tenant_id=ent.tenant_id, actor=actor.principal, action="entity.deleted", object_type="entity",
         object_id=ent.id,
     )  # fmt: skip
+
+
+def restore_as(session: Session, actor: Actor, ent: Entity, identifiers: list[dict[str, str]]) -> list[str]:
+    """Undo a deletion: the entity is live again with the identifiers it had (one another entity
+    took since is skipped and returned) and its mentions are found again. The facts are the
+    reverting change's business (``openkb.facts.revert``)."""
+    ent.deleted_at = None
+    ent.updated_at = utcnow()
+    session.add(ent)
+    session.flush()
+    skipped = []
+    for i in identifiers:
+        got = session.execute(
+            text(
+                "INSERT INTO entity_identifiers (id, tenant_id, user_id, entity_id, entity_kind, kind, value, display) "
+                "VALUES (:id, :t, :u, :e, :ek, :k, :v, :d) "
+                "ON CONFLICT (tenant_id, user_id, entity_kind, kind, value) DO NOTHING RETURNING id"
+            ),
+            {"id": uuid.uuid4(), "t": ent.tenant_id, "u": ent.user_id, "e": ent.id, "ek": ent.kind,
+             "k": i["kind"], "v": i["value"], "d": i.get("display") or i["value"]},
+        ).first()  # fmt: skip
+        if got is None:
+            skipped.append(f"{i['kind']}:{i['value']}")
+    record_entity(session, ent.tenant_id, ent.user_id, ent.id)
+    record_audit(
+        session, tenant_id=ent.tenant_id, actor=actor.principal, action="entity.restored", object_type="entity",
+        object_id=ent.id,
+    )  # fmt: skip
+    return skipped

@@ -1,4 +1,5 @@
-"""Reverting fact changes (docs/facts.md#history): the change log's ``fact.*`` rows.
+"""Reverting fact changes (docs/facts.md#history): the change log's ``fact.*`` rows, and
+``entity.delete``/``entity.restore`` (a deleted entity's facts expire with it and come back).
 
 Every fact change names the facts it made current (``made_current``) and the ones it expired
 (``expired``) in its ``after_state``. Reverting it expires the first and makes the second
@@ -20,7 +21,8 @@ from sqlmodel import Session
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
 from openkb.errors import NotRevertible
-from openkb.models import Change, Fact
+from openkb.facts import entities as E
+from openkb.models import Change, Entity, Fact
 from openkb.models._base import utcnow
 
 
@@ -28,24 +30,11 @@ def _ids(values: Any) -> list[uuid.UUID]:
     return [uuid.UUID(str(v)) for v in values or []]
 
 
-def revert_fact_change(session: Session, actor: Actor, c: Change) -> str:
-    after = c.after_state or {}
-    made, expired = _ids(after.get("made_current")), _ids(after.get("expired"))
-    if not made and not expired:
-        raise NotRevertible("this fact change records nothing to undo")
-    now = utcnow()
-    undone: list[uuid.UUID] = []
+def _bring_back(session: Session, actor: Actor, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """Make expired facts current again, except a cardinality-``one`` value whose predicate holds
+    another current value now (the module's trap). Returns the ones brought back."""
     restored: list[uuid.UUID] = []
-    for fid in made:
-        f = session.get(Fact, fid)
-        if f is None or f.user_id != actor.user_id:
-            continue
-        if f.valid_to is None:
-            f.valid_to = max(now, f.valid_from)
-            session.add(f)
-            undone.append(fid)
-    session.flush()
-    for fid in expired:
+    for fid in ids:
         f = session.get(Fact, fid)
         if f is None or f.user_id != actor.user_id or f.valid_to is None:
             continue
@@ -64,12 +53,59 @@ def revert_fact_change(session: Session, actor: Actor, c: Change) -> str:
         session.add(f)
         restored.append(fid)
     session.flush()
+    return restored
+
+
+def revert_fact_change(session: Session, actor: Actor, c: Change) -> str:
+    """Revert a ``fact.*`` or ``entity.*`` change (``openkb.content.revert`` dispatches here)."""
+    if c.op == "entity.delete":
+        return _undelete(session, actor, c)
+    if c.op == "entity.restore":
+        ent = session.get(Entity, c.object_id)
+        if ent is None or ent.user_id != actor.user_id or ent.deleted_at is not None:
+            return "gone"
+        E.delete_as(session, actor, ent, reverts=c)
+        return "ok"
+    after = c.after_state or {}
+    made, expired = _ids(after.get("made_current")), _ids(after.get("expired"))
+    if not made and not expired:
+        raise NotRevertible("this fact change records nothing to undo")
+    now = utcnow()
+    undone: list[uuid.UUID] = []
+    for fid in made:
+        f = session.get(Fact, fid)
+        if f is None or f.user_id != actor.user_id:
+            continue
+        if f.valid_to is None:
+            f.valid_to = max(now, f.valid_from)
+            session.add(f)
+            undone.append(fid)
+    session.flush()
+    restored = _bring_back(session, actor, expired)
     if not undone and not restored and not session.get(Fact, c.object_id):
         return "gone"
     record_change(
         session, actor, op="fact.revert", object_type="fact", object_id=c.object_id,
         summary=f"reverted: {c.summary}"[:500], scope={},
         after={"predicate": after.get("predicate"), "made_current": restored, "expired": undone},
+        reverts=c,
+    )  # fmt: skip
+    return "ok"
+
+
+def _undelete(session: Session, actor: Actor, c: Change) -> str:
+    """An ``entity.delete`` undone: the entity, its identifiers, mentions and expired facts come
+    back, as an ``entity.restore`` change (reverting that deletes it again)."""
+    ent = session.get(Entity, c.object_id)
+    if ent is None or ent.user_id != actor.user_id or ent.tenant_id != actor.tenant_id:
+        return "gone"
+    before = c.before_state or {}
+    skipped = E.restore_as(session, actor, ent, list(before.get("identifiers") or []))
+    restored = _bring_back(session, actor, _ids((c.after_state or {}).get("expired")))
+    record_change(
+        session, actor, op="entity.restore", object_type="entity", object_id=ent.id,
+        summary=f"{ent.kind} {ent.display_name} restored"[:500], scope={},
+        after={"made_current": restored, "expired": [], "identifiers_taken_since": skipped},
         reverts=c,
     )  # fmt: skip
     return "ok"

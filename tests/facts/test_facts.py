@@ -426,3 +426,47 @@ def test_a_fact_can_point_at_another_entity(me: Person) -> None:
     assert F.lookup(me.db, c, "self", "relation") == []
     with pytest.raises(NotFound, match="no entity"):
         F.put(me.db, c, predicate_hint="relation.friend", object_ref=zs["ref"])
+
+
+def test_deleting_an_entity_reverts_by_change_and_by_run(me: Person) -> None:
+    from openkb.content import revert as R
+    from openkb.content.actor import Actor
+    from openkb.models import Change
+
+    c = me.install(
+        "crm",
+        PEOPLE + [f"facts.{a}:person:work.company" for a in ("read", "write")]
+        + [f"facts.{a}:self:relation.colleague" for a in ("read", "write")],
+    )  # fmt: skip
+    zs = E.resolve(me.db, c, {"email": "ZhangSan@acme.nl", "name": "张三"}, create=True)
+    F.put(me.db, c, subject=zs["ref"], predicate_hint="work.company", value="Acme")
+    F.put(me.db, c, predicate_hint="relation.colleague", object_ref=zs["ref"])
+    _, zid = c.read_ref(zs["ref"], "e", "x")
+
+    def whole() -> tuple:
+        got = E.get(me.db, c, zs["ref"])
+        return (
+            sorted(i["value"] for i in got["identifiers"]),
+            [f["value"] for f in F.lookup(me.db, c, zs["ref"])],
+            [f["object"] for f in F.lookup(me.db, c, "self", "relation")],
+        )
+
+    assert whole() == (["ZhangSan@acme.nl", "张三"], ["Acme"], [zs["ref"]])
+    E.delete(me.db, me.user, zid)
+    gone = me.db.exec(select(Change).where(Change.object_id == zid, Change.op == "entity.delete")).one()
+    assert len(gone.after_state["expired"]) == 2  # both facts' expiries are in the change
+    with pytest.raises(NotFound, match="no entity"):
+        whole()
+    R.revert(me.db, Actor.of(me.user), change_id=gone.id)  # by change: whole again
+    assert whole() == (["ZhangSan@acme.nl", "张三"], ["Acme"], [zs["ref"]])
+    assert E.resolve(me.db, c, {"email": "zhangsan@acme.nl"})["ref"] == zs["ref"]
+    back = me.db.exec(select(Change).where(Change.object_id == zid, Change.op == "entity.restore")).one()
+    R.revert(me.db, Actor.of(me.user), run_id=back.run_id)  # reverting the revert (by run) deletes it again
+    with pytest.raises(NotFound, match="no entity"):
+        whole()
+    assert F.lookup(me.db, c, "self", "relation") == []
+    again = me.db.exec(
+        select(Change).where(Change.object_id == zid, Change.op == "entity.delete", Change.status == "applied")
+    ).one()
+    R.revert(me.db, Actor.of(me.user), run_id=again.run_id)
+    assert whole() == (["ZhangSan@acme.nl", "张三"], ["Acme"], [zs["ref"]])

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from sqlalchemy import text
+from sqlmodel import select
 
 from openkb.apps import knowledge as K
 from openkb.errors import NotFound
@@ -72,6 +73,13 @@ def test_a_new_entity_finds_what_was_indexed_before_and_merge_and_delete_keep_it
     assert me.db.execute(text("SELECT count(*) FROM entity_mentions")).scalar() == 0
     with pytest.raises(NotFound, match="no entity"):
         _texts(me, [other["ref"]])
+    from openkb.content import revert
+    from openkb.content.actor import Actor
+    from openkb.models import Change
+
+    cid = me.db.execute(select(Change.id).where(Change.object_id == keep, Change.op == "entity.delete")).scalar_one()
+    revert.revert(me.db, Actor.of(me.user), change_id=cid)  # undone: its mentions are found again
+    assert len(_texts(me, [other["ref"]])) == 1
 
 
 def test_out_of_reach_passages_are_left_out(me: Person) -> None:
