@@ -97,11 +97,12 @@ def app_list(
     elif user is not None:
         table(
             "installed apps",
-            ["installation", "app", "on", "off"],
+            ["installation", "app", "last used", "on", "off"],
             [
                 (
                     i["id"],
                     i["app"]["name"],
+                    i["last_used_at"] or "never",
                     " ".join(g["permission"] for g in i["grants"] if g["enabled"]) or "-",
                     " ".join(g["permission"] for g in i["grants"] if not g["enabled"]) or "-",
                 )
@@ -156,8 +157,9 @@ def app_grants(
             set_grant(s, who, installation_id, p, False)
         out = json.loads(json.dumps(installation_out(s, access_installation(s, who, installation_id)), default=str))
     if json_out:
-        emit_json(out["grants"])
+        emit_json({"installation_id": out["id"], "last_used_at": out["last_used_at"], "grants": out["grants"]})
     else:
+        console.print(f"last used: {out['last_used_at'] or 'never'}")
         table(
             f"permissions of {out['app']['name']}",
             ["", "permission", "sentence"],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import update
+from sqlalchemy import text, update
 from sqlmodel import Session, select
 
 from openkb import ratelimit
@@ -42,17 +42,28 @@ def _me(session: Session, principal: Principal, *, lock: bool = False) -> User:
     return user
 
 
-def update_profile(session: Session, principal: Principal, *, display_name: str) -> User:
+_KEEP = object()
+
+
+def update_profile(
+    session: Session, principal: Principal, *, display_name: str, time_zone: str | None | object = _KEEP
+) -> User:
+    """``time_zone``: an IANA name PostgreSQL knows, or None/empty for UTC (left as is when not
+    given); it decides the local day of the user's apps' quotas (docs/apps.md#limits-and-quotas)."""
     name = display_name.strip()
     if not name:
         raise ValidationError("display name must not be empty", field="display_name")
     user = _me(session, principal, lock=True)
-    before = user.display_name
-    if name != before:
-        user.display_name = name
+    before = {"display_name": user.display_name, "time_zone": user.time_zone}
+    user.display_name = name
+    if time_zone is not _KEEP:
+        user.time_zone = check_time_zone(session, time_zone)  # type: ignore[arg-type]
+    after = {"display_name": user.display_name, "time_zone": user.time_zone}
+    if after != before:
         user.updated_at = utcnow()
         session.add(user)
         session.flush()
+        changed = [k for k in after if after[k] != before[k]]
         record_audit(
             session,
             tenant_id=principal.tenant_id,
@@ -60,9 +71,22 @@ def update_profile(session: Session, principal: Principal, *, display_name: str)
             action="user.profile_updated",
             object_type="user",
             object_id=user.id,
-            metadata={"before": {"display_name": before}, "after": {"display_name": name}},
+            metadata={"before": {k: before[k] for k in changed}, "after": {k: after[k] for k in changed}},
         )
     return user
+
+
+def check_time_zone(session: Session, value: str | None) -> str | None:
+    """A zone PostgreSQL itself knows (it computes the local day), not just Python's list."""
+    tz = (value or "").strip()
+    if not tz:
+        return None
+    known = session.execute(
+        text("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = :tz)"), {"tz": tz}
+    ).scalar()
+    if len(tz) > 64 or not known:
+        raise ValidationError(f"unknown time zone {tz!r} (an IANA name such as Asia/Shanghai)", field="time_zone")
+    return tz
 
 
 def change_password(

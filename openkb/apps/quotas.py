@@ -1,6 +1,7 @@
 """Daily write quotas of an installation (docs/apps.md#limits-and-quotas), counted in PostgreSQL.
 
-Per installation per local day (the database's time zone, ``CURRENT_DATE``): at most
+Per installation per local day — the *user's* day: ``users.time_zone`` (set on the profile;
+NULL is UTC), computed by PostgreSQL from its own clock so replicas agree — at most
 ``WRITES_PER_DAY`` writes and ``CHARS_PER_DAY`` written characters (``CHARS_PER_DAY_BULK`` with
 ``collections.bulk``). The user cannot raise them; they protect the instance.
 
@@ -8,11 +9,13 @@ Per installation per local day (the database's time zone, ``CURRENT_DATE``): at 
 inside the write's own transaction and refuses when the new totals pass a limit. The row lock
 serializes concurrent writers of one installation, so replicas agree; a refused write rolls
 back with its transaction, counter included. Trap: charge *after* deciding the write changes
-something — an ``unchanged`` upsert is free.
+something — an ``unchanged`` upsert is free. Trap: never ``CURRENT_DATE`` (the database
+session's zone): for a user in Asia/Shanghai the day turns at 16:00 UTC.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import text
@@ -28,11 +31,19 @@ WRITES_PER_DAY = 500
 CHARS_PER_DAY = 50_000_000
 CHARS_PER_DAY_BULK = 200_000_000
 
-_CHARGE = text("""
-INSERT INTO app_quota_usage (installation_id, day, writes, chars) VALUES (:i, CURRENT_DATE, 1, :n)
+# the local day of ``:at`` (now when NULL) in the user's zone
+_DAY = "(coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE :tz)::date"
+_CHARGE = text(f"""
+INSERT INTO app_quota_usage (installation_id, day, writes, chars) VALUES (:i, {_DAY}, 1, :n)
 ON CONFLICT (installation_id, day)
 DO UPDATE SET writes = app_quota_usage.writes + 1, chars = app_quota_usage.chars + EXCLUDED.chars
 RETURNING writes, chars
+""")
+_USAGE = text("""
+SELECT q.writes, q.chars FROM app_quota_usage q
+JOIN app_installations i ON i.id = q.installation_id JOIN users u ON u.id = i.user_id
+WHERE q.installation_id = :i
+  AND q.day = (coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date
 """)
 
 
@@ -40,8 +51,18 @@ def char_limit(caller: AppCaller) -> int:
     return CHARS_PER_DAY_BULK if caller.has("collections.bulk") else CHARS_PER_DAY
 
 
-def charge(session: Session, caller: AppCaller, chars: int, settings: Settings | None = None) -> None:  # noqa: ARG001
-    writes, total = session.execute(_CHARGE, {"i": caller.installation_id, "n": int(chars)}).one()
+def charge(
+    session: Session,
+    caller: AppCaller,
+    chars: int,
+    settings: Settings | None = None,  # noqa: ARG001
+    *,
+    at: datetime | None = None,
+) -> None:
+    """One write of ``chars`` characters on the user's day of ``at`` (default: now)."""
+    writes, total = session.execute(
+        _CHARGE, {"i": caller.installation_id, "n": int(chars), "at": at, "tz": caller.time_zone}
+    ).one()
     if writes > WRITES_PER_DAY:
         raise AppQuotaExceeded(
             f"daily write quota of {WRITES_PER_DAY} writes used up; try again tomorrow",
@@ -59,9 +80,7 @@ def charge(session: Session, caller: AppCaller, chars: int, settings: Settings |
         )
 
 
-def usage(session: Session, installation_id: object) -> dict[str, int]:
-    row = session.execute(
-        text("SELECT writes, chars FROM app_quota_usage WHERE installation_id = :i AND day = CURRENT_DATE"),
-        {"i": installation_id},
-    ).first()
+def usage(session: Session, installation_id: object, *, at: datetime | None = None) -> dict[str, int]:
+    """What the installation used on its user's day of ``at`` (default: today)."""
+    row = session.execute(_USAGE, {"i": installation_id, "at": at}).first()
     return {"writes": int(row.writes) if row else 0, "chars": int(row.chars) if row else 0}

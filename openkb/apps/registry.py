@@ -264,6 +264,10 @@ def installation_out(session: Session, inst: AppInstallation, app: App | None = 
         "uninstalled_at": inst.uninstalled_at,
         "uninstall_mode": inst.uninstall_mode,
         "uninstall_run_id": inst.uninstall_run_id,
+        # the app's latest call with any of its credentials, to the minute (None: never used)
+        "last_used_at": session.execute(
+            text("SELECT max(last_used_at) FROM app_credentials WHERE installation_id = :i"), {"i": inst.id}
+        ).scalar(),
         "grants": [
             {"permission": p, "enabled": enabled.get(p, False), "sentences": sentences(p)}
             for p in app.permissions
@@ -405,6 +409,7 @@ class AppCaller:
     keep_kb_id: uuid.UUID | None
     allowed_hosts: tuple[str, ...]
     secret: str
+    time_zone: str = "UTC"  # the user's (docs/apps.md#limits-and-quotas): the quota's local day
 
     def has(self, permission: str) -> bool:
         """Switched on; ``entities.write:<kind>`` includes ``entities.resolve:<kind>``."""
@@ -422,21 +427,37 @@ class AppCaller:
 
 
 _CALLER_SQL_T = """
-SELECT i.id, i.tenant_id, i.user_id, i.app_id, a.name, i.allowed_hosts,
+{touch}SELECT i.id, i.tenant_id, i.user_id, i.app_id, a.name, i.allowed_hosts,
        ARRAY(SELECT g.permission FROM app_grants g WHERE g.installation_id = i.id AND g.enabled) AS grants,
        ARRAY(SELECT s.knowledge_base_id::text || '/' || coalesce(s.document_id::text, '')
              FROM app_selected_collections s WHERE s.installation_id = i.id) AS selected,
        ARRAY(SELECT c.knowledge_base_id::text || '/' || coalesce(c.document_id::text, '')
              FROM app_collections c WHERE c.installation_id = i.id) AS created,
-       ps.diary_kb_id, ps.keep_kb_id
+       ps.diary_kb_id, ps.keep_kb_id, coalesce(u.time_zone, 'UTC') AS time_zone
 FROM app_credentials c
 JOIN app_installations i ON i.id = c.installation_id AND i.status = 'active'
 JOIN apps a ON a.id = i.app_id AND a.status = 'active'
+JOIN users u ON u.id = i.user_id
 LEFT JOIN app_personal_spaces ps ON ps.tenant_id = i.tenant_id AND ps.user_id = i.user_id
 WHERE {where}
 """
-_CALLER_SQL = text(_CALLER_SQL_T.format(where="c.token_hash = :h AND c.status = 'active'"))
-_CALLER_BY_ID_SQL = text(_CALLER_SQL_T.format(where="i.id = :i") + " LIMIT 1")
+# ``last_used_at`` at most once a minute per credential, in the statement that reads it: the
+# data-modifying CTE runs whether or not the SELECT refers to it, and writes only when the
+# stamp is a minute old. ``SKIP LOCKED``: a concurrent call that already holds the row (its
+# own touch, until its transaction ends) is not waited for — it is stamping the same minute.
+# Trap: the touch belongs to the call's transaction, so a call that fails and rolls back does
+# not count as a use.
+_TOUCH = """WITH touched AS (
+    UPDATE app_credentials SET last_used_at = now()
+    WHERE id IN (SELECT id FROM app_credentials
+                 WHERE token_hash = :h AND status = 'active'
+                   AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+                 FOR UPDATE SKIP LOCKED)
+    RETURNING id
+)
+"""
+_CALLER_SQL = text(_CALLER_SQL_T.format(touch=_TOUCH, where="c.token_hash = :h AND c.status = 'active'"))
+_CALLER_BY_ID_SQL = text(_CALLER_SQL_T.format(touch="", where="i.id = :i") + " LIMIT 1")
 
 
 def _pairs(values: list[str]) -> tuple[tuple[uuid.UUID, uuid.UUID | None], ...]:
@@ -474,6 +495,7 @@ def caller_from_row(row: Any, secret: str) -> AppCaller:
         keep_kb_id=row.keep_kb_id,
         allowed_hosts=tuple(row.allowed_hosts or ()),
         secret=secret,
+        time_zone=row.time_zone,
     )
 
 

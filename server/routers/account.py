@@ -25,6 +25,9 @@ router = APIRouter(tags=["auth"])
 
 class ProfileIn(Body):
     display_name: str = Field(min_length=1, max_length=1000)
+    time_zone: str | None = Field(
+        None, max_length=64, description="IANA name (Asia/Shanghai); null or empty: UTC; left as is when absent"
+    )
 
 
 class PasswordChangeIn(Body):
@@ -65,7 +68,8 @@ def _session_id(auth: AuthDep):  # noqa: ANN202 - uuid.UUID
 @router.put("/api/me/profile", response_model=UserOut, responses=errors_for(401, 403, 422, InsufficientScope))
 def update_profile(body: ProfileIn, auth: AuthDep, principal: UserDep, session: SessionDep) -> UserOut:
     _session_id(auth)
-    return UserOut.of(account.update_profile(session, principal, display_name=body.display_name))
+    extra = {"time_zone": body.time_zone} if "time_zone" in body.model_fields_set else {}
+    return UserOut.of(account.update_profile(session, principal, display_name=body.display_name, **extra))
 
 
 @router.post(

@@ -166,6 +166,9 @@ class InstallationOut(BaseModel):
     created_at: datetime
     uninstall_mode: str | None = None
     uninstall_run_id: uuid.UUID | None = None
+    last_used_at: datetime | None = Field(
+        None, description="the app's latest call with its credential, to the minute (null: never used)"
+    )
     grants: list[AppGrantOut]
     selected_collections: list[AppSelectedOut]
     contributions: dict[str, int] = Field(description="documents, collections and facts the app contributed")

@@ -60,6 +60,7 @@ class UserOut(BaseModel):
     status: str
     email_verified_at: datetime | None = None
     created_at: datetime
+    time_zone: str | None = Field(None, description="IANA name; null: UTC")
 
     @classmethod
     def of(cls, u: User) -> UserOut:
@@ -70,6 +71,7 @@ class UserOut(BaseModel):
             status=u.status,
             email_verified_at=u.email_verified_at,
             created_at=u.created_at,
+            time_zone=u.time_zone,
         )
 
 

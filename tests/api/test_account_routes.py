@@ -22,6 +22,11 @@ def test_profile_sessions_and_password_change(http, committed):
     with login(http, a.email) as me, login(http, a.email) as other, login(http, a.email) as third:
         r = me.put("/api/me/profile", json={"display_name": "  New Name "})
         assert r.status_code == 200 and r.json()["display_name"] == "New Name"
+        r = me.put("/api/me/profile", json={"display_name": "New Name", "time_zone": "Asia/Shanghai"})
+        assert r.status_code == 200 and r.json()["time_zone"] == "Asia/Shanghai"
+        assert me.put("/api/me/profile", json={"display_name": "New Name"}).json()["time_zone"] == "Asia/Shanghai"
+        r = me.put("/api/me/profile", json={"display_name": "New Name", "time_zone": "Nowhere/Atlantis"})
+        assert r.status_code == 422 and r.json()["field"] == "time_zone"
 
         listed = me.get("/api/me/sessions").json()["items"]
         assert len(listed) == 3 and sum(x["current"] for x in listed) == 1

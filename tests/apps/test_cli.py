@@ -46,14 +46,19 @@ def test_app_commands(db_env, committed, settings):  # noqa: F811 - the fixture
             )
         ).stdout
     )
-    assert {g["permission"]: g["enabled"] for g in grants} == {
+    assert grants["installation_id"] == inst["installation_id"] and grants["last_used_at"] is None
+    assert {g["permission"]: g["enabled"] for g in grants["grants"]} == {
         "collections.read:diary": True,
         "collections.write:diary": False,
     }
     with committed() as s:
         assert resolve_caller(s, inst["credential"], settings.secret_key).grants == {"collections.read:diary"}
+    with committed() as s:
+        resolve_caller(s, inst["credential"], settings.secret_key)  # a call stamps last_used_at
+        s.commit()
     mine = json.loads(_ok(run(["app", "list", *who, "--json"], env=db_env)).stdout)
     assert [i["app"]["name"] for i in mine] == ["diary-bot"]
+    assert mine[0]["last_used_at"] is not None
     out = json.loads(
         _ok(run(["app", "uninstall", inst["installation_id"], *who, "--delete", "--json"], env=db_env)).stdout
     )

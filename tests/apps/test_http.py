@@ -167,3 +167,11 @@ def test_uninstall_kills_the_credential_at_once(world, live_server, committed) -
         assert listed == []
         other = user.get(f"/api/apps/v1/installations/{uuid.uuid4()}")
         assert other.status_code == 404
+
+
+def test_the_installation_shows_when_the_app_last_called(world) -> None:
+    world["kb"].collections.list()
+    r = world["user"].get(f"/api/apps/v1/installations/{world['inst']['id']}")
+    assert r.status_code == 200 and r.json()["last_used_at"] is not None
+    listed = world["user"].get("/api/apps/v1/installations").json()["items"]
+    assert [i["last_used_at"] is not None for i in listed if i["id"] == world["inst"]["id"]] == [True]

@@ -307,7 +307,7 @@ def test_changes_carry_the_run_and_revert_by_run(aw: AppWorld) -> None:
 def _set_usage(aw: AppWorld, writes: int, chars: int) -> None:
     aw.db.execute(
         text(
-            "INSERT INTO app_quota_usage (installation_id, day, writes, chars) VALUES (:i, CURRENT_DATE, :w, :c) "
+            "INSERT INTO app_quota_usage (installation_id, day, writes, chars) VALUES (:i, (now() AT TIME ZONE 'UTC')::date, :w, :c) "
             "ON CONFLICT (installation_id, day) DO UPDATE SET writes = :w, chars = :c"
         ),
         {"i": aw.installation_id, "w": writes, "c": chars},

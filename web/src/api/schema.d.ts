@@ -3219,6 +3219,11 @@ export interface components {
             tenant_id: string;
             /** Tenant Slug */
             tenant_slug: string;
+            /**
+             * Time Zone
+             * @description IANA name; null: UTC
+             */
+            time_zone?: string | null;
         };
         /** AppGrantOut */
         AppGrantOut: {
@@ -4295,6 +4300,11 @@ export interface components {
              * Format: uuid
              */
             id: string;
+            /**
+             * Last Used At
+             * @description the app's latest call with its credential, to the minute (null: never used)
+             */
+            last_used_at?: string | null;
             /** Selected Collections */
             selected_collections: components["schemas"]["AppSelectedOut"][];
             /**
@@ -5159,6 +5169,11 @@ export interface components {
         ProfileIn: {
             /** Display Name */
             display_name: string;
+            /**
+             * Time Zone
+             * @description IANA name (Asia/Shanghai); null or empty: UTC; left as is when absent
+             */
+            time_zone?: string | null;
         };
         /** PurgeOut */
         PurgeOut: {
@@ -6028,6 +6043,11 @@ export interface components {
             id: string;
             /** Status */
             status: string;
+            /**
+             * Time Zone
+             * @description IANA name; null: UTC
+             */
+            time_zone?: string | null;
         };
         /** UserPutOut */
         UserPutOut: {
