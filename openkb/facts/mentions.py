@@ -2,13 +2,24 @@
 (docs/facts.md#mentions), so ``search(..., entities=[ref])`` returns only passages about them.
 
 Whose entities: entities belong to one user, so a chunk is matched against the entities of the
-user whose **personal workspace** holds it (``app_personal_spaces``: the diary, keep and the
-collections apps create there). Chunks elsewhere (team knowledge bases) are not matched.
+users whose apps could find it (``readers``):
+
+* the owner of the **personal workspace** holding it (``app_personal_spaces``: the diary, keep
+  and the collections apps create there);
+* elsewhere (team knowledge bases), every user with an installation that holds a collection of
+  the chunk's knowledge base (selected for it, or created by it) **and** who may read the
+  document — the permission service decides that (``filter_readable_documents``), never this
+  module. Whether the app's grant is switched on and covers the folder is decided when it
+  searches (``openkb.facts.search``: the granted roots), so a grant switched on later finds
+  what was recorded already.
+
+Never every user of the tenant: the matcher is one pattern over the identifiers of the users
+matched, and thousands of users' identifiers make it slow (seconds to compile).
 
 When: ``record_chunks`` runs when indexing writes a version's chunks (``openkb.indexing``);
-``record_entity`` scans the user's current chunks when an entity is created or gains an
-identifier. Merging moves mentions to the survivor, deleting an entity deletes its mentions
-(``openkb.facts.entities``).
+``record_entity`` scans the current chunks the user's apps could find (the same rule) when an
+entity is created or gains an identifier. Merging moves mentions to the survivor, deleting an
+entity deletes its mentions (``openkb.facts.entities``), reverting the deletion finds them again.
 
 Matching (``Matcher``), on NFKC, case-folded text:
 
@@ -39,6 +50,7 @@ from sqlmodel import Session
 
 from openkb.errors import ValidationError
 from openkb.facts.identifiers import normalize
+from openkb.permissions import Principal, filter_readable_documents
 
 _UUIDS = ARRAY(PGUUID(as_uuid=True))
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
@@ -129,6 +141,7 @@ class ChunkText:
     id: uuid.UUID
     tenant_id: uuid.UUID
     workspace_id: uuid.UUID
+    knowledge_base_id: uuid.UUID
     document_id: uuid.UUID
     version_id: uuid.UUID
     text: str
@@ -152,38 +165,81 @@ def _record(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, chunks: 
     return n
 
 
+_OWNERS = text(
+    "SELECT tenant_id, workspace_id, user_id FROM app_personal_spaces WHERE workspace_id = ANY(:ws)"
+).bindparams(bindparam("ws", type_=_UUIDS))
+# users whose installations hold a collection of these knowledge bases (selected or created)
+_REACHING = text("""
+SELECT DISTINCT i.tenant_id, i.user_id, x.knowledge_base_id
+FROM (SELECT installation_id, knowledge_base_id FROM app_selected_collections WHERE knowledge_base_id = ANY(:kbs)
+      UNION ALL
+      SELECT installation_id, knowledge_base_id FROM app_collections WHERE knowledge_base_id = ANY(:kbs)) x
+JOIN app_installations i ON i.id = x.installation_id AND i.status = 'active'
+""").bindparams(bindparam("kbs", type_=_UUIDS))
+
+
+def readers(session: Session, items: list[ChunkText]) -> dict[tuple[uuid.UUID, uuid.UUID], list[ChunkText]]:
+    """(tenant, user) -> the chunks among ``items`` to match against that user's entities (the
+    module's rule: the personal workspace's owner; elsewhere the users whose installations hold
+    a collection of the knowledge base and whom the permission service lets read the page)."""
+    out: dict[tuple[uuid.UUID, uuid.UUID], dict[uuid.UUID, ChunkText]] = {}
+    owners = {
+        (r.tenant_id, r.workspace_id): r.user_id
+        for r in session.execute(_OWNERS, {"ws": sorted({c.workspace_id for c in items}, key=str)})
+    }
+    rest = []
+    for c in items:
+        u = owners.get((c.tenant_id, c.workspace_id))
+        if u is not None:
+            out.setdefault((c.tenant_id, u), {})[c.id] = c
+        else:
+            rest.append(c)
+    if rest:
+        users: dict[tuple[uuid.UUID, uuid.UUID], set[uuid.UUID]] = {}
+        for r in session.execute(_REACHING, {"kbs": sorted({c.knowledge_base_id for c in rest}, key=str)}):
+            users.setdefault((r.tenant_id, r.user_id), set()).add(r.knowledge_base_id)
+        for (t, u), kbs in users.items():
+            mine = [c for c in rest if c.tenant_id == t and c.knowledge_base_id in kbs]
+            ok = filter_readable_documents(
+                session, Principal.user(u, t), list(dict.fromkeys(c.document_id for c in mine)), for_search=True
+            )
+            for c in mine:
+                if c.document_id in ok:
+                    out.setdefault((t, u), {})[c.id] = c
+    return {k: list(v.values()) for k, v in out.items()}
+
+
 def record_chunks(session: Session, chunks: Iterable[object]) -> int:
-    """Mentions in freshly written chunks (``DocumentChunk`` rows, flushed), for the owners of
-    the personal workspaces they are in. Returns how many (chunk, entity) pairs were found."""
+    """Mentions in freshly written chunks (``DocumentChunk`` rows, flushed), for the users the
+    module's rule names (``readers``). Returns how many (chunk, entity) pairs were found."""
     items = [
-        ChunkText(c.id, c.tenant_id, c.workspace_id, c.document_id, c.version_id, c.content_text)  # type: ignore[attr-defined]
+        ChunkText(c.id, c.tenant_id, c.workspace_id, c.knowledge_base_id, c.document_id, c.version_id, c.content_text)  # type: ignore[attr-defined]
         for c in chunks
     ]
     if not items:
         return 0
-    owners = {
-        (r.tenant_id, r.workspace_id): r.user_id
-        for r in session.execute(
-            text(
-                "SELECT tenant_id, workspace_id, user_id FROM app_personal_spaces WHERE workspace_id = ANY(:ws)"
-            ).bindparams(bindparam("ws", type_=_UUIDS)),
-            {"ws": sorted({c.workspace_id for c in items}, key=str)},
-        )
-    }
-    if not owners:
-        return 0
-    by_owner: dict[tuple[uuid.UUID, uuid.UUID], list[ChunkText]] = {}
-    for c in items:
-        u = owners.get((c.tenant_id, c.workspace_id))
-        if u is not None:
-            by_owner.setdefault((c.tenant_id, u), []).append(c)
-    return sum(_record(session, t, u, cs) for (t, u), cs in by_owner.items())
+    return sum(_record(session, t, u, cs) for (t, u), cs in readers(session, items).items())
+
+
+_USER_CHUNKS = text("""
+SELECT c.id, c.tenant_id, c.workspace_id, c.knowledge_base_id, c.document_id, c.version_id, c.content_text
+FROM document_chunks c
+JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+WHERE c.tenant_id = :t
+  AND (c.workspace_id IN (SELECT workspace_id FROM app_personal_spaces WHERE tenant_id = :t AND user_id = :u)
+       OR c.knowledge_base_id IN (
+           SELECT x.knowledge_base_id FROM app_installations i
+           JOIN (SELECT installation_id, knowledge_base_id FROM app_selected_collections
+                 UNION ALL SELECT installation_id, knowledge_base_id FROM app_collections) x ON x.installation_id = i.id
+           WHERE i.tenant_id = :t AND i.user_id = :u AND i.status = 'active'))
+  AND (CAST(:likes AS text[]) IS NULL OR lower(c.content_text) LIKE ANY(:likes))
+""").bindparams(bindparam("likes", type_=ARRAY(Text)))
 
 
 def record_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, entity_id: uuid.UUID) -> int:
-    """Match one entity (new, or with a new identifier) against the user's current chunks in
-    their personal workspace; a ``LIKE`` on its terms narrows the chunks first (not for phones,
-    whose spellings vary)."""
+    """Match one entity (new, or with a new identifier) against the current chunks the user's
+    apps could find (``readers``, this user only); a ``LIKE`` on its terms narrows the chunks
+    first (not for phones, whose spellings vary)."""
     ids = session.execute(
         text("SELECT entity_id, kind, value FROM entity_identifiers WHERE entity_id = :e"), {"e": entity_id}
     ).all()
@@ -194,26 +250,16 @@ def record_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, en
     if not m.phones:
         terms = [*m.words, *m.cjk]
         likes = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").lstrip("@") + "%" for t in terms]
-    rows = session.execute(
-        text(
-            """
-        SELECT c.id, c.tenant_id, c.workspace_id, c.document_id, c.version_id, c.content_text
-        FROM document_chunks c
-        JOIN app_personal_spaces ps ON ps.workspace_id = c.workspace_id AND ps.tenant_id = :t AND ps.user_id = :u
-        JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
-        WHERE CAST(:likes AS text[]) IS NULL OR lower(c.content_text) LIKE ANY(:likes)
-        """
-        ).bindparams(bindparam("likes", type_=ARRAY(Text))),
-        {"t": tenant_id, "u": user_id, "likes": likes},
-    ).all()
+    rows = [ChunkText(*r) for r in session.execute(_USER_CHUNKS, {"t": tenant_id, "u": user_id, "likes": likes})]
+    rows = [c for c in rows if entity_id in m.find(c.text)]
+    if not rows:
+        return 0
     n = 0
-    for r in rows:
-        c = ChunkText(*r)
-        if entity_id in m.find(c.text):
-            session.execute(
-                _INSERT, {"t": c.tenant_id, "d": c.document_id, "v": c.version_id, "c": c.id, "ents": [entity_id]}
-            )
-            n += 1
+    for c in readers(session, rows).get((tenant_id, user_id), []):
+        session.execute(
+            _INSERT, {"t": c.tenant_id, "d": c.document_id, "v": c.version_id, "c": c.id, "ents": [entity_id]}
+        )
+        n += 1
     return n
 
 

@@ -88,3 +88,36 @@ def test_out_of_reach_passages_are_left_out(me: Person) -> None:
     _write_and_chunk(me, "2026-10-02", "张三来了。")
     c = me.switch("diary-app", "collections.read:diary", False)
     assert S.search(None, me.db, c, "", entities=[zs["ref"]]) == []  # type: ignore[arg-type]
+
+
+def test_team_pages_the_user_reads_and_the_app_reaches_are_matched_too(me: Person) -> None:
+    from openkb.apps import registry
+    from openkb.models import Tenant, User
+    from tests.factories import add_member, make_doc, make_kb, make_user, make_workspace
+
+    tenant, user = me.db.get(Tenant, me.tenant_id), me.db.get(User, me.user.user_id)
+    boss = make_user(me.db, tenant)
+    ws = make_workspace(me.db, tenant, boss)
+    add_member(me.db, ws, user, "member")
+    team, elsewhere = make_kb(me.db, ws, boss), make_kb(me.db, ws, boss)
+    c = me.install("team-app", ["collections.read:user-selected", "entities.write:person", "entities.read:person"])
+    registry.set_selected_collections(me.db, me.user, me.apps["team-app"][0], [{"knowledge_base_id": team.id}])
+    c = me.caller("team-app")
+    zs = E.resolve(me.db, c, {"name": "张三"}, create=True)
+    pages = [
+        make_doc(me.db, team, boss, title="read", markdown="今天和张三开会。"),
+        make_doc(me.db, team, boss, title="later", markdown="李四也来了。"),
+        make_doc(me.db, team, boss, title="hidden", markdown="张三的工资。", permission_mode="custom", visibility="private"),
+        make_doc(me.db, elsewhere, boss, title="unreached", markdown="张三在别处。"),
+    ]  # fmt: skip
+    ensure_chunks(me.db, load_docs(me.db, [str(p.id) for p in pages]).values())
+    li = E.resolve(me.db, c, {"name": "李四"}, create=True)  # created after indexing: found too
+    assert _texts_of(me, c, [zs["ref"]]) == ["今天和张三开会。"]
+    assert _texts_of(me, c, [li["ref"]]) == ["李四也来了。"]
+    # the permission service decided: nothing is recorded for the page the user may not read
+    hidden = me.db.execute(text("SELECT count(*) FROM entity_mentions WHERE document_id = :d"), {"d": pages[2].id})
+    assert hidden.scalar() == 0
+
+
+def _texts_of(me: Person, c, refs: list[str]) -> list[str]:  # noqa: ANN001
+    return [x["text"].strip() for x in S.search(None, me.db, c, "", entities=refs)]  # type: ignore[arg-type]
