@@ -16,7 +16,7 @@ session's zone): for a user in Asia/Shanghai the day turns at 16:00 UTC.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlmodel import Session
@@ -33,12 +33,15 @@ CHARS_PER_DAY_BULK = 200_000_000
 
 # the local day of ``:at`` (now when NULL) in the user's zone
 _DAY = "(coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE :tz)::date"
-_CHARGE = text(f"""
+# public: a hot writer runs the charge as a CTE of its own statement (one round trip,
+# ``openkb.facts.service``) with ``charge_params`` and hands the totals to ``refuse_over``
+CHARGE_SQL = f"""
 INSERT INTO app_quota_usage (installation_id, day, writes, chars) VALUES (:i, {_DAY}, 1, :n)
 ON CONFLICT (installation_id, day)
 DO UPDATE SET writes = app_quota_usage.writes + 1, chars = app_quota_usage.chars + EXCLUDED.chars
 RETURNING writes, chars
-""")
+"""
+_CHARGE = text(CHARGE_SQL)
 _USAGE = text("""
 SELECT q.writes, q.chars FROM app_quota_usage q
 JOIN app_installations i ON i.id = q.installation_id JOIN users u ON u.id = i.user_id
@@ -60,9 +63,17 @@ def charge(
     at: datetime | None = None,
 ) -> None:
     """One write of ``chars`` characters on the user's day of ``at`` (default: now)."""
-    writes, total = session.execute(
-        _CHARGE, {"i": caller.installation_id, "n": int(chars), "at": at, "tz": caller.time_zone}
-    ).one()
+    writes, total = session.execute(_CHARGE, charge_params(caller, chars, at)).one()
+    refuse_over(caller, writes, total)
+
+
+def charge_params(caller: AppCaller, chars: int, at: datetime | None = None) -> dict[str, Any]:
+    """``CHARGE_SQL``'s parameters: ``i`` (the installation), ``n``, ``at``, ``tz``."""
+    return {"i": caller.installation_id, "n": int(chars), "at": at, "tz": caller.time_zone}
+
+
+def refuse_over(caller: AppCaller, writes: int, total: int) -> None:
+    """``AppQuotaExceeded`` when the day's totals after a charge pass a limit."""
     if writes > WRITES_PER_DAY:
         raise AppQuotaExceeded(
             f"daily write quota of {WRITES_PER_DAY} writes used up; try again tomorrow",
