@@ -12,7 +12,9 @@ service / bare statement so machine noise hits both sides alike; the caller (the
 with its grants) is resolved outside the timing, as the request did before calling the service:
 
 * put: ``facts.put`` of a new value (hint resolution, permission, lock, current values, quota,
-  the insert, the change row) vs the bare ``INSERT INTO facts`` alone;
+  the insert, the change row) vs the bare ``INSERT INTO facts`` alone; also the statements each
+  sends (two against one: the lock with the current values, then one statement that charges the
+  quota and writes the fact and its change row);
 * lookup: ``facts.lookup('self', 'pref.food')`` vs the bare ``SELECT`` it runs;
 * resolve: ``entities.resolve({email})`` vs the bare identifier lookup.
 
@@ -219,6 +221,23 @@ def main() -> None:
                 ).first()
             return row is not None
 
+        from sqlalchemy import event
+
+        statements = [0]
+
+        def _count(*_a: object) -> None:
+            statements[0] += 1
+
+        def per_op(fn, i: int) -> int:  # noqa: ANN001
+            """Statements one call sends (BEGIN/COMMIT not included): a figure the load cannot blur."""
+            event.listen(engine, "before_cursor_execute", _count)
+            try:
+                statements[0] = 0
+                fn(i)
+                return statements[0]
+            finally:
+                event.remove(engine, "before_cursor_execute", _count)
+
         for i in range(30):  # warm every path
             svc_put(-i - 1)
             sql_put(-i - 1)
@@ -243,6 +262,7 @@ def main() -> None:
                 timings[name].append((time.perf_counter() - t) * 1000)
                 if want is not None:
                     assert got == want, (name, got)
+        put_statements, put_sql_statements = per_op(svc_put, -1000), per_op(sql_put, -1000)
         p50 = {k: _percentile(v, 0.5) for k, v in timings.items()}
         p95 = {k: _percentile(v, 0.95) for k, v in timings.items()}
         result = {
@@ -252,6 +272,9 @@ def main() -> None:
             "facts": int(total),
             **{f"{k}_p50_ms": round(v, 3) for k, v in p50.items()},
             **{f"{k}_p95_ms": round(v, 3) for k, v in p95.items()},
+            "put_statements": put_statements,
+            "put_sql_statements": put_sql_statements,
+            "put_ratio_p50": round(p50["put"] / p50["put_sql"], 3),
             "put_ratio_p95": round(p95["put"] / p95["put_sql"], 3),
             "lookup_ratio_p95": round(p95["lookup"] / p95["lookup_sql"], 3),
             "target_ratio": 2.0,
@@ -263,6 +286,7 @@ def main() -> None:
                 f"p50 {result[f'{k}_sql_p50_ms']} ms, p95 {result[f'{k}_sql_p95_ms']} ms"
             )
         print(f"ratios (p95): put {result['put_ratio_p95']}, lookup {result['lookup_ratio_p95']}")
+        print(f"statements per put: facts.put {put_statements}, bare {put_sql_statements} (plus BEGIN and COMMIT)")
         print(json.dumps(result))
     finally:
         if svc is not None:

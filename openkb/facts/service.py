@@ -171,24 +171,41 @@ _CURRENT = text(
 # FOR NO KEY UPDATE: serializes writers of one subject, never blocks the key-share locks of
 # the foreign keys that reference it (inserting a fact)
 _LOCK = text("SELECT 1 FROM entities WHERE id = :s FOR NO KEY UPDATE")
-_INSERT = text(
-    "INSERT INTO facts (id, tenant_id, user_id, subject_id, predicate, value, object_id, valid_from, said_by, "
-    "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned) "
-    "VALUES (:id, :t, :u, :s, :p, :v, :o, :now, :by, :i, :origin, :source, :sref, :run, :conf, false, :pinned)"
-).bindparams(bindparam("v", type_=JSONB))
-# The fact and its change row in one round trip: the row ``record_change`` would write (same
-# columns, states through ``jsonable``, the session's strictly increasing ``created_at``) —
-# ``tests/facts/test_facts.py`` compares the two, so they stay in step. ``facts.put`` is the hot
-# write of this package (bench/facts.py).
-_INSERT_WITH_CHANGE = text(
-    "WITH f AS (" + _INSERT.text + ") "
+_COLS = (
+    "id, tenant_id, user_id, subject_id, predicate, value, object_id, valid_from, said_by, "
+    "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned"
+)
+_VALUES = ":id, :t, :u, :s, :p, :v, :o, :now, :by, :i, :origin, :source, :sref, :run, :conf, false, :pinned"
+_INSERT = text(f"INSERT INTO facts ({_COLS}) VALUES ({_VALUES})").bindparams(bindparam("v", type_=JSONB))
+# The change row ``record_change`` would write (same columns, states through ``jsonable``, the
+# session's strictly increasing ``change_created_at``) — ``tests/facts/test_facts.py`` compares
+# the two, so they stay in step.
+_CHANGE = (
     "INSERT INTO changes (id, tenant_id, run_id, actor_type, actor_id, op, object_type, object_id, summary, "
     "before_state, after_state, status, app_installation_id, created_at) "
-    "VALUES (:cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', :id, :summary, :before, :after, 'applied', :i, :cat)"
-).bindparams(bindparam("v", type_=JSONB), bindparam("before", type_=JSONB), bindparam("after", type_=JSONB))
-_EXPIRE = text("UPDATE facts SET valid_to = :now WHERE id = ANY(:ids)").bindparams(
-    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True)))
+    "SELECT :cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', f.id, :summary, :before, :after, 'applied', :i, :cat "
+    "FROM f"
 )
+_EXPIRE_SQL = "UPDATE facts SET valid_to = :now WHERE id = ANY(:ids)"
+_TYPES = (
+    bindparam("v", type_=JSONB),
+    bindparam("before", type_=JSONB),
+    bindparam("after", type_=JSONB),
+    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True))),
+)
+# An applied write is one statement (``facts.put`` is the hot write of this package,
+# bench/facts.py): the old values expire, the fact and its change row are inserted, and — for an
+# app — the installation's daily quota is charged (``quotas.CHARGE_SQL``, same ``:i``); over
+# the quota nothing is written (``ok`` is empty) and the totals returned make ``put`` refuse.
+_APPLY_USER = text(
+    f"WITH e AS ({_EXPIRE_SQL}), f AS (INSERT INTO facts ({_COLS}) VALUES ({_VALUES}) RETURNING id) {_CHANGE}"
+).bindparams(*_TYPES)
+_APPLY_APP = text(
+    f"WITH q AS ({quotas.CHARGE_SQL}), ok AS (SELECT 1 FROM q WHERE q.writes <= :maxw AND q.chars <= :maxc), "
+    f"e AS ({_EXPIRE_SQL} AND EXISTS (SELECT 1 FROM ok)), "
+    f"f AS (INSERT INTO facts ({_COLS}) SELECT {_VALUES} WHERE EXISTS (SELECT 1 FROM ok) RETURNING id), "
+    f"c AS ({_CHANGE}) SELECT writes, chars FROM q"
+).bindparams(*_TYPES)
 
 
 def _same(row: Any, value: Any, object_id: uuid.UUID | None) -> bool:
@@ -213,13 +230,13 @@ def _write(
     run_id: uuid.UUID | None,
     confidence: float | None,
     pinned: bool,
-    charge: Any = None,
+    quota: AppCaller | None = None,
     locked: bool = False,
     current: list[Any] | None = None,
 ) -> tuple[str, uuid.UUID]:
-    """The write rules; ``charge(chars)`` is called for an applied write or a conflict.
-    ``locked``/``current``: the caller already locked the subject (and read its current values
-    of the predicate under that lock, ``_prepare``)."""
+    """The write rules; ``quota``: the installation charged for an applied write or a conflict
+    (nothing is charged for a duplicate). ``locked``/``current``: the caller already locked the
+    subject (and read its current values of the predicate under that lock, ``_prepare``)."""
     if not locked:
         session.execute(_LOCK, {"s": subject_id})
     if current is None:
@@ -232,8 +249,8 @@ def _write(
     if pred.cardinality == "one" and said_by == "app":
         said = [r for r in current if r.said_by == "user"]
         if said:
-            if charge is not None:
-                charge(_json_size(value))
+            if quota is not None:
+                quotas.charge(session, quota, _json_size(value))
             row = record_change(
                 session, actor, op="fact.put", object_type="fact", object_id=said[0].id,
                 summary=f"conflict: {pred.predicate} (the value you set was kept)", scope={},
@@ -244,28 +261,29 @@ def _write(
             row.status = "conflict"
             session.flush()
             return "conflict", said[0].id
-    if charge is not None:
-        charge(_json_size(value))
     now = utcnow()
     expired = list(current) if pred.cardinality == "one" else ([same] if same is not None else [])
-    if expired:
-        session.execute(_EXPIRE, {"now": now, "ids": [r.id for r in expired]})
     fid = uuid.uuid4()
     after = {
         "predicate": pred.predicate, "value": summary_v, "subject_id": subject_id, "made_current": [fid],
         "expired": [r.id for r in expired],
     }  # fmt: skip
-    session.execute(
-        _INSERT_WITH_CHANGE,
-        {
-            "id": fid, "t": tenant_id, "u": user_id, "s": subject_id, "p": pred.predicate, "v": value,
-            "o": object_id, "now": now, "by": said_by, "i": installation_id, "origin": origin, "source": source,
-            "sref": source_ref, "run": run_id, "conf": confidence, "pinned": pinned,
-            "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
-            "summary": f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}"[:500],
-            "before": {}, "after": jsonable(after), "cat": change_created_at(session),
-        },
-    )  # fmt: skip
+    params = {
+        "id": fid, "t": tenant_id, "u": user_id, "s": subject_id, "p": pred.predicate, "v": value,
+        "o": object_id, "now": now, "by": said_by, "i": installation_id, "origin": origin, "source": source,
+        "sref": source_ref, "run": run_id, "conf": confidence, "pinned": pinned, "ids": [r.id for r in expired],
+        "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
+        "summary": f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}"[:500],
+        "before": {}, "after": jsonable(after), "cat": change_created_at(session),
+    }  # fmt: skip
+    if quota is None:
+        session.execute(_APPLY_USER, params)
+    else:
+        assert quota.installation_id == installation_id
+        params |= quotas.charge_params(quota, _json_size(value))
+        params |= {"maxw": quotas.WRITES_PER_DAY, "maxc": quotas.char_limit(quota)}
+        writes, total = session.execute(_APPLY_APP, params).one()
+        quotas.refuse_over(quota, writes, total)  # over a limit: nothing was written
     return "applied", fid
 
 
@@ -313,7 +331,7 @@ def put(
         value=value, object_id=object_id, said_by="app", installation_id=caller.installation_id,
         origin=origin or default_origin, source=source or default_source, source_ref=source_ref,
         run_id=actor.run_id, confidence=confidence, pinned=False,
-        charge=lambda n: quotas.charge(session, caller, n, settings), locked=True, current=current,
+        quota=caller, locked=True, current=current,
     )  # fmt: skip
     return {"status": status, "ref": caller.ref(FACT_REF, fid), "predicate": pred.predicate}
 

@@ -331,6 +331,32 @@ def test_quota_counts_fact_writes_and_not_duplicates(me: Person) -> None:
     )
     with pytest.raises(AppQuotaExceeded, match="quota"):
         F.put(me.db, c, predicate_hint="pref.food.like", value="面")
+    # charged in the write's own statement: over the quota nothing was written, even unrolled-back
+    assert me.db.execute(text("SELECT count(*) FROM facts WHERE value = to_jsonb('面'::text)")).scalar() == 0
+    assert me.db.execute(text("SELECT count(*) FROM changes WHERE summary LIKE '%面%'")).scalar() == 0
+
+
+def test_an_applied_put_is_two_statements(me: Person) -> None:
+    """The hot write (bench/facts.py): the subject locked with its current values, then one
+    statement that charges the quota, expires, inserts the fact and its change row."""
+    from sqlalchemy import event
+
+    c = me.install("loc", ["facts.read:self:location.home.*", "facts.write:self:location.home.*"])
+    F.put(me.db, c, predicate_hint="location.home.city", value="Utrecht")  # the self entity exists now
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, *a) -> None:  # noqa: ANN001, ANN002
+        seen.append(statement)
+
+    engine = me.db.get_bind()
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        out = F.put(me.db, c, predicate_hint="location.home.city", value="Delft")  # cardinality one: expires
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert out["status"] == "applied" and len(seen) == 2, seen
+    assert [f["value"] for f in F.lookup(me.db, c)] == ["Delft"]
+    assert quotas.usage(me.db, c.installation_id)["writes"] == 2
 
 
 # --- uninstall and revert --------------------------------------------------------------------------
