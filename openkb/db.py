@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlmodel import Session, create_engine
 
 from openkb.errors import ConfigError, DatabaseUnavailable, TransactionConflict
+from openkb.runtime.dbhang import GuardedConnection
 
 log = logging.getLogger("openkb.db")
 
@@ -51,8 +54,77 @@ def get_engine(url: str, **kw: Any) -> Engine:
             connect_args={"connect_timeout": 5, **kw.pop("connect_args", {})},
             **kw,
         )
+        # Every blocking exchange is watched: a hung (not dead) server is cut off within seconds
+        # instead of holding the caller for as long as it stays hung (openkb/runtime/dbhang.py).
+        event.listen(eng, "do_connect", _guarded_connect)
         _engines[url] = eng
     return eng
+
+
+def _guarded_connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+    return GuardedConnection.connect(*cargs, **cparams)
+
+
+# Bounds of the API's request work (docs/operations.md#outages), in seconds: a statement (lock
+# waits included) and a transaction left idle. Migrations, rebuilds, imports and CLI jobs run in
+# other processes on engines without them; a long operation inside a request lifts them for its
+# transaction (``lift_request_bounds``). The idle bound is above the slowest upload body the
+# body guard lets through (server/body_limit.py), since an upload's transaction is open meanwhile.
+REQUEST_STATEMENT_TIMEOUT_S = float(os.environ.get("DB_STATEMENT_TIMEOUT_SECONDS", "") or 30)
+REQUEST_IDLE_IN_TRANSACTION_TIMEOUT_S = float(os.environ.get("DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", "") or 900)
+
+
+def bound_requests(
+    engine: Engine,
+    statement_s: float = REQUEST_STATEMENT_TIMEOUT_S,
+    idle_in_transaction_s: float = REQUEST_IDLE_IN_TRANSACTION_TIMEOUT_S,
+) -> None:
+    """Give every connection ``engine`` hands out PostgreSQL's own bounds on request work:
+    ``statement_timeout`` and ``idle_in_transaction_session_timeout`` (session settings, set once
+    per connection on its first checkout, also on connections pooled before this call). The API
+    calls it on its engine (server/app.py); calling it again with other values replaces them.
+
+    Trap: the settings are per connection, so an engine shared with long work (a test process
+    running jobs on the API's engine) gets them too; they are generous enough for a test's data.
+    """
+    bounds = (int(statement_s * 1000), int(idle_in_transaction_s * 1000))
+    holder = _bounds.get(engine)
+    if holder is None:
+        holder = _bounds[engine] = [bounds]
+        event.listen(engine, "checkout", lambda conn, record, _proxy: _apply_bounds(conn, record, holder[0]))
+    holder[0] = bounds
+
+
+_bounds: weakref.WeakKeyDictionary[Engine, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _apply_bounds(dbapi_connection: Any, record: Any, bounds: tuple[int, int]) -> None:
+    if record.info.get("openkb_bounds") == bounds:
+        return
+    try:
+        with dbapi_connection.cursor() as cur:
+            cur.execute(
+                "SELECT set_config('statement_timeout', %s, false),"
+                " set_config('idle_in_transaction_session_timeout', %s, false)",
+                (f"{bounds[0]}ms", f"{bounds[1]}ms"),
+            )
+        dbapi_connection.commit()
+    except Exception as exc:  # noqa: BLE001 - a connection that cannot take them is replaced
+        raise DisconnectionError(f"could not set the request bounds: {exc}") from exc
+    record.info["openkb_bounds"] = bounds
+
+
+_UNBOUNDED = text(
+    "SELECT set_config('statement_timeout', '0', true), set_config('idle_in_transaction_session_timeout', '0', true)"
+)
+
+
+def lift_request_bounds(session: Session) -> None:
+    """Lift the request bounds (``bound_requests``) for the rest of ``session``'s transaction:
+    for work inside the API that is long by nature and bounded otherwise (an export streamed to
+    a client that reads at its own pace). ``SET LOCAL``: the pooled connection gets its bounds
+    back with the next transaction."""
+    session.execute(_UNBOUNDED)
 
 
 def dispose_engines() -> None:
@@ -149,9 +221,16 @@ def database_error(exc: OperationalError) -> DatabaseUnavailable | TransactionCo
     """What an ``OperationalError`` means for the caller. Trap: psycopg's deadlock and
     serialization failures are ``OperationalError`` too; they are a concurrent write getting in
     the way (retry at once), not PostgreSQL being unreachable (retry in a few seconds)."""
-    if (getattr(exc.orig, "sqlstate", None) or "").startswith("40"):  # class 40: transaction rollback
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    if sqlstate.startswith("40"):  # class 40: transaction rollback
         first = str(exc.orig).splitlines()[0] if exc.orig else "conflict"
         return TransactionConflict(f"a concurrent change got in the way ({first}); nothing was written", retry_after=1)
+    if sqlstate in ("57014", "25P03"):  # statement_timeout, idle_in_transaction_session_timeout
+        first = str(exc.orig).splitlines()[0] if exc.orig else "timeout"
+        return DatabaseUnavailable(
+            f"PostgreSQL did not finish within the request's time limit ({first}); nothing was written",
+            retry_after=5,
+        )
     return DatabaseUnavailable(f"PostgreSQL is unreachable: {exc.orig}", retry_after=5)
 
 

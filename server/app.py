@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 
 from openkb import __version__
 from openkb.context import AppContext
+from openkb.db import bound_requests
 from openkb.errors import CsrfFailed, InsufficientScope, TransactionConflict, Unauthenticated
 from openkb.indexing.service import warm_active
 from openkb.jobs import JobQueue, set_queue
@@ -87,6 +88,7 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     imports the worker package."""
     configure_logging(ctx.settings.openkb_log_level)
     set_queue(queue)
+    bound_requests(ctx.engine)  # statement and idle-transaction bounds on request work (openkb/db.py)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

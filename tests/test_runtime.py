@@ -449,3 +449,39 @@ def test_crash_loop_of_the_embedder_leaves_the_rest_running(tmp_path, keep_signa
     assert embedder_part.state == "failed" and embedder_part.last_exit == "exited with code 69"
     assert any("BM25-only" in m for m in said)
     assert sup.supervision.parts["api"].restarts == 0
+
+
+def test_hang_watch_cuts_only_waits_on_a_server_that_does_not_answer():
+    """openkb/runtime/dbhang.py: a wait older than probe_after on a silent server is cut (its
+    socket shut down, so the blocked reader wakes up); on a server that answers the probe it is
+    left alone, and that server is not probed again for probe_every seconds."""
+    import socket
+
+    from openkb.runtime.dbhang import HangWatch
+
+    probes: list[str] = []
+    answers = {"silent": False, "slow": True}
+    watch = HangWatch(
+        probe_after=0.0, probe_every=3600, probe=lambda dsn: probes.append(dsn) or answers[dsn], background=False
+    )
+    hung_a, hung_b = socket.socketpair()
+    slow_a, slow_b = socket.socketpair()
+    try:
+        hung = watch.enter(hung_a.fileno(), "silent")
+        slow = watch.enter(slow_a.fileno(), "slow")
+        assert watch.check() == 1 and watch.cuts == 1
+        hung_a.settimeout(5)
+        assert hung_a.recv(1) == b""  # shut down: a blocked read returns at once
+        slow_a.settimeout(0.01)
+        with pytest.raises(TimeoutError):  # still open, still waiting for its answer
+            slow_a.recv(1)
+        assert sorted(probes) == ["silent", "slow"]
+        watch.check()
+        assert sorted(probes) == ["silent", "silent", "slow"]  # the answering server: not again yet
+        watch.leave(hung)
+        watch.leave(slow)
+        assert watch.check() == 0  # nothing left waiting: no probe, nothing cut
+        assert len(probes) == 3
+    finally:
+        for s in (hung_a, hung_b, slow_a, slow_b):
+            s.close()

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import StreamingResponse
 
-from openkb.db import session_scope
+from openkb.db import lift_request_bounds, session_scope
 from openkb.errors import ExportTooLarge
 from openkb.exporting import service as export_service
 from openkb.exporting.service import ExportPlan, Target
@@ -47,6 +47,7 @@ IncludeDrafts = Annotated[
 def _stream(ctx: Any, plan: ExportPlan) -> StreamingResponse:
     def body() -> Iterator[bytes]:
         with session_scope(ctx.engine) as s:
+            lift_request_bounds(s)  # the client reads at its own pace: no statement/idle bound
             yield from export_service.iter_export(s, plan, ctx.blobs)
 
     headers = {
