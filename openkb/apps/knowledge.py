@@ -245,17 +245,17 @@ def collections_create(
 # --- documents --------------------------------------------------------------------------------
 
 
+def _writer_of(
+    caller: AppCaller, doc_id: uuid.UUID, origin: str | None, source: str | None
+) -> tuple[uuid.UUID, str, str]:
+    return doc_id, origin or f"app:{caller.app_id}", source or "app"
+
+
 def _remember_writer(
     session: Session, caller: AppCaller, doc_id: uuid.UUID, origin: str | None, source: str | None
 ) -> None:
-    session.add(
-        AppDocument(
-            document_id=doc_id,
-            installation_id=caller.installation_id,
-            origin=origin or f"app:{caller.app_id}",
-            source=source or "app",
-        )
-    )
+    _, origin, source = _writer_of(caller, doc_id, origin, source)
+    session.add(AppDocument(document_id=doc_id, installation_id=caller.installation_id, origin=origin, source=source))
 
 
 def _require_own_or_manage(caller: AppCaller, loc: RC.Loc) -> None:
@@ -329,7 +329,9 @@ def documents_upsert(
         session.flush()
         return {"status": "created", "ref": caller.ref(R.DOCUMENT, doc.id), "runId": str(actor.run_id)}
     key = limits.check_name(key, "key", settings)
-    existing = RC.locate_key(session, coll.knowledge_base_id, key)
+    existing = _prelocated(caller, coll, key)
+    if existing is _UNKNOWN:
+        existing = RC.locate_key(session, coll.knowledge_base_id, key)
     if existing is not None and not RC.reaches(caller, "write", existing.knowledge_base_id, existing.chain):
         # moved out of reach: the user's right to see it comes first (NotFound), then the place.
         # Inside reach, ``upsert_by_key`` itself opens the document for the user (EDIT).
@@ -351,12 +353,29 @@ def documents_upsert(
                 raise RC.missing("changes.manage")
     else:
         res = write()
-    if res.status != "unchanged":
+    if res.status == "created":  # the charge records the writer too (one statement)
+        quotas.charge(session, caller, written, settings, writer_of=_writer_of(caller, res.document.id, origin, source))
+    elif res.status != "unchanged":
         quotas.charge(session, caller, written, settings)
-    if res.status == "created":
-        _remember_writer(session, caller, res.document.id, origin, source)
-        session.flush()
     return {"status": res.status, "ref": caller.ref(R.DOCUMENT, res.document.id), "runId": str(actor.run_id)}
+
+
+_UNKNOWN: Any = object()
+
+
+def _prelocated(caller: AppCaller, coll: Coll, key: str) -> Any:
+    """The keyed document ``resolve_caller(keyed=...)`` found in its own statement, as
+    ``locate_key`` would answer (None: no such key), or ``_UNKNOWN`` when that statement did
+    not look for this key or the document sits in a folder (its ancestors need ``locate_key``)."""
+    k = caller.keyed
+    if k is None or coll.builtin is None or (k[0], k[1]) != (coll.builtin, key):
+        return _UNKNOWN
+    row = k[2]
+    if row is None:
+        return None
+    if row.k_parent is not None or row.k_kb != coll.knowledge_base_id:
+        return _UNKNOWN
+    return RC.Loc(row.k_id, row.k_kb, row.k_type, row.k_status, key, row.k_writer, ())
 
 
 def _update_by_ref(

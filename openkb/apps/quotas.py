@@ -42,6 +42,11 @@ DO UPDATE SET writes = app_quota_usage.writes + 1, chars = app_quota_usage.chars
 RETURNING writes, chars
 """
 _CHARGE = text(CHARGE_SQL)
+# a created document: its writer row goes in the same statement as the charge (one round trip)
+_CHARGE_WRITER = text(
+    "WITH writer AS (INSERT INTO app_documents (document_id, installation_id, origin, source) "
+    "VALUES (:d, :i, :origin, :source))" + CHARGE_SQL
+)
 _USAGE = text("""
 SELECT q.writes, q.chars FROM app_quota_usage q
 JOIN app_installations i ON i.id = q.installation_id JOIN users u ON u.id = i.user_id
@@ -61,9 +66,18 @@ def charge(
     settings: Settings | None = None,  # noqa: ARG001
     *,
     at: datetime | None = None,
+    writer_of: tuple[object, str, str] | None = None,
 ) -> None:
-    """One write of ``chars`` characters on the user's day of ``at`` (default: now)."""
-    writes, total = session.execute(_CHARGE, charge_params(caller, chars, at)).one()
+    """One write of ``chars`` characters on the user's day of ``at`` (default: now).
+    ``writer_of=(document_id, origin, source)``: the write created that document; the
+    installation is recorded as its writer (``app_documents``) in the same statement. Trap:
+    that row is written with SQL, so the ORM session does not hold it."""
+    params = charge_params(caller, chars, at)
+    if writer_of is None:
+        writes, total = session.execute(_CHARGE, params).one()
+    else:
+        params.update(zip(("d", "origin", "source"), writer_of, strict=True))
+        writes, total = session.execute(_CHARGE_WRITER, params).one()
     refuse_over(caller, writes, total)
 
 

@@ -16,7 +16,7 @@ through ``openkb.apps.knowledge`` with an ``AppCaller``.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -410,6 +410,9 @@ class AppCaller:
     allowed_hosts: tuple[str, ...]
     secret: str
     time_zone: str = "UTC"  # the user's (docs/apps.md#limits-and-quotas): the quota's local day
+    # a keyed write into ``diary``/``keep`` located in the same statement (``resolve_caller``'s
+    # ``keyed``): (builtin, key, row or None); ``knowledge.documents_upsert`` uses it once
+    keyed: tuple[str, str, Any] | None = None
 
     def has(self, permission: str) -> bool:
         """Switched on; ``entities.write:<kind>`` includes ``entities.resolve:<kind>``."""
@@ -433,14 +436,23 @@ _CALLER_SQL_T = """
              FROM app_selected_collections s WHERE s.installation_id = i.id) AS selected,
        ARRAY(SELECT c.knowledge_base_id::text || '/' || coalesce(c.document_id::text, '')
              FROM app_collections c WHERE c.installation_id = i.id) AS created,
-       ps.diary_kb_id, ps.keep_kb_id, coalesce(u.time_zone, 'UTC') AS time_zone
+       ps.diary_kb_id, ps.keep_kb_id, coalesce(u.time_zone, 'UTC') AS time_zone{cols}
 FROM app_credentials c
 JOIN app_installations i ON i.id = c.installation_id AND i.status = 'active'
 JOIN apps a ON a.id = i.app_id AND a.status = 'active'
 JOIN users u ON u.id = i.user_id
-LEFT JOIN app_personal_spaces ps ON ps.tenant_id = i.tenant_id AND ps.user_id = i.user_id
+LEFT JOIN app_personal_spaces ps ON ps.tenant_id = i.tenant_id AND ps.user_id = i.user_id{joins}
 WHERE {where}
 """
+# the document a keyed write into a builtin collection names, with its writer: what
+# ``reach.locate_key`` answers for a top-level document, without its own round trip
+_KEYED_COLS = """,
+       kd.id AS k_id, kd.knowledge_base_id AS k_kb, kd.type AS k_type, kd.status AS k_status,
+       kd.parent_id AS k_parent, ka.installation_id AS k_writer"""
+_KEYED_JOINS = """
+LEFT JOIN documents kd ON kd.knowledge_base_id = (CASE WHEN :b = 'diary' THEN ps.diary_kb_id ELSE ps.keep_kb_id END)
+                      AND kd.external_key = :key
+LEFT JOIN app_documents ka ON ka.document_id = kd.id"""
 # ``last_used_at`` at most once a minute per credential, in the statement that reads it: the
 # data-modifying CTE runs whether or not the SELECT refers to it, and writes only when the
 # stamp is a minute old. ``SKIP LOCKED``: a concurrent call that already holds the row (its
@@ -456,8 +468,10 @@ _TOUCH = """WITH touched AS (
     RETURNING id
 )
 """
-_CALLER_SQL = text(_CALLER_SQL_T.format(touch=_TOUCH, where="c.token_hash = :h AND c.status = 'active'"))
-_CALLER_BY_ID_SQL = text(_CALLER_SQL_T.format(touch="", where="i.id = :i") + " LIMIT 1")
+_BY_TOKEN = "c.token_hash = :h AND c.status = 'active'"
+_CALLER_SQL = text(_CALLER_SQL_T.format(touch=_TOUCH, cols="", joins="", where=_BY_TOKEN))
+_CALLER_KEYED_SQL = text(_CALLER_SQL_T.format(touch=_TOUCH, cols=_KEYED_COLS, joins=_KEYED_JOINS, where=_BY_TOKEN))
+_CALLER_BY_ID_SQL = text(_CALLER_SQL_T.format(touch="", cols="", joins="", where="i.id = :i") + " LIMIT 1")
 
 
 def _pairs(values: list[str]) -> tuple[tuple[uuid.UUID, uuid.UUID | None], ...]:
@@ -468,16 +482,31 @@ def _pairs(values: list[str]) -> tuple[tuple[uuid.UUID, uuid.UUID | None], ...]:
     return tuple(out)
 
 
-def resolve_caller(session: Session, token: str, secret: str) -> AppCaller:
+def resolve_caller(
+    session: Session, token: str, secret: str, *, keyed: tuple[str | None, str | None] | None = None
+) -> AppCaller:
     """The installation behind a ``kbapp_...`` credential, with its switches as of now (one
     statement). Unknown, revoked, uninstalled or disabled: ``Unauthenticated``. Whether the
-    user is still active and a member is the permission service's question on every access."""
+    user is still active and a member is the permission service's question on every access.
+
+    ``keyed=(collection, key)``: the call is a keyed ``documents.upsert``; when the collection
+    is ``diary`` or ``keep`` the same statement also finds the document with that key (the
+    most common app write pays one round trip less, docs/apps.md#figures). Nothing is decided
+    from it here: ``documents_upsert`` still checks the grant and the place."""
     if not token or not token.startswith(TOKEN_PREFIX + "_"):
         raise Unauthenticated("not an app credential")
-    row = session.execute(_CALLER_SQL, {"h": hash_token(token)}).first()
+    builtin, key = keyed or (None, None)
+    if builtin in ("diary", "keep") and isinstance(key, str) and key == key.strip() and key:
+        row = session.execute(_CALLER_KEYED_SQL, {"h": hash_token(token), "b": builtin, "key": key}).first()
+    else:
+        row, builtin = session.execute(_CALLER_SQL, {"h": hash_token(token)}).first(), None
     if row is None:
         raise Unauthenticated("the app credential is invalid or revoked")
-    return caller_from_row(row, secret)
+    caller = caller_from_row(row, secret)
+    if builtin is not None:
+        found = row if row.k_id is not None else None
+        caller = replace(caller, keyed=(builtin, str(key), found))
+    return caller
 
 
 def caller_from_row(row: Any, secret: str) -> AppCaller:
