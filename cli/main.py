@@ -24,6 +24,7 @@ from cli.commands import (
     backup,
     dify,
     export,
+    facts,
     groups,
     importing,
     index,
@@ -60,7 +61,7 @@ def _root(
     """OpenKB: self-hosted Markdown knowledge base."""
 
 
-for _module in (system, users, groups, profiles, index, search, dify, importing, export, tokens, backup, apps):
+for _module in (system, users, groups, profiles, index, search, dify, importing, export, tokens, backup, apps, facts):
     _module.register(app)
 
 

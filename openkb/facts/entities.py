@@ -308,6 +308,38 @@ def access_entity(session: Session, principal: Principal, entity_id: uuid.UUID) 
     return live(session, tid, uid, entity_id)
 
 
+def user_entity_out(session: Session, ent: Entity) -> dict[str, Any]:
+    """The user's own view of an entity (ids, not refs: refs are per installation)."""
+    return {
+        "id": ent.id,
+        "kind": ent.kind,
+        "display_name": ent.display_name,
+        "identifiers": [{"kind": i["kind"], "value": i["value"]} for i in identifiers_of(session, ent.id)],
+    }
+
+
+def user_entities(
+    session: Session, principal: Principal, *, kind: str | None = None, query: str | None = None, limit: int = 200
+) -> list[dict[str, Any]]:
+    """The caller's live entities (``openkb entities list``), with their identifiers."""
+    uid, tid = _user(principal)
+    if kind is not None:
+        check_kind(kind)
+    return [user_entity_out(session, e) for e in list_for_user(session, tid, uid, kind, query=query, limit=limit)]
+
+
+def user_resolve(
+    session: Session, principal: Principal, identifiers: dict[str, Any], *, kind: str = "person"
+) -> Entity:
+    """The caller's own point lookup by identifier (``openkb entities resolve``); none is
+    ``NotFound`` with ``no entity``."""
+    uid, tid = _user(principal)
+    ent = find(session, tid, uid, check_kind(kind), clean_identifiers(identifiers))
+    if ent is None:
+        raise NotFound(f"no entity of kind {kind} with these identifiers")
+    return ent
+
+
 def create_entity(
     session: Session, principal: Principal, *, kind: str, display_name: str, identifiers: dict[str, str] | None = None
 ) -> Entity:

@@ -32,8 +32,10 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
+from openkb.accounts.users import access_admin, get_tenant
 from openkb.apps.strings import _LABELS, PREDICATE_ROOTS
-from openkb.errors import ValidationError
+from openkb.bootstrap import default_tenant
+from openkb.errors import NotFound, ValidationError
 from openkb.models import App, FactPredicate
 
 # (predicate, cardinality) of docs/facts.md#core-predicates; names come from the permission
@@ -210,6 +212,16 @@ def all_predicates(session: Session, tenant_id: uuid.UUID) -> list[Pred]:
         select(FactPredicate).where(col(FactPredicate.tenant_id) == tenant_id).order_by(col(FactPredicate.predicate))
     ).all()
     return [_pred(r) for r in rows]
+
+
+def operator_predicates(session: Session, operator: Any, tenant: str | None = None) -> list[Pred]:
+    """A tenant's vocabulary (default: the default tenant) for an administrator of it
+    (``openkb facts predicates``, docs/facts.md#cli)."""
+    scope = access_admin(session, operator)
+    t = get_tenant(session, tenant) if tenant else default_tenant(session)
+    if not scope.is_system_admin and scope.tenant_id != t.id:
+        raise NotFound(f"no tenant {tenant!r}")
+    return all_predicates(session, t.id)
 
 
 def _norm(s: str) -> str:
