@@ -17,9 +17,17 @@ Two more abuse guards live here because they need the whole body before the app 
   ``JSON_TOO_DEEP`` before any parser recurses into it (Python's parser raised
   ``RecursionError`` on deep input: a 500).
 
-Paths with their own, stricter bounded reader are left alone: ``/api/uploads`` (``max_upload_bytes``,
-``UPLOAD_TOO_LARGE``, streamed to the blob store) and Dify's ``/retrieval`` (256 KB, answered in
-Dify's own error shape).
+Paths that read their body themselves, as a stream with their own size bound, are not buffered
+here: ``/api/uploads`` and ``/api/import-jobs`` (``max_upload_bytes``, ``UPLOAD_TOO_LARGE``,
+streamed to the blob store) and Dify's ``/retrieval`` (256 KB, answered in Dify's own error
+shape). Their body is still bounded in time by the same rule (408 ``REQUEST_TIMEOUT``, connection
+closed), checked on each chunk as the route reads it: the body must have arrived within
+``body_timeout`` seconds plus the time its bytes take at ``STREAM_MIN_RATE`` (64 KiB/s), so a
+large upload over a slow link passes and a trickle does not (a 50 MB upload may take up to about
+14 minutes, below the API's idle-transaction bound in openkb/db.py). Trap: the route is already
+running when the deadline passes, so the refusal is sent from the wrapped ``receive`` and the
+route is unwound with :class:`_BodyTimedOut`, caught here (it must not reach the 500 handler,
+which would log a traceback).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ CODE = "PAYLOAD_TOO_LARGE"
 
 MAX_JSON_DEPTH = 64
 BODY_TIMEOUT_S = float(os.environ.get("REQUEST_BODY_TIMEOUT_SECONDS", "30") or 30)
+STREAM_MIN_RATE = 64 * 1024  # bytes/s a streamed body earns extra time at (module docstring)
+DIFY_PATHS = frozenset({"/retrieval", "//retrieval", "/retrieval/retrieval"})
 # what a depth scan looks at: an escape pair (skipped whole), a quote, a bracket
 _JSON_TOKENS = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)
 
@@ -80,8 +90,11 @@ class BodyLimitMiddleware:
         return BODY_TIMEOUT_S if self._body_timeout is None else self._body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["path"] in EXEMPT_PATHS:
+            await self._streamed(scope, receive, send)
             return
         limit = self.limit()
         length = _content_length(scope)
@@ -128,6 +141,54 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
+    async def _streamed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A route that reads its own body: pass the chunks through, bounded in time (module
+        docstring); after the last chunk ``receive`` is the server's own again."""
+        loop = asyncio.get_running_loop()
+        timeout = self.body_timeout
+        start = loop.time()
+        state = {"received": 0, "done": False, "started": False, "refused": False}
+
+        async def bounded_receive() -> Message:
+            if state["done"]:
+                return await receive()
+            left = start + timeout + state["received"] / STREAM_MIN_RATE - loop.time()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                msg = await asyncio.wait_for(receive(), timeout=left)
+            except TimeoutError:
+                if not state["started"]:
+                    state["refused"] = True
+                    detail = f"the request body did not arrive within {timeout:.0f} s (plus its size at 64 KiB/s)"
+                    extra = {"error_code": 2002, "error_msg": detail} if scope["path"] in DIFY_PATHS else {}
+                    await _refuse(send, 408, "REQUEST_TIMEOUT", detail, extra)
+                raise _BodyTimedOut from None
+            if msg["type"] != "http.request" or not msg.get("more_body", False):
+                state["done"] = True
+            state["received"] += len(msg.get("body", b""))
+            return msg
+
+        async def guarded_send(message: Message) -> None:
+            if state["refused"]:
+                return  # the 408 is the answer; whatever the unwinding route sends is dropped
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, bounded_receive, guarded_send)
+        except _BodyTimedOut:
+            return
+        except Exception:
+            if state["refused"]:
+                return  # the route turned the unwinding into its own error: the 408 stands
+            raise
+
+
+class _BodyTimedOut(Exception):
+    """Unwinds a route whose streamed body passed its deadline (the 408 is already sent)."""
+
 
 def _content_length(scope: Scope) -> int | None:
     for k, v in scope["headers"]:
@@ -150,8 +211,9 @@ def _is_json(scope: Scope) -> bool:
     return False
 
 
-async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
-    body = json.dumps({"error": code, "detail": detail}).encode()
+async def _refuse(send: Send, status: int, code: str, detail: str, extra: dict[str, Any] | None = None) -> None:
+    """``extra``: more fields (Dify's ``error_code``/``error_msg`` on its paths)."""
+    body = json.dumps({"error": code, "detail": detail, **(extra or {})}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -86,6 +86,53 @@ def test_a_slow_body_is_cut_off_with_408(stack, monkeypatch, no_tracebacks):
     assert httpx.post(stack.base + "/api/auth/login", json={"email": "a@b.c", "password": "x"}).status_code == 401
 
 
+def _stalled(base: str, head: bytes) -> tuple[bytes, bytes]:
+    """Send ``head`` (request line, headers and the first bytes of a body that claims more), then
+    nothing; return the answer's head and body (the server must answer without the rest)."""
+    u = urlparse(base)
+    with socket.create_connection((u.hostname, u.port), timeout=30) as sock:
+        sock.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    answer_head, _, body = data.partition(b"\r\n\r\n")
+    return answer_head, body
+
+
+def test_slow_bodies_of_routes_that_stream_their_body_are_cut_off_with_408(stack, monkeypatch, no_tracebacks):
+    """/api/uploads and Dify's /retrieval read their body themselves (not buffered by the body
+    guard); a trickling body still gets 408 REQUEST_TIMEOUT (Dify's path in Dify's shape too)."""
+    import server.body_limit as bl
+
+    monkeypatch.setattr(bl, "BODY_TIMEOUT_S", 1.0)
+    token = stack.world.c["owner"].headers["authorization"].encode()
+    head, body = _stalled(
+        stack.base,
+        b"POST /api/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: " + token + b"\r\n"
+        b"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 100000\r\n\r\n"
+        b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\n',
+    )
+    assert head.startswith(b"HTTP/1.1 408"), head + body[:300]
+    assert json.loads(body)["error"] == "REQUEST_TIMEOUT"
+    for path in (b"/retrieval", b"/retrieval/retrieval"):
+        head, body = _stalled(
+            stack.base,
+            b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n" + b'{"knowledge_id": ',
+        )
+        assert head.startswith(b"HTTP/1.1 408"), head + body[:300]
+        answer = json.loads(body)
+        assert answer["error"] == "REQUEST_TIMEOUT" and answer["error_code"] == 2002 and answer["error_msg"]
+    # bodies that arrive in time are read by the routes as before
+    r = stack.world.c["owner"].post("/api/uploads", files={"file": ("a.txt", b"hello", "text/plain")})
+    assert r.status_code in (201, 415), r.text  # stored, or refused for its type: read whole either way
+    r = httpx.post(stack.base + "/retrieval", json={"knowledge_id": "k", "query": "q"}, headers={"Authorization": "x"})
+    assert r.status_code == 403 and r.json()["error_code"] == 1001
+
+
 def test_login_guessing_stays_limited_across_a_restart(stack, no_tracebacks):
     """The counters live in PostgreSQL (openkb/ratelimit.py): a second app instance over the same
     database (a restarted or another replica's API) refuses the same guesser."""
