@@ -441,10 +441,21 @@ def code_span(value: str, ctx: frozenset[str]) -> str:
     return seq + value + seq
 
 
+# A line break inside inline math that the next line would turn into a block start. The editor
+# (mdast-util-math's inlineMath) writes such a break as a space: it cannot escape inside math.
+# The set is every ``atBreak`` unsafe pattern the editor's serializer holds (mdast-util-to-
+# markdown's unsafe.js, mdast-util-gfm-table's, mdast-util-math's); ``$`` is JS's end of input.
+_MATH_UNSAFE_BREAK = re.compile(
+    r"[\r\n](?=[\t ]*(?:[#=>\[_`~]|\d+\)|\d+\.(?:[ \t\r\n]|\Z)|\*[ \t\r\n*]|\+[ \t\r\n]"
+    r"|-[ \t\r\n:|-]|<[!/?A-Za-z]|\|[\t :-]|:-|\$\$))"
+)
+
+
 def inline_math(value: str) -> str:
     size = _fence_size(value, "$", _DOLLAR_RUNS)
     if _pad(value, "$"):
         value = " " + value + " "
+    value = _MATH_UNSAFE_BREAK.sub(" ", value)  # parity cases mk-597, mk-615
     return "$" * size + value + "$" * size
 
 

@@ -75,6 +75,24 @@ class Block:
 # --- tokens -> block tree ------------------------------------------------------------------
 
 
+def _ends_in_open_fence(item: Block) -> bool:
+    """The item's last line is inside a code fence or formula block left open, which runs to
+    the end of the item. markdown-it calls the list loose for that blank line; micromark sees
+    it as the fence's content, so the editor keeps the list tight (a closed fence ends on its
+    non-blank closing line). Parity cases mk-596, mk-605; also through a nested list's last item."""
+    if item.children and item.children[-1].kind == "list" and item.children[-1].children:
+        return _ends_in_open_fence(item.children[-1].children[-1])
+    last = item.children[-1].tok if item.children else None
+    return (
+        last is not None
+        and last.type in ("fence", "math_block")
+        and last.map is not None
+        and item.tok is not None
+        and item.tok.map is not None
+        and last.map[1] == item.tok.map[1]
+    )
+
+
 def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
     pos = 0
     n = len(tokens)
@@ -158,7 +176,9 @@ def _build(tokens: list[Token], lines: list[str]) -> list[Block]:
                             break
                     items.append(Block("item", item_tok, kids, (spread, checked)))
                 pos += 1  # list close
-                lspread = any(it.tok.map and blank(it.tok.map[1] - 1) for it in items[:-1])
+                lspread = any(
+                    it.tok.map and blank(it.tok.map[1] - 1) and not _ends_in_open_fence(it) for it in items[:-1]
+                )
                 ordered = t == "ordered_list_open"
                 start = 1
                 if ordered:

@@ -19,6 +19,7 @@ Choices that are not obvious:
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from typing import Any
 
@@ -26,12 +27,14 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_block.paragraph import paragraph as md_paragraph
 from markdown_it.rules_inline import StateInline
+from markdown_it.rules_inline import strikethrough as _strikethrough
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.dollarmath import index as _dollarmath_index
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
-from mdit_py_plugins.gfm_autolink._match import check_prev, match_any_email
+from mdit_py_plugins.gfm_autolink import index as _gfm_autolink_index
+from mdit_py_plugins.gfm_autolink._match import match_any_email
 
 __all__ = ["get_parser", "parse", "parse_with_env", "task_marker"]
 
@@ -58,6 +61,130 @@ def _is_escaped(state: StateInline, back_pos: int, mod: int = 0) -> bool:
 _dollarmath_index.is_escaped = _is_escaped  # the rule looks it up at call time
 
 
+def _prev_www(ch: str) -> bool:
+    """May a ``www.`` literal follow ``ch``? In the editor, micromark allows only blanks and
+    ``( * _ [ ] ~`` (cmark-gfm's set, the plugin's ``check_prev``), but mdast-util-gfm-autolink-
+    literal then links what is left in every text node after any Unicode blank, punctuation or
+    symbol: ``<www.x.org a>`` is a link after ``<`` (tests/markdown/test_parity.py)."""
+    return ch.isspace() or unicodedata.category(ch)[0] in "PS"
+
+
+def _email_prev_ok(ch: str) -> bool:
+    """May an e-mail literal's local part follow ``ch``? Both micromark (``previousEmail``) and
+    the mdast transform refuse only address characters before it; a ``/`` is fine
+    (``a/b@c.org`` links ``b@c.org``)."""
+    return not (ch.isascii() and (ch.isalnum() or ch in "+-._"))
+
+
+def _preceding_ok(state: StateInline, bscan_len: int) -> bool:
+    """The GFM plugin's check before a back-scanned ``http:``/``mailto:`` or e-mail local part,
+    with the editor's rules instead of cmark-gfm's (spec-autolinks-008: ``<https://x y>`` links
+    ``https://x``). ``http(s)://`` may follow anything but an ASCII letter (micromark's
+    ``previousProtocol``). ``mailto:``/``xmpp:`` never start a link: the editor keeps the scheme
+    as text and links the address after it (``mailto:<a@b.org>``), which the e-mail rule does."""
+    at = state.pos - bscan_len
+    if state.src[state.pos] == ":" and state.src[at : state.pos] not in ("http", "https"):
+        return False
+    if at <= 0:
+        return True
+    ch = state.src[at - 1]
+    if state.src[state.pos] == "@":
+        return _email_prev_ok(ch)
+    return not (ch.isascii() and ch.isalpha())
+
+
+# The plugin looks both up in its module at call time (as dollarmath's is_escaped above). Trap:
+# a plugin release that renames them silently brings cmark-gfm's narrower rule back; the parity
+# corpus (spec-autolinks-008) and tests/markdown/test_parity.py catch that.
+_gfm_autolink_index.check_prev = _prev_www
+_gfm_autolink_index._preceding_ok = _preceding_ok
+
+_DOUBLE_TILDE = 0x7E7E
+
+
+def _tilde_tokenize(state: StateInline, silent: bool) -> bool:
+    """markdown-it's strikethrough, with ``~~`` runs given a marker of their own while pairs are
+    balanced. Like micromark, a ``~`` pairs only with a ``~`` and ``~~`` with ``~~``: markdown-it
+    paired ``~`` with ``~~`` and only then dropped the pair for its width, so the later ``~`` that
+    micromark closes with went unmatched (``~x~~ a~b`` is struck through "x~~ a" in the editor;
+    parity case mk-590)."""
+    n = len(state.delimiters)
+    if not _strikethrough.tokenize(state, silent):
+        return False
+    for d in state.delimiters[n:]:
+        if state.tokens[d.token].content == "~~":
+            d.marker = _DOUBLE_TILDE
+    return True
+
+
+def _tilde_post_process(state: StateInline) -> None:
+    """Give ``~~`` its tilde marker back (pairs are balanced by now), then markdown-it's pass."""
+    lists = [state.delimiters, *(m["delimiters"] for m in state.tokens_meta if m and "delimiters" in m)]
+    for delimiters in lists:
+        for d in delimiters:
+            if d.marker == _DOUBLE_TILDE:
+                d.marker = 0x7E
+    _strikethrough.postProcess(state)
+
+
+# mdast-util-gfm-autolink-literal's e-mail pattern, which the editor runs over every text node
+# after parsing (JS ``\w`` is ASCII); a domain ending in a digit, ``-`` or ``_`` is no address.
+_EDITOR_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9_+\-.])(?<!mailto:)(?<!xmpp:)([A-Za-z0-9_+\-.]+)@([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+)"
+)
+_LABEL_END = re.compile(r"[\d\-_]\Z")
+
+
+def _email_in_text(state: Any) -> None:
+    """Link the e-mail addresses the GFM rules left in text, as the editor's tree transform does.
+
+    The inline rule sees source characters, so an escape inside an address hides it
+    (``<foo\\+@bar.example.com>``, ``first\\_last@x.org``); the editor links the decoded text
+    node (parity case spec-autolinks-012). Runs after ``text_join``, when a text token holds
+    what an mdast text node holds; text inside links is left alone, as the transform does.
+    """
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        out: list[Token] = []
+        depth = 0
+        changed = False
+        for tok in block.children:
+            if tok.type == "link_open":
+                depth += 1
+            elif tok.type == "link_close":
+                depth -= 1
+            if tok.type != "text" or depth or "@" not in tok.content:
+                out.append(tok)
+                continue
+            text, at = tok.content, 0
+            for m in _EDITOR_EMAIL.finditer(text):
+                if _LABEL_END.search(m.group(2)):
+                    continue
+                if m.start() > at:
+                    out.append(_text(text[at : m.start()]))
+                link = Token("link_open", "a", 1)
+                link.attrs = {"href": "mailto:" + m.group(0)}
+                link.markup, link.info = "autolink", "auto"
+                close = Token("link_close", "a", -1)
+                close.markup, close.info = "autolink", "auto"
+                out += [link, _text(m.group(0)), close]
+                at = m.end()
+                changed = True
+            if at == 0:
+                out.append(tok)
+            elif at < len(text):
+                out.append(_text(text[at:]))
+        if changed:
+            block.children = out
+
+
+def _text(content: str) -> Token:
+    tok = Token("text", "", 0)
+    tok.content = content
+    return tok
+
+
 def _identity(url: str) -> str:
     return url
 
@@ -82,7 +209,7 @@ def _underscore_in_email(state: StateInline, silent: bool) -> bool:
     start = pos - len(tail)
     if state.src[start:pos] != tail:  # an escape or another rule changed what pending holds
         return False
-    if start > 0 and not check_prev(state.src[start - 1]):
+    if start > 0 and not _email_prev_ok(state.src[start - 1]):
         return False
     if match_any_email(state.src[start : state.posMax], 0, None) is None:
         return False
@@ -99,6 +226,8 @@ def get_parser() -> MarkdownIt:
     # Task checkboxes are NOT markdown-it's tasklists: it block-parses what follows `[ ]`
     # (`- [ ] # x` becomes a heading), micromark keeps it paragraph text. See task_marker().
     md.options["strikethrough_single_tilde"] = True
+    md.inline.ruler.at("strikethrough", _tilde_tokenize)
+    md.inline.ruler2.at("strikethrough", _tilde_post_process)
     # Keep destinations as written (decoded, not percent-encoded): mdast stores them so and
     # Milkdown writes them back so. Unsafe schemes are neutralised at render time instead.
     md.normalizeLink = _identity  # type: ignore[method-assign]
@@ -106,6 +235,7 @@ def get_parser() -> MarkdownIt:
     md.validateLink = _accept  # type: ignore[method-assign]
     md.use(gfm_autolink_plugin)
     md.inline.ruler.before("emphasis", "underscore_in_email", _underscore_in_email)
+    md.core.ruler.after("text_join", "email_in_text", _email_in_text)
     md.use(footnote_plugin, inline=False, move_to_end=False)
     md.use(
         dollarmath_plugin,

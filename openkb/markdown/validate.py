@@ -235,11 +235,17 @@ def _nested_marks(tok: Token, src: _Src, issues: list[DialectIssue]) -> None:
             depth[closers[t]] = max(0, depth.get(closers[t], 0) - 1)
 
 
-def _split_row(line: str) -> int:
-    """Cells in one GFM table row as micromark counts them (only ``\\|`` does not split)."""
+def _unquoted(line: str) -> str:
+    """A table row's text without its indentation and the ``>`` markers of quotes around it."""
     text = line.strip()
     while text.startswith(">"):
         text = text[1:].strip()
+    return text
+
+
+def _split_row(line: str) -> int:
+    """Cells in one GFM table row as micromark counts them (only ``\\|`` does not split)."""
+    text = _unquoted(line)
     cells, i, n = 1, 0, len(text)
     if text.startswith("|"):
         i = 1
@@ -263,8 +269,14 @@ def _line(src: _Src, line0: int) -> str:
 
 def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIssue]) -> None:
     """A body row with more cells than the header: markdown-it drops the extra cells, the
-    editor adds a column for them. Refused so neither side loses or invents a cell."""
+    editor adds a column for them. Refused so neither side loses or invents a cell.
+
+    Also a body row without a leading pipe right after a row with fewer cells than the header:
+    the editor (micromark) then starts that row with an empty cell and shifts the others right
+    (``| a | b | c |`` / ``| x |`` / ``y | z |``); markdown-it does not (parity case mk-594).
+    """
     header = 0
+    short = False  # the previous body row had fewer cells than the header
     j = idx + 1
     in_head = True
     table_map = tokens[idx].map
@@ -290,7 +302,8 @@ def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIs
             start = src.line_start(line0)
             stop = src.text.find("\n", start)
             row = src.text[start : stop if stop >= 0 else len(src.text)]
-            if _split_row(row) > header:
+            cells = _split_row(row)
+            if cells > header:
                 line, col = _first_char(src, line0)
                 issues.append(
                     DialectIssue(
@@ -302,6 +315,19 @@ def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIs
                     )
                 )
                 return
+            if short and not _unquoted(row).startswith("|"):
+                line, col = _first_char(src, line0)
+                issues.append(
+                    DialectIssue(
+                        "table",
+                        line,
+                        col,
+                        "start this table row with `|`: after a row with fewer cells than the header "
+                        "the editor would read an empty first cell and shift this row's cells right",
+                    )
+                )
+                return
+            short = cells < header
         j += 1
 
 

@@ -77,3 +77,14 @@ def test_parity_rate() -> None:
 )
 def test_underscore_inside_an_email_literal(md: str, expected: str) -> None:
     assert normalize(md) == expected
+
+
+def test_row_without_a_leading_pipe_after_a_short_row_is_refused() -> None:
+    # mk-594: micromark starts such a row with an empty cell and shifts its cells right
+    md = "| a | b | c |\n| --- | --- | --- |\n| x | y |\nb | q |\n"
+    [issue] = [i for i in validate(md) if i.severity == "error"]
+    assert (issue.feature, issue.line, issue.column) == ("table", 4, 1)
+    assert "start this table row with `|`" in issue.message
+    # a leading pipe, or a full row before it, is fine (both read it the same way)
+    assert not validate("| a | b | c |\n| --- | --- | --- |\n| x | y |\n| b | q |\n")
+    assert not validate("| a | b | c |\n| --- | --- | --- |\n| x | y | z |\nb | q |\n")
