@@ -432,7 +432,8 @@ class DocumentOut(Out):
     version_no: int | None
     markdown: str | None
     metadata: dict[str, Any]
-    index_status: str
+    index_status: str = Field(description="pending (the latest save is not searchable yet), indexed or failed")
+    index_error: str | None = Field(None, description="why the last index run failed (index_status failed)")
     tags: list[str]
     path: list[PathItem] | None = None
     permission_mode: str
@@ -457,6 +458,7 @@ class SaveOut(Out):
     version_id: uuid.UUID
     version_no: int
     markdown_hash: str
+    index_status: str = Field(description="the page's index status after this save (pending until it is searchable)")
 
 
 class VersionSummary(Out):

@@ -3897,7 +3897,15 @@ export interface components {
              * Format: uuid
              */
             id: string;
-            /** Index Status */
+            /**
+             * Index Error
+             * @description why the last index run failed (index_status failed)
+             */
+            index_error?: string | null;
+            /**
+             * Index Status
+             * @description pending (the latest save is not searchable yet), indexed or failed
+             */
             index_status: string;
             /**
              * Knowledge Base Id
@@ -5481,6 +5489,11 @@ export interface components {
              * Format: uuid
              */
             document_id: string;
+            /**
+             * Index Status
+             * @description the page's index status after this save (pending until it is searchable)
+             */
+            index_status: string;
             /** Markdown Hash */
             markdown_hash: string;
             /**
