@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from openkb.apps import quotas
+from openkb.apps import plaintext, quotas
 from openkb.apps import reach as RC
 from openkb.apps import refs as R
 from openkb.apps.registry import AppCaller, check_source_uri
@@ -52,6 +52,7 @@ from openkb.permissions import (
 from openkb.permissions.rules import KbAction
 
 MAX_COLLECTION_DEPTH = 5  # the top-level collection is level 1
+INDEX_ONLY = "indexOnly"  # meta key of a text + sourceUri document (set by OpenKB only)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -297,22 +298,27 @@ def documents_upsert(
     the quota). ``ref`` -> update that document. Neither -> a new document.
 
     ``text`` + ``sourceUri``: imported content whose original lives at an http(s) URL on the
-    installation's allowed hosts; the URL is kept in ``meta.sourceUri``."""
+    installation's allowed hosts; the URL is kept in ``meta.sourceUri`` and ``meta.indexOnly``
+    is true. The text is plain text, indexed as it is (``openkb.apps.plaintext``: never read as
+    Markdown, so HTML or ``$`` in it are just characters); ``documents.get`` gives it back as
+    ``text`` with its ``sourceUri``."""
     if (origin is not None or source is not None) and not caller.has("origin.override"):
         raise RC.missing("origin.override")
+    if meta is not None and INDEX_ONLY in meta:
+        raise ValidationError(f"meta.{INDEX_ONLY} is set by OpenKB (send text and sourceUri)", field="meta")
+    written = len(text_ if text_ is not None else body or "") + len(title or "")
     if text_ is not None:
         if body is not None:
             raise ValidationError("give body or text, not both", field="text")
         if source_uri is None:
             raise ValidationError("text needs a sourceUri", field="sourceUri")
-        meta = {**(meta or {}), "sourceUri": check_source_uri(caller, source_uri)}
-        body = text_
+        meta = {**(meta or {}), "sourceUri": check_source_uri(caller, source_uri), INDEX_ONLY: True}
+        body = plaintext.to_markdown(text_)
     elif source_uri is not None:
         raise ValidationError("sourceUri goes with text", field="sourceUri")
     if ref is not None and (key is not None or collection is not None):
         raise ValidationError("give ref alone, or collection with an optional key", field="ref")
     actor = actor_for(caller, run_id)
-    written = len(body or "") + len(title or "")
     if ref is not None:
         return _update_by_ref(session, caller, actor, ref, title, body, meta, written, settings)
     if collection is None:
@@ -353,6 +359,8 @@ def documents_upsert(
                 raise RC.missing("changes.manage")
     else:
         res = write()
+    if meta is None and res.status != "created":
+        _refuse_markdown_over_text(res.document.meta, body)
     if res.status == "created":  # the charge records the writer too (one statement)
         quotas.charge(session, caller, written, settings, writer_of=_writer_of(caller, res.document.id, origin, source))
     elif res.status != "unchanged":
@@ -394,6 +402,8 @@ def _update_by_ref(
     loc = RC.locate(session, [doc_id])[doc_id]
     RC.check(caller, "write", loc.knowledge_base_id, loc.chain)
     doc = acc.document
+    if meta is None:
+        _refuse_markdown_over_text(doc.meta, body)
     cur = current_version(session, doc)
     text_ = body if body is not None else (cur.markdown if cur else "")  # no body: keep it
 
@@ -468,8 +478,24 @@ def _doc_out(session: Session, caller: AppCaller, loc: RC.Loc, doc: Any, *, body
     }
     if body:
         cur = current_version(session, doc)
-        out["body"] = cur.markdown if cur else ""
+        if is_index_only(doc.meta):  # the text it was given, not Markdown (docs/apps.md#api)
+            out["text"] = plaintext.from_markdown(cur.markdown if cur else "")
+            out["sourceUri"] = doc.meta["sourceUri"]
+        else:
+            out["body"] = cur.markdown if cur else ""
     return out
+
+
+def _refuse_markdown_over_text(meta: dict[str, Any] | None, body: str | None) -> None:
+    """A ``body`` (Markdown) without ``meta`` on an index-only document would leave it marked
+    index-only around Markdown; it is rewritten with ``text`` (or with ``meta`` to make it an
+    ordinary page). ``meta is None`` at the caller: a text write always carries its meta."""
+    if body is not None and is_index_only(meta):
+        raise ValidationError("this document is index-only: send text and sourceUri (or a new meta)", field="body")
+
+
+def is_index_only(meta: dict[str, Any] | None) -> bool:
+    return bool(meta) and meta.get(INDEX_ONLY) is True and isinstance(meta.get("sourceUri"), str)  # type: ignore[union-attr]
 
 
 def documents_get(
@@ -679,7 +705,7 @@ def search(
                 "document": caller.ref(R.DOCUMENT, did),
                 "title": h.title,
                 "collection": coll_ref(caller, kb_id, folder),
-                "text": h.content,
+                "text": plaintext.from_markdown(h.content) if is_index_only(h.metadata) else h.content,
                 "locator": {"headingPath": h.heading_path},
                 "meta": h.metadata,
                 "score": h.score,
@@ -753,7 +779,9 @@ def _recent(
                 "document": caller.ref(R.DOCUMENT, r.id),
                 "title": r.title,
                 "collection": coll_ref(caller, kb_id, folder),
-                "text": (r.markdown or "")[:1000],
+                "text": (plaintext.from_markdown(r.markdown or "") if is_index_only(r.metadata) else r.markdown or "")[
+                    :1000
+                ],
                 "locator": None,
                 "meta": r.metadata or {},
             }
