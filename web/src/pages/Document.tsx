@@ -27,6 +27,82 @@ import { navigate, paths, setLeaveGuard, type Route } from '../lib/router'
 import { headings } from '../lib/tree'
 
 const DEBOUNCE_MS = 800
+// index status polling while a save is not searchable yet: first look after 1 s, then 1.5x
+// longer each time up to 5 s (an index job takes a second or two on an idle appliance)
+const INDEX_POLL_FIRST_MS = 1000
+const INDEX_POLL_MAX_MS = 5000
+
+interface IndexState {
+  status: string // pending | indexed | failed
+  error?: string | null
+}
+
+/**
+ * The page's own index status (docs/web.md#the-document-page): whether its latest save is
+ * searchable. While it is pending, GET the document now and then until it is indexed or failed.
+ * Never while the tab is hidden (a background tab must not keep the server busy); looking at
+ * the tab again resumes from the short delay. `saved` restarts the watch after a save.
+ * Trap: a look can still be in flight when the tab hides or a save restarts the watch; its
+ * answer is dropped (`stopped`), so an old "indexed" never overwrites the new save's "pending".
+ */
+function useIndexStatus(docId: string, initial: IndexState) {
+  const [idx, setIdx] = useState<IndexState>(initial)
+  const [round, setRound] = useState(0)
+  useEffect(() => {
+    if (idx.status !== 'pending') return
+    let stopped = false
+    let delay = INDEX_POLL_FIRST_MS
+    let timer: number | undefined
+    let looking = false
+    const look = async () => {
+      timer = undefined
+      if (stopped || document.visibilityState === 'hidden') return // resumed by onVisible
+      looking = true
+      try {
+        const d = await api.document(docId)
+        if (stopped) return
+        if (d.index_status !== 'pending') {
+          setIdx({ status: d.index_status, error: d.index_error })
+          return
+        }
+      } catch {
+        // a failed look is not a failed index: keep watching
+      } finally {
+        looking = false
+      }
+      if (stopped) return
+      delay = Math.min(delay * 1.5, INDEX_POLL_MAX_MS)
+      timer = window.setTimeout(() => void look(), delay)
+    }
+    const onVisible = () => {
+      if (document.visibilityState !== 'visible' || stopped || looking || timer !== undefined) return
+      delay = INDEX_POLL_FIRST_MS
+      timer = window.setTimeout(() => void look(), 0)
+    }
+    timer = window.setTimeout(() => void look(), delay)
+    document.addEventListener('visibilitychange', onVisible)
+    return () => {
+      stopped = true
+      window.clearTimeout(timer)
+      document.removeEventListener('visibilitychange', onVisible)
+    }
+  }, [docId, idx.status, round])
+  const set = (next: IndexState) => {
+    setIdx(next)
+    setRound((r) => r + 1)
+  }
+  return [idx, set] as const
+}
+
+function IndexBadge({ idx }: { idx: IndexState }) {
+  const label = idx.status === 'pending' ? t('indexPending') : idx.status === 'failed' ? t('indexFailed') : t('indexIndexed')
+  const hint = idx.status === 'pending' ? t('indexPendingHint') : idx.status === 'failed' ? idx.error || undefined : undefined
+  return (
+    <span class={`index-state ${idx.status}`} aria-live="polite" data-index-status={idx.status} title={hint}>
+      {label}
+    </span>
+  )
+}
 
 type SaveState = 'saved' | 'dirty' | 'saving' | 'failed' | 'conflict'
 type Mode = 'read' | 'edit' | 'source'
@@ -81,6 +157,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const [panel, setPanel] = useState<'history' | 'share' | 'delete' | null>(null)
   const [moreOpen, setMoreOpen] = useState(false)
   const [saves, setSaves] = useState(0) // successful saves on this page (data-saves: tests and scripts wait on it)
+  const [idx, setIdx] = useIndexStatus(doc.id, { status: doc.index_status, error: doc.index_error })
 
   const base = useRef<Base>({ versionId: doc.current_version_id, markdown: doc.markdown ?? '', title: doc.title })
   const latest = useRef({ markdown: doc.markdown ?? '', title: doc.title })
@@ -124,6 +201,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       base.current = { versionId: res.version_id, markdown: md, title: ti }
       inFlight.current = false
       setSaves((n) => n + 1)
+      setIdx({ status: res.index_status })
       invalidate(`tree:${kbId}`)
       if (latest.current.markdown !== md || (latest.current.title.trim() || t('untitled')) !== ti) {
         setSave('dirty')
@@ -264,6 +342,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       // the server stores the normalized form: show what was stored
       const fresh = await api.document(doc.id)
       replaceText(fresh.markdown ?? '', res.version_id, fresh.title)
+      setIdx({ status: fresh.index_status, error: fresh.index_error })
       setMode('edit')
     } catch (e) {
       if (e instanceof ApiError && e.code === 'VERSION_CONFLICT') {
@@ -342,6 +421,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             ) : (
               <span class="muted">{t('readOnly')}</span>
             )}
+            {doc.type === 'page' ? <IndexBadge idx={idx} /> : null}
             <span class="spacer" />
             {doc.capabilities?.includes('share') || doc.capabilities?.includes('manage') ? (
               <button type="button" onClick={() => setPanel('share')}>
@@ -428,6 +508,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
               type="button"
               onClick={() => {
                 replaceText(conflict.markdown ?? '', conflict.current_version_id, conflict.title)
+                setIdx({ status: conflict.index_status, error: conflict.index_error })
                 setConflict(null)
               }}
             >
@@ -456,6 +537,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
           onRestored={async () => {
             const fresh = await api.document(doc.id)
             replaceText(fresh.markdown ?? '', fresh.current_version_id, fresh.title)
+            setIdx({ status: fresh.index_status, error: fresh.index_error })
             setPanel(null)
           }}
         />
