@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from sqlalchemy import text
+
 from openkb.facts import entities as E
 from openkb.permissions import Principal
 from tests.factories import make_tenant, make_user
@@ -25,8 +27,16 @@ def test_facts_and_entities_commands(db_env, committed):  # noqa: ANN001, F811 -
         zs = E.create_entity(s, me, kind="person", display_name="张三", identifiers={"email": "ZhangSan@acme.nl"})
         li = E.create_entity(s, me, kind="person", display_name="李四", identifiers={"name": "李四"})
         s.commit()
-        who, slug, zid, lid = ["--user", u.email], t.slug, str(zs.id), str(li.id)
+        who, slug, zid, lid, tid = ["--user", u.email], t.slug, str(zs.id), str(li.id), t.id
+    try:
+        _commands(db_env, who, slug, zid, lid)
+    finally:  # other modules count facts and entities database-wide: leave none behind
+        with committed() as s:
+            s.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tid})
+            s.commit()
 
+
+def _commands(db_env, who: list[str], slug: str, zid: str, lid: str) -> None:  # noqa: ANN001, F811
     put = _json(run(["facts", "set", "location.home.city", "Utrecht", *who, "--json"], env=db_env))
     assert put["status"] == "applied" and put["predicate"] == "location.home.city"
     listed = _json(run(["facts", "list", *who, "--prefix", "location", "--json"], env=db_env))
