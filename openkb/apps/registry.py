@@ -496,7 +496,9 @@ def resolve_caller(
     if not token or not token.startswith(TOKEN_PREFIX + "_"):
         raise Unauthenticated("not an app credential")
     builtin, key = keyed or (None, None)
-    if builtin in ("diary", "keep") and isinstance(key, str) and key == key.strip() and key:
+    # only a key the write will accept as it is (stripped, no NUL: PostgreSQL refuses NUL in a
+    # parameter, and the write's own check must be the one that answers)
+    if builtin in ("diary", "keep") and isinstance(key, str) and key and key == key.strip() and "\x00" not in key:
         row = session.execute(_CALLER_KEYED_SQL, {"h": hash_token(token), "b": builtin, "key": key}).first()
     else:
         row, builtin = session.execute(_CALLER_SQL, {"h": hash_token(token)}).first(), None

@@ -9,7 +9,7 @@ import pytest
 from openkb.apps import knowledge as K
 from openkb.apps import quotas, registry
 from openkb.apps import reach as RC
-from openkb.errors import KnowledgePermissionMissing
+from openkb.errors import KnowledgePermissionMissing, ValidationError
 from tests.apps.conftest import SECRET, AppWorld
 
 
@@ -71,3 +71,12 @@ def test_a_folded_keyed_write_keeps_every_rule(aw: AppWorld) -> None:
     loc = RC.locate_key(aw.db, aw.caller().keep_kb_id, "n")
     assert loc is not None and loc.writer == aw.installation_id
     assert quotas.usage(aw.db, aw.installation_id)["writes"] == 2  # created + updated; unchanged is free
+
+
+def test_a_key_the_write_refuses_is_refused_by_the_write(aw: AppWorld) -> None:
+    c = aw.grant("collections.write:keep")
+    for bad in ("a\x00b", " padded "):
+        kc = _keyed(aw, "keep", bad)  # not looked for in the credential's statement
+        assert kc.keyed is None and kc.grants == c.grants
+    with pytest.raises(ValidationError):
+        K.documents_upsert(aw.db, _keyed(aw, "keep", "a\x00b"), collection="keep", key="a\x00b", title="t", body="b")
