@@ -27,6 +27,7 @@ from openkb.errors import AlreadyRunning, ConfigError, ServiceUnavailable
 from openkb.runtime.embedded import EmbeddedServices, http_ok, milvus_ready, spawn, stop_process
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
 from openkb.runtime.supervision import (
+    PARTS_FILE,
     Child,
     PopenChild,
     PostgresChild,
@@ -153,7 +154,9 @@ class Supervisor:
             # outside this ``try`` (that left PostgreSQL running and exited 143 instead of 0).
             for sig in STOP_SIGNALS:
                 signal.signal(sig, self._flag_stop)
-            write_record(self.home, "up", {"url": self.url, "children": {k: p.pid for k, p in self.children.items()}})
+            # Child pids change with every restart: the record names the file that is kept current
+            # (run/parts.json, openkb.runtime.supervision) instead of listing start-up pids.
+            write_record(self.home, "up", {"url": self.url, "parts": str(self.home.run_dir / PARTS_FILE)})
         except BaseException:
             self.stop()
             raise

@@ -126,6 +126,9 @@ def test_after_kill_9_of_up_and_its_watchdog_the_next_up_stops_the_orphan(up_hom
     second = start_up(env, _free_port())
     try:
         wait_ready(second, int(second.args[-1]), home)
+        up = read_record(Home(home), "up")  # names the current view, not start-up pids that go stale
+        assert up is not None and "children" not in up, up
+        assert up["parts"] == str(home / "run" / "parts.json") and Path(up["parts"]).exists()
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(120)
