@@ -38,14 +38,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import multiprocessing
 import posixpath
 import re
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -59,9 +57,10 @@ from openkb.content.documents import trash_document
 from openkb.content.upsert import KeyedBatch, KeyedItem, upsert_by_key
 from openkb.errors import OpenKBError, PermissionDenied
 from openkb.importing.links import fill, rewrite
-from openkb.importing.prepare import Prepared, prepare_bytes, prepare_many
+from openkb.importing.prepare import Prepared, prepare_bytes
 from openkb.importing.sniff import sniff
 from openkb.importing.sources import Entry, Source
+from openkb.importing.worker import Workers
 from openkb.models import Document, DocumentAsset
 from openkb.permissions import Action, KbAction, Principal, access_knowledge_base
 from openkb.storage import BlobStore
@@ -150,19 +149,11 @@ def _prepare_entry(entry: Entry, nonce: str) -> Prepared:
     return prepare_bytes(entry.rel, data, nonce=nonce)
 
 
-def _worker_context() -> multiprocessing.context.BaseContext:
-    """Never fork this process (it holds database and gRPC handles). A fork server is a fresh
-    process that imports the caller's ``__main__`` (the CLI, a bench script) and
-    ``importing.prepare`` once, and forks each worker from there (it lives as long as this
-    process; later imports reuse it). Trap: a worker still runs ``__main__``'s top level again
-    (multiprocessing's rule), but its imports are already loaded, so it starts in a fraction of
-    a second instead of the seconds a spawned one takes on a busy machine; ``_prepare_all``
-    works on the tasks itself meanwhile."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["__main__", "openkb.importing.prepare"])
-        return ctx
-    return multiprocessing.get_context("spawn")
+# a task is a few files, one round trip to a worker each: up to 16 Markdown/text files (each a
+# few milliseconds of work), fewer of the kinds that take a converter (each weighs 8), so the
+# last task to finish is short and no process waits long at the end
+_TASK_WEIGHT = 16
+_LIGHT = (".md", ".markdown", ".txt", ".text", ".png", ".jpg", ".jpeg", ".gif", ".webp")  # images: sniffed only
 
 
 def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None], nonce: str) -> list[Prepared]:
@@ -172,19 +163,12 @@ def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str]
             report(i, e.size, e.rel)
             out[i] = _prepare_entry(e, nonce)
         return [p for p in out if p is not None]
-    # a task is a few files (one pickling round trip each), a few tasks per worker to balance
-    per_task = max(1, min(16, len(files) // (jobs * 8)))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context()) as pool:
-        tasks: list[tuple[list[int], Any]] = []
-        todo: list[tuple[int, str, bytes]] = []
-        data_of: dict[int, bytes] = {}
-
-        def submit() -> None:
-            if todo:
-                fut = pool.submit(prepare_many, [(rel, data) for _i, rel, data in todo], nonce)
-                tasks.append(([i for i, _r, _d in todo], fut))
-                todo.clear()
-
+    # a few tasks per worker to balance, however the files are sized
+    cap = max(1, min(_TASK_WEIGHT, len(files) // (jobs * 8)))
+    tasks: list[list[int]] = []
+    weight = 0
+    with Workers(jobs) as pool:  # the workers start now; the files are read meanwhile
+        items: dict[int, tuple[str, bytes]] = {}
         for i, e in enumerate(files):
             if e.error is not None or e.read is None:
                 out[i] = _prepare_entry(e, nonce)
@@ -194,30 +178,24 @@ def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str]
             except OpenKBError as exc:
                 out[i] = Prepared(e.rel, e.size, error=exc.detail, code=exc.code)
                 continue
-            todo.append((i, e.rel, data))
-            data_of[i] = data
-            if len(todo) >= per_task:
-                submit()
-        submit()
-        # the workers start slowly (each imports the caller's __main__ again: multiprocessing's
-        # rule): meanwhile this process takes tasks from the end, as long as none started there
-        local: dict[int, list[Prepared]] = {}
+            w = 1 if e.rel.lower().endswith(_LIGHT) else 8
+            if not tasks or weight + w > cap:
+                tasks.append([])
+                weight = 0
+            tasks[-1].append(i)
+            weight += w
+            items[i] = (e.rel, data)
         done = 0
-        for n in range(len(tasks) - 1, 0, -1):
-            idxs, fut = tasks[n]
-            if not fut.cancel():
-                break
-            for i in idxs:  # progress as this process goes (files in the order it takes them)
+
+        def finished(n: int, results: list[Prepared]) -> None:
+            nonlocal done
+            for i, p in zip(tasks[n], results):
+                out[i] = p
+                items.pop(i, None)  # the bytes are not needed any more
                 report(done, files[i].size, files[i].rel)
                 done += 1
-            local[n] = prepare_many([(files[i].rel, data_of[i]) for i in idxs], nonce)
-        for n, (idxs, fut) in enumerate(tasks):
-            for i, p in zip(idxs, local[n] if n in local else fut.result()):
-                out[i] = p
-            if n not in local:
-                for i in idxs:
-                    report(done, files[i].size, files[i].rel)
-                    done += 1
+
+        pool.run([[items[i] for i in idxs] for idxs in tasks], nonce, finished)
     return [p for p in out if p is not None]
 
 
