@@ -40,6 +40,7 @@ _REF = re.compile(
 _ANY = re.compile(r"(?:openkb://document/|asset://)[0-9a-fA-F-]{36}")
 _FENCE = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*(`{3,}|~{3,}|\${2,})(.*)$", re.M)
 _RUNS = re.compile(r"`+")
+_SCHEMES = ("openkb://document/", "asset://")
 _DOLLARS = re.compile(r"\$+")
 
 
@@ -56,61 +57,60 @@ def rewrite_links(body: str, resolve: Resolve) -> str:
 
 def fast_rewrite(body: str, resolve: Resolve) -> str | None:
     """The textual replacement, or None when it might differ from the parse. Only references
-    that ``resolve`` maps matter: the others stay as they are whichever way they are read."""
-    simple = {m.start(1): m for m in _REF.finditer(body)}
-    for o in _ANY.finditer(body):
-        if o.start() not in simple and resolve(o.group(0)) is not None:
-            return None  # a reference definition, an autolink, an escaped or bracketed form...
-    fenced: list[tuple[int, int]] | None = []
-    if "```" in body or "~~~" in body or "$$" in body:
-        fenced = _fenced(body)
-        if fenced is None:
-            return None
-    line_starts: list[int] | None = None
+    that ``resolve`` maps matter: the others stay as they are whichever way they are read.
+
+    Cost: one ``str.find`` scan per scheme; the context checks (fences, code spans, brackets)
+    run only around the references that resolve, on their own line and paragraph."""
+    hits: list[tuple[int, int, str]] = []  # (start, end, new destination) of simple references
+    fenced: list[tuple[int, int]] | None = None
+    for scheme in _SCHEMES:
+        i = body.find(scheme)
+        while i >= 0:
+            o = _ANY.match(body, i)
+            nxt = body.find(scheme, i + len(scheme))
+            if o is not None and resolve(o.group(0)) is not None:
+                m = _REF.match(body, i - 2) if i >= 2 else None
+                if m is None or m.start(1) != i:
+                    return None  # a reference definition, an autolink, an escaped or bracketed form...
+                new = resolve(m.group(1))
+                if new is not None:
+                    if fenced is None:
+                        fenced = _fenced(body) if ("```" in body or "~~~" in body or "$$" in body) else []
+                        if fenced is None:
+                            return None
+                    if any(a <= i - 2 < b for a, b in fenced) or not _plain_link(body, i - 2):
+                        return None
+                    hits.append((i, m.end(1), new))
+            i = nxt
+    if not hits:
+        return body
+    hits.sort()
     out: list[str] = []
     pos = 0
-    for m in simple.values():
-        new = resolve(m.group(1))
-        if new is None:
-            continue
-        if line_starts is None:
-            line_starts = _line_starts(body)
-        line_no = _line_of(line_starts, m.start())
-        if any(a <= m.start() < b for a, b in fenced) or not _plain_link(body, line_starts, line_no, m.start()):
-            return None
-        out.append(body[pos : m.start(1)])
+    for start, end, new in hits:
+        out.append(body[pos:start])
         out.append(destination(new))
-        pos = m.end(1)
+        pos = end
     out.append(body[pos:])
     return "".join(out)
 
 
-def _line_starts(body: str) -> list[int]:
-    starts = [0]
-    i = body.find("\n")
-    while i >= 0:
-        starts.append(i + 1)
-        i = body.find("\n", i + 1)
-    return starts
-
-
-def _line_of(starts: list[int], pos: int) -> int:
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= pos:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def _fenced(body: str) -> list[tuple[int, int]] | None:
     """Offsets (start, end) of fenced code and math blocks, fence lines included; None if one is
-    left open. Only the fence-shaped lines are looked at (one scan of the body)."""
+    left open. Only the lines holding a fence-shaped run are looked at."""
+    starts: set[int] = set()
+    for marker in ("```", "~~~", "$$"):
+        i = body.find(marker)
+        while i >= 0:
+            starts.add(body.rfind("\n", 0, i) + 1)
+            eol = body.find("\n", i)
+            i = body.find(marker, eol + 1) if eol >= 0 else -1
     out: list[tuple[int, int]] = []
     open_at: tuple[str, int, int] | None = None  # char, length, start offset
-    for m in _FENCE.finditer(body):
+    for start in sorted(starts):
+        m = _FENCE.match(body, start)
+        if m is None:
+            continue
         run = m.group(1)
         if open_at is None:
             open_at = (run[0], len(run), m.start())
@@ -147,26 +147,31 @@ def _spans(text: str) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _plain_link(body: str, starts: list[int], line_no: int, pos: int) -> bool:
+def _plain_link(body: str, pos: int) -> bool:
     """Whether the ``](`` at ``pos`` closes an ordinary, top-level link or image on its line."""
-    line_start = starts[line_no]
-    line_end = starts[line_no + 1] - 1 if line_no + 1 < len(starts) else len(body)
+    line_start = body.rfind("\n", 0, pos) + 1
+    line_end = body.find("\n", pos)
+    if line_end < 0:
+        line_end = len(body)
     line = body[line_start:line_end]
     stripped = line.lstrip(" \t>")
     if "\\\\" in line or stripped.startswith("|"):
         return False
     # the paragraph around the line: code spans must pair up inside their own lines
-    first = line_no
-    while first > 0 and body[starts[first - 1] : starts[first] - 1].strip():
-        first -= 1
-    last = line_no
-    while last + 1 < len(starts):
-        nxt_end = starts[last + 2] - 1 if last + 2 < len(starts) else len(body)
-        if not body[starts[last + 1] : nxt_end].strip():
+    para_start = line_start
+    while para_start > 0:
+        prev = body.rfind("\n", 0, para_start - 1) + 1
+        if not body[prev : para_start - 1].strip():
             break
-        last += 1
-    para_start = starts[first]
-    para_end = starts[last + 1] - 1 if last + 1 < len(starts) else len(body)
+        para_start = prev
+    para_end = line_end
+    while para_end < len(body):
+        nxt = body.find("\n", para_end + 1)
+        if nxt < 0:
+            nxt = len(body)
+        if not body[para_end + 1 : nxt].strip():
+            break
+        para_end = nxt
     spans = _spans(body[para_start:para_end])
     if spans is None:
         return False

@@ -66,8 +66,11 @@ def exported(world, built):
 def test_files_names_and_manifest(built, exported):
     _kb, ids = built
     files = members(exported)
-    names = list(files)  # members are written in path order, the manifest last
-    assert names[:-1] == sorted(names[:-1]) and names[-1] == "openkb-export.json"
+    names = list(files)  # the tree in path order, then the assets in path order, the manifest last
+    tree = [n for n in names[:-1] if not n.startswith("assets/")]
+    assets = [n for n in names[:-1] if n.startswith("assets/")]
+    assert names[:-1] == tree + assets and tree == sorted(tree) and assets == sorted(assets)
+    assert names[-1] == "openkb-export.json"
     pages = sorted(p for p in files if p.endswith(".md"))
     assert pages == sorted(
         [
