@@ -4,6 +4,8 @@ and a delete-uninstall kills the credential and is undone from the page (docs/ap
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
@@ -13,7 +15,7 @@ from openkb.apps.client import AppApiError, KnowledgeClient
 from openkb.bootstrap import default_tenant
 from openkb.models import Document
 from openkb.permissions import Principal
-from tests.api.helpers import make_login_user
+from tests.api.helpers import login, make_login_user
 from tests.web.test_browser import sign_in
 
 pytestmark = pytest.mark.slow
@@ -85,3 +87,47 @@ def test_switches_changes_and_uninstall(contexts, live_server, committed):
             == "published"
         )
     kb.close()
+
+
+def test_a_folder_chosen_for_user_selected_is_all_the_app_reaches(contexts, live_server, committed):
+    """issue 18: the user-selected collections are knowledge bases or folders; a folder chosen in
+    the page is what the app lists and reads, not the rest of its knowledge base."""
+    acct = make_login_user(committed)
+    with login(live_server, acct.email) as c:
+        ws = c.post("/api/workspaces", json={"name": f"Home {acct.user_id.hex[:6]}"}).json()
+        kb_id = c.post("/api/knowledge-bases", json={"workspace_id": ws["id"], "title": "Handbook"}).json()["id"]
+
+        def create(**body):
+            r = c.post("/api/documents", json={"knowledge_base_id": kb_id, **body})
+            assert r.status_code == 201, r.text
+            return r.json()["id"]
+
+        specs = create(type="folder", title="Specs")
+        drafts = create(type="folder", title="Drafts", parent_id=specs)
+        create(type="page", title="Inside", markdown="inside\n", parent_id=drafts)
+        create(type="page", title="Outside", markdown="outside\n")
+    with committed() as s:
+        user = Principal.user(acct.user_id, default_tenant(s).id)
+        app = registry.register_app(
+            s, user, name=f"reader-{acct.user_id.hex[:6]}", description="reads what you choose",
+            permissions=["collections.read:user-selected"],
+        )  # fmt: skip
+        credential = registry.install_app(s, user, app.id).credential
+        s.commit()
+    page = contexts.page()
+    sign_in(page, acct.email, next_path="/app/account/apps")
+    page.get_by_role("switch", name=re.compile("collections.read:user-selected")).check()
+    chosen = page.get_by_role("region", name="Collections you chose")
+    chosen.get_by_label("Add a knowledge base").select_option(label="Handbook")
+    chosen.get_by_label("Only the folder").select_option(label="Specs / Drafts")
+    with page.expect_response(lambda r: r.url.endswith("/collections") and r.request.method == "PUT") as put:
+        chosen.get_by_role("button", name="Add", exact=True).click()
+    assert put.value.ok
+    expect(chosen.get_by_role("listitem")).to_have_text(["Handbook / Specs / Drafts Remove"])
+    expect(chosen.get_by_role("button", name="Remove Handbook / Specs / Drafts")).to_be_visible()
+
+    with KnowledgeClient(live_server, credential) as kb:
+        [folder] = [col for col in kb.collections.list() if col["name"] == "Drafts"]
+        assert folder["kind"] == "folder"
+        assert not [col for col in kb.collections.list() if col["name"] in ("Handbook", "Specs")]
+        assert [d["title"] for d in kb.documents.list(folder["ref"])] == ["Inside"]

@@ -2,7 +2,7 @@
  * /app/account/apps: the apps installed on the user's knowledge (docs/apps.md#managing-apps).
  * Each installation shows its permission strings as sentences with switches (all off at
  * install; a switch applies to the app's next call), the collections chosen for
- * `user-selected`, what it wrote recently (with revert), and uninstall with keep/delete.
+ * `user-selected` (knowledge bases, or folders picked from the chosen knowledge base's tree), what it wrote recently (with revert), and uninstall with keep/delete.
  *
  * Trap: after a delete-uninstall the installation leaves the list, so the undo (revert of the
  * uninstall's run) is offered from page state, not from the list.
@@ -60,9 +60,52 @@ function Grants({ inst }: { inst: Installation }) {
   )
 }
 
+/** A knowledge base's live folders as `A / B` paths, in tree order (the tree holds only what the
+ * user can see, so a folder offered here is one the server accepts). */
+function folderPaths(items: S['TreeItem'][]): { id: string; path: string }[] {
+  const kids = new Map<string | null, S['TreeItem'][]>()
+  for (const i of items) {
+    if (i.type !== 'folder' || i.status === 'deleted') continue
+    const list = kids.get(i.parent_id) ?? []
+    list.push(i)
+    kids.set(i.parent_id, list)
+  }
+  const out: { id: string; path: string }[] = []
+  const walk = (parent: string | null, prefix: string) => {
+    for (const f of (kids.get(parent) ?? []).sort((x, y) => x.sort_order - y.sort_order)) {
+      const path = prefix ? `${prefix} / ${f.title}` : f.title
+      out.push({ id: f.id, path })
+      walk(f.id, path)
+    }
+  }
+  walk(null, '')
+  return out
+}
+
+function useFolders(kbId: string | null) {
+  const tree = useQuery(kbId ? `tree:${kbId}` : null, () => api.tree(kbId!))
+  return { folders: tree.data ? folderPaths(tree.data.items) : null, error: tree.error }
+}
+
+function SelectedRow(props: { kbTitle: string; kbId: string; folderId: string | null | undefined; onRemove: () => void }) {
+  const { folders } = useFolders(props.folderId ? props.kbId : null)
+  const folder = props.folderId ? (folders?.find((f) => f.id === props.folderId)?.path ?? '…') : null
+  const name = folder ? `${props.kbTitle} / ${folder}` : props.kbTitle
+  return (
+    <li>
+      {name}{' '}
+      <button type="button" aria-label={t('apps_removeNamed', { name })} onClick={props.onRemove}>
+        {t('apps_remove')}
+      </button>
+    </li>
+  )
+}
+
 function Collections({ inst }: { inst: Installation }) {
   const kbs = useQuery('apps:kbs', () => api.knowledgeBases())
   const [pick, setPick] = useState('')
+  const [folderPick, setFolderPick] = useState('')
+  const { folders, error: foldersError } = useFolders(pick || null)
   const [error, setError] = useState<unknown>(null)
   const selected = inst.selected_collections
   const title = (id: string) => kbs.data?.items.find((k) => k.id === id)?.title ?? id
@@ -77,26 +120,28 @@ function Collections({ inst }: { inst: Installation }) {
     <section aria-label={t('apps_selected')}>
       <h3>{t('apps_selected')}</h3>
       <p class="muted">{t('apps_selectedHelp')}</p>
-      <ErrorNote error={kbs.error ?? error} />
+      <ErrorNote error={kbs.error ?? foldersError ?? error} />
       {selected.length === 0 ? <p class="muted">{t('apps_noneSelected')}</p> : null}
       <ul>
         {selected.map((c, i) => (
-          <li key={`${c.knowledge_base_id}/${c.document_id ?? ''}`}>
-            {title(c.knowledge_base_id)}
-            {c.document_id ? <span class="muted"> / {c.document_id}</span> : null}{' '}
-            <button
-              type="button"
-              aria-label={t('apps_removeNamed', { name: title(c.knowledge_base_id) })}
-              onClick={() => save(selected.filter((_, j) => j !== i))}
-            >
-              {t('apps_remove')}
-            </button>
-          </li>
+          <SelectedRow
+            key={`${c.knowledge_base_id}/${c.document_id ?? ''}`}
+            kbTitle={title(c.knowledge_base_id)}
+            kbId={c.knowledge_base_id}
+            folderId={c.document_id}
+            onRemove={() => save(selected.filter((_, j) => j !== i))}
+          />
         ))}
       </ul>
       <label>
         {t('apps_addCollection')}{' '}
-        <select value={pick} onChange={(e) => setPick((e.target as HTMLSelectElement).value)}>
+        <select
+          value={pick}
+          onChange={(e) => {
+            setPick((e.target as HTMLSelectElement).value)
+            setFolderPick('')
+          }}
+        >
           <option value="">—</option>
           {kbs.data?.items.map((k) => (
             <option key={k.id} value={k.id}>
@@ -105,12 +150,31 @@ function Collections({ inst }: { inst: Installation }) {
           ))}
         </select>
       </label>{' '}
+      {pick && folders?.length ? (
+        <>
+          <label>
+            {t('apps_folder')}{' '}
+            <select value={folderPick} onChange={(e) => setFolderPick((e.target as HTMLSelectElement).value)}>
+              <option value="">{t('apps_wholeKb')}</option>
+              {folders.map((f) => (
+                <option key={f.id} value={f.id}>
+                  {f.path}
+                </option>
+              ))}
+            </select>
+          </label>{' '}
+        </>
+      ) : null}
       <button
         type="button"
         disabled={!pick}
         onClick={() => {
-          save([...selected, { knowledge_base_id: pick }])
+          save([
+            ...selected.map((c) => ({ knowledge_base_id: c.knowledge_base_id, document_id: c.document_id ?? null })),
+            { knowledge_base_id: pick, document_id: folderPick || null },
+          ])
           setPick('')
+          setFolderPick('')
         }}
       >
         {t('apps_add')}
