@@ -303,6 +303,7 @@ class KeyedBatch:
             else []
         )
         self.existing: dict[str, Document] = {d.external_key: d for d in rows if d.external_key}
+        self._ids: set[uuid.UUID] = {d.id for d in rows}  # of existing and created documents
         heads = [d.current_version_id for d in rows if d.current_version_id is not None]
         self._hashes: dict[uuid.UUID, tuple[str, DocumentVersion | None]] = {}
         if heads:
@@ -449,7 +450,7 @@ class KeyedBatch:
             updated_by=uid,
             **({"id": item.document_id} if item.document_id is not None else {}),
         )
-        if doc.id in self._pending_ids or any(d.id == doc.id for d in self.existing.values()):
+        if doc.id in self._ids:  # a set: a scan of the batch per document was quadratic
             raise ValidationError("document_id is taken", field="document_id")
         parent.next_order += 1
         version = None
@@ -466,6 +467,7 @@ class KeyedBatch:
             )
         self._pending.append((doc, version))
         self._pending_ids.add(doc.id)
+        self._ids.add(doc.id)
         self.existing[key] = doc
         return UpsertResult("created", doc, version)
 

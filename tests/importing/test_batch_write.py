@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 from openkb.content.actor import Actor
 from openkb.content.documents import trash_document
 from openkb.content.upsert import KeyedBatch, KeyedItem, upsert_by_key
-from openkb.errors import DocumentInTrash, NotFound, PermissionDenied
+from openkb.errors import DocumentInTrash, NotFound, PermissionDenied, ValidationError
 from openkb.importing.pipeline import key_prefix, run_import
 from openkb.importing.sources import open_source
 from openkb.markdown import validate_and_normalize
@@ -227,3 +227,24 @@ def test_worker_processes_give_what_one_process_gives(world, tmp_path):
     assert not r1.failed and not r2.failed
     assert {f.path: f.status for f in r1.files} == {f.path: f.status for f in r2.files}
     assert bodies(kb1) == bodies(kb2) and len(bodies(kb1)) == 24
+
+
+def test_a_document_id_taken_in_the_batch_or_by_a_fetched_document_is_refused(world):
+    """The id check is a set lookup now (it scanned the batch per document); it still refuses an
+    id given twice in one batch and the id of a document the batch fetched, before adding rows."""
+    kb = world.new_kb()
+    actor = world.actor()
+    with world.units() as s:
+        old = upsert_by_key(s, actor, kb.id, "old", title="Old", markdown=_page(1)).document.id
+    with world.units() as s:
+        b = KeyedBatch(s, actor, kb.id, ["old", "n1", "n2", "n3"])
+        mine = uuid.uuid4()
+        assert b.upsert(KeyedItem("n1", "N1", _page(2), document_id=mine)).status == "created"
+        with pytest.raises(ValidationError):
+            b.upsert(KeyedItem("n2", "N2", _page(3), document_id=mine))
+        with pytest.raises(ValidationError):
+            b.upsert(KeyedItem("n3", "N3", _page(4), document_id=old))
+        b.flush()
+    with Session(world.engine) as s:
+        keys = s.exec(select(Document.external_key).where(col(Document.knowledge_base_id) == kb.id)).all()
+    assert sorted(keys) == ["n1", "old"]
