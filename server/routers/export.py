@@ -7,6 +7,11 @@ the zip is then streamed from its own read-only session: the request's session c
 route returns, before the first byte is sent (server/deps.py). A document that is a folder
 exports its subtree. ``X-Export-Bytes`` announces the pages' and assets' size before
 compression, so a client can show progress while the zip (of unknown length) arrives.
+
+``HEAD`` on the same routes answers those headers (or the refusal's status) without sending or
+auditing anything: the web app asks it first to choose between collecting the zip in the tab and
+handing it to the browser's own download, so one click is one audited ``GET`` (asking with a
+``GET`` and cancelling it was a second, audited export).
 """
 
 from __future__ import annotations
@@ -44,19 +49,26 @@ IncludeDrafts = Annotated[
 ]
 
 
+def _headers(plan: ExportPlan) -> dict[str, str]:
+    return {
+        "Content-Disposition": f"attachment; filename=\"export.zip\"; filename*=UTF-8''{quote(plan.filename)}",
+        "X-Export-Bytes": str(plan.total_bytes),
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+    }
+
+
 def _stream(ctx: Any, plan: ExportPlan) -> StreamingResponse:
     def body() -> Iterator[bytes]:
         with session_scope(ctx.engine) as s:
             lift_request_bounds(s)  # the client reads at its own pace: no statement/idle bound
             yield from export_service.iter_export(s, plan, ctx.blobs)
 
-    headers = {
-        "Content-Disposition": f"attachment; filename=\"export.zip\"; filename*=UTF-8''{quote(plan.filename)}",
-        "X-Export-Bytes": str(plan.total_bytes),
-        "Cache-Control": "no-store",
-        "X-Content-Type-Options": "nosniff",
-    }
-    return StreamingResponse(body(), media_type="application/zip", headers=headers)
+    return StreamingResponse(body(), media_type="application/zip", headers=_headers(plan))
+
+
+def _preview(plan: ExportPlan) -> Response:
+    return Response(status_code=200, media_type="application/zip", headers=_headers(plan))
 
 
 @router.get("/api/knowledge-bases/{kb_id}/export", response_class=Response, responses=_RESPONSES)
@@ -79,3 +91,31 @@ def export_document(
         session, principal, Target("document", document_id), include_drafts=include_drafts
     )
     return _stream(ctx, plan)
+
+
+_HEAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the headers GET would answer (X-Export-Bytes, the file name); nothing sent, not audited"},
+    **errors_for(401, 403, 404, 422, ExportTooLarge),
+}
+
+
+@router.head("/api/knowledge-bases/{kb_id}/export", response_class=Response, responses=_HEAD_RESPONSES)
+def preview_knowledge_base_export(
+    kb_id: uuid.UUID, session: SessionDep, principal: UserDep, include_drafts: IncludeDrafts = False
+) -> Response:
+    """What GET would send (size and name) or why it would refuse; decided the same way."""
+    plan = export_service.plan_export(
+        session, principal, Target("knowledge_base", kb_id), include_drafts=include_drafts, audit=False
+    )
+    return _preview(plan)
+
+
+@router.head("/api/documents/{document_id}/export", response_class=Response, responses=_HEAD_RESPONSES)
+def preview_document_export(
+    document_id: uuid.UUID, session: SessionDep, principal: UserDep, include_drafts: IncludeDrafts = False
+) -> Response:
+    """What GET would send (size and name) or why it would refuse; decided the same way."""
+    plan = export_service.plan_export(
+        session, principal, Target("document", document_id), include_drafts=include_drafts, audit=False
+    )
+    return _preview(plan)

@@ -10,8 +10,9 @@ import uuid
 import zipfile
 
 import pytest
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
+from openkb.models import AuditLog
 from tests.content.http_world import HttpWorld
 from tests.importing.test_api_jobs import post, wait_job
 
@@ -102,3 +103,35 @@ def test_import_job_takes_the_zip_as_it_is(w, content, worker):
     r = post(w.c["owner"], w.new_kb(visibility="private")["id"], [("newer.zip", newer.getvalue())])
     job = wait_job(w.c["owner"], r.json()["id"])
     assert job["status"] == "failed" and "format version 99" in job["error"], job
+
+
+def _exports_audited(engine, kb_id: str) -> int:
+    with Session(engine) as s:
+        return len(
+            s.exec(
+                select(AuditLog.id).where(
+                    col(AuditLog.action) == "content.exported", col(AuditLog.object_id) == uuid.UUID(kb_id)
+                )
+            ).all()
+        )
+
+
+def test_a_large_download_is_one_request_and_one_audit_row(w, content, engine):
+    """What the web app does for a zip too large to collect in the tab (ExportDownload.tsx):
+    HEAD for the size, then the browser's own GET. Only the GET exports, so one audit row (the
+    app used to GET, cancel, and GET again: two rows for one click)."""
+    kb, _folder, _page = content
+    url = f"/api/knowledge-bases/{kb['id']}/export"
+    before = _exports_audited(engine, kb["id"])
+    head = w.c["owner"].head(url)
+    assert head.status_code == 200 and head.content == b""
+    assert int(head.headers["x-export-bytes"]) > 0 and "filename*=UTF-8''" in head.headers["content-disposition"]
+    assert _exports_audited(engine, kb["id"]) == before  # a size preview sends nothing, audits nothing
+    with w.c["owner"].stream("GET", url) as r:
+        assert r.status_code == 200 and r.headers["x-export-bytes"] == head.headers["x-export-bytes"]
+        b"".join(r.iter_bytes())
+    assert _exports_audited(engine, kb["id"]) == before + 1
+    # the preview refuses as the export would
+    assert w.c["member"].head(url).status_code == 404
+    assert w.anon.head(url).status_code == 401
+    assert w.c["owner"].head(f"/api/documents/{uuid.uuid4()}/export").status_code == 404

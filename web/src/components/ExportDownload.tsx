@@ -6,8 +6,10 @@
  * next to that estimate. The bytes are collected into a Blob and handed to the browser as a
  * download under the name the server suggests. Trap: a Blob lives in the tab's memory, so an
  * export above `BIG` is handed to the browser's own download instead (it streams to disk and
- * shows its own progress; the server plans and audits that second request again). A refusal (404, EXPORT_TOO_LARGE naming the cap)
- * is shown in the same status line, which stays until closed.
+ * shows its own progress). The size is asked first with `HEAD` (planned, nothing sent, not
+ * audited), so one click is one export request and one audit row: asking with the `GET` and
+ * cancelling it before navigating was a second, audited export. A refusal (404,
+ * EXPORT_TOO_LARGE naming the cap) is shown in the same status line, which stays until closed.
  *
  * The status line is its own element on the page (not part of the caller's render tree), so a
  * menu can start an export and close itself.
@@ -105,6 +107,23 @@ export async function exportZip(url: string, fallbackName = 'export.zip'): Promi
   const { box, show } = statusBox()
   show(tx('starting'))
   try {
+    // a failed HEAD (a refusal, an old server) falls through to the GET, which says why
+    const head = await fetch(url, { method: 'HEAD', credentials: 'same-origin' }).catch(() => null)
+    const planned = head?.ok ? Number(head.headers.get('X-Export-Bytes') ?? 0) : 0
+    if (planned > BIG) {
+      // too big to collect in this tab: the browser's own download writes it to disk as it
+      // arrives (and shows its progress)
+      const a = document.createElement('a')
+      a.href = url
+      a.download = filenameOf(head?.headers.get('Content-Disposition') ?? null) ?? fallbackName
+      document.body.append(a)
+      a.click()
+      a.remove()
+      box.dataset.state = 'done'
+      show(tx('handedOver', { total: size(planned) }))
+      setTimeout(() => box.remove(), 6000)
+      return
+    }
     const r = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/zip, application/json' } })
     if (!r.ok || !r.body) {
       let detail = `HTTP ${r.status}`
@@ -117,21 +136,6 @@ export async function exportZip(url: string, fallbackName = 'export.zip'): Promi
       throw new Error(detail)
     }
     const total = Number(r.headers.get('X-Export-Bytes') ?? 0)
-    if (total > BIG) {
-      // too big to collect in this tab: the browser's own download writes it to disk as it
-      // arrives (and shows its progress); the export is asked for once more for that
-      await r.body.cancel()
-      const a = document.createElement('a')
-      a.href = url
-      a.download = filenameOf(r.headers.get('Content-Disposition')) ?? fallbackName
-      document.body.append(a)
-      a.click()
-      a.remove()
-      box.dataset.state = 'done'
-      show(tx('handedOver', { total: size(total) }))
-      setTimeout(() => box.remove(), 6000)
-      return
-    }
     const reader = r.body.getReader()
     const parts: BlobPart[] = []
     let got = 0
