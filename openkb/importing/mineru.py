@@ -43,12 +43,15 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from openkb.config import get_settings
 from openkb.errors import ConverterUnavailable
 from openkb.importing import converters
 from openkb.importing.converters import MAX_PDF_IMAGES, Converted, ConvertedAsset, Converter, PdfConverter
 from openkb.importing.sniff import Sniffed
+
+if TYPE_CHECKING:
+    from openkb.config import Settings
 
 __all__ = ["MinerUConverter", "MinerUStatus", "choose", "detect", "pdf_converter"]
 
@@ -71,6 +74,15 @@ class MinerUStatus:
     config: Path | None = None
 
 
+def _settings() -> Settings:
+    """The configuration, imported when a PDF is converted, not when this module is: it is on the
+    import path of every ``--jobs`` worker (``importing.prepare``), and pydantic-settings is
+    most of a worker's start (a third of a second), paid again by each worker of each import."""
+    from openkb.config import get_settings
+
+    return get_settings()
+
+
 def _config_path() -> Path:
     """MinerU's config file, found the way its ``config_reader.read_config`` finds it."""
     name = os.environ.get(CONFIG_ENV, "mineru.json")
@@ -80,7 +92,7 @@ def _config_path() -> Path:
 def detect() -> MinerUStatus:
     """Read the environment every time (cheap: a PATH lookup, a stat, one small JSON file), so a
     MinerU installed or configured later is picked up without a restart."""
-    configured = get_settings().openkb_mineru_bin
+    configured = _settings().openkb_mineru_bin
     if configured:
         exe = shutil.which(configured) if os.sep not in configured else configured
         if not exe or not os.path.isfile(exe) or not os.access(exe, os.X_OK):
@@ -122,7 +134,7 @@ class MinerUConverter:
     def __init__(self, status: MinerUStatus, fallback: Converter | None = None, timeout: float | None = None) -> None:
         self.status = status
         self.fallback = fallback or PdfConverter()
-        self.timeout = timeout if timeout is not None else get_settings().openkb_mineru_timeout_seconds
+        self.timeout = timeout if timeout is not None else _settings().openkb_mineru_timeout_seconds
 
     def supports(self, sniffed: Sniffed) -> bool:
         return sniffed.kind == "pdf"
@@ -213,7 +225,7 @@ def _read_output(out: Path) -> Converted:
 
 def pdf_converter() -> Converter:
     """The PDF converter ``OPENKB_PDF_CONVERTER`` selects (module docstring)."""
-    choice = get_settings().openkb_pdf_converter
+    choice = _settings().openkb_pdf_converter
     if choice == "builtin":
         return PdfConverter()
     status = detect()
