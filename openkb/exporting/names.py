@@ -14,35 +14,94 @@ the import refuses is replaced by ``_``:
 Unique: siblings are compared the way case-insensitive file systems do (NFC, case-folded), and a
 second ``Notes`` becomes ``Notes (2)``. A page and its children share one name (``Notes.md`` and
 ``Notes/``), so a name is reserved once per sibling, whatever its type.
+
+Short enough: a name is at most ``MAX_NAME_CHARS`` UTF-16 code units (what Windows counts) and
+``MAX_NAME_BYTES`` UTF-8 bytes (what Linux and macOS file systems count: 100 CJK characters are
+300 bytes, past their 255). A whole entry path is kept within ``MAX_PATH_CHARS`` counting a top
+folder named like the zip, since unzipping ``X.zip`` on Windows creates a folder ``X`` and Explorer
+refuses paths past 260 characters: the export gives each name a budget (``fit``) that leaves
+room for the levels below it. A name cut to fit ends in ``~`` and 6 hex digits of the SHA-256 of
+the whole name, so the same title always gives the same name (a re-export, an export of an
+imported copy) and two long titles sharing a beginning stay apart.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 
-__all__ = ["MAX_NAME_CHARS", "Namer", "safe_name"]
+__all__ = [
+    "MAX_NAME_BYTES",
+    "MAX_NAME_CHARS",
+    "MAX_PATH_CHARS",
+    "MAX_TOP_CHARS",
+    "MIN_NAME_CHARS",
+    "Namer",
+    "fit",
+    "safe_name",
+    "units",
+]
 
-MAX_NAME_CHARS = 100  # well under the 255-byte limit of common file systems, in UTF-8 too
+MAX_NAME_CHARS = 100  # UTF-16 code units of one name
+MAX_NAME_BYTES = 200  # UTF-8 bytes of one name: room for " (99)" and ".md" under 255
+MAX_PATH_CHARS = 240  # a whole entry path with the zip's top folder, under Windows' 260
+MAX_TOP_CHARS = 60  # the zip's name (without .zip), which is the top folder once unzipped
+MIN_NAME_CHARS = 8  # the shortest a name is cut to: one character, "~" and the 6-digit hash
+_HASH = 6
 _BAD = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|#%]')
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {f"lpt{i}" for i in range(10)}
 
 
-def safe_name(title: str) -> str:
+def units(text: str) -> int:
+    """Length in UTF-16 code units, as Windows counts a path (a character past U+FFFF is two)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def safe_name(title: str, *, keep_extension: bool = False) -> str:
     """A file or folder name (without ``.md``) for ``title``; never empty."""
     name = unicodedata.normalize("NFC", title or "")
     name = _BAD.sub("_", name)
     name = " ".join(name.split())  # tabs and runs of spaces: one space (titles are one line)
-    if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS]
     name = name.rstrip(". ")
     if name.startswith("."):
         name = "_" + name[1:]
     if not name:
         return "untitled"
-    if name.split(".", 1)[0].strip().lower() in _RESERVED:
+    name = fit(name, MAX_NAME_CHARS, keep_extension=keep_extension)
+    if _reserved(name):
         name += "_"
     return name
+
+
+def _reserved(name: str) -> bool:
+    return name.split(".", 1)[0].strip().lower() in _RESERVED
+
+
+def fit(name: str, limit: int, *, keep_extension: bool = False) -> str:
+    """``name`` if it is within ``limit`` UTF-16 units and ``MAX_NAME_BYTES`` bytes, else cut
+    with ``~`` and a hash of the whole name (``keep_extension``: a file's ``.png`` stays)."""
+    limit = max(limit, MIN_NAME_CHARS)
+    if units(name) <= limit and len(name.encode()) <= MAX_NAME_BYTES:
+        return name
+    stem, ext = name, ""
+    if keep_extension and "." in name[1:]:
+        dot = name.rindex(".")
+        if 1 < len(name) - dot <= 12:
+            stem, ext = name[:dot], name[dot:]
+    digest = "~" + hashlib.sha256(name.encode()).hexdigest()[:_HASH]
+    room = limit - units(ext) - len(digest)
+    room_bytes = MAX_NAME_BYTES - len(ext.encode()) - len(digest)
+    cut: list[str] = []
+    n = b = 0
+    for ch in stem:
+        w, cb = (2 if ord(ch) > 0xFFFF else 1), len(ch.encode())
+        if n + w > room or b + cb > room_bytes:
+            break
+        cut.append(ch)
+        n, b = n + w, b + cb
+    out = "".join(cut).rstrip(". ") + digest + ext
+    return "_" + out if _reserved(out) else out
 
 
 def _fold(name: str) -> str:
@@ -55,13 +114,15 @@ class Namer:
     def __init__(self, reserved: tuple[str, ...] = ()) -> None:
         self._taken = {_fold(r) for r in reserved}
 
-    def take(self, title: str) -> str:
+    def take(self, title: str, limit: int = MAX_NAME_CHARS, *, keep_extension: bool = False) -> str:
+        """A unique name for ``title`` of at most ``limit`` UTF-16 units (see ``fit``)."""
         base = safe_name(title)
-        name, n = base, 1
+        name, n = fit(base, limit, keep_extension=keep_extension), 1
         # ``a.md`` beside a page ``a.md`` (whose file is ``a.md.md``) cannot collide: both stems
         # are reserved as they are, and the ``.md`` is added to every page alike
         while _fold(name) in self._taken:
             n += 1
-            name = f"{base} ({n})"
+            # "Notes (2)"; cut to fit, the hash is of "Notes (2)" and keeps the name in budget
+            name = fit(f"{base} ({n})", limit, keep_extension=keep_extension)
         self._taken.add(_fold(name))
         return name

@@ -48,7 +48,15 @@ from openkb.config import Settings, get_settings
 from openkb.errors import ExportTooLarge, NotFound, PermissionDenied, ValidationError
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
 from openkb.exporting.links import rewrite_links
-from openkb.exporting.names import Namer, safe_name
+from openkb.exporting.names import (
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_TOP_CHARS,
+    Namer,
+    fit,
+    safe_name,
+    units,
+)
 from openkb.exporting.zipwriter import Deflated, ZipStream, deflate_all
 from openkb.importing.service import find_knowledge_base, operator_actor
 from openkb.models import Document, KnowledgeBase
@@ -231,6 +239,8 @@ def plan_export(
         for child in reversed(children.get(did, [])):
             stack.append((child, here, status))
 
+    title = top.title if top is not None else kb.title
+    stem = fit(safe_name(title), MAX_TOP_CHARS)  # the zip's name: the top folder once unzipped
     docs = _name_tree(chosen, by_id)
     assets = _plan_assets(session, kb.id, docs)
     total = sum(d.size for d in docs) + sum(a.size for a in assets.values())
@@ -244,7 +254,6 @@ def plan_export(
             max=max_bytes,
             size=total,
         )
-    title = top.title if top is not None else kb.title
     plan = ExportPlan(
         source={
             "type": target.kind,
@@ -257,7 +266,7 @@ def plan_export(
         assets=assets,
         left_out=left_out,
         total_bytes=total,
-        filename=safe_name(title) + ".zip",
+        filename=stem + ".zip",
         links={d.id: d.path for d in docs},
         asset_paths={aid: a.path for a in assets.values() for aid in a.ids},
         principal=principal,
@@ -280,17 +289,41 @@ def plan_export(
 
 
 def _name_tree(chosen: list[tuple[str, str | None, str]], by_id: dict[str, Any]) -> list[ExportDoc]:
-    """The exported documents with their paths, in tree order."""
+    """The exported documents with their paths, in tree order.
+
+    Each name gets a budget that keeps every path under it within ``MAX_PATH_CHARS``, with a
+    top folder of ``MAX_TOP_CHARS`` (reserved whatever the zip is called, so names depend on
+    the tree alone: an export of an imported copy names the same). The budget is what the names
+    under it need uncut, when that leaves room; else a fair share of what is left among the
+    levels under it, so the deepest page of a deep tree still fits (docs/export.md#the-zip).
+    Heights and needs are of the exported tree, for the same reason."""
+    kids: dict[str | None, list[str]] = {}
+    for did, up, _own in chosen:
+        kids.setdefault(up, []).append(did)
+    height: dict[str, int] = {}
+    need: dict[str, int] = {}  # units the names under it take uncut (the longest path down)
+    for did, _up, _own in reversed(chosen):  # children come after their parent in tree order
+        below = kids.get(did)
+        if below:
+            height[did] = 1 + max(height[c] for c in below)
+            need[did] = max(2 + min(len(by_id[c][3]), MAX_NAME_CHARS) + need[c] for c in below)
+        else:
+            height[did] = need[did] = 0
+    room = MAX_PATH_CHARS - MAX_TOP_CHARS - 1 - len(".md")
     docs: list[ExportDoc] = []
     exported: dict[str, ExportDoc] = {}
+    dir_units: dict[str | None, int] = {None: 0}
     namers: dict[str | None, Namer] = {None: Namer((ASSETS_DIR, MANIFEST))}
     for did, up, own in chosen:
-        r = by_id[did]
-        parent_dir = exported[up].dir if up is not None else ""
         namer = namers.get(up)
         if namer is None:
             namer = namers[up] = Namer()
-        stem = namer.take(r[3])
+        left = room - dir_units[up]
+        budget = max(left - need[did], left // (height[did] + 1) - 1)
+        stem = namer.take(by_id[did][3], min(MAX_NAME_CHARS, budget))
+        dir_units[did] = dir_units[up] + units(stem) + 1
+        r = by_id[did]
+        parent_dir = exported[up].dir if up is not None else ""
         is_page = r[2] == "page"
         d = ExportDoc(
             id=did,
@@ -326,7 +359,7 @@ def _effective_status(session: Session, doc: Document) -> str:
 
 def _asset_file_name(filename: str | None, mime_type: str | None) -> str:
     if filename:
-        return safe_name(filename)
+        return safe_name(filename, keep_extension=True)
     ext = mimetypes.guess_extension(mime_type or "") or ""
     return "asset" + ext
 

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openkb.exporting.names import MAX_NAME_CHARS, Namer, safe_name
+from openkb.exporting.names import MAX_NAME_BYTES, MAX_NAME_CHARS, MIN_NAME_CHARS, Namer, fit, safe_name, units
 from openkb.exporting.service import front_matter
 from openkb.importing.openkb_export import split_front_matter
 
@@ -57,3 +57,28 @@ def test_names_keep_letters():
     assert safe_name("a/b:c") == "a_b_c"
     assert safe_name("CON") == "CON_" and safe_name("nul.txt") == "nul.txt_"
     assert safe_name("..") == "untitled" and safe_name(".env") == "_env"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    titles=st.lists(st.text(min_size=1, max_size=150) | st.just("知识库" * 60), min_size=1, max_size=5),
+    limit=st.integers(1, 120),
+)
+def test_names_cut_to_a_budget_stay_unique_and_short(titles, limit):
+    namer = Namer()
+    names = [namer.take(t, limit) for t in titles]
+    assert len({unicodedata.normalize("NFC", n).casefold() for n in names}) == len(names)
+    for n in names:
+        assert units(n) <= max(limit, MIN_NAME_CHARS) and len(n.encode()) <= MAX_NAME_BYTES
+        assert not n.endswith((".", " ")) and not (set(n) & WINDOWS_BAD)
+    again = Namer()
+    assert [again.take(t, limit) for t in titles] == names  # stable: the same titles, the same names
+
+
+def test_a_cut_name_keeps_its_hash_and_extension():
+    long = "图片" * 80 + ".png"
+    name = fit(long, 40, keep_extension=True)
+    assert name.endswith(".png") and units(name) == 40 and "~" in name
+    assert fit(long, 40, keep_extension=True) == name and fit(long + "x", 40) != name
+    assert len(safe_name("知" * 100).encode()) <= MAX_NAME_BYTES  # 300 bytes uncut: past ext4's 255
+    assert safe_name("😀" * 60) == fit("😀" * 60, MAX_NAME_CHARS) and units(safe_name("😀" * 60)) <= MAX_NAME_CHARS
