@@ -451,11 +451,15 @@ _MATH_UNSAFE_BREAK = re.compile(
 )
 
 
-def inline_math(value: str) -> str:
+def inline_math(value: str, ctx: frozenset[str] = frozenset()) -> str:
     size = _fence_size(value, "$", _DOLLAR_RUNS)
     if _pad(value, "$"):
         value = " " + value + " "
     value = _MATH_UNSAFE_BREAK.sub(" ", value)  # parity cases mk-597, mk-615
+    if "table" in ctx:
+        # a `|` in a cell's formula was written `\|` (a bare one ends the cell); micromark keeps
+        # the backslash in the formula's text, markdown-it took it out with the cell split
+        value = value.replace("|", "\\|")
     return "$" * size + value + "$" * size
 
 
@@ -618,7 +622,7 @@ def _node_out(node: Any, before: str, after: str, ctx: frozenset[str]) -> str:
             alt = escape(node.value, "[", "]", _label(ctx)) if node.value else ""
             return "![" + alt + "](" + destination(src, title) + title_part(title) + ")"
         if k == "math":
-            return inline_math(node.value)
+            return inline_math(node.value, ctx)
         if k == "fnref":
             return "[^" + node.value + "]"
         return node.value  # raw html (rejected by validate; kept verbatim here)

@@ -127,21 +127,92 @@ def _tilde_post_process(state: StateInline) -> None:
     _strikethrough.postProcess(state)
 
 
-# mdast-util-gfm-autolink-literal's e-mail pattern, which the editor runs over every text node
-# after parsing (JS ``\w`` is ASCII); a domain ending in a digit, ``-`` or ``_`` is no address.
+# mdast-util-gfm-autolink-literal's patterns, which the editor runs over every text node after
+# parsing, URLs first, then e-mail addresses in what is left (JS ``\w`` is ASCII).
+_EDITOR_URL = re.compile(r"(?<![0-9a-z])(https?://|www(?=\.))([A-Za-z0-9_-]*\.[A-Za-z0-9_.-]*)([^\t\n\r ]*)", re.I)
 _EDITOR_EMAIL = re.compile(
     r"(?<![A-Za-z0-9_+\-.])(?<!mailto:)(?<!xmpp:)([A-Za-z0-9_+\-.]+)@([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+)"
 )
 _LABEL_END = re.compile(r"[\d\-_]\Z")
+_URL_TRAIL = frozenset("!\"&'),.:;<>?]}")
 
 
-def _email_in_text(state: Any) -> None:
-    """Link the e-mail addresses the GFM rules left in text, as the editor's tree transform does.
+def _punct_or_symbol(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "PS"
 
-    The inline rule sees source characters, so an escape inside an address hides it
-    (``<foo\\+@bar.example.com>``, ``first\\_last@x.org``); the editor links the decoded text
-    node (parity case spec-autolinks-012). Runs after ``text_join``, when a text token holds
-    what an mdast text node holds; text inside links is left alone, as the transform does.
+
+def _correct_domain(domain: str) -> bool:
+    parts = domain.split(".")
+    if len(parts) < 2:
+        return False
+    return not any(p and ("_" in p or not re.search(r"[0-9A-Za-z]", p)) for p in parts[-2:])
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """Trailing punctuation is not part of a URL, except ``)`` that closes a ``(`` inside it."""
+    end = len(url)
+    while end and url[end - 1] in _URL_TRAIL:
+        end -= 1
+    url, trail = url[:end], url[end:]
+    opening, closing = url.count("("), url.count(")")
+    at = trail.find(")")
+    while at != -1 and opening > closing:
+        url, trail = url + trail[: at + 1], trail[at + 1 :]
+        at = trail.find(")")
+        closing += 1
+    return url, trail
+
+
+def _url_at(text: str, m: re.Match[str]) -> tuple[int, str, str] | None:
+    """(end, href, label) of the URL literal ``m`` found, or None where the editor finds none."""
+    if m.start() and not (text[m.start() - 1].isspace() or _punct_or_symbol(text[m.start() - 1])):
+        return None
+    protocol, domain, path = m.group(1), m.group(2), m.group(3)
+    prefix = ""
+    if protocol[0] in "wW":
+        domain, protocol, prefix = protocol + domain, "", "http://"
+    if _punct_or_symbol(domain[0]) or not _correct_domain(domain):
+        return None
+    url, trail = _split_url(domain + path)
+    return m.end() - len(trail), prefix + protocol + url, protocol + url
+
+
+def _literals(text: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, href, label) of each literal the editor's transform links in one text node.
+    A failed match is retried one character later, as mdast-util-find-and-replace does."""
+    found: list[tuple[int, int, str, str]] = []
+    pos = 0
+    while (m := _EDITOR_URL.search(text, pos)) is not None:
+        hit = _url_at(text, m)
+        if hit is None:
+            pos = m.start() + 1
+            continue
+        found.append((m.start(), hit[0], hit[1], hit[2]))
+        pos = hit[0]
+    gaps, at = [], 0
+    for start, end, _h, _l in found:
+        gaps.append((at, start))
+        at = end
+    gaps.append((at, len(text)))
+    for lo, hi in gaps:
+        part, pos = text[lo:hi], 0
+        while (m := _EDITOR_EMAIL.search(part, pos)) is not None:
+            if _LABEL_END.search(m.group(2)):
+                pos = m.start() + 1
+                continue
+            found.append((lo + m.start(), lo + m.end(), "mailto:" + m.group(0), m.group(0)))
+            pos = m.end()
+    return sorted(found)
+
+
+def _literals_in_text(state: Any) -> None:
+    """Link the URLs and e-mail addresses the GFM rules left in text, as the editor's tree
+    transform does after parsing.
+
+    The inline rules see source characters, so an escape hides a literal
+    (``<foo\\+@bar.example.com>``, ``first\\_last@x.org``, ``www\\.x.org``); the editor links
+    the decoded text node (parity case spec-autolinks-012). Runs after ``text_join``, when a text
+    token holds what an mdast text node holds; text inside links is left alone, as there.
     """
     for block in state.tokens:
         if block.type != "inline" or not block.children:
@@ -154,27 +225,25 @@ def _email_in_text(state: Any) -> None:
                 depth += 1
             elif tok.type == "link_close":
                 depth -= 1
-            if tok.type != "text" or depth or "@" not in tok.content:
+            text = tok.content
+            hits = [] if tok.type != "text" or depth or not ("@" in text or "." in text) else _literals(text)
+            if not hits:
                 out.append(tok)
                 continue
-            text, at = tok.content, 0
-            for m in _EDITOR_EMAIL.finditer(text):
-                if _LABEL_END.search(m.group(2)):
-                    continue
-                if m.start() > at:
-                    out.append(_text(text[at : m.start()]))
+            at = 0
+            for start, end, href, label in hits:
+                if start > at:
+                    out.append(_text(text[at:start]))
                 link = Token("link_open", "a", 1)
-                link.attrs = {"href": "mailto:" + m.group(0)}
+                link.attrs = {"href": href}
                 link.markup, link.info = "autolink", "auto"
                 close = Token("link_close", "a", -1)
                 close.markup, close.info = "autolink", "auto"
-                out += [link, _text(m.group(0)), close]
-                at = m.end()
-                changed = True
-            if at == 0:
-                out.append(tok)
-            elif at < len(text):
+                out += [link, _text(label), close]
+                at = end
+            if at < len(text):
                 out.append(_text(text[at:]))
+            changed = True
         if changed:
             block.children = out
 
@@ -235,7 +304,7 @@ def get_parser() -> MarkdownIt:
     md.validateLink = _accept  # type: ignore[method-assign]
     md.use(gfm_autolink_plugin)
     md.inline.ruler.before("emphasis", "underscore_in_email", _underscore_in_email)
-    md.core.ruler.after("text_join", "email_in_text", _email_in_text)
+    md.core.ruler.after("text_join", "literals_in_text", _literals_in_text)
     md.use(footnote_plugin, inline=False, move_to_end=False)
     md.use(
         dollarmath_plugin,

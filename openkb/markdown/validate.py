@@ -297,6 +297,21 @@ def _table_rows(tokens: list[Token], idx: int, src: _Src, issues: list[DialectIs
             header += 1
         elif t.type == "thead_close":
             in_head = False
+            if table_map and _split_row(_line(src, table_map[0])) != header:
+                # `\\|`: markdown-it reads an escaped pipe, micromark an escaped backslash and a
+                # cell border; with the delimiter row's count off, the editor sees no table
+                line, col = _first_char(src, table_map[0])
+                issues.append(
+                    DialectIssue(
+                        "table",
+                        line,
+                        col,
+                        f"the editor counts {_split_row(_line(src, table_map[0]))} cells in this header row but "
+                        f"{header} in its delimiter row, so it would not read a table (a `|` after `\\\\` "
+                        "ends a cell)",
+                    )
+                )
+                return
         elif t.type == "tr_open" and not in_head and t.map:
             line0 = t.map[0]
             start = src.line_start(line0)

@@ -748,7 +748,8 @@ EMPTY_AND_BLANK = [
 # Cases found while closing parity divergences (autolink literals after punctuation or with an
 # escape inside, tilde runs of unequal width, a code fence or formula left open at the end of a
 # list item, a line break inside inline math before a block marker, a table row without a
-# leading pipe after a short row), each probed on the shipped editor.
+# leading pipe after a short row, a `|` in a formula in a table cell), each probed on the
+# shipped editor.
 EDGES = [
     "~x~~ a~b\n",
     "\\~ \\~~x~~ a~b\n",
@@ -842,6 +843,31 @@ EDGES = [
     "- a\n  - b\n\n- c\n",
     "- [x] ```latex\n  a\n\n  b\n  ```\n\n- c\n",
     "- [ ] $$\n  x\n  $$\n\n- [ ] b\n",
+    "www\\.x.org\n",
+    "https\\://x.org\n",
+    "https://x\\.org/a\\_b\n",
+    "a\\*www.x.org\n",
+    "(www\\.x.org)\n",
+    "https\\://x.org/a(b)c).\n",
+    "x\\_www.x.org\n",
+    "www\\.x_y.org\n",
+    "http\\://a.b_c\n",
+    "WWW\\.X.ORG\n",
+    "ahttps\\://x.org\n",
+    "www\\.x.org.\n",
+    "https\\://x.org?a=1&amp;b;\n",
+    "a www\\.x.org b www.y.org\n",
+    "*www\\.x.org*\n",
+    "1https\\://x.org\n",
+    "www\\.x\n",
+    "https\\://.x.org\n",
+    "x https\\://x.org/<y\n",
+    "www\\.x.org/a_b_\n",
+    "| $a \\| b$ | c |\n| --- | --- |\n| x | y |\n",
+    "| a | c |\n| --- | --- |\n| $\\|x\\|$ | y |\n",
+    "| $$a \\| b$$ | c |\n| --- | --- |\n| x | y |\n",
+    "| $a \\\\| b$ | c |\n| --- | --- |\n| x | y |\n",
+    "| `a \\| b` | $x \\| y$ |\n| --- | --- |\n| x | y |\n",
 ]
 
 
