@@ -29,6 +29,7 @@ class McpOAuthClient(SQLModel, table=True):
     __table_args__ = (
         CheckConstraint(check_in("status", CLIENT_STATUSES), name="mcp_oauth_clients_status_check"),
         CheckConstraint(check_in("registration", CLIENT_REGISTRATIONS), name="mcp_oauth_clients_registration_check"),
+        Index("ix_mcp_oauth_clients_installation", "installation_id", unique=True),
     )
 
     id: uuid.UUID = id_field()
@@ -44,6 +45,9 @@ class McpOAuthClient(SQLModel, table=True):
     created_by: uuid.UUID | None = fk("users.id", nullable=True, ondelete="SET NULL")
     created_at: datetime = ts()
     updated_at: datetime = ts()
+    # ``registration='app'``: the client of one app installation; its tokens are for the apps
+    # API only and act as the installation (docs/apps.md#oauth). NULL for MCP clients.
+    installation_id: uuid.UUID | None = fk("app_installations.id", nullable=True, ondelete="CASCADE")
 
 
 class McpOAuthGrant(SQLModel, table=True):

@@ -31,6 +31,7 @@ from openkb.audit import record_audit
 from openkb.db import record_then_refuse
 from openkb.errors import NotFound, OAuthProtocolError, Unauthenticated
 from openkb.models import (
+    AppInstallation,
     McpOAuthAccessToken,
     McpOAuthAuthorizationCode,
     McpOAuthClient,
@@ -102,6 +103,40 @@ def check_resource(resource: Any, expected: str) -> str:
     return canonical_resource(expected)
 
 
+# --- clients of an app installation (docs/apps.md#oauth) ----------------------------------------
+
+APPS_SCOPE = "apps"  # the one scope of an installation's client: act as the installation
+
+
+def check_scopes_for(client: McpOAuthClient, scope: Any) -> list[str] | None:
+    """An installation's client asks for ``apps`` (or nothing, meaning it); anything else is
+    ``invalid_scope``. None for other clients (their scopes are checked as before).
+    Trap: ``apps`` is not in ``clients.SCOPES``, so no MCP client can ever be granted it."""
+    if client.installation_id is None:
+        return None
+    asked = set(str(scope or "").split()) - {"offline_access"}
+    if asked - {APPS_SCOPE}:
+        raise OAuthProtocolError("invalid_scope", f"an app installation's client may only ask for {APPS_SCOPE}")
+    return [APPS_SCOPE]
+
+
+def check_installation_user(session: Session, client: McpOAuthClient, principal: Principal) -> None:
+    """Only the installation's own user may authorize its client, and only while it is
+    installed: anyone else consenting would hand the app *their* knowledge under the other
+    user's installation. No-op for MCP clients."""
+    if client.installation_id is None:
+        return
+    inst = session.get(AppInstallation, client.installation_id)
+    if inst is None or inst.status != "active":
+        raise OAuthProtocolError("access_denied", "this app is no longer installed", status=403)
+    if inst.user_id != principal.user_id or inst.tenant_id != principal.tenant_id:
+        raise OAuthProtocolError(
+            "access_denied",
+            "this app installation belongs to another account; only its owner may authorize it",
+            status=403,
+        )
+
+
 # --- consent and codes ---------------------------------------------------------------------------
 
 
@@ -142,6 +177,7 @@ def consent(
     """The user approved ``scopes`` for ``client``: extend their active grant, or open one."""
     if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
         raise Unauthenticated("sign in to authorize an application")
+    check_installation_user(session, principal=principal, client=client)
     grant = _active_grant(session, principal.user_id, principal.tenant_id, client, lock=True)
     if grant is None:
         grant = McpOAuthGrant(
@@ -272,6 +308,10 @@ def _live_grant(session: Session, grant_id: uuid.UUID, client_id: str) -> tuple[
         raise OAuthProtocolError("invalid_grant", "the authorization was revoked")
     if user_status != "active":
         raise OAuthProtocolError("invalid_grant", "the account behind this authorization is not active")
+    if client.installation_id is not None:  # uninstalled since: no new tokens (docs/apps.md#oauth)
+        inst = session.get(AppInstallation, client.installation_id)
+        if inst is None or inst.status != "active" or inst.user_id != grant.user_id:
+            raise OAuthProtocolError("invalid_grant", "the app installation behind this authorization is gone")
     return grant, client
 
 

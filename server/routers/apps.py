@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.apps import changes as app_changes
 from openkb.apps import knowledge, registry, uninstall
+from openkb.apps import oauth as app_oauth
 from openkb.apps.registry import AppCaller
 from openkb.errors import (
     AlreadyExists,
@@ -82,6 +83,9 @@ TokenDep = Annotated[str, Depends(app_token)]
 
 def _resolve(session: Any, ctx: Any, token: str, keyed: tuple[str | None, str | None] | None = None) -> AppCaller:
     try:
+        if token.startswith("kbat_"):  # an OAuth grant of the installation's client (docs/apps.md#oauth)
+            resource = app_oauth.apps_resource(ctx.settings.app_base_url)
+            return app_oauth.resolve_oauth_caller(session, token, resource=resource, secret=ctx.settings.secret_key)
         return registry.resolve_caller(session, token, ctx.settings.secret_key, keyed=keyed)
     except Unauthenticated as e:
         raise unauthenticated(e.detail) from None
@@ -283,6 +287,55 @@ class CredentialOut(BaseModel):
 def rotate(installation_id: uuid.UUID, session: SessionDep, principal: WriterDep) -> dict[str, Any]:
     """A new credential; the old one fails on its next use."""
     return {"credential": registry.rotate_credential(session, principal, installation_id)}
+
+
+class OAuthClientIn(RequestModel):
+    redirect_uris: list[str] = Field(min_length=1, max_length=20)
+
+
+class OAuthClientOut(BaseModel):
+    client_id: str
+    redirect_uris: list[str]
+    scope: str = Field(description="always 'apps'")
+    resource: str = Field(description="the RFC 8707 resource to ask for: <APP_BASE_URL>/api/apps/v1")
+    token_endpoint_auth_method: str = Field(description="none: a public client, PKCE S256")
+
+
+def _client_out(row: Any, ctx: Any) -> dict[str, Any]:
+    return {
+        "client_id": row.client_id,
+        "redirect_uris": list(row.redirect_uris),
+        "scope": " ".join(row.allowed_scopes),
+        "resource": app_oauth.apps_resource(ctx.settings.app_base_url),
+        "token_endpoint_auth_method": "none",
+    }
+
+
+@router.put(
+    f"{P}/installations/{{installation_id}}/oauth-client",
+    response_model=OAuthClientOut,
+    responses=errors_for(401, 403, 404, 422),
+)
+def set_oauth_client(
+    installation_id: uuid.UUID, body: OAuthClientIn, session: SessionDep, principal: WriterDep, ctx: CtxDep
+) -> dict[str, Any]:
+    """The installation's OAuth client (created, or its redirect URIs replaced; the client_id
+    stays): the app then gets a ``kbat_`` token by authorization code + PKCE instead of a
+    ``kbapp_`` credential (docs/apps.md#oauth)."""
+    return _client_out(
+        app_oauth.set_oauth_client(session, principal, installation_id, redirect_uris=body.redirect_uris), ctx
+    )
+
+
+@router.get(
+    f"{P}/installations/{{installation_id}}/oauth-client",
+    response_model=OAuthClientOut,
+    responses=errors_for(401, 404),
+)
+def get_oauth_client(
+    installation_id: uuid.UUID, session: SessionDep, principal: UserDep, ctx: CtxDep
+) -> dict[str, Any]:
+    return _client_out(app_oauth.get_oauth_client(session, principal, installation_id), ctx)
 
 
 class UninstallIn(RequestModel):

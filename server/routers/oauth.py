@@ -34,6 +34,7 @@ from sqlmodel import Session
 from openkb import ratelimit
 from openkb.accounts import sessions
 from openkb.accounts.sessions import resolve_session
+from openkb.apps import oauth as app_oauth
 from openkb.context import AppContext
 from openkb.errors import NotFound, OAuthProtocolError, OpenKBError, RateLimited, Unauthenticated
 from openkb.models import McpOAuthClient
@@ -69,6 +70,7 @@ CORS_HEADERS = {
 CORS_PATHS = (
     "/.well-known/oauth-protected-resource",
     "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-protected-resource/api/apps/v1",
     "/.well-known/oauth-authorization-server",
     "/oauth/token",
     "/oauth/register",
@@ -164,6 +166,20 @@ def oauth_protected_resource(ctx: CtxDep) -> JSONResponse:
     return _json(protected_resource_metadata(ctx))
 
 
+@router.get("/.well-known/oauth-protected-resource/api/apps/v1")
+def oauth_protected_resource_apps(ctx: CtxDep) -> JSONResponse:
+    """RFC 9728 metadata of the apps API: an app installation's client asks for this resource
+    with scope ``apps`` (docs/apps.md#oauth)."""
+    return _json(
+        {
+            **protected_resource_metadata(ctx),
+            "resource": app_oauth.apps_resource(base_url(ctx)),
+            "scopes_supported": [grants.APPS_SCOPE],
+            "resource_documentation": base_url(ctx) + "/api/docs",
+        }
+    )
+
+
 @router.get("/.well-known/oauth-authorization-server")
 def oauth_authorization_server(ctx: CtxDep) -> JSONResponse:
     """RFC 8414 metadata; ``issuer`` equals ``APP_BASE_URL`` (RFC 8414 §3.3)."""
@@ -248,6 +264,9 @@ def _check_rest(ctx: AppContext, client: McpOAuthClient, params: dict[str, str])
     if params.get("response_type") != "code":
         raise OAuthProtocolError("unsupported_response_type", "response_type must be code")
     challenge = grants.check_code_challenge(params.get("code_challenge"), params.get("code_challenge_method"))
+    if client.installation_id is not None:  # an app installation's client: the apps API only (docs/apps.md#oauth)
+        resource = grants.check_resource(params.get("resource"), app_oauth.apps_resource(base_url(ctx)))
+        return grants.check_scopes_for(client, params.get("scope")) or [], challenge, resource
     resource = grants.check_resource(params.get("resource"), resource_url(ctx))
     scopes = clients.parse_scopes(params.get("scope"))
     outside = sorted(set(scopes) - set(client.allowed_scopes))
@@ -308,6 +327,16 @@ def _login(
     return resp
 
 
+def _not_the_installation_user(session: Session, client: McpOAuthClient, principal: Principal) -> Response | None:
+    """An app installation's client may be authorized by that installation's user only: an
+    error page (never a redirect with a code) for anyone else."""
+    try:
+        grants.check_installation_user(session, client, principal)
+    except OAuthProtocolError as exc:
+        return oauth_pages.error_page(exc.detail, status=403)
+    return None
+
+
 def _proceed(
     session: Session,
     ctx: AppContext,
@@ -322,6 +351,9 @@ def _proceed(
     status_code: int,
 ) -> Response:
     """Signed in: redirect with a code if consent is remembered, else show the consent page."""
+    refused = _not_the_installation_user(session, client, principal)
+    if refused is not None:
+        return refused
     grant = grants.remembered_grant(session, principal, client, scopes)
     if grant is not None:
         c = grants.issue_code(
@@ -406,6 +438,9 @@ def _authorize(
             return _redirect(
                 ctx, redirect_uri, params, 303, error="access_denied", error_description="the user denied the request"
             )
+        refused = _not_the_installation_user(session, client, principal)
+        if refused is not None:
+            return refused
         grant = grants.consent(session, principal, client, scopes, redirect_uri=redirect_uri)
         c = grants.issue_code(
             session, grant, redirect_uri=redirect_uri, scopes=scopes, code_challenge=challenge, resource=resource

@@ -44,6 +44,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/oauth-protected-resource/api/apps/v1": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Oauth Protected Resource Apps
+         * @description RFC 9728 metadata of the apps API: an app installation's client asks for this resource
+         *     with scope ``apps`` (docs/apps.md#oauth).
+         */
+        get: operations["oauth_protected_resource_apps__well_known_oauth_protected_resource_api_apps_v1_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/oauth-protected-resource/mcp": {
         parameters: {
             query?: never;
@@ -1071,6 +1092,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/apps/v1/installations/{installation_id}/oauth-client": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Oauth Client */
+        get: operations["get_oauth_client_api_apps_v1_installations__installation_id__oauth_client_get"];
+        /**
+         * Set Oauth Client
+         * @description The installation's OAuth client (created, or its redirect URIs replaced; the client_id
+         *     stays): the app then gets a ``kbat_`` token by authorization code + PKCE instead of a
+         *     ``kbapp_`` credential (docs/apps.md#oauth).
+         */
+        put: operations["set_oauth_client_api_apps_v1_installations__installation_id__oauth_client_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apps/v1/installations/{installation_id}/revert-uninstall": {
         parameters: {
             query?: never;
@@ -1865,7 +1909,11 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Preview Document Export
+         * @description What GET would send (size and name) or why it would refuse; decided the same way.
+         */
+        head: operations["preview_document_export_api_documents__document_id__export_head"];
         patch?: never;
         trace?: never;
     };
@@ -2151,7 +2199,11 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Preview Knowledge Base Export
+         * @description What GET would send (size and name) or why it would refuse; decided the same way.
+         */
+        head: operations["preview_knowledge_base_export_api_knowledge_bases__kb_id__export_head"];
         patch?: never;
         trace?: never;
     };
@@ -5043,6 +5095,33 @@ export interface components {
              */
             merged_id: string;
         };
+        /** OAuthClientIn */
+        OAuthClientIn: {
+            /** Redirect Uris */
+            redirect_uris: string[];
+        };
+        /** OAuthClientOut */
+        OAuthClientOut: {
+            /** Client Id */
+            client_id: string;
+            /** Redirect Uris */
+            redirect_uris: string[];
+            /**
+             * Resource
+             * @description the RFC 8707 resource to ask for: <APP_BASE_URL>/api/apps/v1
+             */
+            resource: string;
+            /**
+             * Scope
+             * @description always 'apps'
+             */
+            scope: string;
+            /**
+             * Token Endpoint Auth Method
+             * @description none: a public client, PKCE S256
+             */
+            token_endpoint_auth_method: string;
+        };
         /** PasswordChangeIn */
         PasswordChangeIn: {
             /** Current Password */
@@ -6579,6 +6658,26 @@ export interface operations {
         };
     };
     oauth_protected_resource__well_known_oauth_protected_resource_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
+    oauth_protected_resource_apps__well_known_oauth_protected_resource_api_apps_v1_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -11800,6 +11899,153 @@ export interface operations {
             };
         };
     };
+    get_oauth_client_api_apps_v1_installations__installation_id__oauth_client_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthClientOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    set_oauth_client_api_apps_v1_installations__installation_id__oauth_client_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                installation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OAuthClientIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthClientOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     revert_uninstall_api_apps_v1_installations__installation_id__revert_uninstall_post: {
         parameters: {
             query?: never;
@@ -15443,6 +15689,65 @@ export interface operations {
             };
         };
     };
+    preview_document_export_api_documents__document_id__export_head: {
+        parameters: {
+            query?: {
+                /** @description also unpublished pages (drafts, archived); only editors can read them */
+                include_drafts?: boolean;
+            };
+            header?: never;
+            path: {
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the headers GET would answer (X-Export-Bytes, the file name); nothing sent, not audited */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, EXPORT_TOO_LARGE */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_import_jobs_api_import_jobs_get: {
         parameters: {
             query?: {
@@ -17071,6 +17376,65 @@ export interface operations {
                 content: {
                     "application/zip": string;
                 };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, EXPORT_TOO_LARGE */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    preview_knowledge_base_export_api_knowledge_bases__kb_id__export_head: {
+        parameters: {
+            query?: {
+                /** @description also unpublished pages (drafts, archived); only editors can read them */
+                include_drafts?: boolean;
+            };
+            header?: never;
+            path: {
+                kb_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the headers GET would answer (X-Export-Bytes, the file name); nothing sent, not audited */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description UNAUTHENTICATED */
             401: {
