@@ -31,6 +31,7 @@ from openkb.content.actor import Actor
 from openkb.content.knowledge_bases import create_knowledge_base
 from openkb.content.workspaces import create_workspace
 from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
+from openkb.facts.mentions import record_selected
 from openkb.facts.vocabulary import check_declared, declare_app_predicates
 from openkb.models import (
     App,
@@ -346,9 +347,11 @@ def set_selected_collections(
         else:
             kb = access_knowledge_base(session, principal, it["knowledge_base_id"]).knowledge_base
             wanted.append((kb.id, None))
+    before: set[uuid.UUID] = set()
     for old in session.exec(
         select(AppSelectedCollection).where(col(AppSelectedCollection.installation_id) == inst.id)
     ).all():
+        before.add(old.knowledge_base_id)
         session.delete(old)
     session.flush()
     rows = []
@@ -357,6 +360,8 @@ def set_selected_collections(
         session.add(r)
         rows.append(r)
     session.flush()
+    # the user's entities named in what is indexed there already (docs/facts.md#mentions)
+    record_selected(session, inst.tenant_id, inst.user_id, {k for k, _ in wanted} - before)
     record_audit(
         session, tenant_id=inst.tenant_id, actor=principal, action="app.collections_selected",
         object_type="app_installation", object_id=inst.id,

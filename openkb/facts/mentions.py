@@ -246,11 +246,7 @@ def record_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, en
     m = matcher((r.entity_id, r.kind, r.value) for r in ids)
     if m.empty:
         return 0
-    likes = None
-    if not m.phones:
-        terms = [*m.words, *m.cjk]
-        likes = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").lstrip("@") + "%" for t in terms]
-    rows = [ChunkText(*r) for r in session.execute(_USER_CHUNKS, {"t": tenant_id, "u": user_id, "likes": likes})]
+    rows = [ChunkText(*r) for r in session.execute(_USER_CHUNKS, {"t": tenant_id, "u": user_id, "likes": _likes(m)})]
     rows = [c for c in rows if entity_id in m.find(c.text)]
     if not rows:
         return 0
@@ -261,6 +257,43 @@ def record_entity(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, en
         )
         n += 1
     return n
+
+
+_KB_CHUNKS = text("""
+SELECT c.id, c.tenant_id, c.workspace_id, c.knowledge_base_id, c.document_id, c.version_id, c.content_text
+FROM document_chunks c
+JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+WHERE c.tenant_id = :t AND c.knowledge_base_id = ANY(:kbs)
+  AND (CAST(:likes AS text[]) IS NULL OR lower(c.content_text) LIKE ANY(:likes))
+""").bindparams(bindparam("kbs", type_=_UUIDS), bindparam("likes", type_=ARRAY(Text)))
+
+
+def _likes(m: Matcher) -> list[str] | None:
+    """``LIKE`` patterns narrowing chunks to those that may match (None: phones, whose
+    spellings vary, need every chunk)."""
+    if m.phones:
+        return None
+    esc = [t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").lstrip("@") for t in [*m.words, *m.cjk]]
+    return ["%" + t + "%" for t in esc]
+
+
+def record_selected(session: Session, tenant_id: uuid.UUID, user_id: uuid.UUID, kb_ids: Iterable[uuid.UUID]) -> int:
+    """A collection selected for one of the user's installations: what is indexed there already
+    is matched against the user's entities (``readers`` decides, so only pages the user may
+    read), as indexing would have had the collection been selected then."""
+    kbs = sorted(set(kb_ids), key=str)
+    if not kbs:
+        return 0
+    m = matcher(
+        (r.entity_id, r.kind, r.value) for r in session.execute(_OWNER_IDENTIFIERS, {"t": tenant_id, "u": user_id})
+    )
+    if m.empty:
+        return 0
+    rows = [ChunkText(*r) for r in session.execute(_KB_CHUNKS, {"t": tenant_id, "kbs": kbs, "likes": _likes(m)})]
+    rows = [c for c in rows if m.find(c.text)]
+    if not rows:
+        return 0
+    return _record(session, tenant_id, user_id, readers(session, rows).get((tenant_id, user_id), []))
 
 
 def chunks_mentioning(session: Session, entity_ids: list[uuid.UUID]) -> set[str]:

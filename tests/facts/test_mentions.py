@@ -117,6 +117,10 @@ def test_team_pages_the_user_reads_and_the_app_reaches_are_matched_too(me: Perso
     # the permission service decided: nothing is recorded for the page the user may not read
     hidden = me.db.execute(text("SELECT count(*) FROM entity_mentions WHERE document_id = :d"), {"d": pages[2].id})
     assert hidden.scalar() == 0
+    # a knowledge base selected after its pages were indexed: they are matched then
+    both = [{"knowledge_base_id": team.id}, {"knowledge_base_id": elsewhere.id}]
+    registry.set_selected_collections(me.db, me.user, me.apps["team-app"][0], both)
+    assert sorted(_texts_of(me, me.caller("team-app"), [zs["ref"]])) == ["今天和张三开会。", "张三在别处。"]
 
 
 def _texts_of(me: Person, c, refs: list[str]) -> list[str]:  # noqa: ANN001
