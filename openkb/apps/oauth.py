@@ -26,8 +26,9 @@ from sqlmodel import Session, select
 from openkb.apps.registry import AppCaller, access_installation, caller_for_installation
 from openkb.audit import record_audit
 from openkb.errors import NotFound, OAuthProtocolError, Unauthenticated, ValidationError
-from openkb.models import App, McpOAuthClient
+from openkb.models import App, McpOAuthClient, McpOAuthGrant
 from openkb.models._base import utcnow
+from openkb.oauth import grants
 from openkb.oauth.clients import CLIENT_ID_PREFIX, validate_redirect_uris
 from openkb.oauth.grants import APPS_SCOPE
 from openkb.oauth.tokens import looks_like_access_token, verify_access_token
@@ -98,6 +99,21 @@ def get_oauth_client(session: Session, principal: Principal, installation_id: uu
     return row
 
 
+def end_installation_grants(session: Session, principal: Principal, installation_id: uuid.UUID) -> int:
+    """Uninstall: revoke every grant of the installation's client with its tokens (audited
+    ``oauth.grant_revoked``, ``by: uninstall``), so the user's connected applications no longer
+    list it. The caller check refuses those tokens anyway; this leaves no live grant behind."""
+    client = installation_client(session, installation_id)
+    if client is None:
+        return 0
+    live = session.exec(
+        select(McpOAuthGrant).where(McpOAuthGrant.client_id == client.id, McpOAuthGrant.status == "active")
+    ).all()
+    for grant in live:
+        grants.do_revoke_grant(session, principal, grant, by="uninstall")
+    return len(live)
+
+
 def resolve_oauth_caller(session: Session, token: str, *, resource: str, secret: str) -> AppCaller:
     """The installation behind a ``kbat_`` access token minted for the apps API, with its
     switches as of now. Anything else (an ``/mcp`` token, a revoked or expired one, a token of
@@ -124,6 +140,7 @@ def resolve_oauth_caller(session: Session, token: str, *, resource: str, secret:
 __all__ = [
     "API_PATH",
     "apps_resource",
+    "end_installation_grants",
     "get_oauth_client",
     "installation_client",
     "resolve_oauth_caller",

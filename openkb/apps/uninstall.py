@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
+from openkb.apps.oauth import end_installation_grants
 from openkb.apps.registry import _revoke_credentials, _user, access_installation, contributions
 from openkb.audit import record_audit
 from openkb.content import revert as revert_service
@@ -46,6 +47,7 @@ def uninstall(session: Session, principal: Principal, installation_id: uuid.UUID
         raise ValidationError("the app is already uninstalled", field="installation_id")
     before = contributions(session, inst.id)
     _revoke_credentials(session, inst.id)
+    end_installation_grants(session, principal, inst.id)  # its OAuth grants too (docs/apps.md#oauth)
     for model in (AppGrant, AppSelectedCollection):
         for row in session.exec(select(model).where(col(model.installation_id) == inst.id)).all():
             session.delete(row)

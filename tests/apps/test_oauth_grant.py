@@ -253,6 +253,8 @@ def test_revocation_and_uninstall_apply_at_once(world) -> None:
     r = world["user"].post(f"/api/apps/v1/installations/{world['inst']['id']}/uninstall", json={"mode": "keep"})
     assert r.status_code == 200, r.text
     assert collections_status(world, late["access_token"]) == 401
+    listed = world["user"].get("/api/me/oauth-grants").json()["items"]
+    assert world["client"]["client_id"] not in {g["client_id"] for g in listed}  # its grant was revoked
     c = app_client(world)
     try:
         r = c.refresh(late["refresh_token"])
