@@ -61,6 +61,40 @@ def _is_escaped(state: StateInline, back_pos: int, mod: int = 0) -> bool:
 _dollarmath_index.is_escaped = _is_escaped  # the rule looks it up at call time
 
 
+def _math_text(state: StateInline, silent: bool) -> bool:
+    """Inline math as remark-math reads it: the opening run of ``$`` closes only at a run of
+    exactly its length (``$x\\n$$y$`` is the formula ``x\\n$$y``; dollarmath closed at the
+    first ``$`` of the ``$$``). Without a closing run the whole opening run is text, so a
+    shorter run inside it never opens a formula either."""
+    src, start, end = state.src, state.pos, state.posMax
+    if src[start] != "$" or _is_escaped(state, start):
+        return False
+    open_end = start
+    while open_end < end and src[open_end] == "$":
+        open_end += 1
+    size = open_end - start
+    i = open_end
+    while True:
+        close = src.find("$", i, end)
+        if close < 0:
+            if not silent:
+                state.pending += "$" * size
+            state.pos = open_end
+            return True
+        close_end = close
+        while close_end < end and src[close_end] == "$":
+            close_end += 1
+        if close_end - close == size:
+            break
+        i = close_end
+    if not silent:
+        token = state.push("math_inline" if size == 1 else "math_inline_double", "math", 0)
+        token.content = src[open_end:close]
+        token.markup = "$" * size
+    state.pos = close_end
+    return True
+
+
 def _prev_www(ch: str) -> bool:
     """May a ``www.`` literal follow ``ch``? In the editor, micromark allows only blanks and
     ``( * _ [ ] ~`` (cmark-gfm's set, the plugin's ``check_prev``), but mdast-util-gfm-autolink-
@@ -319,6 +353,7 @@ def get_parser() -> MarkdownIt:
     # a block where micromark sees inline math. Use a fence-shaped rule instead (remark-math
     # models math flow on code fences).
     md.block.ruler.disable("math_block")
+    md.inline.ruler.at("math_inline", _math_text)
     md.block.ruler.before(
         "fence",
         "math_fence",

@@ -748,8 +748,8 @@ EMPTY_AND_BLANK = [
 # Cases found while closing parity divergences (autolink literals after punctuation or with an
 # escape inside, tilde runs of unequal width, a code fence or formula left open at the end of a
 # list item, a line break inside inline math before a block marker, a table row without a
-# leading pipe after a short row, a `|` in a formula in a table cell), each probed on the
-# shipped editor.
+# leading pipe after a short row, a `|` in a formula in a table cell, `$` runs of unequal
+# length), each probed on the shipped editor.
 EDGES = [
     "~x~~ a~b\n",
     "\\~ \\~~x~~ a~b\n",
@@ -868,6 +868,19 @@ EDGES = [
     "| $$a \\| b$$ | c |\n| --- | --- |\n| x | y |\n",
     "| $a \\\\| b$ | c |\n| --- | --- |\n| x | y |\n",
     "| `a \\| b` | $x \\| y$ |\n| --- | --- |\n| x | y |\n",
+    "a $x\n$$y$ b\n",
+    "$$x$ y$$\n",
+    "a $$$x$$$ b\n",
+    "a $$x$ b\n",
+    "a $x$$ b$\n",
+    "price $5 and $$\n",
+    "$$$\n",
+    "a \\$x$ b$\n",
+    "[a $x](u) $\n",
+    "a $`x$` b`\n",
+    "$$ $ $$\n",
+    "a $x\\$ y$ z\n",
+    "*a $x* y$*\n",
 ]
 
 
