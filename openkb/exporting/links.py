@@ -68,11 +68,14 @@ def fast_rewrite(body: str, resolve: Resolve) -> str | None:
         while i >= 0:
             o = _ANY.match(body, i)
             nxt = body.find(scheme, i + len(scheme))
-            if o is not None and resolve(o.group(0)) is not None:
+            bare = o.group(0) if o is not None else ""
+            first = resolve(bare) if bare else None
+            if first is not None:
                 m = _REF.match(body, i - 2) if i >= 2 else None
                 if m is None or m.start(1) != i:
                     return None  # a reference definition, an autolink, an escaped or bracketed form...
-                new = resolve(m.group(1))
+                url = m.group(1)
+                new = first if url == bare else resolve(url)
                 if new is not None:
                     if fenced is None:
                         fenced = _fenced(body) if ("```" in body or "~~~" in body or "$$" in body) else []

@@ -55,7 +55,7 @@ _RESERVED = {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {f"l
 
 def units(text: str) -> int:
     """Length in UTF-16 code units, as Windows counts a path (a character past U+FFFF is two)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
 def safe_name(title: str, *, keep_extension: bool = False) -> str:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import mimetypes
-import posixpath
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -546,7 +545,7 @@ def _rel(path: str, from_dir: str) -> str:
 def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
     """The stored body with ``openkb://document/<id>`` and ``asset://<id>`` of exported objects
     as relative links; links to what is not in the export stay as they are."""
-    here = posixpath.dirname(doc.path)
+    here = doc.path.rpartition("/")[0]
 
     def resolve(u: str) -> str | None:
         if u.startswith(_LINK):
