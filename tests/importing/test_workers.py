@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -78,3 +79,15 @@ def test_a_worker_that_died_is_replaced_and_its_task_redone_file_by_file():
     assert [r.error for r in res] == [None, None]
     assert res == [prepare_bytes(rel, data, nonce="n") for rel, data in items]
     assert proc.p.poll() is not None  # stopped with the pool
+
+
+def test_a_worker_runs_in_a_session_of_its_own():
+    """Regression: in the importer's session the workers only split that session's CPU share
+    (autogroup scheduling), so on a busy machine --jobs 2 was no faster than one process."""
+    p = _Proc()
+    try:
+        assert p.ask([("a.md", b"# a\n")], "n")[0].error is None
+        assert os.getsid(p.p.pid) == p.p.pid != os.getsid(0)
+    finally:
+        p.close()
+    assert p.p.returncode == 0  # it ended when its stdin closed
