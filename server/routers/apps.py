@@ -69,12 +69,21 @@ def _writer(principal: UserDep) -> Any:
 WriterDep = Annotated[Any, Depends(_writer)]
 
 
-def app_token(request: Request) -> str:
+def _refused(ctx: Any, detail: str) -> Any:
+    """401 with the RFC 9728 challenge: an OAuth client finds the apps API's resource metadata
+    (and so the authorization server) from it (docs/apps.md#oauth)."""
+    exc = unauthenticated(detail)
+    prm = ctx.settings.app_base_url.strip().rstrip("/") + "/.well-known/oauth-protected-resource" + app_oauth.API_PATH
+    exc.headers = {"WWW-Authenticate": f'Bearer resource_metadata="{prm}"'}
+    return exc
+
+
+def app_token(request: Request, ctx: CtxDep) -> str:
     """The bearer credential's text (401 before the body is even looked at when absent)."""
     h = request.headers.get("authorization") or ""
     scheme, _, token = h.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise unauthenticated("send 'Authorization: Bearer kbapp_...'")
+        raise _refused(ctx, "send 'Authorization: Bearer kbapp_...' (or an OAuth access token)")
     return token.strip()
 
 
@@ -88,7 +97,7 @@ def _resolve(session: Any, ctx: Any, token: str, keyed: tuple[str | None, str | 
             return app_oauth.resolve_oauth_caller(session, token, resource=resource, secret=ctx.settings.secret_key)
         return registry.resolve_caller(session, token, ctx.settings.secret_key, keyed=keyed)
     except Unauthenticated as e:
-        raise unauthenticated(e.detail) from None
+        raise _refused(ctx, e.detail) from None
 
 
 def app_caller(token: TokenDep, session: SessionDep, ctx: CtxDep) -> AppCaller:

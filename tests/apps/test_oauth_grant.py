@@ -98,6 +98,9 @@ def collections_status(w: dict[str, Any], token: str) -> int:
         headers={"Authorization": f"Bearer {token}"},
         timeout=30,
     )
+    if r.status_code == 401:  # RFC 9728: the challenge names the apps API's resource metadata
+        prm = w["base"] + "/.well-known/oauth-protected-resource/api/apps/v1"
+        assert r.headers["www-authenticate"] == f'Bearer resource_metadata="{prm}"', r.headers
     return r.status_code
 
 
