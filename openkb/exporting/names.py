@@ -82,6 +82,9 @@ def fit(name: str, limit: int, *, keep_extension: bool = False) -> str:
     """``name`` if it is within ``limit`` UTF-16 units and ``MAX_NAME_BYTES`` bytes, else cut
     with ``~`` and a hash of the whole name (``keep_extension``: a file's ``.png`` stays)."""
     limit = max(limit, MIN_NAME_CHARS)
+    n = len(name)
+    if 4 * n <= MAX_NAME_BYTES and 2 * n <= limit:  # fits whatever its characters (most titles)
+        return name
     if units(name) <= limit and len(name.encode()) <= MAX_NAME_BYTES:
         return name
     stem, ext = name, ""
