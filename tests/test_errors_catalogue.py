@@ -53,13 +53,16 @@ def classes() -> list[type[OpenKBError]]:
 @pytest.fixture(scope="module")
 def openapi() -> dict[str, Any]:
     """The app's OpenAPI document, built in process (no database needed for the document)."""
+    from sqlalchemy import create_engine
+
     from openkb import jobs
     from openkb.config import Settings
     from server.app import create_app
 
     previous = jobs._queue
     try:
-        app = create_app(SimpleNamespace(settings=Settings()), queue=jobs.RecordingQueue(), warm=False)  # type: ignore[arg-type]
+        engine = create_engine("postgresql+psycopg://")  # never connects: the document needs no database
+        app = create_app(SimpleNamespace(settings=Settings(), engine=engine), queue=jobs.RecordingQueue(), warm=False)  # type: ignore[arg-type]
         return app.openapi()
     finally:
         jobs.set_queue(previous)  # create_app installs its queue process-wide
