@@ -15,10 +15,19 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
+from openkb.accounts.deletion import delete_user
+from openkb.apps import oauth as app_oauth
 from openkb.apps import quotas
 from openkb.apps.client import AppApiError, KnowledgeClient
+from openkb.config import Settings
+from openkb.errors import OAuthProtocolError, Unauthenticated
+from openkb.models import Tenant
+from openkb.oauth import grants
+from openkb.permissions import Principal
 from tests.api.helpers import PASSWORD, login, make_login_user
-from tests.oauth.conftest import OAuthClient, redirect_params
+from tests.apps.conftest import SECRET
+from tests.factories import make_user
+from tests.oauth.conftest import OAuthClient, redirect_params, s256
 
 APP_REDIRECT = "http://127.0.0.1:9/app-callback"
 
@@ -268,3 +277,47 @@ def test_revocation_and_uninstall_apply_at_once(world) -> None:
         assert page.status_code == 403 and "no longer installed" in page.text
     finally:
         c.close()
+
+
+# --- in process: the same services, without HTTP --------------------------------------------------
+
+RESOURCE = "https://kb.example.org/api/apps/v1"
+
+
+def _service_token(aw) -> str:
+    """The authorization code + PKCE flow through the services the routes call."""
+    client = app_oauth.set_oauth_client(aw.db, aw.user, aw.installation_id, redirect_uris=[APP_REDIRECT])
+    grant = grants.consent(aw.db, aw.user, client, ["apps"], redirect_uri=APP_REDIRECT)
+    verifier = secrets.token_urlsafe(48)
+    code = grants.issue_code(
+        aw.db, grant, redirect_uri=APP_REDIRECT, scopes=["apps"], code_challenge=s256(verifier), resource=RESOURCE
+    )
+    return grants.exchange_code(
+        aw.db,
+        Settings(),
+        code=code,
+        client_id=client.client_id,
+        redirect_uri=APP_REDIRECT,
+        code_verifier=verifier,
+        resource=RESOURCE,
+    ).access_token
+
+
+def test_deleting_the_user_ends_the_oauth_token(aw) -> None:
+    token = _service_token(aw)
+    caller = app_oauth.resolve_oauth_caller(aw.db, token, resource=RESOURCE, secret=SECRET)
+    assert caller.installation_id == aw.installation_id and caller.user_id == aw.user.user_id
+    # the same refs as the kbapp_ credential's caller: one installation, one ref space
+    assert caller.ref("kb", aw.tenant_id) == aw.caller().ref("kb", aw.tenant_id)
+    heir = make_user(aw.db, aw.db.get(Tenant, aw.tenant_id))
+    delete_user(aw.db, Principal.system(), aw.user.user_id, successor_id=heir.id)
+    with pytest.raises(Unauthenticated):
+        app_oauth.resolve_oauth_caller(aw.db, token, resource=RESOURCE, secret=SECRET)
+
+
+def test_consent_service_refuses_another_user(aw) -> None:
+    client = app_oauth.set_oauth_client(aw.db, aw.user, aw.installation_id, redirect_uris=[APP_REDIRECT])
+    stranger = make_user(aw.db, aw.db.get(Tenant, aw.tenant_id))
+    with pytest.raises(OAuthProtocolError) as e:
+        grants.consent(aw.db, Principal.user(stranger.id, aw.tenant_id), client, ["apps"], redirect_uri=APP_REDIRECT)
+    assert e.value.oauth_error == "access_denied" and e.value.http_status == 403
