@@ -1,9 +1,10 @@
 """Pass 1 of an import, one file: read -> sniff -> convert -> repair to the dialect (docs/importing.md).
 
 A module of its own, importing no database code, because it is what the ``--jobs`` worker
-processes run: a spawned worker imports this (a tenth of a second) instead of the whole write
-path (SQLAlchemy, the models, the permission service), which used to cost each worker more
-than the files it prepared in a small import.
+processes run (``importing.worker``, a fresh interpreter): it imports this instead of the whole
+write path (SQLAlchemy, the models, the permission service), which used to cost each worker more
+than the files it prepared in a small import. Trap: keep configuration code off this import path
+too (``mineru`` reads the settings only when a PDF is converted).
 """
 
 from __future__ import annotations
