@@ -91,3 +91,12 @@ def test_a_worker_runs_in_a_session_of_its_own():
     finally:
         p.close()
     assert p.p.returncode == 0  # it ended when its stdin closed
+
+
+def test_a_worker_loads_no_configuration_or_database_code():
+    """What each worker of each import pays at start: the conversion code only (pydantic-settings
+    was half of it, SQLAlchemy more than the files a worker prepared in a small import)."""
+    code = "import sys, openkb.importing.worker; print(sorted(m for m in ('openkb.config', 'sqlalchemy', 'sqlmodel', 'openkb.db') if m in sys.modules))"
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "[]"
