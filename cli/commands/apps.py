@@ -1,4 +1,4 @@
-"""Apps on a person's knowledge from the command line: ``openkb app register|list|install|grants|uninstall``.
+"""Apps on a person's knowledge from the command line: ``openkb app register|list|install|grants|uninstall|oauth-client``.
 
 For operators (docs/apps.md#cli): each command acts for the user named with ``--user`` and calls
 one service of ``openkb.apps``; what the app may then reach is still what that user switches on.
@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
     cmd.command("install")(app_install)
     cmd.command("grants")(app_grants)
     cmd.command("uninstall")(app_uninstall)
+    cmd.command("oauth-client")(app_oauth_client)
     app.add_typer(cmd, name="app")
 
 
@@ -193,3 +194,34 @@ def app_uninstall(
             f"uninstalled ({out['mode']}); deleted {out['deleted']}"
             + (f"; revert run {out['run_id']}" if out["run_id"] else "")
         )
+
+
+def app_oauth_client(
+    installation_id: Annotated[uuid.UUID, typer.Argument(help="The installation (from 'openkb app list --user').")],
+    user: UserOpt,
+    redirect_uri: Annotated[
+        list[str] | None, typer.Option("--redirect-uri", help="Set the client's redirect URIs (repeat); else show it.")
+    ] = None,
+    tenant: TenantOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The installation's OAuth client (docs/apps.md#oauth): --redirect-uri creates it or replaces its URIs."""
+    from openkb.apps.oauth import apps_resource, get_oauth_client, set_oauth_client
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        who = _as_user(s, user, tenant)
+        if redirect_uri:
+            row = set_oauth_client(s, who, installation_id, redirect_uris=list(redirect_uri))
+        else:
+            row = get_oauth_client(s, who, installation_id)
+        out = {
+            "client_id": row.client_id,
+            "redirect_uris": list(row.redirect_uris),
+            "scope": " ".join(row.allowed_scopes),
+            "resource": apps_resource(ctx.settings.app_base_url),
+        }
+    if json_out:
+        emit_json(out)
+    else:
+        console.print(f"client_id: {out['client_id']}  scope: {out['scope']}  resource: {out['resource']}")
+        console.print("redirect URIs: " + ", ".join(out["redirect_uris"]))

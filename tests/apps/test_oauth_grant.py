@@ -6,6 +6,7 @@ that never cross between ``/mcp`` and the apps API, and revocation that applies 
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from sqlmodel import Session
 
 from openkb.accounts.deletion import delete_user
 from openkb.apps import oauth as app_oauth
-from openkb.apps import quotas
+from openkb.apps import quotas, registry
 from openkb.apps.client import AppApiError, KnowledgeClient
 from openkb.config import Settings
 from openkb.errors import OAuthProtocolError, Unauthenticated
@@ -26,8 +27,9 @@ from openkb.oauth import grants
 from openkb.permissions import Principal
 from tests.api.helpers import PASSWORD, login, make_login_user
 from tests.apps.conftest import SECRET
-from tests.factories import make_user
+from tests.factories import make_tenant, make_user
 from tests.oauth.conftest import OAuthClient, redirect_params, s256
+from tests.test_cli import assert_one_line_error, db_env, run  # noqa: F401 - db_env is a fixture
 
 APP_REDIRECT = "http://127.0.0.1:9/app-callback"
 
@@ -321,3 +323,23 @@ def test_consent_service_refuses_another_user(aw) -> None:
     with pytest.raises(OAuthProtocolError) as e:
         grants.consent(aw.db, Principal.user(stranger.id, aw.tenant_id), client, ["apps"], redirect_uri=APP_REDIRECT)
     assert e.value.oauth_error == "access_denied" and e.value.http_status == 403
+
+
+def test_cli_sets_and_shows_the_installation_client(db_env, committed) -> None:  # noqa: F811 - the fixture
+    with committed() as s:
+        t = make_tenant(s)
+        u = make_user(s, t)
+        who = Principal.user(u.id, t.id)
+        app = registry.register_app(s, who, name="cli-oauth", permissions=["collections.read:diary"])
+        inst = registry.install_app(s, who, app.id).installation
+        s.commit()
+        email, inst_id = u.email, str(inst.id)
+    base = ["app", "oauth-client", inst_id, "--user", email]
+    p = run([*base, "--redirect-uri", APP_REDIRECT, "--json"], env=db_env)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    out = json.loads(p.stdout)
+    assert out["client_id"].startswith("kbcl_") and out["scope"] == "apps"
+    assert out["redirect_uris"] == [APP_REDIRECT] and out["resource"].endswith("/api/apps/v1")
+    shown = run([*base, "--json"], env=db_env)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["client_id"] == out["client_id"], shown.stderr
+    assert_one_line_error(run([*base, "--redirect-uri", "http://evil.example/cb"], env=db_env), 2, "loopback")
