@@ -215,7 +215,7 @@ def _literals(text: str) -> list[tuple[int, int, str, str]]:
     """(start, end, href, label) of each literal the editor's transform links in one text node.
     A failed match is retried one character later, as mdast-util-find-and-replace does."""
     found: list[tuple[int, int, str, str]] = []
-    pos = 0
+    pos = 0 if "." in text else len(text)
     while (m := _EDITOR_URL.search(text, pos)) is not None:
         hit = _url_at(text, m)
         if hit is None:
@@ -230,6 +230,8 @@ def _literals(text: str) -> list[tuple[int, int, str, str]]:
     gaps.append((at, len(text)))
     for lo, hi in gaps:
         part, pos = text[lo:hi], 0
+        if "@" not in part:
+            continue
         while (m := _EDITOR_EMAIL.search(part, pos)) is not None:
             if _LABEL_END.search(m.group(2)):
                 pos = m.start() + 1
