@@ -25,5 +25,25 @@ def to_markdown(text: str) -> str:
     return "\n".join(_ESCAPE.sub(r"\\\1", line.strip(" \t")) for line in lines)
 
 
+# The editor links URL and e-mail literals in text even when every character of them is escaped
+# (it links the decoded text; the dialect does the same, docs/markdown.md#normalization), so the
+# stored version holds `<https://x.org>`, `<a@b.org>` and `[www.x.org](http://www.x.org)`. No
+# other `[` in it is unescaped: an escape is read first, then those links give back their text
+# (an autolink's as written, a label unescaped). Trap: the editor also writes a text run that
+# ends in a blank untouched, so `\<div\>` before a link comes back as `<div>`: only a
+# `<...>` shaped like a URL or an address is a link.
+_TOKEN = re.compile(
+    f"\\\\([{_PUNCT}])|<((?:https?://|[^<>\\s@]+@)[^<>\\s]*)>|\\[((?:\\\\.|[^\\]\\\\])*)\\]\\(http://(?:[^()\\s]|\\([^()\\s]*\\))*\\)"
+)
+
+
+def _token_text(m: re.Match[str]) -> str:
+    if m.group(1) is not None:
+        return m.group(1)
+    if m.group(2) is not None:
+        return m.group(2)
+    return _UNESCAPE.sub(r"\1", m.group(3))
+
+
 def from_markdown(markdown: str) -> str:
-    return _UNESCAPE.sub(r"\1", markdown).rstrip("\n")
+    return _TOKEN.sub(_token_text, markdown).rstrip("\n")
