@@ -29,9 +29,8 @@ def to_markdown(text: str) -> str:
 # (it links the decoded text; the dialect does the same, docs/markdown.md#normalization), so the
 # stored version holds `<https://x.org>`, `<a@b.org>` and `[www.x.org](http://www.x.org)`. No
 # other `[` in it is unescaped: an escape is read first, then those links give back their text
-# (an autolink's as written, a label unescaped). Trap: the editor also writes a text run that
-# ends in a blank untouched, so `\<div\>` before a link comes back as `<div>`: only a
-# `<...>` shaped like a URL or an address is a link.
+# (an autolink's as written, a label unescaped); only a `<...>` shaped like a URL or an address
+# is taken for a link.
 _TOKEN = re.compile(
     f"\\\\([{_PUNCT}])|<((?:https?://|[^<>\\s@]+@)[^<>\\s]*)>|\\[((?:\\\\.|[^\\]\\\\])*)\\]\\(http://(?:[^()\\s]|\\([^()\\s]*\\))*\\)"
 )

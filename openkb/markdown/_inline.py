@@ -227,7 +227,7 @@ def _is_ws_or_punct(ch: str) -> bool:
 
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _CAND = re.compile(r"[\\*_\[\]`~$<&!#>=+\-.):@|]")
-_RAW_TEXT = re.compile(r"[^*_\\]*\s+\Z")
+_RAW_TEXT = re.compile(r"\s+\Z")  # a text node the editor prints as it is: blanks only
 _LINK_PAREN = re.compile(r"\](?=\()")
 _BACKSLASH = re.compile(r"\\")
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -391,9 +391,10 @@ def _escape_backslashes(s: str, after: str) -> str:
 
 
 def text_out(value: str, before: str, after: str, ctx: frozenset[str]) -> str:
-    # Milkdown hands remark one text node per line (the newline starts the next one), and its
-    # text handler prints a node untouched when it has no `*`, `_`, `\` and ends in
-    # whitespace - so "x $ y" gets `\$` but "\n= z " keeps a bare `=` at line start.
+    # Milkdown hands remark one text node per line (the newline starts the next one). Its text
+    # handler printed any node ending in a blank untouched (`\$5 and \$6 ` before a link came
+    # back as a formula); OpenKB's editor prints only a blank-only node so (web/src/editor/
+    # plugins.ts escapedText), every other node is escaped.
     if "\n" not in value:
         if value[-1:].isspace() and _RAW_TEXT.match(value):
             return value

@@ -275,8 +275,8 @@ def _alt_text(img: Token) -> str:
 
 def _encodes_leading_blank(children: list[Token]) -> bool:
     """mdast-util-to-markdown encodes a blank that starts a paragraph (it would be eaten on the
-    way back), but not in a text node Milkdown prints raw (one ending in whitespace) nor in
-    the space it moves out of a mark."""
+    way back), but not in a text node the editor prints raw (blanks only) nor in the space it
+    moves out of a mark."""
     items = leaves(children)
     if not items or items[0].kind != "text" or items[0].marks:
         return False

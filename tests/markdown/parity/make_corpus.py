@@ -749,7 +749,7 @@ EMPTY_AND_BLANK = [
 # escape inside, tilde runs of unequal width, a code fence or formula left open at the end of a
 # list item, a line break inside inline math before a block marker, a table row without a
 # leading pipe after a short row, a `|` in a formula in a table cell, `$` runs of unequal
-# length), each probed on the shipped editor.
+# length, text ending in a blank before a link or a mark), each probed on the shipped editor.
 EDGES = [
     "~x~~ a~b\n",
     "\\~ \\~~x~~ a~b\n",
@@ -881,6 +881,11 @@ EDGES = [
     "$$ $ $$\n",
     "a $x\\$ y$ z\n",
     "*a $x* y$*\n",
+    "costs \\$5 and \\$6 see **bold**\n",
+    "a \\<b\\> [l](u)\n",
+    "a \\# b [l](u)\n",
+    "plain \\<div\\> \\$5 and \\$6\\, 中文 www\\.例子\\.org\n",
+    "x *a* \\$1 and \\$2 \n",
 ]
 
 

@@ -8,6 +8,8 @@ import { imageBlockSchema } from '@milkdown/kit/component/image-block'
 import { remarkStringifyOptionsCtx } from '@milkdown/kit/core'
 import { linkSchema } from '@milkdown/kit/preset/commonmark'
 
+import type { Handle } from 'mdast-util-to-markdown'
+
 import { FEATURES, pluginOn } from './features'
 
 /** The resize ratio exactly as the image block writes it into the alt slot (`toFixed(2)`). */
@@ -21,13 +23,30 @@ export function imageBlockAlt(alt: string, ratio: number): string {
 }
 
 /**
+ * Milkdown's text handler prints a text node untouched when it holds no `*`, `_` or `\` and
+ * ends in a blank (meant for the blanks it moves out of marks), so `costs \$5 and \$6 see `
+ * before a link or bold was saved as `costs $5 and $6 see` and read back as a formula, and
+ * `\<b\>` as raw HTML. Only a blank-only node is printed as it is here; all other text is
+ * escaped like remark's own handler does.
+ */
+const escapedText: Handle = (node, _parent, state, info) => {
+  const value = (node as { value: string }).value
+  if (/^\s+$/.test(value)) return value
+  return state.safe(value, { ...info, encode: [] })
+}
+
+/**
  * remark-stringify options (`bullet: '-'`, `rule: '-'`...) from the registry, through Milkdown's
  * remarkStringifyOptionsCtx. Must run as a config callback: Milkdown builds its remark
  * processor from that slice once, when the editor is created.
  */
 export function serializerOptions(editor: Editor): void {
   editor.config((ctx) => {
-    ctx.update(remarkStringifyOptionsCtx, (prev) => ({ ...prev, ...FEATURES.serializer }))
+    ctx.update(remarkStringifyOptionsCtx, (prev) => ({
+      ...prev,
+      ...FEATURES.serializer,
+      handlers: { ...prev.handlers, text: escapedText },
+    }))
   })
 }
 
