@@ -31,7 +31,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(cmd, name="app")
 
 
-def _as_user(s: Any, user: str, tenant: str | None) -> Any:
+def as_user(s: Any, user: str, tenant: str | None) -> Any:
+    """The operator acting for ``user`` (``--user``): the commands of ``openkb app``, ``facts``
+    and ``entities`` run as that person, authorized by the permission service like the API."""
     from openkb.apps.registry import operator_act_as
     from openkb.permissions.principal import Principal
 
@@ -62,7 +64,7 @@ def app_register(
     k = m.get("knowledge") or {}
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         row = register_app(
-            s, _as_user(s, user, tenant), name=name or m.get("name") or "",
+            s, as_user(s, user, tenant), name=name or m.get("name") or "",
             description=description or m.get("description", ""),
             permissions=list(permission or k.get("permissions") or []), predicates=k.get("predicates"),
             reason=reason or k.get("reason"), hosts=list(host or (m.get("network") or {}).get("hosts") or []),
@@ -86,7 +88,7 @@ def app_list(
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         if user is not None:
-            out = json.loads(json.dumps(list_installations(s, _as_user(s, user, tenant)), default=str))
+            out = json.loads(json.dumps(list_installations(s, as_user(s, user, tenant)), default=str))
         else:
             from openkb.apps.registry import operator_list_apps
             from openkb.permissions.principal import Principal
@@ -128,7 +130,7 @@ def app_install(
     from openkb.apps.registry import install_app
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        done = install_app(s, _as_user(s, user, tenant), app_name)
+        done = install_app(s, as_user(s, user, tenant), app_name)
         out = {"installation_id": str(done.installation.id), "credential": done.credential}
     if json_out:
         emit_json(out)
@@ -151,7 +153,7 @@ def app_grants(
     from openkb.apps.registry import access_installation, installation_out, set_grant
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        who = _as_user(s, user, tenant)
+        who = as_user(s, user, tenant)
         for p in on or []:
             set_grant(s, who, installation_id, p, True)
         for p in off or []:
@@ -184,7 +186,7 @@ def app_uninstall(
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         out = json.loads(
             json.dumps(
-                uninstall(s, _as_user(s, user, tenant), installation_id, "delete" if delete else "keep"), default=str
+                uninstall(s, as_user(s, user, tenant), installation_id, "delete" if delete else "keep"), default=str
             )
         )
     if json_out:
@@ -209,7 +211,7 @@ def app_oauth_client(
     from openkb.apps.oauth import apps_resource, get_oauth_client, set_oauth_client
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        who = _as_user(s, user, tenant)
+        who = as_user(s, user, tenant)
         if redirect_uri:
             row = set_oauth_client(s, who, installation_id, redirect_uris=list(redirect_uri))
         else:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cli.commands.apps import as_user
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, table
 
@@ -41,13 +42,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(ents, name="entities")
 
 
-def _as_user(s: Any, user: str, tenant: str | None) -> Any:
-    from openkb.apps.registry import operator_act_as
-    from openkb.permissions.principal import Principal
-
-    return operator_act_as(s, Principal.system(), user, tenant)
-
-
 def _plain(data: Any) -> Any:
     return json.loads(json.dumps(data, default=str, ensure_ascii=False))
 
@@ -68,7 +62,7 @@ def facts_list(
     from openkb.facts.service import user_facts
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        rows = user_facts(s, _as_user(s, user, tenant), subject_id=subject, prefix=prefix, history=history)
+        rows = user_facts(s, as_user(s, user, tenant), subject_id=subject, prefix=prefix, history=history)
         out = _plain(rows)
     if json_out:
         emit_json(out)
@@ -102,7 +96,7 @@ def facts_set(
     except ValueError:
         parsed = value
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        out = _plain(user_put(s, _as_user(s, user, tenant), predicate=predicate, value=parsed, subject_id=subject))
+        out = _plain(user_put(s, as_user(s, user, tenant), predicate=predicate, value=parsed, subject_id=subject))
     if json_out:
         emit_json(out)
     else:
@@ -119,7 +113,7 @@ def facts_retract(
     from openkb.facts.service import user_retract
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        out = user_retract(s, _as_user(s, user, tenant), fact_id)
+        out = user_retract(s, as_user(s, user, tenant), fact_id)
     if json_out:
         emit_json(out)
     else:
@@ -166,7 +160,7 @@ def entities_list(
     from openkb.facts.entities import user_entities
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        out = _plain(user_entities(s, _as_user(s, user, tenant), kind=kind, query=query, limit=limit))
+        out = _plain(user_entities(s, as_user(s, user, tenant), kind=kind, query=query, limit=limit))
     if json_out:
         emit_json(out)
     else:
@@ -190,7 +184,7 @@ def entities_resolve(
 
     given = dict(zip(IDENTIFIER_KINDS, (email, phone, domain, url, handle, name), strict=True))
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        ent = user_resolve(s, _as_user(s, user, tenant), {k: v for k, v in given.items() if v is not None}, kind=kind)
+        ent = user_resolve(s, as_user(s, user, tenant), {k: v for k, v in given.items() if v is not None}, kind=kind)
         out = _plain(user_entity_out(s, ent))
     if json_out:
         emit_json(out)
@@ -209,7 +203,7 @@ def entities_merge(
     from openkb.facts.entities import merge, user_entity_out
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        out = _plain(user_entity_out(s, merge(s, _as_user(s, user, tenant), survivor, merged)))
+        out = _plain(user_entity_out(s, merge(s, as_user(s, user, tenant), survivor, merged)))
     if json_out:
         emit_json(out)
     else:
@@ -226,7 +220,7 @@ def entities_delete(
     from openkb.facts.entities import delete
 
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
-        delete(s, _as_user(s, user, tenant), entity_id)
+        delete(s, as_user(s, user, tenant), entity_id)
     if json_out:
         emit_json({"status": "deleted", "id": str(entity_id)})
     else:
