@@ -332,8 +332,12 @@ def test_quota_counts_fact_writes_and_not_duplicates(me: Person) -> None:
     with pytest.raises(AppQuotaExceeded, match="quota"):
         F.put(me.db, c, predicate_hint="pref.food.like", value="面")
     # charged in the write's own statement: over the quota nothing was written, even unrolled-back
-    assert me.db.execute(text("SELECT count(*) FROM facts WHERE value = to_jsonb('面'::text)")).scalar() == 0
-    assert me.db.execute(text("SELECT count(*) FROM changes WHERE summary LIKE '%面%'")).scalar() == 0
+    # (scoped to this installation: other modules' committed pages and facts may say 面 too)
+    mine = {"i": c.installation_id}
+    facts_sql = "SELECT count(*) FROM facts WHERE installation_id = :i AND value = to_jsonb('面'::text)"
+    changes_sql = "SELECT count(*) FROM changes WHERE app_installation_id = :i AND summary LIKE '%面%'"
+    assert me.db.execute(text(facts_sql), mine).scalar() == 0
+    assert me.db.execute(text(changes_sql), mine).scalar() == 0
 
 
 def test_an_applied_put_is_two_statements(me: Person) -> None:
