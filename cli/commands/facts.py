@@ -16,12 +16,11 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.commands.apps import as_user
+from cli.commands.apps import TenantOpt, as_user
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, table
 
 UserOpt = Annotated[str, typer.Option("--user", help="The user whose knowledge it is: email or user id.")]
-TenantOpt = Annotated[str | None, typer.Option(help="Tenant slug or id (needed when the user is in several).")]
 IDENTIFIER_KINDS = ("email", "phone", "domain", "url", "handle", "name")
 
 
