@@ -335,6 +335,8 @@ def documents_upsert(
         session.flush()
         return {"status": "created", "ref": caller.ref(R.DOCUMENT, doc.id), "runId": str(actor.run_id)}
     key = limits.check_name(key, "key", settings)
+    # the caller's statement took this key's lock when it looked for this very key
+    locked = _locked(caller, coll, key)
     existing = _prelocated(caller, coll, key)
     if existing is _UNKNOWN:
         existing = RC.locate_key(session, coll.knowledge_base_id, key)
@@ -347,7 +349,7 @@ def documents_upsert(
     def write() -> Any:
         return upsert_by_key(
             session, actor, coll.knowledge_base_id, key, title=title, markdown=body or "", metadata=meta,
-            parent_id=UNSET if existing is not None else coll.folder_id, settings=settings,
+            parent_id=UNSET if existing is not None else coll.folder_id, settings=settings, key_locked=locked,
         )  # fmt: skip
 
     if existing is not None and existing.writer != caller.installation_id and not caller.has("changes.manage"):
@@ -369,6 +371,13 @@ def documents_upsert(
 
 
 _UNKNOWN: Any = object()
+
+
+def _locked(caller: AppCaller, coll: Coll, key: str) -> bool:
+    """Whether ``resolve_caller(keyed=...)`` took this key's advisory lock for this write (the
+    lock of the key in the builtin collection's knowledge base, ``upsert_by_key``'s own)."""
+    k = caller.keyed
+    return k is not None and coll.builtin is not None and (k[0], k[1]) == (coll.builtin, key)
 
 
 def _prelocated(caller: AppCaller, coll: Coll, key: str) -> Any:

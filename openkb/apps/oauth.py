@@ -23,7 +23,7 @@ import uuid
 
 from sqlmodel import Session, select
 
-from openkb.apps.registry import AppCaller, access_installation, caller_for_installation
+from openkb.apps.registry import AppCaller, access_installation, caller_statements, resolve_keyed
 from openkb.audit import record_audit
 from openkb.errors import NotFound, OAuthProtocolError, Unauthenticated, ValidationError
 from openkb.models import App, McpOAuthClient, McpOAuthGrant
@@ -31,8 +31,9 @@ from openkb.models._base import utcnow
 from openkb.oauth import grants
 from openkb.oauth.clients import CLIENT_ID_PREFIX, validate_redirect_uris
 from openkb.oauth.grants import APPS_SCOPE
-from openkb.oauth.tokens import looks_like_access_token, verify_access_token
+from openkb.oauth.tokens import MAX_TOKEN_CHARS, grant_from_columns, looks_like_access_token
 from openkb.permissions.principal import Principal
+from openkb.security import hash_token
 
 API_PATH = "/api/apps/v1"
 
@@ -114,26 +115,56 @@ def end_installation_grants(session: Session, principal: Principal, installation
     return len(live)
 
 
-def resolve_oauth_caller(session: Session, token: str, *, resource: str, secret: str) -> AppCaller:
+# what ``verify_access_token`` reads, in its order (``grant_from_columns``), beside the caller's
+# columns, with the same joins (grant, client, the user's membership of the grant's tenant)
+_OAUTH_CHECKED = (
+    "t.id", "t.scopes", "t.resource", "t.expires_at", "g.id", "g.user_id", "g.tenant_id", "g.status", "g.expires_at",
+    "oc.client_id", "oc.client_name", "oc.status", "u.status",
+)  # fmt: skip
+_OAUTH_COLS = "".join(f", {c} AS o_{n}" for n, c in enumerate(_OAUTH_CHECKED))
+_OAUTH_SOURCE = """mcp_oauth_access_tokens t
+JOIN mcp_oauth_grants g ON g.id = t.grant_id
+JOIN mcp_oauth_clients oc ON oc.id = g.client_id
+JOIN tenant_memberships m ON m.user_id = g.user_id AND m.tenant_id = g.tenant_id
+JOIN app_installations i ON i.id = oc.installation_id AND i.status = 'active'
+                        AND i.user_id = g.user_id AND i.tenant_id = g.tenant_id"""
+# the grant's ``last_used_at`` at most once a minute, in the statement that reads the token (as
+# ``registry._TOUCH`` for ``kbapp_``): no write of its own per call; a refused call rolls back
+_OAUTH_TOUCH = """WITH touched AS (
+    UPDATE mcp_oauth_grants SET last_used_at = now()
+    WHERE id IN (SELECT g.id FROM mcp_oauth_access_tokens t JOIN mcp_oauth_grants g ON g.id = t.grant_id
+                 WHERE t.token_hash = :h AND g.status = 'active'
+                   AND (g.last_used_at IS NULL OR g.last_used_at < now() - interval '1 minute')
+                 FOR UPDATE OF g SKIP LOCKED)
+    RETURNING id
+)
+"""
+_OAUTH_STATEMENTS = caller_statements(
+    touch=_OAUTH_TOUCH, source=_OAUTH_SOURCE, where="t.token_hash = :h", cols=_OAUTH_COLS
+)
+
+
+def resolve_oauth_caller(
+    session: Session,
+    token: str,
+    *,
+    resource: str,
+    secret: str,
+    keyed: tuple[str | None, str | None] | None = None,
+) -> AppCaller:
     """The installation behind a ``kbat_`` access token minted for the apps API, with its
-    switches as of now. Anything else (an ``/mcp`` token, a revoked or expired one, a token of
-    an MCP client, an uninstalled app) is ``Unauthenticated``."""
-    if not looks_like_access_token(token):
+    switches as of now, in one statement like ``registry.resolve_caller`` (``keyed`` as there):
+    the token's own checks are ``verify_access_token``'s, on the same row. Anything else (an
+    ``/mcp`` token, a revoked or expired one, a token of an MCP client, an uninstalled app, a
+    user no longer a member) is ``Unauthenticated``."""
+    if not token or len(token) > MAX_TOKEN_CHARS or not looks_like_access_token(token):
         raise Unauthenticated("not an OAuth access token")
-    grant = verify_access_token(session, token, resource=resource)
+    row, caller = resolve_keyed(session, _OAUTH_STATEMENTS, {"h": hash_token(token)}, keyed, secret)
+    if row is None or caller is None:
+        raise Unauthenticated("the access token is invalid, expired or revoked, or its app is no longer installed")
+    grant = grant_from_columns(tuple(getattr(row, f"o_{n}") for n in range(len(_OAUTH_CHECKED))), resource)
     if APPS_SCOPE not in grant.scopes:
         raise Unauthenticated("the access token does not carry the apps scope")
-    installation_id = session.exec(
-        select(McpOAuthClient.installation_id).where(McpOAuthClient.client_id == grant.client_id)
-    ).first()
-    if installation_id is None:
-        raise Unauthenticated("the access token was not issued to an app installation")
-    try:
-        caller = caller_for_installation(session, installation_id, secret)
-    except NotFound:
-        raise Unauthenticated("the app installation behind this token is gone") from None
-    if caller.user_id != grant.user_id or caller.tenant_id != grant.tenant_id:
-        raise Unauthenticated("the access token was not issued to an app installation")
     return caller
 
 

@@ -1,7 +1,7 @@
 """Daily write quotas of an installation (docs/apps.md#limits-and-quotas), counted in PostgreSQL.
 
 Per installation per local day — the *user's* day: ``users.time_zone`` (set on the profile;
-NULL is UTC), computed by PostgreSQL from its own clock so replicas agree — at most
+when NULL the tenant's default ``tenants.time_zone``, else UTC), computed by PostgreSQL from its own clock so replicas agree — at most
 ``WRITES_PER_DAY`` writes and ``CHARS_PER_DAY`` written characters (``CHARS_PER_DAY_BULK`` with
 ``collections.bulk``). The user cannot raise them; they protect the instance.
 
@@ -31,6 +31,9 @@ WRITES_PER_DAY = 500
 CHARS_PER_DAY = 50_000_000
 CHARS_PER_DAY_BULK = 200_000_000
 
+# the zone of an installation's day (``i``) of a user (``u``): the user's own, else the tenant's
+# default (``openkb tenant time-zone``), else UTC; the tenant is read only when the user has none
+TIME_ZONE_SQL = "coalesce(u.time_zone, (SELECT tz.time_zone FROM tenants tz WHERE tz.id = i.tenant_id), 'UTC')"
 # the local day of ``:at`` (now when NULL) in the user's zone
 _DAY = "(coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE :tz)::date"
 # public: a hot writer runs the charge as a CTE of its own statement (one round trip,
@@ -47,11 +50,11 @@ _CHARGE_WRITER = text(
     "WITH writer AS (INSERT INTO app_documents (document_id, installation_id, origin, source) "
     "VALUES (:d, :i, :origin, :source))" + CHARGE_SQL
 )
-_USAGE = text("""
+_USAGE = text(f"""
 SELECT q.writes, q.chars FROM app_quota_usage q
 JOIN app_installations i ON i.id = q.installation_id JOIN users u ON u.id = i.user_id
 WHERE q.installation_id = :i
-  AND q.day = (coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE coalesce(u.time_zone, 'UTC'))::date
+  AND q.day = (coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE {TIME_ZONE_SQL})::date
 """)
 
 

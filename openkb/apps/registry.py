@@ -24,6 +24,7 @@ from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from openkb.apps import refs as R
+from openkb.apps.quotas import TIME_ZONE_SQL
 from openkb.apps.strings import parse_set, sentences
 from openkb.audit import record_audit
 from openkb.content import limits
@@ -249,6 +250,13 @@ def list_installations(
     return [installation_out(session, inst, app) for inst, app in rows]
 
 
+_LAST_USED = text("""
+SELECT greatest((SELECT max(last_used_at) FROM app_credentials WHERE installation_id = :i),
+                (SELECT max(g.last_used_at) FROM mcp_oauth_grants g JOIN mcp_oauth_clients oc ON oc.id = g.client_id
+                 WHERE oc.installation_id = :i))
+""")
+
+
 def installation_out(session: Session, inst: AppInstallation, app: App | None = None) -> dict[str, Any]:
     app = app or session.get(App, inst.app_id)
     assert app is not None
@@ -265,10 +273,10 @@ def installation_out(session: Session, inst: AppInstallation, app: App | None = 
         "uninstalled_at": inst.uninstalled_at,
         "uninstall_mode": inst.uninstall_mode,
         "uninstall_run_id": inst.uninstall_run_id,
-        # the app's latest call with any of its credentials, to the minute (None: never used)
-        "last_used_at": session.execute(
-            text("SELECT max(last_used_at) FROM app_credentials WHERE installation_id = :i"), {"i": inst.id}
-        ).scalar(),
+        # the app's latest call with any of its credentials, to the minute (None: never used):
+        # ``kbapp_`` credentials and the grants of its OAuth client (also stamped when a token is
+        # issued or refreshed); ``greatest`` skips NULLs
+        "last_used_at": session.execute(_LAST_USED, {"i": inst.id}).scalar(),
         "grants": [
             {"permission": p, "enabled": enabled.get(p, False), "sentences": sentences(p)}
             for p in app.permissions
@@ -441,19 +449,25 @@ _CALLER_SQL_T = """
              FROM app_selected_collections s WHERE s.installation_id = i.id) AS selected,
        ARRAY(SELECT c.knowledge_base_id::text || '/' || coalesce(c.document_id::text, '')
              FROM app_collections c WHERE c.installation_id = i.id) AS created,
-       ps.diary_kb_id, ps.keep_kb_id, coalesce(u.time_zone, 'UTC') AS time_zone{cols}
-FROM app_credentials c
-JOIN app_installations i ON i.id = c.installation_id AND i.status = 'active'
+       ps.diary_kb_id, ps.keep_kb_id, {tz} AS time_zone{cols}
+FROM {source}
 JOIN apps a ON a.id = i.app_id AND a.status = 'active'
 JOIN users u ON u.id = i.user_id
 LEFT JOIN app_personal_spaces ps ON ps.tenant_id = i.tenant_id AND ps.user_id = i.user_id{joins}
 WHERE {where}
 """
 # the document a keyed write into a builtin collection names, with its writer: what
-# ``reach.locate_key`` answers for a top-level document, without its own round trip
+# ``reach.locate_key`` answers for a top-level document, without its own round trip. The same
+# statement takes the key's advisory lock (``upsert_by_key``'s, ``key_locked=True`` then skips
+# its own statement for it). Trap: the lock is granted after this statement's snapshot, so a
+# document created meanwhile by the lock's previous holder is not in ``k_*``: a key found
+# missing here is looked up again by ``upsert_by_key`` (a statement of its own, fresh snapshot).
 _KEYED_COLS = """,
        kd.id AS k_id, kd.knowledge_base_id AS k_kb, kd.type AS k_type, kd.status AS k_status,
-       kd.parent_id AS k_parent, ka.installation_id AS k_writer"""
+       kd.parent_id AS k_parent, ka.installation_id AS k_writer,
+       pg_advisory_xact_lock(hashtextextended('key:' || (CASE WHEN :b = 'diary' THEN ps.diary_kb_id
+                                                    ELSE ps.keep_kb_id END)::text || ':' || :key, {lock})) IS NULL
+         AS k_locked"""
 _KEYED_JOINS = """
 LEFT JOIN documents kd ON kd.knowledge_base_id = (CASE WHEN :b = 'diary' THEN ps.diary_kb_id ELSE ps.keep_kb_id END)
                       AND kd.external_key = :key
@@ -473,10 +487,36 @@ _TOUCH = """WITH touched AS (
     RETURNING id
 )
 """
-_BY_TOKEN = "c.token_hash = :h AND c.status = 'active'"
-_CALLER_SQL = text(_CALLER_SQL_T.format(touch=_TOUCH, cols="", joins="", where=_BY_TOKEN))
-_CALLER_KEYED_SQL = text(_CALLER_SQL_T.format(touch=_TOUCH, cols=_KEYED_COLS, joins=_KEYED_JOINS, where=_BY_TOKEN))
-_CALLER_BY_ID_SQL = text(_CALLER_SQL_T.format(touch="", cols="", joins="", where="i.id = :i") + " LIMIT 1")
+_BY_CREDENTIAL = "app_credentials c\nJOIN app_installations i ON i.id = c.installation_id AND i.status = 'active'"
+
+
+def caller_statements(*, touch: str, source: str, where: str, cols: str = "") -> tuple[Any, Any]:
+    """The caller's statement and its keyed variant (``resolve_keyed``) for one kind of
+    credential: ``source`` joins the credential to ``app_installations i``; ``cols`` adds what
+    the credential's own checks need."""
+    from openkb.content.upsert import KEY_LOCK_CLASS
+
+    def one(keyed: bool) -> Any:
+        return text(
+            _CALLER_SQL_T.format(
+                touch=touch, tz=TIME_ZONE_SQL, source=source, where=where,
+                cols=cols + (_KEYED_COLS.format(lock=KEY_LOCK_CLASS) if keyed else ""),
+                joins=_KEYED_JOINS if keyed else "",
+            )
+        )  # fmt: skip
+
+    return one(False), one(True)
+
+
+_CALLER_SQL, _CALLER_KEYED_SQL = caller_statements(
+    touch=_TOUCH, source=_BY_CREDENTIAL, where="c.token_hash = :h AND c.status = 'active'"
+)
+_CALLER_BY_ID_SQL = text(
+    _CALLER_SQL_T.format(
+        touch="", tz=TIME_ZONE_SQL, source="app_installations i", where="i.id = :i AND i.status = 'active'", cols="",
+        joins="",
+    )
+)  # fmt: skip
 
 
 def _pairs(values: list[str]) -> tuple[tuple[uuid.UUID, uuid.UUID | None], ...]:
@@ -495,25 +535,41 @@ def resolve_caller(
     user is still active and a member is the permission service's question on every access.
 
     ``keyed=(collection, key)``: the call is a keyed ``documents.upsert``; when the collection
-    is ``diary`` or ``keep`` the same statement also finds the document with that key (the
-    most common app write pays one round trip less, docs/apps.md#figures). Nothing is decided
-    from it here: ``documents_upsert`` still checks the grant and the place."""
+    is ``diary`` or ``keep`` the same statement also finds the document with that key and takes
+    the key's lock (the most common app write pays no round trip for its credential,
+    docs/apps.md#figures). Nothing is decided from it here: ``documents_upsert`` still checks
+    the grant and the place."""
     if not token or not token.startswith(TOKEN_PREFIX + "_"):
         raise Unauthenticated("not an app credential")
+    row, caller = resolve_keyed(session, (_CALLER_SQL, _CALLER_KEYED_SQL), {"h": hash_token(token)}, keyed, secret)
+    if row is None:
+        raise Unauthenticated("the app credential is invalid or revoked")
+    return caller  # type: ignore[return-value]
+
+
+def resolve_keyed(
+    session: Session,
+    statements: tuple[Any, Any],
+    params: dict[str, Any],
+    keyed: tuple[str | None, str | None] | None,
+    secret: str,
+) -> tuple[Any, AppCaller | None]:
+    """Run a credential's caller statement (the keyed variant for a keyed write into
+    ``diary``/``keep``): its row (None: no such live credential) and the caller built from it."""
     builtin, key = keyed or (None, None)
     # only a key the write will accept as it is (stripped, no NUL: PostgreSQL refuses NUL in a
     # parameter, and the write's own check must be the one that answers)
     if builtin in ("diary", "keep") and isinstance(key, str) and key and key == key.strip() and "\x00" not in key:
-        row = session.execute(_CALLER_KEYED_SQL, {"h": hash_token(token), "b": builtin, "key": key}).first()
+        row = session.execute(statements[1], {**params, "b": builtin, "key": key}).first()
     else:
-        row, builtin = session.execute(_CALLER_SQL, {"h": hash_token(token)}).first(), None
+        row, builtin = session.execute(statements[0], params).first(), None
     if row is None:
-        raise Unauthenticated("the app credential is invalid or revoked")
+        return None, None
     caller = caller_from_row(row, secret)
     if builtin is not None:
         found = row if row.k_id is not None else None
         caller = replace(caller, keyed=(builtin, str(key), found))
-    return caller
+    return row, caller
 
 
 def caller_from_row(row: Any, secret: str) -> AppCaller:

@@ -55,6 +55,10 @@ from openkb.permissions import (
 from openkb.permissions.access import DOC_NOT_FOUND
 
 UNSET: Any = object()
+# the advisory lock of one key: ``pg_advisory_xact_lock(hashtextextended('key:<kb id>:<key>', 11))``
+# (the apps API takes the same lock in its caller's statement and passes ``key_locked=True``)
+KEY_LOCK_CLASS = 11
+_KEY_LOCK = text(f"SELECT pg_advisory_xact_lock(hashtextextended(:k, {KEY_LOCK_CLASS}))")
 
 
 @dataclass(frozen=True)
@@ -94,9 +98,12 @@ def upsert_by_key(
     settings: Settings | None = None,
     document_id: uuid.UUID | None = None,
     on_unsupported: str = "reject",
+    key_locked: bool = False,
 ) -> UpsertResult:
     """``document_id``: the id a *new* document gets (ignored when the key exists).
-    ``on_unsupported="convert"``: repair what the editor cannot keep, answer the warnings."""
+    ``on_unsupported="convert"``: repair what the editor cannot keep, answer the warnings.
+    ``key_locked``: this transaction already holds the key's advisory lock (``KEY_LOCK_CLASS``),
+    taken in an earlier statement, so no statement is spent on it here."""
     p = actor.principal
     warnings: tuple[str, ...] = ()
     if on_unsupported == "convert" and markdown and type == "page":
@@ -116,7 +123,8 @@ def upsert_by_key(
     if status is not None and status not in UPDATE_STATUSES:
         raise ValidationError(f"status must be one of {', '.join(UPDATE_STATUSES)}", field="status")
     kb = access_knowledge_base(session, p, knowledge_base_id).knowledge_base
-    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 11))"), {"k": f"key:{kb.id}:{key}"})
+    if not key_locked:
+        session.execute(_KEY_LOCK, {"k": f"key:{kb.id}:{key}"})
     existing = session.exec(
         select(Document).where(col(Document.knowledge_base_id) == kb.id, col(Document.external_key) == key)
     ).first()

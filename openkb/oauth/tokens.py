@@ -93,6 +93,15 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
     ).first()
     if found is None:
         raise Unauthenticated("the access token is invalid, expired or revoked")
+    return grant_from_columns(tuple(found), resource)
+
+
+def grant_from_columns(found: tuple, resource: str) -> OAuthGrant:
+    """The checks of ``verify_access_token`` on its 13 columns, in its select's order (token id,
+    scopes, resource, expires_at; grant id, user_id, tenant_id, status, expires_at; client_id,
+    client_name, status; user status), for a statement that reads them along with more (the
+    apps API's caller, ``openkb.apps.oauth``). Trap: that statement must join the user's tenant
+    membership as this one does."""
     (
         token_id,
         scopes,

@@ -94,7 +94,9 @@ def _resolve(session: Any, ctx: Any, token: str, keyed: tuple[str | None, str | 
     try:
         if token.startswith("kbat_"):  # an OAuth grant of the installation's client (docs/apps.md#oauth)
             resource = app_oauth.apps_resource(ctx.settings.app_base_url)
-            return app_oauth.resolve_oauth_caller(session, token, resource=resource, secret=ctx.settings.secret_key)
+            return app_oauth.resolve_oauth_caller(
+                session, token, resource=resource, secret=ctx.settings.secret_key, keyed=keyed
+            )
         return registry.resolve_caller(session, token, ctx.settings.secret_key, keyed=keyed)
     except Unauthenticated as e:
         raise _refused(ctx, e.detail) from None

@@ -80,3 +80,48 @@ def test_a_key_the_write_refuses_is_refused_by_the_write(aw: AppWorld) -> None:
         assert kc.keyed is None and kc.grants == c.grants
     with pytest.raises(ValidationError):
         K.documents_upsert(aw.db, _keyed(aw, "keep", "a\x00b"), collection="keep", key="a\x00b", title="t", body="b")
+
+
+def test_the_credentials_statement_takes_the_keys_lock(aw: AppWorld, engine) -> None:
+    """The lock ``upsert_by_key`` would take (``key_locked=True`` then skips its statement): held
+    by this transaction after the keyed lookup, so another transaction cannot have it."""
+    from sqlalchemy import text
+
+    from openkb.content.upsert import KEY_LOCK_CLASS
+
+    c = _keyed(aw, "keep", "locked-key")
+    assert K._locked(c, _coll(c, "keep"), "locked-key") and not K._locked(c, _coll(c, "keep"), "other")
+    with engine.connect() as other:
+        for key, free in (("locked-key", False), ("other", True)):
+            got = other.execute(
+                text(f"SELECT pg_try_advisory_xact_lock(hashtextextended(:k, {KEY_LOCK_CLASS}))"),
+                {"k": f"key:{c.keep_kb_id}:{key}"},
+            ).scalar()
+            assert got is free, key
+        other.rollback()
+
+
+def test_a_keyed_app_write_costs_no_more_statements_than_the_content_service(aw: AppWorld, count_queries) -> None:
+    """docs/apps.md#figures: unchanged, the app's credential, grant and document lookups cost no
+    statement beyond the content service's own keyed upsert; created, only the quota charge
+    (which records the writer too)."""
+    from openkb.content.actor import Actor
+    from openkb.content.upsert import upsert_by_key
+
+    aw.grant("collections.write:keep")
+    keep = aw.caller().keep_kb_id
+
+    def app(key: str) -> int:
+        with count_queries() as n:
+            assert K.documents_upsert(aw.db, _keyed(aw, "keep", key), collection="keep", key=key, title=key, body="b")
+        return n["n"]
+
+    def service(key: str) -> int:
+        with count_queries() as n:
+            upsert_by_key(aw.db, Actor.of(aw.user, source="api"), keep, key, title=key, markdown="b")
+        return n["n"]
+
+    created_app, created_svc = app("a"), service("s")
+    unchanged_app, unchanged_svc = app("a"), service("s")
+    assert unchanged_app <= unchanged_svc
+    assert created_app <= created_svc + 1

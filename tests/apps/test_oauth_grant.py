@@ -343,3 +343,55 @@ def test_cli_sets_and_shows_the_installation_client(db_env, committed) -> None: 
     shown = run([*base, "--json"], env=db_env)
     assert shown.returncode == 0 and json.loads(shown.stdout)["client_id"] == out["client_id"], shown.stderr
     assert_one_line_error(run([*base, "--redirect-uri", "http://evil.example/cb"], env=db_env), 2, "loopback")
+
+
+_MINE = "client_id IN (SELECT id FROM mcp_oauth_clients WHERE installation_id = :i)"
+
+
+def _set_grants(aw, assignment: str, **params) -> None:
+    aw.db.execute(text(f"UPDATE mcp_oauth_grants SET {assignment} WHERE {_MINE}"), {"i": aw.installation_id, **params})
+
+
+def _grant_stamp(aw):
+    return aw.db.execute(
+        text(
+            "SELECT g.last_used_at FROM mcp_oauth_grants g JOIN mcp_oauth_clients c ON c.id = g.client_id "
+            "WHERE c.installation_id = :i"
+        ),
+        {"i": aw.installation_id},
+    ).scalar_one()
+
+
+def test_an_oauth_call_is_one_statement_and_stamps_its_grant_once_a_minute(aw, count_queries) -> None:
+    """As ``kbapp_``: the token's checks, the installation and the touch of ``last_used_at`` are
+    one statement (the keyed write's document and key lock too), and the touch writes only when
+    the stamp is a minute old. ``now()`` is the test transaction's start: instants are set."""
+    token = _service_token(aw)
+    _set_grants(aw, "last_used_at = NULL")
+    inst = registry.access_installation(aw.db, aw.user, aw.installation_id)
+    aw.db.execute(text("UPDATE app_credentials SET last_used_at = NULL WHERE installation_id = :i"), {"i": inst.id})
+    assert registry.installation_out(aw.db, inst)["last_used_at"] is None
+    now = aw.db.execute(text("SELECT now()")).scalar_one()
+    with count_queries() as n:
+        caller = app_oauth.resolve_oauth_caller(aw.db, token, resource=RESOURCE, secret=SECRET)
+    assert n["n"] == 1 and caller.installation_id == aw.installation_id
+    assert _grant_stamp(aw) == now
+    assert registry.installation_out(aw.db, inst)["last_used_at"] == now  # the installation shows it
+    for ago, stamped in (("30 seconds", False), ("61 seconds", True)):
+        _set_grants(aw, "last_used_at = now() - CAST(:a AS interval)", a=ago)
+        before = _grant_stamp(aw)
+        with count_queries() as n:
+            keyed = app_oauth.resolve_oauth_caller(
+                aw.db, token, resource=RESOURCE, secret=SECRET, keyed=("diary", "2026-05-01")
+            )
+        assert n["n"] == 1 and keyed.keyed == ("diary", "2026-05-01", None)
+        assert _grant_stamp(aw) == (now if stamped else before)
+    # a refused token stamps nothing: another resource, and a revoked grant
+    _set_grants(aw, "last_used_at = NULL")
+    with pytest.raises(Unauthenticated, match="another resource"):
+        with aw.db.begin_nested():
+            app_oauth.resolve_oauth_caller(aw.db, token, resource="https://kb.example.org/mcp", secret=SECRET)
+    _set_grants(aw, "status = 'revoked'")
+    with pytest.raises(Unauthenticated, match="revoked"):
+        app_oauth.resolve_oauth_caller(aw.db, token, resource=RESOURCE, secret=SECRET)
+    assert _grant_stamp(aw) is None
