@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     tenant = typer.Typer(help="Manage tenants.", no_args_is_help=True)
     tenant.command("create")(tenant_create)
     tenant.command("list")(tenant_list)
+    tenant.command("time-zone")(tenant_time_zone)
     app.add_typer(tenant, name="tenant")
     user = typer.Typer(help="Manage users.", no_args_is_help=True)
     user.command("create")(user_create)
@@ -59,6 +60,34 @@ def tenant_list(json_out: JsonOpt = False) -> None:
         table(
             "tenants", ["slug", "name", "members", "id"], [(r["slug"], r["name"], r["members"], r["id"]) for r in rows]
         )
+
+
+def tenant_time_zone(
+    tenant: Annotated[str, typer.Argument(help="Tenant slug or id.")],
+    zone: Annotated[
+        str | None, typer.Argument(help="IANA time zone, e.g. Asia/Shanghai; omit to show, '' or --clear for UTC.")
+    ] = None,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Remove the default (members without a zone use UTC).")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show or set the tenant's default time zone: the apps' quota day of members who set none."""
+    from openkb.accounts.tenant_settings import read_settings, set_time_zone
+    from openkb.accounts.users import get_tenant
+    from openkb.permissions.principal import Principal
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        tid = get_tenant(s, tenant).id
+        if zone is None and not clear:
+            out = read_settings(s, Principal.system(), tid)
+        else:
+            out = set_time_zone(s, Principal.system(), tid, None if clear else zone)
+        out = {**out, "tenant_id": str(out["tenant_id"])}
+    if json_out:
+        emit_json(out)
+    else:
+        console.print(f"tenant {out['tenant_slug']}: default time zone {out['time_zone'] or 'UTC (none set)'}")
 
 
 def user_create(

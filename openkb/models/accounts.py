@@ -37,6 +37,7 @@ class Tenant(SQLModel, table=True):
     name: str
     slug: str = Field(unique=True)
     created_at: datetime = ts()
+    time_zone: str | None = None  # IANA name for members without one; NULL = UTC (docs/apps.md)
 
 
 class TenantMembership(SQLModel, table=True):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openkb.accounts import admin as admin_svc
 from openkb.accounts import auth_settings as settings_svc
 from openkb.accounts import deletion as deletion_svc
-from openkb.accounts import directory
+from openkb.accounts import directory, tenant_settings
 from openkb.importing import job_list
 from openkb.indexing import verify_jobs
 from openkb.models.enums import USER_STATUSES
@@ -230,6 +230,42 @@ def delete_auth_settings_override(
     """Remove a tenant's override so the instance default applies again."""
     settings_svc.delete_override(session, scope, _req(request, principal), tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# --- tenant settings (docs/accounts.md#tenant-settings) -------------------------------------------
+
+
+class TenantSettingsOut(BaseModel):
+    tenant_id: uuid.UUID
+    tenant_slug: str
+    time_zone: str | None = Field(
+        description="IANA name: the apps' quota day of members who set no zone of their own; null: UTC"
+    )
+
+
+class TenantSettingsIn(Body):
+    time_zone: str | None = Field(max_length=64, description="IANA name (Asia/Shanghai); null or empty: UTC")
+
+
+@router.get("/tenant-settings", response_model=TenantSettingsOut, responses=error_responses(401, 403, 404, 422))
+def get_tenant_settings(session: SessionDep, principal: AdminDep, tenant_id: uuid.UUID | None = None) -> dict[str, Any]:
+    """The tenant's settings (default: the administrator's own tenant)."""
+    return tenant_settings.read_settings(session, principal, tenant_id)
+
+
+@router.put("/tenant-settings", response_model=TenantSettingsOut, responses=error_responses(401, 403, 404, 422))
+def put_tenant_settings(
+    body: TenantSettingsIn,
+    request: Request,
+    session: SessionDep,
+    principal: AdminDep,
+    tenant_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """Set or clear the tenant's default time zone (an unknown zone is 422 ``VALIDATION_ERROR``,
+    as on the profile)."""
+    return tenant_settings.set_time_zone(
+        session, principal, tenant_id, body.time_zone, ip=client_ip(request), user_agent=user_agent(request)
+    )
 
 
 # --- index verify / repair -----------------------------------------------------------------------
