@@ -13,10 +13,12 @@ with its grants) is resolved outside the timing, as the request did before calli
 
 * put: ``facts.put`` of a new value (hint resolution, permission, lock, current values, quota,
   the insert, the change row) vs the bare ``INSERT INTO facts`` alone; also the statements each
-  sends (two against one: the lock with the current values, then one statement that charges the
-  quota and writes the fact and its change row);
+  sends (two against one: the lock with the current values the write decides on, then one
+  statement that checks they are still current, charges the quota and writes the fact and its
+  change row);
 * lookup: ``facts.lookup('self', 'pref.food')`` vs the bare ``SELECT`` it runs;
-* resolve: ``entities.resolve({email})`` vs the bare identifier lookup.
+* resolve: ``entities.resolve({email})`` vs the bare statement it runs (``entities._RESOLVE``:
+  the identifier's entity through the unique identifier index, joined to its row).
 
 Targets: put and lookup ratio (p95) <= 2, resolve p95 <= 2 ms. The last line is a JSON object.
 Uses ``DATABASE_URL`` if set (a scratch database is created there), else starts pgserver in a
@@ -217,7 +219,7 @@ def main() -> None:
             email = random.choice(emails[c.user_id])
             with session_scope(engine) as s:
                 row = s.execute(
-                    E._FIND, {"t": c.tenant_id, "u": c.user_id, "ek": "person", "k": "email", "v": email}
+                    E._RESOLVE, {"t": c.tenant_id, "u": c.user_id, "ek": "person", "k": "email", "v": email}
                 ).first()
             return row is not None
 

@@ -25,11 +25,16 @@ strings do not cover is left out without a word.
 
 Trap: concurrent writes on one subject are serialized by locking the subject's entity row for
 the transaction, otherwise two cardinality-``one`` writers could both see "no current value".
+And the lock alone is not enough when the statement that takes it also reads the current values:
+that statement's snapshot predates its wait for the lock (READ COMMITTED), so the write's own
+statement checks that what it decided on is still current (``_write``;
+tests/facts/test_concurrency.py races two writers).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -47,7 +52,7 @@ from openkb.apps.strings import parse
 from openkb.config import Settings
 from openkb.content.actor import Actor
 from openkb.content.changes import change_created_at, jsonable, record_change
-from openkb.errors import MetadataTooLarge, NotFound, Unauthenticated, ValidationError
+from openkb.errors import MetadataTooLarge, NotFound, OpenKBError, TransactionConflict, Unauthenticated, ValidationError
 from openkb.facts import entities as E
 from openkb.facts import vocabulary as V
 from openkb.models import App, Entity, Fact
@@ -63,7 +68,8 @@ def _json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
-def _check_value(value: Any) -> None:
+def _check_value(value: Any) -> int:
+    """The value's size as JSON, refused over ``MAX_VALUE_BYTES``."""
     size = _json_size(value)
     if size > MAX_VALUE_BYTES:
         raise MetadataTooLarge(
@@ -73,6 +79,7 @@ def _check_value(value: Any) -> None:
             max=MAX_VALUE_BYTES,
             actual=size,
         )
+    return size
 
 
 def _like(prefix: str) -> str:
@@ -164,10 +171,19 @@ def _subject(session: Session, caller: AppCaller, subject: str | None, *, lock: 
     return ent.id, ent.kind
 
 
+# The current values of a subject's predicate that a write decides on: all of them for
+# cardinality ``one`` (they expire, or a user-said one is a conflict), only those equal to the new
+# value for ``many`` (a duplicate, or the user confirming an app's value) — so a ``many``
+# predicate with hundreds of values costs no more than one with none. ``same``: equal as JSON
+# (``jsonb`` equality: ``1`` and ``1.0`` are one value, ``true`` and ``1`` two) and the same object.
+_SAME = "(coalesce({f}value, 'null') = :v AND {f}object_id IS NOT DISTINCT FROM :o)"
+_RELEVANT = "{f}valid_to IS NULL AND NOT {f}inferred AND ({card} = 'one' OR " + _SAME + ")"
 _CURRENT = text(
-    "SELECT id, value, object_id, said_by, installation_id FROM facts "
-    "WHERE subject_id = :s AND predicate = :p AND valid_to IS NULL AND NOT inferred ORDER BY valid_from"
-)
+    "SELECT id, value, object_id, said_by, installation_id, " + _SAME.format(f="") + " AS same FROM facts "
+    "WHERE subject_id = :s AND predicate = :p AND "
+    + _RELEVANT.format(f="", card="CAST(:card AS text)")
+    + " ORDER BY valid_from"
+).bindparams(bindparam("v", type_=JSONB))
 # FOR NO KEY UPDATE: serializes writers of one subject, never blocks the key-share locks of
 # the foreign keys that reference it (inserting a fact)
 _LOCK = text("SELECT 1 FROM entities WHERE id = :s FOR NO KEY UPDATE")
@@ -186,30 +202,53 @@ _CHANGE = (
     "SELECT :cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', f.id, :summary, :before, :after, 'applied', :i, :cat "
     "FROM f"
 )
+# ``go``: the write's decision still holds — the relevant current values (``_RELEVANT``) are, by
+# id, the ones it was made on (``:seen``, sorted). The subject is locked by then, so another
+# ``put`` cannot have changed them; a retraction, merge or deletion (they do not lock) can.
+_GO = (
+    "go AS (SELECT 1 WHERE ARRAY(SELECT id FROM facts WHERE subject_id = :s AND predicate = :p AND "
+    + _RELEVANT.format(f="", card="CAST(:card AS text)")
+    + " ORDER BY id) = :seen)"
+)
+# ``quotas.CHARGE_SQL`` made only when ``go`` has a row (a stale decision charges nothing); derived
+# from it, so the charge's SQL stays written once, in ``openkb.apps.quotas``
+_CHARGE_IF_GO = re.sub(
+    r"\bVALUES \((.*)\)\s*ON CONFLICT",
+    r"SELECT \1 WHERE EXISTS (SELECT 1 FROM go) ON CONFLICT",
+    quotas.CHARGE_SQL,
+    count=1,
+    flags=re.S,
+)
+if "FROM go" not in _CHARGE_IF_GO:  # pragma: no cover - quotas.CHARGE_SQL changed shape
+    raise RuntimeError("quotas.CHARGE_SQL is no longer INSERT ... VALUES (...) ON CONFLICT ...")
 _EXPIRE_SQL = "UPDATE facts SET valid_to = :now WHERE id = ANY(:ids)"
+_UUIDS = ARRAY(PGUUID(as_uuid=True))
 _TYPES = (
     bindparam("v", type_=JSONB),
     bindparam("before", type_=JSONB),
     bindparam("after", type_=JSONB),
-    bindparam("ids", type_=ARRAY(PGUUID(as_uuid=True))),
+    bindparam("ids", type_=_UUIDS),
+    bindparam("seen", type_=_UUIDS),
 )
 # An applied write is one statement (``facts.put`` is the hot write of this package,
-# bench/facts.py): the old values expire, the fact and its change row are inserted, and — for an
-# app — the installation's daily quota is charged (``quotas.CHARGE_SQL``, same ``:i``); over
-# the quota nothing is written (``ok`` is empty) and the totals returned make ``put`` refuse.
+# bench/facts.py): the decision is checked (``go``), the old values expire, the fact and its
+# change row are inserted, and — for an app — the installation's daily quota is charged (same
+# ``:i``); over the quota nothing is written (``ok`` is empty) and the totals returned make
+# ``put`` refuse. ``fresh`` false: nothing was written or charged, decide again.
 _APPLY_USER = text(
-    f"WITH e AS ({_EXPIRE_SQL}), f AS (INSERT INTO facts ({_COLS}) VALUES ({_VALUES}) RETURNING id) {_CHANGE}"
+    f"WITH {_GO}, e AS ({_EXPIRE_SQL} AND EXISTS (SELECT 1 FROM go)), "
+    f"f AS (INSERT INTO facts ({_COLS}) SELECT {_VALUES} WHERE EXISTS (SELECT 1 FROM go) RETURNING id), "
+    f"c AS ({_CHANGE}) SELECT EXISTS (SELECT 1 FROM go) AS fresh"
 ).bindparams(*_TYPES)
 _APPLY_APP = text(
-    f"WITH q AS ({quotas.CHARGE_SQL}), ok AS (SELECT 1 FROM q WHERE q.writes <= :maxw AND q.chars <= :maxc), "
+    f"WITH {_GO}, q AS ({_CHARGE_IF_GO}), ok AS (SELECT 1 FROM q WHERE q.writes <= :maxw AND q.chars <= :maxc), "
     f"e AS ({_EXPIRE_SQL} AND EXISTS (SELECT 1 FROM ok)), "
     f"f AS (INSERT INTO facts ({_COLS}) SELECT {_VALUES} WHERE EXISTS (SELECT 1 FROM ok) RETURNING id), "
-    f"c AS ({_CHANGE}) SELECT writes, chars FROM q"
+    f"c AS ({_CHANGE}) SELECT EXISTS (SELECT 1 FROM go) AS fresh, (SELECT writes FROM q) AS writes, "
+    f"(SELECT chars FROM q) AS chars"
 ).bindparams(*_TYPES)
-
-
-def _same(row: Any, value: Any, object_id: uuid.UUID | None) -> bool:
-    return row.object_id == object_id and row.value == value
+# how often a write decides again when its decision went stale (``go``) before it gives up
+_DECIDE_TIMES = 3
 
 
 def _write(
@@ -233,58 +272,75 @@ def _write(
     quota: AppCaller | None = None,
     locked: bool = False,
     current: list[Any] | None = None,
+    size: int | None = None,
 ) -> tuple[str, uuid.UUID]:
     """The write rules; ``quota``: the installation charged for an applied write or a conflict
     (nothing is charged for a duplicate). ``locked``/``current``: the caller already locked the
-    subject (and read its current values of the predicate under that lock, ``_prepare``)."""
+    subject (and read its current values of the predicate, ``_prepare``); ``size``: the value's
+    size as JSON, when the caller measured it already.
+
+    Trap: ``current`` may be older than the lock — ``_prepare`` locks and reads in one statement,
+    whose snapshot is taken before it waits for a concurrent writer's lock (READ COMMITTED). So an
+    applied write checks in its own statement that the values it decided on are still the
+    current ones (``_GO``) and, if not, reads them again (fresh now: the lock is held) and decides
+    again. Duplicates and conflicts write no fact; they stand as of the snapshot they were read in.
+    """
     if not locked:
         session.execute(_LOCK, {"s": subject_id})
-    if current is None:
-        current = list(session.execute(_CURRENT, {"s": subject_id, "p": pred.predicate}).all())
-    same = next((r for r in current if _same(r, value, object_id)), None)
-    # the user saying what an app wrote makes it user-said (a new row); anything else is a duplicate
-    if same is not None and not (said_by == "user" and same.said_by == "app"):
-        return "duplicate", same.id
+    where = {"s": subject_id, "p": pred.predicate, "v": value, "o": object_id, "card": pred.cardinality}
+    size = _json_size(value) if size is None else size
     summary_v = value if object_id is None else {"object": str(object_id)}
-    if pred.cardinality == "one" and said_by == "app":
-        said = [r for r in current if r.said_by == "user"]
-        if said:
-            if quota is not None:
-                quotas.charge(session, quota, _json_size(value))
-            row = record_change(
-                session, actor, op="fact.put", object_type="fact", object_id=said[0].id,
-                summary=f"conflict: {pred.predicate} (the value you set was kept)", scope={},
-                before={"predicate": pred.predicate, "value": said[0].value},
-                after={"predicate": pred.predicate, "proposed": summary_v, "subject_id": subject_id},
-                flush=False,
-            )  # fmt: skip
-            row.status = "conflict"
-            session.flush()
-            return "conflict", said[0].id
-    now = utcnow()
-    expired = list(current) if pred.cardinality == "one" else ([same] if same is not None else [])
-    fid = uuid.uuid4()
-    after = {
-        "predicate": pred.predicate, "value": summary_v, "subject_id": subject_id, "made_current": [fid],
-        "expired": [r.id for r in expired],
-    }  # fmt: skip
-    params = {
-        "id": fid, "t": tenant_id, "u": user_id, "s": subject_id, "p": pred.predicate, "v": value,
-        "o": object_id, "now": now, "by": said_by, "i": installation_id, "origin": origin, "source": source,
-        "sref": source_ref, "run": run_id, "conf": confidence, "pinned": pinned, "ids": [r.id for r in expired],
-        "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
-        "summary": f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}"[:500],
-        "before": {}, "after": jsonable(after), "cat": change_created_at(session),
-    }  # fmt: skip
-    if quota is None:
-        session.execute(_APPLY_USER, params)
-    else:
-        assert quota.installation_id == installation_id
-        params |= quotas.charge_params(quota, _json_size(value))
-        params |= {"maxw": quotas.WRITES_PER_DAY, "maxc": quotas.char_limit(quota)}
-        writes, total = session.execute(_APPLY_APP, params).one()
-        quotas.refuse_over(quota, writes, total)  # over a limit: nothing was written
-    return "applied", fid
+    for _ in range(_DECIDE_TIMES):
+        if current is None:
+            current = list(session.execute(_CURRENT, where).all())
+        same = next((r for r in current if r.same), None)
+        # the user saying what an app wrote makes it user-said (a new row); anything else is a duplicate
+        if same is not None and not (said_by == "user" and same.said_by == "app"):
+            return "duplicate", same.id
+        if pred.cardinality == "one" and said_by == "app":
+            said = [r for r in current if r.said_by == "user"]
+            if said:
+                if quota is not None:
+                    quotas.charge(session, quota, size)
+                row = record_change(
+                    session, actor, op="fact.put", object_type="fact", object_id=said[0].id,
+                    summary=f"conflict: {pred.predicate} (the value you set was kept)", scope={},
+                    before={"predicate": pred.predicate, "value": said[0].value},
+                    after={"predicate": pred.predicate, "proposed": summary_v, "subject_id": subject_id},
+                    flush=False,
+                )  # fmt: skip
+                row.status = "conflict"
+                session.flush()
+                return "conflict", said[0].id
+        expired = [r.id for r in current] if pred.cardinality == "one" else ([same.id] if same is not None else [])
+        fid = uuid.uuid4()
+        after = {
+            "predicate": pred.predicate, "value": summary_v, "subject_id": subject_id, "made_current": [fid],
+            "expired": expired,
+        }  # fmt: skip
+        params = where | {
+            "id": fid, "t": tenant_id, "u": user_id, "now": utcnow(), "by": said_by, "i": installation_id,
+            "origin": origin, "source": source, "sref": source_ref, "run": run_id, "conf": confidence,
+            "pinned": pinned, "ids": expired, "seen": sorted(r.id for r in current),
+            "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
+            "summary": f"{pred.predicate} = {json.dumps(summary_v, ensure_ascii=False)[:200]}"[:500],
+            "before": {}, "after": jsonable(after), "cat": change_created_at(session),
+        }  # fmt: skip
+        if quota is None:
+            fresh = session.execute(_APPLY_USER, params).scalar_one()
+        else:
+            assert quota.installation_id == installation_id
+            params |= quotas.charge_params(quota, size)
+            params |= {"maxw": quotas.WRITES_PER_DAY, "maxc": quotas.char_limit(quota)}
+            fresh, writes, total = session.execute(_APPLY_APP, params).one()
+            if fresh:
+                quotas.refuse_over(quota, writes, total)  # over a limit: nothing was written
+        if fresh:
+            return "applied", fid
+        current = None  # changed since they were read (nothing was written or charged): again
+    raise TransactionConflict(
+        "the subject's facts kept changing while this value was written; nothing was written", retry_after=1
+    )
 
 
 # --- the app's methods -----------------------------------------------------------------------
@@ -307,16 +363,19 @@ def put(
     settings: Settings | None = None,
 ) -> dict[str, Any]:
     """``{status: applied|duplicate|conflict, ref, predicate}`` (docs/facts.md#writing)."""
-    subject_id, subject_kind, pred, current = _prepare(session, caller, subject, predicate_hint)
+    ref_id = _ref_id(caller, object_ref)
+    subject_id, subject_kind, pred, current = _prepare(session, caller, subject, predicate_hint, value, ref_id)
     if pred is None:  # not a predicate of the vocabulary as it stands: aliases, descriptions, x.
         _declare_once(session, caller)
         pred = V.resolve_hint(session, caller.tenant_id, predicate_hint, description)
         current = None
     require_fact(session, caller, "write", subject_kind, pred.predicate)
     object_id = E.entity_of_ref(session, caller, object_ref).id if object_ref else None
+    if object_id != ref_id:  # a merged entity's ref: the values equal to its survivor are read again
+        current = None
     if value is None and object_id is None:
         raise ValidationError("give a value or an object", field="value")
-    _check_value(value)
+    size = _check_value(value)
     default_origin, default_source = f"app:{caller.app_name}", "extracted"
     if (origin not in (None, default_origin)) or (source not in (None, default_source)):
         RC.require(caller, "origin.override")
@@ -331,32 +390,41 @@ def put(
         value=value, object_id=object_id, said_by="app", installation_id=caller.installation_id,
         origin=origin or default_origin, source=source or default_source, source_ref=source_ref,
         run_id=actor.run_id, confidence=confidence, pinned=False,
-        quota=caller, locked=True, current=current,
+        quota=caller, locked=True, current=current, size=size,
     )  # fmt: skip
     return {"status": status, "ref": caller.ref(FACT_REF, fid), "predicate": pred.predicate}
 
 
-_PREPARE_T = """
+_PREPARE_T = (
+    """
 WITH s AS (SELECT id FROM entities WHERE {where} FOR NO KEY UPDATE)
 SELECT s.id AS subject_id, p.predicate AS known, p.cardinality, p.origin AS porigin, p.app_id AS papp,
-       f.id, f.value, f.object_id, f.said_by, f.installation_id
+       f.id, f.value, f.object_id, f.said_by, f.installation_id, """
+    + _SAME.format(f="f.")
+    + """ AS same
 FROM s
 LEFT JOIN fact_predicates p ON p.tenant_id = :t AND p.predicate = :p
-LEFT JOIN facts f ON f.subject_id = s.id AND f.predicate = :p AND f.valid_to IS NULL AND NOT f.inferred
+LEFT JOIN facts f ON f.subject_id = s.id AND f.predicate = :p AND """
+    + _RELEVANT.format(f="f.", card="p.cardinality")
+    + """
 ORDER BY f.valid_from
 """
-_PREPARE_SELF = text(_PREPARE_T.format(where="tenant_id = :t AND user_id = :u AND kind = 'self'"))
-_PREPARE_ENTITY = text(_PREPARE_T.format(where="id = :s"))
+)
+_PREPARE_SELF = text(_PREPARE_T.format(where="tenant_id = :t AND user_id = :u AND kind = 'self'")).bindparams(
+    bindparam("v", type_=JSONB)
+)
+_PREPARE_ENTITY = text(_PREPARE_T.format(where="id = :s")).bindparams(bindparam("v", type_=JSONB))
 
 
 def _prepare(
-    session: Session, caller: AppCaller, subject: str | None, hint: str
+    session: Session, caller: AppCaller, subject: str | None, hint: str, value: Any, object_id: uuid.UUID | None
 ) -> tuple[uuid.UUID, str, V.Pred | None, list[Any] | None]:
     """One statement for the common write: the subject locked, the hint as a known predicate
-    (None when it is not one), and the subject's current values of it."""
+    (None when it is not one), and the subject's current values of it that the write decides on
+    (``_RELEVANT``: for a ``many`` predicate only those equal to ``value``/``object_id``)."""
     name = hint.strip() if isinstance(hint, str) and V.is_predicate(hint.strip()) else ""
     if subject in (None, "", "self"):
-        params = {"t": caller.tenant_id, "u": caller.user_id, "p": name}
+        params = {"t": caller.tenant_id, "u": caller.user_id, "p": name, "v": value, "o": object_id}
         rows = session.execute(_PREPARE_SELF, params).all()
         if not rows:  # the user's own entity, on their first fact
             E.self_entity(session, caller.tenant_id, caller.user_id)
@@ -364,13 +432,24 @@ def _prepare(
         kind = "self"
     else:
         ent = E.entity_of_ref(session, caller, str(subject))
-        rows = session.execute(_PREPARE_ENTITY, {"s": ent.id, "t": caller.tenant_id, "p": name}).all()
+        params = {"s": ent.id, "t": caller.tenant_id, "p": name, "v": value, "o": object_id}
+        rows = session.execute(_PREPARE_ENTITY, params).all()
         kind = ent.kind
     first = rows[0]
     if first.known is None:
         return first.subject_id, kind, None, None
     pred = V.Pred(first.known, first.cardinality, "", "", "", (), first.porigin, first.papp)
     return first.subject_id, kind, pred, [r for r in rows if r.id is not None]
+
+
+def _ref_id(caller: AppCaller, ref: str | None) -> uuid.UUID | None:
+    """The id an entity ref carries, or None (a ref that does not read is refused later, in order)."""
+    if not ref:
+        return None
+    try:
+        return caller.read_ref(ref, E.ENTITY_REF, "no entity")[1]
+    except OpenKBError:
+        return None
 
 
 def _fact_of_ref(session: Session, caller: AppCaller, ref: str) -> tuple[Fact, str]:
@@ -504,7 +583,7 @@ def user_put(
         object_id = E.access_entity(session, principal, object_id).id
     if value is None and object_id is None:
         raise ValidationError("give a value or an object", field="value")
-    _check_value(value)
+    size = _check_value(value)
     pred = V.get(session, tid, predicate) or V.ensure(
         session, tid, V.Pred(predicate, "many", "", "", "", (), "user", None, known=False), None
     )
@@ -512,7 +591,7 @@ def user_put(
     status, fid = _write(
         session, Actor.of(principal), tenant_id=tid, user_id=uid, subject_id=sid, pred=pred, value=value,
         object_id=object_id, said_by="user", installation_id=None, origin="user", source="user", source_ref=None,
-        run_id=None, confidence=None, pinned=(sid == self_id) if pinned is None else pinned,
+        run_id=None, confidence=None, pinned=(sid == self_id) if pinned is None else pinned, size=size,
     )  # fmt: skip
     return {"status": status, "id": fid, "predicate": pred.predicate}
 

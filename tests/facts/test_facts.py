@@ -269,6 +269,20 @@ def test_resolve_is_a_point_lookup_with_normalized_identifiers(me: Person) -> No
         E.add_identifier(me.db, c, other["ref"], "email", "ZHANGSAN@acme.nl")
 
 
+def test_resolve_is_one_statement(me: Person, count_queries) -> None:  # noqa: ANN001
+    """``entities.resolve`` by one identifier (bench/facts.py): the entity and what the answer
+    needs in one statement, no ORM object loaded."""
+    c = me.install("crm", PEOPLE)
+    made = E.resolve(me.db, c, {"email": "zhangsan@acme.nl", "name": "张三"}, create=True)
+    me.db.expunge_all()  # nothing in the identity map to answer from
+    with count_queries() as n:
+        assert E.resolve(me.db, c, {"email": "ZhangSan@Acme.nl"}) == {**made, "created": False}
+    assert n["n"] == 1
+    with count_queries() as n:  # identifiers are tried in the order given, one statement each
+        assert E.resolve(me.db, c, {"email": "nobody@acme.nl", "name": "张三"}) == {**made, "created": False}
+    assert n["n"] == 2
+
+
 def test_merge_keeps_old_refs_working(me: Person) -> None:
     c = me.install(
         "crm", PEOPLE + [f"facts.{a}:person:work.{p}" for a in ("read", "write") for p in ("company", "title")]
@@ -361,6 +375,49 @@ def test_an_applied_put_is_two_statements(me: Person) -> None:
     assert out["status"] == "applied" and len(seen) == 2, seen
     assert [f["value"] for f in F.lookup(me.db, c)] == ["Delft"]
     assert quotas.usage(me.db, c.installation_id)["writes"] == 2
+
+
+def test_a_many_put_reads_only_the_values_equal_to_it(me: Person) -> None:
+    """A ``many`` predicate's other current values are not read by a put, so it costs the same
+    with hundreds of them: the locking statement returns the subject alone, or the equal value."""
+    from sqlalchemy import event
+
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"])
+    for dish in ("饺子", "面", "粥", "饼", "汤"):
+        F.put(me.db, c, predicate_hint="pref.food.like", value=dish)
+    rows: list[tuple[str, int]] = []
+
+    def after(conn, cursor, statement, *a) -> None:  # noqa: ANN001, ANN002
+        rows.append((statement.split()[:2], cursor.rowcount))
+
+    engine = me.db.get_bind()
+    event.listen(engine, "after_cursor_execute", after)
+    try:
+        assert F.put(me.db, c, predicate_hint="pref.food.like", value="包子")["status"] == "applied"
+        assert F.put(me.db, c, predicate_hint="pref.food.like", value="面")["status"] == "duplicate"
+    finally:
+        event.remove(engine, "after_cursor_execute", after)
+    prepare = [n for head, n in rows if head == ["WITH", "s"]]
+    assert prepare == [1, 1], rows
+    assert len(F.lookup(me.db, c, "self", "pref.food.like")) == 6
+
+
+def test_values_are_compared_as_json(me: Person) -> None:
+    """Same value means equal as JSON: 1 and 1.0 are one number, key order does not matter, and
+    true is not 1 (Python's ``True == 1`` must not make it a duplicate)."""
+    c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"])
+    put = lambda v: F.put(me.db, c, predicate_hint="pref.food.like", value=v)["status"]  # noqa: E731
+    assert [put(1), put(1.0), put(True), put(False), put(0)] == [
+        "applied",
+        "duplicate",
+        "applied",
+        "applied",
+        "applied",
+    ]
+    assert [put({"a": [1, 2], "b": None}), put({"b": None, "a": [1, 2]})] == ["applied", "duplicate"]
+    say = lambda v: F.user_put(me.db, me.user, predicate="location.home.city", value=v)["status"]  # noqa: E731
+    assert [say(1), say(True), say(True)] == ["applied", "applied", "duplicate"]
+    assert [f["value"] for f in F.user_facts(me.db, me.user, prefix="location.home.city")] == [True]
 
 
 # --- uninstall and revert --------------------------------------------------------------------------

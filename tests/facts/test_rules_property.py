@@ -16,7 +16,7 @@ from openkb.facts import vocabulary as V
 from tests.facts.conftest import make_person
 
 PREDS = {"location.home.city": "one", "pref.food.like": "many"}
-VALUES = ["Utrecht", "Delft", 1, {"k": [1, 2]}]
+VALUES = ["Utrecht", "Delft", 1, True, {"k": [1, 2]}]  # true and 1 are two JSON values
 PERMS = [f"facts.{a}:self:{p}" for a in ("read", "write") for p in PREDS]
 
 ops = st.lists(

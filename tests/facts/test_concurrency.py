@@ -1,0 +1,104 @@
+"""Two writers of one subject at once (docs/facts.md#writing): the second waits for the first's
+lock on the subject and then sees what the first wrote, so a subject never ends up with two
+current values of a cardinality-``one`` predicate, nor the same value current twice.
+
+Trap this guards: under READ COMMITTED a statement reads with the snapshot taken when it
+*started*, so a statement that waits for the subject's lock and then reads the current values in
+the same statement reads them as they were before the first writer committed. ``facts.put``
+locks in its first statement and checks, in the write's own statement, that the values it
+decided on are still the current ones (``openkb.facts.service._write``).
+
+Committed sessions on two connections; the tenant is deleted at the end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlmodel import Session
+
+from openkb.facts import service as F
+from tests.factories import make_tenant, make_user
+from tests.facts.conftest import Person
+
+PERMS = [f"facts.{a}:self:{p}" for a in ("read", "write") for p in ("location.home.*", "pref.food.*")]
+
+
+@pytest.fixture(scope="module")
+def two(engine) -> Iterator[dict[str, Any]]:  # noqa: ANN001
+    from openkb.permissions import Principal
+
+    with Session(engine, expire_on_commit=False) as s:
+        t = make_tenant(s)
+        u = make_user(s, t)
+        me = Person(s, t.id, Principal.user(u.id, t.id))
+        callers = [me.install("one", PERMS), me.install("two", PERMS)]
+        F.put(s, callers[0], predicate_hint="location.home.city", value="Amsterdam")  # the self entity, a value
+        s.commit()
+        tid = t.id
+    try:
+        yield {"engine": engine, "callers": callers}
+    finally:
+        with Session(engine) as s:
+            s.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tid})
+            s.commit()
+
+
+def _race(engine, first: dict[str, Any], second: dict[str, Any]) -> tuple[str, str]:  # noqa: ANN001
+    """``first`` puts and holds its transaction open until ``second``'s put (in a thread) waits
+    for the subject's lock; then ``first`` commits and ``second`` finishes. Their statuses."""
+    pid: list[int] = []
+    ready = threading.Event()
+    out: dict[str, Any] = {}
+
+    def run_second() -> None:
+        try:
+            with Session(engine, expire_on_commit=False) as s:
+                pid.append(s.execute(text("SELECT pg_backend_pid()")).scalar_one())
+                ready.set()
+                out["status"] = F.put(s, **second)["status"]
+                s.commit()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["error"] = exc
+            ready.set()
+
+    with Session(engine, expire_on_commit=False) as a:
+        got_first = F.put(a, **first)["status"]
+        t = threading.Thread(target=run_second)
+        t.start()
+        assert ready.wait(30) and pid, out
+        with engine.connect() as watch:  # until the second writer waits for the first's lock
+            deadline = time.monotonic() + 30
+            blocked = text("SELECT cardinality(pg_blocking_pids(:p)) > 0")
+            while not watch.execute(blocked, {"p": pid[0]}).scalar_one():
+                assert time.monotonic() < deadline and "error" not in out, out
+                time.sleep(0.005)
+        a.commit()
+    t.join(30)
+    assert not t.is_alive() and "error" not in out, out
+    return got_first, out["status"]
+
+
+def _current(engine, caller, prefix: str) -> list[Any]:  # noqa: ANN001
+    with Session(engine) as s:
+        return [f["value"] for f in F.lookup(s, caller, "self", prefix)]
+
+
+def test_cardinality_one_keeps_one_current_value(two) -> None:  # noqa: ANN001
+    c1, c2 = two["callers"]
+    first = {"caller": c1, "predicate_hint": "location.home.city", "value": "Utrecht"}
+    second = {"caller": c2, "predicate_hint": "location.home.city", "value": "Delft"}
+    assert _race(two["engine"], first, second) == ("applied", "applied")
+    assert _current(two["engine"], c1, "location.home.city") == ["Delft"]
+
+
+def test_the_same_value_at_once_is_current_once(two) -> None:  # noqa: ANN001
+    c1, c2 = two["callers"]
+    first = {"caller": c1, "predicate_hint": "pref.food.like", "value": "饺子"}
+    second = {"caller": c2, "predicate_hint": "pref.food.like", "value": "饺子"}
+    assert _race(two["engine"], first, second) == ("applied", "duplicate")
+    assert _current(two["engine"], c1, "pref.food.like") == ["饺子"]
