@@ -587,7 +587,7 @@ def user_put(
     pred = V.get(session, tid, predicate) or V.ensure(
         session, tid, V.Pred(predicate, "many", "", "", "", (), "user", None, known=False), None
     )
-    self_id = E.self_entity(session, tid, uid)
+    self_id = sid if subject_id is None else E.self_entity(session, tid, uid)
     status, fid = _write(
         session, Actor.of(principal), tenant_id=tid, user_id=uid, subject_id=sid, pred=pred, value=value,
         object_id=object_id, said_by="user", installation_id=None, origin="user", source="user", source_ref=None,
