@@ -164,9 +164,10 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _document_auth_errors(app, document_413(base_openapi()))
+            schema = base_openapi()
             if ctx.settings.openkb_mcp_enabled:
-                app.openapi_schema["paths"]["/mcp"] = mcp_openapi_path()
+                schema["paths"]["/mcp"] = mcp_openapi_path()  # its body passes the body guard too (408, 422)
+            app.openapi_schema = _document_auth_errors(app, document_413(schema))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

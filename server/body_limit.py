@@ -253,12 +253,14 @@ async def _too_large(send: Send, limit: int) -> None:
 
 def document_413(schema: dict[str, Any]) -> dict[str, Any]:
     """Add the 413 answer to every operation that takes a request body (OpenAPI post-processing;
-    an operation that documents its own 413, like uploads, keeps it)."""
+    an operation that documents its own 413, like uploads, keeps it). The routes that stream their
+    own body (``EXEMPT_PATHS``) get only the 408 their body is bounded by."""
     for path, ops in schema.get("paths", {}).items():
-        if path in EXEMPT_PATHS:
-            continue
         for op in ops.values():
             if not isinstance(op, dict) or "requestBody" not in op:
+                continue
+            if path in EXEMPT_PATHS:
+                _document_error(op, "408", "REQUEST_TIMEOUT", "the body arrived too slowly")
                 continue
             entry = op.setdefault("responses", {}).setdefault(
                 "413",
@@ -270,20 +272,21 @@ def document_413(schema: dict[str, Any]) -> dict[str, Any]:
             codes = entry.setdefault("x-error-codes", [])  # tests/test_errors_catalogue.py reads these
             if CODE not in codes:
                 codes.append(CODE)
-            for status, code, what in (
-                ("408", "REQUEST_TIMEOUT", "the body arrived too slowly"),
-                ("422", "JSON_TOO_DEEP", "a JSON body nested too deeply"),
-            ):
-                extra = op["responses"].setdefault(
-                    status,
-                    {
-                        "description": f"{code} ({what})",
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-                    },
-                )
-                listed = extra.setdefault("x-error-codes", [])
-                if code not in listed:
-                    listed.append(code)
-                    if extra.get("description") and code not in extra["description"]:
-                        extra["description"] += f", {code}"
+            _document_error(op, "408", "REQUEST_TIMEOUT", "the body arrived too slowly")
+            _document_error(op, "422", "JSON_TOO_DEEP", "a JSON body nested too deeply")
     return schema
+
+
+def _document_error(op: dict[str, Any], status: str, code: str, what: str) -> None:
+    extra = op.setdefault("responses", {}).setdefault(
+        status,
+        {
+            "description": f"{code} ({what})",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+        },
+    )
+    listed = extra.setdefault("x-error-codes", [])
+    if code not in listed:
+        listed.append(code)
+        if extra.get("description") and code not in extra["description"]:
+            extra["description"] += f", {code}"

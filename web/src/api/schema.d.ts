@@ -701,6 +701,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/tenant-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Tenant Settings
+         * @description The tenant's settings (default: the administrator's own tenant).
+         */
+        get: operations["get_tenant_settings_api_admin_tenant_settings_get"];
+        /**
+         * Put Tenant Settings
+         * @description Set or clear the tenant's default time zone (an unknown zone is 422 ``VALIDATION_ERROR``,
+         *     as on the profile).
+         */
+        put: operations["put_tenant_settings_api_admin_tenant_settings_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/users": {
         parameters: {
             query?: never;
@@ -2982,6 +3007,15 @@ export interface paths {
                     };
                     content?: never;
                 };
+                /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+                408: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
                 /** @description PAYLOAD_TOO_LARGE */
                 413: {
                     headers: {
@@ -3000,6 +3034,15 @@ export interface paths {
                 };
                 /** @description MISDIRECTED_REQUEST */
                 421: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+                /** @description JSON_TOO_DEEP (a JSON body nested too deeply) */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5907,6 +5950,29 @@ export interface components {
             tenant_id: string;
             /** Tenant Slug */
             tenant_slug: string;
+        };
+        /** TenantSettingsIn */
+        TenantSettingsIn: {
+            /**
+             * Time Zone
+             * @description IANA name (Asia/Shanghai); null or empty: UTC
+             */
+            time_zone: string | null;
+        };
+        /** TenantSettingsOut */
+        TenantSettingsOut: {
+            /**
+             * Tenant Id
+             * Format: uuid
+             */
+            tenant_id: string;
+            /** Tenant Slug */
+            tenant_slug: string;
+            /**
+             * Time Zone
+             * @description IANA name: the apps' quota day of members who set no zone of their own; null: UTC
+             */
+            time_zone: string | null;
         };
         /** TimeRange */
         TimeRange: {
@@ -10090,6 +10156,162 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_tenant_settings_api_admin_tenant_settings_get: {
+        parameters: {
+            query?: {
+                tenant_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantSettingsOut"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_tenant_settings_api_admin_tenant_settings_put: {
+        parameters: {
+            query?: {
+                tenant_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TenantSettingsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantSettingsOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE (request body over MAX_JSON_BODY_BYTES) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -15852,6 +16074,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description UPLOAD_TOO_LARGE */
             413: {
                 headers: {
@@ -20048,6 +20279,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description PAYLOAD_TOO_LARGE, UPLOAD_TOO_LARGE */
             413: {
                 headers: {
@@ -21054,6 +21294,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DifyErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description 3001 rate limit of this key (Retry-After) (OpenKB: RATE_LIMITED) */
