@@ -361,6 +361,8 @@ def documents_upsert(
                 raise RC.missing("changes.manage")
     else:
         res = write()
+    if existing is None and res.status != "created":
+        _appeared(session, caller, coll, key, res.status)
     if meta is None and res.status != "created":
         _refuse_markdown_over_text(res.document.meta, body)
     if res.status == "created":  # the charge records the writer too (one statement)
@@ -371,6 +373,21 @@ def documents_upsert(
 
 
 _UNKNOWN: Any = object()
+
+
+def _appeared(session: Session, caller: AppCaller, coll: Coll, key: str, status: str) -> None:
+    """The key had no document when this call looked, yet ``upsert_by_key`` found one: another
+    writer created it meanwhile (it held the key's lock; this call's lookup ran before it
+    committed). Decide on it now as if it had been found: its place must be in reach, and a
+    change to another writer's document needs ``changes.manage``. Raising undoes the write with
+    the call's transaction (the adapter rolls back on an error). Rare: it costs a statement
+    only then."""
+    loc = RC.locate_key(session, coll.knowledge_base_id, key)
+    if loc is None:
+        return
+    RC.check(caller, "write", loc.knowledge_base_id, loc.chain)
+    if status != "unchanged":
+        _require_own_or_manage(caller, loc)
 
 
 def _locked(caller: AppCaller, coll: Coll, key: str) -> bool:

@@ -125,3 +125,21 @@ def test_a_keyed_app_write_costs_no_more_statements_than_the_content_service(aw:
     unchanged_app, unchanged_svc = app("a"), service("s")
     assert unchanged_app <= unchanged_svc
     assert created_app <= created_svc + 1
+
+
+def test_a_document_created_after_the_lookup_is_still_someone_elses(aw: AppWorld) -> None:
+    """The race the key's lock leaves open: this call looked (no document), another app created
+    it before this call's write. The write must still need ``changes.manage``."""
+    aw.grant("collections.write:keep")
+    other = aw.install_another("journal")
+    other.grant("collections.write:keep")
+    stale = _keyed(aw, "keep", "raced")  # looked before the other app's write
+    assert stale.keyed == ("keep", "raced", None)
+    K.documents_upsert(aw.db, other.caller(), collection="keep", key="raced", title="t", body="theirs")
+    with pytest.raises(KnowledgePermissionMissing, match="lacks knowledge permission changes.manage"):
+        with aw.db.begin_nested():
+            K.documents_upsert(aw.db, stale, collection="keep", key="raced", title="t", body="mine")
+    # the same content is no change: allowed, as without the race
+    assert K.documents_upsert(aw.db, stale, collection="keep", key="raced", title="t", body="theirs")["status"] == (
+        "unchanged"
+    )
