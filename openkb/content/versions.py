@@ -31,6 +31,7 @@ from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import record_change
 from openkb.errors import HashMismatch, NotAPage, NotFound, ValidationError, VersionConflict
+from openkb.exporting.forms import export_form_row
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
@@ -135,6 +136,7 @@ def commit_version(
     )
     session.add(v)
     session.flush()
+    session.add(export_form_row(v.id, markdown))  # what an export needs, once (docs/export.md#speed)
     doc.current_version_id = v.id
     doc.title = title
     doc.index_status = "pending"

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from openkb.importing.links import rewrite
 from openkb.markdown._inline import destination
 
-__all__ = ["fast_rewrite", "rewrite_links"]
+__all__ = ["Ref", "apply_refs", "bare_ref", "fast_rewrite", "rewrite_links", "scan_refs"]
 
 Resolve = Callable[[str], "str | None"]
 
@@ -57,37 +57,67 @@ def rewrite_links(body: str, resolve: Resolve) -> str:
 
 def fast_rewrite(body: str, resolve: Resolve) -> str | None:
     """The textual replacement, or None when it might differ from the parse. Only references
-    that ``resolve`` maps matter: the others stay as they are whichever way they are read.
+    that ``resolve`` maps matter: the others stay as they are whichever way they are read."""
+    return apply_refs(body, scan_refs(body), resolve)
+
+
+Ref = tuple[int, int, bool]  # (start, end, plain): where a reference's destination is in the body
+
+
+def scan_refs(body: str) -> list[Ref]:
+    """Every ``openkb://document/<id>`` and ``asset://<id>`` of ``body`` in order, with whether
+    it is *plain*: an inline destination of the simple form, outside fences, code, math and
+    tables and not inside another link's text (then ``end`` is the end of the destination, a
+    fragment included; else the end of the id). Depends on the body alone, so it can be computed
+    once per version (``openkb/exporting/forms.py``) and applied to any export.
 
     Cost: one ``str.find`` scan per scheme; the context checks (fences, code spans, brackets)
-    run only around the references that resolve, on their own line and paragraph."""
-    hits: list[tuple[int, int, str]] = []  # (start, end, new destination) of simple references
+    run only around references of the simple form, on their own line and paragraph."""
+    refs: list[Ref] = []
     fenced: list[tuple[int, int]] | None = None
+    fences_known = False
     for scheme in _SCHEMES:
         i = body.find(scheme)
         while i >= 0:
-            o = _ANY.match(body, i)
             nxt = body.find(scheme, i + len(scheme))
-            bare = o.group(0) if o is not None else ""
-            first = resolve(bare) if bare else None
-            if first is not None:
+            o = _ANY.match(body, i)
+            if o is not None:
                 m = _REF.match(body, i - 2) if i >= 2 else None
-                if m is None or m.start(1) != i:
-                    return None  # a reference definition, an autolink, an escaped or bracketed form...
-                url = m.group(1)
-                new = first if url == bare else resolve(url)
-                if new is not None:
-                    if fenced is None:
+                plain = m is not None and m.start(1) == i
+                if plain:
+                    if not fences_known:
                         fenced = _fenced(body) if ("```" in body or "~~~" in body or "$$" in body) else []
-                        if fenced is None:
-                            return None
-                    if any(a <= i - 2 < b for a, b in fenced) or not _plain_link(body, i - 2):
-                        return None
-                    hits.append((i, m.end(1), new))
+                        fences_known = True
+                    plain = fenced is not None and not any(a <= i - 2 < b for a, b in fenced)
+                    plain = plain and _plain_link(body, i - 2)
+                refs.append((i, m.end(1) if plain and m is not None else o.end(), plain))
             i = nxt
+    refs.sort()
+    return refs
+
+
+def bare_ref(body: str, start: int) -> str:
+    """The reference at ``start`` without its fragment: scheme and id."""
+    return body[start : start + (54 if body.startswith("o", start) else 44)]
+
+
+def apply_refs(body: str, refs: list[Ref], resolve: Resolve) -> str | None:
+    """``body`` with the plain references ``resolve`` maps replaced; None when a reference that
+    is not plain resolves (only the parse knows what it is)."""
+    hits: list[tuple[int, int, str]] = []  # (start, end, new destination)
+    for start, end, plain in refs:
+        bare = bare_ref(body, start)
+        first = resolve(bare)
+        if first is None:
+            continue
+        if not plain:
+            return None  # a reference definition, an autolink, an escaped or bracketed form...
+        url = body[start:end]
+        new = first if url == bare else resolve(url)
+        if new is not None:
+            hits.append((start, end, new))
     if not hits:
         return body
-    hits.sort()
     out: list[str] = []
     pos = 0
     for start, end, new in hits:

@@ -34,6 +34,7 @@ import json
 import mimetypes
 import re
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from openkb.audit import record_audit
 from openkb.config import Settings, get_settings
 from openkb.errors import ExportTooLarge, NotFound, PermissionDenied, ValidationError
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
+from openkb.exporting.forms import FORM, ExportForm, make_form, stored_blocks
 from openkb.exporting.links import rewrite_links
 from openkb.exporting.names import (
     MAX_NAME_CHARS,
@@ -56,8 +58,9 @@ from openkb.exporting.names import (
     safe_name,
     units,
 )
-from openkb.exporting.zipwriter import Deflated, ZipStream, deflate_all
+from openkb.exporting.zipwriter import Deflated, ZipStream
 from openkb.importing.service import find_knowledge_base, operator_actor
+from openkb.markdown._inline import destination
 from openkb.models import Document, KnowledgeBase
 from openkb.permissions import Action, Principal, access_knowledge_base, access_subtree, access_tree
 from openkb.permissions.service import filter_readable_documents
@@ -381,7 +384,6 @@ _TREE_SQL = text(
     "WHERE d.knowledge_base_id = CAST(:kb AS uuid) "
     "ORDER BY d.sort_order, d.created_at, d.id"
 )
-_ASSET_REF = re.compile(r"asset://([0-9a-fA-F-]{36})")
 
 
 def _add_asset(assets: dict[str, ExportAsset], row: Any) -> ExportAsset:
@@ -417,20 +419,15 @@ def _canonical(aid: str) -> bool:
         return False
 
 
-def _shown_assets(session: Session, plan: ExportPlan, batch: list[ExportDoc], bodies: dict[str, str]) -> None:
-    """The ``asset://`` references of a batch of pages, found in the bodies the stream reads
-    anyway: each page lists the exported assets it shows; an asset it shows that is not attached
-    to an exported page goes in when the caller may read it (attached to a readable document,
-    or their own unattached upload) and the cap leaves room, else it is counted and the
-    reference kept as it is. One query per batch, for the ids not seen before."""
-    shown: dict[str, set[str]] = {}
+def _shown_assets(session: Session, plan: ExportPlan, shown: list[tuple[ExportDoc, set[str]]]) -> None:
+    """The ``asset://`` references of a batch of pages (each page with its asset ids, from the export
+    forms the stream reads anyway): each page lists the exported assets it shows; an asset it
+    shows that is not attached to an exported page goes in when the caller may read it (attached
+    to a readable document, or their own unattached upload) and the cap leaves room, else it is
+    counted and the reference kept as it is. One query per batch, for the ids not seen before."""
     unknown: set[str] = set()
-    for d in batch:
-        body = bodies.get(d.id)
-        if body and "asset://" in body:
-            ids = {m.lower() for m in _ASSET_REF.findall(body)}
-            shown[d.id] = ids
-            unknown.update(i for i in ids if i not in plan.asset_paths and i not in plan.assets_left_out)
+    for _d, ids in shown:
+        unknown.update(i for i in ids if i not in plan.asset_paths and i not in plan.assets_left_out)
     if unknown:
         valid = []
         for aid in sorted(unknown):
@@ -459,12 +456,10 @@ def _shown_assets(session: Session, plan: ExportPlan, batch: list[ExportDoc], bo
         for aid in valid:
             if aid not in found:
                 plan.assets_left_out[aid] = "assets_unreadable"
-    for d in batch:
-        ids = shown.get(d.id)
-        if ids:
-            more = {plan.asset_paths[i] for i in ids if i in plan.asset_paths}
-            if not more.issubset(d.assets):
-                d.assets = sorted(more.union(d.assets))
+    for d, ids in shown:
+        more = {plan.asset_paths[i] for i in ids if i in plan.asset_paths}
+        if not more.issubset(d.assets):
+            d.assets = sorted(more.union(d.assets))
 
 
 # -- the files ---------------------------------------------------------------------------------
@@ -542,9 +537,8 @@ def _rel(path: str, from_dir: str) -> str:
     return rel + "/" if folder else rel
 
 
-def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
-    """The stored body with ``openkb://document/<id>`` and ``asset://<id>`` of exported objects
-    as relative links; links to what is not in the export stay as they are."""
+def _resolver(doc: ExportDoc, plan: ExportPlan) -> Callable[[str], str | None]:
+    """Where a reference of ``doc`` points in the export (relative), None when not exported."""
     here = doc.path.rpartition("/")[0]
 
     def resolve(u: str) -> str | None:
@@ -558,7 +552,67 @@ def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
             return None if path is None else _rel(path, here)
         return None
 
-    return rewrite_links(body, resolve)
+    return resolve
+
+
+def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
+    """The stored body with ``openkb://document/<id>`` and ``asset://<id>`` of exported objects
+    as relative links; links to what is not in the export stay as they are."""
+    return rewrite_links(body, _resolver(doc, plan))
+
+
+_FINAL = b"\x03\x00"  # an empty final deflate block (fixed codes): the end of a member's stream
+
+
+def page_member(
+    fm: bytes, body: bytes, form: ExportForm, plan: ExportPlan, resolve: Callable[[str], str | None]
+) -> Deflated | None:
+    """A page's zip member from its front matter (bytes, ending in the blank line), its stored
+    body and the body's export form: exactly the file ``fm + page_markdown(body)``, as raw
+    deflate (``openkb/exporting/forms.py``). None when a reference that only the parse can
+    place resolves (the caller then rewrites and deflates the page whole).
+
+    The decisions are ``links.apply_refs``'s, on bytes: a reference is looked up by its id (what
+    ``resolve`` of the bare reference does) and only one that resolves costs more."""
+    refs = form.refs
+    swaps: list[tuple[int, int, bytes]] | None = None  # (index in refs, index in blocks, new bytes)
+    k = 0
+    for j in range(0, len(refs), 3):
+        start = refs[j]
+        if body[start] == 0x6F:  # "o": openkb://document/<id>
+            hit = body[start + 18 : start + 54].decode().lower() in plan.links
+        else:  # asset://<id>
+            hit = body[start + 8 : start + 44].decode().lower() in plan.asset_paths
+        plain = refs[j + 2]
+        if hit:
+            if not plain:
+                return None
+            url = body[start : refs[j + 1]].decode()
+            bare = url[:54] if url.startswith("o") else url[:44]
+            first = resolve(bare)
+            new = None if first is None else first if url == bare else resolve(url)
+            if new is not None:
+                if swaps is None:
+                    swaps = []
+                swaps.append((j, k, destination(new).encode()))
+        if plain:
+            k += 2
+    if swaps is None:
+        data = fm + body
+        z = stored_blocks(fm) + form.deflated + _FINAL
+        return Deflated(zlib.crc32(data), len(data), z, hashlib.sha256(data).hexdigest())
+    blocks, deflated = form.blocks, form.deflated
+    file_parts = [fm]
+    z_parts = [stored_blocks(fm)]
+    pos = dpos = 0
+    for j, k, rep in swaps:
+        file_parts += (body[pos : refs[j]], rep)
+        z_parts += (deflated[dpos : blocks[k]], stored_blocks(rep))
+        pos, dpos = refs[j + 1], blocks[k + 1]
+    file_parts.append(body[pos:])
+    z_parts += (deflated[dpos:], _FINAL)
+    data = b"".join(file_parts)
+    return Deflated(zlib.crc32(data), len(data), b"".join(z_parts), hashlib.sha256(data).hexdigest())
 
 
 def manifest_bytes(plan: ExportPlan) -> bytes:
@@ -641,9 +695,11 @@ def iter_export(
             progress(plan.done_bytes, plan.total_bytes)
         return data
 
-    # pages go in batches: the bodies of a batch are read in one query and turned into files
-    # here, while a helper thread deflates the previous batch (zlib and sha256 release the GIL):
-    # two batches in flight at most, so memory stays flat
+    # pages go in batches: the bodies of a batch and their export forms are read in one query,
+    # then a helper thread turns them into members while this thread reads the next batch
+    # (PostgreSQL's time overlaps the Python's): two batches in flight at most, so memory stays
+    # flat. The helper only reads the plan's link maps; the assets a batch shows from elsewhere
+    # are added to them here, before its pages are handed over.
     tree = sorted(plan.docs, key=lambda d: d.path)
     segments: list[tuple[list[ExportDoc], list[ExportDoc]]] = []  # (members in order, their pages)
     seg: list[ExportDoc] = []
@@ -658,21 +714,35 @@ def iter_export(
     if seg:
         segments.append((seg, seg_pages))
 
-    def prepare(batch: list[ExportDoc]) -> list[bytes]:
-        bodies = _bodies(session, batch)
-        _shown_assets(session, plan, batch, bodies)
-        return [
-            (
-                front_matter(d.title, d.status, d.tags, d.meta) + "\n" + page_markdown(bodies.get(d.id, ""), d, plan)
-            ).encode()
-            for d in batch
-        ]
+    def read(batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
+        rows = _pages(session, batch)
+        _shown_assets(
+            session, plan, [(d, ids) for d, (body, form) in zip(batch, rows) if (ids := _asset_ids(body, form))]
+        )
+        return rows
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-deflate")
+    def build(batch: list[ExportDoc], rows: list[tuple[bytes, ExportForm]]) -> list[Deflated]:
+        out = []
+        for d, (body, form) in zip(batch, rows):
+            fm = (front_matter(d.title, d.status, d.tags, d.meta) + "\n").encode()
+            resolve = _resolver(d, plan)
+            member = page_member(fm, body, form, plan, resolve)
+            if member is None:  # a reference only the parse can place: the page goes whole
+                data = fm + rewrite_links(body.decode(), resolve).encode()
+                member = Deflated(
+                    zlib.crc32(data),
+                    len(data),
+                    zlib.compress(data, _LEVEL, wbits=-15),
+                    hashlib.sha256(data).hexdigest(),
+                )
+            out.append(member)
+        return out
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-pages")
     try:
         pending: tuple[list[ExportDoc], Future[list[Deflated]]] | None = None
         for members, batch in [*segments, ([], [])]:
-            current = (members, pool.submit(deflate_all, prepare(batch), _LEVEL)) if members else None
+            current = (members, pool.submit(build, batch, read(batch))) if members else None
             if pending is not None:
                 done_members, future = pending
                 deflated = iter(future.result())
@@ -714,15 +784,39 @@ def iter_export(
     yield take()
 
 
-def _bodies(session: Session, batch: list[ExportDoc]) -> dict[str, str]:
-    by_version = {d.version_id: d.id for d in batch if d.version_id}
-    if not by_version:
-        return {}
-    rows = session.execute(
-        text("SELECT id::text, markdown FROM document_versions WHERE id = ANY(CAST(:ids AS uuid[]))"),
-        {"ids": list(by_version)},
-    ).all()
-    return {by_version[vid]: md for vid, md in rows}
+# a batch's bodies (UTF-8 bytes: no decoding, the forms' offsets are in bytes) with their export
+# forms, when stored and of this FORM
+_PAGES_SQL = text(
+    "SELECT v.id::text, convert_to(v.markdown, 'UTF8'), f.form, f.refs, f.blocks, f.deflated "
+    "FROM document_versions v LEFT JOIN document_export_forms f ON f.version_id = v.id "
+    "WHERE v.id = ANY(CAST(:ids AS uuid[]))"
+)
+
+
+def _pages(session: Session, batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
+    """Body and export form of each page of ``batch``, in order; a form that is missing (or of
+    another ``FORM``) is computed here, by the function that computes stored ones."""
+    ids = [d.version_id for d in batch if d.version_id]
+    found = {r[0]: r for r in session.execute(_PAGES_SQL, {"ids": ids}).all()} if ids else {}
+    out = []
+    for d in batch:
+        r = found.get(d.version_id) if d.version_id else None
+        body = r[1] if r is not None else b""
+        if r is not None and r[2] == FORM:
+            form = ExportForm(r[3], r[4], r[5])
+        else:
+            form = make_form(body.decode())
+        out.append((body, form))
+    return out
+
+
+def _asset_ids(body: bytes, form: ExportForm) -> set[str]:
+    refs = form.refs
+    return {
+        body[refs[j] + 8 : refs[j] + 44].decode().lower()
+        for j in range(0, len(refs), 3)
+        if body.startswith(b"asset://", refs[j])
+    }
 
 
 def export_tree(

@@ -23,7 +23,14 @@ from openkb.models.apps import (
     AppSelectedCollection,
 )
 from openkb.models.audit import AuditLog, Change
-from openkb.models.content import Document, DocumentVersion, KnowledgeBase, Workspace, WorkspaceMember
+from openkb.models.content import (
+    Document,
+    DocumentExportForm,
+    DocumentVersion,
+    KnowledgeBase,
+    Workspace,
+    WorkspaceMember,
+)
 from openkb.models.facts import Entity, EntityIdentifier, EntityMention, Fact, FactPredicate
 from openkb.models.indexing import (
     DocumentAsset,
@@ -65,6 +72,7 @@ __all__ = [
     "Document",
     "DocumentAsset",
     "DocumentChunk",
+    "DocumentExportForm",
     "DocumentVersion",
     "EmailToken",
     "Entity",

@@ -6,7 +6,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, UniqueConstraint
+from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, Integer, LargeBinary, SmallInteger, UniqueConstraint
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PGUUID
 from sqlmodel import Field, SQLModel
 
@@ -160,3 +161,20 @@ class DocumentVersion(SQLModel, table=True):
     source_file_id: uuid.UUID | None = None
     created_by: uuid.UUID = fk("users.id")
     created_at: datetime = ts()
+
+
+class DocumentExportForm(SQLModel, table=True):
+    """What an export needs of a version's body, computed once when the version is written
+    (versions never change): its internal references and its deflated pieces
+    (``openkb/exporting/forms.py``, docs/export.md#speed). A version without one still exports
+    (the form is then computed on the fly, with the same bytes)."""
+
+    __tablename__ = "document_export_forms"
+
+    version_id: uuid.UUID = Field(
+        sa_column=Column(PGUUID(as_uuid=True), ForeignKey("document_versions.id", ondelete="CASCADE"), primary_key=True)
+    )
+    form: int = Field(sa_column=Column(SmallInteger, nullable=False))
+    refs: list[int] = Field(sa_column=Column(ARRAY(Integer), nullable=False))
+    blocks: list[int] = Field(sa_column=Column(ARRAY(Integer), nullable=False))
+    deflated: bytes = Field(sa_column=Column(LargeBinary, nullable=False))

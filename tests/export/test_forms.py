@@ -1,0 +1,130 @@
+"""Export forms (openkb/exporting/forms.py, docs/export.md#speed): a page member written from its
+version's form is exactly the file the text path writes (front matter + ``page_markdown``) and a
+complete raw deflate stream; saved versions carry their form; an export whose versions lack
+their forms (computed on the fly) or whose forms were backfilled is byte-identical."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import zipfile
+import zlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+from sqlmodel import Session
+
+from openkb.exporting.forms import FORM, backfill_forms, make_form
+from openkb.exporting.links import fast_rewrite
+from openkb.exporting.service import ExportDoc, ExportPlan, _resolver, front_matter, page_markdown, page_member
+from openkb.markdown import normalize
+from tests.export.conftest import Node, kb_target, png, sha
+from tests.export.test_links import IDS, SNIPPETS
+
+PLAN = ExportPlan(
+    source={},
+    include_drafts=False,
+    docs=[],
+    assets={},
+    left_out={},
+    total_bytes=0,
+    filename="x.zip",
+    links={IDS[0]: "目录 a/页面 (1).md", IDS[1]: "b.md", IDS[2]: "x/y/c d.md"},
+    asset_paths={IDS[0]: "assets/0123456789abcdef/图 1.png", IDS[2]: "assets/fedcba9876543210/b.png"},
+)
+HERE = ExportDoc(id="p", type="page", title="t", status="published", parent=None, path="x/页 here.md", dir="x/页 here/")
+
+
+def read_back(stream: bytes) -> bytes:
+    d = zlib.decompressobj(-15)
+    out = d.decompress(stream) + d.flush()
+    assert d.eof and not d.unused_data  # one complete stream, nothing after its final block
+    return out
+
+
+@st.composite
+def bodies(draw):
+    parts = draw(
+        st.lists(
+            st.one_of(st.sampled_from(SNIPPETS), st.text(alphabet="ab 中文é\n[]()`$*#-", max_size=30)),
+            min_size=1,
+            max_size=8,
+        )
+    )
+    return normalize("\n\n".join(p.replace("{id}", draw(st.sampled_from(IDS))) for p in parts) + "\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=bodies(), meta=st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+def test_a_member_from_the_form_is_the_text_path_file(body, meta):
+    fm = (front_matter("标题 t", "published", ["a"], meta) + "\n").encode()
+    resolve = _resolver(HERE, PLAN)
+    member = page_member(fm, body.encode(), make_form(body), PLAN, resolve)
+    if member is None:  # only when a reference the parse must place resolves
+        assert fast_rewrite(body, resolve) is None
+        return
+    data = fm + page_markdown(body, HERE, PLAN).encode()
+    assert read_back(member.body) == data
+    assert (member.crc, member.size, member.sha256) == (zlib.crc32(data), len(data), sha(data))
+
+
+def test_long_front_matter_and_references_span_stored_blocks():
+    body = f"# 页\n\n[a](openkb://document/{IDS[0]}#{'x' * 70_000}) and ![i](asset://{IDS[2]})\n"
+    fm = (front_matter("t", "published", [], {"long": "长" * 30_000}) + "\n").encode()  # > 64 KiB
+    member = page_member(fm, body.encode(), make_form(body), PLAN, _resolver(HERE, PLAN))
+    assert member is not None
+    assert read_back(member.body) == fm + page_markdown(body, HERE, PLAN).encode()
+
+
+TREE = [
+    Node("f", "文件夹", type="folder"),
+    Node(
+        "a",
+        "页面 A",
+        parent="f",
+        body="# A\n\n中文 [to b]({doc:b}#part) and ![pic]({asset:p.png})\n\n```\n[in code]({doc:b})\n```\n",
+        assets={"p.png": (png("green"), "image/png")},
+    ),
+    Node("b", "Page B", body="# B\n\n## part\n\nBack [to a]({doc:a}), [nowhere](openkb://document/" + IDS[3] + ")\n"),
+]
+
+
+def test_saved_versions_carry_forms_and_exports_do_not_depend_on_them(world, tmp_path):
+    kb = world.new_kb()
+    world.build(kb, TREE)
+    versions = text(
+        "SELECT v.id, v.markdown, f.form, f.refs, f.blocks, f.deflated FROM documents d "
+        "JOIN document_versions v ON v.id = d.current_version_id "
+        "LEFT JOIN document_export_forms f ON f.version_id = v.id WHERE d.knowledge_base_id = :kb"
+    )
+    with Session(world.engine) as s:
+        rows = s.execute(versions, {"kb": kb.id}).all()
+    assert len(rows) == 2
+    for _vid, markdown, form, refs, blocks, deflated in rows:
+        f = make_form(markdown)
+        assert (form, refs, blocks, bytes(deflated)) == (FORM, f.refs, f.blocks, f.deflated)
+
+    first = world.export(kb_target(kb))
+    with zipfile.ZipFile(io.BytesIO(first)) as z:
+        assert z.testzip() is None
+    if shutil.which("unzip"):
+        path = tmp_path / "export.zip"
+        path.write_bytes(first)
+        assert subprocess.run(["unzip", "-tq", str(path)], capture_output=True).returncode == 0
+
+    drop = text(
+        "DELETE FROM document_export_forms f USING documents d "
+        "WHERE f.version_id = d.current_version_id AND d.knowledge_base_id = :kb"
+    )
+    with world.engine.begin() as conn:
+        conn.execute(drop, {"kb": kb.id})
+    assert world.export(kb_target(kb)) == first  # computed on the fly: the same bytes
+
+    with world.engine.begin() as conn:
+        assert backfill_forms(conn) >= 2
+        assert backfill_forms(conn) == 0
+    with Session(world.engine) as s:
+        assert [r[2] for r in s.execute(versions, {"kb": kb.id}).all()] == [FORM, FORM]
+    assert world.export(kb_target(kb)) == first
