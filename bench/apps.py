@@ -6,9 +6,9 @@ same keyed upsert through the content service, in process, and the grant check p
 Each operation runs in its own unit of work (``session_scope``: commit included), interleaved
 app / content so machine noise hits both sides alike:
 
-* unchanged: the same key and body again (the app path resolves its credential and finds the
-  keyed document in that same statement, as the server's route does, checks the grant by
-  location, then the content service answers ``unchanged``);
+* unchanged: the same key and body again (the app path resolves its credential, finds the
+  keyed document and takes the key's lock in that same statement, as the server's route does,
+  checks the grant by location, then the content service answers ``unchanged``);
 * created: a new key each time (the app path also charges the quota and writes its writer row,
   in one statement).
 
@@ -43,6 +43,7 @@ def main() -> None:
     args = ap.parse_args()
     url, svc = _start_database()
     try:
+        from sqlalchemy import event
         from sqlmodel import Session
 
         from openkb import jobs
@@ -101,6 +102,23 @@ def main() -> None:
             content_upsert(f"warm-svc-{i}")
         app_upsert("same-app")
         content_upsert("same-svc")
+        statements: dict[str, int] = {}
+        counted = [0]
+
+        def count(*_a: object) -> None:
+            counted[0] += 1
+
+        event.listen(engine, "before_cursor_execute", count)
+        for name, fn, key in (
+            ("app_unchanged", app_upsert, "same-app"),
+            ("svc_unchanged", content_upsert, "same-svc"),
+            ("app_created", app_upsert, "counted-app"),
+            ("svc_created", content_upsert, "counted-svc"),
+        ):
+            counted[0] = 0
+            fn(key)
+            statements[name] = counted[0]  # SQL statements (BEGIN/COMMIT are not cursor executes)
+        event.remove(engine, "before_cursor_execute", count)
         timings: dict[str, list[float]] = {
             k: [] for k in ("app_unchanged", "svc_unchanged", "app_created", "svc_created")
         }
@@ -146,6 +164,7 @@ def main() -> None:
             "created_ratio_p95": round(p95["app_created"] / p95["svc_created"], 3),
             "unchanged_ratio_p50": round(p50["app_unchanged"] / p50["svc_unchanged"], 3),
             "created_ratio_p50": round(p50["app_created"] / p50["svc_created"], 3),
+            **{f"{k}_statements": v for k, v in statements.items()},
             "grant_check_p50_ms": round(_percentile(check_ms, 0.5), 3),
             "grant_check_p95_ms": round(_percentile(check_ms, 0.95), 3),
             "grant_decision_p95_us": round(_percentile(decide_us, 0.95), 2),
@@ -161,6 +180,10 @@ def main() -> None:
             f"upsert created p95: app {result['app_created_p95_ms']} ms vs content service "
             f"{result['svc_created_p95_ms']} ms (ratio {result['created_ratio_p95']}; "
             f"p50 ratio {result['created_ratio_p50']})"
+        )
+        print(
+            "statements per call: unchanged app {app_unchanged} vs content service {svc_unchanged}, "
+            "created app {app_created} vs {svc_created}".format(**statements)
         )
         print(
             f"grant check per call: p50 {result['grant_check_p50_ms']} ms, p95 {result['grant_check_p95_ms']} ms "
