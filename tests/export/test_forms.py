@@ -19,6 +19,7 @@ from sqlmodel import Session
 from openkb.exporting.forms import FORM, backfill_forms, make_form
 from openkb.exporting.links import fast_rewrite
 from openkb.exporting.service import ExportDoc, ExportPlan, _resolver, front_matter, page_markdown, page_member
+from openkb.importing.service import import_path
 from openkb.markdown import normalize
 from tests.export.conftest import Node, kb_target, png, sha
 from tests.export.test_links import IDS, SNIPPETS
@@ -128,3 +129,27 @@ def test_saved_versions_carry_forms_and_exports_do_not_depend_on_them(world, tmp
     with Session(world.engine) as s:
         assert [r[2] for r in s.execute(versions, {"kb": kb.id}).all()] == [FORM, FORM]
     assert world.export(kb_target(kb)) == first
+
+
+def test_imported_versions_carry_forms(world, tmp_path):
+    """Both import write paths (the export zip's keyed upserts, a folder's keyed batches)."""
+    src = world.new_kb()
+    world.build(src, TREE)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "one.md").write_text("# One\n\nSee [two](two.md)\n")
+    (folder / "two.md").write_text("# Two\n")
+    for kb, source in ((world.new_kb(), "zip"), (world.new_kb(), "folder")):
+        if source == "zip":
+            world.import_zip(world.export(kb_target(src)), kb, tmp_path)
+        else:
+            import_path(world.units, world.blobs, world.actor(), kb.id, folder)
+        with Session(world.engine) as s:
+            forms = s.execute(
+                text(
+                    "SELECT f.form FROM documents d LEFT JOIN document_export_forms f "
+                    "ON f.version_id = d.current_version_id WHERE d.knowledge_base_id = :kb AND d.type = 'page'"
+                ),
+                {"kb": kb.id},
+            ).all()
+        assert [f for (f,) in forms] == [FORM] * 2, source
