@@ -30,6 +30,7 @@ from openkb.audit import record_audit
 from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.knowledge_bases import create_knowledge_base
+from openkb.content.upsert import KEY_LOCK_CLASS
 from openkb.content.workspaces import create_workspace
 from openkb.errors import AlreadyExists, NotFound, Unauthenticated, ValidationError
 from openkb.facts.mentions import record_selected
@@ -494,7 +495,6 @@ def caller_statements(*, touch: str, source: str, where: str, cols: str = "") ->
     """The caller's statement and its keyed variant (``resolve_keyed``) for one kind of
     credential: ``source`` joins the credential to ``app_installations i``; ``cols`` adds what
     the credential's own checks need."""
-    from openkb.content.upsert import KEY_LOCK_CLASS
 
     def one(keyed: bool) -> Any:
         return text(
