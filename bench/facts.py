@@ -13,9 +13,8 @@ with its grants) is resolved outside the timing, as the request did before calli
 
 * put: ``facts.put`` of a new value (hint resolution, permission, lock, current values, quota,
   the insert, the change row) vs the bare ``INSERT INTO facts`` alone; also the statements each
-  sends (two against one: the lock with the current values the write decides on, then one
-  statement that checks they are still current, charges the quota and writes the fact and its
-  change row);
+  sends (one against one: the statement that locks the subject, reads the values the write
+  decides on, charges the quota and writes the fact and its change row);
 * lookup: ``facts.lookup('self', 'pref.food')`` vs the bare ``SELECT`` it runs;
 * resolve: ``entities.resolve({email})`` vs the bare statement it runs (``entities._RESOLVE``:
   the identifier's entity through the unique identifier index, joined to its row).

@@ -162,9 +162,10 @@ def _subject(session: Session, caller: AppCaller, subject: str | None, *, lock: 
     """The subject's entity id and kind; ``lock``: its row locked for this transaction (the
     writes of one subject are serialized, see the module's trap)."""
     if subject in (None, "", "self"):
+        sid = E.self_entity(session, caller.tenant_id, caller.user_id)
         if lock:
-            return E.self_entity_locked(session, caller.tenant_id, caller.user_id), "self"
-        return E.self_entity(session, caller.tenant_id, caller.user_id), "self"
+            session.execute(_LOCK, {"s": sid})
+        return sid, "self"
     ent = E.entity_of_ref(session, caller, str(subject))
     if lock:
         session.execute(_LOCK, {"s": ent.id})
@@ -184,9 +185,14 @@ _CURRENT = text(
     + _RELEVANT.format(f="", card="CAST(:card AS text)")
     + " ORDER BY valid_from"
 ).bindparams(bindparam("v", type_=JSONB))
-# FOR NO KEY UPDATE: serializes writers of one subject, never blocks the key-share locks of
-# the foreign keys that reference it (inserting a fact)
-_LOCK = text("SELECT 1 FROM entities WHERE id = :s FOR NO KEY UPDATE")
+# The subject's lock: an UPDATE that changes nothing but the row's version (its ``xmin``). Like
+# FOR NO KEY UPDATE it serializes the writers of one subject and never blocks the key-share locks
+# of the foreign keys that reference it (inserting a fact); the new version is what lets the
+# one-statement write (``_PUT``) see that another writer committed since its snapshot. Trap:
+# every writer of a subject's facts that serializes on it must lock it this way, never with a
+# bare FOR NO KEY UPDATE, which leaves ``xmin`` as it was.
+_BUMP = "UPDATE entities SET updated_at = updated_at WHERE {where}"
+_LOCK = text(_BUMP.format(where="id = :s"))
 _COLS = (
     "id, tenant_id, user_id, subject_id, predicate, value, object_id, valid_from, said_by, "
     "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned"
@@ -221,7 +227,7 @@ _CHARGE_IF_GO = re.sub(
 )
 if "FROM go" not in _CHARGE_IF_GO:  # pragma: no cover - quotas.CHARGE_SQL changed shape
     raise RuntimeError("quotas.CHARGE_SQL is no longer INSERT ... VALUES (...) ON CONFLICT ...")
-_EXPIRE_SQL = "UPDATE facts SET valid_to = :now WHERE id = ANY(:ids)"
+_EXPIRE_SQL = "UPDATE facts SET valid_to = :now WHERE id = ANY(:ids) AND valid_to IS NULL"
 _UUIDS = ARRAY(PGUUID(as_uuid=True))
 _TYPES = (
     bindparam("v", type_=JSONB),
@@ -247,6 +253,44 @@ _APPLY_APP = text(
     f"c AS ({_CHANGE}) SELECT EXISTS (SELECT 1 FROM go) AS fresh, (SELECT writes FROM q) AS writes, "
     f"(SELECT chars FROM q) AS chars"
 ).bindparams(*_TYPES)
+# The hot write in ONE statement (``put`` about the user, the hint a known predicate the app may
+# write, bench/facts.py): lock, read, decide and write together. The trap of ``_write`` (the
+# snapshot predates the wait for the lock) is caught by the row version: ``lk`` updates the
+# subject's row only if its ``xmin`` is still the one this statement's snapshot saw. A writer
+# that committed since bumped it (``_BUMP``), so ``lk`` finds no row — READ COMMITTED rechecks the
+# condition on the newest version after waiting — and nothing is locked, charged or written
+# (``stale``). The decision is ``_write``'s for an app: ``duplicate`` when the value is current,
+# ``apply`` (expiring a cardinality-``one`` predicate's current values) unless the user said one
+# (``decide``: the conflict is ``_write``'s); ``unknown``: not a predicate of the vocabulary.
+# Anything but ``apply``/``duplicate`` goes the two-statement way (``_prepare`` + ``_write``).
+_PUT = text(
+    "WITH snap AS (SELECT id, xmin AS x FROM entities WHERE tenant_id = :t AND user_id = :u AND kind = 'self'), "
+    "lk AS (UPDATE entities e SET updated_at = e.updated_at FROM snap WHERE e.id = snap.id AND e.xmin = snap.x "
+    "RETURNING e.id), "
+    "p AS (SELECT cardinality FROM fact_predicates WHERE tenant_id = :t AND predicate = :p), "
+    "cur AS (SELECT f.id, f.said_by, f.valid_from, "
+    + _SAME.format(f="f.")
+    + " AS same FROM facts f, snap, p WHERE f.subject_id = snap.id AND f.predicate = :p AND "
+    + _RELEVANT.format(f="f.", card="p.cardinality")
+    + "), "
+    "d AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM lk) THEN 'stale' WHEN NOT EXISTS (SELECT 1 FROM p) THEN "
+    "'unknown' WHEN EXISTS (SELECT 1 FROM cur WHERE same) THEN 'duplicate' WHEN EXISTS (SELECT 1 FROM cur, p "
+    "WHERE p.cardinality = 'one' AND cur.said_by = 'user') THEN 'decide' ELSE 'apply' END AS decision), "
+    "go AS (SELECT 1 FROM d WHERE decision = 'apply'), "
+    f"q AS ({_CHARGE_IF_GO}), ok AS (SELECT 1 FROM q WHERE q.writes <= :maxw AND q.chars <= :maxc), "
+    "e AS (UPDATE facts SET valid_to = :now WHERE id IN (SELECT id FROM cur) AND valid_to IS NULL "
+    "AND EXISTS (SELECT 1 FROM ok)), "
+    f"f AS (INSERT INTO facts ({_COLS}) SELECT {_VALUES.replace(':s,', 'snap.id,')} FROM snap "
+    "WHERE EXISTS (SELECT 1 FROM ok) RETURNING id), "
+    "c AS (INSERT INTO changes (id, tenant_id, run_id, actor_type, actor_id, op, object_type, object_id, summary, "
+    "before_state, after_state, status, app_installation_id, created_at) "
+    "SELECT :cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', f.id, :summary, :before, "
+    "jsonb_build_object('predicate', CAST(:p AS text), 'value', :sv, 'subject_id', (SELECT id FROM snap)::text, "
+    "'made_current', jsonb_build_array(f.id::text), 'expired', coalesce((SELECT jsonb_agg(cur.id::text "
+    "ORDER BY cur.valid_from) FROM cur), '[]'::jsonb)), 'applied', :i, :cat FROM f) "
+    "SELECT (SELECT decision FROM d) AS decision, (SELECT id FROM cur WHERE same ORDER BY valid_from LIMIT 1) "
+    "AS same_id, (SELECT writes FROM q) AS writes, (SELECT chars FROM q) AS chars"
+).bindparams(bindparam("v", type_=JSONB), bindparam("sv", type_=JSONB), bindparam("before", type_=JSONB))
 # how often a write decides again when its decision went stale (``go``) before it gives up
 _DECIDE_TIMES = 3
 
@@ -363,6 +407,12 @@ def put(
     settings: Settings | None = None,
 ) -> dict[str, Any]:
     """``{status: applied|duplicate|conflict, ref, predicate}`` (docs/facts.md#writing)."""
+    fast = _put_fast(
+        session, caller, hint=predicate_hint, value=value, subject=subject, object_ref=object_ref,
+        source_ref=source_ref, run_id=run_id, origin=origin, source=source, confidence=confidence,
+    )  # fmt: skip
+    if fast is not None:
+        return fast
     ref_id = _ref_id(caller, object_ref)
     subject_id, subject_kind, pred, current = _prepare(session, caller, subject, predicate_hint, value, ref_id)
     if pred is None:  # not a predicate of the vocabulary as it stands: aliases, descriptions, x.
@@ -395,9 +445,61 @@ def put(
     return {"status": status, "ref": caller.ref(FACT_REF, fid), "predicate": pred.predicate}
 
 
+def _put_fast(
+    session: Session,
+    caller: AppCaller,
+    *,
+    hint: Any,
+    value: Any,
+    subject: str | None,
+    object_ref: str | None,
+    source_ref: str | None,
+    run_id: str | None,
+    origin: str | None,
+    source: str | None,
+    confidence: float | None,
+) -> dict[str, Any] | None:
+    """The common ``put`` in one statement (``_PUT``): a value about the user under a predicate
+    the hint names exactly and the app may write, nothing to override. None: anything else, or
+    the statement wrote nothing and left the decision to the two-statement way (which also
+    refuses bad input, in its own order, so this path never raises a validation error)."""
+    if subject not in (None, "", "self") or object_ref or value is None or not isinstance(hint, str):
+        return None
+    name = hint.strip()
+    if not V.is_predicate(name) or not covered(caller, "write", "self", name):
+        return None
+    size = _json_size(value)
+    default_origin = f"app:{caller.app_name}"
+    if (
+        size > MAX_VALUE_BYTES
+        or origin not in (None, default_origin)
+        or source not in (None, "extracted")
+        or (source_ref is not None and len(source_ref) > MAX_SOURCE_REF)
+        or (confidence is not None and not 0 <= confidence <= 1)
+    ):
+        return None
+    actor = actor_for(caller, run_id)
+    fid = uuid.uuid4()
+    params = {
+        "id": fid, "t": caller.tenant_id, "u": caller.user_id, "p": name, "v": value, "o": None, "now": utcnow(),
+        "by": "app", "i": caller.installation_id, "origin": default_origin, "source": "extracted",
+        "sref": source_ref, "run": actor.run_id, "conf": confidence, "pinned": False,
+        "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
+        "summary": f"{name} = {json.dumps(value, ensure_ascii=False)[:200]}"[:500], "before": {}, "sv": value,
+        "cat": change_created_at(session), "maxw": quotas.WRITES_PER_DAY, "maxc": quotas.char_limit(caller),
+    } | quotas.charge_params(caller, size)  # fmt: skip
+    row = session.execute(_PUT, params).one()
+    if row.decision == "duplicate":
+        return {"status": "duplicate", "ref": caller.ref(FACT_REF, row.same_id), "predicate": name}
+    if row.decision == "apply":
+        quotas.refuse_over(caller, row.writes, row.chars)  # over a limit: nothing was written
+        return {"status": "applied", "ref": caller.ref(FACT_REF, fid), "predicate": name}
+    return None
+
+
 _PREPARE_T = (
     """
-WITH s AS (SELECT id FROM entities WHERE {where} FOR NO KEY UPDATE)
+WITH s AS (UPDATE entities SET updated_at = updated_at WHERE {where} RETURNING id)
 SELECT s.id AS subject_id, p.predicate AS known, p.cardinality, p.origin AS porigin, p.app_id AS papp,
        f.id, f.value, f.object_id, f.said_by, f.installation_id, """
     + _SAME.format(f="f.")
@@ -479,6 +581,7 @@ def retract(
 
 
 def _expire(session: Session, actor: Actor, f: Fact) -> None:
+    session.execute(_LOCK, {"s": f.subject_id})  # a concurrent put about the subject decides after it
     f.valid_to = max(utcnow(), f.valid_from)
     session.add(f)
     session.flush()

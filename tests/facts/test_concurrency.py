@@ -41,16 +41,17 @@ def two(engine) -> Iterator[dict[str, Any]]:  # noqa: ANN001
         s.commit()
         tid = t.id
     try:
-        yield {"engine": engine, "callers": callers}
+        yield {"engine": engine, "callers": callers, "user": me.user}
     finally:
         with Session(engine) as s:
             s.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tid})
             s.commit()
 
 
-def _race(engine, first: dict[str, Any], second: dict[str, Any]) -> tuple[str, str]:  # noqa: ANN001
-    """``first`` puts and holds its transaction open until ``second``'s put (in a thread) waits
-    for the subject's lock; then ``first`` commits and ``second`` finishes. Their statuses."""
+def _race(engine, first: Any, second: Any) -> tuple[str, str]:  # noqa: ANN001
+    """``first`` writes and holds its transaction open until ``second``'s write (in a thread)
+    waits for the subject's lock; then ``first`` commits and ``second`` finishes. Their statuses.
+    A dict is an app's ``put``; a callable gets the session and returns the status."""
     pid: list[int] = []
     ready = threading.Event()
     out: dict[str, Any] = {}
@@ -60,14 +61,14 @@ def _race(engine, first: dict[str, Any], second: dict[str, Any]) -> tuple[str, s
             with Session(engine, expire_on_commit=False) as s:
                 pid.append(s.execute(text("SELECT pg_backend_pid()")).scalar_one())
                 ready.set()
-                out["status"] = F.put(s, **second)["status"]
+                out["status"] = _do(s, second)
                 s.commit()
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             out["error"] = exc
             ready.set()
 
     with Session(engine, expire_on_commit=False) as a:
-        got_first = F.put(a, **first)["status"]
+        got_first = _do(a, first)
         t = threading.Thread(target=run_second)
         t.start()
         assert ready.wait(30) and pid, out
@@ -81,6 +82,10 @@ def _race(engine, first: dict[str, Any], second: dict[str, Any]) -> tuple[str, s
     t.join(30)
     assert not t.is_alive() and "error" not in out, out
     return got_first, out["status"]
+
+
+def _do(session: Session, write: Any) -> str:
+    return write(session) if callable(write) else F.put(session, **write)["status"]
 
 
 def _current(engine, caller, prefix: str) -> list[Any]:  # noqa: ANN001
@@ -102,3 +107,16 @@ def test_the_same_value_at_once_is_current_once(two) -> None:  # noqa: ANN001
     second = {"caller": c2, "predicate_hint": "pref.food.like", "value": "饺子"}
     assert _race(two["engine"], first, second) == ("applied", "duplicate")
     assert _current(two["engine"], c1, "pref.food.like") == ["饺子"]
+
+
+def test_the_users_value_written_at_once_wins_over_the_apps(two) -> None:  # noqa: ANN001
+    """The user's write (the two-statement way) and an app's (one statement) at once: the app's
+    sees the user-said value and is a conflict."""
+    c1, _ = two["callers"]
+
+    def user(s: Session) -> str:
+        return F.user_put(s, two["user"], predicate="location.home.city", value="Leiden")["status"]
+
+    second = {"caller": c1, "predicate_hint": "location.home.city", "value": "Haarlem"}
+    assert _race(two["engine"], user, second) == ("applied", "conflict")
+    assert _current(two["engine"], c1, "location.home.city") == ["Leiden"]

@@ -354,9 +354,10 @@ def test_quota_counts_fact_writes_and_not_duplicates(me: Person) -> None:
     assert me.db.execute(text(changes_sql), mine).scalar() == 0
 
 
-def test_an_applied_put_is_two_statements(me: Person) -> None:
-    """The hot write (bench/facts.py): the subject locked with its current values, then one
-    statement that charges the quota, expires, inserts the fact and its change row."""
+def test_an_applied_put_is_one_statement(me: Person) -> None:
+    """The hot write (bench/facts.py): one statement locks the subject, reads its current values,
+    decides, charges the quota, expires, inserts the fact and its change row. A write it cannot
+    decide alone (a user-said value: a conflict) takes the two-statement way."""
     from sqlalchemy import event
 
     c = me.install("loc", ["facts.read:self:location.home.*", "facts.write:self:location.home.*"])
@@ -370,35 +371,33 @@ def test_an_applied_put_is_two_statements(me: Person) -> None:
     event.listen(engine, "before_cursor_execute", count)
     try:
         out = F.put(me.db, c, predicate_hint="location.home.city", value="Delft")  # cardinality one: expires
+        assert out["status"] == "applied" and len(seen) == 1, seen
+        assert F.put(me.db, c, predicate_hint="location.home.city", value="Delft")["status"] == "duplicate"
+        assert len(seen) == 2, seen
     finally:
         event.remove(engine, "before_cursor_execute", count)
-    assert out["status"] == "applied" and len(seen) == 2, seen
     assert [f["value"] for f in F.lookup(me.db, c)] == ["Delft"]
     assert quotas.usage(me.db, c.installation_id)["writes"] == 2
+    F.user_put(me.db, me.user, predicate="location.home.city", value="Leiden")
+    assert F.put(me.db, c, predicate_hint="location.home.city", value="Delft")["status"] == "conflict"
+    assert [f["value"] for f in F.lookup(me.db, c)] == ["Leiden"]
+    assert quotas.usage(me.db, c.installation_id)["writes"] == 3  # a conflict is charged
 
 
 def test_a_many_put_reads_only_the_values_equal_to_it(me: Person) -> None:
-    """A ``many`` predicate's other current values are not read by a put, so it costs the same
-    with hundreds of them: the locking statement returns the subject alone, or the equal value."""
-    from sqlalchemy import event
-
+    """A ``many`` predicate's other current values are not read by a put (the two-statement way's
+    first statement returns the equal one only), so it costs the same with hundreds of them."""
     c = me.install("food", ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*"])
     for dish in ("饺子", "面", "粥", "饼", "汤"):
         F.put(me.db, c, predicate_hint="pref.food.like", value=dish)
-    rows: list[tuple[str, int]] = []
-
-    def after(conn, cursor, statement, *a) -> None:  # noqa: ANN001, ANN002
-        rows.append((statement.split()[:2], cursor.rowcount))
-
-    engine = me.db.get_bind()
-    event.listen(engine, "after_cursor_execute", after)
-    try:
-        assert F.put(me.db, c, predicate_hint="pref.food.like", value="包子")["status"] == "applied"
-        assert F.put(me.db, c, predicate_hint="pref.food.like", value="面")["status"] == "duplicate"
-    finally:
-        event.remove(engine, "after_cursor_execute", after)
-    prepare = [n for head, n in rows if head == ["WITH", "s"]]
-    assert prepare == [1, 1], rows
+    _, kind, pred, current = F._prepare(me.db, c, "self", "pref.food.like", "包子", None)
+    assert kind == "self" and pred is not None and pred.cardinality == "many" and current == []
+    _, _, _, current = F._prepare(me.db, c, "self", "pref.food.like", "面", None)
+    assert [(r.value, r.same) for r in current] == [("面", True)]
+    _, _, _, current = F._prepare(me.db, c, "self", "location.home.city", "面", None)  # cardinality one: all
+    assert current == []
+    assert F.put(me.db, c, predicate_hint="pref.food.like", value="包子")["status"] == "applied"
+    assert F.put(me.db, c, predicate_hint="pref.food.like", value="面")["status"] == "duplicate"
     assert len(F.lookup(me.db, c, "self", "pref.food.like")) == 6
 
 
