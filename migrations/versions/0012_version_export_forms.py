@@ -5,7 +5,7 @@ Revises: 0011
 Create Date: 2026-12-02 00:35:00
 
 * ``document_export_forms``: one row per version, written with the version: its internal
-  references (byte offsets) and its body as raw deflate, each reference a stored block of its
+  references (byte offsets, and their ids) and its body as raw deflate, each reference a stored block of its
   own (``openkb/exporting/forms.py``), so an export neither scans nor deflates the body again.
 * Backfill (``backfill_forms``): the current version of every page gets its form, in batches
   (older versions are not exported; one that lacks a form is computed when needed, with the
@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("version_id", sa.UUID(), nullable=False),
         sa.Column("form", sa.SmallInteger(), nullable=False),
         sa.Column("refs", postgresql.ARRAY(sa.Integer()), nullable=False),
+        sa.Column("keys", postgresql.ARRAY(sa.Text()), nullable=False),
         sa.Column("blocks", postgresql.ARRAY(sa.Integer()), nullable=False),
         sa.Column("deflated", sa.LargeBinary(), nullable=False),
         sa.ForeignKeyConstraint(["version_id"], ["document_versions.id"], ondelete="CASCADE"),

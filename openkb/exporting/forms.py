@@ -6,7 +6,9 @@ with context checks, ~100 µs for a 3 KB page) and deflate it (~60 µs): as much
 reading the page. The form keeps both results:
 
 * ``refs``: each ``openkb://document/<id>`` / ``asset://<id>`` as (start, end, plain) byte
-  offsets in the UTF-8 body, flat (``links.scan_refs``; plain ones can be replaced by text);
+  offsets in the UTF-8 body, flat (``links.scan_refs``; plain ones can be replaced by text),
+  and ``keys``: each one's scheme letter and id, lower case (``d<id>`` / ``a<id>``), so an
+  export finds the references that point into it with one set operation per page;
 * ``deflated``: the body as raw deflate, non-final, byte-aligned at both ends: the text between
   plain references deflated piece by piece (each piece alone, ended by a sync flush), each plain
   reference's destination as a *stored* block in between; ``blocks``: where each of those stored
@@ -49,6 +51,7 @@ _MAX_STORED = 0xFFFF
 @dataclass(frozen=True, slots=True)
 class ExportForm:
     refs: list[int]  # flat (start, end, plain 0/1), byte offsets into the UTF-8 body
+    keys: list[str]  # per reference: "d" or "a" (document, asset) + its id in lower case
     blocks: list[int]  # flat (start, end) in ``deflated`` of each plain reference's stored block
     deflated: bytes
 
@@ -56,6 +59,10 @@ class ExportForm:
 def make_form(markdown: str) -> ExportForm:
     """The export form of a body (deterministic: the same body, the same form)."""
     refs = scan_refs(markdown)
+    keys = [
+        ("d" + markdown[s + 18 : s + 54] if markdown.startswith("o", s) else "a" + markdown[s + 8 : s + 44]).lower()
+        for s, _e, _p in refs
+    ]
     data = markdown.encode()
     flat: list[int] = []
     if markdown.isascii():
@@ -82,7 +89,7 @@ def make_form(markdown: str) -> ExportForm:
             size += len(ref)
             pos = flat[k + 1]
     out.append(_deflate_piece(data[pos:]))
-    return ExportForm(flat, blocks, b"".join(out))
+    return ExportForm(flat, keys, blocks, b"".join(out))
 
 
 def _deflate_piece(data: bytes) -> bytes:
@@ -106,7 +113,9 @@ def stored_blocks(data: bytes) -> bytes:
 def export_form_row(version_id: uuid.UUID, markdown: str) -> DocumentExportForm:
     """The row to store with a new version (the version write paths call this)."""
     f = make_form(markdown)
-    return DocumentExportForm(version_id=version_id, form=FORM, refs=f.refs, blocks=f.blocks, deflated=f.deflated)
+    return DocumentExportForm(
+        version_id=version_id, form=FORM, refs=f.refs, keys=f.keys, blocks=f.blocks, deflated=f.deflated
+    )
 
 
 _MISSING_SQL = text(
@@ -115,9 +124,9 @@ _MISSING_SQL = text(
     "WHERE (f.version_id IS NULL OR f.form <> :form) AND v.id > CAST(:after AS uuid) ORDER BY v.id LIMIT :n"
 )
 _UPSERT_SQL = text(
-    "INSERT INTO document_export_forms (version_id, form, refs, blocks, deflated) "
-    "VALUES (:v, :form, CAST(:refs AS integer[]), CAST(:blocks AS integer[]), :deflated) "
-    "ON CONFLICT (version_id) DO UPDATE SET form = EXCLUDED.form, refs = EXCLUDED.refs, "
+    "INSERT INTO document_export_forms (version_id, form, refs, keys, blocks, deflated) "
+    "VALUES (:v, :form, CAST(:refs AS integer[]), CAST(:keys AS text[]), CAST(:blocks AS integer[]), :deflated) "
+    "ON CONFLICT (version_id) DO UPDATE SET form = EXCLUDED.form, refs = EXCLUDED.refs, keys = EXCLUDED.keys, "
     "blocks = EXCLUDED.blocks, deflated = EXCLUDED.deflated"
 )
 
@@ -136,7 +145,9 @@ def backfill_forms(conn: Connection, batch: int = 500) -> int:
         values = []
         for vid, markdown in rows:
             f = make_form(markdown)
-            values.append({"v": vid, "form": FORM, "refs": f.refs, "blocks": f.blocks, "deflated": f.deflated})
+            values.append(
+                {"v": vid, "form": FORM, "refs": f.refs, "keys": f.keys, "blocks": f.blocks, "deflated": f.deflated}
+            )
         conn.execute(_UPSERT_SQL, values)
         done += len(rows)
         after = str(rows[-1][0])

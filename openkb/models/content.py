@@ -6,7 +6,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, Integer, LargeBinary, SmallInteger, UniqueConstraint
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PGUUID
 from sqlmodel import Field, SQLModel
@@ -176,5 +186,6 @@ class DocumentExportForm(SQLModel, table=True):
     )
     form: int = Field(sa_column=Column(SmallInteger, nullable=False))
     refs: list[int] = Field(sa_column=Column(ARRAY(Integer), nullable=False))
+    keys: list[str] = Field(sa_column=Column(ARRAY(Text), nullable=False))
     blocks: list[int] = Field(sa_column=Column(ARRAY(Integer), nullable=False))
     deflated: bytes = Field(sa_column=Column(LargeBinary, nullable=False))

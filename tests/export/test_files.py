@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openkb.exporting.names import MAX_NAME_BYTES, MAX_NAME_CHARS, MIN_NAME_CHARS, Namer, fit, safe_name, units
-from openkb.exporting.service import front_matter
+from openkb.exporting.service import _JSON, ExportDoc, _doc_entry, _page_line, front_matter
 from openkb.importing.openkb_export import split_front_matter
 
 JSON = st.recursive(
@@ -82,3 +82,30 @@ def test_a_cut_name_keeps_its_hash_and_extension():
     assert fit(long, 40, keep_extension=True) == name and fit(long + "x", 40) != name
     assert len(safe_name("知" * 100).encode()) <= MAX_NAME_BYTES  # 300 bytes uncut: past ext4's 255
     assert safe_name("😀" * 60) == fit("😀" * 60, MAX_NAME_CHARS) and units(safe_name("😀" * 60)) <= MAX_NAME_CHARS
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(),
+    maybe=st.none() | st.text(max_size=8),
+    assets=st.lists(st.text(max_size=6), max_size=3),
+    n=st.integers(min_value=0, max_value=2**40),
+    version_no=st.none() | st.integers(min_value=1, max_value=10**6),
+)
+def test_a_page_manifest_line_is_its_entry_as_json(text, maybe, assets, n, version_no):
+    d = ExportDoc(
+        id=text,
+        type="page",
+        title=text + '\x00"\\\u2028',
+        status="published",
+        parent=maybe,
+        path=f"a/{text}.md",
+        dir="a/",
+        version_id=maybe,
+        version_no=version_no,
+        markdown_hash=maybe,
+        assets=assets,
+        sha256=maybe,
+        bytes=n,
+    )
+    assert _page_line(d) == _JSON(_doc_entry(d))

@@ -35,6 +35,7 @@ PLAN = ExportPlan(
     links={IDS[0]: "目录 a/页面 (1).md", IDS[1]: "b.md", IDS[2]: "x/y/c d.md"},
     asset_paths={IDS[0]: "assets/0123456789abcdef/图 1.png", IDS[2]: "assets/fedcba9876543210/b.png"},
 )
+PLAN.key_refs()
 HERE = ExportDoc(id="p", type="page", title="t", status="published", parent=None, path="x/页 here.md", dir="x/页 here/")
 
 
@@ -96,16 +97,16 @@ def test_saved_versions_carry_forms_and_exports_do_not_depend_on_them(world, tmp
     kb = world.new_kb()
     world.build(kb, TREE)
     versions = text(
-        "SELECT v.id, v.markdown, f.form, f.refs, f.blocks, f.deflated FROM documents d "
+        "SELECT v.id, v.markdown, f.form, f.refs, f.keys, f.blocks, f.deflated FROM documents d "
         "JOIN document_versions v ON v.id = d.current_version_id "
         "LEFT JOIN document_export_forms f ON f.version_id = v.id WHERE d.knowledge_base_id = :kb"
     )
     with Session(world.engine) as s:
         rows = s.execute(versions, {"kb": kb.id}).all()
     assert len(rows) == 2
-    for _vid, markdown, form, refs, blocks, deflated in rows:
+    for _vid, markdown, form, refs, keys, blocks, deflated in rows:
         f = make_form(markdown)
-        assert (form, refs, blocks, bytes(deflated)) == (FORM, f.refs, f.blocks, f.deflated)
+        assert (form, refs, keys, blocks, bytes(deflated)) == (FORM, f.refs, f.keys, f.blocks, f.deflated)
 
     first = world.export(kb_target(kb))
     with zipfile.ZipFile(io.BytesIO(first)) as z:
