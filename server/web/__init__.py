@@ -97,6 +97,9 @@ def csp(nonce: str) -> str:
 
 # The document page: /app/kb/<kb>/docs/<doc> (web/src/lib/router.ts).
 _DOCUMENT_PAGE = re.compile(r"^/app/kb/[^/]+/docs/[^/]+/?$")
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+# its ids, when they are ids (only these ever reach the page's markup: nothing to escape)
+_DOCUMENT_IDS = re.compile(rf"^/app/kb/(?P<kb>{_UUID})/docs/(?P<doc>{_UUID})/?$", re.IGNORECASE)
 # Vite's dynamic-import dependency lists in the entry chunk (``__vite__mapDeps``), one per lazy chunk
 _MAP_DEPS = re.compile(rb"m\.f=\[([^\]]*)\]")
 
@@ -123,6 +126,23 @@ def editor_hints(index_html: bytes) -> bytes:
     return b""
 
 
+def data_hints(path: str) -> bytes:
+    """``<link rel="preload" as="fetch">`` for the API reads the document page starts with (the
+    document, the knowledge base, the session): the browser sends them while it parses the page,
+    in parallel with the editor chunk, and the app's own ``fetch`` of the same URL takes the
+    answer (web/src/api/client.ts sends those GETs exactly as a preload does: same URL, mode
+    and credentials). The hints name only the ids in the URL, checked to be UUIDs, so the page
+    stays the same for everyone (nothing personal in the HTML, which may be cached ``no-cache``).
+
+    Trap: a hint the app does not consume costs a request and a console warning; keep this list
+    in step with what web/src/pages/Document.tsx reads first."""
+    m = _DOCUMENT_IDS.match(path)
+    if m is None:
+        return b""
+    urls = (f"/api/documents/{m['doc']}", f"/api/knowledge-bases/{m['kb']}", "/api/auth/me")
+    return b"".join(f'<link rel="preload" as="fetch" crossorigin href="{u}">'.encode() for u in urls)
+
+
 def index_page(request: Request) -> HTMLResponse:
     """``index.html`` with a fresh style nonce in both the page and its CSP header (and, on the
     document page, the editor's preload hints).
@@ -131,7 +151,7 @@ def index_page(request: Request) -> HTMLResponse:
     nonce = secrets.token_urlsafe(18)  # 144 bits, base64url: valid in a CSP nonce source
     body = _index()
     if _DOCUMENT_PAGE.match(request.url.path):
-        body = body.replace(b"</head>", editor_hints(body) + b"</head>", 1)
+        body = body.replace(b"</head>", data_hints(request.url.path) + editor_hints(body) + b"</head>", 1)
     body = body.replace(NONCE_PLACEHOLDER, nonce.encode("ascii"))
     headers = {**SECURITY_HEADERS, "Content-Security-Policy": csp(nonce), "Cache-Control": "no-cache"}
     return HTMLResponse(body, headers=headers)

@@ -183,3 +183,17 @@ def test_the_document_page_preloads_the_editor_and_nothing_else_does(http):
     assert {n for _, _, n in hints} == {nonce}
     for path in ("/app", "/app/kb/x", "/login"):
         assert "modulepreload" not in http.get(path).text
+
+
+def test_the_document_page_hints_its_first_api_reads_by_id_only(http):
+    """On /app/kb/<kb>/docs/<doc> with UUIDs the page names the document, knowledge-base and
+    session reads as fetch preloads (web/src/main.tsx takes their answers); an id that is not a
+    UUID puts nothing of the URL into the page, and other pages hint no reads."""
+    kb, doc = "0b6e0c1e-0000-4000-8000-00000000000a", "0b6e0c1e-0000-4000-8000-00000000000b"
+    r = http.get(f"/app/kb/{kb}/docs/{doc}")
+    hints = re.findall(r'<link rel="preload" as="fetch" crossorigin href="([^"]+)">', r.text)
+    assert hints == [f"/api/documents/{doc}", f"/api/knowledge-bases/{kb}", "/api/auth/me"], r.text
+    assert r.headers["cache-control"] == "no-cache"
+    for path in (f"/app/kb/{kb}/docs/%22%3E%3Cscript%3E", f"/app/kb/{kb}", "/app", "/login"):
+        page = http.get(path).text
+        assert 'as="fetch"' not in page and "<script>" not in page, path

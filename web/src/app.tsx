@@ -77,10 +77,8 @@ export function App() {
     if (route.name === 'root') navigate(session.status === 'signed-in' ? paths.home() : paths.login(), { replace: true })
     else if (needsUser && session.status === 'anonymous') navigate(paths.login(location.pathname + location.search), { replace: true })
   }, [route.name, session.status])
-  // The editor chunk is the biggest download: start it with the session and document requests
-  // instead of after them. App pages render while the session loads (their requests answer 401
-  // and the redirect above runs if nobody is signed in).
-  if (route.name === 'document') void import('./editor/Editor')
+  // App pages render while the session loads (their requests answer 401 and the redirect above
+  // runs if nobody is signed in). The document page starts the editor chunk itself.
   if (route.name === 'root' || (needsUser && session.status === 'anonymous')) return <Loading />
   return (
     <>

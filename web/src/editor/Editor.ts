@@ -38,6 +38,8 @@ export interface EditorOptions {
 }
 
 export interface EditorHandle {
+  /** The editor's serialization of what it loaded (the baseline: loading is not an edit). */
+  readonly loaded: string
   getMarkdown(): string
   setReadonly(readonly: boolean): void
   destroy(): Promise<void>
@@ -78,6 +80,7 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
   last = crepe.getMarkdown()
   crepe.setReadonly(!!options.readonly)
   return {
+    loaded: last,
     getMarkdown: () => crepe.getMarkdown(),
     setReadonly: (readonly: boolean) => {
       crepe.setReadonly(readonly)

@@ -70,7 +70,8 @@ export function useQuery<T>(key: string | null, fetcher: () => Promise<T>): Quer
     const e = entry(key)
     const l = () => setTick((n) => n + 1)
     e.listeners.add(l)
-    if (e.data === undefined && e.error === undefined) load(key, fetcher)
+    // a load already in flight (a prefetch, another user of the key) notifies us when it lands
+    if (e.data === undefined && e.error === undefined && !e.promise) load(key, fetcher)
     return () => {
       e.listeners.delete(l)
     }
@@ -84,6 +85,18 @@ export function useQuery<T>(key: string | null, fetcher: () => Promise<T>): Quer
     loading: e.data === undefined && e.error === undefined,
     reload: () => load(key, fetcher),
   }
+}
+
+/**
+ * Start loading `key` before any component asks for it (the entry script does this for the
+ * page it is about to render, so the request runs while the app renders). The page's own
+ * `useQuery(key, ...)` then takes the answer instead of asking again. No-op if loaded/loading.
+ */
+export function prefetch(key: string, fetcher: () => Promise<unknown>): void {
+  const e = entry(key)
+  if (e.data !== undefined || e.error !== undefined || e.promise) return
+  e.fetcher = fetcher
+  load(key, fetcher)
 }
 
 /** Refetch every cached key starting with `prefix` that someone is showing; drop the others. */

@@ -12,7 +12,7 @@
  * it returns, from the version it created. Leaving with unsaved work asks first (in-app
  * navigation through the router guard, reload/close through `beforeunload`).
  */
-import { useEffect, useRef, useState } from 'preact/hooks'
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, sha256Hex, type S } from '../api/client'
 import { exportLabel, exportZip } from '../components/ExportDownload'
 import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../components/MarkdownView'
@@ -22,7 +22,7 @@ import { Tree } from '../components/Tree'
 import { Dialog, ErrorNote, Loading, TopBar } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
-import { invalidate, useQuery } from '../lib/query'
+import { invalidate, prefetch, useQuery } from '../lib/query'
 import { navigate, paths, setLeaveGuard, type Route } from '../lib/router'
 import { headings } from '../lib/tree'
 
@@ -113,8 +113,24 @@ interface Base {
   title: string
 }
 
+const loadEditor = () => import('../editor/Editor')
+
+/**
+ * What the document page reads first, started by the entry script before the app renders
+ * (main.tsx): the document and its knowledge base (the server's preload hints have usually sent
+ * both already, server/web/__init__.py) and the editor chunk. Same keys and requests as
+ * DocumentPage's own queries, which then take these answers.
+ */
+export function prefetchDocumentPage(route: Route): void {
+  const { kbId, docId } = route.params
+  void loadEditor()
+  prefetch(`doc:${docId}`, () => api.document(docId))
+  prefetch(`kb:${kbId}`, () => api.knowledgeBase(kbId))
+}
+
 export function DocumentPage({ route }: { route: Route }) {
   const { kbId, docId } = route.params
+  void loadEditor() // the biggest download: with the document request, not after it
   const doc = useQuery(`doc:${docId}`, () => api.document(docId))
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
   const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
@@ -157,6 +173,10 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const [panel, setPanel] = useState<'history' | 'share' | 'delete' | null>(null)
   const [moreOpen, setMoreOpen] = useState(false)
   const [saves, setSaves] = useState(0) // successful saves on this page (data-saves: tests and scripts wait on it)
+  // The tree and the outline render once the editor is up (or failed, or there is none): they
+  // would otherwise take the main thread while the editor mounts (bench/web.py: editor ready).
+  // The tree's request starts at once, so its answer is usually there by then.
+  const [sides, setSides] = useState(doc.type !== 'page')
   const [idx, setIdx] = useIndexStatus(doc.id, { status: doc.index_status, error: doc.index_error })
 
   const base = useRef<Base>({ versionId: doc.current_version_id, markdown: doc.markdown ?? '', title: doc.title })
@@ -167,6 +187,8 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const editorEl = useRef<HTMLDivElement>(null)
   const scroller = useRef<HTMLElement>(null)
   const handle = useRef<EditorHandle | null>(null)
+
+  useEffect(() => prefetch(`tree:${kbId}`, () => api.tree(kbId)), [kbId])
 
   const setSave = (s: SaveState) => {
     stateRef.current = s
@@ -239,41 +261,48 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     schedule()
   }
 
-  // mount the editor (again when the text is replaced: take theirs, restore, source save)
-  useEffect(() => {
-    if (mode === 'source' || doc.type !== 'page') return
+  // mount the editor (again when the text is replaced: take theirs, restore, source save).
+  // A layout effect: the mount starts right after this render is committed, not a frame later.
+  useLayoutEffect(() => {
+    if (mode === 'source' || doc.type !== 'page') {
+      setSides(true)
+      return
+    }
     let cancelled = false
     const el = editorEl.current!
-    void import('../editor/Editor').then(async ({ mountEditor }) => {
-      if (cancelled) return
-      const h = await mountEditor(el, {
-        markdown: latest.current.markdown,
-        readonly: mode === 'read',
-        placeholder: t('editorPlaceholder'),
-        onChange: (md) => changed({ markdown: md }),
-        onUpload: async (file) => {
-          const form = new FormData()
-          form.append('file', file)
-          form.append('document_id', doc.id)
-          const a = await api.upload(form)
-          return `asset://${a.id}`
-        },
-        resolveUrl: (u) => resolveStoredUrl(u, targets),
+    void loadEditor()
+      .then(async ({ mountEditor }) => {
+        if (cancelled) return
+        const h = await mountEditor(el, {
+          markdown: latest.current.markdown,
+          readonly: mode === 'read',
+          placeholder: t('editorPlaceholder'),
+          onChange: (md) => changed({ markdown: md }),
+          onUpload: async (file) => {
+            const form = new FormData()
+            form.append('file', file)
+            form.append('document_id', doc.id)
+            const a = await api.upload(form)
+            return `asset://${a.id}`
+          },
+          resolveUrl: (u) => resolveStoredUrl(u, targets),
+        })
+        if (cancelled) {
+          void h.destroy()
+          return
+        }
+        handle.current = h
+        // the editor's own serialization of what it loaded is the baseline (it may differ from
+        // the stored text in spacing); unless edits are pending, nothing is unsaved
+        if (latest.current.markdown === base.current.markdown) {
+          base.current = { ...base.current, markdown: h.loaded }
+          latest.current = { ...latest.current, markdown: h.loaded }
+        }
+        el.setAttribute('data-ready', 'true')
       })
-      if (cancelled) {
-        void h.destroy()
-        return
-      }
-      handle.current = h
-      // the editor's own serialization of what it loaded is the baseline (it may differ from the
-      // stored text in spacing); unless edits are pending, nothing is unsaved
-      const serialized = h.getMarkdown()
-      if (latest.current.markdown === base.current.markdown) {
-        base.current = { ...base.current, markdown: serialized }
-        latest.current = { ...latest.current, markdown: serialized }
-      }
-      el.setAttribute('data-ready', 'true')
-    })
+      .finally(() => {
+        if (!cancelled) setSides(true)
+      })
     return () => {
       cancelled = true
       el.removeAttribute('data-ready')
@@ -377,7 +406,11 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
         <span aria-current="page">{title}</span>
       </TopBar>
       <div class="doc-layout">
-        <Tree kbId={kbId} currentId={doc.id} canCreate={!!props.kb?.capabilities?.includes('create') || canEdit} currentTitle={title} />
+        {sides ? (
+          <Tree kbId={kbId} currentId={doc.id} canCreate={!!props.kb?.capabilities?.includes('create') || canEdit} currentTitle={title} />
+        ) : (
+          <nav class="sidebar" aria-label={t('tree')} aria-busy="true" />
+        )}
         <main id="main" class="doc-main" ref={scroller}>
           <div class="doc-toolbar">
             {doc.type === 'page' ? (
@@ -488,7 +521,11 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             <div class="editor" ref={editorEl} />
           ) : null}
         </main>
-        <Outline headings={mode === 'source' ? [] : hs} container={() => editorEl.current} scroller={() => scroller.current} />
+        {sides ? (
+          <Outline headings={mode === 'source' ? [] : hs} container={() => editorEl.current} scroller={() => scroller.current} />
+        ) : (
+          <aside class="outline" aria-label={t('outline')} />
+        )}
       </div>
       {conflict ? (
         <Dialog title={t('conflictTitle')} onClose={() => {}} wide>
