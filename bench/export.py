@@ -4,7 +4,9 @@ One run, on an embedded PostgreSQL (pgserver) in a temporary OPENKB_HOME, migrat
 and a local blob store. A knowledge base of ``--pages`` pages (default 5,000; ~3 KB of mixed
 Chinese/English Markdown each, from ``bench/markdown_bench.py``, normalized, with a link to the
 next page and, for every fifth page, an image) in folders of 50, and ``--images`` images
-(default 1,000; 10-100 KB each, attached to the pages that show them).
+(default 1,000; 10-100 KB each, attached to the pages that show them). Each version is stored
+with its export form, as every version write does (``openkb/exporting/forms.py``: computed once
+when a version is written, not part of an export's time).
 
 Timed, after one untimed warm-up read:
 
@@ -267,7 +269,7 @@ def main() -> None:
         )
         print(
             f"CPU of this process (PostgreSQL's own not counted): raw {raw_cpu:.2f} s, export {exp_cpu:.2f} s"
-            f" (plan and stream; the export's deflate runs in a helper thread); load average {os.getloadavg()[0]:.1f}"
+            f" (plan and stream; pages are built in a helper thread); load average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"peak RSS growth while streaming: {(peak[0] - base_stream) / 1e6:.1f} MB after the plan's {plan_rss / 1e6:.1f} MB (raw read: {raw_rss / 1e6:.1f} MB)"
