@@ -116,6 +116,23 @@ interface Base {
 const loadEditor = () => import('../editor/Editor')
 
 /**
+ * The original of an index-only document (`metadata.indexOnly` and `metadata.sourceUri`, set by
+ * OpenKB when an app sends `text` + `sourceUri`), or null for an ordinary page. `href` only for
+ * an http(s) URL: anything else is shown as text, never made a link (no `javascript:`).
+ */
+export function indexOnlySource(doc: S['DocumentOut']): { text: string; href: string | null } | null {
+  const meta = doc.metadata as Record<string, unknown> | undefined
+  if (meta?.indexOnly !== true || typeof meta.sourceUri !== 'string') return null
+  const text = meta.sourceUri
+  try {
+    const url = new URL(text)
+    return { text, href: url.protocol === 'http:' || url.protocol === 'https:' ? url.href : null }
+  } catch {
+    return { text, href: null }
+  }
+}
+
+/**
  * What the document page reads first, started by the entry script before the app renders
  * (main.tsx): the document and its knowledge base (the server's preload hints have usually sent
  * both already, server/web/__init__.py) and the editor chunk. Same keys and requests as
@@ -160,7 +177,10 @@ export function DocumentPage({ route }: { route: Route }) {
 function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut']; ws?: S['WorkspaceOut'] }) {
   const { doc } = props
   const kbId = doc.knowledge_base_id
-  const canEdit = doc.type === 'page' && !!doc.capabilities?.includes('edit')
+  // an app's index of a text kept elsewhere (docs/apps.md#api): read-only here, whatever the
+  // caller may do, since an edit would no longer be that text
+  const original = indexOnlySource(doc)
+  const canEdit = doc.type === 'page' && !!doc.capabilities?.includes('edit') && original === null
   const [mode, setMode] = useState<Mode>(canEdit ? 'edit' : 'read')
   const [state, setState] = useState<SaveState>('saved')
   const [saveError, setSaveError] = useState<unknown>(null)
@@ -486,6 +506,18 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             </span>
           </div>
           {saveError && state === 'failed' ? <ErrorNote error={saveError} /> : null}
+          {original !== null ? (
+            <p class="index-only-note" data-index-only="true">
+              {t('indexOnlyFrom')}{' '}
+              {original.href ? (
+                <a href={original.href} target="_blank" rel="noopener noreferrer">
+                  {original.text}
+                </a>
+              ) : (
+                <span>{original.text}</span>
+              )}
+            </p>
+          ) : null}
           {canEdit && mode !== 'read' ? (
             <input
               class="doc-title-input"

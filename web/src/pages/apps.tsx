@@ -8,10 +8,10 @@
  * uninstall's run) is offered from page state, not from the list.
  */
 import { useState } from 'preact/hooks'
-import { api, request, type S } from '../api/client'
+import { api, ApiError, request, type S } from '../api/client'
 import { Dialog, ErrorNote, Loading, TopBar } from '../components/ui'
 import { lang, t } from '../lib/i18n'
-import { invalidate, useQuery } from '../lib/query'
+import { invalidate, setQueryData, useQuery } from '../lib/query'
 import { paths } from '../lib/router'
 import { AppFacts } from './facts'
 
@@ -30,6 +30,73 @@ const appsApi = {
   uninstall: (id: string, mode: 'keep' | 'delete') =>
     request<S['UninstallOut']>('POST', `${base}/${encodeURIComponent(id)}/uninstall`, { mode }),
   revertUninstall: (id: string) => request<unknown>('POST', `${base}/${encodeURIComponent(id)}/revert-uninstall`),
+  oauthClient: (id: string) => request<S['OAuthClientOut']>('GET', `${base}/${encodeURIComponent(id)}/oauth-client`),
+  setOAuthClient: (id: string, body: S['OAuthClientIn']) =>
+    request<S['OAuthClientOut']>('PUT', `${base}/${encodeURIComponent(id)}/oauth-client`, body),
+}
+
+/**
+ * The installation's OAuth client (docs/apps.md#oauth): whether it has one, its client id and
+ * redirect URIs; create it or replace its redirect URIs (the client id stays). It is a public
+ * client (PKCE, no secret), so there is nothing to show only once. The list holds only the
+ * caller's own installations, so only the installation's user ever sees these controls.
+ */
+function OAuthClient({ inst }: { inst: Installation }) {
+  const client = useQuery(`apps:oauth:${inst.id}`, () =>
+    appsApi.oauthClient(inst.id).catch((e: unknown) => {
+      if (e instanceof ApiError && e.code === 'NOT_FOUND') return null // none yet
+      throw e
+    }),
+  )
+  const [uris, setUris] = useState<string | null>(null)
+  const [error, setError] = useState<unknown>(null)
+  const [saved, setSaved] = useState(false)
+  const c = client.data
+  const text = uris ?? (c ? c.redirect_uris.join('\n') : '')
+  const fieldId = `oauth-uris-${inst.id}`
+  return (
+    <section aria-label={t('apps_oauth')}>
+      <h3>{t('apps_oauth')}</h3>
+      {client.loading ? <Loading /> : null}
+      <ErrorNote error={client.error ?? error} />
+      {client.data === null ? <p class="muted">{t('apps_oauthNone')}</p> : null}
+      {c ? (
+        <dl class="oauth-client">
+          <dt>{t('apps_oauthClientId')}</dt>
+          <dd>
+            <code>{c.client_id}</code>
+          </dd>
+          <dt>{t('apps_oauthScope')}</dt>
+          <dd>
+            <code>{c.scope}</code> · <code>{c.resource}</code>
+          </dd>
+        </dl>
+      ) : null}
+      {client.data !== undefined ? (
+        <form
+          onSubmit={(e) => {
+            e.preventDefault()
+            setError(null)
+            setSaved(false)
+            const list = text.split('\n').map((u) => u.trim()).filter(Boolean)
+            appsApi
+              .setOAuthClient(inst.id, { redirect_uris: list })
+              .then((out) => {
+                setQueryData(`apps:oauth:${inst.id}`, out)
+                setUris(null)
+                setSaved(true)
+              })
+              .catch(setError)
+          }}
+        >
+          <label for={fieldId}>{t('apps_oauthRedirects')}</label>
+          <textarea id={fieldId} rows={3} required value={text} onInput={(e) => (setUris((e.target as HTMLTextAreaElement).value), setSaved(false))} />
+          <button type="submit">{c ? t('apps_oauthReplace') : t('apps_oauthCreate')}</button>
+          {saved ? <span role="status"> {t('saved')}</span> : null}
+        </form>
+      ) : null}
+    </section>
+  )
 }
 
 function Grants({ inst }: { inst: Installation }) {
@@ -296,6 +363,7 @@ function InstallationCard(props: { inst: Installation; onUninstalled: (out: S['U
       <Grants inst={inst} />
       {wantsSelected ? <Collections inst={inst} /> : null}
       <AppFacts installationId={inst.id} />
+      <OAuthClient inst={inst} />
       <RecentChanges inst={inst} />
       <button
         type="button"
