@@ -284,13 +284,13 @@ _PUT = text(
     "WHERE EXISTS (SELECT 1 FROM ok) RETURNING id), "
     "c AS (INSERT INTO changes (id, tenant_id, run_id, actor_type, actor_id, op, object_type, object_id, summary, "
     "before_state, after_state, status, app_installation_id, created_at) "
-    "SELECT :cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', f.id, :summary, :before, "
-    "jsonb_build_object('predicate', CAST(:p AS text), 'value', :sv, 'subject_id', (SELECT id FROM snap)::text, "
+    "SELECT :cid, :t, :crun, :atype, :aid, 'fact.put', 'fact', f.id, :summary, '{}'::jsonb, "
+    "jsonb_build_object('predicate', CAST(:p AS text), 'value', :v, 'subject_id', (SELECT id FROM snap)::text, "
     "'made_current', jsonb_build_array(f.id::text), 'expired', coalesce((SELECT jsonb_agg(cur.id::text "
     "ORDER BY cur.valid_from) FROM cur), '[]'::jsonb)), 'applied', :i, :cat FROM f) "
     "SELECT (SELECT decision FROM d) AS decision, (SELECT id FROM cur WHERE same ORDER BY valid_from LIMIT 1) "
     "AS same_id, (SELECT writes FROM q) AS writes, (SELECT chars FROM q) AS chars"
-).bindparams(bindparam("v", type_=JSONB), bindparam("sv", type_=JSONB), bindparam("before", type_=JSONB))
+).bindparams(bindparam("v", type_=JSONB))
 # how often a write decides again when its decision went stale (``go``) before it gives up
 _DECIDE_TIMES = 3
 
@@ -485,7 +485,7 @@ def _put_fast(
         "by": "app", "i": caller.installation_id, "origin": default_origin, "source": "extracted",
         "sref": source_ref, "run": actor.run_id, "conf": confidence, "pinned": False,
         "cid": uuid.uuid4(), "crun": actor.run_id, "atype": actor.actor_type, "aid": actor.principal.user_id,
-        "summary": f"{name} = {json.dumps(value, ensure_ascii=False)[:200]}"[:500], "before": {}, "sv": value,
+        "summary": f"{name} = {json.dumps(value, ensure_ascii=False)[:200]}"[:500],
         "cat": change_created_at(session), "maxw": quotas.WRITES_PER_DAY, "maxc": quotas.char_limit(caller),
     } | quotas.charge_params(caller, size)  # fmt: skip
     row = session.execute(_PUT, params).one()
