@@ -26,9 +26,11 @@ strings do not cover is left out without a word.
 Trap: concurrent writes on one subject are serialized by locking the subject's entity row for
 the transaction, otherwise two cardinality-``one`` writers could both see "no current value".
 And the lock alone is not enough when the statement that takes it also reads the current values:
-that statement's snapshot predates its wait for the lock (READ COMMITTED), so the write's own
-statement checks that what it decided on is still current (``_write``;
-tests/facts/test_concurrency.py races two writers).
+that statement's snapshot predates its wait for the lock (READ COMMITTED). The common ``put`` is
+one statement (``_PUT``) that sees a newer row version and writes nothing; the longer way
+(``_prepare`` + ``_write``) checks in its write statement that what it decided on is still
+current. Both rely on every subject lock being a row version bump (``_LOCK``);
+tests/facts/test_concurrency.py races the writers.
 """
 
 from __future__ import annotations
