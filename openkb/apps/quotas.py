@@ -36,14 +36,23 @@ CHARS_PER_DAY_BULK = 200_000_000
 TIME_ZONE_SQL = "coalesce(u.time_zone, (SELECT tz.time_zone FROM tenants tz WHERE tz.id = i.tenant_id), 'UTC')"
 # the local day of ``:at`` (now when NULL) in the user's zone
 _DAY = "(coalesce(CAST(:at AS timestamptz), now()) AT TIME ZONE :tz)::date"
-# public: a hot writer runs the charge as a CTE of its own statement (one round trip,
-# ``openkb.facts.service``) with ``charge_params`` and hands the totals to ``refuse_over``
-CHARGE_SQL = f"""
-INSERT INTO app_quota_usage (installation_id, day, writes, chars) VALUES (:i, {_DAY}, 1, :n)
+
+
+def charge_sql(only_if: str | None = None) -> str:
+    """The charge as SQL text, for a hot writer that runs it as a CTE of its own statement (one
+    round trip, ``openkb.facts.service``) with ``charge_params`` and hands the totals to
+    ``refuse_over``. ``only_if``: an SQL condition (e.g. ``EXISTS (SELECT 1 FROM go)``); when it
+    is false nothing is charged and no row comes back."""
+    row = f"VALUES (:i, {_DAY}, 1, :n)" if only_if is None else f"SELECT :i, {_DAY}, 1, :n WHERE {only_if}"
+    return f"""
+INSERT INTO app_quota_usage (installation_id, day, writes, chars) {row}
 ON CONFLICT (installation_id, day)
 DO UPDATE SET writes = app_quota_usage.writes + 1, chars = app_quota_usage.chars + EXCLUDED.chars
 RETURNING writes, chars
 """
+
+
+CHARGE_SQL = charge_sql()
 _CHARGE = text(CHARGE_SQL)
 # a created document: its writer row goes in the same statement as the charge (one round trip)
 _CHARGE_WRITER = text(

@@ -36,7 +36,6 @@ tests/facts/test_concurrency.py races the writers.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from typing import Any
 
@@ -218,17 +217,8 @@ _GO = (
     + _RELEVANT.format(f="", card="CAST(:card AS text)")
     + " ORDER BY id) = :seen)"
 )
-# ``quotas.CHARGE_SQL`` made only when ``go`` has a row (a stale decision charges nothing); derived
-# from it, so the charge's SQL stays written once, in ``openkb.apps.quotas``
-_CHARGE_IF_GO = re.sub(
-    r"\bVALUES \((.*)\)\s*ON CONFLICT",
-    r"SELECT \1 WHERE EXISTS (SELECT 1 FROM go) ON CONFLICT",
-    quotas.CHARGE_SQL,
-    count=1,
-    flags=re.S,
-)
-if "FROM go" not in _CHARGE_IF_GO:  # pragma: no cover - quotas.CHARGE_SQL changed shape
-    raise RuntimeError("quotas.CHARGE_SQL is no longer INSERT ... VALUES (...) ON CONFLICT ...")
+# the charge made only when ``go`` has a row (a stale decision charges nothing)
+_CHARGE_IF_GO = quotas.charge_sql(only_if="EXISTS (SELECT 1 FROM go)")
 _EXPIRE_SQL = "UPDATE facts SET valid_to = :now WHERE id = ANY(:ids) AND valid_to IS NULL"
 _UUIDS = ARRAY(PGUUID(as_uuid=True))
 _TYPES = (
