@@ -97,7 +97,7 @@ class Target:
     id: uuid.UUID
 
 
-@dataclass
+@dataclass(slots=True)
 class ExportDoc:
     id: str
     type: str  # page | folder
@@ -117,7 +117,7 @@ class ExportDoc:
     bytes: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class ExportAsset:
     path: str
     sha256: str
@@ -345,8 +345,8 @@ def _name_tree(chosen: list[tuple[str, str | None, str]], by_id: dict[str, Any])
             version_no=r[8] if is_page else None,
             markdown_hash=r[9] if is_page else None,
             size=int(r[10] or 0) if is_page else 0,
-            meta=dict(r[5] or {}),
-            tags=list(r[6] or []),
+            meta=r[5] or {},  # the row's own objects (fresh from the driver): no copies
+            tags=r[6] or [],
         )
         docs.append(d)
         exported[did] = d
