@@ -383,6 +383,12 @@ _LOCK_ONE = text("UPDATE entities SET updated_at = updated_at WHERE id = :e")
 _LOCK_BOTH = text("UPDATE entities SET updated_at = updated_at WHERE id IN (:keep, :gone)")
 
 
+def lock_subject(session: Session, subject_id: uuid.UUID) -> None:
+    """Serialize with every writer of this subject's facts (``openkb.facts.service`` locks the
+    same way) before deciding from its current values."""
+    session.execute(_LOCK_ONE, {"e": subject_id})
+
+
 def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged_id: uuid.UUID) -> Entity:
     """Fold ``merged_id`` into ``survivor_id`` (same kind): identifiers, facts and mentions move;
     the merged row stays with ``merged_into`` so its refs lead to the survivor."""

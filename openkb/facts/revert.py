@@ -38,6 +38,9 @@ def _bring_back(session: Session, actor: Actor, ids: list[uuid.UUID]) -> list[uu
         f = session.get(Fact, fid)
         if f is None or f.user_id != actor.user_id or f.valid_to is None:
             continue
+        # the subject locked as fact writers lock it: a put about it that has not committed yet
+        # (its new value invisible to this check) finishes first, and the check then sees it
+        E.lock_subject(session, f.subject_id)
         card = session.execute(
             text("SELECT cardinality FROM fact_predicates WHERE tenant_id = :t AND predicate = :p"),
             {"t": f.tenant_id, "p": f.predicate},

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from openkb.facts import service as F
 from tests.factories import make_tenant, make_user
@@ -120,3 +120,32 @@ def test_the_users_value_written_at_once_wins_over_the_apps(two) -> None:  # noq
     second = {"caller": c1, "predicate_hint": "location.home.city", "value": "Haarlem"}
     assert _race(two["engine"], user, second) == ("applied", "conflict")
     assert _current(two["engine"], c1, "location.home.city") == ["Leiden"]
+
+
+def test_a_revert_bringing_a_value_back_waits_for_a_put_about_the_subject(two) -> None:  # noqa: ANN001
+    """A retraction reverted while an app puts another value of the same cardinality-``one``
+    predicate: the revert decides after the put and leaves the old value expired."""
+    from openkb.content import revert as R
+    from openkb.content.actor import Actor
+    from openkb.models import Change
+
+    c1, _ = two["callers"]
+    engine = two["engine"]
+    with Session(engine, expire_on_commit=False) as s:
+        F.put(s, c1, predicate_hint="location.home.address", value="Keizersgracht 1")
+        ref = F.lookup(s, c1, "self", "location.home.address")[0]["ref"]
+        retracted = F.retract(s, c1, ref)
+        assert retracted["status"] == "retracted"
+        gone = s.exec(
+            select(Change).where(Change.op == "fact.retract").order_by(Change.created_at.desc())  # type: ignore[attr-defined]
+        ).first()
+        s.commit()
+    assert _current(engine, c1, "location.home.address") == []
+
+    def revert(s: Session) -> str:
+        R.revert(s, Actor.of(two["user"]), change_id=gone.id)
+        return "reverted"
+
+    first = {"caller": c1, "predicate_hint": "location.home.address", "value": "Rue Neuve 2"}
+    assert _race(engine, first, revert) == ("applied", "reverted")
+    assert _current(engine, c1, "location.home.address") == ["Rue Neuve 2"]
