@@ -23,13 +23,12 @@ the limit (``tests/export/test_zipwriter.py`` forces the limit down to check bot
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Deflated", "ZipStream", "deflate_all"]
+__all__ = ["Deflated", "ZipStream"]
 
 ZIP64_LIMIT = (1 << 31) - 1  # as zipfile: past this a size or offset is written as Zip64
 _DOS_TIME = 0  # 00:00:00
@@ -53,15 +52,6 @@ class Deflated:
     size: int
     body: bytes
     sha256: str
-
-
-def deflate_all(datas: list[bytes], level: int) -> list[Deflated]:
-    """Deflate a batch of files; run in a helper thread, since zlib and hashlib release the GIL
-    on buffers this size."""
-    return [
-        Deflated(zlib.crc32(d), len(d), zlib.compress(d, level, wbits=-15), hashlib.sha256(d).hexdigest())
-        for d in datas
-    ]
 
 
 class ZipStream:
@@ -146,7 +136,7 @@ class ZipStream:
         self._record(name, flags, method, crc, len(body), len(data), offset, _FILE_ATTR)
 
     def deflated(self, path: str, d: Deflated) -> None:
-        """A member deflated ahead (``deflate_all``)."""
+        """A member deflated ahead (an export form's page, ``openkb/exporting/forms.py``)."""
         if len(d.body) > ZIP64_LIMIT or d.size > ZIP64_LIMIT:
             raise ValueError(f"{path}: a member written whole must stay under 2 GiB")
         name, flags = self._name(path)

@@ -4,13 +4,15 @@ forced down so small members take them), byte-identical for the same members."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
+import zlib
 
 import pytest
 
 from openkb.exporting import zipwriter
-from openkb.exporting.zipwriter import ZipStream, deflate_all
+from openkb.exporting.zipwriter import Deflated, ZipStream
 
 
 def build() -> bytes:
@@ -18,7 +20,8 @@ def build() -> bytes:
     z = ZipStream(parts.append)
     z.folder("笔记 Notes/")
     z.file("笔记 Notes/页面.md", "# 页面\n\nhello\n".encode() * 5)
-    (pre,) = deflate_all([b"ahead " * 20], 1)
+    ahead = b"ahead " * 20
+    pre = Deflated(zlib.crc32(ahead), len(ahead), zlib.compress(ahead, 1, wbits=-15), hashlib.sha256(ahead).hexdigest())
     z.deflated("a.md", pre)
     m = z.open("assets/0123/图.png", compress=False, planned_size=64)
     for chunk in (b"\x89PNG" + b"x" * 30, b"y" * 30):
