@@ -151,6 +151,8 @@ export const api = {
   adminResendVerification: (id: string) => request<S['UserResult']>('POST', `/api/admin/users/${enc(id)}/resend-verification`),
   authSettings: () => request<S['AuthSettingsOut']>('GET', '/api/admin/auth-settings'),
   updateAuthSettings: (body: S['AuthSettingsIn']) => request<S['AuthSettingsOut']>('PUT', '/api/admin/auth-settings', body),
+  tenantSettings: () => request<S['TenantSettingsOut']>('GET', '/api/admin/tenant-settings'),
+  updateTenantSettings: (body: S['TenantSettingsIn']) => request<S['TenantSettingsOut']>('PUT', '/api/admin/tenant-settings', body),
   resetAuthSettings: (tenantId: string) => request<void>('DELETE', `/api/admin/auth-settings?tenant_id=${enc(tenantId)}`),
   adminImportJobs: (p: { status?: string; limit: number; offset: number }) =>
     request<S['AdminImportJobList']>('GET', `/api/admin/import-jobs?${qs({ status: p.status, limit: String(p.limit), offset: String(p.offset) })}`),

@@ -7,6 +7,7 @@
  */
 import { useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
+import { TimeZoneField } from '../components/forms'
 import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
@@ -15,27 +16,12 @@ import { refreshSession, useSession } from '../lib/session'
 
 const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—')
 
-/** Every IANA zone this browser knows (for the time-zone field's suggestions). */
-function zoneNames(): string[] {
-  const intl = Intl as typeof Intl & { supportedValuesOf?: (key: 'timeZone') => string[] }
-  try {
-    return intl.supportedValuesOf?.('timeZone') ?? []
-  } catch {
-    return []
-  }
-}
-
-function browserZone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone || ''
-}
-
 function ProfileSection({ me }: { me: S['MeOut'] }) {
   const [name, setName] = useState(me.user.display_name)
   // the user's local day counts the apps' daily quotas (docs/apps.md#limits-and-quotas); empty = UTC
   const [zone, setZone] = useState(me.user.time_zone ?? '')
   const [saved, setSaved] = useState(false)
   const [error, setError] = useState<unknown>(null)
-  const here = browserZone()
   // an unknown zone is a 422 VALIDATION_ERROR naming the field: shown under it, not at the top
   const zoneError = error instanceof ApiError && error.body.field === 'time_zone' ? error : null
   return (
@@ -56,42 +42,16 @@ function ProfileSection({ me }: { me: S['MeOut'] }) {
         }}
       >
         <Field label={t('displayName')} name="profile-name" value={name} onInput={(v) => (setName(v), setSaved(false))} required />
-        <div class="field">
-          <label for="f-profile-zone">{t('timeZone')}</label>
-          <input
-            id="f-profile-zone"
-            name="profile-zone"
-            list="profile-zones"
-            value={zone}
-            placeholder="UTC"
-            autoComplete="off"
-            aria-invalid={zoneError ? true : undefined}
-            aria-describedby={zoneError ? 'profile-zone-error' : 'profile-zone-help'}
-            onInput={(e) => {
-              setZone((e.target as HTMLInputElement).value)
-              setSaved(false)
-            }}
-          />
-          <datalist id="profile-zones">
-            {zoneNames().map((z) => (
-              <option key={z} value={z} />
-            ))}
-          </datalist>
-          {zoneError ? (
-            <p id="profile-zone-error" class="error" role="alert">
-              {zoneError.detail}
-            </p>
-          ) : (
-            <p id="profile-zone-help" class="muted">
-              {t('timeZoneHelp')}
-            </p>
-          )}
-          {here && here !== zone ? (
-            <button type="button" class="link-button" onClick={() => (setZone(here), setSaved(false))}>
-              {t('timeZoneUseBrowser', { zone: here })}
-            </button>
-          ) : null}
-        </div>
+        <TimeZoneField
+          id="f-profile-zone"
+          name="profile-zone"
+          label={t('timeZone')}
+          help={t('timeZoneHelp')}
+          value={zone}
+          onInput={(v) => (setZone(v), setSaved(false))}
+          error={zoneError ? zoneError.detail : null}
+          useBrowser={(z) => t('timeZoneUseBrowser', { zone: z })}
+        />
         <ErrorNote error={zoneError ? null : error} />
         <button type="submit" class="primary">
           {t('save')}

@@ -10,7 +10,7 @@
  */
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
-import { Choice } from '../components/forms'
+import { Choice, TimeZoneField } from '../components/forms'
 import { ErrorNote, Loading, PublicFrame, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
@@ -251,6 +251,57 @@ function RegistrationTab() {
             {t('useInstanceDefault')}
           </button>
         ) : null}
+      </form>
+    </section>
+  )
+}
+
+/**
+ * The tenant's default time zone (docs/accounts.md#tenant-settings), for members who set none on
+ * their profile: their apps' daily quotas count its local day. Empty = UTC. An unknown zone is a
+ * 422 on `time_zone`, shown under the field like on the profile.
+ */
+function TenantZoneSection() {
+  const current = useQuery('admin:tenant-settings', () => api.tenantSettings())
+  const [zone, setZone] = useState<string | null>(null)
+  const [saved, setSaved] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  if (!current.data) return current.error ? <ErrorNote error={current.error} /> : <Loading />
+  const value = zone ?? current.data.time_zone ?? ''
+  const zoneError = error instanceof ApiError && error.body.field === 'time_zone' ? error : null
+  return (
+    <section aria-labelledby="tenant-zone-h">
+      <h2 id="tenant-zone-h">{t('tenantTimeZone')}</h2>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          setError(null)
+          api
+            .updateTenantSettings({ time_zone: value.trim() || null })
+            .then(() => {
+              setSaved(true)
+              setZone(null)
+              invalidate('admin:tenant-settings')
+              invalidate('admin:audit')
+            })
+            .catch(setError)
+        }}
+      >
+        <TimeZoneField
+          id="f-tenant-zone"
+          name="tenant-zone"
+          label={t('tenantTimeZone')}
+          help={t('tenantTimeZoneHelp')}
+          value={value}
+          onInput={(v) => (setZone(v), setSaved(false))}
+          error={zoneError ? zoneError.detail : null}
+          useBrowser={(z) => t('timeZoneUseBrowser', { zone: z })}
+        />
+        <ErrorNote error={zoneError ? null : error} />
+        <button type="submit" class="primary">
+          {t('save')}
+        </button>
+        {saved ? <span role="status"> {t('saved')}</span> : null}
       </form>
     </section>
   )
@@ -1083,7 +1134,12 @@ export function AdminPage({ route }: { route: Route }) {
           ))}
         </nav>
         {tab === 'users' ? <UsersTab /> : null}
-        {tab === 'registration' ? <RegistrationTab /> : null}
+        {tab === 'registration' ? (
+          <>
+            <RegistrationTab />
+            <TenantZoneSection />
+          </>
+        ) : null}
         {tab === 'audit' ? <AuditTab /> : null}
         {tab === 'imports' ? <ImportsTab /> : null}
         {tab === 'index' ? <IndexTab /> : null}
