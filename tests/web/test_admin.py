@@ -55,7 +55,7 @@ def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, l
         page.get_by_role("link", name="Registration").click()
         expect(page.get_by_text("override the instance default")).to_be_visible()
         page.get_by_label("Status of a new account").select_option("pending_activation")
-        page.get_by_role("button", name="Save").click()
+        page.get_by_role("button", name="Save", exact=True).click()
         expect(page.get_by_role("status")).to_have_text("Saved")
         newcomer = unique_email("newcomer")
         r = http.post("/api/auth/register", json={"email": newcomer, "password": PASSWORD})

@@ -33,7 +33,7 @@ def test_tenant_admin_sets_the_default_time_zone(contexts, live_server, committe
     with page.expect_response(
         lambda r: r.url.endswith("/api/admin/tenant-settings") and r.request.method == "PUT"
     ) as put:
-        section.get_by_role("button", name="Save", exact=True).click()
+        section.get_by_role("button", name="Save time zone", exact=True).click()
     assert put.value.status == 200
     expect(section.get_by_role("status")).to_have_text("Saved")
     with page.expect_response(lambda r: r.url.endswith("/api/admin/tenant-settings")):
@@ -46,7 +46,7 @@ def test_tenant_admin_sets_the_default_time_zone(contexts, live_server, committe
     with page.expect_response(
         lambda r: r.url.endswith("/api/admin/tenant-settings") and r.request.method == "PUT"
     ) as put:
-        section.get_by_role("button", name="Save", exact=True).click()
+        section.get_by_role("button", name="Save time zone", exact=True).click()
     assert put.value.status == 422
     expect(page.locator("#tenant-zone-error")).to_contain_text("unknown time zone")
     expect(zone).to_have_attribute("aria-invalid", "true")

@@ -299,7 +299,7 @@ function TenantZoneSection() {
         />
         <ErrorNote error={zoneError ? null : error} />
         <button type="submit" class="primary">
-          {t('save')}
+          {t('saveTimeZone')}
         </button>
         {saved ? <span role="status"> {t('saved')}</span> : null}
       </form>
