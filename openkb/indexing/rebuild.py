@@ -374,12 +374,23 @@ class Health:
         }
 
 
+# A sample must have text to search by: a chunk of a word or two ("a", "OK") may be only stop
+# words to a profile's analyzer, so a text-only (BM25) collection rightly finds nothing for it,
+# and counting that as a failure failed whole rebuilds at random.
+SAMPLE_MIN_CHARS = 16
 _SAMPLE_SQL = text("""
 SELECT c.id::text, c.content_text FROM document_chunks c
 JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
-WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL AND c.id >= gen_random_uuid()
+WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
+  AND char_length(c.content_text) >= :min_chars AND c.id >= CAST(:after AS uuid)
 ORDER BY c.id LIMIT 1
 """)
+
+
+def sample_chunk(session: Session, after: uuid.UUID) -> Any:
+    """The first current page chunk at or after ``after`` (a random id for a random pick) with
+    enough text to search by (``SAMPLE_MIN_CHARS``); ``None`` past the last one."""
+    return session.execute(_SAMPLE_SQL, {"min_chars": SAMPLE_MIN_CHARS, "after": str(after)}).first()
 
 
 def health_check(
@@ -404,7 +415,7 @@ def health_check(
         rows = mv.count_rows(client, collection)
     out: list[dict[str, Any]] = []
     with Session(ctx.engine) as s:
-        picks = [s.execute(_SAMPLE_SQL).first() for _ in range(samples if pg else 0)]
+        picks = [sample_chunk(s, uuid.uuid4()) for _ in range(samples if pg else 0)]
     for pick in picks:
         if pick is None:
             continue

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 import openkb.jobs as jobs
 from openkb.accounts.tokens import issue_pat
@@ -531,3 +531,25 @@ def test_catch_up_carries_pages_indexed_while_another_collection_was_active(env)
     finally:
         with session_scope(env.engine) as s:
             s.execute(sql("UPDATE documents SET index_checked_at = now() WHERE id = :i"), {"i": doc.id})
+
+
+def test_the_health_checks_samples_have_text_to_search_by(env):
+    """A page of one stop word ("a") has a chunk a text-only profile can never find by its own
+    text; the health check's sampler passes over it (it failed whole rebuilds at random)."""
+    from openkb.models import DocumentChunk
+
+    with session_scope(env.engine) as s:
+        tiny = make_doc(s, env.kb, env.p.owner, markdown="a\n")
+        service.sync_documents(env.ctx, s, [tiny.id])
+    with Session(env.engine) as s:
+        (chunk,) = s.exec(select(DocumentChunk).where(DocumentChunk.document_id == tiny.id)).all()
+        assert len(chunk.content_text) < rebuild.SAMPLE_MIN_CHARS
+        pick = rebuild.sample_chunk(s, chunk.id)
+        assert pick is None or (pick[0] != str(chunk.id) and len(pick[1]) >= rebuild.SAMPLE_MIN_CHARS)
+        # the sampler starts at the given id: a chunk with text is picked where it stands
+        long_one = s.exec(
+            select(DocumentChunk)
+            .join(Document, Document.current_version_id == DocumentChunk.version_id)  # type: ignore[arg-type]
+            .where(DocumentChunk.document_id == env.docs[3].id)
+        ).first()
+        assert rebuild.sample_chunk(s, long_one.id)[0] == str(long_one.id)
