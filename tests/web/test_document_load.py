@@ -9,6 +9,8 @@ and the outline render once the editor is up (bench/web.py measures the time to 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import text as sa_text
@@ -39,3 +41,24 @@ def test_the_first_reads_start_with_the_page_and_are_not_sent_twice(contexts, li
     assert sorted(seen) == sorted([u, "link"] for u in urls), seen
     # the tree follows the editor
     expect(page.get_by_role("navigation", name="Contents").get_by_role("treeitem", name="Loads once")).to_be_visible()
+
+
+def test_an_answer_that_lands_before_the_page_subscribes_is_shown(contexts, live_server, owner):  # noqa: F811
+    """The preloaded reads can answer between the page's first render and the moment its hooks
+    subscribe (Preact runs them after paint: on the next frame, at most 100 ms later). That answer
+    notified no one and the page stayed on "Loading…" for good. Here frames never come, so the
+    hooks always subscribe late, after the answers."""
+    kb_id = owner["kb"]["id"]
+    with api(live_server, owner) as c:
+        doc = new_page(c, kb_id, "Answers early", "# Answers early\n\nearly body\n")
+    page = contexts.page()
+    sign_in(page, owner["email"])
+    page.add_init_script("window.requestAnimationFrame = () => 0")
+
+    def late(route) -> None:  # the entry script arrives after the preloaded answers
+        time.sleep(0.5)
+        route.continue_()
+
+    page.route("**/assets/index-*.js", late)
+    page.goto(f"/app/kb/{kb_id}/docs/{doc['id']}")
+    expect(page.locator(".editor[data-ready='true'] .ProseMirror")).to_contain_text("early body")

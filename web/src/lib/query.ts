@@ -3,7 +3,7 @@
  * for the page's lifetime, and re-renders everyone using the key when `invalidate(prefix)` is
  * called after a write. No global store beyond this cache.
  */
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError } from '../api/client'
 
 interface Entry {
@@ -65,13 +65,17 @@ export interface Query<T> {
 
 export function useQuery<T>(key: string | null, fetcher: () => Promise<T>): Query<T> {
   const [, setTick] = useState(0)
+  // what this render showed: an answer landing between the render and the subscription below
+  // (Preact subscribes after paint; a prefetch may answer first) notified no one
+  const shown = useRef<[unknown, unknown]>([undefined, undefined])
   useEffect(() => {
     if (key === null) return
     const e = entry(key)
     const l = () => setTick((n) => n + 1)
     e.listeners.add(l)
+    if (e.data !== shown.current[0] || e.error !== shown.current[1]) l()
     // a load already in flight (a prefetch, another user of the key) notifies us when it lands
-    if (e.data === undefined && e.error === undefined && !e.promise) load(key, fetcher)
+    else if (e.data === undefined && e.error === undefined && !e.promise) load(key, fetcher)
     return () => {
       e.listeners.delete(l)
     }
@@ -79,6 +83,7 @@ export function useQuery<T>(key: string | null, fetcher: () => Promise<T>): Quer
   if (key === null) return { data: undefined, error: undefined, loading: false, reload: () => {} }
   const e = entry(key)
   e.fetcher = fetcher
+  shown.current = [e.data, e.error]
   return {
     data: e.data as T | undefined,
     error: e.error,

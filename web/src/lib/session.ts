@@ -2,7 +2,7 @@
  * Who is signed in: `GET /api/auth/me` once, then kept here (the one piece of state distant
  * pages share: top bar, home, invitation page). Also owns the CSRF token handed to the client.
  */
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, setCsrfToken, type S } from '../api/client'
 import { invalidate } from './query'
 
@@ -54,10 +54,13 @@ export async function signOut(): Promise<void> {
 
 export function useSession(): SessionState {
   const [, setTick] = useState(0)
+  const shown = useRef(state) // as in useQuery: a change before the subscription notified no one
+  shown.current = state
   useEffect(() => {
     const l = () => setTick((n) => n + 1)
     listeners.add(l)
-    if (state.status === 'loading' && !loading) void refreshSession()
+    if (state !== shown.current) l()
+    else if (state.status === 'loading' && !loading) void refreshSession()
     return () => {
       listeners.delete(l)
     }
