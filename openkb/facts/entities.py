@@ -377,8 +377,8 @@ def create_entity(
     return ent
 
 
-# the subject lock of fact writers: a row version bump, not FOR NO KEY UPDATE (why: the trap in
-# openkb.facts.service at ``_BUMP``)
+# the subject lock of every fact writer: a row version bump, not FOR NO KEY UPDATE (why: the trap
+# in openkb.facts.service at ``_BUMP``, whose one-statement put bumps the row the same way)
 _LOCK_ONE = text("UPDATE entities SET updated_at = updated_at WHERE id = :e")
 _LOCK_BOTH = text("UPDATE entities SET updated_at = updated_at WHERE id IN (:keep, :gone)")
 
@@ -399,7 +399,7 @@ def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged
     if keep.kind != gone.kind or keep.kind == "self":
         raise ValidationError("only entities of the same kind can be merged", field="merged_id")
     p = {"keep": keep.id, "gone": gone.id}
-    # both subjects locked the way fact writers lock them (openkb.facts.service._LOCK): a
+    # both subjects locked the way fact writers lock them (``lock_subject``): a
     # concurrent facts.put about either waits for the merge and sees the facts where they end up
     session.execute(_LOCK_BOTH, p)
     # identifiers the survivor lacks move over; duplicates go
@@ -454,7 +454,7 @@ _EXPIRE_OF = text(
 def delete_as(session: Session, actor: Actor, ent: Entity, *, reverts: Change | None = None) -> None:
     """The deletion itself, as a change of ``actor`` (``reverts``: the ``entity.restore`` it undoes)."""
     p = {"e": ent.id}
-    session.execute(_LOCK_ONE, p)  # as fact writers lock a subject (openkb.facts.service._LOCK)
+    session.execute(_LOCK_ONE, p)  # as fact writers lock a subject (``lock_subject``)
     idents = [
         {"kind": r.kind, "value": r.value, "display": r.display}
         for r in session.execute(

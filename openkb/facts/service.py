@@ -29,7 +29,7 @@ And the lock alone is not enough when the statement that takes it also reads the
 that statement's snapshot predates its wait for the lock (READ COMMITTED). The common ``put`` is
 one statement (``_PUT``) that sees a newer row version and writes nothing; the longer way
 (``_prepare`` + ``_write``) checks in its write statement that what it decided on is still
-current. Both rely on every subject lock being a row version bump (``_LOCK``);
+current. Both rely on every subject lock being a row version bump (``entities.lock_subject``);
 tests/facts/test_concurrency.py races the writers.
 """
 
@@ -165,11 +165,11 @@ def _subject(session: Session, caller: AppCaller, subject: str | None, *, lock: 
     if subject in (None, "", "self"):
         sid = E.self_entity(session, caller.tenant_id, caller.user_id)
         if lock:
-            session.execute(_LOCK, {"s": sid})
+            E.lock_subject(session, sid)
         return sid, "self"
     ent = E.entity_of_ref(session, caller, str(subject))
     if lock:
-        session.execute(_LOCK, {"s": ent.id})
+        E.lock_subject(session, ent.id)
     return ent.id, ent.kind
 
 
@@ -193,7 +193,6 @@ _CURRENT = text(
 # every writer of a subject's facts that serializes on it must lock it this way, never with a
 # bare FOR NO KEY UPDATE, which leaves ``xmin`` as it was.
 _BUMP = "UPDATE entities SET updated_at = updated_at WHERE {where}"
-_LOCK = text(_BUMP.format(where="id = :s"))
 _COLS = (
     "id, tenant_id, user_id, subject_id, predicate, value, object_id, valid_from, said_by, "
     "installation_id, origin, source, source_ref, run_id, confidence, inferred, pinned"
@@ -322,7 +321,7 @@ def _write(
     again. Duplicates and conflicts write no fact; they stand as of the snapshot they were read in.
     """
     if not locked:
-        session.execute(_LOCK, {"s": subject_id})
+        E.lock_subject(session, subject_id)
     where = {"s": subject_id, "p": pred.predicate, "v": value, "o": object_id, "card": pred.cardinality}
     size = _json_size(value) if size is None else size
     summary_v = value if object_id is None else {"object": str(object_id)}
@@ -573,7 +572,7 @@ def retract(
 
 
 def _expire(session: Session, actor: Actor, f: Fact) -> None:
-    session.execute(_LOCK, {"s": f.subject_id})  # a concurrent put about the subject decides after it
+    E.lock_subject(session, f.subject_id)  # a concurrent put about the subject decides after it
     f.valid_to = max(utcnow(), f.valid_from)
     session.add(f)
     session.flush()
