@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
@@ -48,7 +49,7 @@ def get_engine(url: str, **kw: Any) -> Engine:
             raise ConfigError(f"DATABASE_URL is malformed: {exc}") from None
         eng = create_engine(
             url,
-            pool_pre_ping=True,
+            pool_use_lifo=True,
             pool_size=kw.pop("pool_size", 10),
             max_overflow=kw.pop("max_overflow", 20),
             pool_recycle=kw.pop("pool_recycle", pool_recycle_seconds()),
@@ -58,6 +59,7 @@ def get_engine(url: str, **kw: Any) -> Engine:
         # Every blocking exchange is watched: a hung (not dead) server is cut off within seconds
         # instead of holding the caller for as long as it stays hung (openkb/runtime/dbhang.py).
         event.listen(eng, "do_connect", _guarded_connect)
+        _ping_idle_connections(eng, pool_ping_after_idle_seconds())
         _engines[url] = eng
     return eng
 
@@ -79,6 +81,46 @@ def pool_recycle_seconds() -> float:
     except ValueError:
         raise ConfigError(f"DB_POOL_RECYCLE_SECONDS must be a number of seconds, not {raw!r}") from None
     return value if value > 0 else -1  # -1: SQLAlchemy's "never"
+
+
+# A pooled connection that sat idle at least this long is tested (one ``SELECT 1``) before it is
+# handed out (docs/operations.md#outages). SQLAlchemy's ``pool_pre_ping`` tests every checkout:
+# one more round trip on every unit of work, about a third of a point lookup's whole time on the
+# local socket (``entities.resolve`` p95 1.5 ms with it, 1.0 ms without, bench/facts.py). What the
+# test is for is a connection whose server went away while it sat in the pool (a restart, an
+# idle timeout of a proxy or firewall), and that takes longer than a second. A connection used a
+# moment ago that fails anyway (a crash within the second) fails its statement with a disconnect
+# error: that request gets 503 like every request during the outage, and SQLAlchemy then drops
+# every pooled connection, so the next checkouts connect anew. The pool hands out the most
+# recently used connection first (``pool_use_lifo``), so a busy pool keeps its hot connections
+# and the idle ones are the ones tested. 0 tests every checkout.
+def pool_ping_after_idle_seconds() -> float:
+    raw = os.environ.get("DB_POOL_PING_AFTER_IDLE_SECONDS", "").strip()
+    try:
+        value = float(raw) if raw else 1.0
+    except ValueError:
+        raise ConfigError(f"DB_POOL_PING_AFTER_IDLE_SECONDS must be a number of seconds, not {raw!r}") from None
+    return max(value, 0.0)
+
+
+def _ping_idle_connections(engine: Engine, after_s: float) -> None:
+    dialect = engine.dialect
+
+    def stamp(_dbapi_connection: Any, record: Any, *_: Any) -> None:
+        record.info["openkb_idle_since"] = time.monotonic()
+
+    def ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("openkb_idle_since")
+        if since is not None and time.monotonic() - since < after_s:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001 - the pool replaces the connection and retries
+            raise DisconnectionError(f"pooled connection failed its test: {exc}") from exc
+
+    event.listen(engine, "connect", stamp)  # a new connection was just tested by connecting
+    event.listen(engine, "checkin", stamp)
+    event.listen(engine, "checkout", ping)
 
 
 def _guarded_connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:

@@ -1,6 +1,9 @@
 """Pooled connections live a bounded time (openkb/db.py ``pool_recycle_seconds``,
 ``DB_POOL_RECYCLE_SECONDS``): a connection past its lifetime is replaced by a new backend at its
-next checkout, and the replacement gets the request bounds again."""
+next checkout, and the replacement gets the request bounds again. A connection that sat idle is
+tested before it is handed out (``pool_ping_after_idle_seconds``,
+``DB_POOL_PING_AFTER_IDLE_SECONDS``); one used a moment ago is not, and if its server went away
+meanwhile its statement fails once and the pool starts afresh."""
 
 from __future__ import annotations
 
@@ -29,6 +32,69 @@ def short_lived_engine(database_url, monkeypatch):
     finally:
         db._engines.pop(key, None)
         eng.dispose()
+
+
+def _own_engine(database_url, name: str, **kw):
+    url = make_url(db.normalize_url(database_url)).update_query_dict({"application_name": name})
+    key = url.render_as_string(hide_password=False)
+    return key, db.get_engine(key, **kw)
+
+
+@pytest.fixture()
+def engines(database_url):
+    made = []
+
+    def make(name: str, **kw):
+        key, eng = _own_engine(database_url, name, **kw)
+        made.append((key, eng))
+        return eng
+
+    yield make
+    for key, eng in made:
+        db._engines.pop(key, None)
+        eng.dispose()
+
+
+def _terminate(database_url, pid: int) -> None:
+    _, admin = _own_engine(database_url, "openkb-pool-admin", pool_size=1, max_overflow=0)
+    with admin.connect() as conn:
+        assert conn.execute(text("SELECT pg_terminate_backend(:p, 5000)"), {"p": pid}).scalar_one()
+
+
+def test_an_idle_connection_whose_backend_ended_is_tested_and_replaced(database_url, engines, monkeypatch):
+    monkeypatch.setenv("DB_POOL_PING_AFTER_IDLE_SECONDS", "0")  # every checkout counts as idle
+    eng = engines("openkb-ping-test", pool_size=1, max_overflow=0)
+    first = _backend(eng)[0]
+    _terminate(database_url, first)
+    second = _backend(eng)[0]  # no error: the test found the dead connection, the pool connected anew
+    assert second != first
+
+
+def test_a_connection_used_a_moment_ago_is_not_tested_and_a_failure_resets_the_pool(database_url, engines, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    monkeypatch.setenv("DB_POOL_PING_AFTER_IDLE_SECONDS", "3600")
+    eng = engines("openkb-noping-test", pool_size=2, max_overflow=0)
+    with eng.connect() as a, eng.connect() as b:  # two pooled connections, both used just now
+        pids = {
+            a.execute(text("SELECT pg_backend_pid()")).scalar_one(),
+            b.execute(text("SELECT pg_backend_pid()")).scalar_one(),
+        }
+    for pid in pids:
+        _terminate(database_url, pid)
+    with pytest.raises(OperationalError), eng.connect() as conn:  # not tested: its statement fails
+        conn.execute(text("SELECT 1"))
+    # the disconnect dropped every pooled connection, the other dead one included
+    assert _backend(eng)[0] not in pids
+    assert _backend(eng)[0] not in pids
+
+
+def test_the_idle_ping_setting(monkeypatch):
+    monkeypatch.delenv("DB_POOL_PING_AFTER_IDLE_SECONDS", raising=False)
+    assert db.pool_ping_after_idle_seconds() == 1.0
+    monkeypatch.setenv("DB_POOL_PING_AFTER_IDLE_SECONDS", "soon")
+    with pytest.raises(ConfigError, match="DB_POOL_PING_AFTER_IDLE_SECONDS"):
+        db.pool_ping_after_idle_seconds()
 
 
 def _backend(eng) -> tuple[int, str]:

@@ -1,6 +1,6 @@
 """The API survives a restart of PostgreSQL without being restarted itself (issue 17): while the
 database is down requests get 503 ``DATABASE_UNAVAILABLE`` with ``Retry-After`` (no 500, no hang,
-no traceback); once it is back the pooled connections are replaced (``pool_pre_ping``) and the
+no traceback); once it is back the pooled connections are replaced (openkb/db.py ``_ping_idle_connections``) and the
 same app answers again. Request work is bounded by PostgreSQL itself too (``statement_timeout``,
 ``idle_in_transaction_session_timeout``; openkb/db.py ``bound_requests``), except where a route
 lifts the bounds for a long operation (an export stream).
