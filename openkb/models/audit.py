@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Index
+from sqlalchemy import CheckConstraint, Index, text
 from sqlmodel import SQLModel
 
 from openkb.models._base import check_in, fk, id_field, jsonb, ts
@@ -47,7 +47,15 @@ class Change(SQLModel, table=True):
         Index("ix_changes_run", "run_id"),
         Index("ix_changes_tenant_created", "tenant_id", "created_at"),
         Index("ix_changes_object", "object_type", "object_id"),
-        Index("ix_changes_app_installation", "app_installation_id", "created_at"),
+        # only apps' writes: a person's or a job's (most writes) has no installation, and an entry
+        # per NULL row grew the index with every save for no query (migration 0013); a query
+        # ``app_installation_id = :id`` implies NOT NULL, so the planner still uses it
+        Index(
+            "ix_changes_app_installation",
+            "app_installation_id",
+            "created_at",
+            postgresql_where=text("app_installation_id IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = id_field()
