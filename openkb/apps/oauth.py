@@ -31,7 +31,7 @@ from openkb.models._base import utcnow
 from openkb.oauth import grants
 from openkb.oauth.clients import CLIENT_ID_PREFIX, validate_redirect_uris
 from openkb.oauth.grants import APPS_SCOPE
-from openkb.oauth.tokens import MAX_TOKEN_CHARS, grant_from_columns, looks_like_access_token
+from openkb.oauth.tokens import GRANT_TOUCH, MAX_TOKEN_CHARS, grant_from_columns, looks_like_access_token
 from openkb.permissions.principal import Principal
 from openkb.security import hash_token
 
@@ -128,19 +128,8 @@ JOIN mcp_oauth_clients oc ON oc.id = g.client_id
 JOIN tenant_memberships m ON m.user_id = g.user_id AND m.tenant_id = g.tenant_id
 JOIN app_installations i ON i.id = oc.installation_id AND i.status = 'active'
                         AND i.user_id = g.user_id AND i.tenant_id = g.tenant_id"""
-# the grant's ``last_used_at`` at most once a minute, in the statement that reads the token (as
-# ``registry._TOUCH`` for ``kbapp_``): no write of its own per call; a refused call rolls back
-_OAUTH_TOUCH = """WITH touched AS (
-    UPDATE mcp_oauth_grants SET last_used_at = now()
-    WHERE id IN (SELECT g.id FROM mcp_oauth_access_tokens t JOIN mcp_oauth_grants g ON g.id = t.grant_id
-                 WHERE t.token_hash = :h AND g.status = 'active'
-                   AND (g.last_used_at IS NULL OR g.last_used_at < now() - interval '1 minute')
-                 FOR UPDATE OF g SKIP LOCKED)
-    RETURNING id
-)
-"""
 _OAUTH_STATEMENTS = caller_statements(
-    touch=_OAUTH_TOUCH, source=_OAUTH_SOURCE, where="t.token_hash = :h", cols=_OAUTH_COLS
+    touch=GRANT_TOUCH, source=_OAUTH_SOURCE, where="t.token_hash = :h", cols=_OAUTH_COLS
 )
 
 

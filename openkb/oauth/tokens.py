@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
-from sqlalchemy import select
+from sqlalchemy import text
 from sqlmodel import Session
 
 from openkb.errors import Unauthenticated
-from openkb.models import McpOAuthAccessToken, McpOAuthClient, McpOAuthGrant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
 from openkb.security import hash_token
@@ -53,6 +52,36 @@ def looks_like_access_token(value: str) -> bool:
     return value.startswith(ACCESS_TOKEN_PREFIX + "_")
 
 
+# The grant's ``last_used_at`` (what the user's connected applications and the admin console show)
+# at most once a minute, in the statement that reads the token: a data-modifying CTE runs whether
+# or not the SELECT refers to it and writes only when the stamp is a minute old, so a call pays no
+# write of its own. ``SKIP LOCKED``: a concurrent call holding the row is stamping the same
+# minute. Trap: the stamp belongs to the call's transaction, so a refused call (expired, another
+# resource), which rolls back, does not count as a use. Also read by the apps API's caller
+# statement (``openkb.apps.oauth``).
+GRANT_TOUCH = """WITH touched AS (
+    UPDATE mcp_oauth_grants SET last_used_at = now()
+    WHERE id IN (SELECT g.id FROM mcp_oauth_access_tokens t JOIN mcp_oauth_grants g ON g.id = t.grant_id
+                 WHERE t.token_hash = :h AND g.status = 'active'
+                   AND (g.last_used_at IS NULL OR g.last_used_at < now() - interval '1 minute')
+                 FOR UPDATE OF g SKIP LOCKED)
+    RETURNING id
+)
+"""
+# the columns ``grant_from_columns`` checks, in its order
+_VERIFY = text(
+    GRANT_TOUCH
+    + """SELECT t.id, t.scopes, t.resource, t.expires_at, g.id, g.user_id, g.tenant_id, g.status, g.expires_at,
+       oc.client_id, oc.client_name, oc.status, u.status
+FROM mcp_oauth_access_tokens t
+JOIN mcp_oauth_grants g ON g.id = t.grant_id
+JOIN mcp_oauth_clients oc ON oc.id = g.client_id
+JOIN users u ON u.id = g.user_id
+JOIN tenant_memberships m ON m.user_id = g.user_id AND m.tenant_id = g.tenant_id
+WHERE t.token_hash = :h"""
+)
+
+
 def verify_access_token(session: Session, token: str, *, resource: str) -> OAuthGrant:
     """The grant behind ``token`` if it is live and was minted for ``resource``; else raise
     ``Unauthenticated`` (unknown, expired, revoked grant, disabled client, another resource,
@@ -64,33 +93,9 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
     """
     if not token or len(token) > MAX_TOKEN_CHARS or not looks_like_access_token(token):
         raise Unauthenticated("the access token is invalid, expired or revoked")
-    # Columns, not entities: no identity-map work on the hot path of every /mcp call.
-    found = session.execute(
-        select(
-            McpOAuthAccessToken.id,
-            McpOAuthAccessToken.scopes,
-            McpOAuthAccessToken.resource,
-            McpOAuthAccessToken.expires_at,
-            McpOAuthGrant.id,
-            McpOAuthGrant.user_id,
-            McpOAuthGrant.tenant_id,
-            McpOAuthGrant.status,
-            McpOAuthGrant.expires_at,
-            McpOAuthClient.client_id,
-            McpOAuthClient.client_name,
-            McpOAuthClient.status,
-            User.status,
-        )
-        .join(McpOAuthGrant, McpOAuthGrant.id == McpOAuthAccessToken.grant_id)
-        .join(McpOAuthClient, McpOAuthClient.id == McpOAuthGrant.client_id)
-        .join(User, User.id == McpOAuthGrant.user_id)
-        .join(
-            TenantMembership,
-            (TenantMembership.user_id == McpOAuthGrant.user_id)
-            & (TenantMembership.tenant_id == McpOAuthGrant.tenant_id),
-        )
-        .where(McpOAuthAccessToken.token_hash == hash_token(token))
-    ).first()
+    # Columns, not entities: no identity-map work on the hot path of every /mcp call; the grant's
+    # ``last_used_at`` is stamped by the same statement (``GRANT_TOUCH``).
+    found = session.execute(_VERIFY, {"h": hash_token(token)}).first()
     if found is None:
         raise Unauthenticated("the access token is invalid, expired or revoked")
     return grant_from_columns(tuple(found), resource)

@@ -9,6 +9,7 @@ import re
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from tests.api.helpers import login, make_login_user
 from tests.mcp.helpers import run
@@ -34,12 +35,18 @@ def test_mcp_client_connects_with_an_oauth_token(oauth_client, base, committed):
         listed = await c.call_tool("kb_list_workspaces", {})
         return {tool.name for tool in tools.tools}, listed
 
+    # the token exchange stamped the grant's last use; clear it to see the /mcp calls stamp it
+    with committed() as s:
+        s.execute(text("UPDATE mcp_oauth_grants SET last_used_at = NULL WHERE user_id = :u"), {"u": user.user_id})
+        s.commit()
     names, listed = run(base, t["access_token"], go)
     assert "kb_search" in names and "kb_upsert_document" not in names  # no doc:write was granted
     assert not listed.is_error
 
     with login(base, user.email) as me:
-        gid = me.get("/api/me/oauth-grants").json()["items"][0]["id"]
+        [item] = me.get("/api/me/oauth-grants").json()["items"]
+        assert item["last_used_at"] is not None  # what the user's connected applications show
+        gid = item["id"]
         assert me.delete(f"/api/me/oauth-grants/{gid}").status_code == 204
     with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 as its own error types
         run(base, t["access_token"], go)
