@@ -186,10 +186,50 @@ class Stack:
         if not url:
             return {}
         with psycopg.connect(url) as c:
-            size, buffers = c.execute(
-                "SELECT pg_database_size(current_database()), current_setting('shared_buffers')"
+            size, buffers, wal_buffers, wal_lsn = c.execute(
+                "SELECT pg_database_size(current_database()), current_setting('shared_buffers'), "
+                "pg_size_bytes(current_setting('wal_buffers')), "
+                "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
             ).fetchone()  # type: ignore[misc]
-        return {"database_mb": round(size / 2**20, 1), "shared_buffers": buffers}
+            rows = c.execute(RELATIONS_SQL).fetchall()
+        relations = {
+            r[0]: {
+                "table_kb": r[1] // 1024,
+                "indexes_kb": r[2] // 1024,
+                "toast_kb": r[3] // 1024,
+                "live": r[4],
+                "dead": r[5],
+                "inserts": r[6],
+                "updates": r[7],
+                "hot_updates": r[8],
+                "deletes": r[9],
+                "autovacuums": r[10],
+                "autoanalyzes": r[11],
+            }
+            for r in rows
+        }
+        return {
+            "database_mb": round(size / 2**20, 1),
+            "shared_buffers": buffers,
+            "wal_buffers_mb": round(wal_buffers / 2**20, 1),
+            "wal_mb": round(wal_lsn / 2**20, 1),
+            "relations": relations,
+        }
+
+
+# Per table of the public schema: heap, its indexes, its TOAST (with the TOAST's index), and the
+# activity counters that tell where growth comes from (dead rows, non-HOT updates, autovacuums).
+RELATIONS_SQL = """
+SELECT s.relname,
+       pg_relation_size(s.relid),
+       pg_indexes_size(s.relid),
+       COALESCE(pg_total_relation_size(c.reltoastrelid), 0),
+       s.n_live_tup, s.n_dead_tup, s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd, s.n_tup_del,
+       s.autovacuum_count, s.autoanalyze_count
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.schemaname = 'public'
+ORDER BY pg_total_relation_size(s.relid) DESC
+"""
 
 
 # Mappings of shared memory segments: PostgreSQL's (an anonymous shared mmap shown as
@@ -402,6 +442,10 @@ def main() -> None:
 
     mem_growth, private_growth, rss_growth = growth("memory"), growth("private"), growth("rss")
     pg = {at: per_backend(m.get("postgresql", {})) for at, m in (("start", mem_start), ("end", mem_end))}
+    cache = pg_cache(mem_start.get("postgresql", {}), mem_end.get("postgresql", {}), db_start, db_end)
+    beside = dict(mem_growth)
+    if "postgresql" in beside and cache:
+        beside["postgresql"] = cache["memory_growth_ratio_beside_new_data"]
     result = {
         "bench": "soak",
         "minutes": args.minutes,
@@ -422,6 +466,15 @@ def main() -> None:
             "over": over(mem_growth),
             "ok": not over(mem_growth),
         },
+        # PostgreSQL's shared memory is a bounded cache of the database's pages (function pg_cache):
+        # the same check with the pages of the run's new data (and WAL buffers touched for the first
+        # time) set aside; the check above stays the issue's figure
+        "memory_check_beside_new_data": {
+            "rule": f"every part's memory grows <= {GROWTH_LIMIT}x once PostgreSQL's cache of the run's new data is set aside",
+            "over": over(beside),
+            "ok": not over(beside),
+        },
+        "postgresql_cache": cache,
         # the leak measure: memory no other process maps
         "private_mb_start": figure(mem_start, "private"),
         "private_mb_end": figure(mem_end, "private"),
@@ -441,6 +494,8 @@ def main() -> None:
             "shared_segment_mb": mem_end.get("postgresql", {}).get("shared_segment", 0),
             "database_mb_start": db_start.get("database_mb"),
             "database_mb_end": db_end.get("database_mb"),
+            "wal_buffers_mb": db_end.get("wal_buffers_mb"),
+            "wal_written_mb": round(db_end.get("wal_mb", 0) - db_start.get("wal_mb", 0), 1),
             "backends_start": pg["start"]["backends"],
             "backends_end": pg["end"]["backends"],
             "private_mb_per_backend_start": pg["start"]["private"],
@@ -448,6 +503,8 @@ def main() -> None:
             "rss_mb_per_backend_start": pg["start"]["rss"],
             "rss_mb_per_backend_end": pg["end"]["rss"],
             "backends_replaced": len(pg["start"]["pids"] - pg["end"]["pids"]),
+            # where the database's growth went: per table, kB start -> end and the run's activity
+            "relations": relation_growth(db_start.get("relations", {}), db_end.get("relations", {})),
         },
         # as measured: a PostgreSQL process's RSS counts every shared buffer it has mapped
         "rss_mb_start": figure(mem_start, "rss"),
@@ -483,9 +540,66 @@ def main() -> None:
         f"{pgr['private_mb_per_backend_start']} -> {pgr['private_mb_per_backend_end']} MB, RSS per backend "
         f"{pgr['rss_mb_per_backend_start']} -> {pgr['rss_mb_per_backend_end']} MB"
     )
-    for check in (result["memory_check"], result["leak_check"]):
+    if cache:
+        print(
+            f"PostgreSQL's cache: shared memory +{cache['shared_growth_mb']} MB for +{cache['database_growth_mb']} MB "
+            f"of new data ({cache['shared_growth_per_mb_of_new_data']} MB per MB; WAL buffers {cache['wal_buffers_mb']} "
+            f"MB, {cache['wal_written_mb']} MB of WAL written), {cache['headroom_mb']} MB left of its "
+            f"{cache['cap_mb']} MB bound; memory growth beside the new data "
+            f"{cache['memory_growth_ratio_beside_new_data']}"
+        )
+    for check in (result["memory_check"], result["memory_check_beside_new_data"], result["leak_check"]):
         print(f"{check['rule']}: " + ("ok" if check["ok"] else "NO: " + ", ".join(check["over"])))
     print(json.dumps(result))
+
+
+def pg_cache(
+    start: dict[str, Any], end: dict[str, Any], db_start: dict[str, Any], db_end: dict[str, Any]
+) -> dict[str, Any]:
+    """PostgreSQL's shared memory against the data the run added.
+
+    Every page PostgreSQL writes goes through its shared buffers and stays there until the cache
+    is full (``shared_buffers``; nothing evicts it before), and the WAL a run writes passes
+    through ``wal_buffers`` (a ring that is part of the segment: touched once, it stays). So the
+    shared memory grows by the pages of the run's new data plus, once, the WAL buffers, up to its
+    segment, and no further. ``explained``: the growth is within that (the database's growth plus
+    the WAL buffers); ``memory_growth_ratio_beside_new_data``: the part's memory growth with that
+    much set aside (the rest is what a leak would show in). Empty without the figures."""
+    if not (start and end and db_start.get("database_mb") is not None and db_end.get("database_mb") is not None):
+        return {}
+    shared = round(end["shared"] - start["shared"], 1)
+    data = round(db_end["database_mb"] - db_start["database_mb"], 1)
+    wal_buffers = db_end.get("wal_buffers_mb") or 0.0
+    cache_fill = max(0.0, min(shared, data + wal_buffers))
+    return {
+        "shared_growth_mb": shared,
+        "database_growth_mb": data,
+        "wal_buffers_mb": wal_buffers,
+        "wal_written_mb": round(db_end.get("wal_mb", 0) - db_start.get("wal_mb", 0), 1),
+        "shared_growth_per_mb_of_new_data": round(shared / data, 2) if data > 0 else None,
+        "cap_mb": end.get("shared_segment", 0),
+        "headroom_mb": round(end.get("shared_segment", 0) - end["shared"], 1),
+        "explained": shared <= data + wal_buffers,
+        "memory_growth_ratio_beside_new_data": round((end["memory"] - cache_fill) / start["memory"], 3)
+        if start.get("memory")
+        else None,
+    }
+
+
+def relation_growth(start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Per table that grew or was written during the run: its heap, indexes and TOAST in kB at
+    start and end, its live and dead rows at the end, and the run's inserts, updates (HOT among
+    them), deletes and autovacuums. Largest growth first."""
+    out = {}
+    for name, e in end.items():
+        b = start.get(name, {})
+        size = {k: (b.get(k, 0), e[k]) for k in ("table_kb", "indexes_kb", "toast_kb")}
+        grew = sum(v[1] - v[0] for v in size.values())
+        act = {k: e[k] - b.get(k, 0) for k in ("inserts", "updates", "hot_updates", "deletes", "autovacuums")}
+        if grew or any(act.values()):
+            out[name] = {"grew_kb": grew, **{k: f"{a} -> {z}" for k, (a, z) in size.items()}}
+            out[name].update(live=e["live"], dead=e["dead"], **act)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["grew_kb"]))
 
 
 def per_backend(part: dict[str, Any]) -> dict[str, Any]:
