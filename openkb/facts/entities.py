@@ -389,8 +389,34 @@ def lock_subject(session: Session, subject_id: uuid.UUID) -> None:
     session.execute(_LOCK_ONE, {"e": subject_id})
 
 
+# After a merge the survivor holds both entities' current facts (and facts about others that
+# pointed at either now point at it), which the write rules never allow side by side
+# (docs/facts.md#facts): two current values of a cardinality-``one`` predicate, or the same value
+# twice. One of each stays current, as ``facts.put`` would have decided had they been written
+# one after the other: a user-said value first, then the newest; the others expire (history,
+# never deletion). A predicate missing from the vocabulary counts as ``many``.
+_SETTLE_AFTER_MERGE = text(
+    """
+UPDATE facts f SET valid_to = greatest(now(), f.valid_from)
+FROM (
+    SELECT x.id, row_number() OVER (
+        PARTITION BY x.subject_id, x.predicate,
+                     CASE WHEN p.cardinality = 'one' THEN NULL ELSE x.value END,
+                     CASE WHEN p.cardinality = 'one' THEN NULL ELSE x.object_id END
+        ORDER BY (x.said_by = 'user') DESC, x.valid_from DESC, x.id) AS rn
+    FROM facts x
+    LEFT JOIN fact_predicates p ON p.tenant_id = x.tenant_id AND p.predicate = x.predicate
+    WHERE x.valid_to IS NULL AND (x.subject_id = :keep OR x.object_id = :keep)
+) w
+WHERE f.id = w.id AND w.rn > 1
+RETURNING f.id
+"""
+)
+
+
 def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged_id: uuid.UUID) -> Entity:
-    """Fold ``merged_id`` into ``survivor_id`` (same kind): identifiers, facts and mentions move;
+    """Fold ``merged_id`` into ``survivor_id`` (same kind): identifiers, facts and mentions move
+    (then ``_SETTLE_AFTER_MERGE`` expires what the write rules would not keep side by side);
     the merged row stays with ``merged_into`` so its refs lead to the survivor."""
     keep = access_entity(session, principal, survivor_id)
     gone = access_entity(session, principal, merged_id)
@@ -413,6 +439,7 @@ def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged
     session.execute(text("UPDATE entity_identifiers SET entity_id = :keep WHERE entity_id = :gone"), p)
     session.execute(text("UPDATE facts SET subject_id = :keep WHERE subject_id = :gone"), p)
     session.execute(text("UPDATE facts SET object_id = :keep WHERE object_id = :gone"), p)
+    settled = [r.id for r in session.execute(_SETTLE_AFTER_MERGE, {"keep": keep.id})]
     session.execute(
         text(
             "DELETE FROM entity_mentions g USING entity_mentions k WHERE g.entity_id = :gone "
@@ -429,7 +456,7 @@ def merge(session: Session, principal: Principal, survivor_id: uuid.UUID, merged
     session.refresh(gone)
     record_audit(
         session, tenant_id=keep.tenant_id, actor=principal, action="entity.merged", object_type="entity",
-        object_id=keep.id, metadata={"merged": str(gone.id)},
+        object_id=keep.id, metadata={"merged": str(gone.id), "facts_expired": len(settled)},
     )  # fmt: skip
     return keep
 

@@ -301,6 +301,39 @@ def test_merge_keeps_old_refs_working(me: Person) -> None:
     assert [f["predicate"] for f in F.lookup(me.db, c, a["ref"])] == ["work.company", "work.title"]
 
 
+def test_merge_leaves_one_current_value_per_cardinality_one_predicate_and_no_duplicates(me: Person) -> None:
+    c = me.install(
+        "crm",
+        PEOPLE
+        + [f"facts.{a}:person:{p}" for a in ("read", "write") for p in ("work.company", "work.title", "contact.email")],
+    )
+    a = E.resolve(me.db, c, {"email": "a@acme.nl"}, create=True)
+    b = E.resolve(me.db, c, {"email": "b@acme.nl"}, create=True)
+    _, aid = c.read_ref(a["ref"], "e", "x")
+    _, bid = c.read_ref(b["ref"], "e", "x")
+    F.user_put(me.db, me.user, predicate="work.company", value="Acme", subject_id=aid)  # user-said
+    F.put(me.db, c, subject=b["ref"], predicate_hint="work.company", value="Globex")  # newer, app-said
+    F.put(me.db, c, subject=a["ref"], predicate_hint="work.title", value="CTO")
+    F.put(me.db, c, subject=b["ref"], predicate_hint="work.title", value="CEO")  # the newer one
+    for ref in (a["ref"], b["ref"]):  # the same value on both: once after the merge
+        F.put(me.db, c, subject=ref, predicate_hint="contact.email", value="zs@acme.nl")
+    F.put(me.db, c, subject=b["ref"], predicate_hint="contact.email", value="other@acme.nl")
+    E.merge(me.db, me.user, aid, bid)
+    now = {}
+    for f in F.lookup(me.db, c, a["ref"]):
+        now.setdefault(f["predicate"], []).append(f["value"])
+    assert {k: sorted(v) for k, v in now.items()} == {
+        "work.company": ["Acme"],
+        "work.title": ["CEO"],
+        "contact.email": ["other@acme.nl", "zs@acme.nl"],
+    }
+    # nothing deleted: the values that gave way are history
+    hist = F.user_facts(me.db, me.user, subject_id=aid, prefix="work", history=True)
+    assert sorted((h["value"], h["valid_to"] is None) for h in hist) == [
+        ("Acme", True), ("CEO", True), ("CTO", False), ("Globex", False)
+    ]  # fmt: skip
+
+
 def test_a_deleted_entity_ref_fails_with_no_entity(me: Person) -> None:
     c = me.install(
         "crm", PEOPLE + [f"facts.{a}:person:work.{p}" for a in ("read", "write") for p in ("company", "title")]
