@@ -75,12 +75,16 @@ def get_engine(url: str, **kw: Any) -> Engine:
 # ``pool_recycle``): an idle connection past its lifetime is replaced when next used, inside the
 # request that uses it. 0 turns it off.
 def pool_recycle_seconds() -> float:
-    raw = os.environ.get("DB_POOL_RECYCLE_SECONDS", "").strip()
-    try:
-        value = float(raw) if raw else 300.0
-    except ValueError:
-        raise ConfigError(f"DB_POOL_RECYCLE_SECONDS must be a number of seconds, not {raw!r}") from None
+    value = _seconds_from_env("DB_POOL_RECYCLE_SECONDS", 300.0)
     return value if value > 0 else -1  # -1: SQLAlchemy's "never"
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
 
 
 # A pooled connection that sat idle at least this long is tested (one ``SELECT 1``) before it is
@@ -95,12 +99,7 @@ def pool_recycle_seconds() -> float:
 # recently used connection first (``pool_use_lifo``), so a busy pool keeps its hot connections
 # and the idle ones are the ones tested. 0 tests every checkout.
 def pool_ping_after_idle_seconds() -> float:
-    raw = os.environ.get("DB_POOL_PING_AFTER_IDLE_SECONDS", "").strip()
-    try:
-        value = float(raw) if raw else 1.0
-    except ValueError:
-        raise ConfigError(f"DB_POOL_PING_AFTER_IDLE_SECONDS must be a number of seconds, not {raw!r}") from None
-    return max(value, 0.0)
+    return max(_seconds_from_env("DB_POOL_PING_AFTER_IDLE_SECONDS", 1.0), 0.0)
 
 
 def _ping_idle_connections(engine: Engine, after_s: float) -> None:
