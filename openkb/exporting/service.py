@@ -36,7 +36,6 @@ import re
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -46,6 +45,7 @@ from sqlmodel import Session, col, select
 from openkb.audit import record_audit
 from openkb.config import Settings, get_settings
 from openkb.errors import ExportTooLarge, NotFound, PermissionDenied, ValidationError
+from openkb.exporting.ahead import ahead
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
 from openkb.exporting.forms import FORM, ExportForm, make_form, stored_blocks
 from openkb.exporting.links import rewrite_links
@@ -115,6 +115,7 @@ class ExportDoc:
     assets: list[str] = field(default_factory=list)  # asset paths this page has (links and attachments)
     sha256: str | None = None  # of the written .md file, filled while streaming
     bytes: int = 0
+    line: str | None = None  # its manifest line, written once the page is (``_page_line``)
 
 
 @dataclass(slots=True)
@@ -623,6 +624,22 @@ def page_member(
     return Deflated(zlib.crc32(data), len(data), b"".join(z_parts), hashlib.sha256(data).hexdigest())
 
 
+def _page_entry(d: ExportDoc, body: bytes, form: ExportForm, plan: ExportPlan) -> Deflated:
+    """A page's zip member (its front matter, then its body with the links into the export made
+    relative); fills in the page's ``sha256``, ``bytes`` and manifest line."""
+    fm = (front_matter(d.title, d.status, d.tags, d.meta) + "\n").encode()
+    resolve = _resolver(d, plan)
+    member = page_member(fm, body, form, plan, resolve)
+    if member is None:  # a reference only the parse can place: the page goes whole
+        data = fm + rewrite_links(body.decode(), resolve).encode()
+        member = Deflated(
+            zlib.crc32(data), len(data), zlib.compress(data, _LEVEL, wbits=-15), hashlib.sha256(data).hexdigest()
+        )
+    d.sha256, d.bytes = member.sha256, member.size
+    d.line = _page_line(d)  # the page's assets are known now: its batch's shown assets came first
+    return member
+
+
 def _doc_entry(d: ExportDoc) -> dict[str, Any]:
     """A document's manifest entry."""
     e: dict[str, Any] = {"path": d.path, "type": d.type, "id": d.id, "parent_id": d.parent, "title": d.title}
@@ -658,7 +675,7 @@ def _page_line(d: ExportDoc) -> str:
 
 
 def manifest_bytes(plan: ExportPlan) -> bytes:
-    docs = [_page_line(d) if d.type == "page" else _JSON(_doc_entry(d)) for d in plan.docs]
+    docs = [(d.line or _page_line(d)) if d.type == "page" else _JSON(_doc_entry(d)) for d in plan.docs]
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -723,11 +740,11 @@ def iter_export(
             progress(plan.done_bytes, plan.total_bytes)
         return data
 
-    # pages go in batches: the bodies of a batch and their export forms are read in one query,
-    # then a helper thread turns them into members while this thread reads the next batch
-    # (PostgreSQL's time overlaps the Python's): two batches in flight at most, so memory stays
-    # flat. The helper only reads the plan's link maps; the assets a batch shows from elsewhere
-    # are added to them here, before its pages are handed over.
+    # pages go in batches: the bodies of a batch and their export forms are read in one query by
+    # a reader thread, up to two batches ahead, while this thread turns the current batch into
+    # members (PostgreSQL's time overlaps the Python's; openkb/exporting/ahead.py says why the
+    # reader only reads). Memory stays flat: three batches at most. The assets a batch shows
+    # from elsewhere are added to the plan's link maps here, before its pages are built.
     tree = sorted(plan.docs, key=lambda d: d.path)
     segments: list[tuple[list[ExportDoc], list[ExportDoc]]] = []  # (members in order, their pages)
     seg: list[ExportDoc] = []
@@ -742,49 +759,31 @@ def iter_export(
     if seg:
         segments.append((seg, seg_pages))
 
-    def read(batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
-        rows = _pages(session, batch)
-        _shown_assets(session, plan, [(d, ids) for d, (body, form) in zip(batch, rows) if (ids := _asset_ids(form))])
-        return rows
+    # the session's own connection (same transaction), taken here: the reader thread never
+    # touches the session, only the driver's connection, whose lock orders its queries with this
+    # thread's (the shown assets' lookups)
+    conn = session.connection().connection.driver_connection
 
-    def build(batch: list[ExportDoc], rows: list[tuple[bytes, ExportForm]]) -> list[Deflated]:
-        out = []
-        for d, (body, form) in zip(batch, rows):
-            fm = (front_matter(d.title, d.status, d.tags, d.meta) + "\n").encode()
-            resolve = _resolver(d, plan)
-            member = page_member(fm, body, form, plan, resolve)
-            if member is None:  # a reference only the parse can place: the page goes whole
-                data = fm + rewrite_links(body.decode(), resolve).encode()
-                member = Deflated(
-                    zlib.crc32(data),
-                    len(data),
-                    zlib.compress(data, _LEVEL, wbits=-15),
-                    hashlib.sha256(data).hexdigest(),
-                )
-            out.append(member)
-        return out
+    def read_all() -> Iterator[tuple[list[ExportDoc], list[ExportDoc], list[tuple[bytes, ExportForm]]]]:
+        for members, batch in segments:
+            yield members, batch, _pages(conn, batch)
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-pages")
+    batches = ahead(read_all(), 2, "export-read")
     try:
-        pending: tuple[list[ExportDoc], Future[list[Deflated]]] | None = None
-        for members, batch in [*segments, ([], [])]:
-            current = (members, pool.submit(build, batch, read(batch))) if members else None
-            if pending is not None:
-                done_members, future = pending
-                deflated = iter(future.result())
-                for item in done_members:
-                    if item.type == "folder":
-                        z.folder(item.path)
-                        continue
-                    d = next(deflated)
-                    item.sha256, item.bytes = d.sha256, d.size
-                    z.deflated(item.path, d)
-                    plan.done_bytes += item.size
-                    if z.offset - handed >= CHUNK:
-                        yield take()
-            pending = current
+        for members, batch, rows in batches:
+            _shown_assets(session, plan, [(d, ids) for d, (_b, form) in zip(batch, rows) if (ids := _asset_ids(form))])
+            built = iter(rows)
+            for item in members:
+                if item.type == "folder":
+                    z.folder(item.path)
+                    continue
+                body, form = next(built)
+                z.deflated(item.path, _page_entry(item, body, form, plan))
+                plan.done_bytes += item.size
+                if z.offset - handed >= CHUNK:
+                    yield take()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        batches.close()  # stops the reader before this generator ends (a client may have gone)
     for asset in sorted(plan.assets.values(), key=lambda a: a.path):
         try:
             chunks = blobs.open(asset.object_key)
@@ -819,17 +818,17 @@ _PAGES_SQL = (
 )
 
 
-def _pages(session: Session, batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
+def _pages(conn: Any, batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
     """Body and export form of each page of ``batch``, in order; a form that is missing (or of
     another ``FORM``) is computed here, by the function that computes stored ones.
 
-    Read through the session's own connection (same transaction) with PostgreSQL's binary
-    protocol: bodies and deflated forms arrive as bytes instead of hex text that both sides
-    would encode and decode (a quarter of the read's CPU)."""
+    Read through the session's own psycopg connection ``conn`` (same transaction; in the
+    stream's reader thread) with PostgreSQL's binary protocol: bodies and deflated forms arrive
+    as bytes instead of hex text that both sides would encode and decode (a quarter of the
+    read's CPU)."""
     ids = [d.version_id for d in batch if d.version_id]
     found: dict[str, Any] = {}
     if ids:
-        conn = session.connection().connection.driver_connection
         with conn.cursor(binary=True) as cur:
             found = {r[0]: r for r in cur.execute(_PAGES_SQL, (ids,)).fetchall()}
     out = []
