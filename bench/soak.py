@@ -30,7 +30,22 @@ process of the part at the same moment (PostgreSQL: postmaster, background proce
 
 PostgreSQL also gets per-backend figures (private memory and RSS per client backend, how many
 were replaced: pooled connections live ``DB_POOL_RECYCLE_SECONDS``, openkb/db.py), the database's
-size and ``shared_buffers``. Libraries' pages shared with other programs are left out of every
+size and ``shared_buffers``, the WAL written, and where the database's growth went
+(``postgresql.relations``: per table, heap, indexes and TOAST at start and end, live and dead rows,
+and the run's inserts, updates, HOT updates, deletes and autovacuums). That breakdown found two
+things a save wrote for nothing (migration 0013: the superseded version's export form, and an
+index entry per change row without an app); what a save still adds is its version (history is
+kept) and its change-log row, ~1.4 KB together, and the small tables a save updates (documents,
+chunks, export forms) stay bounded by autovacuum.
+
+``postgresql_cache`` sets PostgreSQL's shared memory against that new data (function
+``pg_cache``): every page PostgreSQL writes passes through its shared buffers and stays there
+until they are full, so its shared memory grows with the user's new data (plus, once, the WAL
+buffers) up to the segment's size and no further. It reports the growth per MB of new data, the
+bound and the headroom, and ``memory_check_beside_new_data`` repeats the memory check with that
+much set aside; ``memory_check`` itself is unchanged (issue 17's figure): on a long enough run
+with enough saves PostgreSQL's memory legitimately grows past 1.10 of its start while it caches
+the data the run added. Libraries' pages shared with other programs are left out of every
 figure but RSS: their share moves with whatever else runs on the machine.
 
 The start figure is taken after an untimed warm phase: every client first reads every page,
