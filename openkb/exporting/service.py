@@ -589,23 +589,20 @@ def page_member(
         z = stored_blocks(fm) + form.deflated + _FINAL
         return Deflated(zlib.crc32(data), len(data), z, hashlib.sha256(data).hexdigest())
     swaps: list[tuple[int, int, bytes]] | None = None  # (index in refs, index in blocks, new bytes)
-    k = 0
-    for i, key in enumerate(keys):
+    ref_keys = plan.ref_keys
+    for i in [i for i, key in enumerate(keys) if key in ref_keys]:  # only those into the export
         j = 3 * i
-        plain = refs[j + 2]
-        if key in plan.ref_keys:
-            if not plain:
-                return None
-            url = body[refs[j] : refs[j + 1]].decode()
-            bare = url[:54] if url.startswith("o") else url[:44]
-            first = resolve(bare)
-            new = None if first is None else first if url == bare else resolve(url)
-            if new is not None:
-                if swaps is None:
-                    swaps = []
-                swaps.append((j, k, destination(new).encode()))
-        if plain:
-            k += 2
+        if not refs[j + 2]:
+            return None
+        url = body[refs[j] : refs[j + 1]].decode()
+        bare = url[:54] if url.startswith("o") else url[:44]
+        first = resolve(bare)
+        new = None if first is None else first if url == bare else resolve(url)
+        if new is not None:
+            if swaps is None:
+                swaps = []
+            # its stored block: two entries in ``blocks`` per plain reference before it
+            swaps.append((j, 2 * sum(refs[2:j:3]), destination(new).encode()))
     if swaps is None:
         data = fm + body
         z = stored_blocks(fm) + form.deflated + _FINAL
@@ -741,10 +738,11 @@ def iter_export(
         return data
 
     # pages go in batches: the bodies of a batch and their export forms are read in one query by
-    # a reader thread, up to two batches ahead, while this thread turns the current batch into
-    # members (PostgreSQL's time overlaps the Python's; openkb/exporting/ahead.py says why the
-    # reader only reads). Memory stays flat: three batches at most. The assets a batch shows
-    # from elsewhere are added to the plan's link maps here, before its pages are built.
+    # a reader thread, one batch ahead, while this thread turns the current batch into members
+    # (PostgreSQL's time overlaps the Python's; openkb/exporting/ahead.py says why the reader
+    # only reads). Memory stays flat: three batches at most (this one, the one waiting and the
+    # one being read). The assets a batch shows from elsewhere are added to the plan's link maps
+    # here, before its pages are built.
     tree = sorted(plan.docs, key=lambda d: d.path)
     segments: list[tuple[list[ExportDoc], list[ExportDoc]]] = []  # (members in order, their pages)
     seg: list[ExportDoc] = []
@@ -768,7 +766,7 @@ def iter_export(
         for members, batch in segments:
             yield members, batch, _pages(conn, batch)
 
-    batches = ahead(read_all(), 2, "export-read")
+    batches = ahead(read_all(), 1, "export-read")
     try:
         for members, batch, rows in batches:
             _shown_assets(session, plan, [(d, ids) for d, (_b, form) in zip(batch, rows) if (ids := _asset_ids(form))])
@@ -817,7 +815,7 @@ def iter_export(
     yield take()
 
 
-_PIECE = 1 << 20  # an asset's chunks handed over together, up to this many bytes
+_PIECE = 1 << 18  # an asset's chunks handed over together, up to this many bytes
 
 
 def _blob_pieces(

@@ -48,7 +48,7 @@ def many(world):
 
 def test_the_zip_does_not_depend_on_the_batch_or_piece_size(world, many, monkeypatch):
     whole = world.export(kb_target(many))
-    monkeypatch.setattr(service, "_BATCH", 2)  # five batches, the reader up to two ahead
+    monkeypatch.setattr(service, "_BATCH", 2)  # five batches, the reader one ahead
     assert world.export(kb_target(many)) == whole
     monkeypatch.setattr(service, "_BATCH", 1)
     monkeypatch.setattr(service, "_PIECE", 1)  # every blob chunk handed over on its own
