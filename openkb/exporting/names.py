@@ -123,9 +123,11 @@ class Namer:
         name, n = fit(base, limit, keep_extension=keep_extension), 1
         # ``a.md`` beside a page ``a.md`` (whose file is ``a.md.md``) cannot collide: both stems
         # are reserved as they are, and the ``.md`` is added to every page alike
-        while _fold(name) in self._taken:
+        folded = _fold(name)
+        while folded in self._taken:
             n += 1
             # "Notes (2)"; cut to fit, the hash is of "Notes (2)" and keeps the name in budget
             name = fit(f"{base} ({n})", limit, keep_extension=keep_extension)
-        self._taken.add(_fold(name))
+            folded = _fold(name)
+        self._taken.add(folded)
         return name

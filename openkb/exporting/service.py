@@ -213,8 +213,12 @@ def plan_export(
         raise NotFound("nothing to export")
     readable = tree.ids_allowing(Action.READ)
     # the tree with each page's current version (number, hash, size) in one statement; ids as
-    # text both ways: parsing thousands of uuid objects costs more than the query
-    rows = session.execute(_TREE_SQL, {"kb": str(kb.id)}).all()
+    # text both ways: parsing thousands of uuid objects costs more than the query; through the
+    # session's own psycopg connection (same transaction, after its pending writes): plain
+    # tuples, no result rows to wrap
+    session.flush()
+    with session.connection().connection.driver_connection.cursor() as cur:
+        rows = cur.execute(_TREE_SQL, (str(kb.id),)).fetchall()
     by_id = {r[0]: r for r in rows}
     children: dict[str | None, list[str]] = {}
     for r in rows:
@@ -334,21 +338,31 @@ def _name_tree(chosen: list[tuple[str, str | None, str]], by_id: dict[str, Any])
         r = by_id[did]
         parent_dir = exported[up].dir if up is not None else ""
         is_page = r[2] == "page"
-        d = ExportDoc(
-            id=did,
-            type=r[2],
-            title=r[3],
-            status=own,
-            parent=up,
-            path=parent_dir + stem + (".md" if is_page else "/"),
-            dir=parent_dir + stem + "/",
-            version_id=r[7] if is_page else None,
-            version_no=r[8] if is_page else None,
-            markdown_hash=r[9] if is_page else None,
-            size=int(r[10] or 0) if is_page else 0,
-            meta=r[5] or {},  # the row's own objects (fresh from the driver): no copies
-            tags=r[6] or [],
-        )
+        here = parent_dir + stem
+        # positional (a third cheaper than keywords, per page): id, type, title, status, parent,
+        # path, dir, version_id, version_no, markdown_hash, size, meta, tags, assets; meta and
+        # tags are the row's own objects (fresh from the driver): no copies
+        if is_page:
+            d = ExportDoc(
+                did,
+                "page",
+                r[3],
+                own,
+                up,
+                here + ".md",
+                here + "/",
+                r[7],
+                r[8],
+                r[9],
+                int(r[10] or 0),
+                r[5] or {},
+                r[6] or [],
+                [],
+            )
+        else:
+            d = ExportDoc(
+                did, r[2], r[3], own, up, here + "/", here + "/", None, None, None, 0, r[5] or {}, r[6] or [], []
+            )
         docs.append(d)
         exported[did] = d
     return docs
@@ -384,11 +398,11 @@ _BY_ID_SQL = text(
     f"SELECT {_ASSET_COLS}, a.created_by::text, a.tenant_id::text FROM document_assets a "
     "WHERE a.id = ANY(CAST(:ids AS uuid[])) ORDER BY a.id"
 )
-_TREE_SQL = text(
+_TREE_SQL = (
     "SELECT d.id::text, d.parent_id::text, d.type, d.title, d.status, d.metadata, d.tags, "
     "v.id::text, v.version_no, v.markdown_hash, octet_length(v.markdown) "
     "FROM documents d LEFT JOIN document_versions v ON v.id = d.current_version_id "
-    "WHERE d.knowledge_base_id = CAST(:kb AS uuid) "
+    "WHERE d.knowledge_base_id = %s::uuid "
     "ORDER BY d.sort_order, d.created_at, d.id"
 )
 
@@ -415,7 +429,8 @@ def _plan_assets(session: Session, kb_id: uuid.UUID, docs: list[ExportDoc]) -> d
         if page is not None:
             page.assets.append(_add_asset(out, row).path)
     for d in pages.values():
-        d.assets = sorted(set(d.assets))
+        if len(d.assets) > 1:
+            d.assets = sorted(set(d.assets))
     return out
 
 
