@@ -106,50 +106,73 @@ _MAP_DEPS = re.compile(rb"m\.f=\[([^\]]*)\]")
 
 @functools.lru_cache(maxsize=4)
 def editor_hints(index_html: bytes) -> bytes:
-    """``<link>`` hints for the editor chunk, its static imports and its CSS, as the entry
-    chunk's own ``__vite__mapDeps`` names them: on the document page the browser then fetches
-    and compiles them while it parses the page, instead of once the entry script has run and
-    asked for them (bench/web.py: editor ready). Empty when the build has no such list."""
+    """The editor chunk, its static imports and its CSS, as the entry chunk's own
+    ``__vite__mapDeps`` names them, for the document page: the CSS as a stylesheet, the static
+    imports as ``modulepreload`` and the editor chunk itself as a module script that runs right
+    after the entry (it imports the entry, so never before it). The browser fetches and compiles
+    them while it parses the page and evaluates the editor at once, as a page that imports it
+    statically would (bench/web.py's bare page), instead of once the entry script has run and
+    asked for it: a dynamic ``import()`` waits behind the page's other tasks, one task per
+    module of its graph, and Vite's loader waits for a ``load`` event of the CSS it inserts
+    unless a stylesheet link for it is already there (bench/web.py: editor ready). Empty when
+    the build has no such list.
+
+    Traps: the editor chunk must have no side effect beyond defining its exports (Editor.ts
+    mounts nothing by itself), since it runs on every document page load. Every JS file keeps a
+    ``modulepreload`` link, the editor's too: Vite's loader inserts one for any file it finds no
+    ``<link>`` for."""
     entry = re.search(rb'src="/assets/(index-[A-Za-z0-9_-]+\.js)"', index_html)
     if entry is None or not (ASSETS / entry.group(1).decode()).is_file():
         return b""
+    nonce = b' nonce="' + NONCE_PLACEHOLDER + b'"'
     for deps in _MAP_DEPS.findall((ASSETS / entry.group(1).decode()).read_bytes()):
         files = re.findall(rb'"assets/([A-Za-z0-9_.-]+)"', deps)
         if any(f.startswith(b"Editor-") and f.endswith(b".js") for f in files):
-            links = []
-            for f in files:
-                rel = b'rel="modulepreload"' if f.endswith(b".js") else b'rel="preload" as="style"'
-                links.append(
-                    b"<link " + rel + b' crossorigin href="/assets/' + f + b'" nonce="' + NONCE_PLACEHOLDER + b'">'
-                )
-            return b"".join(links)
+            css = [f for f in files if f.endswith(b".css")]
+            editor = [f for f in files if f.endswith(b".js") and f.startswith(b"Editor-")]
+            tags = [b'<link rel="stylesheet" crossorigin href="/assets/' + f + b'"' + nonce + b">" for f in css]
+            tags += [b'<script type="module" crossorigin src="/assets/' + f + b'"></script>' for f in editor]
+            return b"".join(tags)
     return b""
 
 
 def data_hints(path: str) -> bytes:
-    """``<link rel="preload" as="fetch">`` for the API reads the document page starts with (the
-    document, the knowledge base, the session): the browser sends them while it parses the page,
-    in parallel with the editor chunk, and the app's own ``fetch`` of the same URL takes the
-    answer (web/src/api/client.ts sends those GETs exactly as a preload does: same URL, mode
-    and credentials). The hints name only the ids in the URL, checked to be UUIDs, so the page
-    stays the same for everyone (nothing personal in the HTML, which may be cached ``no-cache``).
+    """``<link rel="preload" as="fetch">`` for the API read the document page starts with, the
+    document itself: the browser sends it while it parses the page, in parallel with the editor
+    chunk, and the app's own ``fetch`` of the same URL takes the answer (web/src/api/client.ts
+    sends that GET exactly as a preload does: same URL, mode and credentials). The hint names
+    only the id in the URL, checked to be a UUID, so the page stays the same for everyone
+    (nothing personal in the HTML, which may be cached ``no-cache``).
 
-    Trap: a hint the app does not consume costs a request and a console warning; keep this list
-    in step with what web/src/pages/Document.tsx reads first."""
+    Only the document: the knowledge base and the session reads follow once it has answered
+    (web/src/pages/Document.tsx ``prefetchDocumentPage``). Hinted together, the three reads
+    answered about together, as late as all three, and the editor waited for them.
+
+    Trap: a hint the app does not consume costs a request and a console warning; keep this in
+    step with what web/src/pages/Document.tsx reads first."""
     m = _DOCUMENT_IDS.match(path)
     if m is None:
         return b""
-    urls = (f"/api/documents/{m['doc']}", f"/api/knowledge-bases/{m['kb']}", "/api/auth/me")
-    return b"".join(f'<link rel="preload" as="fetch" crossorigin href="{u}">'.encode() for u in urls)
+    return f'<link rel="preload" as="fetch" crossorigin href="/api/documents/{m["doc"]}">'.encode()
+
+
+# Vite writes the nonce placeholder on every tag it emits, the entry <script> too
+_SCRIPT_NONCE = re.compile(rb'(<script\b[^>]*?) nonce="' + NONCE_PLACEHOLDER + rb'"')
 
 
 def index_page(request: Request) -> HTMLResponse:
     """``index.html`` with a fresh style nonce in both the page and its CSP header (and, on the
     document page, the editor's preload hints).
 
-    ``no-cache`` makes the browser ask again each visit, so a nonce is never reused from a cache."""
+    ``no-cache`` makes the browser ask again each visit, so a nonce is never reused from a cache.
+
+    Trap: the nonce goes on the style tags only, never on a ``<script>`` (``script-src`` is
+    ``'self'`` and names no nonce, so it would add nothing). Chromium keeps a module's nonce
+    with it, and its modules are passed on to every module it imports; V8 then reuses none of
+    its compiled code from the previous visit, since the nonce differs each time, and compiled
+    the editor chunk and the entry again on every page load (bench/web.py: editor ready)."""
     nonce = secrets.token_urlsafe(18)  # 144 bits, base64url: valid in a CSP nonce source
-    body = _index()
+    body = _SCRIPT_NONCE.sub(rb"\1", _index())
     if _DOCUMENT_PAGE.match(request.url.path):
         body = body.replace(b"</head>", data_hints(request.url.path) + editor_hints(body) + b"</head>", 1)
     body = body.replace(NONCE_PLACEHOLDER, nonce.encode("ascii"))

@@ -1,10 +1,12 @@
-"""How the document page loads (docs/web.md#the-document-page): its first API reads leave with the
-page itself, not after the app has started.
+"""How the document page loads (docs/web.md#build-and-serving): its document read leaves with the
+page itself, not after the app has started, and the page's other reads wait for it.
 
-The server names the document, its knowledge base and the session in ``<link rel="preload"
-as="fetch">`` hints on ``/app/kb/<kb>/docs/<doc>``; the app's own requests for the same URLs must
-take those answers (one request each, started by the hint), or every load pays twice. The tree
-and the outline render once the editor is up (bench/web.py measures the time to it).
+The server names the document in a ``<link rel="preload" as="fetch">`` hint on
+``/app/kb/<kb>/docs/<doc>``; the app's own request for the same URL must take that answer (one
+request, started by the hint), or every load pays twice. The knowledge base and the session are
+read once the document has answered: started together, the three answered about together, as
+late as all three. The tree and the outline render once the editor is up (bench/web.py measures
+the time to it).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from tests.web.test_browser import api, new_page, owner, sign_in  # noqa: F401 -
 
 pytestmark = pytest.mark.slow
 
-# every resource entry for the page's first reads: [url, initiatorType] in the order they started
+# every resource entry for the page's first reads: [url, initiatorType, startTime, responseEnd]
 ENTRIES = """(urls) => performance.getEntriesByType('resource')
   .filter(e => urls.some(u => e.name.endsWith(u)))
-  .map(e => [new URL(e.name).pathname, e.initiatorType])"""
+  .map(e => [new URL(e.name).pathname, e.initiatorType, e.startTime, e.responseEnd])"""
 
 
-def test_the_first_reads_start_with_the_page_and_are_not_sent_twice(contexts, live_server, owner, engine):  # noqa: F811
+def test_the_document_read_starts_with_the_page_and_the_others_follow_it(contexts, live_server, owner, engine):  # noqa: F811
     kb_id = owner["kb"]["id"]
     with api(live_server, owner) as c:
         doc = new_page(c, kb_id, "Loads once", "# Loads once\n\nbody text\n")
@@ -36,9 +38,15 @@ def test_the_first_reads_start_with_the_page_and_are_not_sent_twice(contexts, li
     sign_in(page, owner["email"])
     page.goto(doc_path)  # a full load, as from a link in a mail or a Dify citation
     expect(page.locator(".editor[data-ready='true'] .ProseMirror")).to_contain_text("body text")
-    urls = [f"/api/documents/{doc['id']}", f"/api/knowledge-bases/{kb_id}", "/api/auth/me"]
-    seen = page.evaluate(ENTRIES, urls)
-    assert sorted(seen) == sorted([u, "link"] for u in urls), seen
+    doc_url, kb_url = f"/api/documents/{doc['id']}", f"/api/knowledge-bases/{kb_id}"
+    seen = page.evaluate(ENTRIES, [doc_url, kb_url, "/api/auth/me"])
+    assert sorted((u, kind) for u, kind, _, _ in seen) == [
+        ("/api/auth/me", "fetch"),
+        (doc_url, "link"),
+        (kb_url, "fetch"),
+    ], seen
+    answered = next(end for u, _, _, end in seen if u == doc_url)
+    assert all(start >= answered for u, _, start, _ in seen if u != doc_url), seen
     # the tree follows the editor
     expect(page.get_by_role("navigation", name="Contents").get_by_role("treeitem", name="Loads once")).to_be_visible()
 

@@ -40,8 +40,13 @@ def test_app_routes_answer_the_index_with_a_strict_policy(http, path):
     assert r.headers["cache-control"] == "no-cache"
     csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";"))
     nonce = re.fullmatch(r"'self' 'nonce-([A-Za-z0-9_-]+)'", csp["style-src"]).group(1)  # no 'unsafe-inline'
-    page = re.sub(r'<link rel="(?:module)?preload"[^>]*>', "", r.text)  # the document page's editor hints
-    assert page == (DIST / "index.html").read_text(encoding="utf-8").replace("OPENKB_CSP_NONCE", nonce)
+    built = (DIST / "index.html").read_text(encoding="utf-8")
+    # the nonce goes on style tags only (server/web/__init__.py index_page)
+    built = re.sub(r'(<script\b[^>]*?) nonce="OPENKB_CSP_NONCE"', r"\1", built)
+    # the document page's editor tags and read hint (test_the_document_page_runs_the_editor_...)
+    page = re.sub(r'<link rel="(?:stylesheet|preload)"[^>]* href="/(?:assets/Editor-|api/)[^>]*>', "", r.text)
+    page = re.sub(r'<script type="module" crossorigin src="/assets/Editor-[^"]+"></script>', "", page)
+    assert page == built.replace("OPENKB_CSP_NONCE", nonce)
     assert csp["default-src"] == "'none'"
     assert csp["script-src"] == "'self'"  # no inline script, no eval, no foreign origin
     assert csp["connect-src"] == "'self'" and csp["font-src"] == "'self'"
@@ -169,30 +174,47 @@ def test_the_web_app_is_typed_against_the_current_api():
         assert any(rx.match(path) and m == method.lower() for rx, m in routes), f"{method} {url}: no such route"
 
 
-def test_the_document_page_preloads_the_editor_and_nothing_else_does(http):
-    """On /app/kb/<kb>/docs/<doc> the browser gets the editor chunk, its static import and its
-    CSS as preload hints (the files the entry chunk would ask for once it ran); the tags carry
-    this response's nonce; other pages don't preload the editor."""
+def test_the_document_page_runs_the_editor_and_nothing_else_does(http):
+    """On /app/kb/<kb>/docs/<doc> the page itself carries the editor: its CSS as a stylesheet
+    (with this response's nonce) and the editor chunk as a module script after the entry, so the
+    browser runs it while the app starts (the files the entry chunk would ask for once it ran);
+    other pages don't load the editor."""
     r = http.get("/app/kb/x/docs/y")
     nonce = re.search(r"'nonce-([A-Za-z0-9_-]+)'", r.headers["content-security-policy"]).group(1)
-    hints = re.findall(r'<link rel="(modulepreload|preload)"[^>]* href="/assets/([^"]+)" nonce="([^"]+)">', r.text)
-    files = {f for _, f, _ in hints}
-    assert any(f.startswith("Editor-") and f.endswith(".js") for f in files), r.text
-    assert any(f.startswith("Editor-") and f.endswith(".css") for f in files), r.text
-    assert all((ASSETS / f).is_file() for f in files)
-    assert {n for _, _, n in hints} == {nonce}
+    head = r.text.split("</head>")[0]
+    css = re.findall(r'<link rel="stylesheet" crossorigin href="/assets/(Editor-[^"]+\.css)" nonce="([^"]+)">', head)
+    scripts = re.findall(r'<script type="module" crossorigin src="/assets/([^"]+)"', head)
+    assert css and {n for _, n in css} == {nonce}, r.text
+    assert len(scripts) == 2 and scripts[0].startswith("index-") and scripts[1].startswith("Editor-"), scripts
+    assert all((ASSETS / f).is_file() for f in [*scripts, *(f for f, _ in css)])
     for path in ("/app", "/app/kb/x", "/login"):
-        assert "modulepreload" not in http.get(path).text
+        page = http.get(path).text
+        assert "Editor-" not in page and "modulepreload" not in page, path
 
 
-def test_the_document_page_hints_its_first_api_reads_by_id_only(http):
-    """On /app/kb/<kb>/docs/<doc> with UUIDs the page names the document, knowledge-base and
-    session reads as fetch preloads (web/src/main.tsx takes their answers); an id that is not a
-    UUID puts nothing of the URL into the page, and other pages hint no reads."""
+def test_no_script_tag_carries_the_nonce(http):
+    """``script-src 'self'`` names no nonce, and a module script's nonce is passed on to every
+    module it imports: with a fresh one per page, Chromium's V8 reused no compiled code of the
+    previous visit and compiled the entry and the editor again on every load. Style tags keep it
+    (CodeMirror's ``<style>`` needs it)."""
+    for path in ("/app", "/login", "/app/kb/x/docs/y"):
+        r = http.get(path)
+        nonce = re.search(r"'nonce-([A-Za-z0-9_-]+)'", r.headers["content-security-policy"]).group(1)
+        scripts = re.findall(r"<script\b[^>]*>", r.text)
+        assert scripts and not any("nonce" in tag for tag in scripts), scripts
+        assert f'<meta property="csp-nonce" nonce="{nonce}">' in r.text
+        assert re.search(rf'<link rel="stylesheet" crossorigin href="/assets/index-[^"]+" nonce="{nonce}">', r.text)
+
+
+def test_the_document_page_hints_its_first_api_read_by_id_only(http):
+    """On /app/kb/<kb>/docs/<doc> with UUIDs the page names the document's read as a fetch
+    preload (web/src/main.tsx takes its answer; the knowledge base and the session follow it);
+    an id that is not a UUID puts nothing of the URL into the page, and other pages hint no
+    reads."""
     kb, doc = "0b6e0c1e-0000-4000-8000-00000000000a", "0b6e0c1e-0000-4000-8000-00000000000b"
     r = http.get(f"/app/kb/{kb}/docs/{doc}")
     hints = re.findall(r'<link rel="preload" as="fetch" crossorigin href="([^"]+)">', r.text)
-    assert hints == [f"/api/documents/{doc}", f"/api/knowledge-bases/{kb}", "/api/auth/me"], r.text
+    assert hints == [f"/api/documents/{doc}"], r.text
     assert r.headers["cache-control"] == "no-cache"
     for path in (f"/app/kb/{kb}/docs/%22%3E%3Cscript%3E", f"/app/kb/{kb}", "/app", "/login"):
         page = http.get(path).text

@@ -1,7 +1,7 @@
 import { render } from 'preact'
 import { App } from './app'
 import { match } from './lib/router'
-import { refreshSession } from './lib/session'
+import { refreshSession, refreshSessionAfter } from './lib/session'
 import { prefetchDocumentPage } from './pages/Document'
 import './styles.css'
 
@@ -10,10 +10,10 @@ import './styles.css'
 const root = document.getElementById('app')
 if (root) {
   // Start what the first page needs before rendering it, so the requests run while the app
-  // renders (on the document page the server's preload hints have already sent them: these
-  // calls take those answers; docs/web.md#the-document-page).
-  void refreshSession()
+  // renders. On the document page the server's preload hint has already sent the document's
+  // read (this call takes its answer) and the session follows it (docs/web.md#build-and-serving).
   const route = match(location.pathname, location.search)
-  if (route.name === 'document') prefetchDocumentPage(route)
+  if (route.name === 'document') void refreshSessionAfter(prefetchDocumentPage(route))
+  else void refreshSession()
   render(<App />, root)
 }

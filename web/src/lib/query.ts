@@ -3,7 +3,7 @@
  * for the page's lifetime, and re-renders everyone using the key when `invalidate(prefix)` is
  * called after a write. No global store beyond this cache.
  */
-import { useEffect, useRef, useState } from 'preact/hooks'
+import { useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError } from '../api/client'
 
 interface Entry {
@@ -68,7 +68,7 @@ export function useQuery<T>(key: string | null, fetcher: () => Promise<T>): Quer
   // what this render showed: an answer landing between the render and the subscription below
   // (Preact subscribes after paint; a prefetch may answer first) notified no one
   const shown = useRef<[unknown, unknown]>([undefined, undefined])
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (key === null) return
     const e = entry(key)
     const l = () => setTick((n) => n + 1)
@@ -102,6 +102,11 @@ export function prefetch(key: string, fetcher: () => Promise<unknown>): void {
   if (e.data !== undefined || e.error !== undefined || e.promise) return
   e.fetcher = fetcher
   load(key, fetcher)
+}
+
+/** Settles (never rejects) once the load of `key` in flight, if any, has landed. */
+export function settled(key: string): Promise<void> {
+  return cache.get(key)?.promise ?? Promise.resolve()
 }
 
 /** Refetch every cached key starting with `prefix` that someone is showing; drop the others. */

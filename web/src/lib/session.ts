@@ -2,7 +2,7 @@
  * Who is signed in: `GET /api/auth/me` once, then kept here (the one piece of state distant
  * pages share: top bar, home, invitation page). Also owns the CSRF token handed to the client.
  */
-import { useEffect, useRef, useState } from 'preact/hooks'
+import { useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, setCsrfToken, type S } from '../api/client'
 import { invalidate } from './query'
 
@@ -35,6 +35,19 @@ export function refreshSession(): Promise<void> {
   return loading
 }
 
+/**
+ * Load the session once `first` has settled, not at once: the document page reads its document
+ * first (main.tsx), since three reads started together all answer about as late as the slowest
+ * on a small appliance. Pages render meanwhile, as while any session load is in flight.
+ */
+export function refreshSessionAfter(first: Promise<unknown>): Promise<void> {
+  loading = first.then(
+    () => refreshSession(),
+    () => refreshSession(),
+  )
+  return loading
+}
+
 export async function signIn(email: string, password: string): Promise<void> {
   const r = await api.login({ email, password })
   setCsrfToken(r.csrf_token)
@@ -56,7 +69,7 @@ export function useSession(): SessionState {
   const [, setTick] = useState(0)
   const shown = useRef(state) // as in useQuery: a change before the subscription notified no one
   shown.current = state
-  useEffect(() => {
+  useLayoutEffect(() => {
     const l = () => setTick((n) => n + 1)
     listeners.add(l)
     if (state !== shown.current) l()

@@ -22,7 +22,7 @@ import { Tree } from '../components/Tree'
 import { Dialog, ErrorNote, Loading, TopBar } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
-import { invalidate, prefetch, useQuery } from '../lib/query'
+import { invalidate, prefetch, settled, useQuery } from '../lib/query'
 import { navigate, paths, setLeaveGuard, type Route } from '../lib/router'
 import { headings } from '../lib/tree'
 
@@ -113,7 +113,27 @@ interface Base {
   title: string
 }
 
-const loadEditor = () => import('../editor/Editor')
+type EditorModule = typeof import('../editor/Editor')
+let editorModule: EditorModule | undefined
+let editorLoading: Promise<EditorModule> | undefined
+
+/**
+ * The editor chunk, imported once per page load and kept: once it is there the page mounts the
+ * editor in the same task as its render. Every `import()` call resolves in a later task, behind
+ * whatever the page queued meanwhile (its renders, frames, the other answers), and that wait
+ * was on the way to the editor (bench/web.py: editor ready). A failed import is tried again on
+ * the next call.
+ */
+function loadEditor(): Promise<EditorModule> {
+  editorLoading ??= import('../editor/Editor').then(
+    (m) => (editorModule = m),
+    (e: unknown) => {
+      editorLoading = undefined
+      throw e
+    },
+  )
+  return editorLoading
+}
 
 /**
  * The original of an index-only document (`metadata.indexOnly` and `metadata.sourceUri`, set by
@@ -134,15 +154,23 @@ export function indexOnlySource(doc: S['DocumentOut']): { text: string; href: st
 
 /**
  * What the document page reads first, started by the entry script before the app renders
- * (main.tsx): the document and its knowledge base (the server's preload hints have usually sent
- * both already, server/web/__init__.py) and the editor chunk. Same keys and requests as
- * DocumentPage's own queries, which then take these answers.
+ * (main.tsx): the document (the server's preload hint has usually sent it already,
+ * server/web/__init__.py) and the editor chunk; its knowledge base once the document has
+ * answered. Same keys and requests as DocumentPage's own queries, which then take these
+ * answers. Returns when the document's read has settled (main.tsx loads the session then).
+ *
+ * Why one after the other: the appliance answers concurrent reads about together, so the
+ * document, the knowledge base and the session started at once all came as late as the three
+ * together, and the editor waited for the breadcrumb's and the avatar's reads
+ * (bench/web.py: editor ready). The document comes first; the rest follows a few ms later.
  */
-export function prefetchDocumentPage(route: Route): void {
+export function prefetchDocumentPage(route: Route): Promise<void> {
   const { kbId, docId } = route.params
   void loadEditor()
   prefetch(`doc:${docId}`, () => api.document(docId))
-  prefetch(`kb:${kbId}`, () => api.knowledgeBase(kbId))
+  const first = settled(`doc:${docId}`)
+  prefetch(`kb:${kbId}`, () => first.then(() => api.knowledgeBase(kbId)))
+  return first
 }
 
 export function DocumentPage({ route }: { route: Route }) {
@@ -290,39 +318,39 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     }
     let cancelled = false
     const el = editorEl.current!
-    void loadEditor()
-      .then(async ({ mountEditor }) => {
-        if (cancelled) return
-        const h = await mountEditor(el, {
-          markdown: latest.current.markdown,
-          readonly: mode === 'read',
-          placeholder: t('editorPlaceholder'),
-          onChange: (md) => changed({ markdown: md }),
-          onUpload: async (file) => {
-            const form = new FormData()
-            form.append('file', file)
-            form.append('document_id', doc.id)
-            const a = await api.upload(form)
-            return `asset://${a.id}`
-          },
-          resolveUrl: (u) => resolveStoredUrl(u, targets),
-        })
-        if (cancelled) {
-          void h.destroy()
-          return
-        }
-        handle.current = h
-        // the editor's own serialization of what it loaded is the baseline (it may differ from
-        // the stored text in spacing); unless edits are pending, nothing is unsaved
-        if (latest.current.markdown === base.current.markdown) {
-          base.current = { ...base.current, markdown: h.loaded }
-          latest.current = { ...latest.current, markdown: h.loaded }
-        }
-        el.setAttribute('data-ready', 'true')
+    const mount = async ({ mountEditor }: EditorModule) => {
+      if (cancelled) return
+      const h = await mountEditor(el, {
+        markdown: latest.current.markdown,
+        readonly: mode === 'read',
+        placeholder: t('editorPlaceholder'),
+        onChange: (md) => changed({ markdown: md }),
+        onUpload: async (file) => {
+          const form = new FormData()
+          form.append('file', file)
+          form.append('document_id', doc.id)
+          const a = await api.upload(form)
+          return `asset://${a.id}`
+        },
+        resolveUrl: (u) => resolveStoredUrl(u, targets),
       })
-      .finally(() => {
-        if (!cancelled) setSides(true)
-      })
+      if (cancelled) {
+        void h.destroy()
+        return
+      }
+      handle.current = h
+      // the editor's own serialization of what it loaded is the baseline (it may differ from
+      // the stored text in spacing); unless edits are pending, nothing is unsaved
+      if (latest.current.markdown === base.current.markdown) {
+        base.current = { ...base.current, markdown: h.loaded }
+        latest.current = { ...latest.current, markdown: h.loaded }
+      }
+      el.setAttribute('data-ready', 'true')
+    }
+    // the chunk is usually there already (the document page's HTML runs it): mount now
+    void (editorModule ? mount(editorModule) : loadEditor().then(mount)).finally(() => {
+      if (!cancelled) setSides(true)
+    })
     return () => {
       cancelled = true
       el.removeAttribute('data-ready')
