@@ -272,7 +272,7 @@ def main() -> None:
         )
         print(
             f"CPU of this process (PostgreSQL's own not counted): raw {raw_cpu:.2f} s, export {exp_cpu:.2f} s"
-            f" (plan and stream; pages are built in a helper thread); load average {os.getloadavg()[0]:.1f}"
+            f" (plan and stream, its reader threads included); load average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"peak RSS growth while streaming: {(peak[0] - base_stream) / 1e6:.1f} MB after the plan's {plan_rss / 1e6:.1f} MB (raw read: {raw_rss / 1e6:.1f} MB)"
