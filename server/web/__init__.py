@@ -118,9 +118,8 @@ def editor_hints(index_html: bytes) -> bytes:
     the build has no such list.
 
     Traps: the editor chunk must have no side effect beyond defining its exports (Editor.ts
-    mounts nothing by itself), since it runs on every document page load. Every JS file keeps a
-    ``modulepreload`` link, the editor's too: Vite's loader inserts one for any file it finds no
-    ``<link>`` for."""
+    mounts nothing by itself), since it runs on every document page load. No script or module
+    tag here carries the nonce (see :func:`index_page`)."""
     entry = re.search(rb'src="/assets/(index-[A-Za-z0-9_-]+\.js)"', index_html)
     if entry is None or not (ASSETS / entry.group(1).decode()).is_file():
         return b""
@@ -130,7 +129,10 @@ def editor_hints(index_html: bytes) -> bytes:
         if any(f.startswith(b"Editor-") and f.endswith(b".js") for f in files):
             css = [f for f in files if f.endswith(b".css")]
             editor = [f for f in files if f.endswith(b".js") and f.startswith(b"Editor-")]
+            imports = [f for f in files if f.endswith(b".js") and not f.startswith(b"Editor-")]
             tags = [b'<link rel="stylesheet" crossorigin href="/assets/' + f + b'"' + nonce + b">" for f in css]
+            # fetched with the editor, not once it has arrived (a first visit's waterfall)
+            tags += [b'<link rel="modulepreload" crossorigin href="/assets/' + f + b'">' for f in imports]
             tags += [b'<script type="module" crossorigin src="/assets/' + f + b'"></script>' for f in editor]
             return b"".join(tags)
     return b""

@@ -45,6 +45,7 @@ def test_app_routes_answer_the_index_with_a_strict_policy(http, path):
     built = re.sub(r'(<script\b[^>]*?) nonce="OPENKB_CSP_NONCE"', r"\1", built)
     # the document page's editor tags and read hint (test_the_document_page_runs_the_editor_...)
     page = re.sub(r'<link rel="(?:stylesheet|preload)"[^>]* href="/(?:assets/Editor-|api/)[^>]*>', "", r.text)
+    page = re.sub(r'<link rel="modulepreload"[^>]*>', "", page)
     page = re.sub(r'<script type="module" crossorigin src="/assets/Editor-[^"]+"></script>', "", page)
     assert page == built.replace("OPENKB_CSP_NONCE", nonce)
     assert csp["default-src"] == "'none'"
@@ -176,17 +177,19 @@ def test_the_web_app_is_typed_against_the_current_api():
 
 def test_the_document_page_runs_the_editor_and_nothing_else_does(http):
     """On /app/kb/<kb>/docs/<doc> the page itself carries the editor: its CSS as a stylesheet
-    (with this response's nonce) and the editor chunk as a module script after the entry, so the
-    browser runs it while the app starts (the files the entry chunk would ask for once it ran);
-    other pages don't load the editor."""
+    (with this response's nonce), its static imports as modulepreload and the editor chunk as a
+    module script after the entry, so the browser runs it while the app starts (the files the
+    entry chunk would ask for once it ran); other pages don't load the editor."""
     r = http.get("/app/kb/x/docs/y")
     nonce = re.search(r"'nonce-([A-Za-z0-9_-]+)'", r.headers["content-security-policy"]).group(1)
     head = r.text.split("</head>")[0]
     css = re.findall(r'<link rel="stylesheet" crossorigin href="/assets/(Editor-[^"]+\.css)" nonce="([^"]+)">', head)
     scripts = re.findall(r'<script type="module" crossorigin src="/assets/([^"]+)"', head)
+    imports = re.findall(r'<link rel="modulepreload" crossorigin href="/assets/([^"]+)">', head)  # fetched alongside
     assert css and {n for _, n in css} == {nonce}, r.text
     assert len(scripts) == 2 and scripts[0].startswith("index-") and scripts[1].startswith("Editor-"), scripts
-    assert all((ASSETS / f).is_file() for f in [*scripts, *(f for f, _ in css)])
+    assert imports and not any(f.startswith("Editor-") for f in imports), imports
+    assert all((ASSETS / f).is_file() for f in [*scripts, *imports, *(f for f, _ in css)])
     for path in ("/app", "/app/kb/x", "/login"):
         page = http.get(path).text
         assert "Editor-" not in page and "modulepreload" not in page, path
