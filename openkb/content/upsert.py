@@ -38,7 +38,7 @@ from openkb.content.versions import (
     sha256_hex,
 )
 from openkb.errors import DocumentInTrash, NotFound, PermissionDenied, ValidationError
-from openkb.exporting.forms import export_form_row
+from openkb.exporting.forms import store_forms
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Document, DocumentVersion
 from openkb.models._base import utcnow
@@ -496,7 +496,7 @@ class KeyedBatch:
         if versions:
             session.add_all(versions)
             session.flush()
-            session.add_all([export_form_row(v.id, v.markdown) for v in versions])  # docs/export.md#speed
+            store_forms(session, [(v.id, v.markdown) for v in versions])  # docs/export.md#speed
         for doc, version in pending:
             if version is not None:
                 doc.current_version_id = version.id

@@ -6,9 +6,10 @@ Two steps, so an adapter can refuse before it starts sending bytes:
 1. :func:`plan_export` (one unit of work): authorize, decide what goes in, name every file, size
    it, write the audit row. Everything a stream needs is in the plan (ids, version ids, paths,
    blob keys) — no Markdown body is loaded here.
-2. :func:`iter_export` streams the zip: bodies are read in small batches of the planned version
-   ids, blobs chunk by chunk, and the zip is written into a small buffer that is handed out as it
-   fills. Nothing is ever built whole in memory, whatever the size of the export.
+2. :func:`iter_export` streams the zip: bodies are read (from their export forms) in small
+   batches of the planned version ids and blobs chunk by chunk, each by a reader thread a little
+   ahead of the thread that writes the zip into a small buffer handed out as it fills. Nothing is
+   ever built whole in memory, whatever the size of the export.
 
 What goes in (docs/permissions.md): only what the caller may read, decided by the one
 permission service (``access_tree``): an unreadable page or folder is left out and *counted*,
