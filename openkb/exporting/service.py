@@ -886,12 +886,17 @@ def _pages(conn: Any, batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
     if ids:
         with conn.cursor(binary=True) as cur:
             rows = cur.execute(_FORMS_SQL, (ids,)).fetchall()
-        want = {d.version_id: d.markdown_hash for d in batch if d.version_id}
+        want = {d.version_id: (d.size, d.markdown_hash) for d in batch if d.version_id}
         for vid, form_no, refs, keys, blocks, deflated in rows:
+            size, digest = want.get(vid, (0, None))
             if form_no != FORM:
                 continue
-            body = zlib.decompress(deflated + _FINAL, -15)
-            if hashlib.sha256(body).hexdigest() == want.get(vid):
+            inflate = zlib.decompressobj(-15)
+            try:  # never more than the version's size (the plan has it): a bad form cannot balloon
+                body = inflate.decompress(deflated + _FINAL, size + 1)
+            except zlib.error:
+                continue
+            if len(body) == size and inflate.eof and hashlib.sha256(body).hexdigest() == digest:
                 found[vid] = (body, ExportForm(refs, keys, blocks, deflated))
         missing = [i for i in ids if i not in found]
         if missing:

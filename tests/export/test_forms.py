@@ -177,3 +177,7 @@ def test_a_form_is_trusted_only_when_it_gives_the_versions_exact_bytes(world):
     again = world.export(kb_target(kb))
     assert again == first
     assert b"Not this page" not in b"".join(members(again).values())
+    garbage = {"kb": kb.id, "refs": [], "keys": [], "blocks": [], "deflated": b"\xff\xfe not deflate at all"}
+    with world.engine.begin() as conn:
+        assert conn.execute(tamper, garbage).rowcount == 2
+    assert world.export(kb_target(kb)) == first  # not even a deflate stream: read from the version
