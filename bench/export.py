@@ -20,7 +20,7 @@ Reported: pages/s and MB/s (pages and assets before compression) of both, the ra
 raw_seconds / export_seconds (target >= 0.7), the CPU seconds of this process for both (a
 steadier figure than wall time on a shared, loaded machine) and of the PostgreSQL backend that
 served each side (read from /proc: the database's share of the work, which the process's CPU
-does not show; added when the export stopped having PostgreSQL decompress the bodies), the
+does not show; added to weigh moving work between the two, docs/export.md#figures), the
 zip size, the plan's memory (metadata of every
 exported page, no bodies) and the peak resident memory growth while streaming after the plan
 (sampled at every chunk; it must stay flat, not grow with the export).

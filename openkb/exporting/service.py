@@ -6,7 +6,7 @@ Two steps, so an adapter can refuse before it starts sending bytes:
 1. :func:`plan_export` (one unit of work): authorize, decide what goes in, name every file, size
    it, write the audit row. Everything a stream needs is in the plan (ids, version ids, paths,
    blob keys) — no Markdown body is loaded here.
-2. :func:`iter_export` streams the zip: bodies are read (from their export forms) in small
+2. :func:`iter_export` streams the zip: bodies (with their export forms) are read in small
    batches of the planned version ids and blobs chunk by chunk, each by a reader thread a little
    ahead of the thread that writes the zip into a small buffer handed out as it fills. Nothing is
    ever built whole in memory, whatever the size of the export.
@@ -858,53 +858,43 @@ def _blob_pieces(
         yield asset, piece, first, True
 
 
-# a batch's export forms, and the bodies of those that have none (UTF-8 bytes: no decoding, the
-# forms' offsets are in bytes)
-_FORMS_SQL = (
-    "SELECT version_id::text, form, refs, keys, blocks, deflated FROM document_export_forms "
-    "WHERE version_id = ANY(%s::uuid[])"
+# a batch's bodies (UTF-8 bytes: no decoding, the forms' offsets are in bytes) with their export
+# forms, when stored
+_PAGES_SQL = (
+    "SELECT v.id::text, convert_to(v.markdown, 'UTF8'), f.form, f.refs, f.keys, f.blocks, f.deflated "
+    "FROM document_versions v LEFT JOIN document_export_forms f ON f.version_id = v.id "
+    "WHERE v.id = ANY(%s::uuid[])"
 )
-_BODIES_SQL = "SELECT id::text, convert_to(markdown, 'UTF8') FROM document_versions WHERE id = ANY(%s::uuid[])"
 
 
 def _pages(conn: Any, batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
-    """Body and export form of each page of ``batch``, in order.
+    """Body and export form of each page of ``batch``, in order; a form that is missing (or of
+    another ``FORM``) is computed here, by the function that computes stored ones.
 
-    The body comes out of the form: its ``deflated`` with an empty final block is the body's
-    whole deflate stream, and inflating it here (zlib releases the GIL: this runs in the
-    stream's reader thread, beside the thread that builds the members) spares PostgreSQL the
-    read of the version's text, which it stores compressed (pglz) and must decompress: that read
-    was most of PostgreSQL's time in an export. The inflated body is trusted only when its
-    SHA-256 is the version's ``markdown_hash``; a page whose form is missing, of another
-    ``FORM``, or gives other bytes has its body read from the version and its form computed
-    here, by the function that computes stored ones (the same bytes either way).
+    Read through the session's own psycopg connection ``conn`` (same transaction; in the
+    stream's reader thread) with PostgreSQL's binary protocol: bodies and deflated forms arrive
+    as bytes instead of hex text that both sides would encode and decode.
 
-    Read through the session's own psycopg connection ``conn`` (same transaction) with
-    PostgreSQL's binary protocol: forms and bodies arrive as bytes, not as hex text."""
+    Trap: taking the body out of the form instead (inflate its deflated bytes, check the hash)
+    spares PostgreSQL the decompression of every stored body (its CPU per export fell from
+    ~0.18 s to ~0.12 s in bench/export.py), but costs this process more than that (~0.18 s:
+    an inflater per page, the hash, the copies), so the export's CPU in all rose: measured and
+    left out."""
     ids = [d.version_id for d in batch if d.version_id]
-    found: dict[str, tuple[bytes, ExportForm]] = {}
+    found: dict[str, Any] = {}
     if ids:
         with conn.cursor(binary=True) as cur:
-            rows = cur.execute(_FORMS_SQL, (ids,)).fetchall()
-        want = {d.version_id: (d.size, d.markdown_hash) for d in batch if d.version_id}
-        for vid, form_no, refs, keys, blocks, deflated in rows:
-            size, digest = want.get(vid, (0, None))
-            if form_no != FORM:
-                continue
-            inflate = zlib.decompressobj(-15)
-            try:  # never more than the version's size (the plan has it): a bad form cannot balloon
-                body = inflate.decompress(deflated + _FINAL, size + 1)
-            except zlib.error:
-                continue
-            if len(body) == size and inflate.eof and hashlib.sha256(body).hexdigest() == digest:
-                found[vid] = (body, ExportForm(refs, keys, blocks, deflated))
-        missing = [i for i in ids if i not in found]
-        if missing:
-            with conn.cursor(binary=True) as cur:
-                for vid, body in cur.execute(_BODIES_SQL, (missing,)).fetchall():
-                    found[vid] = (body, make_form(body.decode()))
-    empty = (b"", make_form("")) if len(found) < len(batch) else None
-    return [found.get(d.version_id or "") or empty for d in batch]  # type: ignore[misc]
+            found = {r[0]: r for r in cur.execute(_PAGES_SQL, (ids,)).fetchall()}
+    out = []
+    for d in batch:
+        r = found.get(d.version_id) if d.version_id else None
+        body = r[1] if r is not None else b""
+        if r is not None and r[2] == FORM:
+            form = ExportForm(r[3], r[4], r[5], r[6])
+        else:
+            form = make_form(body.decode())
+        out.append((body, form))
+    return out
 
 
 def _asset_ids(form: ExportForm) -> set[str]:

@@ -21,7 +21,7 @@ from openkb.exporting.links import fast_rewrite
 from openkb.exporting.service import ExportDoc, ExportPlan, _resolver, front_matter, page_markdown, page_member
 from openkb.importing.service import import_path
 from openkb.markdown import normalize
-from tests.export.conftest import Node, kb_target, members, png, sha
+from tests.export.conftest import Node, kb_target, png, sha
 from tests.export.test_links import IDS, SNIPPETS
 
 PLAN = ExportPlan(
@@ -154,30 +154,3 @@ def test_imported_versions_carry_forms(world, tmp_path):
                 {"kb": kb.id},
             ).all()
         assert [f for (f,) in forms] == [FORM] * 2, source
-
-
-def test_a_form_is_trusted_only_when_it_gives_the_versions_exact_bytes(world):
-    """The export takes a page's body from its form (inflated), never from a form whose bytes are
-    not the version's (its ``markdown_hash``): such a page is read from the version and exported
-    exactly as with no form at all."""
-    kb = world.new_kb()
-    world.build(kb, TREE)
-    first = world.export(kb_target(kb))
-    wrong = make_form("# Not this page\n\nOther words [to b](openkb://document/" + IDS[0] + ")\n")
-    tamper = text(
-        "UPDATE document_export_forms f SET refs = :refs, keys = :keys, blocks = :blocks, deflated = :deflated "
-        "FROM documents d WHERE f.version_id = d.current_version_id AND d.knowledge_base_id = :kb"
-    )
-    with world.engine.begin() as conn:
-        n = conn.execute(
-            tamper,
-            {"kb": kb.id, "refs": wrong.refs, "keys": wrong.keys, "blocks": wrong.blocks, "deflated": wrong.deflated},
-        ).rowcount
-    assert n == 2
-    again = world.export(kb_target(kb))
-    assert again == first
-    assert b"Not this page" not in b"".join(members(again).values())
-    garbage = {"kb": kb.id, "refs": [], "keys": [], "blocks": [], "deflated": b"\xff\xfe not deflate at all"}
-    with world.engine.begin() as conn:
-        assert conn.execute(tamper, garbage).rowcount == 2
-    assert world.export(kb_target(kb)) == first  # not even a deflate stream: read from the version
