@@ -7,9 +7,9 @@ Two steps, so an adapter can refuse before it starts sending bytes:
    it, write the audit row. Everything a stream needs is in the plan (ids, version ids, paths,
    blob keys) — no Markdown body is loaded here.
 2. :func:`iter_export` streams the zip: bodies (with their export forms) are read in small
-   batches of the planned version ids and blobs chunk by chunk, each by a reader thread a little
-   ahead of the thread that writes the zip into a small buffer handed out as it fills. Nothing is
-   ever built whole in memory, whatever the size of the export.
+   batches of the planned version ids (by a reader thread, a batch ahead of the thread that writes
+   the zip) and blobs chunk by chunk, and the zip is written into a small buffer handed out as it
+   fills. Nothing is ever built whole in memory, whatever the size of the export.
 
 What goes in (docs/permissions.md): only what the caller may read, decided by the one
 permission service (``access_tree``): an unreadable page or folder is left out and *counted*,
@@ -798,30 +798,24 @@ def iter_export(
                     yield take()
     finally:
         batches.close()  # stops the reader before this generator ends (a client may have gone)
-    # assets: a reader thread opens and reads the blobs a few pieces ahead (the reads release
-    # the GIL; with S3 they are network round trips) while this thread writes them
-    blob_pieces = ahead(_blob_pieces(blobs, sorted(plan.assets.values(), key=lambda a: a.path)), 4, "export-blobs")
-    try:
-        member = None
-        for asset, chunks, first, last in blob_pieces:
-            if chunks is None:
-                # the row outlived its blob (a restore without the blob store, a deleted file):
-                # the export goes on without it, and the manifest counts it
-                plan.left_out["assets_missing"] = plan.left_out.get("assets_missing", 0) + 1
-                del plan.assets[asset.path]
-                continue
-            if first:
-                member = z.open(asset.path, compress=not _stored(asset.mime_type), planned_size=asset.size)
-            assert member is not None
-            for chunk in chunks:
-                member.write(chunk)
-                plan.done_bytes += len(chunk)
-                if z.offset - handed >= CHUNK:
-                    yield take()
-            if last:
-                member.close()
-    finally:
-        blob_pieces.close()
+    # assets, read here chunk by chunk: a reader thread a few pieces ahead cost more CPU in
+    # hand-overs (one per asset) than it saved in wall time (bench/export.py, load ~2)
+    for asset in sorted(plan.assets.values(), key=lambda a: a.path):
+        try:
+            chunks = blobs.open(asset.object_key)
+        except NotFound:
+            # the row outlived its blob (a restore without the blob store, a deleted file):
+            # the export goes on without it, and the manifest counts it
+            plan.left_out["assets_missing"] = plan.left_out.get("assets_missing", 0) + 1
+            del plan.assets[asset.path]
+            continue
+        member = z.open(asset.path, compress=not _stored(asset.mime_type), planned_size=asset.size)
+        for chunk in chunks:
+            member.write(chunk)
+            plan.done_bytes += len(chunk)
+            if z.offset - handed >= CHUNK:
+                yield take()
+        member.close()
     for key in ("assets_unreadable", "assets_over_cap"):
         n = sum(1 for v in plan.assets_left_out.values() if v == key)
         if n or key in plan.left_out:
@@ -829,33 +823,6 @@ def iter_export(
     z.file(MANIFEST, manifest_bytes(plan))
     z.close()
     yield take()
-
-
-_PIECE = 1 << 18  # an asset's chunks handed over together, up to this many bytes
-
-
-def _blob_pieces(
-    blobs: BlobStore, assets: list[ExportAsset]
-) -> Iterator[tuple[ExportAsset, list[bytes] | None, bool, bool]]:
-    """Each asset's bytes as (asset, chunks, first, last) pieces of up to ``_PIECE`` bytes (a
-    small asset is one piece: one hand-over, not one per chunk); chunks None when its blob is
-    missing."""
-    for asset in assets:
-        try:
-            chunks = iter(blobs.open(asset.object_key))
-        except NotFound:
-            yield asset, None, True, True
-            continue
-        first = True
-        piece: list[bytes] = []
-        size = 0
-        for chunk in chunks:
-            if size >= _PIECE:
-                yield asset, piece, first, False
-                first, piece, size = False, [], 0
-            piece.append(chunk)
-            size += len(chunk)
-        yield asset, piece, first, True
 
 
 # a batch's bodies (UTF-8 bytes: no decoding, the forms' offsets are in bytes) with their export

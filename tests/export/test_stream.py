@@ -18,7 +18,7 @@ from tests.export.conftest import Node, kb_target, members, png
 
 
 def noise_png() -> bytes:
-    """A PNG of ~120 KB (noise does not compress): two blob chunks, so two pieces at ``_PIECE`` 1."""
+    """A PNG of ~120 KB (noise does not compress): an asset of two blob chunks."""
     buf = io.BytesIO()
     Image.frombytes("RGB", (200, 200), random.Random(20).randbytes(200 * 200 * 3)).save(buf, format="PNG")
     return buf.getvalue()
@@ -46,12 +46,11 @@ def many(world):
     return kb
 
 
-def test_the_zip_does_not_depend_on_the_batch_or_piece_size(world, many, monkeypatch):
+def test_the_zip_does_not_depend_on_the_batch_size(world, many, monkeypatch):
     whole = world.export(kb_target(many))
     monkeypatch.setattr(service, "_BATCH", 2)  # five batches, the reader one ahead
     assert world.export(kb_target(many)) == whole
     monkeypatch.setattr(service, "_BATCH", 1)
-    monkeypatch.setattr(service, "_PIECE", 1)  # every blob chunk handed over on its own
     assert world.export(kb_target(many)) == whole
     files = members(whole)
     assert sum(1 for p in files if p.endswith(".md")) == 10
