@@ -293,7 +293,7 @@ def main() -> None:
         )
         print(
             f"CPU of this process (PostgreSQL's own not counted): raw {raw_cpu:.2f} s, export {exp_cpu:.2f} s"
-            f" (plan and stream, its reader threads included); load average {os.getloadavg()[0]:.1f}"
+            f" (plan and stream, its reader thread included); load average {os.getloadavg()[0]:.1f}"
         )
         print(f"CPU of PostgreSQL's backend: raw {raw_pg:.2f} s, export {exp_pg:.2f} s")
         print(
