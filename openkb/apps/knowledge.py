@@ -38,7 +38,7 @@ from openkb.content.actor import Actor, parse_run_id
 from openkb.content.documents import create_document, trash_document
 from openkb.content.knowledge_bases import create_knowledge_base
 from openkb.content.upsert import UNSET, upsert_by_key
-from openkb.content.versions import current_version, save_version, sha256_hex
+from openkb.content.versions import INDEX_ONLY, current_version, is_index_only, save_version, sha256_hex
 from openkb.context import AppContext
 from openkb.errors import CollectionNotNestable, KnowledgePermissionMissing, NotFound, PermissionDenied, ValidationError
 from openkb.models import AppCollection, AppDocument, DocumentChunk, KnowledgeBase
@@ -52,7 +52,6 @@ from openkb.permissions import (
 from openkb.permissions.rules import KbAction
 
 MAX_COLLECTION_DEPTH = 5  # the top-level collection is level 1
-INDEX_ONLY = "indexOnly"  # meta key of a text + sourceUri document (set by OpenKB only)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -444,7 +443,7 @@ def _update_by_ref(
             r = save_version(
                 session, actor, doc.id, markdown=text_, markdown_hash=sha256_hex(text_),
                 base_version_id=cur.id if cur else None, base_version_no=0 if cur is None else None,
-                title=title, settings=settings,
+                title=title, settings=settings, index_only_writer=True,
             )  # fmt: skip
             status = "unchanged" if r.status == "unchanged" else "updated"
         if meta is not None and meta != doc.meta:
@@ -518,10 +517,6 @@ def _refuse_markdown_over_text(meta: dict[str, Any] | None, body: str | None) ->
     ordinary page). ``meta is None`` at the caller: a text write always carries its meta."""
     if body is not None and is_index_only(meta):
         raise ValidationError("this document is index-only: send text and sourceUri (or a new meta)", field="body")
-
-
-def is_index_only(meta: dict[str, Any] | None) -> bool:
-    return bool(meta) and meta.get(INDEX_ONLY) is True and isinstance(meta.get("sourceUri"), str)  # type: ignore[union-attr]
 
 
 def documents_get(

@@ -182,6 +182,15 @@ class SaveResult:
         }
 
 
+# The metadata key OpenKB sets on an app's index-only document (its ``text`` + ``sourceUri``,
+# docs/apps.md#api): plain text indexed from elsewhere, never edited as Markdown here.
+INDEX_ONLY = "indexOnly"
+
+
+def is_index_only(meta: dict[str, Any] | None) -> bool:
+    return bool(meta) and meta.get(INDEX_ONLY) is True and isinstance(meta.get("sourceUri"), str)  # type: ignore[union-attr]
+
+
 def save_version(
     session: Session,
     actor: Actor,
@@ -193,7 +202,16 @@ def save_version(
     base_version_no: int | None = None,
     title: str | None = None,
     settings: Settings | None = None,
+    index_only_writer: bool = False,
 ) -> SaveResult:
+    """A new version of a page's body (and title) from an editor, with optimistic locking.
+
+    An index-only document's body is refused (422, ``field: markdown``) unless the caller is the
+    apps API writing it as text (``index_only_writer``): the web app opens such a page read-only
+    (docs/web.md), and a body saved here would be Markdown under a mark that says it is text
+    indexed from its ``sourceUri``, overwritten by the app's next write of that text. Its title
+    may change; a user who wants to edit it as a page drops ``indexOnly`` from its metadata first.
+    """
     # the access fetches the row FOR UPDATE: concurrent saves of one document queue here, and
     # the row is read once (trap: the lock is then held while the body is validated below)
     doc = access_document(session, actor.principal, doc_id, Action.EDIT, for_update=True).document
@@ -214,6 +232,12 @@ def save_version(
         current = session.get(DocumentVersion, cur.id)
         assert current is not None
         return SaveResult("unchanged", doc, current, normalized != markdown)
+    if cur.markdown_hash != digest and not index_only_writer and is_index_only(doc.meta):
+        raise ValidationError(
+            f"this page is index-only: its text is indexed from {doc.meta['sourceUri']} by the app that "
+            "wrote it; remove indexOnly from its metadata to edit it as a page",
+            field="markdown",
+        )
     stale = (base_version_id is not None and base_version_id != cur.id) or (
         base_version_id is None and base_version_no != cur.version_no
     )

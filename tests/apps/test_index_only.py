@@ -9,8 +9,12 @@ from hypothesis import strategies as st
 
 from openkb.apps import knowledge as K
 from openkb.apps import plaintext
+from openkb.content.actor import Actor
+from openkb.content.documents import update_document
+from openkb.content.versions import current_version, save_version, sha256_hex
 from openkb.errors import ValidationError
 from openkb.markdown.validate import validate_and_normalize
+from openkb.models import Document
 from tests.apps.conftest import AppWorld
 
 SRC = "https://example.org/page"
@@ -42,6 +46,29 @@ def test_markdown_over_an_index_only_document_is_refused(aw: AppWorld) -> None:
     # with a new meta it becomes an ordinary page
     out = K.documents_upsert(aw.db, c, ref=r["ref"], title="t", body="# Markdown now", meta={})
     assert out["status"] == "updated" and K.documents_get(aw.db, c, r["ref"])["body"].startswith("# Markdown now")
+
+
+def test_an_editor_cannot_save_markdown_over_an_index_only_document(aw: AppWorld) -> None:
+    """The web app opens it read-only; the REST save (``save_version``) refuses its body too, until
+    the user drops ``indexOnly`` from its metadata. Its title may still change."""
+    c = aw.grant("collections.write:keep", "collections.read:keep")
+    r = K.documents_upsert(aw.db, c, collection="keep", key="src", title="t", text_="indexed words", source_uri=SRC)
+    _, doc_id = c.read_ref(r["ref"], "d", "document")
+    me = Actor.of(aw.user)
+    cur = current_version(aw.db, aw.db.get(Document, doc_id))
+    body = "# my own notes"
+    with pytest.raises(ValidationError, match="index-only") as refused:
+        with aw.db.begin_nested():
+            save_version(aw.db, me, doc_id, markdown=body, markdown_hash=sha256_hex(body), base_version_id=cur.id)
+    assert refused.value.extra["field"] == "markdown" and SRC in refused.value.detail
+    renamed = save_version(aw.db, me, doc_id, markdown=cur.markdown, markdown_hash=cur.markdown_hash,
+                           base_version_id=cur.id, title="renamed")  # fmt: skip
+    assert renamed.status == "created" and K.documents_get(aw.db, c, r["ref"])["text"] == "indexed words"
+    update_document(aw.db, me, doc_id, {"metadata": {}})  # now an ordinary page
+    saved = save_version(
+        aw.db, me, doc_id, markdown=body, markdown_hash=sha256_hex(body), base_version_id=renamed.version.id
+    )
+    assert saved.status == "created" and K.documents_get(aw.db, c, r["ref"])["body"] == body + "\n"
 
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\x00"), max_size=200)
