@@ -31,7 +31,14 @@ from openkb.models._base import utcnow
 from openkb.oauth import grants
 from openkb.oauth.clients import CLIENT_ID_PREFIX, validate_redirect_uris
 from openkb.oauth.grants import APPS_SCOPE
-from openkb.oauth.tokens import GRANT_TOUCH, MAX_TOKEN_CHARS, grant_from_columns, looks_like_access_token
+from openkb.oauth.tokens import (
+    GRANT_CHECKED,
+    GRANT_SOURCE,
+    GRANT_TOUCH,
+    MAX_TOKEN_CHARS,
+    grant_from_columns,
+    looks_like_access_token,
+)
 from openkb.permissions.principal import Principal
 from openkb.security import hash_token
 
@@ -116,16 +123,9 @@ def end_installation_grants(session: Session, principal: Principal, installation
 
 
 # what ``verify_access_token`` reads, in its order (``grant_from_columns``), beside the caller's
-# columns, with the same joins (grant, client, the user's membership of the grant's tenant)
-_OAUTH_CHECKED = (
-    "t.id", "t.scopes", "t.resource", "t.expires_at", "g.id", "g.user_id", "g.tenant_id", "g.status", "g.expires_at",
-    "oc.client_id", "oc.client_name", "oc.status", "u.status",
-)  # fmt: skip
-_OAUTH_COLS = "".join(f", {c} AS o_{n}" for n, c in enumerate(_OAUTH_CHECKED))
-_OAUTH_SOURCE = """mcp_oauth_access_tokens t
-JOIN mcp_oauth_grants g ON g.id = t.grant_id
-JOIN mcp_oauth_clients oc ON oc.id = g.client_id
-JOIN tenant_memberships m ON m.user_id = g.user_id AND m.tenant_id = g.tenant_id
+# columns, with the same joins, then the installation the token's client belongs to
+_OAUTH_COLS = "".join(f", {c} AS o_{n}" for n, c in enumerate(GRANT_CHECKED))
+_OAUTH_SOURCE = f"""{GRANT_SOURCE}
 JOIN app_installations i ON i.id = oc.installation_id AND i.status = 'active'
                         AND i.user_id = g.user_id AND i.tenant_id = g.tenant_id"""
 _OAUTH_STATEMENTS = caller_statements(
@@ -151,7 +151,7 @@ def resolve_oauth_caller(
     row, caller = resolve_keyed(session, _OAUTH_STATEMENTS, {"h": hash_token(token)}, keyed, secret)
     if row is None or caller is None:
         raise Unauthenticated("the access token is invalid, expired or revoked, or its app is no longer installed")
-    grant = grant_from_columns(tuple(getattr(row, f"o_{n}") for n in range(len(_OAUTH_CHECKED))), resource)
+    grant = grant_from_columns(tuple(getattr(row, f"o_{n}") for n in range(len(GRANT_CHECKED))), resource)
     if APPS_SCOPE not in grant.scopes:
         raise Unauthenticated("the access token does not carry the apps scope")
     return caller

@@ -68,17 +68,21 @@ GRANT_TOUCH = """WITH touched AS (
     RETURNING id
 )
 """
-# the columns ``grant_from_columns`` checks, in its order
-_VERIFY = text(
-    GRANT_TOUCH
-    + """SELECT t.id, t.scopes, t.resource, t.expires_at, g.id, g.user_id, g.tenant_id, g.status, g.expires_at,
-       oc.client_id, oc.client_name, oc.status, u.status
-FROM mcp_oauth_access_tokens t
+# What ``grant_from_columns`` checks, in its order, and the joins that reach it from the token
+# ``t`` (grant ``g``, client ``oc``, the user's membership ``m`` of the grant's tenant); the user
+# ``u`` is joined by the statement (the apps API's caller statement reaches it through the
+# installation). Written once, for ``/mcp`` here and for the apps API (``openkb.apps.oauth``).
+GRANT_CHECKED = (
+    "t.id", "t.scopes", "t.resource", "t.expires_at", "g.id", "g.user_id", "g.tenant_id", "g.status", "g.expires_at",
+    "oc.client_id", "oc.client_name", "oc.status", "u.status",
+)  # fmt: skip
+GRANT_SOURCE = """mcp_oauth_access_tokens t
 JOIN mcp_oauth_grants g ON g.id = t.grant_id
 JOIN mcp_oauth_clients oc ON oc.id = g.client_id
-JOIN users u ON u.id = g.user_id
-JOIN tenant_memberships m ON m.user_id = g.user_id AND m.tenant_id = g.tenant_id
-WHERE t.token_hash = :h"""
+JOIN tenant_memberships m ON m.user_id = g.user_id AND m.tenant_id = g.tenant_id"""
+_VERIFY = text(
+    f"{GRANT_TOUCH}SELECT {', '.join(GRANT_CHECKED)}\nFROM {GRANT_SOURCE}\n"
+    "JOIN users u ON u.id = g.user_id\nWHERE t.token_hash = :h"
 )
 
 
@@ -102,11 +106,9 @@ def verify_access_token(session: Session, token: str, *, resource: str) -> OAuth
 
 
 def grant_from_columns(found: tuple, resource: str) -> OAuthGrant:
-    """The checks of ``verify_access_token`` on its 13 columns, in its select's order (token id,
-    scopes, resource, expires_at; grant id, user_id, tenant_id, status, expires_at; client_id,
-    client_name, status; user status), for a statement that reads them along with more (the
-    apps API's caller, ``openkb.apps.oauth``). Trap: that statement must join the user's tenant
-    membership as this one does."""
+    """The checks of ``verify_access_token`` on the ``GRANT_CHECKED`` columns, in that order, for
+    any statement that reads them from ``GRANT_SOURCE`` (with the user as ``u``), alone or along
+    with more (the apps API's caller, ``openkb.apps.oauth``)."""
     (
         token_id,
         scopes,
