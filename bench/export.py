@@ -31,6 +31,7 @@ quick look; the last line is a JSON summary.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import io
 import json
 import os
@@ -233,6 +234,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--pages", type=int, default=5000)
     ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--profile", metavar="PATH", help="write a cProfile of the timed export (plan and stream) to PATH")
     args = ap.parse_args()
     settings = Settings()
     svc = EmbeddedServices(settings, components=("postgresql",))
@@ -266,8 +268,11 @@ def main() -> None:
         def sample(_done: int, _total: int) -> None:
             peak[0] = max(peak[0], rss())
 
+        prof = cProfile.Profile() if args.profile else None
         with session_scope(engine) as s:
             pg0 = backend_cpu(s)
+            if prof:
+                prof.enable()
             t = time.perf_counter()
             cpu = time.process_time()
             done = plan_export(s, principal, target)
@@ -277,6 +282,9 @@ def main() -> None:
             for chunk in iter_export(s, done, blobs, progress=sample):
                 sink.write(chunk)
             exp_s = time.perf_counter() - t
+            if prof:
+                prof.disable()
+                prof.dump_stats(args.profile)
             exp_cpu = time.process_time() - cpu
             exp_pg = backend_cpu(s) - pg0
         pages = sum(1 for d in done.docs if d.type == "page")
