@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 
@@ -24,7 +23,7 @@ from openkb.config import Settings
 from openkb.context import child_env
 from openkb.db import dispose_engines, get_engine, session_scope
 from openkb.errors import AlreadyRunning, ConfigError, ServiceUnavailable
-from openkb.runtime.embedded import EmbeddedServices, http_ok, milvus_ready, spawn, stop_process
+from openkb.runtime.embedded import EmbeddedServices, http_ok, milvus_ready, module_command, spawn, stop_process
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
 from openkb.runtime.supervision import (
     PARTS_FILE,
@@ -137,8 +136,8 @@ class Supervisor:
             self.timings["migrate_s"] = time.perf_counter() - t0
             self._env = child_env(endpoints)
             logs = self.home.log_dir
-            worker_cmd = [sys.executable, "-m", "cli.main", "worker", "--workers", str(self.workers)]
-            api_cmd = [sys.executable, "-m", "cli.main", "serve", "--host", self.host, "--port", str(self.port)]
+            worker_cmd = module_command("cli.main", "worker", "--workers", str(self.workers))
+            api_cmd = module_command("cli.main", "serve", "--host", self.host, "--port", str(self.port))
             for name, cmd, ready in (
                 ("worker", worker_cmd, None),
                 ("api", api_cmd, lambda: http_ok(self._local_url + "/healthz")),
@@ -211,15 +210,9 @@ class Supervisor:
         log_path = self.home.log_dir / "supervisor.log"
         fh = open(log_path, "ab")
         self.watchdog = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "openkb.runtime.pgwatch",
-                "--supervisor",
-                str(os.getpid()),
-                "--pg-dir",
-                str(self.home.pg_dir),
-            ],
+            module_command(
+                "openkb.runtime.pgwatch", "--supervisor", str(os.getpid()), "--pg-dir", str(self.home.pg_dir)
+            ),
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

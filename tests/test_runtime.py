@@ -488,3 +488,21 @@ def test_hang_watch_cuts_only_waits_on_a_server_that_does_not_answer():
     finally:
         for s in (hung_a, hung_b, slow_a, slow_b):
             s.close()
+
+
+def test_children_import_the_installed_openkb_not_a_folder_of_the_working_directory(tmp_path):
+    """``openkb up`` started in a folder with a ``cli/`` (or ``server/``, ``openkb/``) of its own:
+    ``python -m`` put that folder first on ``sys.path`` and every child imported it instead of
+    OpenKB (the API crash-looped at start). Children are started with ``-P``."""
+    from openkb.runtime.embedded import module_command
+
+    shadow = tmp_path / "cli"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")
+    (shadow / "main.py").write_text("print('the working directory was imported'); raise SystemExit(3)\n")
+    run = subprocess.run(
+        module_command("cli.main", "--version"), cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "working directory" not in run.stdout
+    assert run.stdout.strip().startswith("openkb")

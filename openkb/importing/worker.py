@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from openkb.importing.prepare import Prepared, prepare_many
+from openkb.runtime.embedded import module_command
 
 __all__ = ["Workers", "main"]
 
@@ -95,7 +96,7 @@ class _Proc:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         self.p = subprocess.Popen(
-            [sys.executable, "-m", "openkb.importing.worker"],
+            module_command("openkb.importing.worker"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

@@ -80,6 +80,16 @@ def _die_with_parent() -> None:
         pass
 
 
+def module_command(module: str, *args: str) -> list[str]:
+    """The command that runs one of OpenKB's modules in a child Python: ``python -P -m module``.
+
+    ``-P`` because ``-m`` otherwise puts the working directory first on ``sys.path``: started in
+    a folder that holds a ``server/``, ``cli/`` or ``openkb/`` of its own (a checkout of another
+    project, a scratch folder), the child imported that instead of the installed OpenKB and the
+    appliance crash-looped at start."""
+    return [sys.executable, "-P", "-m", module, *args]
+
+
 def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     fh = open(log_path, "ab")
     return subprocess.Popen(
@@ -415,9 +425,7 @@ class EmbeddedServices:
                 "by another program: stop it, or edit ports.json and rebuild the index"
             )
         log_path = self.home.log_dir / "embedder.log"
-        cmd = [
-            sys.executable,
-            "-m",
+        cmd = module_command(
             "openkb.embedder",
             "--host",
             "127.0.0.1",
@@ -425,7 +433,7 @@ class EmbeddedServices:
             str(port),
             "--model",
             self.settings.openkb_embedder_model,
-        ]
+        )
         self._launch["embedder"] = (cmd, log_path, None)
         proc = spawn(cmd, log_path)
         self._procs["embedder"] = proc
