@@ -8,6 +8,7 @@ fixture fails the test on any CSP violation the page reports (tests/web/conftest
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -63,12 +64,14 @@ def test_every_styled_feature_renders_without_a_csp_violation(contexts, live_ser
     surface = editor(page)
     expect(surface.locator(".katex").first).to_be_visible()
     expect(surface.locator(".cm-editor").first).to_be_visible()
-    # CodeMirror's rules arrived through the nonce'd <style>: its gutter/selection layout applies
-    nonce = page.evaluate("document.querySelector('meta[property=csp-nonce]').nonce")
-    assert nonce and page.evaluate(
-        "(n) => [...document.querySelectorAll('style')].some(s => s.nonce === n && s.textContent.includes('.cm-'))",
-        nonce,
+    # CodeMirror's rules arrived through a nonce'd <style> (a wrong nonce would be a violation the
+    # fixture reports); the meta that carried the nonce is gone (web/src/lib/nonce.ts), and no
+    # link the loader inserted carries it
+    assert page.evaluate(
+        "[...document.querySelectorAll('style')].some(s => s.nonce && s.textContent.includes('.cm-'))"
     )
+    assert page.evaluate("document.querySelector('meta[property=csp-nonce]')") is None
+    assert page.evaluate("[...document.querySelectorAll('link[rel=modulepreload]')].filter(l => l.nonce).length") == 0
     # table alignment (ProseMirror writes it as a style attribute: it must still apply)
     align = surface.evaluate(
         "s => [...s.querySelectorAll('td')].filter(td => td.textContent.trim() === 'c')"
@@ -84,3 +87,23 @@ def test_every_styled_feature_renders_without_a_csp_violation(contexts, live_ser
     page.keyboard.press("Escape")
     page.get_by_role("button", name="Read").click()
     expect(surface.locator(".katex").first).to_be_visible()
+
+
+def test_a_share_page_loads_the_editor_with_no_nonce_on_its_links(contexts, live_server, owner):  # noqa: F811
+    """A share page has no editor hints in its HTML: the reader's ``import()`` makes Vite's loader
+    insert a ``modulepreload`` per editor module. None may carry the page's nonce (Chromium
+    would then compile the 1 MB editor chunk again on every visit), and the code block's
+    CodeMirror style still applies (the fixture fails on any violation)."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Shared styles", "# Shared\n\n```python\nprint(1)\n```\n")
+        link = c.post(f"/api/objects/document/{doc['id']}/share-links", json={}).json()
+    visitor = contexts.page()
+    visitor.goto(urlsplit(link["url"]).path)
+    reader = visitor.locator(".reader[data-ready='true']")
+    expect(reader.locator(".cm-editor").first).to_be_visible()
+    inserted = visitor.evaluate("[...document.querySelectorAll('link[rel=modulepreload]')].map(l => [l.href, l.nonce])")
+    assert any("/assets/Editor-" in href for href, _ in inserted), inserted
+    assert [href for href, nonce in inserted if nonce] == []
+    assert visitor.evaluate(
+        "[...document.querySelectorAll('style')].some(s => s.nonce && s.textContent.includes('.cm-'))"
+    )

@@ -12,6 +12,7 @@
 import '@milkdown/crepe/theme/common/style.css'
 import '@milkdown/crepe/theme/frame.css'
 
+import { styleNonce } from '../lib/nonce'
 import { createCrepe } from './crepe'
 import type { Lang } from './features'
 
@@ -45,17 +46,8 @@ export interface EditorHandle {
   destroy(): Promise<void>
 }
 
-/**
- * The style nonce the server put into this page (Vite's `<meta property="csp-nonce">`). Read the
- * `nonce` property: browsers hide the attribute's value once the page is parsed.
- */
-export function cspNonce(): string | undefined {
-  const meta = document.querySelector<HTMLMetaElement>('meta[property=csp-nonce]')
-  return meta?.nonce || meta?.getAttribute('nonce') || undefined
-}
-
 export async function mountEditor(el: HTMLElement, options: EditorOptions): Promise<EditorHandle> {
-  const nonce = cspNonce()
+  const nonce = styleNonce() // CodeMirror's inline <style> (web/src/lib/nonce.ts)
   const lang: Lang = options.lang ?? (document.documentElement.lang.startsWith('zh') ? 'zh-CN' : 'en')
   const crepe = createCrepe({
     root: el,
