@@ -40,7 +40,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["version_id"], ["document_versions.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("version_id"),
     )
-    backfill_forms(op.get_bind())
+    backfill_forms(op.get_bind(), body=False)  # the table has no body column until 0014
 
 
 def downgrade() -> None:

@@ -12,7 +12,12 @@ reading the page. The form keeps both results:
 * ``deflated``: the body as raw deflate, non-final, byte-aligned at both ends: the text between
   plain references deflated piece by piece (each piece alone, ended by a sync flush), each plain
   reference's destination as a *stored* block in between; ``blocks``: where each of those stored
-  blocks starts and ends in ``deflated`` (flat pairs, one per plain reference).
+  blocks starts and ends in ``deflated`` (flat pairs, one per plain reference);
+* ``body`` (stored in the row, not part of ``ExportForm``): the body itself, UTF-8, so an export
+  reads the form's row alone. Reading the version's Markdown beside it cost PostgreSQL a second
+  index lookup, a TOAST fetch and a decompression per page, twice what the rest of the row
+  costs; the form's row is kept uncompressed and in line (migration 0014), a copy of each
+  current body the price (old versions have no form).
 
 An export then writes a page member as its front matter (a stored block), the form's
 ``deflated`` — with the stored block of each reference it rewrites swapped for one holding the
@@ -21,6 +26,9 @@ byte-aligned and none is marked final; each piece was compressed alone, so no ma
 into a block that may be swapped. A page none of whose references point into the export (most
 references, in most exports) costs a dictionary lookup per reference and two joins. CRC-32 and
 SHA-256 are still taken over the file's real bytes (cheap, and what the manifest promises).
+
+Trap: ``body`` must be the version's Markdown exactly, as the other fields are computed from it:
+every row is written by the functions here, from the same string (versions never change).
 
 Trap: the bytes a form gives depend on zlib's deflate; a form is computed once and then
 reused, so a re-export is byte-identical even across a zlib upgrade, and a version that lacks
@@ -115,7 +123,13 @@ def export_form_row(version_id: uuid.UUID, markdown: str) -> DocumentExportForm:
     """The row to store with a new version (the version write paths call this)."""
     f = make_form(markdown)
     return DocumentExportForm(
-        version_id=version_id, form=FORM, refs=f.refs, keys=f.keys, blocks=f.blocks, deflated=f.deflated
+        version_id=version_id,
+        form=FORM,
+        refs=f.refs,
+        keys=f.keys,
+        blocks=f.blocks,
+        deflated=f.deflated,
+        body=markdown.encode(),
     )
 
 
@@ -135,6 +149,7 @@ def store_forms(session: Session, versions: list[tuple[uuid.UUID, str]]) -> None
                 "keys": f.keys,
                 "blocks": f.blocks,
                 "deflated": f.deflated,
+                "body": markdown.encode(),
             }
         )
     if rows:
@@ -146,19 +161,22 @@ _MISSING_SQL = text(
     "LEFT JOIN document_export_forms f ON f.version_id = v.id "
     "WHERE (f.version_id IS NULL OR f.form <> :form) AND v.id > CAST(:after AS uuid) ORDER BY v.id LIMIT :n"
 )
-_UPSERT_SQL = text(
-    "INSERT INTO document_export_forms (version_id, form, refs, keys, blocks, deflated) "
-    "VALUES (:v, :form, CAST(:refs AS integer[]), CAST(:keys AS text[]), CAST(:blocks AS integer[]), :deflated) "
+_UPSERT = (
+    "INSERT INTO document_export_forms (version_id, form, refs, keys, blocks, deflated{body}) "
+    "VALUES (:v, :form, CAST(:refs AS integer[]), CAST(:keys AS text[]), CAST(:blocks AS integer[]), :deflated{value}) "
     "ON CONFLICT (version_id) DO UPDATE SET form = EXCLUDED.form, refs = EXCLUDED.refs, keys = EXCLUDED.keys, "
-    "blocks = EXCLUDED.blocks, deflated = EXCLUDED.deflated"
+    "blocks = EXCLUDED.blocks, deflated = EXCLUDED.deflated{update}"
 )
+_UPSERT_SQL = text(_UPSERT.format(body=", body", value=", :body", update=", body = EXCLUDED.body"))
+_UPSERT_0012_SQL = text(_UPSERT.format(body="", value="", update=""))  # the table as migration 0012 made it
 
 
-def backfill_forms(conn: Connection, batch: int = 500) -> int:
+def backfill_forms(conn: Connection, batch: int = 500, *, body: bool = True) -> int:
     """Store the form of every page's current version that lacks one (or has one of another
     ``FORM``), ``batch`` versions per statement; returns how many. Migration 0012 runs it for
-    the versions written before forms existed; safe to run again (it finds nothing to do).
-    Older versions are left alone: an export reads current versions only."""
+    the versions written before forms existed (``body=False``: its table has no ``body`` yet;
+    0014 adds and fills it); safe to run again (it finds nothing to do). Older versions are
+    left alone: an export reads current versions only."""
     done = 0
     after = "00000000-0000-0000-0000-000000000000"
     while True:
@@ -169,8 +187,16 @@ def backfill_forms(conn: Connection, batch: int = 500) -> int:
         for vid, markdown in rows:
             f = make_form(markdown)
             values.append(
-                {"v": vid, "form": FORM, "refs": f.refs, "keys": f.keys, "blocks": f.blocks, "deflated": f.deflated}
+                {
+                    "v": vid,
+                    "form": FORM,
+                    "refs": f.refs,
+                    "keys": f.keys,
+                    "blocks": f.blocks,
+                    "deflated": f.deflated,
+                    "body": markdown.encode(),
+                }
             )
-        conn.execute(_UPSERT_SQL, values)
+        conn.execute(_UPSERT_SQL if body else _UPSERT_0012_SQL, values)
         done += len(rows)
         after = str(rows[-1][0])

@@ -147,12 +147,16 @@ class ExportPlan:
     assets_left_out: dict[str, str] = field(default_factory=dict)
     done_bytes: int = 0
     written: int = 0
-    # what the export's references resolve to, as the forms' keys: "d<document id>", "a<asset id>"
-    ref_keys: set[str] = field(default_factory=set)
+    # what the export's references resolve to, by the forms' keys ("d<document id>", "a<asset
+    # id>"): the path each one points to
+    ref_paths: dict[str, str] = field(default_factory=dict)
+    # (path, from folder) -> the relative link as the body's destination and as its stored block
+    dests: dict[tuple[str, str], tuple[bytes, bytes]] = field(default_factory=dict)
 
     def key_refs(self) -> None:
-        """Fill ``ref_keys`` from the link maps (once the plan is made; shown assets add theirs)."""
-        self.ref_keys = {"d" + k for k in self.links} | {"a" + k for k in self.asset_paths}
+        """Fill ``ref_paths`` from the link maps (once the plan is made; shown assets add theirs)."""
+        self.ref_paths = {"d" + k: v for k, v in self.links.items()}
+        self.ref_paths.update(("a" + k, v) for k, v in self.asset_paths.items())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -475,7 +479,7 @@ def _shown_assets(session: Session, plan: ExportPlan, shown: list[tuple[ExportDo
             else:
                 path = _add_asset(plan.assets, r).path
                 plan.asset_paths[r[0]] = path
-                plan.ref_keys.add("a" + r[0])
+                plan.ref_paths["a" + r[0]] = path
                 plan.total_bytes += int(r[5])
         for aid in valid:
             if aid not in found:
@@ -497,8 +501,20 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode  # json.dumps(..., same args), built once
-_JSON_STR = json.encoder.encode_basestring  # what that encoder does with a str
+_JSON_STR = json.encoder.encode_basestring  # what ``json.dumps(..., ensure_ascii=False)`` does with a str
+if json.encoder.c_make_encoder is not None:
+    # the C encoder ``json.dumps(value, ensure_ascii=False, sort_keys=True)`` builds on every call,
+    # built once: a third of the cost for the small values of a page (its tags, its metadata).
+    # No circular check: the values come from JSON columns, which cannot hold a cycle
+    _ENCODE = json.encoder.c_make_encoder(
+        None, json.JSONEncoder().default, _JSON_STR, None, ": ", ", ", True, False, True
+    )
+
+    def _JSON(value: Any) -> str:  # noqa: N802 - a constant-like name, as before
+        return "".join(_ENCODE(value, 0))
+
+else:  # an interpreter without the _json accelerator
+    _JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 
 def _yaml_raw(out: str) -> str:
@@ -537,20 +553,26 @@ def _flow(value: Any) -> str:
     return _str(str(value))
 
 
-def front_matter(title: str, status: str, tags: list[str], meta: dict[str, Any]) -> str:
+def front_matter(title: str, status: str, tags: list[str], meta: dict[str, Any], *, end: str = "") -> str:
     """YAML front matter: ``title``, ``status``, ``tags``, ``metadata`` in this order, each on one
     line in flow style (metadata's keys sorted), so the same page always gives the same bytes and
     any YAML reader gets the values back exactly (a block-style dumper is 10x slower and folds
-    long titles)."""
-    return (
-        f"---\ntitle: {_str(title)}\nstatus: {_str(status)}\ntags: {_flow(list(tags))}\nmetadata: {_flow(meta)}\n---\n"
-    )
+    long titles); then ``end`` (a page's blank line)."""
+    return f"---\ntitle: {_str(title)}\nstatus: {_str(status)}\ntags: {_flow(list(tags))}\nmetadata: {_flow(meta)}\n---\n{end}"
 
 
 def _rel(path: str, from_dir: str) -> str:
     """``path`` relative to the folder ``from_dir`` ("" at the top). Export paths have no ``.``
     or ``..`` parts and no empty ones, so a common-prefix walk is ``posixpath.relpath`` at a
     tenth of its cost (it makes both absolute first)."""
+    from_dir = from_dir.rstrip("/")
+    if not from_dir:
+        return path
+    n = len(from_dir)
+    if path.startswith(from_dir) and path[n : n + 1] == "/":
+        tail = path[n + 1 :]
+        if tail and "/" not in tail[:-1]:
+            return tail  # in that folder itself (a sibling: the common case)
     folder = path.endswith("/")
     p = path.rstrip("/").split("/")
     h = from_dir.rstrip("/").split("/") if from_dir.rstrip("/") else []
@@ -588,49 +610,50 @@ def page_markdown(body: str, doc: ExportDoc, plan: ExportPlan) -> str:
 _FINAL = b"\x03\x00"  # an empty final deflate block (fixed codes): the end of a member's stream
 
 
-def page_member(
-    fm: bytes, body: bytes, form: ExportForm, plan: ExportPlan, resolve: Callable[[str], str | None]
-) -> Deflated | None:
+def page_member(fm: bytes, body: bytes, form: ExportForm, plan: ExportPlan, here: str) -> Deflated | None:
     """A page's zip member from its front matter (bytes, ending in the blank line), its stored
-    body and the body's export form: exactly the file ``fm + page_markdown(body)``, as raw
-    deflate (``openkb/exporting/forms.py``). None when a reference that only the parse can
-    place resolves (the caller then rewrites and deflates the page whole).
+    body and the body's export form: exactly the file ``fm + page_markdown(body)`` of a page in
+    the folder ``here`` ("" at the top), as raw deflate (``openkb/exporting/forms.py``). None
+    when a reference that only the parse can place resolves (the caller then rewrites and
+    deflates the page whole).
 
-    The decisions are ``links.apply_refs``'s, on bytes: a reference is looked up by its key (what
-    ``resolve`` of the bare reference does; one set operation when none is in the export) and
-    only one that resolves costs more."""
+    The decisions are ``links.apply_refs``'s with ``_resolver``'s targets, on bytes: a reference
+    is looked up by its key (one dictionary lookup each; most point nowhere in the export), and
+    only one that resolves costs more. A plain reference's destination is the bare id (54 bytes
+    for ``openkb://document/<id>``, 44 for ``asset://<id>``) or the bare id and a fragment,
+    which the relative link keeps; the relative link of a (target, folder) pair is made once per
+    export (siblings and shared images repeat)."""
     refs, keys = form.refs, form.keys
-    if plan.ref_keys.isdisjoint(keys):  # nothing it links to is in the export
+    paths = plan.ref_paths
+    hits = [i for i, key in enumerate(keys) if key in paths]  # only those into the export
+    if not hits:
         data = fm + body
         z = stored_blocks(fm) + form.deflated + _FINAL
         return Deflated(zlib.crc32(data), len(data), z, hashlib.sha256(data).hexdigest())
-    swaps: list[tuple[int, int, bytes]] | None = None  # (index in refs, index in blocks, new bytes)
-    ref_keys = plan.ref_keys
-    for i in [i for i, key in enumerate(keys) if key in ref_keys]:  # only those into the export
-        j = 3 * i
-        if not refs[j + 2]:
-            return None
-        url = body[refs[j] : refs[j + 1]].decode()
-        bare = url[:54] if url.startswith("o") else url[:44]
-        first = resolve(bare)
-        new = None if first is None else first if url == bare else resolve(url)
-        if new is not None:
-            if swaps is None:
-                swaps = []
-            # its stored block: two entries in ``blocks`` per plain reference before it
-            swaps.append((j, 2 * sum(refs[2:j:3]), destination(new).encode()))
-    if swaps is None:
-        data = fm + body
-        z = stored_blocks(fm) + form.deflated + _FINAL
-        return Deflated(zlib.crc32(data), len(data), z, hashlib.sha256(data).hexdigest())
+    dests = plan.dests
     blocks, deflated = form.blocks, form.deflated
     file_parts = [fm]
     z_parts = [stored_blocks(fm)]
     pos = dpos = 0
-    for j, k, rep in swaps:
-        file_parts += (body[pos : refs[j]], rep)
-        z_parts += (deflated[dpos : blocks[k]], stored_blocks(rep))
-        pos, dpos = refs[j + 1], blocks[k + 1]
+    for i in hits:
+        j = 3 * i
+        if not refs[j + 2]:
+            return None
+        start, end = refs[j], refs[j + 1]
+        path = paths[keys[i]]
+        bare = 54 if keys[i][0] == "d" else 44
+        if end - start == bare:
+            dest = dests.get((path, here))
+            if dest is None:
+                rel = destination(_rel(path, here)).encode()
+                dest = dests[(path, here)] = (rel, stored_blocks(rel))
+        else:  # the link's fragment goes with it: #part of the page it points to
+            rel = destination(_rel(path, here) + body[start + bare : end].decode()).encode()
+            dest = (rel, stored_blocks(rel))
+        k = 2 * sum(refs[2:j:3])  # its stored block: two entries in ``blocks`` per plain reference before it
+        file_parts += (body[pos:start], dest[0])
+        z_parts += (deflated[dpos : blocks[k]], dest[1])
+        pos, dpos = end, blocks[k + 1]
     file_parts.append(body[pos:])
     z_parts += (deflated[dpos:], _FINAL)
     data = b"".join(file_parts)
@@ -640,11 +663,10 @@ def page_member(
 def _page_entry(d: ExportDoc, body: bytes, form: ExportForm, plan: ExportPlan) -> Deflated:
     """A page's zip member (its front matter, then its body with the links into the export made
     relative); fills in the page's ``sha256``, ``bytes`` and manifest line."""
-    fm = (front_matter(d.title, d.status, d.tags, d.meta) + "\n").encode()
-    resolve = _resolver(d, plan)
-    member = page_member(fm, body, form, plan, resolve)
+    fm = front_matter(d.title, d.status, d.tags, d.meta, end="\n").encode()
+    member = page_member(fm, body, form, plan, d.path.rpartition("/")[0])
     if member is None:  # a reference only the parse can place: the page goes whole
-        data = fm + rewrite_links(body.decode(), resolve).encode()
+        data = fm + rewrite_links(body.decode(), _resolver(d, plan)).encode()
         member = Deflated(
             zlib.crc32(data), len(data), zlib.compress(data, _LEVEL, wbits=-15), hashlib.sha256(data).hexdigest()
         )
@@ -826,41 +848,48 @@ def iter_export(
 
 
 # a batch's bodies (UTF-8 bytes: no decoding, the forms' offsets are in bytes) with their export
-# forms, when stored
+# forms, from the forms' rows alone (the body is in the row: openkb/exporting/forms.py); a
+# version without a form of this ``FORM`` is read from the versions
 _PAGES_SQL = (
-    "SELECT v.id::text, convert_to(v.markdown, 'UTF8'), f.form, f.refs, f.keys, f.blocks, f.deflated "
-    "FROM document_versions v LEFT JOIN document_export_forms f ON f.version_id = v.id "
-    "WHERE v.id = ANY(%s::uuid[])"
+    "SELECT f.version_id::text, f.body, f.refs, f.keys, f.blocks, f.deflated FROM document_export_forms f "
+    f"WHERE f.version_id = ANY(%s::uuid[]) AND f.form = {FORM}"
 )
+_BODIES_SQL = "SELECT v.id::text, convert_to(v.markdown, 'UTF8') FROM document_versions v WHERE v.id = ANY(%s::uuid[])"
 
 
 def _pages(conn: Any, batch: list[ExportDoc]) -> list[tuple[bytes, ExportForm]]:
     """Body and export form of each page of ``batch``, in order; a form that is missing (or of
-    another ``FORM``) is computed here, by the function that computes stored ones.
+    another ``FORM``) is computed here from the version's body, by the function that computes
+    stored ones.
 
     Read through the session's own psycopg connection ``conn`` (same transaction; in the
     stream's reader thread) with PostgreSQL's binary protocol: bodies and deflated forms arrive
     as bytes instead of hex text that both sides would encode and decode.
 
-    Trap: taking the body out of the form instead (inflate its deflated bytes, check the hash)
-    spares PostgreSQL the decompression of every stored body (its CPU per export fell from
-    ~0.18 s to ~0.12 s in bench/export.py), but costs this process more than that (~0.18 s:
-    an inflater per page, the hash, the copies), so the export's CPU in all rose: measured and
-    left out."""
+    The body comes from the form's row, not from the version: one uncompressed, in-line row per
+    page (migration 0014) instead of two rows, a TOAST fetch and a decompression; PostgreSQL's
+    share of an export fell by half, its reads now ahead of the stream (docs/export.md#speed).
+
+    Trap: taking the body out of the deflated form instead (inflate, check the hash) spares
+    PostgreSQL as much, but costs this process more (an inflater per page, the hash, the
+    copies): measured and left out, before the form held its body."""
     ids = [d.version_id for d in batch if d.version_id]
     found: dict[str, Any] = {}
+    bodies: dict[str, bytes] = {}
     if ids:
         with conn.cursor(binary=True) as cur:
             found = {r[0]: r for r in cur.execute(_PAGES_SQL, (ids,)).fetchall()}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                bodies = dict(cur.execute(_BODIES_SQL, (missing,)).fetchall())
     out = []
     for d in batch:
         r = found.get(d.version_id) if d.version_id else None
-        body = r[1] if r is not None else b""
-        if r is not None and r[2] == FORM:
-            form = ExportForm(r[3], r[4], r[5], r[6])
+        if r is not None:
+            out.append((r[1], ExportForm(r[2], r[3], r[4], r[5])))
         else:
-            form = make_form(body.decode())
-        out.append((body, form))
+            body = bodies.get(d.version_id, b"") if d.version_id else b""
+            out.append((body, make_form(body.decode())))
     return out
 
 

@@ -176,8 +176,9 @@ class DocumentVersion(SQLModel, table=True):
 class DocumentExportForm(SQLModel, table=True):
     """What an export needs of a version's body, computed once when the version is written
     (versions never change): its internal references and its deflated pieces
-    (``openkb/exporting/forms.py``, docs/export.md#speed). A version without one still exports
-    (the form is then computed on the fly, with the same bytes)."""
+    (``openkb/exporting/forms.py``, docs/export.md#speed), and the body itself, so an export
+    reads this row alone (migration 0014). A version without one still exports (the form is then
+    computed on the fly, with the same bytes)."""
 
     __tablename__ = "document_export_forms"
 
@@ -189,3 +190,4 @@ class DocumentExportForm(SQLModel, table=True):
     keys: list[str] = Field(sa_column=Column(ARRAY(Text), nullable=False))
     blocks: list[int] = Field(sa_column=Column(ARRAY(Integer), nullable=False))
     deflated: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    body: bytes = Field(sa_column=Column(LargeBinary, nullable=False))  # the version's Markdown, UTF-8

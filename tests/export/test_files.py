@@ -3,6 +3,8 @@ reads back exactly, and file names that every file system and the import accept.
 
 from __future__ import annotations
 
+import json
+import posixpath
 import unicodedata
 
 import yaml
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openkb.exporting.names import MAX_NAME_BYTES, MAX_NAME_CHARS, MIN_NAME_CHARS, Namer, fit, safe_name, units
-from openkb.exporting.service import _JSON, ExportDoc, _doc_entry, _page_line, front_matter
+from openkb.exporting.service import _JSON, ExportDoc, _doc_entry, _page_line, _rel, front_matter
 from openkb.importing.openkb_export import split_front_matter
 
 JSON = st.recursive(
@@ -109,3 +111,27 @@ def test_a_page_manifest_line_is_its_entry_as_json(text, maybe, assets, n, versi
         bytes=n,
     )
     assert _page_line(d) == _JSON(_doc_entry(d))
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON)
+def test_the_built_once_encoder_is_json_dumps(value):
+    # _JSON keeps one C encoder instead of building one per call (docs/export.md#speed): the
+    # same text as json.dumps with the same arguments, which the manifest and front matter promise
+    assert _JSON(value) == json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+NAME = st.sampled_from(["a", "b", "ab", "a b", "页", "页.md"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    folder=st.lists(NAME, max_size=3).map("/".join),
+    parts=st.lists(NAME, min_size=1, max_size=4).map("/".join),
+    is_folder=st.booleans(),
+)
+def test_relative_links_are_posix_relpath(folder, parts, is_folder):
+    # _rel's shortcuts (the top, a sibling) and its common-prefix walk agree with relpath
+    path = parts + "/" if is_folder else parts + ".md"
+    expected = posixpath.relpath(parts if is_folder else path, folder or ".") + ("/" if is_folder else "")
+    assert _rel(path, folder) == expected

@@ -63,7 +63,7 @@ def bodies(draw):
 def test_a_member_from_the_form_is_the_text_path_file(body, meta):
     fm = (front_matter("标题 t", "published", ["a"], meta) + "\n").encode()
     resolve = _resolver(HERE, PLAN)
-    member = page_member(fm, body.encode(), make_form(body), PLAN, resolve)
+    member = page_member(fm, body.encode(), make_form(body), PLAN, "x")
     if member is None:  # only when a reference the parse must place resolves
         assert fast_rewrite(body, resolve) is None
         return
@@ -75,7 +75,7 @@ def test_a_member_from_the_form_is_the_text_path_file(body, meta):
 def test_long_front_matter_and_references_span_stored_blocks():
     body = f"# 页\n\n[a](openkb://document/{IDS[0]}#{'x' * 70_000}) and ![i](asset://{IDS[2]})\n"
     fm = (front_matter("t", "published", [], {"long": "长" * 30_000}) + "\n").encode()  # > 64 KiB
-    member = page_member(fm, body.encode(), make_form(body), PLAN, _resolver(HERE, PLAN))
+    member = page_member(fm, body.encode(), make_form(body), PLAN, "x")
     assert member is not None
     assert read_back(member.body) == fm + page_markdown(body, HERE, PLAN).encode()
 
@@ -97,16 +97,17 @@ def test_saved_versions_carry_forms_and_exports_do_not_depend_on_them(world, tmp
     kb = world.new_kb()
     world.build(kb, TREE)
     versions = text(
-        "SELECT v.id, v.markdown, f.form, f.refs, f.keys, f.blocks, f.deflated FROM documents d "
+        "SELECT v.id, v.markdown, f.form, f.refs, f.keys, f.blocks, f.deflated, f.body FROM documents d "
         "JOIN document_versions v ON v.id = d.current_version_id "
         "LEFT JOIN document_export_forms f ON f.version_id = v.id WHERE d.knowledge_base_id = :kb"
     )
     with Session(world.engine) as s:
         rows = s.execute(versions, {"kb": kb.id}).all()
     assert len(rows) == 2
-    for _vid, markdown, form, refs, keys, blocks, deflated in rows:
+    for _vid, markdown, form, refs, keys, blocks, deflated, body in rows:
         f = make_form(markdown)
         assert (form, refs, keys, blocks, bytes(deflated)) == (FORM, f.refs, f.keys, f.blocks, f.deflated)
+        assert bytes(body) == markdown.encode()  # the export reads the body from the form's row
 
     first = world.export(kb_target(kb))
     with zipfile.ZipFile(io.BytesIO(first)) as z:
@@ -128,8 +129,36 @@ def test_saved_versions_carry_forms_and_exports_do_not_depend_on_them(world, tmp
         assert backfill_forms(conn) >= 2
         assert backfill_forms(conn) == 0
     with Session(world.engine) as s:
-        assert [r[2] for r in s.execute(versions, {"kb": kb.id}).all()] == [FORM, FORM]
+        backfilled = s.execute(versions, {"kb": kb.id}).all()
+    assert [r[2] for r in backfilled] == [FORM, FORM]
+    assert [bytes(r[7]) for r in backfilled] == [r[1].encode() for r in backfilled]
     assert world.export(kb_target(kb)) == first
+
+    # a form of another layout is not read, its body neither: the version's body is
+    stale = text(
+        "UPDATE document_export_forms f SET form = form + 1, body = 'not the body'::bytea FROM documents d "
+        "WHERE f.version_id = d.current_version_id AND d.knowledge_base_id = :kb"
+    )
+    with world.engine.begin() as conn:
+        conn.execute(stale, {"kb": kb.id})
+    assert world.export(kb_target(kb)) == first
+
+
+def test_forms_are_stored_in_line_and_uncompressed(world):
+    """Migration 0014: a page's form is one heap fetch for an export (no TOAST fetch, no
+    decompression) while its row fits in a page (docs/export.md#speed)."""
+    with Session(world.engine) as s:
+        storage = dict(
+            s.execute(
+                text(
+                    "SELECT attname, attstorage FROM pg_attribute WHERE attrelid = 'document_export_forms'::regclass "
+                    "AND attname IN ('body', 'deflated')"
+                )
+            ).all()
+        )
+        options = s.execute(text("SELECT reloptions FROM pg_class WHERE relname = 'document_export_forms'")).scalar()
+    assert storage == {"body": "e", "deflated": "e"}
+    assert "toast_tuple_target=8160" in options
 
 
 def test_imported_versions_carry_forms(world, tmp_path):
