@@ -157,17 +157,8 @@ class Stack:
         """Every part's memory (module docstring): ``{part: {"rss", "private", "shared", "memory"
         (MB), "processes", "per_process": [...]}}`` (PostgreSQL: postmaster, background processes
         and backends), all read from ``/proc/<pid>/smaps`` at the same moment."""
-        from openkb.runtime.home import Home
-        from openkb.runtime.supervision import read_parts
-
         out: dict[str, dict[str, Any]] = {}
-        assert self.proc is not None
-        pids: dict[str, int] = {"supervisor": self.proc.pid}
-        snap = read_parts(Home(self.home)) or {"parts": {}}
-        for name, p in snap["parts"].items():
-            if p.get("pid"):
-                pids[name] = int(p["pid"])
-        for name, pid in pids.items():
+        for name, pid in self.pids().items():
             try:
                 proc = psutil.Process(pid)
                 procs = [proc, *(proc.children(recursive=True) if name == "postgresql" else [])]
@@ -188,6 +179,59 @@ class Stack:
             agg["shared_segment"] = round(max((r["shared_size"] for r in rows), default=0) / 1024, 1)
             agg["memory"] = round(agg["private"] + agg["shared"], 1)
             out[name] = {**agg, "processes": len(rows), "per_process": rows}
+        return out
+
+    def pids(self) -> dict[str, int]:
+        """Every part's main pid: the supervisor (this bench's child) and what it recorded."""
+        from openkb.runtime.home import Home
+        from openkb.runtime.supervision import read_parts
+
+        assert self.proc is not None
+        pids: dict[str, int] = {"supervisor": self.proc.pid}
+        snap = read_parts(Home(self.home)) or {"parts": {}}
+        for name, p in snap["parts"].items():
+            if p.get("pid"):
+                pids[name] = int(p["pid"])
+        return pids
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) each part has used so far, from ``/proc/<pid>/stat``
+        (function ``cpu_seconds``), plus ``bench`` (this process: the clients' own load on the
+        same cores). Read at each quarter's end; differences give CPU per quarter."""
+        out = {name: cpu_seconds(pid, own_only=name == "supervisor") for name, pid in self.pids().items()}
+        t = os.times()
+        out["bench"] = t.user + t.system
+        return {k: round(v, 2) for k, v in out.items()}
+
+    def milvus(self) -> dict[str, Any]:
+        """What Milvus Lite holds, read cheaply: the active collection's row count (its own
+        statistics, deleted rows excluded) against the live chunks PostgreSQL says it should hold,
+        and its files on disk from Lite's manifest (data segments, delta files of deletions,
+        bytes, WAL). Lite answers no segment-info RPC (``get_query_segment_info`` is not in its
+        servicer), so the manifest is the segment view."""
+        import psycopg
+
+        from openkb.runtime.embedded import milvus_client
+        from openkb.runtime.home import Home, read_record
+
+        home = Home(self.home)
+        out: dict[str, Any] = {}
+        uri = (read_record(home, "milvus") or {}).get("uri")
+        url = (read_record(home, "postgresql") or {}).get("url")
+        if uri:
+            client = milvus_client(uri)
+            try:
+                for name in client.list_collections():
+                    stats = client.get_collection_stats(name)
+                    out.setdefault("collections", {})[name] = {"row_count": int(stats.get("row_count", 0))}
+            finally:
+                client.close()
+        if url:
+            with psycopg.connect(url) as c:
+                out["pg_live_chunks"] = c.execute(LIVE_CHUNKS_SQL).fetchone()[0]  # type: ignore[index]
+        for coll in sorted((home.milvus_dir / "collections").glob("*/manifest.json")):
+            entry = out.setdefault("collections", {}).setdefault(coll.parent.name, {})
+            entry.update(lite_files(coll.parent))
         return out
 
     def database(self) -> dict[str, Any]:
@@ -245,6 +289,80 @@ FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
 WHERE s.schemaname = 'public'
 ORDER BY pg_total_relation_size(s.relid) DESC
 """
+
+
+# The rows the active collection should hold (openkb.indexing.service.pg_chunk_count's count).
+LIVE_CHUNKS_SQL = """
+SELECT count(*) FROM document_chunks c
+JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
+"""
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_cpu(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU seconds of one process: utime + stime, cutime + cstime."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])  # fields 14-17 of proc(5)
+    return (utime + stime) / CLK_TCK, (cutime + cstime) / CLK_TCK
+
+
+def cpu_seconds(pid: int, *, own_only: bool = False) -> float:
+    """CPU seconds one part has used: its process, its live descendants (PostgreSQL's backends and
+    background processes) and the children they have reaped (a backend that ended: the postmaster
+    counts it). ``own_only`` for the supervisor, whose descendants are the other parts."""
+    try:
+        own, reaped = _stat_cpu(pid)
+    except (OSError, ValueError):
+        return 0.0
+    if own_only:
+        return own
+    total = own + reaped
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    for k in kids:
+        try:
+            a, b = _stat_cpu(k.pid)
+        except (OSError, ValueError):
+            continue  # ended meanwhile: its parent counts it from now on
+        total += a + b
+    return total
+
+
+def lite_files(collection_dir: Path) -> dict[str, Any]:
+    """One Milvus Lite collection's files, from its manifest: data segments (``data_files``),
+    delta files (a deletion's tombstones; Lite drops them only once no data file is older than
+    them), their bytes, the WAL's bytes and the manifest's own size (rewritten on every flush)."""
+    try:
+        manifest = json.loads((collection_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    parts = manifest.get("partitions", {})
+    data = [(p, f) for p, c in parts.items() for f in c.get("data_files", [])]
+    delta = [(p, f) for p, c in parts.items() for f in c.get("delta_files", [])]
+
+    def size(rows: list[tuple[str, str]]) -> int:
+        n = 0
+        for p, f in rows:
+            try:
+                n += (collection_dir / "partitions" / p / f).stat().st_size
+            except OSError:
+                pass
+        return n
+
+    wal = sum(f.stat().st_size for f in (collection_dir / "wal").glob("*") if f.is_file())
+    return {
+        "data_files": len(data),
+        "data_kb": size(data) // 1024,
+        "delta_files": len(delta),
+        "delta_kb": size(delta) // 1024,
+        "wal_kb": wal // 1024,
+        "manifest_kb": (collection_dir / "manifest.json").stat().st_size // 1024,
+        "current_seq": manifest.get("current_seq"),
+    }
 
 
 # Mappings of shared memory segments: PostgreSQL's (an anonymous shared mmap shown as
@@ -411,6 +529,10 @@ def main() -> None:
             f"with {args.clients} clients",
             file=sys.stderr,
         )
+        quarters = [snapshot(stack)]
+        for k in range(1, 5):
+            time.sleep(max(0.0, t_start + k * total_s / 4 - time.monotonic()))
+            quarters.append(snapshot(stack))
         for cl in clients:
             cl.join()
         t_end = time.monotonic()
@@ -440,6 +562,8 @@ def main() -> None:
             "5xx": sum(1 for s in rows if s[3] >= 500),
             "other_non_2xx": sum(1 for s in rows if 300 <= s[3] < 500),
         }
+    by_quarter = quarter_figures(samples, quarters)
+    cpu_first, cpu_last = by_quarter[0]["cpu_ms_per_op"], by_quarter[-1]["cpu_ms_per_op"]
     first = sum(1 for s in samples if s[0] < t_start + quarter)
     last = sum(1 for s in samples if s[0] >= t_end - quarter)
 
@@ -528,6 +652,15 @@ def main() -> None:
         "processes_start": figure(mem_start, "processes"),
         "processes_end": figure(mem_end, "processes"),
         "throughput_last_vs_first_quarter": round(last / first, 3) if first else None,
+        # per quarter of the measured run (function quarter_figures): operations, p50 per operation,
+        # each part's CPU seconds and CPU ms per operation, the load average at its end, Milvus
+        # Lite's files; then each part's CPU per operation, last quarter against the first
+        "quarters": by_quarter,
+        "cpu_ms_per_op_last_vs_first_quarter": {
+            part: ratio(cpu_first[part], cpu_last.get(part, 0)) for part in cpu_first
+        },
+        "milvus_start": quarters[0]["milvus"],
+        "milvus_end": quarters[-1]["milvus"],
     }
     print(f"{'op':8} {'count':>7} {'per s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'5xx':>5}")
     for op, v in per_op.items():
@@ -563,9 +696,68 @@ def main() -> None:
             f"{cache['cap_mb']} MB bound; memory growth beside the new data "
             f"{cache['memory_growth_ratio_beside_new_data']}"
         )
+    parts = list(cpu_first)
+    print("\nper quarter: operations, p50 ms per operation, CPU ms per operation of each part, load average")
+    print(
+        f"{'q':2} {'ops':>6} "
+        + " ".join(f"{op:>7}" for op in OPS)
+        + " "
+        + " ".join(f"{p[:9]:>9}" for p in parts)
+        + "  load"
+    )
+    for n, q in enumerate(by_quarter, 1):
+        print(
+            f"{n:<2} {q['ops']:>6} "
+            + " ".join(f"{q['p50_ms'][op]:>7}" for op in OPS)
+            + " "
+            + " ".join(f"{q['cpu_ms_per_op'][p]:>9}" for p in parts)
+            + f"  {q['load_end']}"
+        )
+    for at in ("milvus_start", "milvus_end"):
+        m = result[at]
+        colls = "; ".join(
+            f"{name}: rows {c.get('row_count')}, {c.get('data_files')} data files ({c.get('data_kb')} KB), "
+            f"{c.get('delta_files')} delta files ({c.get('delta_kb')} KB), manifest {c.get('manifest_kb')} KB"
+            for name, c in m.get("collections", {}).items()
+        )
+        print(f"Milvus Lite at {at.split('_')[1]}: PostgreSQL's live chunks {m.get('pg_live_chunks')}; {colls}")
     for check in (result["memory_check"], result["memory_check_beside_new_data"], result["leak_check"]):
         print(f"{check['rule']}: " + ("ok" if check["ok"] else "NO: " + ", ".join(check["over"])))
     print(json.dumps(result))
+
+
+def snapshot(stack: Stack) -> dict[str, Any]:
+    """One quarter boundary: the time, every part's CPU so far, the 1-minute load average and
+    Milvus Lite's state (``Stack.milvus``)."""
+    return {"t": time.monotonic(), "cpu": stack.cpu(), "load": round(os.getloadavg()[0], 2), "milvus": stack.milvus()}
+
+
+def quarter_figures(samples: list[tuple[float, str, float, int]], marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per quarter between consecutive ``snapshot`` marks: operations finished in it (all and per
+    kind), p50 per kind, each part's CPU seconds and CPU ms per operation (a part whose work per
+    operation grows shows a rising figure even when the machine is saturated and throughput
+    falls), the load average at its end and Milvus Lite's files then."""
+    out = []
+    for a, b in zip(marks, marks[1:]):
+        rows = [s for s in samples if a["t"] <= s[0] < b["t"]]
+        n = len(rows) or 1
+        cpu = {part: round(b["cpu"].get(part, 0) - v, 2) for part, v in a["cpu"].items()}
+        out.append(
+            {
+                "seconds": round(b["t"] - a["t"], 1),
+                "ops": len(rows),
+                "count": {op: sum(1 for s in rows if s[1] == op) for op in OPS},
+                "p50_ms": {op: round(pct([s[2] * 1000 for s in rows if s[1] == op], 50), 1) for op in OPS},
+                "cpu_s": cpu,
+                "cpu_ms_per_op": {part: round(v * 1000 / n, 2) for part, v in cpu.items()},
+                "load_end": b["load"],
+                "milvus_files": {
+                    name: {k: c.get(k) for k in ("data_files", "delta_files", "manifest_kb", "row_count")}
+                    for name, c in b["milvus"].get("collections", {}).items()
+                },
+            }
+        )
+    return out
 
 
 def pg_cache(
