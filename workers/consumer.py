@@ -20,4 +20,19 @@ def run_consumer(ctx: AppContext, workers: int = 2) -> None:
     from openkb.runtime.memory import freeze_startup_heap
 
     freeze_startup_heap()  # jobs then pay only for what they allocate (see the function)
-    consumer.run()
+    try:
+        consumer.run()
+    finally:
+        stop_flushes(ctx)
+
+
+def stop_flushes(ctx: AppContext) -> None:
+    """Index jobs flush their collection at most once a second (docs/retrieval.md#flushes): the
+    trailing flush still waiting runs now rather than with the next worker. A failure is logged
+    only: the rows are in Milvus already (Lite's WAL) and its next flush writes them."""
+    from openkb.indexing.service import flush_pending
+
+    try:
+        flush_pending(ctx)
+    except Exception as exc:  # noqa: BLE001
+        logging.getLogger("openkb.worker").warning("flush at stop failed: %s", exc)

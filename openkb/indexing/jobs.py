@@ -35,8 +35,8 @@ from openkb.context import AppContext
 from openkb.errors import IndexError_, OpenKBError, ValidationError
 from openkb.indexing import milvus as mv
 from openkb.indexing.service import (
-    flush_collection,
     record_failure,
+    request_flush,
     sync_documents,
     sync_each,
     write_targets,
@@ -102,7 +102,7 @@ def _purge_missing(
                 )
             else:
                 deleted += _delete_orphans(ctx, session, t.collection, f'knowledge_base_id == "{knowledge_base_id}"')
-        flush_collection(ctx, t.collection)
+        request_flush(ctx, t.collection)  # a purge enqueues a job per document: one flush for them
     return deleted
 
 
