@@ -37,11 +37,23 @@ class LocalBlobStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _path(self, key: str) -> Path:
-        p = (self.root / key).resolve()
-        if self.root.resolve() not in p.parents:
+    @staticmethod
+    def _checked(key: str) -> str:
+        """``key`` if it names a file under the root, else NotFound: every ``/``-separated part
+        a plain name (not empty, ``.`` or ``..``), no NUL. Decided on the key's text alone, so
+        no path is resolved: resolving (a ``stat`` of every component of the root and the key,
+        twice) cost ~40 µs per read, as much as reading a 50 KB image (bench/export.py).
+        Keys are written by OpenKB (``tenant/<id>/<uuid>``, or a backup's on restore) and
+        files only by ``put``, so nothing under the root is a link out of it."""
+        if not key or "\x00" in key:
             raise NotFound("asset not found")
-        return p
+        for part in key.split("/"):
+            if part in ("", ".", ".."):
+                raise NotFound("asset not found")
+        return key
+
+    def _path(self, key: str) -> Path:
+        return self.root / self._checked(key)
 
     def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]:
         path = self._path(key)
@@ -58,8 +70,8 @@ class LocalBlobStore:
         return size, h.hexdigest()
 
     def open(self, key: str) -> Iterator[bytes]:
-        path = self._path(key)
-        if not path.exists():
+        path = os.path.join(self.root, self._checked(key))  # a str: no Path built per read
+        if not os.path.exists(path):
             raise NotFound("asset not found")
 
         def gen() -> Iterator[bytes]:

@@ -224,6 +224,11 @@ def plan_export(
     session.flush()
     with session.connection().connection.driver_connection.cursor() as cur:
         rows = cur.execute(_TREE_SQL, (str(kb.id),)).fetchall()
+    if rows:
+        # the metadata arrive as JSON text and are parsed in one call: a parse per row (what the
+        # driver does with jsonb) cost ten times as much, most of it calls, not parsing
+        metas = json.loads("[" + ",".join(r[5] or "null" for r in rows) + "]")
+        rows = [(*r[:5], m, *r[6:]) for r, m in zip(rows, metas, strict=True)]
     by_id = {r[0]: r for r in rows}
     children: dict[str | None, list[str]] = {}
     for r in rows:
@@ -404,7 +409,7 @@ _BY_ID_SQL = text(
     "WHERE a.id = ANY(CAST(:ids AS uuid[])) ORDER BY a.id"
 )
 _TREE_SQL = (
-    "SELECT d.id::text, d.parent_id::text, d.type, d.title, d.status, d.metadata, d.tags, "
+    "SELECT d.id::text, d.parent_id::text, d.type, d.title, d.status, d.metadata::text, d.tags, "
     "v.id::text, v.version_no, v.markdown_hash, octet_length(v.markdown) "
     "FROM documents d LEFT JOIN document_versions v ON v.id = d.current_version_id "
     "WHERE d.knowledge_base_id = %s::uuid "

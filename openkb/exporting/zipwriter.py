@@ -69,14 +69,38 @@ class ZipStream:
 
     @staticmethod
     def _name(path: str) -> tuple[bytes, int]:
-        try:
-            return path.encode("ascii"), 0
-        except UnicodeEncodeError:
-            return path.encode("utf-8"), 0x800
+        # flag bit 11: the name is UTF-8 (checked, not tried: a caught UnicodeEncodeError per
+        # CJK path cost more than the rest of a folder's entry)
+        return path.encode(), 0 if path.isascii() else 0x800
 
     def _record(
         self, name: bytes, flags: int, method: int, crc: int, csize: int, size: int, offset: int, attr: int
     ) -> None:
+        if size <= ZIP64_LIMIT and csize <= ZIP64_LIMIT and offset <= ZIP64_LIMIT:  # no Zip64 field (most)
+            self._central.append(
+                _CENTRAL.pack(
+                    b"PK\x01\x02",
+                    20,
+                    3,
+                    20,
+                    flags,
+                    method,
+                    _DOS_TIME,
+                    _DOS_DATE,
+                    crc,
+                    csize,
+                    size,
+                    len(name),
+                    0,
+                    0,
+                    0,
+                    0,
+                    attr,
+                    offset,
+                )
+                + name
+            )
+            return
         extra = b""
         fields = []
         if size > ZIP64_LIMIT:
