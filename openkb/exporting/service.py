@@ -715,6 +715,7 @@ def _page_line(d: ExportDoc) -> str:
 
 
 def manifest_bytes(plan: ExportPlan) -> bytes:
+    summary = plan.summary()  # once: it counts the documents
     docs = [(d.line or _page_line(d)) if d.type == "page" else _JSON(_doc_entry(d)) for d in plan.docs]
     manifest = {
         "format": FORMAT,
@@ -734,7 +735,7 @@ def manifest_bytes(plan: ExportPlan) -> bytes:
             for a in sorted(plan.assets.values(), key=lambda a: a.path)
         ],
         "left_out": dict(sorted(plan.left_out.items())),
-        "counts": {k: plan.summary()[k] for k in ("pages", "folders", "assets")},
+        "counts": {k: summary[k] for k in ("pages", "folders", "assets")},
     }
     # one document or asset per line: readable, diffable, and JSON's fast encoder (indent is slow)
     lines = []
