@@ -48,6 +48,19 @@ with enough saves PostgreSQL's memory legitimately grows past 1.10 of its start 
 the data the run added. Libraries' pages shared with other programs are left out of every
 figure but RSS: their share moves with whatever else runs on the machine.
 
+Where the time goes over the run (``quarters``, added to find why throughput fell over time): at
+each quarter's end every part's CPU seconds so far (``/proc/<pid>/stat`` utime + stime of its
+processes, plus the children they reaped: PostgreSQL's ended backends), the 1-minute load
+average and Milvus Lite's state. Per quarter: operations, p50 per kind, each part's CPU seconds
+and **CPU ms per operation** (a part doing more work per operation shows a rising figure even when
+the machine is saturated and every latency rises with it), and ``cpu_ms_per_op_last_vs_first_
+quarter`` per part; ``bench`` is this process (the clients share the cores). ``milvus_start`` /
+``milvus_end``: the collection's row count next to PostgreSQL's live chunks, and its files from
+Lite's manifest (data segments, delta files of deletions, the manifest's size). That found the
+slowdown's share in Milvus Lite: a delta file per flush after a save, listed in a manifest Lite
+rewrites on every flush (docs/retrieval.md#flushes). Compare quarters within one run: the
+machine is shared.
+
 The start figure is taken after an untimed warm phase: every client first reads every page,
 searches every word, lists the tree and saves a few times (the pool opens the connections the run
 will use and their backends touch the working set), then the mixed load runs for a short warm-up
