@@ -41,7 +41,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sqlalchemy import Connection, insert, text
 from sqlalchemy.orm import Session
@@ -57,8 +57,10 @@ _STORED = struct.Struct("<BHH")
 _MAX_STORED = 0xFFFF
 
 
-@dataclass(frozen=True, slots=True)
-class ExportForm:
+class ExportForm(NamedTuple):
+    """A named tuple: an export makes one per page (in its reader thread), and a frozen
+    dataclass's ``__init__`` cost three times as much."""
+
     refs: list[int]  # flat (start, end, plain 0/1), byte offsets into the UTF-8 body
     keys: list[str]  # per reference: "d" or "a" (document, asset) + its id in lower case
     blocks: list[int]  # flat (start, end) in ``deflated`` of each plain reference's stored block
