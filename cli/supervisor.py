@@ -23,8 +23,9 @@ from openkb.config import Settings
 from openkb.context import child_env
 from openkb.db import dispose_engines, get_engine, session_scope
 from openkb.errors import AlreadyRunning, ConfigError, ServiceUnavailable
-from openkb.runtime.embedded import EmbeddedServices, http_ok, milvus_ready, module_command, spawn, stop_process
+from openkb.runtime.embedded import EmbeddedServices, http_ok, milvus_ready, spawn, stop_process
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
+from openkb.runtime.python import module_command
 from openkb.runtime.supervision import (
     PARTS_FILE,
     Child,

@@ -494,7 +494,7 @@ def test_children_import_the_installed_openkb_not_a_folder_of_the_working_direct
     """``openkb up`` started in a folder with a ``cli/`` (or ``server/``, ``openkb/``) of its own:
     ``python -m`` put that folder first on ``sys.path`` and every child imported it instead of
     OpenKB (the API crash-looped at start). Children are started with ``-P``."""
-    from openkb.runtime.embedded import module_command
+    from openkb.runtime.python import module_command
 
     shadow = tmp_path / "cli"
     shadow.mkdir()

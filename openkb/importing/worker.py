@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from openkb.importing.prepare import Prepared, prepare_many
-from openkb.runtime.embedded import module_command
+from openkb.runtime.python import module_command
 
 __all__ = ["Workers", "main"]
 

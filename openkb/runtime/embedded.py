@@ -26,6 +26,7 @@ from typing import Any
 from openkb.config import Settings
 from openkb.errors import ConfigError, ServiceUnavailable
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
+from openkb.runtime.python import module_command
 
 log = logging.getLogger("openkb.runtime")
 
@@ -78,16 +79,6 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-
-
-def module_command(module: str, *args: str) -> list[str]:
-    """The command that runs one of OpenKB's modules in a child Python: ``python -P -m module``.
-
-    ``-P`` because ``-m`` otherwise puts the working directory first on ``sys.path``: started in
-    a folder that holds a ``server/``, ``cli/`` or ``openkb/`` of its own (a checkout of another
-    project, a scratch folder), the child imported that instead of the installed OpenKB and the
-    appliance crash-looped at start."""
-    return [sys.executable, "-P", "-m", module, *args]
 
 
 def spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
