@@ -6,7 +6,10 @@ Chinese/English Markdown each, from ``bench/markdown_bench.py``, normalized, wit
 next page and, for every fifth page, an image) in folders of 50, and ``--images`` images
 (default 1,000; 10-100 KB each, attached to the pages that show them). Each version is stored
 with its export form, as every version write does (``openkb/exporting/forms.py``: computed once
-when a version is written, not part of an export's time).
+when a version is written, not part of an export's time). Since migration 0014 the form's row
+holds the body too, so the export reads each page from that row alone, while the raw side still
+reads the versions' Markdown (the reads the issue names); both read the blobs through the same
+store. The timed code of this file did not change with that.
 
 Timed, after one untimed warm-up read and a frozen heap (``freeze_startup_heap``, as the API
 server does once started: the seeding's objects are not walked by every full collection):
