@@ -41,7 +41,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, insert, text
 from sqlalchemy.orm import Session
@@ -49,7 +49,16 @@ from sqlalchemy.orm import Session
 from openkb.exporting.links import scan_refs
 from openkb.models import DocumentExportForm
 
-__all__ = ["FORM", "ExportForm", "backfill_forms", "export_form_row", "make_form", "store_forms", "stored_blocks"]
+__all__ = [
+    "FORM",
+    "ExportForm",
+    "backfill_forms",
+    "export_form_row",
+    "form_values",
+    "make_form",
+    "store_forms",
+    "stored_blocks",
+]
 
 FORM = 1  # the form's layout and algorithm; a stored form of another number is recomputed
 LEVEL = 6  # computed once per version: zlib's default level, not the export's fastest
@@ -121,18 +130,24 @@ def stored_blocks(data: bytes) -> bytes:
     )
 
 
+def form_values(version_id: uuid.UUID, markdown: str) -> dict[str, Any]:
+    """The columns of a version's form row, every writer's one source (the bytes of a form
+    depend only on the body: see the module's traps)."""
+    f = make_form(markdown)
+    return {
+        "version_id": version_id,
+        "form": FORM,
+        "refs": f.refs,
+        "keys": f.keys,
+        "blocks": f.blocks,
+        "deflated": f.deflated,
+        "body": markdown.encode(),
+    }
+
+
 def export_form_row(version_id: uuid.UUID, markdown: str) -> DocumentExportForm:
     """The row to store with a new version (the version write paths call this)."""
-    f = make_form(markdown)
-    return DocumentExportForm(
-        version_id=version_id,
-        form=FORM,
-        refs=f.refs,
-        keys=f.keys,
-        blocks=f.blocks,
-        deflated=f.deflated,
-        body=markdown.encode(),
-    )
+    return DocumentExportForm(**form_values(version_id, markdown))
 
 
 def store_forms(session: Session, versions: list[tuple[uuid.UUID, str]]) -> None:
@@ -140,20 +155,7 @@ def store_forms(session: Session, versions: list[tuple[uuid.UUID, str]]) -> None
     statement: what a batch write (an import's ``KeyedBatch``) does. Plain rows, not ORM objects:
     nothing reads them back in the unit of work, and the unit of work's bookkeeping for a
     thousand of them cost about as much CPU as computing half the forms."""
-    rows = []
-    for vid, markdown in versions:
-        f = make_form(markdown)
-        rows.append(
-            {
-                "version_id": vid,
-                "form": FORM,
-                "refs": f.refs,
-                "keys": f.keys,
-                "blocks": f.blocks,
-                "deflated": f.deflated,
-                "body": markdown.encode(),
-            }
-        )
+    rows = [form_values(vid, markdown) for vid, markdown in versions]
     if rows:
         session.execute(insert(DocumentExportForm.__table__), rows)
 
@@ -165,7 +167,7 @@ _MISSING_SQL = text(
 )
 _UPSERT = (
     "INSERT INTO document_export_forms (version_id, form, refs, keys, blocks, deflated{body}) "
-    "VALUES (:v, :form, CAST(:refs AS integer[]), CAST(:keys AS text[]), CAST(:blocks AS integer[]), :deflated{value}) "
+    "VALUES (:version_id, :form, CAST(:refs AS integer[]), CAST(:keys AS text[]), CAST(:blocks AS integer[]), :deflated{value}) "
     "ON CONFLICT (version_id) DO UPDATE SET form = EXCLUDED.form, refs = EXCLUDED.refs, keys = EXCLUDED.keys, "
     "blocks = EXCLUDED.blocks, deflated = EXCLUDED.deflated{update}"
 )
@@ -185,20 +187,10 @@ def backfill_forms(conn: Connection, batch: int = 500, *, body: bool = True) -> 
         rows = conn.execute(_MISSING_SQL, {"form": FORM, "after": after, "n": batch}).all()
         if not rows:
             return done
-        values = []
-        for vid, markdown in rows:
-            f = make_form(markdown)
-            values.append(
-                {
-                    "v": vid,
-                    "form": FORM,
-                    "refs": f.refs,
-                    "keys": f.keys,
-                    "blocks": f.blocks,
-                    "deflated": f.deflated,
-                    "body": markdown.encode(),
-                }
-            )
+        values = [form_values(vid, markdown) for vid, markdown in rows]
+        if not body:
+            for v in values:
+                del v["body"]
         conn.execute(_UPSERT_SQL if body else _UPSERT_0012_SQL, values)
         done += len(rows)
         after = str(rows[-1][0])
