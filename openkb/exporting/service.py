@@ -580,7 +580,7 @@ def _rel(path: str, from_dir: str) -> str:
             return tail  # in that folder itself (a sibling: the common case)
     folder = path.endswith("/")
     p = path.rstrip("/").split("/")
-    h = from_dir.rstrip("/").split("/") if from_dir.rstrip("/") else []
+    h = from_dir.split("/")  # not empty: the top was answered above
     i, n = 0, min(len(p), len(h))
     while i < n and p[i] == h[i]:
         i += 1

@@ -76,42 +76,12 @@ class ZipStream:
     def _record(
         self, name: bytes, flags: int, method: int, crc: int, csize: int, size: int, offset: int, attr: int
     ) -> None:
-        if size <= ZIP64_LIMIT and csize <= ZIP64_LIMIT and offset <= ZIP64_LIMIT:  # no Zip64 field (most)
-            self._central.append(
-                _CENTRAL.pack(
-                    b"PK\x01\x02",
-                    20,
-                    3,
-                    20,
-                    flags,
-                    method,
-                    _DOS_TIME,
-                    _DOS_DATE,
-                    crc,
-                    csize,
-                    size,
-                    len(name),
-                    0,
-                    0,
-                    0,
-                    0,
-                    attr,
-                    offset,
-                )
-                + name
-            )
-            return
-        extra = b""
-        fields = []
-        if size > ZIP64_LIMIT:
-            fields.append(size)
-        if csize > ZIP64_LIMIT:
-            fields.append(csize)
-        if offset > ZIP64_LIMIT:
-            fields.append(offset)
-        if fields:
+        version, extra = 20, b""
+        if size > ZIP64_LIMIT or csize > ZIP64_LIMIT or offset > ZIP64_LIMIT:  # rare: one test forces it
+            fields = [v for v in (size, csize, offset) if v > ZIP64_LIMIT]  # in this order (APPNOTE 4.5.3)
             extra = struct.pack(f"<HH{len(fields)}Q", 1, 8 * len(fields), *fields)
-        version = 45 if fields else 20
+            version = 45
+            csize, size, offset = (0xFFFFFFFF if v > ZIP64_LIMIT else v for v in (csize, size, offset))
         self._central.append(
             _CENTRAL.pack(
                 b"PK\x01\x02",
@@ -123,15 +93,15 @@ class ZipStream:
                 _DOS_TIME,
                 _DOS_DATE,
                 crc,
-                0xFFFFFFFF if csize > ZIP64_LIMIT else csize,
-                0xFFFFFFFF if size > ZIP64_LIMIT else size,
+                csize,
+                size,
                 len(name),
                 len(extra),
                 0,
                 0,
                 0,
                 attr,
-                0xFFFFFFFF if offset > ZIP64_LIMIT else offset,
+                offset,
             )
             + name
             + extra
