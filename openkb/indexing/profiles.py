@@ -201,14 +201,18 @@ def active_spec(ctx: AppContext, session: Session) -> tuple[str | None, ProfileS
 
     Trap: after a switch made by *another* process this is stale for up to the TTL. That only
     shapes the request (functions, dense or not); searches go through the alias, which Milvus
-    resolves on every call."""
+    resolves on every call. "No profile yet" is never cached: on a fresh install the first index
+    job (maybe in another process) creates the profile, and a cached absence made every search
+    answer nothing for up to the TTL after that page was already reported ``indexed``."""
     key = id(ctx)
     now = time.monotonic()
     hit = _active_cache.get(key)
     if hit is not None and hit[0] > now:
         return hit[1], hit[2]
     prof = active_profile(ctx, session)
-    value = (prof.collection_name, spec_of(prof)) if prof is not None else (None, None)
+    if prof is None:
+        return None, None
+    value = (prof.collection_name, spec_of(prof))
     with _active_lock:
         _active_cache[key] = (now + PROFILE_TTL_S, *value)
     return value
