@@ -473,7 +473,8 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
         with Session(engine) as s:
             s.execute(sa_text("UPDATE documents SET index_status = 'pending' WHERE id = :id"), {"id": a["id"]})
             s.commit()
-        served = {r["title"]: r for r in c.post("/api/search", json={"query": word, "top_k": 30}).json()["results"]}
+        listed = c.post("/api/search", json={"query": word, "top_k": 30}).json()["results"]
+        served = {r["title"]: r for r in listed}
         assert served["Search one"]["index_status"] == "pending"
         assert served["Search two"]["index_status"] == "indexed"
     page = contexts.page()
@@ -482,7 +483,9 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"/app/search\?q="))
     results = page.get_by_role("list", name="Results")
-    expect(results.get_by_role("heading", level=2)).to_have_count(2)  # one entry per document
+    # one entry per document, in the server's order: the owner's other pages may come too (a
+    # random word's embedding can sit near another page's, above the dense floor)
+    expect(results.get_by_role("heading", level=2)).to_have_text([r["title"] for r in listed])
     one = results.get_by_role("listitem").filter(has=page.get_by_role("link", name="Search one"))
     two = results.get_by_role("listitem").filter(has=page.get_by_role("link", name="Search two"))
     expect(one).to_have_count(1)  # one entry, however many of its chunks match
