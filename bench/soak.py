@@ -247,6 +247,46 @@ class Stack:
             entry.update(lite_files(coll.parent))
         return out
 
+    def settled(self, timeout: float = 120.0) -> dict[str, Any]:
+        """Once the load stopped and every index job finished (no page ``pending``), the chunk ids
+        the active collection holds against PostgreSQL's live chunks, id by id: ``missing`` (a
+        save that never became searchable) and ``stale`` (a replaced or deleted chunk still
+        found) must both be 0. Read through the alias, as searches are, after the worker's
+        trailing flush."""
+        import psycopg
+
+        from openkb.runtime.embedded import milvus_client
+        from openkb.runtime.home import Home, read_record
+
+        home = Home(self.home)
+        uri = (read_record(home, "milvus") or {}).get("uri")
+        url = (read_record(home, "postgresql") or {}).get("url")
+        if not uri or not url:
+            return {}
+        t0 = time.monotonic()
+        with psycopg.connect(url, autocommit=True) as c:
+            while True:
+                pending = c.execute(PENDING_SQL).fetchone()[0]  # type: ignore[index]
+                if not pending or time.monotonic() - t0 > timeout:
+                    break
+                time.sleep(0.5)
+            time.sleep(2.0)  # the trailing flush of the last jobs (at most one interval)
+            live = {str(r[0]) for r in c.execute(LIVE_CHUNK_IDS_SQL).fetchall()}
+        client = milvus_client(uri)
+        try:
+            held = {str(r["id"]) for r in client.query(ALIAS, filter='id != ""', output_fields=["id"], limit=16384)}
+        finally:
+            client.close()
+        return {
+            "seconds_to_settle": round(time.monotonic() - t0, 1),
+            "pages_pending": pending,
+            "pg_live_chunks": len(live),
+            "milvus_rows": len(held),
+            "missing": len(live - held),
+            "stale": len(held - live),
+            "ok": not pending and live == held,
+        }
+
     def database(self) -> dict[str, Any]:
         """PostgreSQL's own figures: the database's size and ``shared_buffers`` (the bound of its
         shared memory)."""
@@ -305,6 +345,13 @@ ORDER BY pg_total_relation_size(s.relid) DESC
 
 
 # The rows the active collection should hold (openkb.indexing.service.pg_chunk_count's count).
+PENDING_SQL = "SELECT count(*) FROM documents WHERE type = 'page' AND index_status = 'pending' AND deleted_at IS NULL"
+LIVE_CHUNK_IDS_SQL = """
+SELECT c.id FROM document_chunks c
+JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
+"""
+ALIAS = "openkb_chunks_active"
 LIVE_CHUNKS_SQL = """
 SELECT count(*) FROM document_chunks c
 JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
@@ -551,6 +598,7 @@ def main() -> None:
         t_end = time.monotonic()
         mem_end = stack.memory()
         db_end = stack.database()
+        settled = stack.settled()
     finally:
         stack.down()
         if not args.keep:
@@ -674,6 +722,8 @@ def main() -> None:
         },
         "milvus_start": quarters[0]["milvus"],
         "milvus_end": quarters[-1]["milvus"],
+        # the index against the truth once the last jobs ran (Stack.settled): 0 missing, 0 stale
+        "milvus_settled": settled,
     }
     print(f"{'op':8} {'count':>7} {'per s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'5xx':>5}")
     for op, v in per_op.items():
@@ -734,6 +784,13 @@ def main() -> None:
             for name, c in m.get("collections", {}).items()
         )
         print(f"Milvus Lite at {at.split('_')[1]}: PostgreSQL's live chunks {m.get('pg_live_chunks')}; {colls}")
+    st = result["milvus_settled"]
+    if st:
+        print(
+            f"settled after {st['seconds_to_settle']} s ({st['pages_pending']} pages pending): PostgreSQL's live "
+            f"chunks {st['pg_live_chunks']}, the active collection {st['milvus_rows']}; missing {st['missing']}, "
+            f"stale {st['stale']}: " + ("ok" if st["ok"] else "NO")
+        )
     for check in (result["memory_check"], result["memory_check_beside_new_data"], result["leak_check"]):
         print(f"{check['rule']}: " + ("ok" if check["ok"] else "NO: " + ", ".join(check["over"])))
     print(json.dumps(result))
