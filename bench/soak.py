@@ -251,8 +251,7 @@ class Stack:
         """Once the load stopped and every index job finished (no page ``pending``), the chunk ids
         the active collection holds against PostgreSQL's live chunks, id by id: ``missing`` (a
         save that never became searchable) and ``stale`` (a replaced or deleted chunk still
-        found) must both be 0. Read through the alias, as searches are, after the worker's
-        trailing flush."""
+        found) must both be 0. Read through the alias, as searches are."""
         import psycopg
 
         from openkb.runtime.embedded import milvus_client
@@ -270,7 +269,7 @@ class Stack:
                 if not pending or time.monotonic() - t0 > timeout:
                     break
                 time.sleep(0.5)
-            time.sleep(2.0)  # the trailing flush of the last jobs (at most one interval)
+            time.sleep(1.0)  # not for their trailing flush: unflushed rows are queried alike
             live = {str(r[0]) for r in c.execute(LIVE_CHUNK_IDS_SQL).fetchall()}
         client = milvus_client(uri)
         try:
