@@ -101,3 +101,16 @@ def test_an_interval_of_zero_flushes_after_every_job(app_ctx, target, flushes, m
     monkeypatch.setattr(service, "FLUSH_INTERVAL_S", 0.0)
     _saves(app_ctx, target, str(uuid.uuid4()), 3)
     assert flushes == [target.collection] * 3
+
+
+def test_rows_waiting_for_their_flush_are_searched_and_replaced_ones_are_not(app_ctx, target, monkeypatch):
+    """Why a longer interval hides nothing: a search (not only a query) finds the rows of the
+    jobs that left their flush for later, and no longer finds the rows those jobs replaced."""
+    monkeypatch.setattr(service, "FLUSH_INTERVAL_S", 3600.0)
+    doc = str(uuid.uuid4())
+    _saves(app_ctx, target, doc, 3)  # the first save flushed; the next two wait
+    where = f'document_id == "{doc}"'
+    latest = mv.hybrid_search(app_ctx.milvus, target.collection, "coalesce2", where, 10, target.spec)
+    assert len(latest) == 2 and all("coalesce2" in h.fields["content_text"] for h in latest)
+    for replaced in ("coalesce0", "coalesce1"):
+        assert mv.hybrid_search(app_ctx.milvus, target.collection, replaced, where, 10, target.spec) == []
