@@ -29,8 +29,8 @@ def run_consumer(ctx: AppContext, workers: int = 2) -> None:
 def stop_flushes(ctx: AppContext) -> None:
     """Index jobs flush their collection at most once every five seconds
     (docs/retrieval.md#flushes): the trailing flush still waiting runs now rather than with the
-    next worker. A failure is logged
-    only: the rows are in Milvus already (Lite's WAL) and its next flush writes them."""
+    next worker. A failure is logged only: the rows are in Milvus already (Lite's WAL) and its
+    next flush writes them."""
     from openkb.indexing.service import flush_pending
 
     try:
