@@ -251,7 +251,8 @@ class Stack:
         """Once the load stopped and every index job finished (no page ``pending``), the chunk ids
         the active collection holds against PostgreSQL's live chunks, id by id: ``missing`` (a
         save that never became searchable) and ``stale`` (a replaced or deleted chunk still
-        found) must both be 0. Read through the alias, as searches are."""
+        found) must both be 0. Read through the alias, as searches are; no flush is waited for
+        (rows not yet flushed are queried alike, docs/retrieval.md#flushes)."""
         import psycopg
 
         from openkb.runtime.embedded import milvus_client
@@ -269,11 +270,13 @@ class Stack:
                 if not pending or time.monotonic() - t0 > timeout:
                     break
                 time.sleep(0.5)
-            time.sleep(1.0)  # not for their trailing flush: unflushed rows are queried alike
             live = {str(r[0]) for r in c.execute(LIVE_CHUNK_IDS_SQL).fetchall()}
+        from openkb.config import Settings
+
+        alias = Settings.model_fields["milvus_active_alias"].default  # the appliance runs on defaults
         client = milvus_client(uri)
         try:
-            held = {str(r["id"]) for r in client.query(ALIAS, filter='id != ""', output_fields=["id"], limit=16384)}
+            held = {str(r["id"]) for r in client.query(alias, filter='id != ""', output_fields=["id"], limit=16384)}
         finally:
             client.close()
         return {
@@ -343,19 +346,16 @@ ORDER BY pg_total_relation_size(s.relid) DESC
 """
 
 
-# The rows the active collection should hold (openkb.indexing.service.pg_chunk_count's count).
+# The rows the active collection should hold (openkb.indexing.service.pg_chunk_count's count):
+# counted at each quarter, and listed by id once the run has settled (Stack.settled)
+_LIVE_CHUNKS = """
+FROM document_chunks c
+JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
+WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
+"""
+LIVE_CHUNKS_SQL = "SELECT count(*)" + _LIVE_CHUNKS
+LIVE_CHUNK_IDS_SQL = "SELECT c.id" + _LIVE_CHUNKS
 PENDING_SQL = "SELECT count(*) FROM documents WHERE type = 'page' AND index_status = 'pending' AND deleted_at IS NULL"
-LIVE_CHUNK_IDS_SQL = """
-SELECT c.id FROM document_chunks c
-JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
-WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
-"""
-ALIAS = "openkb_chunks_active"
-LIVE_CHUNKS_SQL = """
-SELECT count(*) FROM document_chunks c
-JOIN documents d ON d.id = c.document_id AND d.current_version_id = c.version_id
-WHERE d.type = 'page' AND d.status <> 'deleted' AND d.deleted_at IS NULL
-"""
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
