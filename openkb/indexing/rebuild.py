@@ -67,6 +67,7 @@ from openkb.indexing.service import (
     DocInfo,
     SyncReport,
     Target,
+    drop_collection,
     flush_collection,
     milvus_row,
     pg_chunk_count,
@@ -470,7 +471,7 @@ def run_rebuild(
             phase("create collection")
             if not resumed and client.has_collection(collection):
                 # a fresh job builds from scratch: rows left by an earlier build would be duplicated
-                mv.drop_collection(client, collection)
+                drop_collection(ctx, collection)
             mv.ensure_collection(client, spec)
             with Session(ctx.engine) as s:
                 total = pg_chunk_count(s)
@@ -722,7 +723,7 @@ def drop(ctx: AppContext, session: Session, principal: Principal, ref: str, *, f
         raise RebuildBusy(f"a rebuild of {prof.collection_name} is running (job {running.id})")
     existed = ctx.milvus.has_collection(prof.collection_name)
     if existed:
-        mv.drop_collection(ctx.milvus, prof.collection_name)
+        drop_collection(ctx, prof.collection_name)
     meta = dict(prof.function_metadata)
     meta["dropped_at"] = datetime.now(UTC).isoformat()
     prof.function_metadata = meta

@@ -28,7 +28,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -475,6 +476,44 @@ _FLUSH_LOCK_SALT = 17
 _FLUSH_RACE_RETRIES = 5  # Lite's "current_seq is monotonic" when a write overlaps the flush
 
 
+@contextmanager
+def _lite_collection_lock(ctx: AppContext, collection: str) -> Iterator[None]:
+    """Hold the cluster-wide lock of one Lite collection's files (its flushes and its drop): a
+    PostgreSQL advisory lock keyed by the name, on a connection of its own, because the holders
+    are threads of one process and other processes alike (see ``flush_collection``)."""
+    key = {"k": f"openkb-flush-{collection}"}
+    with ctx.engine.connect() as conn:
+        conn.execute(text(f"SELECT pg_advisory_lock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
+        try:
+            yield
+        finally:
+            conn.execute(text(f"SELECT pg_advisory_unlock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
+            conn.commit()
+
+
+def drop_collection(ctx: AppContext, collection: str) -> None:
+    """Drop ``collection`` (``milvus.drop_collection``: refused while an alias points at it),
+    never in the middle of a flush of it.
+
+    Why: a flush of this process may still be waiting (``request_flush``) or running in a
+    timer thread, and a drop that overlaps a flush on Lite fails half-way ("No such file or
+    directory: 'manifest.json.tmp'", seen in CI when a collection was dropped right after its
+    trailing flush started). The waiting flush is cancelled (nothing is left to flush) and the
+    drop takes the collection's flush lock, so a flush running anywhere finishes first."""
+    with _GATES_LOCK:
+        gates = [g for (_, name), (_, g) in _GATES.items() if name == collection]
+    for gate in gates:
+        with gate.lock:
+            timer, gate.timer = gate.timer, None
+        if timer is not None:
+            timer.cancel()
+    if backend_of(ctx) != "lite":
+        mv.drop_collection(ctx.milvus, collection)
+        return
+    with _lite_collection_lock(ctx, collection):
+        mv.drop_collection(ctx.milvus, collection)
+
+
 def flush_collection(ctx: AppContext, collection: str) -> None:
     """Flush ``collection``, one flusher at a time per collection on Milvus Lite.
 
@@ -493,32 +532,22 @@ def flush_collection(ctx: AppContext, collection: str) -> None:
     A Milvus 2.6 server coordinates flushes itself (the data coordinator serialises segment
     sealing), so there the flush runs unlocked, as before. Lite must flush at all because
     filtered searches over unflushed rows are slow there (see ``openkb.indexing.milvus``)."""
-    import time
-
     from pymilvus.exceptions import MilvusException
-
-    from openkb.indexing.profiles import backend_of
 
     client = ctx.milvus
     try:
         if backend_of(ctx) != "lite":
             client.flush(collection)
             return
-        key = {"k": f"openkb-flush-{collection}"}
-        with ctx.engine.connect() as conn:
-            conn.execute(text(f"SELECT pg_advisory_lock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
-            try:
-                for attempt in range(_FLUSH_RACE_RETRIES + 1):
-                    try:
-                        client.flush(collection)
-                        break
-                    except MilvusException as exc:
-                        if "current_seq is monotonic" not in str(exc.message) or attempt == _FLUSH_RACE_RETRIES:
-                            raise
-                        time.sleep(0.02 * (attempt + 1))
-            finally:
-                conn.execute(text(f"SELECT pg_advisory_unlock(hashtextextended(:k, {_FLUSH_LOCK_SALT}))"), key)
-                conn.commit()
+        with _lite_collection_lock(ctx, collection):
+            for attempt in range(_FLUSH_RACE_RETRIES + 1):
+                try:
+                    client.flush(collection)
+                    break
+                except MilvusException as exc:
+                    if "current_seq is monotonic" not in str(exc.message) or attempt == _FLUSH_RACE_RETRIES:
+                        raise
+                    time.sleep(0.02 * (attempt + 1))
     except MilvusException as exc:
         raise IndexError_(f"flush of {collection} failed: {exc.message}") from exc
 

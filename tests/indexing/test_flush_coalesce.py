@@ -26,18 +26,19 @@ def target(app_ctx):
     mv.ensure_collection(app_ctx.milvus, spec)
     yield service.Target(collection=spec.collection_name, spec=spec)
     service.flush_pending(app_ctx)
-    app_ctx.milvus.drop_collection(spec.collection_name)
+    service.drop_collection(app_ctx, spec.collection_name)  # after a timer's flush still running
 
 
 @pytest.fixture()
 def flushes(app_ctx, monkeypatch):
-    """Collections the real client flushed, in order."""
+    """Collections the real client flushed, in order (each once its flush returned)."""
     seen: list[str] = []
     real = app_ctx.milvus.flush
 
     def counting(collection_name, *args, **kwargs):
+        out = real(collection_name, *args, **kwargs)
         seen.append(collection_name)
-        return real(collection_name, *args, **kwargs)
+        return out
 
     monkeypatch.setattr(app_ctx.milvus, "flush", counting)
     return seen
@@ -114,3 +115,26 @@ def test_rows_waiting_for_their_flush_are_searched_and_replaced_ones_are_not(app
     assert len(latest) == 2 and all("coalesce2" in h.fields["content_text"] for h in latest)
     for replaced in ("coalesce0", "coalesce1"):
         assert mv.hybrid_search(app_ctx.milvus, target.collection, replaced, where, 10, target.spec) == []
+
+
+def test_a_drop_cancels_the_waiting_flush_and_waits_for_a_running_one(app_ctx, monkeypatch):
+    """Dropping a collection (``index drop``, a fresh rebuild) on Lite while one of its flushes
+    runs broke the drop half-way ("manifest.json.tmp" missing); the drop now cancels the flush
+    still waiting and takes the lock a running flush holds."""
+    import threading
+
+    monkeypatch.setattr(service, "FLUSH_INTERVAL_S", 3600.0)
+    spec = make_profile(model_name=None, dim=0, version=800 + uuid.uuid4().int % 90)
+    mv.ensure_collection(app_ctx.milvus, spec)
+    target = service.Target(collection=spec.collection_name, spec=spec)
+    _saves(app_ctx, target, str(uuid.uuid4()), 2)  # the second save's flush waits
+
+    dropped = threading.Event()
+    with service._lite_collection_lock(app_ctx, target.collection):  # as a flush running elsewhere
+        worker = threading.Thread(target=lambda: (service.drop_collection(app_ctx, target.collection), dropped.set()))
+        worker.start()
+        assert not dropped.wait(0.5)  # the drop waits for the flush
+        assert app_ctx.milvus.has_collection(target.collection)
+    worker.join(60)
+    assert dropped.is_set() and not app_ctx.milvus.has_collection(target.collection)
+    assert service.flush_pending(app_ctx) == []  # the waiting flush was cancelled, not run on nothing

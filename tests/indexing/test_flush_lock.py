@@ -21,7 +21,7 @@ from sqlalchemy import text
 from openkb.indexing import milvus as mv
 from openkb.indexing.profiles import backend_of
 from openkb.indexing.profiles_spec import make_profile
-from openkb.indexing.service import _FLUSH_LOCK_SALT, flush_collection
+from openkb.indexing.service import _FLUSH_LOCK_SALT, drop_collection, flush_collection
 
 
 @pytest.fixture()
@@ -29,7 +29,7 @@ def collection(app_ctx):
     spec = make_profile(model_name=None, dim=0, version=900 + uuid.uuid4().int % 90)  # BM25-only: no embedder calls
     mv.ensure_collection(app_ctx.milvus, spec)
     yield spec.collection_name
-    app_ctx.milvus.drop_collection(spec.collection_name)
+    drop_collection(app_ctx, spec.collection_name)
 
 
 def _row(i: str):
