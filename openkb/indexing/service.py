@@ -959,6 +959,7 @@ __all__ = [
     "apply_rows",
     "default_spec",
     "desired_rows",
+    "drop_collection",
     "ensure_default_profile",
     "flush_collection",
     "flush_pending",
