@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from huey import Huey, RedisHuey, SqliteHuey
+from typing import TYPE_CHECKING, Any
 
 from openkb.config import Settings, get_settings
+
+if TYPE_CHECKING:
+    from huey import Huey
 
 _huey: Huey | None = None
 
 
 def build_huey(settings: Settings) -> Huey:
+    # huey (and the Redis client it loads) is imported on first use, not with this module: a CLI
+    # command installs this queue and most never enqueue (a third of a second at every start)
+    from huey import RedisHuey, SqliteHuey
+
     if settings.redis_url:
         return RedisHuey("openkb", url=settings.redis_url)
     settings.openkb_home.mkdir(parents=True, exist_ok=True)

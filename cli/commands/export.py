@@ -20,7 +20,6 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, err_console
 from openkb.errors import ValidationError
-from openkb.exporting import service
 
 
 def register(app: typer.Typer) -> None:
@@ -49,6 +48,8 @@ def export_cmd(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from openkb.exporting import service  # here: its import is most of the CLI's start otherwise
+
     out = out.expanduser()
     if out.suffix.lower() != ".zip":
         raise ValidationError("--out must name a .zip file", field="--out")

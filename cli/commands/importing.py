@@ -15,14 +15,16 @@ from __future__ import annotations
 import sys
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.context import appliance, unit_of_work
 from cli.output import console, emit_json, err_console, table
 from openkb.errors import ImportIncomplete, ValidationError
-from openkb.importing import service
+
+if TYPE_CHECKING:  # imported by the commands that run: its import is most of the CLI's start
+    from openkb.importing import service
 
 
 def register(app: typer.Typer) -> None:
@@ -67,6 +69,8 @@ def import_cmd(
         return
     if len(args) != 1:
         raise ValidationError("give one PATH (a folder, a file or a .zip)")
+    from openkb.importing import service
+
     if not kb:
         raise ValidationError("say where to import: --kb KNOWLEDGE_BASE")
     path = Path(args[0]).expanduser()
@@ -197,6 +201,8 @@ class _progress:
 def _revert(run_id: str, kb: str | None, as_user: str | None, json_out: bool) -> None:
     if not kb:
         raise ValidationError("say which knowledge base the run wrote to: --kb KNOWLEDGE_BASE")
+    from openkb.importing import service
+
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         kbase = service.find_knowledge_base(s, kb)
         actor = service.operator_actor(s, kbase, as_user, None)

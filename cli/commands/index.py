@@ -10,7 +10,7 @@ console) and only parse, call and print.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import (
@@ -25,9 +25,17 @@ from rich.text import Text
 
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, err_console, table
-from openkb.permissions.principal import Principal
 
-OPERATOR = Principal.system()
+if TYPE_CHECKING:
+    from openkb.permissions.principal import Principal
+
+
+def _operator() -> Principal:
+    """The operator at the machine (``Principal.system()``), who these commands act as; the
+    permissions package is imported when a command runs, not when the CLI starts."""
+    from openkb.permissions.principal import Principal
+
+    return Principal.system()
 
 
 def register(app: typer.Typer) -> None:
@@ -116,7 +124,7 @@ def index_rebuild(
 
     with appliance() as ctx:
         with unit_of_work(ctx) as s:
-            job = start_rebuild(ctx, s, OPERATOR, profile, switch=switch)
+            job = start_rebuild(ctx, s, _operator(), profile, switch=switch)
             resumed = job.last_chunk_id is not None
         job_id = job.id
         t0 = time.perf_counter()
@@ -172,7 +180,7 @@ def index_switch(
     from openkb.indexing.rebuild import switch
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = switch(ctx, s, OPERATOR, profile, force=force)
+        out = switch(ctx, s, _operator(), profile, force=force)
     emit_json(out) if json_out else console.print(
         f"{out['alias']}: {out['previous']} -> {out['collection']}", highlight=False
     )
@@ -186,7 +194,7 @@ def index_rollback(
     from openkb.indexing.rebuild import rollback
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = rollback(ctx, s, OPERATOR, to)
+        out = rollback(ctx, s, _operator(), to)
     emit_json(out) if json_out else console.print(
         f"rolled back {out['alias']}: {out['previous']} -> {out['collection']}", highlight=False
     )
@@ -200,7 +208,7 @@ def index_history(
     from openkb.indexing.rebuild import history
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = history(ctx, s, OPERATOR, limit=limit)
+        out = history(ctx, s, _operator(), limit=limit)
     if json_out:
         emit_json(out)
         return
@@ -240,7 +248,7 @@ def index_drop(
     if not yes and not json_out and not typer.confirm(f"drop the collection of {profile}?"):
         raise typer.Exit(1)
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = drop(ctx, s, OPERATOR, profile, force=force)
+        out = drop(ctx, s, _operator(), profile, force=force)
     emit_json(out) if json_out else console.print(f"dropped {out['dropped']}", highlight=False)
 
 
@@ -254,7 +262,7 @@ def index_verify(
     from openkb.indexing.verify import verify
 
     with appliance() as ctx, unit_of_work(ctx) as s:
-        out = verify(ctx, s, OPERATOR, collection=collection, repair=repair)
+        out = verify(ctx, s, _operator(), collection=collection, repair=repair)
     if json_out:
         emit_json(out)
     else:

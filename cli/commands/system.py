@@ -10,7 +10,6 @@ import typer
 
 from cli.context import appliance, unit_of_work
 from cli.output import console, emit_json, err_console, read_password, table
-from openkb.config import get_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -32,6 +31,7 @@ def up(
 ) -> None:
     """Start the whole appliance (embedded PostgreSQL, Milvus Lite, embedder, worker, API) and keep every part running."""
     from cli.supervisor import Supervisor
+    from openkb.config import get_settings
 
     _serving(host, port)
     settings = get_settings()
@@ -82,6 +82,7 @@ def worker(
     workers: Annotated[int, typer.Option(help="Worker threads.")] = 2,
 ) -> None:
     """Run the queue consumer only."""
+    from openkb.config import get_settings
     from server.logs import configure_logging
     from workers.consumer import run_consumer
 
@@ -212,6 +213,8 @@ def _last_exit(part: dict) -> str:  # type: ignore[type-arg]
 
 def config_show(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Print the effective settings (secrets masked), each marked embedded or external."""
+    from openkb.config import get_settings
+
     rows = get_settings().describe()
     if json_out:
         emit_json(rows)

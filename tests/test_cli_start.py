@@ -1,0 +1,29 @@
+"""The CLI starts without the database layer, the settings or any service (cli/context.py).
+
+Every ``openkb`` command pays the CLI's start: with the models and the export, import and
+permission services imported by the command modules, ``openkb --help`` took ~3 s; they are
+imported now by the commands that use them. This checks what ``import cli.main`` loads (a
+fact, not a timing) and that help still lists every group.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("sqlmodel", "sqlalchemy", "pydantic_settings", "openkb.models", "openkb.config", "openkb.permissions")
+
+
+def test_the_cli_starts_without_the_database_layer_or_services():
+    code = f"import json, sys, cli.main; print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_help_lists_the_commands_whose_imports_moved():
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "--help"], capture_output=True, text=True, timeout=120, check=True
+    )
+    for name in ("export", "import", "index", "app", "up", "doctor"):
+        assert f" {name} " in out.stdout, name
