@@ -9,6 +9,7 @@ fact, not a timing) and that help still lists every group.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -27,3 +28,17 @@ def test_help_lists_the_commands_whose_imports_moved():
     )
     for name in ("export", "import", "index", "app", "up", "doctor"):
         assert f" {name} " in out.stdout, name
+
+
+def test_flags_show_no_value_placeholder_in_help():
+    """A flag takes no value: its help line must not suggest one (``--json <bool>``)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "tenant", "list", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    flags = [line for line in out.stdout.splitlines() if "--json" in line or "--help" in line]
+    assert len(flags) == 2 and not any("<bool>" in line for line in flags), flags
