@@ -24,14 +24,6 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as cli/main.py doe
 os.environ.setdefault("APP_BASE_URL", "http://127.0.0.1:8000")
 for _var in ("DATABASE_URL", "MILVUS_URI", "REDIS_URL", "S3_ENDPOINT", "SMTP_HOST", "OPENKB_EMBEDDER_URL"):
     os.environ.pop(_var, None)
-# The tests start hundreds of Python processes (the CLI, `openkb up`, servers, workers). Where
-# the environment turns bytecode writing off, each of them compiled every module it imports from
-# source again (~0.5 s a process); they share a bytecode cache of this run instead, outside the
-# tree and removed with it.
-_PYCACHE: Path | None = None
-if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and "PYTHONPYCACHEPREFIX" not in os.environ:
-    _PYCACHE = Path(tempfile.mkdtemp(prefix="openkb-test-pycache-"))
-    os.environ["PYTHONPYCACHEPREFIX"] = str(_PYCACHE)
 
 from sqlalchemy import text  # noqa: E402
 from sqlmodel import Session  # noqa: E402
@@ -130,8 +122,6 @@ def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001
 
     dispose_engines()
     shutil.rmtree(_HOME, ignore_errors=True)
-    if _PYCACHE is not None:
-        shutil.rmtree(_PYCACHE, ignore_errors=True)
 
 
 @pytest.fixture()
