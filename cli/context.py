@@ -27,8 +27,9 @@ def appliance(
     from openkb.jobs import set_queue
     from openkb.runtime.embedded import COMPONENTS, EmbeddedServices
 
+    components = COMPONENTS if components is None else components
     settings = settings or get_settings()
-    svc = EmbeddedServices(settings, COMPONENTS if components is None else components)
+    svc = EmbeddedServices(settings, components)
     endpoints = svc.start()
     try:
         if migrate and "postgresql" in components:
