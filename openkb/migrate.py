@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from openkb.db import normalize_url
+from openkb.db import get_engine, normalize_url
 from openkb.errors import ServiceUnavailable
 
 if TYPE_CHECKING:
@@ -50,18 +50,15 @@ def upgrade_if_behind(database_url: str) -> bool:
     Alembic and its scripts to find nothing to do took ~0.5 s of each command; one query on
     ``alembic_version`` answers the usual case. Anything else (a new or older database, a
     revision this build does not know) goes through Alembic as before, which says what is wrong."""
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import text
 
-    eng = create_engine(normalize_url(database_url))
-    try:
-        with eng.connect() as conn:
+    try:  # the process's own pool (its timeouts and hang guard): the command's next unit reuses it
+        with get_engine(database_url).connect() as conn:
             current = [r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version"))]
     except ProgrammingError:  # no alembic_version yet: a new database
         current = []
     except OperationalError as exc:
         raise ServiceUnavailable(f"PostgreSQL is unreachable at DATABASE_URL: {exc.orig}") from None
-    finally:
-        eng.dispose()
     if current == [HEAD]:
         return False
     upgrade(database_url)
