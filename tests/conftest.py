@@ -35,21 +35,6 @@ from openkb.runtime.embedded import EmbeddedServices  # noqa: E402
 reset_settings_cache()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def job_queue() -> Iterator[None]:
-    """The process's job queue from the first test on, as ``openkb serve`` has it: the huey queue
-    the ``worker`` fixture consumes. Fixtures that swap in a recorder restore what they found;
-    found empty, a live server started while they held the swap (its app installs the queue)
-    was left with none once they restored it, and every later job of that test process was
-    lost, depending only on which test files ran first (seen with pytest-xdist's orders)."""
-    from openkb import jobs
-    from workers.queue import HueyQueue
-
-    if jobs._queue is None:
-        jobs.set_queue(HueyQueue())
-    yield
-
-
 @pytest.fixture(scope="session")
 def test_home() -> Path:
     return _HOME
@@ -242,10 +227,6 @@ def worker(app_ctx):
 
     tasks.set_context(app_ctx)
     huey = get_huey()
-    # jobs enqueued before a consumer existed in this test process belong to tests that asked
-    # for no worker; left in the queue, the consumer first worked through that backlog (minutes
-    # of stale index jobs) while the tests that started it waited for their own
-    huey.flush()
     consumer = huey.create_consumer(workers=2, worker_type="thread", periodic=False, check_worker_health=False)
     # Consumer.run() installs signal handlers (main thread only); start its threads directly.
     consumer.start()
