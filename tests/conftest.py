@@ -35,6 +35,35 @@ from openkb.runtime.embedded import EmbeddedServices  # noqa: E402
 reset_settings_cache()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def job_queue() -> Iterator[None]:
+    """The process's job queue from the first test on, as ``openkb serve`` has it: the huey queue
+    the ``worker`` fixture consumes. Fixtures that swap in a recorder restore what they found;
+    found empty, a live server started while they held the swap (its app installs the queue)
+    was left with none once they restored it, and every later job of that test process was
+    lost, depending only on which test files ran first (seen with pytest-xdist's orders)."""
+    from openkb import jobs
+    from workers.queue import HueyQueue
+
+    if jobs._queue is None:
+        jobs.set_queue(HueyQueue())
+    yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def job_queue_per_module(job_queue) -> Iterator[None]:
+    """The job queue a test file found is the one the next file finds. An app built in a test
+    installs its queue for the whole process (``create_app(ctx, queue=RecordingQueue())``, as
+    ``openkb serve`` installs huey's), and a recorder left installed swallowed every job the live
+    server enqueued afterwards: the worker's tests then waited for jobs that never reached huey,
+    depending only on which test files ran before them in that process (pytest-xdist)."""
+    from openkb import jobs
+
+    before = jobs._queue
+    yield
+    jobs.set_queue(before)
+
+
 @pytest.fixture(scope="session")
 def test_home() -> Path:
     return _HOME

@@ -491,6 +491,10 @@ def test_an_empty_page_is_complete_with_zero_rows_and_repair_fixes_a_never_synce
     (exit 1) after every --repair."""
     from openkb.indexing.verify import verify
 
+    with session_scope(env.engine) as s:
+        # from a synced start: verify covers the whole database, and pages other test modules
+        # saved without a worker (their jobs recorded, never run) are never-synced ones too
+        verify(env.ctx, s, OPS, repair=True)
     empty = env.create("")  # through the worker: synced, no chunks
     with session_scope(env.engine) as s:
         rep = verify(env.ctx, s, OPS)
