@@ -103,6 +103,22 @@ def _error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def _stop_signal(exc: BaseException) -> BaseException | None:
+    """The ``SystemExit`` (SIGTERM/SIGHUP while ``openkb up`` starts: cli/supervisor.py) or
+    ``KeyboardInterrupt`` (Ctrl-C) behind ``exc``, when a signal handler raised it inside code that
+    wraps what it raises: a signal landing in an import, while a class's ``__set_name__`` runs,
+    surfaces as ``RuntimeError: Error calling __set_name__`` caused by it. The stop was asked
+    for; the wrapper is an accident of where it landed."""
+    seen: set[int] = set()
+    e = exc.__cause__ or exc.__context__
+    while e is not None and id(e) not in seen:
+        if isinstance(e, (SystemExit, KeyboardInterrupt)):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def run() -> None:
     try:
         rc = app(prog_name="openkb", standalone_mode=False)
@@ -135,6 +151,14 @@ def run() -> None:
     except Exception as exc:
         from sqlalchemy.exc import OperationalError
 
+        stop = _stop_signal(exc)
+        if isinstance(stop, SystemExit):
+            raise SystemExit(stop.code) from None
+        if stop is not None:
+            from cli.output import err_console
+
+            err_console.print("interrupted")
+            sys.exit(130)
         if isinstance(exc, OperationalError):
             first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
             _error(f"PostgreSQL is unreachable (DATABASE_URL): {first}")

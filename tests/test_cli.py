@@ -444,3 +444,36 @@ def test_no_arguments_prints_help_not_a_traceback():
     p = run([])
     assert "Traceback" not in p.stderr + p.stdout
     assert "Usage: openkb" in p.stdout + p.stderr
+
+
+def _signal_inside_a_class_body(exc: BaseException):
+    """What a stop signal raised while an import defines a class looks like (Python 3.11 wraps an
+    exception from ``__set_name__`` in RuntimeError; later versions let it through)."""
+
+    def command(**_kw):
+        class Field:
+            def __set_name__(self, owner, name):
+                raise exc
+
+        class Range:
+            bounds = Field()
+
+    return command
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "said"),
+    [(SystemExit(128 + signal.SIGTERM), 128 + signal.SIGTERM, ""), (KeyboardInterrupt(), 130, "interrupted")],
+)
+def test_a_stop_signal_landing_in_an_import_exits_without_a_traceback(monkeypatch, capsys, raised, code, said):
+    """`openkb up` turns SIGTERM into SystemExit while it starts (cli/supervisor.py); one that
+    arrived while SQLAlchemy defined a class printed a RuntimeError traceback instead of
+    exiting 143 (seen under a loaded machine's timing)."""
+    import cli.main
+
+    monkeypatch.setattr(cli.main, "app", _signal_inside_a_class_body(raised))
+    with pytest.raises(SystemExit) as e:
+        cli.main.run()
+    assert e.value.code == code
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err and said in out.err
