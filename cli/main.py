@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 # Before anything imports grpc: its fork handlers can break live channels when a library forks.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
@@ -119,6 +119,13 @@ def _stop_signal(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _interrupted() -> NoReturn:
+    from cli.output import err_console
+
+    err_console.print("interrupted")
+    sys.exit(130)
+
+
 def run() -> None:
     try:
         rc = app(prog_name="openkb", standalone_mode=False)
@@ -128,10 +135,7 @@ def run() -> None:
         _error(str(exc.detail))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        from cli.output import err_console
-
-        err_console.print("interrupted")
-        sys.exit(130)
+        _interrupted()
     except SystemExit:
         raise
     except _usage_error_types() as exc:
@@ -155,10 +159,7 @@ def run() -> None:
         if isinstance(stop, SystemExit):
             raise SystemExit(stop.code) from None
         if stop is not None:
-            from cli.output import err_console
-
-            err_console.print("interrupted")
-            sys.exit(130)
+            _interrupted()
         if isinstance(exc, OperationalError):
             first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
             _error(f"PostgreSQL is unreachable (DATABASE_URL): {first}")
