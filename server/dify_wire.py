@@ -205,7 +205,7 @@ def parse_body(raw: bytes) -> ParsedRequest:
         raise too_large()
     try:
         data = json.loads(raw.decode("utf-8") if raw else "{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or a number past Python's 4,300 digits
         raise _bad_body(f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise _bad_body("request body must be a JSON object")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -144,8 +145,9 @@ def install(app: FastAPI) -> None:
         code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
         detail = str(exc.detail)
         if exc.status_code == 400 and detail == _FASTAPI_BODY_PARSE_ERROR:
-            # FastAPI's words when the bytes don't even decode as text (not valid UTF-8/16/32).
-            code, detail = "INVALID_JSON", "line 1, column 1: the body is not UTF-8 text"
+            # FastAPI's words for any error of the JSON parser other than a syntax error; the
+            # parser's own exception is the cause (``raise ... from e``)
+            code, detail = "INVALID_JSON", _body_parse_detail(exc.__cause__)
         return JSONResponse(
             {"error": code, "detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None)
         )
@@ -174,6 +176,15 @@ _JSON_KINDS = {
     type(None): "null",
     bytes: "raw bytes",
 }
+
+
+def _body_parse_detail(cause: BaseException | None) -> str:
+    """Why a body that is not a JSON syntax error still did not parse: bytes that are not text,
+    or a number past the digits Python converts (``sys.get_int_max_str_digits``, 4,300: a guard
+    against quadratic-time conversion), which no field of the API takes anyway."""
+    if isinstance(cause, ValueError) and not isinstance(cause, UnicodeError) and "digits" in str(cause):
+        return f"a number in the body has more than {sys.get_int_max_str_digits()} digits"
+    return "line 1, column 1: the body is not UTF-8 text"
 
 
 def _json_error_detail(err: dict[str, Any], doc: Any) -> str:

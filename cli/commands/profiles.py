@@ -36,7 +36,7 @@ def _params(values: list[str] | None, what: str) -> dict[str, object]:
             raise ValidationError(f"{what} takes KEY=VALUE (got {item!r})", field=what)
         try:
             out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (or a number too long to convert): the text as it is
             out[key.strip()] = raw
     return out
 
@@ -82,7 +82,7 @@ def profile_create(
 
     try:
         analyzer_params = json.loads(analyzer) if analyzer else None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or a number past Python's 4,300 digits
         raise ValidationError(f"--analyzer is not JSON: {exc}", field="analyzer") from None
     inp = ProfileInput(
         name=name,

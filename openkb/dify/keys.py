@@ -171,8 +171,9 @@ def parse_filter_args(args: Sequence[str]) -> dict[str, Any]:
     if len(args) == 1 and args[0].lstrip().startswith("{"):
         try:
             return normalize_metadata_filters(json.loads(args[0]))
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"--metadata-filter is not valid JSON: {exc.msg}", field="metadata_filter") from None
+        except ValueError as exc:  # JSONDecodeError, or a number past Python's 4,300 digits
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise ValidationError(f"--metadata-filter is not valid JSON: {msg}", field="metadata_filter") from None
     pairs: dict[str, list[str]] = {}
     for a in args:
         k, sep, v = a.partition("=")

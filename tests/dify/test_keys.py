@@ -98,6 +98,9 @@ def test_metadata_filter_forms_normalize():
     assert keys.parse_filter_args(['{"lang": "zh"}'])["conditions"][0]["value"] == "zh"
     with pytest.raises(ValidationError):
         keys.parse_filter_args(["nonsense"])
+    for bad in ('{"lang": ', '{"n": ' + "9" * 5000 + "}"):  # not JSON; a number Python will not convert
+        with pytest.raises(ValidationError, match="--metadata-filter is not valid JSON"):
+            keys.parse_filter_args([bad])
 
 
 def test_parse_expires():

@@ -334,6 +334,11 @@ def test_key_for_kb_a_asking_for_kb_b_is_1002(world, http):
         b'{"knowledge_id": "x", "query": "q", "metadata_condition": {"conditions": '
         b'[{"name": "a", "comparison_operator": "like", "value": "x"}]}}',
         b"\xff\xfe",
+        # past the 4,300 digits Python's parser converts: a ValueError that is not a syntax error
+        pytest.param(
+            b'{"knowledge_id": "x", "query": "q", "retrieval_setting": {"top_k": ' + b"9" * 5000 + b"}}",
+            id="number-of-5000-digits",
+        ),
     ],
 )
 def test_malformed_body_is_2002_after_auth(world, http, raw):

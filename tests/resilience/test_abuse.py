@@ -48,6 +48,29 @@ def test_invalid_utf8_huge_top_k_and_long_queries_get_their_codes(stack, no_trac
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
 
 
+def test_numbers_too_long_to_convert_are_bad_input_on_every_json_endpoint(stack, no_tracebacks):
+    """Python's JSON parser refuses integers past 4,300 digits with a ValueError that is not a
+    syntax error: each endpoint must still answer with its own bad-input code and a message that
+    names the cause (not "not UTF-8"), never a 500."""
+    c = stack.world.c["owner"]
+    huge = b"9" * 5000
+    r = c.post(
+        "/api/search", content=b'{"query": "x", "top_k": ' + huge + b"}", headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 400 and r.json()["error"] == "INVALID_JSON", r.text
+    assert "more than 4300 digits" in r.json()["detail"]
+    r = c.post(
+        "/api/auth/login",
+        content=b'{"email": "a@example.com", "password": ' + huge + b"}",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 400 and r.json()["error"] == "INVALID_JSON", r.text
+    # a string of digits is text, not a number: no limit there but the field's own
+    r = c.post("/api/search", json={"query": "9" * 1900})
+    assert r.status_code == 200, r.text
+    # Dify's /retrieval parses its own body: tests/dify/test_retrieval_http.py has the same number
+
+
 def test_path_tricks_in_ids_are_not_found_or_invalid(stack, no_tracebacks):
     c = stack.world.c["owner"]
     for path in (
