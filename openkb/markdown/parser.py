@@ -133,6 +133,71 @@ def _preceding_ok(state: StateInline, bscan_len: int) -> bool:
 _gfm_autolink_index.check_prev = _prev_www
 _gfm_autolink_index._preceding_ok = _preceding_ok
 
+# Inline rules of the GFM plugin that slice the paragraph from where they stand to its end
+# (``src[pos:posMax]``) and only then look at a few characters of it. The inline scanner stops
+# at every ``w``, ``:`` and ``@`` (the plugin's trigger characters), so on one long paragraph
+# that copying was quadratic: 200 KB of ``key: value`` took 48 s to normalize, 5 MB (what a
+# save may hold) hours of a server thread. The protocol rule also searched the whole pending
+# text with a regular expression at every ``:``. A literal cannot reach past the first blank
+# (every matcher of the plugin stops there: ``_match._SPACE_CHARS``), so each rule now runs
+# with the paragraph's end moved to just after that blank, which gives the same tokens.
+_BLANKS = re.compile("[ \t\r\n\x00\x0b\x0c]")
+_PROTOCOLS = ("https", "http", "mailto", "xmpp")  # "https" before "http": the longer name wins
+
+
+def _word_end(state: StateInline) -> int:
+    """Just past the first blank at or after ``state.pos`` (or ``posMax``). Cached on the state
+    while ``pos`` stays before that blank, so finding it is linear over a paragraph."""
+    pos = state.pos
+    cached = getattr(state, "_okb_blank", None)
+    if cached is None or not cached[0] <= pos <= cached[1]:
+        m = _BLANKS.search(state.src, pos)
+        cached = (pos, m.start() if m else len(state.src))
+        state._okb_blank = cached  # type: ignore[attr-defined]
+    return min(state.posMax, cached[1] + 1)
+
+
+def _within_word(rule: Any) -> Any:
+    def bounded(state: StateInline, silent: bool) -> bool:
+        pos_max = state.posMax
+        state.posMax = _word_end(state)
+        try:
+            return rule(state, silent)
+        finally:
+            state.posMax = pos_max
+
+    bounded.__name__ = rule.__name__
+    bounded.__doc__ = f"{rule.__name__} of the GFM plugin, within the word it stands on"
+    return bounded
+
+
+def _protocol_rule(state: StateInline, silent: bool) -> bool:
+    """The plugin's ``http:``/``https:``/``mailto:``/``xmpp:`` rule, entered only on a ``:``
+    right after one of those names (checked on the end of the pending text, not by searching
+    all of it), within the word it stands on."""
+    if state.src[state.pos] != ":" or not state.pending.endswith(_PROTOCOLS):
+        return False
+    return _bounded_protocol(state, silent)
+
+
+class _ProtocolAtEnd:
+    """The plugin's back-scan for a protocol name (``_PROTO_RE.search(state.pending)``, looked up
+    in its module at call time) on the pending text's last 7 characters: the pattern is anchored
+    at the end and its longest name is 6 characters plus the one before it, so the match is the
+    same, without walking the whole pending text (``http:xx`` repeated was quadratic)."""
+
+    _pattern = _gfm_autolink_index._PROTO_RE
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._pattern.search(text[-7:])
+
+
+_gfm_autolink_index._PROTO_RE = _ProtocolAtEnd()
+_bounded_protocol = _within_word(_gfm_autolink_index._protocol_rule)
+_bounded_www = _within_word(_gfm_autolink_index._www_inline_rule)
+_bounded_email = _within_word(_gfm_autolink_index._email_rule)
+
+
 _DOUBLE_TILDE = 0x7E7E
 
 
@@ -298,7 +363,21 @@ def _accept(url: str) -> bool:
     return True
 
 
-_EMAIL_LOCAL_TAIL = re.compile(r"[A-Za-z0-9.+_-]*\Z")
+_EMAIL_LOCAL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.+_-")
+# How far an ``_`` looks for the address around it: a local part of at most 1,000 characters
+# (RFC 5321 allows 64) and a domain of at most 255 (DNS: 253). Unbounded, each ``_`` of a long
+# run re-read the run: quadratic on a 5 MB paragraph (see _word_end).
+_LOCAL_MAX = 1000
+_DOMAIN_MAX = 255
+
+
+def _local_tail(pending: str) -> int | None:
+    """Length of the e-mail local-part characters ending ``pending``; None past ``_LOCAL_MAX``."""
+    n = len(pending)
+    i, stop = n, max(0, n - _LOCAL_MAX - 1)
+    while i > stop and pending[i - 1] in _EMAIL_LOCAL:
+        i -= 1
+    return None if n - i > _LOCAL_MAX else n - i
 
 
 def _underscore_in_email(state: StateInline, silent: bool) -> bool:
@@ -310,13 +389,16 @@ def _underscore_in_email(state: StateInline, silent: bool) -> bool:
     pos = state.pos
     if state.linkLevel > 0 or state.src[pos] != "_":
         return False
-    tail = _EMAIL_LOCAL_TAIL.search(state.pending).group(0)  # type: ignore[union-attr]
-    start = pos - len(tail)
-    if state.src[start:pos] != tail:  # an escape or another rule changed what pending holds
+    n = _local_tail(state.pending)
+    if n is None:
+        return False
+    start = pos - n
+    if n and state.src[start:pos] != state.pending[-n:]:  # an escape or another rule changed what pending holds
         return False
     if start > 0 and not _email_prev_ok(state.src[start - 1]):
         return False
-    if match_any_email(state.src[start : state.posMax], 0, None) is None:
+    end = min(state.posMax, _word_end(state), start + _LOCAL_MAX + 2 + _DOMAIN_MAX)
+    if match_any_email(state.src[start:end], 0, None) is None:
         return False
     if not silent:
         state.pending += "_"
@@ -339,6 +421,9 @@ def get_parser() -> MarkdownIt:
     md.normalizeLinkText = _identity  # type: ignore[method-assign]
     md.validateLink = _accept  # type: ignore[method-assign]
     md.use(gfm_autolink_plugin)
+    md.inline.ruler.at("gfm_autolink_www", _bounded_www)
+    md.inline.ruler.at("gfm_autolink_protocol", _protocol_rule)
+    md.inline.ruler.at("gfm_autolink_email", _bounded_email)
     md.inline.ruler.before("emphasis", "underscore_in_email", _underscore_in_email)
     md.core.ruler.after("text_join", "literals_in_text", _literals_in_text)
     md.use(footnote_plugin, inline=False, move_to_end=False)

@@ -1,0 +1,63 @@
+"""A long paragraph costs time in proportion to its length (docs/markdown.md#limits).
+
+The GFM autolink rules run at every ``w``, ``:`` and ``@`` of a paragraph. They used to copy the
+paragraph from there to its end and search the whole pending text: 200 KB of ``key: value`` took
+48 s to normalize, and a 5 MB body (what a save may hold) would have held a server thread for
+hours. These tests check the bound itself, what each matcher is handed, not a time: a literal
+never reaches past the first blank, so a matcher needs no more than the word it stands on."""
+
+from __future__ import annotations
+
+from mdit_py_plugins.gfm_autolink import index as gfm
+
+import openkb.markdown.parser as parser
+from openkb.markdown import normalize
+
+WORDS = "key: value http:xx https:// mailto:yy a@b www.! a_b@c x_y www.x.org me@x.org https://x.org/p?q=1 "
+
+
+def test_autolink_matchers_are_handed_the_word_they_stand_on_not_the_rest_of_the_paragraph(monkeypatch):
+    handed: list[int] = []
+
+    def spy(real):
+        def call(text, *args):
+            handed.append(len(text))
+            return real(text, *args)
+
+        return call
+
+    monkeypatch.setattr(gfm, "match_http", spy(gfm.match_http))
+    monkeypatch.setattr(gfm, "match_www", spy(gfm.match_www))
+    monkeypatch.setattr(gfm, "match_any_email", spy(gfm.match_any_email))
+    monkeypatch.setattr(parser, "match_any_email", spy(parser.match_any_email))
+    scanned: list[int] = []  # what the protocol-name pattern searches (it used to be all pending text)
+    pattern = parser._ProtocolAtEnd._pattern
+
+    class Counted:
+        def search(self, text):
+            scanned.append(len(text))
+            return pattern.search(text)
+
+    monkeypatch.setattr(parser._ProtocolAtEnd, "_pattern", Counted())
+
+    body = WORDS * 2000  # ~190 KB, one paragraph
+    out = normalize(body)
+    longest = max(len(w) for w in WORDS.split())
+    assert handed and max(handed) <= longest + len("mailto") + 1  # the word (with its blank) and a back-scanned name
+    assert scanned and max(scanned) <= 7
+    # and the literals are still links, every one of them
+    assert out.count("<https://x.org/p?q=1>") == 2000
+    assert out.count("<me@x.org>") == 2000 and out.count("<a_b@c>") == 0
+
+
+def test_autolinks_next_to_every_kind_of_blank_are_unchanged():
+    # the bound is the first blank after the literal: each kind the matchers stop at
+    for blank in (" ", "\t"):
+        src = f"see{blank}https://x.org/a_b{blank}and{blank}www.x.org{blank}or{blank}a_b@x.org{blank}mailto:m@x.org.\n"
+        out = normalize(src)
+        for link in ("<https://x.org/a_b>", "[www.x.org](http://www.x.org)", "<a_b@x.org>", "mailto:<m@x.org>."):
+            assert link in out, (repr(blank), out)
+    assert (
+        normalize("https://x.org/a_b\nwww.x.org\na_b@x.org\n")
+        == "<https://x.org/a_b>\n[www.x.org](http://www.x.org)\n<a_b@x.org>\n"
+    )
