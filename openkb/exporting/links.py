@@ -25,6 +25,7 @@ pages with code, math, tables, images and nested brackets.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 from openkb.importing.links import rewrite
@@ -76,6 +77,7 @@ def scan_refs(body: str) -> list[Ref]:
     refs: list[Ref] = []
     fenced: list[tuple[int, int]] | None = None
     fences_known = False
+    ctx: _Context | None = None
     for scheme in _SCHEMES:
         i = body.find(scheme)
         while i >= 0:
@@ -89,7 +91,9 @@ def scan_refs(body: str) -> list[Ref]:
                         fenced = _fenced(body) if ("```" in body or "~~~" in body or "$$" in body) else []
                         fences_known = True
                     plain = fenced is not None and not any(a <= i - 2 < b for a, b in fenced)
-                    plain = plain and _plain_link(body, i - 2)
+                    if plain:
+                        ctx = ctx or _Context(body)
+                        plain = ctx.plain_link(i - 2)
                 refs.append((i, m.end(1) if plain and m is not None else o.end(), plain))
             i = nxt
     refs.sort()
@@ -180,65 +184,125 @@ def _spans(text: str) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _plain_link(body: str, pos: int) -> bool:
-    """Whether the ``](`` at ``pos`` closes an ordinary, top-level link or image on its line."""
-    line_start = body.rfind("\n", 0, pos) + 1
-    line_end = body.find("\n", pos)
-    if line_end < 0:
-        line_end = len(body)
-    line = body[line_start:line_end]
-    stripped = line.lstrip(" \t>")
-    if "\\\\" in line or stripped.startswith("|"):
-        return False
-    # the paragraph around the line: code spans must pair up inside their own lines
-    para_start = line_start
-    while para_start > 0:
-        prev = body.rfind("\n", 0, para_start - 1) + 1
-        if not body[prev : para_start - 1].strip():
-            break
-        para_start = prev
-    para_end = line_end
-    while para_end < len(body):
-        nxt = body.find("\n", para_end + 1)
-        if nxt < 0:
-            nxt = len(body)
-        if not body[para_end + 1 : nxt].strip():
-            break
-        para_end = nxt
-    spans = _spans(body[para_start:para_end])
-    if spans is None:
-        return False
-    rel = pos - para_start
-    if any(s <= rel < e for s, e in spans):
-        return False
-    masked = set()
-    for s, e in spans:
-        a, b = s + para_start - line_start, e + para_start - line_start
-        if b > 0 and a < len(line):
-            masked.update(range(max(a, 0), min(b, len(line))))
-    # find the "[" this "]" closes, then make sure no bracket before it is still open
-    i, depth = pos - line_start, 0
-    while i > 0:
-        i -= 1
-        if i in masked or (i > 0 and line[i - 1] == "\\"):
-            continue
-        ch = line[i]
-        if ch == "]":
-            depth += 1
-        elif ch == "[":
-            if depth == 0:
-                break
-            depth -= 1
-    else:
-        return False
-    opened = 0
-    for k in range(i - 1, -1, -1):
-        if k in masked or (k > 0 and line[k - 1] == "\\"):
-            continue
-        if line[k] == "]":
-            opened -= 1
-        elif line[k] == "[":
-            opened += 1
-            if opened > 0:
-                return False
-    return True
+class _Context:
+    """What deciding whether a ``](`` closes a plain link needs, computed once per body, per
+    paragraph and per line (not per reference): a page of thousands of links (an index page, a
+    long list) made every reference re-read its whole paragraph and line, a quadratic cost paid
+    at every save (``openkb/exporting/forms.py``): 1,000 links in a list took 1.7 s, 6,600 in
+    one paragraph 4 minutes. The decisions are those of the scans they replace (module
+    docstring; ``tests/export/test_links.py`` compares them on random lines)."""
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self._paras: list[tuple[int, int]] | None = None  # (start, end) of each run of non-blank lines
+        self._para_starts: list[int] = []
+        self._spans: dict[int, list[tuple[int, int]] | None] = {}
+        self._lines: dict[int, _Line] = {}
+
+    def _paragraph(self, line_start: int) -> tuple[int, int]:
+        """The run of non-blank lines around the (non-blank) line starting at ``line_start``: its
+        first line's start and its last line's end (its newline, or the body's end)."""
+        if self._paras is None:
+            body, paras, start, para = self.body, [], 0, None
+            n = len(body)
+            while start <= n:
+                end = body.find("\n", start)
+                if end < 0:
+                    end = n
+                if body[start:end].strip():
+                    para = (para[0], end) if para else (start, end)
+                elif para:
+                    paras.append(para)
+                    para = None
+                start = end + 1
+            if para:
+                paras.append(para)
+            self._paras, self._para_starts = paras, [p[0] for p in paras]
+        k = bisect_right(self._para_starts, line_start) - 1
+        return self._paras[k]
+
+    def plain_link(self, pos: int) -> bool:
+        """Whether the ``](`` at ``pos`` closes an ordinary, top-level link or image on its line."""
+        body = self.body
+        line_start = body.rfind("\n", 0, pos) + 1
+        line_end = body.find("\n", pos)
+        if line_end < 0:
+            line_end = len(body)
+        line = self._lines.get(line_start)
+        if line is None:
+            text = body[line_start:line_end]
+            if "\\\\" in text or text.lstrip(" \t>").startswith("|"):
+                line = self._lines[line_start] = _Line(None, [])
+            else:
+                # the paragraph around the line: code spans must pair up inside their own lines
+                para_start, para_end = self._paragraph(line_start)
+                if para_start not in self._spans:
+                    self._spans[para_start] = _spans(body[para_start:para_end])
+                spans = self._spans[para_start]
+                if spans is not None:  # those on this line (a span never crosses one), line-relative
+                    lo, hi = line_start - para_start, line_end - para_start
+                    k = bisect_left(spans, (lo, -1))
+                    mine: list[tuple[int, int]] = []
+                    while k < len(spans) and spans[k][0] < hi:
+                        mine.append((spans[k][0] - lo, spans[k][1] - lo))
+                        k += 1
+                    spans = mine
+                line = self._lines[line_start] = _Line.of(text, spans)
+        if line.spans is None:
+            return False
+        rel = pos - line_start
+        return line.closes_plain_link(rel)
+
+
+_AFTER_ANY_END = float("inf")
+
+
+class _Line:
+    """One line's brackets, with code spans and escaped brackets left out: for each ``]`` the
+    ``[`` it closes, and for each position whether a ``[`` before it is still open."""
+
+    __slots__ = ("spans", "_match", "_open_before", "_in_span")
+
+    def __init__(self, spans: list[tuple[int, int]] | None, in_span: list[tuple[int, int]]) -> None:
+        self.spans = spans  # None: something on the line or in its paragraph needs the parse
+        self._in_span = in_span  # the code spans and inline math on this line, line-relative
+        self._match: dict[int, int] = {}
+        self._open_before: list[bool] = []
+
+    @classmethod
+    def of(cls, line: str, spans: list[tuple[int, int]] | None) -> _Line:
+        """``spans``: the code spans and inline math on ``line`` (None: its paragraph's are unclear)."""
+        if spans is None:
+            return cls(None, [])
+        out = cls(spans, spans)
+        masked = bytearray(len(line))
+        for a, b in spans:
+            masked[a:b] = b"\x01" * (b - a)
+        # level: brackets opened minus closed before each position (skipped ones count 0); a "["
+        # before i is still open when level[i] exceeds the lowest level before i
+        stack: list[int] = []
+        level, low = 0, 0
+        open_before = out._open_before
+        for i, ch in enumerate(line):
+            open_before.append(level > low)
+            low = min(low, level)
+            if masked[i] or (i > 0 and line[i - 1] == "\\") or ch not in "[]":
+                continue
+            if ch == "[":
+                stack.append(i)
+                level += 1
+            else:
+                if stack:
+                    out._match[i] = stack.pop()
+                level -= 1
+        open_before.append(level > low)
+        return out
+
+    def closes_plain_link(self, rel: int) -> bool:
+        """Whether the ``]`` at ``rel`` (not inside a code span or math) closes a ``[`` with no
+        ``[`` before that one left open."""
+        k = bisect_right(self._in_span, (rel, _AFTER_ANY_END)) - 1  # the last span starting at or before rel
+        if k >= 0 and self._in_span[k][0] <= rel < self._in_span[k][1]:
+            return False
+        opening = self._match.get(rel)
+        return opening is not None and not self._open_before[opening]

@@ -81,3 +81,73 @@ def test_ordinary_pages_take_the_fast_path():
     fast = fast_rewrite(body, resolve)
     assert fast is not None and fast == reference(body)
     assert "openkb://" not in fast and "asset://" not in fast
+
+
+INLINE = [
+    "[a](openkb://document/{id})",
+    "![i](asset://{id})",
+    "[b](openkb://document/{id}#x)",
+    "`c`",
+    "``d`e``",
+    "$m$",
+    "[",
+    "]",
+    "\\[",
+    "\\]",
+    "[x [y](openkb://document/{id})]",
+    "text",
+    "中文",
+    "**s**",
+]
+
+
+@st.composite
+def dense_pages(draw):
+    """Many links per line and many lines per paragraph (a list, a long paragraph): what the
+    per-line and per-paragraph caches of ``links._Context`` serve."""
+    lines = draw(
+        st.lists(
+            st.lists(st.sampled_from(INLINE), min_size=1, max_size=8).map(" ".join),
+            min_size=1,
+            max_size=8,
+        )
+    )
+    prefix = draw(st.sampled_from(["", "- ", "1. ", "> "]))
+    body = "\n".join(prefix + line for line in lines)
+    return normalize(body.replace("{id}", draw(st.sampled_from(IDS))) + "\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=dense_pages())
+def test_fast_path_writes_what_the_parse_writes_on_dense_pages(body):
+    fast = fast_rewrite(body, resolve)
+    assert fast is None or fast == reference(body)
+
+
+def test_a_page_of_many_links_is_scanned_once_per_paragraph_and_line(monkeypatch):
+    """A list of 2,000 links: each reference used to re-read its whole paragraph (the list) and
+    line, so a save (which computes the page's export form) grew with the square of its links."""
+    from openkb.exporting import links
+
+    calls = {"spans": 0, "lines": 0}
+    real_spans, real_of = links._spans, links._Line.of
+
+    def spans(text):
+        calls["spans"] += 1
+        return real_spans(text)
+
+    def of(line, sp):
+        calls["lines"] += 1
+        return real_of(line, sp)
+
+    monkeypatch.setattr(links, "_spans", spans)
+    monkeypatch.setattr(links._Line, "of", staticmethod(of))
+    body = normalize(
+        "".join(
+            f"- [page {i}](openkb://document/{IDS[i % 3]}) `x` [again](openkb://document/{IDS[0]})\n"
+            for i in range(2000)
+        )
+    )
+    refs = links.scan_refs(body)
+    assert len(refs) == 4000 and all(plain for _s, _e, plain in refs)
+    assert calls == {"spans": 1, "lines": 2000}
