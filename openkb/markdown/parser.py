@@ -157,8 +157,13 @@ def _word_end(state: StateInline) -> int:
     return min(state.posMax, cached[1] + 1)
 
 
-def _within_word(rule: Any) -> Any:
+def _within_word(rule: Any, trigger: str) -> Any:
+    """``rule`` run with the paragraph's end just after the blank that ends the word, entered
+    only where the rule can start (``trigger``: it looks at nothing else first)."""
+
     def bounded(state: StateInline, silent: bool) -> bool:
+        if not state.src.startswith(trigger, state.pos):
+            return False
         pos_max = state.posMax
         state.posMax = _word_end(state)
         try:
@@ -193,9 +198,9 @@ class _ProtocolAtEnd:
 
 
 _gfm_autolink_index._PROTO_RE = _ProtocolAtEnd()
-_bounded_protocol = _within_word(_gfm_autolink_index._protocol_rule)
-_bounded_www = _within_word(_gfm_autolink_index._www_inline_rule)
-_bounded_email = _within_word(_gfm_autolink_index._email_rule)
+_bounded_protocol = _within_word(_gfm_autolink_index._protocol_rule, ":")
+_bounded_www = _within_word(_gfm_autolink_index._www_inline_rule, "www.")
+_bounded_email = _within_word(_gfm_autolink_index._email_rule, "@")
 
 
 _DOUBLE_TILDE = 0x7E7E
