@@ -411,6 +411,29 @@ def _underscore_in_email(state: StateInline, silent: bool) -> bool:
     return True
 
 
+# Blocks nested deeper than this are not parsed: markdown-it skips the rest of such a block
+# (its guard against unbounded recursion) and the normalizer would have stored the document
+# without it. A quote adds one level, a list two (the list and its item). The depth reached is
+# recorded in the parse's env under ``TOO_DEEP`` (the first 0-based line skipped) and the
+# validator refuses the document (docs/markdown.md#limits): nothing is dropped silently.
+MAX_NESTING = 100
+TOO_DEEP = "openkb_too_deep"
+
+
+def _guard_depth(tokenize: Any) -> Any:
+    """markdown-it's block tokenizer, noting in ``state.env`` where it is about to skip content
+    for being nested too deep (the same test as its own loop's, made before it)."""
+
+    def guarded(state: StateBlock, start_line: int, end_line: int, *args: Any) -> None:
+        if state.level >= state.md.options["maxNesting"]:
+            line = state.skipEmptyLines(start_line)
+            if line < end_line and state.sCount[line] >= state.blkIndent:
+                state.env.setdefault(TOO_DEEP, line)
+        return tokenize(state, start_line, end_line, *args)
+
+    return guarded
+
+
 @lru_cache(maxsize=1)
 def get_parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
@@ -418,6 +441,8 @@ def get_parser() -> MarkdownIt:
     # Task checkboxes are NOT markdown-it's tasklists: it block-parses what follows `[ ]`
     # (`- [ ] # x` becomes a heading), micromark keeps it paragraph text. See task_marker().
     md.options["strikethrough_single_tilde"] = True
+    md.options["maxNesting"] = MAX_NESTING
+    md.block.tokenize = _guard_depth(md.block.tokenize)  # type: ignore[method-assign]
     md.inline.ruler.at("strikethrough", _tilde_tokenize)
     md.inline.ruler2.at("strikethrough", _tilde_post_process)
     # Keep destinations as written (decoded, not percent-encoded): mdast stores them so and

@@ -17,7 +17,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from markdown_it.token import Token
 
@@ -25,7 +25,7 @@ from openkb.errors import MarkdownDialectError
 
 from ._inline import destination, js_to_fixed2, title_part
 from .normalize import normalize_tokens
-from .parser import parse, parse_with_env
+from .parser import MAX_NESTING, TOO_DEEP, parse_with_env
 from .registry import OPENKB_PLUGINS, TOKEN_FEATURES, is_enabled
 
 __all__ = ["DialectIssue", "ensure_valid", "prepare_import", "validate", "validate_and_normalize"]
@@ -87,13 +87,28 @@ class _Src:
 
 def validate(markdown: str, mode: Mode = "strict") -> list[DialectIssue]:
     """All dialect issues in document order; empty means the editor keeps every byte of meaning."""
-    return _validate_tokens(markdown, parse(markdown), mode)
+    tokens, env = parse_with_env(markdown)
+    return _validate_tokens(markdown, tokens, mode, env)
 
 
-def _validate_tokens(markdown: str, tokens: list[Token], mode: Mode) -> list[DialectIssue]:
-    """:func:`validate` on the tokens of an existing parse of ``markdown`` (only reads them)."""
+def _validate_tokens(
+    markdown: str, tokens: list[Token], mode: Mode, env: dict[str, Any] | None = None
+) -> list[DialectIssue]:
+    """:func:`validate` on the tokens of an existing parse of ``markdown`` (only reads them;
+    ``env``: the parse's, which says whether blocks were nested too deep to parse)."""
     src = _Src(markdown)
     issues: list[DialectIssue] = []
+    if env and TOO_DEEP in env:
+        line0 = env[TOO_DEEP]
+        issues.append(
+            DialectIssue(
+                "nesting",
+                line0 + 1,
+                1,
+                f"quotes and lists are nested more than {MAX_NESTING} levels deep here (a list counts two):"
+                " flatten them; nothing deeper would be kept",
+            )
+        )
     fm = _FRONT.match(markdown)
     if fm:
         body = markdown[fm.start(1) : fm.end()].split("\n")[1:-1]
@@ -483,8 +498,8 @@ def validate_and_normalize(markdown: str, edit: Callable[[list[Token]], None] | 
     ``edit``: called with the validated tokens before they are written back (the importer swaps
     link targets there instead of parsing the normalized page again); it must keep them valid.
     """
-    tokens, _env = parse_with_env(markdown)
-    _raise_errors(_validate_tokens(markdown, tokens, "strict"))
+    tokens, env = parse_with_env(markdown)
+    _raise_errors(_validate_tokens(markdown, tokens, "strict", env))
     if edit is not None:
         edit(tokens)
     return normalize_tokens(markdown, tokens)

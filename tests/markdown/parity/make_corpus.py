@@ -886,6 +886,12 @@ EDGES = [
     "a \\# b [l](u)\n",
     "plain \\<div\\> \\$5 and \\$6\\, 中文 www\\.例子\\.org\n",
     "x *a* \\$1 and \\$2 \n",
+    # nesting past markdown-it's preset limit (20 levels: 10 lists, 20 quotes), which dropped the
+    # rest of the block; the parser now goes to 100 levels and refuses deeper documents
+    "> " * 30 + "deep quote\n",
+    "".join("  " * i + "- item " + str(i) + "\n" for i in range(25)),
+    "".join("  " * i + "- > x" + str(i) + "\n" for i in range(12)),
+    "".join("   " * i + "1. n" + str(i) + "\n" for i in range(30)),
 ]
 
 
