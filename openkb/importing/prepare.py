@@ -72,6 +72,11 @@ def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False, nonce:
             p.source = data
     except OpenKBError as exc:
         p.error, p.code = exc.detail, exc.code
+    except RecursionError:  # an HTML or Office file nested past what its converter walks
+        p.error, p.code = (
+            "nested too deeply to convert (elements inside elements, hundreds of levels)",
+            "CONVERSION_FAILED",
+        )
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the batch
         p.error, p.code = f"{type(exc).__name__}: {str(exc)[:300]}", "CONVERSION_FAILED"
     return p

@@ -67,6 +67,16 @@ def test_html_with_embedded_image_and_title():
     assert out.assets[0].data == files.png() and "data:" not in rep.markdown
 
 
+def test_html_nested_past_what_the_converter_walks_fails_with_a_reason():
+    """One file of an import fails, in words, not as a RecursionError's name; the others go on."""
+    from openkb.importing.prepare import prepare_bytes
+
+    deep = ("<div>" * 5000 + "x" + "</div>" * 5000).encode()
+    p = prepare_bytes("deep.html", deep)
+    assert p.code == "CONVERSION_FAILED" and p.error.startswith("nested too deeply to convert")
+    assert prepare_bytes("ok.html", b"<p>fine</p>").error is None
+
+
 def test_sniffing_goes_by_bytes_not_names():
     assert sniff(files.png(), "notes.md").kind == "image"
     assert sniff(files.docx(), "renamed.bin").kind == "docx"
