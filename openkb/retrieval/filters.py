@@ -56,8 +56,11 @@ class SearchFilters:
 def _time(value: Any, where: str) -> datetime:
     if isinstance(value, datetime):
         dt = value
-    elif isinstance(value, (int, float)):
-        dt = datetime.fromtimestamp(float(value), UTC)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):  # Unix seconds
+        try:
+            dt = datetime.fromtimestamp(float(value), UTC)
+        except (OverflowError, OSError, ValueError):  # past the year 9999, NaN, infinity
+            raise ValidationError(f"{where} is out of range as Unix seconds: {value!r}", field=where) from None
     elif isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
