@@ -555,11 +555,17 @@ def parse_time(value: Any, end: bool, field: str) -> datetime | None:
     if isinstance(value, bool):
         raise ValidationError(f"{field} must be milliseconds or an ISO date", field=field)
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value / 1000, UTC)
+        try:
+            return datetime.fromtimestamp(value / 1000, UTC)
+        except (OverflowError, OSError, ValueError):  # past the year 9999, NaN, infinity
+            raise ValidationError(f"{field} is out of range as milliseconds: {value!r:.40}", field=field) from None
     if isinstance(value, str):
         v = value.strip()
         if _DATE.match(v):
-            d = date.fromisoformat(v)
+            try:
+                d = date.fromisoformat(v)
+            except ValueError:  # shaped like a date, not one (2026-13-45)
+                raise ValidationError(f"{field} is not a date: {v!r}", field=field) from None
             return (
                 datetime.combine(d + timedelta(days=1), time.min, UTC) - timedelta(microseconds=1)
                 if end

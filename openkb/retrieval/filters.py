@@ -60,7 +60,7 @@ def _time(value: Any, where: str) -> datetime:
         try:
             dt = datetime.fromtimestamp(float(value), UTC)
         except (OverflowError, OSError, ValueError):  # past the year 9999, NaN, infinity
-            raise ValidationError(f"{where} is out of range as Unix seconds: {value!r}", field=where) from None
+            raise ValidationError(f"{where} is out of range as Unix seconds: {value!r:.40}", field=where) from None
     elif isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))

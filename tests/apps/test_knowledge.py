@@ -442,3 +442,14 @@ def test_an_impossible_meta_date_does_not_break_time_filters(aw: AppWorld) -> No
     assert [d["ref"] for d in day] == [good["ref"]]
     recent = K.search(None, aw.db, c, "", time_from="2000-01-01")  # type: ignore[arg-type]
     assert {h["document"] for h in recent} == {bad["ref"], good["ref"]}  # the odd one counts by its update time
+
+
+@pytest.mark.parametrize(
+    "value", [10**400, 1e300, float("nan"), float("inf"), "2026-13-45", "2026-02-30", True, "soon"]
+)
+def test_a_time_that_is_no_time_is_a_validation_error_naming_its_field(value) -> None:
+    """Apps send times as milliseconds or ISO text in raw JSON: out of range, NaN or a date
+    shaped like one but not one (2026-02-30) raised OverflowError/ValueError, a 500."""
+    with pytest.raises(ValidationError) as err:
+        K.parse_time(value, False, "timeRange.from")
+    assert err.value.extra.get("field") == "timeRange.from" and len(err.value.detail) < 120
