@@ -29,7 +29,23 @@ _ORIGIN = "audit_origin"
 _SECRET_KEYS = frozenset({"token", "password", "password_hash", "token_hash", "secret", "key_hash", "api_key"})
 
 
+def _storable(text: str) -> str:
+    """``text`` as PostgreSQL's jsonb can hold it: no NUL (``\\u0000`` is refused) and no lone
+    surrogate, each replaced by U+FFFD. An audit row records what a caller sent (an MCP query,
+    a refused argument), which may hold either; the row must still be written."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _storable(value)
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, (datetime, date)):
@@ -41,7 +57,7 @@ def _jsonable(value: Any) -> Any:
         for k, v in value.items():
             if str(k) in _SECRET_KEYS:
                 raise ValidationError(f"audit metadata must not contain {k!r}")
-            out[str(k)] = _jsonable(v)
+            out[_storable(str(k))] = _jsonable(v)
         return out
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [_jsonable(v) for v in value]

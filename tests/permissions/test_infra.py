@@ -45,6 +45,23 @@ def test_fixed_window_counts_atomically_and_resets(db):
     assert ratelimit.hit(db, f"test:{uuid.uuid4()}", 1, 10)  # database clock by default
 
 
+def test_audit_rows_hold_what_a_caller_sent_even_a_nul_or_a_lone_surrogate(db, w):
+    """jsonb refuses \\u0000 and lone surrogates; an MCP call whose argument held one failed
+    to write its audit row (a DataError with a traceback, the call itself lost)."""
+    row = record_audit(
+        db,
+        tenant_id=w.tenant.id,
+        actor=Principal.user(w.owner, w.tenant.id),
+        action="mcp.tool",
+        object_type=None,
+        object_id=None,
+        metadata={"query": "a\x00b", "args\x00": ["\ud800x", "中文"]},
+    )
+    db.flush()
+    db.refresh(row)
+    assert row.meta["query"] == "a\ufffdb" and row.meta["args\ufffd"] == ["\ufffdx", "中文"]
+
+
 def test_audit_actor_types_and_secret_guard(db, w):
     u = record_audit(
         db,
