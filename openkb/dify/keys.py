@@ -192,7 +192,10 @@ def parse_expires(value: str | None, now: datetime | None = None) -> datetime | 
     v = value.strip().lower()
     units = {"d": "days", "h": "hours", "m": "minutes", "w": "weeks"}
     if v[-1:] in units and v[:-1].isdigit():
-        return (now or utcnow()) + timedelta(**{units[v[-1]]: int(v[:-1])})
+        try:
+            return (now or utcnow()) + timedelta(**{units[v[-1]]: int(v[:-1])})
+        except (OverflowError, ValueError):  # past the year 9999 (or more digits than Python converts)
+            raise ValidationError(f"--expires {value[:40]!r}: too far in the future", field="expires_at") from None
     d = conditions.to_datetime(value.strip()) if not value.strip().isdigit() else None
     if d is None:
         raise ValidationError(

@@ -110,7 +110,7 @@ def test_parse_expires():
     assert keys.parse_expires("2031-02-03") == datetime(2031, 2, 3, tzinfo=UTC)
     assert keys.parse_expires("2031-02-03T04:05:06+02:00").utcoffset() is not None
     assert keys.parse_expires(None) is None
-    for bad in ("soon", "12", "3y"):
+    for bad in ("soon", "12", "3y", "99999999999d", "9" * 5000 + "h"):  # the last two: past year 9999
         with pytest.raises(ValidationError):
             keys.parse_expires(bad)
 
