@@ -412,6 +412,10 @@ USAGE_ERRORS = [
         ["dify", "key", "create", "--name", "k", "--top-k-limit", "many"], "--top-k-limit", id="bad-int-nested"
     ),
     pytest.param(["search"], "Missing argument", id="missing-argument"),
+    # out of range: an OverflowError traceback from the socket, or a consumer with no thread
+    pytest.param(["serve", "--port", "70000"], "1<=x<=65535", id="port-out-of-range"),
+    pytest.param(["up", "--port", "0"], "1<=x<=65535", id="port-zero"),
+    pytest.param(["worker", "--workers", "0"], "1<=x<=64", id="no-worker-threads"),
 ]
 
 

@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
 
 def up(
     host: Annotated[str, typer.Option(help="Address the API listens on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port the API listens on.")] = 8000,
-    workers: Annotated[int, typer.Option(help="Worker threads in the queue consumer.")] = 2,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port the API listens on.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker threads in the queue consumer.")] = 2,
 ) -> None:
     """Start the whole appliance (embedded PostgreSQL, Milvus Lite, embedder, worker, API) and keep every part running."""
     from cli.supervisor import Supervisor
@@ -52,7 +52,7 @@ def up(
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
 ) -> None:
     """Run the API server only (for topologies with separate API and worker processes)."""
     import uvicorn
@@ -79,7 +79,7 @@ def _serving(host: str, port: int) -> None:
 
 
 def worker(
-    workers: Annotated[int, typer.Option(help="Worker threads.")] = 2,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker threads.")] = 2,
 ) -> None:
     """Run the queue consumer only."""
     from openkb.config import get_settings
