@@ -180,9 +180,9 @@ def _protocol_rule(state: StateInline, silent: bool) -> bool:
     """The plugin's ``http:``/``https:``/``mailto:``/``xmpp:`` rule, entered only on a ``:``
     right after one of those names (checked on the end of the pending text, not by searching
     all of it), within the word it stands on."""
-    if state.src[state.pos] != ":" or not state.pending.endswith(_PROTOCOLS):
+    if not state.pending.endswith(_PROTOCOLS):
         return False
-    return _bounded_protocol(state, silent)
+    return _bounded_protocol(state, silent)  # which checks the ":" itself
 
 
 class _ProtocolAtEnd:
