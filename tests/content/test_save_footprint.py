@@ -52,14 +52,15 @@ def test_change_log_installation_index_skips_writes_without_an_app_and_serves_lo
     assert definition.endswith("WHERE (app_installation_id IS NOT NULL)")
 
     world.db.execute(text("SET LOCAL enable_seqscan = off"))  # the table is tiny here
+    # No tenant predicate: with one, a backward scan of ix_changes_tenant_created filtered on the
+    # installation costs about the same on a tiny table, and which one the planner picks depends
+    # on what other tests wrote (one fresh-clone run of the suite on two workers picked it). The
+    # question here is only whether ``= :i`` can use the partial index.
     plan = "\n".join(
         r[0]
         for r in world.db.execute(
-            text(
-                "EXPLAIN SELECT id FROM changes WHERE app_installation_id = :i AND tenant_id = :t "
-                "ORDER BY created_at DESC LIMIT 20"
-            ),
-            {"i": uuid.uuid4(), "t": world.p.tenant.id},
+            text("EXPLAIN SELECT id FROM changes WHERE app_installation_id = :i ORDER BY created_at DESC LIMIT 20"),
+            {"i": uuid.uuid4()},
         )
     )
     assert "ix_changes_app_installation" in plan  # ``= :i`` implies NOT NULL: the partial index applies
