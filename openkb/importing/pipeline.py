@@ -139,14 +139,14 @@ def key_prefix(target_id: uuid.UUID | None) -> str:
     return f"import:{target_id or 'root'}:"
 
 
-def _prepare_entry(entry: Entry, nonce: str) -> Prepared:
+def _prepare_entry(entry: Entry, nonce: str, max_chars: int | None) -> Prepared:
     if entry.error is not None or entry.read is None:
         return Prepared(entry.rel, entry.size, error=entry.error or "cannot read", code="CONVERSION_FAILED")
     try:
         data = entry.read()
     except OpenKBError as exc:
         return Prepared(entry.rel, entry.size, error=exc.detail, code=exc.code)
-    return prepare_bytes(entry.rel, data, nonce=nonce)
+    return prepare_bytes(entry.rel, data, nonce=nonce, max_chars=max_chars)
 
 
 # a task is a few files, one round trip to a worker each: up to 16 Markdown/text files (each a
@@ -156,22 +156,24 @@ _TASK_WEIGHT = 16
 _LIGHT = (".md", ".markdown", ".txt", ".text", ".png", ".jpg", ".jpeg", ".gif", ".webp")  # images: sniffed only
 
 
-def _prepare_all(files: list[Entry], jobs: int, report: Callable[[int, int, str], None], nonce: str) -> list[Prepared]:
+def _prepare_all(
+    files: list[Entry], jobs: int, report: Callable[[int, int, str], None], nonce: str, max_chars: int
+) -> list[Prepared]:
     out: list[Prepared | None] = [None] * len(files)
     if jobs <= 1 or len(files) < 8:
         for i, e in enumerate(files):
             report(i, e.size, e.rel)
-            out[i] = _prepare_entry(e, nonce)
+            out[i] = _prepare_entry(e, nonce, max_chars)
         return [p for p in out if p is not None]
     # a few tasks per worker to balance, however the files are sized
     cap = max(1, min(_TASK_WEIGHT, len(files) // (jobs * 8)))
     tasks: list[list[int]] = []
     weight = 0
-    with Workers(jobs) as pool:  # the workers start now; the files are read meanwhile
+    with Workers(jobs, max_chars) as pool:  # the workers start now; the files are read meanwhile
         items: dict[int, tuple[str, bytes]] = {}
         for i, e in enumerate(files):
             if e.error is not None or e.read is None:
-                out[i] = _prepare_entry(e, nonce)
+                out[i] = _prepare_entry(e, nonce, max_chars)
                 continue
             try:
                 data = e.read()
@@ -420,7 +422,13 @@ def run_import(
     # -- pass 1: prepare ---------------------------------------------------------------------------
     nonce = uuid.uuid4().hex  # placeholders of this run's references (links.mark)
     run.nonce = nonce
-    prepared = _prepare_all(files, jobs, lambda n, size, rel: tell("prepare", n, size, rel, len(files)), nonce)
+    prepared = _prepare_all(
+        files,
+        jobs,
+        lambda n, size, rel: tell("prepare", n, size, rel, len(files)),
+        nonce,
+        settings.max_markdown_chars,
+    )
     run.files = {e.rel: e for e in files if e.error is None and e.read is not None}
     by_rel = {p.rel: p for p in prepared}
     referenced: set[str] = set()
@@ -442,7 +450,7 @@ def run_import(
                 continue  # an asset of the pages that show it
             data = run.read(p.rel)
             prepared[i] = (
-                prepare_bytes(p.rel, data, convert_images=True, nonce=nonce)
+                prepare_bytes(p.rel, data, convert_images=True, nonce=nonce, max_chars=settings.max_markdown_chars)
                 if data is not None
                 else Prepared(p.rel, p.size, error="cannot read the file", code="CONVERSION_FAILED")
             )

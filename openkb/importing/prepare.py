@@ -44,9 +44,15 @@ class Prepared:
     source: bytes | None = None  # the original, kept as the page's source asset (non-Markdown)
 
 
-def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False, nonce: str = "") -> Prepared:
+def prepare_bytes(
+    rel: str, data: bytes, *, convert_images: bool = False, nonce: str = "", max_chars: int | None = None
+) -> Prepared:
     """Sniff, convert and repair one file; its references become placeholders (``links.mark``)
-    the write fills in. Never raises: a failure is in ``error``/``code``."""
+    the write fills in. Never raises: a failure is in ``error``/``code``.
+
+    ``max_chars`` (the page limit, ``max_markdown_chars``) refuses a file whose converted text is
+    longer before the repair, which is the costly step (~300 KB/s: a 50 MB file, which the upload
+    limit allows, would hold a worker for minutes only to be refused by the write)."""
     p = Prepared(rel, len(data))
     try:
         s = sniff(data, rel)
@@ -56,6 +62,13 @@ def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False, nonce:
         conv = choose(s)
         out = conv.convert(data, rel)
         p.converter = conv.name
+        if max_chars is not None and len(out.markdown) > max_chars:
+            p.error, p.code = (
+                f"the converted Markdown has {len(out.markdown)} characters; a page holds at most "
+                f"{max_chars} (max_markdown_chars): split the file",
+                "MARKDOWN_TOO_LARGE",
+            )
+            return p
         edit, refs = marker(nonce)  # the references become placeholders in the same parse
         rep = import_markdown(out.markdown, edit=edit)
         p.markdown = rep.markdown
@@ -82,6 +95,6 @@ def prepare_bytes(rel: str, data: bytes, *, convert_images: bool = False, nonce:
     return p
 
 
-def prepare_many(items: list[tuple[str, bytes]], nonce: str) -> list[Prepared]:
+def prepare_many(items: list[tuple[str, bytes]], nonce: str, max_chars: int | None = None) -> list[Prepared]:
     """Several files in one call: a worker task per few files, not per file (less pickling)."""
-    return [prepare_bytes(rel, data, nonce=nonce) for rel, data in items]
+    return [prepare_bytes(rel, data, nonce=nonce, max_chars=max_chars) for rel, data in items]

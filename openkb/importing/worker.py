@@ -16,8 +16,8 @@ shares a busy CPU between sessions, not processes, so workers in the importer's 
 split its share (measured: ``--jobs 2`` no faster than one process at load 10 on 2 cores, and
 1.5-1.9x faster in their own sessions).
 
-Protocol: frames of an 8-byte big-endian length and a pickle. A request is ``(items, nonce)``
-(``items``: ``(rel, data)`` pairs), the answer ``list[Prepared]``; EOF on stdin ends the worker.
+Protocol: frames of an 8-byte big-endian length and a pickle. A request is ``(items, nonce,
+max_chars)`` (``items``: ``(rel, data)`` pairs; the rest as ``prepare_many`` takes them), the answer ``list[Prepared]``; EOF on stdin ends the worker.
 Trap: a converter library that prints would corrupt the answers on stdout, so the worker first
 points file descriptor 1 at stderr and answers on a private copy of the original.
 
@@ -83,10 +83,10 @@ def main() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            items, nonce = _recv(requests)
+            items, nonce, max_chars = _recv(requests)
         except EOFError:
             return
-        _send(answers, prepare_many(items, nonce))
+        _send(answers, prepare_many(items, nonce, max_chars))
 
 
 class _Proc:
@@ -106,10 +106,10 @@ class _Proc:
             start_new_session=True,
         )
 
-    def ask(self, items: list[Item], nonce: str) -> list[Prepared]:
+    def ask(self, items: list[Item], nonce: str, max_chars: int | None = None) -> list[Prepared]:
         assert self.p.stdin is not None and self.p.stdout is not None
         try:
-            _send(self.p.stdin, (items, nonce))
+            _send(self.p.stdin, (items, nonce, max_chars))
             got = _recv(self.p.stdout)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
             self.kill()
@@ -143,8 +143,9 @@ class Workers:
     """``n`` worker processes for one import; use as a context manager (they are stopped at the
     end, killed if the import is interrupted)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, max_chars: int | None = None) -> None:
         self.n = n
+        self.max_chars = max_chars  # the page limit (``prepare_bytes``)
         self._procs: list[_Proc] = []
         self._lock = threading.Lock()
         self._stopping = False
@@ -198,7 +199,7 @@ class Workers:
             while proc is not None and (n := take()) is not None:
                 res: list[Prepared] | None = None
                 try:
-                    res = proc.ask(tasks[n], nonce)
+                    res = proc.ask(tasks[n], nonce, self.max_chars)
                 except _Died as exc:
                     self._retire(proc)
                     res, proc = self._one_by_one(tasks[n], nonce, str(exc))
@@ -220,7 +221,7 @@ class Workers:
                 if n is None:  # all taken: wait for the workers' answers
                     n, res = finished.get()
                 else:
-                    res = prepare_many(tasks[n], nonce)
+                    res = prepare_many(tasks[n], nonce, self.max_chars)
             done(n, res)
             left -= 1
         for t in threads:
@@ -236,7 +237,7 @@ class Workers:
                 out.append(_died(rel, data, "no conversion process could be started"))
                 continue
             try:
-                out += proc.ask([(rel, data)], nonce)
+                out += proc.ask([(rel, data)], nonce, self.max_chars)
             except _Died:
                 self._retire(proc)
                 out.append(_died(rel, data, f"the conversion process stopped on this file ({why})"))

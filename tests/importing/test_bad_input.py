@@ -146,3 +146,31 @@ def test_unreadable_file(world, tmp_path):
     p.chmod(0)
     rep = world.run(tmp_path, kb=world.new_kb())
     assert "permission denied" in by_path(rep)["locked.md"].error
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_file_over_the_page_limit_is_refused_before_its_repair(world, tmp_path, monkeypatch, jobs):
+    """The repair is the costly step of a file (docs/importing.md#bad-input): a converted text
+    longer than a page may hold fails at once, in the importer and in its worker processes."""
+    from openkb.config import get_settings
+    from openkb.importing import prepare
+
+    settings = get_settings().model_copy(update={"max_markdown_chars": 2_000})
+    repaired: list[int] = []
+    real = prepare.import_markdown
+    monkeypatch.setattr(prepare, "import_markdown", lambda md, **kw: repaired.append(len(md)) or real(md, **kw))
+    (tmp_path / "at-limit.md").write_text("# fits\n\n" + "x" * (1_999 - 8))  # the repair ends it with "\n"
+    (tmp_path / "over.md").write_text("# over\n\n" + "\u4e2d" * 2_000)  # characters, not bytes
+    (tmp_path / "over.html").write_text("<h1>over</h1><p>" + "y " * 1_500 + "</p>")
+    for k in range(8):  # enough files for the worker processes to take some (pipeline._prepare_all)
+        (tmp_path / f"small-{k}.md").write_text(f"# small {k}\n")
+    rep = by_path(world.run(tmp_path, kb=world.new_kb(), settings=settings, jobs=jobs))
+    for name in ("over.md", "over.html"):
+        f = rep[name]
+        assert f.status == "failed" and f.code == "MARKDOWN_TOO_LARGE", (name, f.status, f.code, f.error)
+        assert "characters; a page holds at most 2000 (max_markdown_chars): split the file" in f.error
+    assert "the converted Markdown has 2008 characters" in rep["over.md"].error
+    assert rep["at-limit.md"].status == "created", rep["at-limit.md"].error
+    assert rep["small-0.md"].status == "created"
+    if jobs == 1:  # in this process: the refused files never reached the repair
+        assert 1_999 in repaired and all(n <= 2_000 for n in repaired), repaired

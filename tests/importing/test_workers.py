@@ -41,7 +41,7 @@ def test_workers_do_not_run_the_callers_main_again(tmp_path):
             if __name__ == "__main__":
                 src = open_source(__import__("pathlib").Path({str(vault)!r}), 1 << 20)
                 seen = []
-                out = _prepare_all(src.files(), 2, lambda n, size, rel: seen.append(rel), "nonce")
+                out = _prepare_all(src.files(), 2, lambda n, size, rel: seen.append(rel), "nonce", 5_000_000)
                 src.close()
                 ok = [p.rel for p in out if p.error is None and "openkb-import://nonce/" in p.markdown]
                 print(len(out), len(ok), len(set(seen)))
