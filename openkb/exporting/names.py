@@ -120,18 +120,25 @@ class Namer:
 
     def __init__(self, reserved: tuple[str, ...] = ()) -> None:
         self._taken = {_fold(r) for r in reserved}
+        # the last number given to each base: names are never released, so every number below it
+        # is still taken, and the next page of that title starts there. Without it, a folder of
+        # K pages titled alike ("Untitled") tried 1..k for the k-th: K²/2 names (4,000: 6 s)
+        self._last: dict[tuple[str, int, bool], int] = {}
 
     def take(self, title: str, limit: int = MAX_NAME_CHARS, *, keep_extension: bool = False) -> str:
         """A unique name for ``title`` of at most ``limit`` UTF-16 units (see ``fit``)."""
         base = safe_name(title)
-        name, n = fit(base, limit, keep_extension=keep_extension), 1
-        # ``a.md`` beside a page ``a.md`` (whose file is ``a.md.md``) cannot collide: both stems
-        # are reserved as they are, and the ``.md`` is added to every page alike
-        folded = _fold(name)
-        while folded in self._taken:
+        key = (base, limit, keep_extension)
+        n = self._last.get(key, 0)
+        while True:
             n += 1
-            # "Notes (2)"; cut to fit, the hash is of "Notes (2)" and keeps the name in budget
-            name = fit(f"{base} ({n})", limit, keep_extension=keep_extension)
+            # "Notes (2)"; cut to fit, the hash is of "Notes (2)" and keeps the name in budget.
+            # ``a.md`` beside a page ``a.md`` (whose file is ``a.md.md``) cannot collide: both
+            # stems are reserved as they are, and the ``.md`` is added to every page alike
+            name = fit(base if n == 1 else f"{base} ({n})", limit, keep_extension=keep_extension)
             folded = _fold(name)
+            if folded not in self._taken:
+                break
         self._taken.add(folded)
+        self._last[key] = n
         return name

@@ -77,6 +77,59 @@ def test_names_cut_to_a_budget_stay_unique_and_short(titles, limit):
     assert [again.take(t, limit) for t in titles] == names  # stable: the same titles, the same names
 
 
+def _first_free(taken: set[str], title: str, limit: int, keep_extension: bool) -> str:
+    """What ``Namer.take`` gives, by its definition: the title's name, else "name (n)" for the
+    smallest n >= 2 that is free (case and Unicode form folded)."""
+    base = safe_name(title)
+    n = 1
+    while True:
+        name = fit(base if n == 1 else f"{base} ({n})", limit, keep_extension=keep_extension)
+        if unicodedata.normalize("NFC", name).casefold() not in taken:
+            taken.add(unicodedata.normalize("NFC", name).casefold())
+            return name
+        n += 1
+
+
+_ALIKE = st.sampled_from(["Notes", "notes", "Notes (2)", "Notes (3)", "NOTES (4)", "Notes (2) (2)", "ｎotes", "a.png"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(_ALIKE | st.text(max_size=20), st.sampled_from([MAX_NAME_CHARS, 12, 1]), st.booleans()),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_names_are_the_first_free_number(calls):
+    """Titles alike, titles that look numbered, different budgets: each name is the first free
+    one, as if every number were tried from 1 (the namer skips those it gave before)."""
+    namer, taken = Namer(("assets",)), {"assets"}
+    for title, limit, keep in calls:
+        assert namer.take(title, limit, keep_extension=keep) == _first_free(taken, title, limit, keep)
+
+
+def test_many_pages_titled_alike_are_named_in_linear_time():
+    """The k-th "Untitled" of a folder is not found by trying 1..k again (K²/2 names: 4,000
+    pages took 6 s): the namer goes on from the last number it gave that title."""
+    namer, tried = Namer(), []
+    real = fit
+
+    def counting(name, limit, *, keep_extension=False):
+        tried.append(name)
+        return real(name, limit, keep_extension=keep_extension)
+
+    import openkb.exporting.names as names
+
+    names.fit, saved = counting, names.fit
+    try:
+        got = [namer.take("Untitled") for _ in range(2_000)]
+    finally:
+        names.fit = saved
+    assert got[:3] == ["Untitled", "Untitled (2)", "Untitled (3)"] and got[-1] == "Untitled (2000)"
+    assert len(tried) == 2 * 2_000  # one in safe_name, one for the name given (trying 1..k: ~2 million)
+
+
 def test_a_cut_name_keeps_its_hash_and_extension():
     long = "图片" * 80 + ".png"
     name = fit(long, 40, keep_extension=True)
