@@ -282,6 +282,16 @@ class UploadTooLarge(PayloadTooLarge):
     code = "UPLOAD_TOO_LARGE"
 
 
+class RangeNotSatisfiable(OpenKBError):
+    """An asset read with a ``Range`` that starts past the asset's last byte (416, with
+    ``Content-Range: bytes */<size>`` so a player knows the real length)."""
+
+    code = "RANGE_NOT_SATISFIABLE"
+    http_status = 416
+    exit_code = 2
+    surfaces = frozenset({HTTP})
+
+
 class FolderDepthExceeded(LimitExceeded):
     """A create or move that would nest folders deeper than the limit (10)."""
 

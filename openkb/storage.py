@@ -22,7 +22,7 @@ class BlobStore(Protocol):
     kind: str
 
     def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]: ...
-    def open(self, key: str) -> Iterator[bytes]: ...
+    def open(self, key: str, start: int = 0, length: int | None = None) -> Iterator[bytes]: ...
     def delete(self, key: str) -> None: ...
     def check(self) -> str: ...
     def has_objects(self, prefix: str = "tenant/") -> bool: ...
@@ -69,14 +69,22 @@ class LocalBlobStore:
         os.replace(tmp, path)
         return size, h.hexdigest()
 
-    def open(self, key: str) -> Iterator[bytes]:
+    def open(self, key: str, start: int = 0, length: int | None = None) -> Iterator[bytes]:
+        """The blob's bytes in chunks; ``start``/``length``: only that part (an HTTP range)."""
         path = os.path.join(self.root, self._checked(key))  # a str: no Path built per read
         if not os.path.exists(path):
             raise NotFound("asset not found")
 
         def gen() -> Iterator[bytes]:
             with open(path, "rb") as f:
-                while chunk := f.read(1 << 16):
+                if length is None and not start:
+                    while chunk := f.read(1 << 16):
+                        yield chunk
+                    return
+                f.seek(start)
+                left = length if length is not None else -1
+                while left and (chunk := f.read(1 << 16 if left < 0 else min(left, 1 << 16))):
+                    left -= len(chunk) if left > 0 else 0
                     yield chunk
 
         return gen()
@@ -137,9 +145,12 @@ class S3BlobStore:
             raise ServiceUnavailable(f"S3 upload failed ({self.bucket}): {exc}") from None
         return size, h.hexdigest()
 
-    def open(self, key: str) -> Iterator[bytes]:
+    def open(self, key: str, start: int = 0, length: int | None = None) -> Iterator[bytes]:
+        extra: dict[str, str] = {}
+        if start or length is not None:
+            extra["Range"] = f"bytes={start}-{'' if length is None else start + length - 1}"
         try:
-            obj = self.client.get_object(Bucket=self.bucket, Key=key)
+            obj = self.client.get_object(Bucket=self.bucket, Key=key, **extra)
         except self.client.exceptions.NoSuchKey:
             raise NotFound("asset not found") from None
         except Exception as exc:  # noqa: BLE001

@@ -95,6 +95,8 @@ def install(app: FastAPI) -> None:
         headers = None
         if exc.http_status in (429, 503):  # 503: an outage (docs/api.md#status-codes); retry later
             headers = {"Retry-After": str(exc.extra.get("retry_after", 1 if exc.http_status == 429 else 5))}
+        if exc.http_status == 416:  # RangeNotSatisfiable: the length a range must fit in (RFC 9110 §15.5.17)
+            headers = {"Content-Range": f"bytes */{exc.extra.get('size', '*')}"}
         if isinstance(exc, TransactionConflict):
             headers = {**(headers or {}), RETRYABLE_HEADER: "1"}  # server/retry.py runs the write again
         return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)

@@ -22,12 +22,14 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from openkb import assets as asset_service
 from openkb.content import limits
 from openkb.errors import (
+    RangeNotSatisfiable,
     SharePasswordIncorrect,
     SharePasswordRequired,
     UnsupportedMedia,
     UploadTooLarge,
     ValidationError,
 )
+from server import ranges
 from server.auth import PrincipalDep
 from server.deps import CtxDep, SessionDep
 from server.errors import error_responses, errors_for
@@ -146,19 +148,42 @@ async def upload(
         await form.close()
 
 
-def _serve(ctx: Any, a: Any, download: bool) -> Response:
+def _serve(ctx: Any, a: Any, download: bool, request: Request) -> Response:
+    """The asset's bytes, after the caller's read check: all of them, one range (``206``) or
+    none (``304``, the client's copy is current), see ``server/ranges.py``. With S3, a redirect
+    to a signed URL, where the object store serves ranges itself."""
     ctype, disp = asset_service.disposition(a, download)
+    etag = ranges.etag_of(a.sha256)
     headers = {
         "Content-Disposition": disp,
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "sandbox; default-src 'none'",
         "Cache-Control": "private, max-age=300",
+        "ETag": etag,
+        "Accept-Ranges": "bytes",
     }
+    if ranges.not_modified(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers={k: headers[k] for k in ("ETag", "Cache-Control")})
     url = ctx.blobs.signed_url(a.object_key, 300, content_type=ctype, disposition=disp)
     if url:
         return RedirectResponse(url, status_code=307, headers={"Cache-Control": "private, no-store"})
+    part = ranges.byte_range(
+        request.headers.get("range"), a.size_bytes, if_range=request.headers.get("if-range"), etag=etag
+    )
+    if part is None:
+        return StreamingResponse(
+            ctx.blobs.open(a.object_key), media_type=ctype, headers={**headers, "Content-Length": str(a.size_bytes)}
+        )
+    first, last = part
     return StreamingResponse(
-        ctx.blobs.open(a.object_key), media_type=ctype, headers={**headers, "Content-Length": str(a.size_bytes)}
+        ctx.blobs.open(a.object_key, first, last - first + 1),
+        status_code=206,
+        media_type=ctype,
+        headers={
+            **headers,
+            "Content-Length": str(last - first + 1),
+            "Content-Range": f"bytes {first}-{last}/{a.size_bytes}",
+        },
     )
 
 
@@ -167,18 +192,27 @@ _ASSET_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
         "description": "the bytes (local blob store)",
     },
+    206: {"description": "the one byte range the Range header asked for (Content-Range says which)"},
+    304: {"description": "If-None-Match names the asset's ETag (its SHA-256): the cached copy is current"},
     307: {"description": "S3: redirect to a short-lived signed URL"},
     **error_responses(401, 403, 404, 422),
+    **errors_for(RangeNotSatisfiable),
 }
 _SHARED_ASSET_RESPONSES = {**_ASSET_RESPONSES, **errors_for(401, 403, SharePasswordRequired, SharePasswordIncorrect)}
 
 
 @router.get("/api/assets/{asset_id}", response_class=Response, responses=_ASSET_RESPONSES)
 def get_asset(
-    asset_id: uuid.UUID, session: SessionDep, principal: PrincipalDep, ctx: CtxDep, download: bool = False
+    asset_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    download: bool = False,
 ) -> Response:
-    """Streamed after the read check on its document (404 when the caller cannot read it)."""
-    return _serve(ctx, asset_service.access_asset(session, principal, asset_id), download)
+    """Streamed after the read check on its document (404 when the caller cannot read it);
+    ``Range`` and ``If-None-Match`` are honoured (docs/api.md#assets)."""
+    return _serve(ctx, asset_service.access_asset(session, principal, asset_id), download, request)
 
 
 @router.get("/api/assets/{asset_id}/info", response_model=AssetOut, responses=error_responses(401, 403, 404, 422))
@@ -211,4 +245,4 @@ def get_shared_asset(
 ) -> Response:
     """An asset of a document the share link opens."""
     visitor, _link = visitor_for(request, session, token, principal, ctx, x_share_access, share_cookie)
-    return _serve(ctx, asset_service.access_asset(session, visitor, asset_id), download)
+    return _serve(ctx, asset_service.access_asset(session, visitor, asset_id), download, request)

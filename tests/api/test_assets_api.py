@@ -67,3 +67,74 @@ def test_upload_errors(w, settings):
         headers={**dict(o.headers), "Content-Type": "multipart/form-data; boundary=b"},
     )
     assert r.status_code == 413 and r.json()["error"] == "UPLOAD_TOO_LARGE"
+
+
+def _upload(w, data: bytes, name: str = "clip.mp4", mime: str = "video/mp4") -> dict:
+    page = w.doc("Media", markdown="m\n")
+    r = w.c["owner"].post(
+        "/api/uploads", data={"document_id": page["id"]}, files={"file": (name, io.BytesIO(data), mime)}
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_ranges_and_revalidation(w):
+    """A player seeks with Range (206), a browser revalidates with If-None-Match (304); both
+    only after the read check (docs/api.md#assets)."""
+    data = bytes(range(256)) * 1000  # 256,000 bytes: several chunks of the store
+    a = _upload(w, data)
+    url = f"/api/assets/{a['id']}"
+    m = w.c["member"]
+    whole = m.get(url)
+    etag = whole.headers["etag"]
+    assert whole.status_code == 200 and whole.content == data and whole.headers["accept-ranges"] == "bytes"
+    assert etag == f'"{a["sha256"]}"'
+    for header, first, last in (
+        ("bytes=0-0", 0, 0),
+        ("bytes=100-70099", 100, 70_099),  # across the store's 64 KB chunks
+        ("bytes=255990-", 255_990, 255_999),
+        ("bytes=-10", 255_990, 255_999),
+        ("bytes=250000-999999999", 250_000, 255_999),  # the end is cut to the asset's
+        ("bytes=-999999", 0, 255_999),
+        ("BYTES = 5 - 9", 5, 9),
+    ):
+        r = m.get(url, headers={"Range": header})
+        assert r.status_code == 206, (header, r.status_code)
+        assert r.content == data[first : last + 1], header
+        assert r.headers["content-range"] == f"bytes {first}-{last}/{len(data)}", header
+        assert r.headers["content-length"] == str(last - first + 1) and r.headers["etag"] == etag
+    for header in ("bytes=0-1,5-9", "items=0-9", "bytes=9-5", "bytes=x-", "bytes=-", "bytes 0-9"):
+        r = m.get(url, headers={"Range": header})  # not served as a range: the whole, as RFC 9110 allows
+        assert r.status_code == 200 and r.content == data, header
+    for header in ("bytes=256000-", "bytes=999999999999999999999999-", "bytes=-0"):
+        r = m.get(url, headers={"Range": header})
+        assert r.status_code == 416 and r.json()["error"] == "RANGE_NOT_SATISFIABLE", header
+        assert r.headers["content-range"] == f"bytes */{len(data)}"
+    # If-Range: the range only when the client's copy is this asset
+    assert m.get(url, headers={"Range": "bytes=0-9", "If-Range": etag}).status_code == 206
+    r = m.get(url, headers={"Range": "bytes=0-9", "If-Range": '"something-else"'})
+    assert r.status_code == 200 and r.content == data
+    # revalidation
+    for inm in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        r = m.get(url, headers={"If-None-Match": inm})
+        assert r.status_code == 304 and r.content == b"" and r.headers["etag"] == etag, inm
+    assert m.get(url, headers={"If-None-Match": '"other"'}).status_code == 200
+    # an outsider learns nothing: no range, no 304, no ETag
+    for c in (w.c["outsider"], w.c["other_tenant"], w.anon):
+        for h in ({"Range": "bytes=0-9"}, {"If-None-Match": etag}, {"Range": "bytes=999999999-"}):
+            r = c.get(url, headers=h)
+            assert r.status_code == 404 and "etag" not in r.headers, (h, r.status_code)
+
+
+def test_ranges_through_a_share_link(w):
+    data = b"0123456789" * 10
+    a = _upload(w, data, "notes.pdf", "application/pdf")
+    r = w.c["owner"].post(f"/api/objects/document/{a['document_id']}/share-links", json={})
+    assert r.status_code == 201, r.text
+    url = f"/api/share/{r.json()['token']}/assets/{a['id']}"
+    r = w.anon.get(url, headers={"Range": "bytes=10-19"})
+    assert r.status_code == 206 and r.content == b"0123456789" and r.headers["content-range"] == "bytes 10-19/100"
+    assert w.anon.get(url, headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    other = _upload(w, b"private")  # a page the link does not open
+    r = w.anon.get(url.replace(a["id"], other["id"]), headers={"Range": "bytes=0-1"})
+    assert r.status_code == 404

@@ -39,6 +39,10 @@ def test_put_read_delete_and_check(blobs):
     size, digest = blobs.put(key, io.BytesIO(data), "image/png")
     assert size == len(data)
     assert b"".join(blobs.open(key)) == data
+    n = len(data)
+    for start, length in ((0, 1), (65_535, 2), (100, 200_000), (n - 10, 10), (n - 10, None), (70_000, None), (0, n)):
+        got = b"".join(blobs.open(key, start, length))  # a part: what an HTTP range reads
+        assert got == data[start : None if length is None else start + length], (start, length)
     import hashlib
 
     assert digest == hashlib.sha256(data).hexdigest()
