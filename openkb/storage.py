@@ -6,6 +6,7 @@ the service that owns the asset row — the store itself knows nothing about who
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -56,17 +57,29 @@ class LocalBlobStore:
         return self.root / self._checked(key)
 
     def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]:
+        """Written to a temporary file, then renamed: a reader never sees half a blob. A write
+        that fails (a full disk, a file-size limit, a read-only mount) removes the temporary
+        file and is ``ServiceUnavailable`` naming the cause, as an unreachable S3 is."""
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         h = hashlib.sha256()
         size = 0
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
-        with os.fdopen(fd, "wb") as out:
-            while chunk := data.read(1 << 20):
-                h.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-        os.replace(tmp, path)
+        tmp = ""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
+            with os.fdopen(fd, "wb") as out:
+                while chunk := data.read(1 << 20):
+                    h.update(chunk)
+                    size += len(chunk)
+                    out.write(chunk)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise ServiceUnavailable(f"the blob store cannot write: {exc.strerror or exc}") from None
+            raise
         return size, h.hexdigest()
 
     def open(self, key: str, start: int = 0, length: int | None = None) -> Iterator[bytes]:

@@ -105,6 +105,57 @@ def test_upload_is_read_through_the_permission_check_and_removed_on_rollback(eng
         assert s.get(DocumentAsset, lost[0]) is None
 
 
+_FULL_DISK = """
+import io, resource, signal, sys, tempfile
+from pathlib import Path
+from openkb.storage import LocalBlobStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails (EFBIG), as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+root = Path(sys.argv[1])
+try:
+    LocalBlobStore(root).put("tenant/t/a", io.BytesIO(b"x" * (1 << 20)), "image/png")
+except Exception as exc:
+    print(type(exc).__name__, exc.code, exc.detail)
+print(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
+"""
+
+
+def test_a_local_write_that_fails_says_why_and_leaves_no_file(tmp_path):
+    """A full disk mid-upload: ServiceUnavailable (503 over HTTP) naming the cause, like an
+    unreachable S3, not an OSError answered 500; and no half-written temporary file stays."""
+    import subprocess
+    import sys
+
+    got = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    first, files = got.stdout.splitlines()
+    assert first == "ServiceUnavailable SERVICE_UNAVAILABLE the blob store cannot write: File too large"
+    assert files == "[]"
+
+
+def test_an_upload_the_store_cannot_write_records_nothing(engine, world, tmp_path):
+    from openkb.errors import ServiceUnavailable
+    from openkb.storage import LocalBlobStore
+
+    (tmp_path / "not-a-folder").write_text("a file where the store's folder should be")
+    with pytest.raises(ServiceUnavailable, match="the blob store cannot write"), session_scope(engine) as s:
+        upload_asset(
+            s,
+            Actor.of(world["owner"]),
+            LocalBlobStore(tmp_path / "not-a-folder"),
+            io.BytesIO(b"\x89PNG"),
+            size=None,
+            filename="c.png",
+            content_type="image/png",
+            document_id=world["doc_id"],
+        )
+    with session_scope(engine) as s:
+        assert not s.execute(
+            text("SELECT count(*) FROM document_assets WHERE document_id = :d AND filename = 'c.png'"),
+            {"d": world["doc_id"]},
+        ).scalar_one()
+
+
 @pytest.fixture(scope="module")
 def s3_server_base(app_ctx, s3_settings):
     """A second live API in this process whose context stores assets in S3 (same database)."""
