@@ -26,6 +26,7 @@ from openkb.jobs import JobQueue, set_queue
 from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
+from server.head import HeadAsGet
 from server.logs import configure_logging, request_id_var
 from server.mcp import mount as mount_mcp
 from server.mcp import openapi_path as mcp_openapi_path
@@ -149,6 +150,10 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
             "%s %s %s %.1fms", request.method, request.url.path, response.status_code, (time.perf_counter() - t) * 1000
         )
         return response
+
+    app.add_middleware(
+        HeadAsGet, routes=lambda: app.router.routes
+    )  # outermost: every layer below sees the GET it answers (server/head.py)
 
     # before the routers: the web app's catch-all pages come last among them
     if ctx.settings.openkb_mcp_enabled:  # OPENKB_MCP_ENABLED=false switches the endpoint off

@@ -119,6 +119,13 @@ def test_ranges_and_revalidation(w):
         r = m.get(url, headers={"If-None-Match": inm})
         assert r.status_code == 304 and r.content == b"" and r.headers["etag"] == etag, inm
     assert m.get(url, headers={"If-None-Match": '"other"'}).status_code == 200
+    # HEAD: the size and validator without the bytes (server/head.py)
+    r = m.head(url)
+    assert r.status_code == 200 and r.content == b"" and r.headers["content-length"] == str(len(data))
+    assert r.headers["etag"] == etag and r.headers["accept-ranges"] == "bytes"
+    r = m.head(url, headers={"Range": "bytes=-10"})
+    assert r.status_code == 206 and r.headers["content-range"] == f"bytes 255990-255999/{len(data)}"
+    assert w.c["outsider"].head(url).status_code == 404
     # an outsider learns nothing: no range, no 304, no ETag
     for c in (w.c["outsider"], w.c["other_tenant"], w.anon):
         for h in ({"Range": "bytes=0-9"}, {"If-None-Match": etag}, {"Range": "bytes=999999999-"}):

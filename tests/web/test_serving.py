@@ -97,6 +97,24 @@ def test_assets_are_immutable_and_gzipped_on_request(http):
     assert len(body) < len(plain.content)
 
 
+def test_head_answers_as_get_without_a_body(http):
+    """Uptime monitors, link checkers and caches send HEAD (server/head.py): the GET's status and
+    headers, no body; a route that has no GET keeps its 405."""
+    js = next(p.name for p in ASSETS.glob("index-*.js"))
+    for path in ("/healthz", "/readyz", "/", "/login", f"/assets/{js}", "/api/openapi.json", "/api/nope"):
+        get, head = (
+            http.get(path, headers={"accept-encoding": "identity"}),
+            http.head(path, headers={"accept-encoding": "identity"}),
+        )
+        assert head.status_code == get.status_code and head.content == b"", path
+        assert head.headers["content-type"] == get.headers["content-type"], path
+        if "content-security-policy" not in get.headers:  # the index page's nonce is new per answer
+            assert head.headers.get("content-length") == get.headers.get("content-length"), path
+    assert http.head(f"/assets/{js}").headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert http.head("/api/search").status_code == 405  # POST only, as for GET
+    assert http.head("/api/auth/me").status_code == 401  # the same authentication as GET
+
+
 def test_the_bundle_loads_no_external_url():
     """Fonts, KaTeX, icons: everything the bundle names is in the bundle (no CDN at run time).
 
