@@ -160,11 +160,9 @@ def check_tags(tags: Any, settings: Settings | None = None) -> list[str]:
         return []
     if not isinstance(tags, list):
         raise ValidationError("tags must be a list of strings", field="tags")
-    out: list[str] = []
-    for t in tags:
-        name = check_name(t, "tags", settings)
-        if name not in out:
-            out.append(name)
+    # duplicates dropped in order, by a dict: a list's ``in`` made a body of 40,000 distinct tags
+    # (still under the body limit) take 10 s of a server thread before this refused it
+    out = list(dict.fromkeys(check_name(t, "tags", settings) for t in tags))
     if len(out) > MAX_TAGS:
         raise TooManyTags(
             f"{len(out)} tags; at most {MAX_TAGS} are allowed",
