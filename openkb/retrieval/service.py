@@ -54,6 +54,11 @@ log = logging.getLogger("openkb.retrieval")
 MAX_TOP_K = 100
 OVERFETCH = 3
 MAX_QUERY_CHARS = 2000
+# Knowledge bases a caller may name in one search (REST and MCP bodies): each goes into the Milvus
+# filter expression, so without a bound a body of 20,000 ids (well under the body limit) cost a
+# second per search. Lists the services build themselves (an app's granted collections) are not
+# capped: they are as long as what the caller was granted
+MAX_SEARCH_KBS = 100
 # Seconds one Milvus search route may take: a hung embedding service costs this much once, then
 # the search is answered BM25-only (docs/retrieval.md#degradation), never a hang.
 SEARCH_TIMEOUT_S = 20.0

@@ -37,6 +37,7 @@ from openkb.errors import NotFound, OpenKBError
 from openkb.mcp import facts as facts_tools
 from openkb.mcp import resources, tools
 from openkb.mcp.caller import TOOL_SCOPES, McpCaller
+from openkb.retrieval.service import MAX_SEARCH_KBS
 from server.mcp import facts_schemas as FS
 from server.mcp import schemas as S
 from server.mcp.http import current
@@ -145,7 +146,7 @@ def build(ctx: AppContext) -> OpenKBMCP:
         ],
         knowledge_base_ids: Annotated[
             list[uuid.UUID] | None,
-            Field(max_length=100, description="only these knowledge bases (from kb_list_knowledge_bases)"),
+            Field(max_length=MAX_SEARCH_KBS, description="only these knowledge bases (from kb_list_knowledge_bases)"),
         ] = None,
         top_k: Annotated[int, Field(ge=1, description=f"results to return (at most {st.mcp_max_top_k})")] = 5,
         filters: Annotated[

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openkb.errors import DatabaseUnavailable, IndexUnavailable
 from openkb.permissions import Principal
 from openkb.retrieval import search, search_documents
+from openkb.retrieval.service import MAX_SEARCH_KBS
 from server.auth import require_scopes
 from server.deps import CtxDep, SessionDep
 from server.errors import errors_for
@@ -42,7 +43,9 @@ class SearchFiltersIn(RequestModel):
 
 class SearchIn(RequestModel):
     query: str = Field("", max_length=2000, description="empty: the most recently updated readable documents")
-    knowledge_base_ids: list[uuid.UUID] | None = None
+    knowledge_base_ids: list[uuid.UUID] | None = Field(
+        None, max_length=MAX_SEARCH_KBS, description="only these knowledge bases (none: every readable one)"
+    )
     top_k: int = Field(10, ge=1, le=100)
     filters: SearchFiltersIn | None = None
     group_by_document: bool = Field(

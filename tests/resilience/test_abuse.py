@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import time
+import uuid
 from urllib.parse import urlparse
 
 import httpx
@@ -46,6 +47,11 @@ def test_invalid_utf8_huge_top_k_and_long_queries_get_their_codes(stack, no_trac
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
     r = c.post("/api/search", json={"query": "x", "knowledge_base_ids": ["../../etc/passwd"]})
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
+    # each named knowledge base goes into the index's filter: 100 at most (retrieval.MAX_SEARCH_KBS)
+    many = [str(uuid.uuid4()) for _ in range(20_000)]
+    r = c.post("/api/search", json={"query": "x", "knowledge_base_ids": many})
+    assert r.status_code == 422 and r.json()["detail"].startswith("knowledge_base_ids: List should have at most 100")
+    assert c.post("/api/search", json={"query": "x", "knowledge_base_ids": many[:100]}).status_code == 200
 
 
 def test_numbers_too_long_to_convert_are_bad_input_on_every_json_endpoint(stack, no_tracebacks):
