@@ -71,6 +71,7 @@ def test_a_text_leaf_is_built_once_not_copied_per_piece(monkeypatch):
     from openkb.markdown import _inline
 
     sets: dict[int, int] = {}
+    alive: list = []
     slot = _inline.Leaf.value  # the slot's descriptor
 
     class Counted(_inline.Leaf):
@@ -83,6 +84,7 @@ def test_a_text_leaf_is_built_once_not_copied_per_piece(monkeypatch):
         @value.setter
         def value(self, v):
             sets[id(self)] = sets.get(id(self), 0) + 1
+            alive.append(self)  # no id is reused by a later leaf while counting
             slot.__set__(self, v)
 
     monkeypatch.setattr(_inline, "Leaf", Counted)
@@ -111,3 +113,27 @@ def test_dollar_runs_are_listed_once_per_parse_not_walked_per_opening_run(monkey
     assert out.split("\n\n")[0] == runs.replace("$", "\\$")  # no run closes: all text
     assert out.split("\n\n")[1] == "and $x$ then $y$ and [a $b$](u)\n"  # the editor writes one $
     assert 0 < len(listed) <= 8, len(listed)  # once per parse of each paragraph, not per opener
+
+
+def test_deeply_nested_emphasis_keeps_one_mark_per_kind(monkeypatch):
+    """``*a **a *a **a ...`` opens thousands of marks. The mark set (one per kind, the innermost)
+    is made from the top of each kind's open marks, not by walking all of them at every open and
+    close (100 KB of such nesting took 44 s, growing with the square)."""
+    from openkb.markdown import _inline
+    from openkb.markdown.parser import parse
+
+    seen: list[int] = []
+    real = _inline._mark_set
+
+    def spy(by_kind):
+        seen.append(len(by_kind))
+        return real(by_kind)
+
+    monkeypatch.setattr(_inline, "_mark_set", spy)
+    body = "*a **a " * 2_000 + "b" + " a** a*" * 2_000 + "\n"
+    inline = next(t for t in parse(body) if t.type == "inline")
+    out = _inline.leaves(inline.children or [])
+    centre = next(leaf for leaf in out if "b" in leaf.value)
+    assert [m[0] for m in centre.marks] == [_inline.EM, _inline.STRONG]  # one each, in schema order
+    assert len(seen) == 8_000 and max(seen) <= 4  # per open and close: the kinds, not the depth
+    assert normalize(normalize(body)) == normalize(body)
