@@ -302,14 +302,18 @@ def _join(left: Block, right: Block, parent_spread: bool | None) -> str:
     if _DASH_RULE_NEEDS_BLANK and lk in ("paragraph", "image") and rk == "hr":
         return "\n\n"
     if lk == "paragraph" and rk == "list":
+        # (mdast also joins with a blank line when the list's first item has no children, but in
+        # Milkdown every item starts with a paragraph (``_item``), so that rule never fires:
+        # ``- + +`` is three tight levels in the editor)
         ordered, start, _ = right.data
-        first = right.children[0] if right.children else None
-        if (ordered and start != 1) or (first is not None and not first.children):
+        if ordered and start != 1:
             return "\n\n"
     tail = left
     while tail.kind in ("blockquote", "list", "item") and tail.children:
         tail = tail.children[-1]
     tk = "image" if _image_block_token(tail) else tail.kind
+    if tk == "item":  # an empty item ends with the empty paragraph the editor gives it (``_item``)
+        tk = "paragraph"
     if tk != "paragraph" and tk != "image":
         return "\n"
     if (lk in ("paragraph", "image") or left is not tail) and rk in ("paragraph", "image"):

@@ -892,6 +892,15 @@ EDGES = [
     "".join("  " * i + "- item " + str(i) + "\n" for i in range(25)),
     "".join("  " * i + "- > x" + str(i) + "\n" for i in range(12)),
     "".join("   " * i + "1. n" + str(i) + "\n" for i in range(30)),
+    # empty items: the editor gives each an empty paragraph (written <br />), so a list whose first
+    # item is empty joins its paragraph tightly, and an item ending in one is followed as by a
+    # paragraph (found by tests/markdown/test_normalize.py::test_idempotent: `> + + +`)
+    "> + + +",
+    "- + +\n",
+    "+ -\n  b\n",
+    "1. + + c\n",
+    "> - > -\n",
+    "- a\n  - \n  - b\n",
 ]
 
 
