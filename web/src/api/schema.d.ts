@@ -1551,7 +1551,8 @@ export interface paths {
         };
         /**
          * Get Asset
-         * @description Streamed after the read check on its document (404 when the caller cannot read it).
+         * @description Streamed after the read check on its document (404 when the caller cannot read it);
+         *     ``Range`` and ``If-None-Match`` are honoured (docs/api.md#assets).
          */
         get: operations["get_asset_api_assets__asset_id__get"];
         put?: never;
@@ -6680,7 +6681,10 @@ export interface components {
              * @default true
              */
             group_by_document?: boolean;
-            /** Knowledge Base Ids */
+            /**
+             * Knowledge Base Ids
+             * @description only these knowledge bases (none: every readable one)
+             */
             knowledge_base_ids?: string[] | null;
             /**
              * Query
@@ -14100,6 +14104,20 @@ export interface operations {
                     "application/octet-stream": string;
                 };
             };
+            /** @description the one byte range the Range header asked for (Content-Range says which) */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description If-None-Match names the asset's ETag (its SHA-256): the cached copy is current */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description S3: redirect to a short-lived signed URL */
             307: {
                 headers: {
@@ -14127,6 +14145,15 @@ export interface operations {
             };
             /** @description NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description RANGE_NOT_SATISFIABLE */
+            416: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -19777,6 +19804,20 @@ export interface operations {
                     "application/octet-stream": string;
                 };
             };
+            /** @description the one byte range the Range header asked for (Content-Range says which) */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description If-None-Match names the asset's ETag (its SHA-256): the cached copy is current */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description S3: redirect to a short-lived signed URL */
             307: {
                 headers: {
@@ -19804,6 +19845,15 @@ export interface operations {
             };
             /** @description NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description RANGE_NOT_SATISFIABLE */
+            416: {
                 headers: {
                     [name: string]: unknown;
                 };
