@@ -34,6 +34,7 @@ from openkb.accounts.sessions import resolve_session
 from openkb.accounts.tokens import principal_for, resolve_pat
 from openkb.accounts.users import AdminScope, access_admin
 from openkb.errors import CsrfFailed, InsufficientScope
+from openkb.models import Tenant
 from openkb.permissions.principal import Principal
 from server.deps import SessionDep
 
@@ -71,9 +72,15 @@ def unauthenticated(detail: str) -> HTTPException:
 
 
 def default_tenant_id(session: Session) -> uuid.UUID:
+    """The instance's default tenant (anonymous visitors, OAuth clients), remembered per database.
+
+    The remembered id is checked to exist (one lookup by key): on a database with no default
+    tenant yet, the first request creates it, and when that request then fails its transaction is
+    rolled back. The id of the row that never was used to stay remembered, so every OAuth
+    registration failed (a foreign key, 500) and anonymous readers saw nothing, until a restart."""
     key = str(session.get_bind().engine.url)
     tid = _default_tenant_ids.get(key)
-    if tid is None:
+    if tid is None or session.get(Tenant, tid) is None:
         from openkb.bootstrap import default_tenant
 
         tid = default_tenant(session).id

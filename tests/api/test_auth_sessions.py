@@ -331,3 +331,27 @@ def test_password_reset_bad_input(http):
     assert r.status_code == 202  # same answer as for any address
     r = http.post("/api/auth/password-reset/confirm", json={"token": "kbreset_nope", "password": "long enough pw"})
     assert r.status_code == 400 and r.json()["error"] == "INVALID_TOKEN"
+
+
+def test_a_remembered_default_tenant_that_does_not_exist_is_looked_up_again(committed):
+    """The first request on a database without a default tenant creates it; a request that then
+    fails rolls that back. The id remembered from it named no row: OAuth registrations failed
+    with a foreign-key 500 and anonymous visitors read as a tenant that is not there."""
+    import uuid
+
+    from openkb.bootstrap import default_tenant
+    from server import auth
+
+    with committed() as s:
+        real = default_tenant(s).id
+        s.commit()
+        key = str(s.get_bind().engine.url)
+    saved = auth._default_tenant_ids.get(key)
+    auth._default_tenant_ids[key] = uuid.uuid4()  # as left by a rolled-back creation
+    try:
+        with committed() as s:
+            assert auth.default_tenant_id(s) == real
+            assert auth.default_tenant_id(s) == real  # remembered again
+    finally:
+        if saved is not None:
+            auth._default_tenant_ids[key] = saved
