@@ -22,9 +22,12 @@ import re
 import unicodedata
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.helpers import parseLinkDestination, parseLinkTitle
+from markdown_it.helpers import parseLinkLabel as _parse_link_label
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_block.paragraph import paragraph as md_paragraph
 from markdown_it.rules_inline import StateInline
@@ -95,6 +98,27 @@ def _closing_run(state: StateInline, open_end: int, end: int, size: int) -> int:
     if k >= 0 and starts[k] >= open_end and ends[k] > end and end - starts[k] == size:
         return starts[k]
     return -1
+
+
+def _label_end(state: StateInline, start: int, disable_nested: bool = False) -> int:
+    """markdown-it's ``parseLinkLabel``, answering -1 at once when no ``]`` follows ``start``
+    before the parse's bound (the label cannot end: the same answer without the scan).
+
+    The scan costs each unclosed ``[`` steps in proportion to the nesting limit (100), so a
+    paragraph of ``[a[a[a...`` (or ``[^``, ``![``) with no ``]`` took 7-8 s per 100 KB. The ``]``
+    positions are listed once per parse and looked up by bisection."""
+    src = state.src
+    cached = getattr(state, "_openkb_closers", None)
+    if cached is None or cached[0] is not src:
+        cached = state._openkb_closers = (src, [m.start() for m in _CLOSERS.finditer(src)])
+    closers = cached[1]
+    k = bisect_right(closers, start)
+    if k == len(closers) or closers[k] >= state.posMax:
+        return -1
+    return _parse_link_label(state, start, disable_nested)
+
+
+_CLOSERS = re.compile(r"\]")
 
 
 def _math_text(state: StateInline, silent: bool) -> bool:
@@ -479,6 +503,10 @@ def get_parser() -> MarkdownIt:
     md.normalizeLink = _identity  # type: ignore[method-assign]
     md.normalizeLinkText = _identity  # type: ignore[method-assign]
     md.validateLink = _accept  # type: ignore[method-assign]
+    # the link and image rules find labels through md.helpers: this parser's own namespace
+    md.helpers = SimpleNamespace(  # type: ignore[assignment]
+        parseLinkLabel=_label_end, parseLinkDestination=parseLinkDestination, parseLinkTitle=parseLinkTitle
+    )
     md.use(gfm_autolink_plugin)
     md.inline.ruler.at("gfm_autolink_www", _bounded_www)
     md.inline.ruler.at("gfm_autolink_protocol", _protocol_rule)
