@@ -68,6 +68,28 @@ _dollarmath_index.is_escaped = _is_escaped  # the rule looks it up at call time
 _DOLLARS = re.compile(r"\$+")
 
 
+def _per_parse(state: StateInline, name: str, build: Any) -> Any:
+    """What ``build(src)`` makes of the inline parse's text, made once per parse and kept on its
+    state under ``name`` (a nested parse, such as a link's text, shares the state and the text)."""
+    cached = getattr(state, name, None)
+    if cached is None or cached[0] is not state.src:
+        cached = (state.src, build(state.src))
+        setattr(state, name, cached)
+    return cached[1]
+
+
+def _dollar_runs(src: str) -> tuple[dict[int, list[int]], list[int], list[int]]:
+    """The runs of ``$`` of ``src``: their starts by length, and all their starts and ends."""
+    by_size: dict[int, list[int]] = {}
+    starts: list[int] = []
+    ends: list[int] = []
+    for m in _DOLLARS.finditer(src):
+        by_size.setdefault(m.end() - m.start(), []).append(m.start())
+        starts.append(m.start())
+        ends.append(m.end())
+    return by_size, starts, ends
+
+
 def _closing_run(state: StateInline, open_end: int, end: int, size: int) -> int:
     """Where the first run of exactly ``size`` dollars at or after ``open_end`` starts, counting
     only what lies before ``end`` (the inline parse's bound), or -1.
@@ -76,18 +98,7 @@ def _closing_run(state: StateInline, open_end: int, end: int, size: int) -> int:
     rule used to walk every later run for each opening run: a paragraph of runs of growing length
     (``$ $$ $$$ ...``) cost the number of runs times the paragraph's length (80 KB: 1.6 s, 5 MB
     would have held a server thread for many minutes)."""
-    src = state.src
-    cached = getattr(state, "_openkb_dollar_runs", None)
-    if cached is None or cached[0] is not src:
-        by_size: dict[int, list[int]] = {}
-        starts: list[int] = []
-        ends: list[int] = []
-        for m in _DOLLARS.finditer(src):
-            by_size.setdefault(m.end() - m.start(), []).append(m.start())
-            starts.append(m.start())
-            ends.append(m.end())
-        cached = state._openkb_dollar_runs = (src, by_size, starts, ends)
-    _src, by_size, starts, ends = cached
+    by_size, starts, ends = _per_parse(state, "_openkb_dollar_runs", _dollar_runs)
     same = by_size.get(size)
     if same:
         k = bisect_left(same, open_end)
@@ -107,11 +118,7 @@ def _label_end(state: StateInline, start: int, disable_nested: bool = False) -> 
     The scan costs each unclosed ``[`` steps in proportion to the nesting limit (100), so a
     paragraph of ``[a[a[a...`` (or ``[^``, ``![``) with no ``]`` took 7-8 s per 100 KB. The ``]``
     positions are listed once per parse and looked up by bisection."""
-    src = state.src
-    cached = getattr(state, "_openkb_closers", None)
-    if cached is None or cached[0] is not src:
-        cached = state._openkb_closers = (src, [m.start() for m in _CLOSERS.finditer(src)])
-    closers = cached[1]
+    closers = _per_parse(state, "_openkb_closers", lambda src: [m.start() for m in _CLOSERS.finditer(src)])
     k = bisect_right(closers, start)
     if k == len(closers) or closers[k] >= state.posMax:
         return -1
