@@ -41,7 +41,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
   const [focusId, setFocusId] = useState<string | null>(currentId)
   const [action, setAction] = useState<Action | null>(null)
   const [error, setError] = useState<unknown>(null)
-  const [dragId, setDragId] = useState<string | null>(null)
+  // a ref, not state: the drag events that follow dragstart run before a re-render would hand
+  // their handlers the new value, and a dragover that does not see it refuses the drop
+  const dragRef = useRef<string | null>(null)
   const [dropTarget, setDropTarget] = useState<string | null>(null)
   const [menuFor, setMenuFor] = useState<string | null>(null)
   // import (docs/importing.md#the-web-app): from a menu, or files/folders dropped from outside
@@ -154,7 +156,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     invalidate(`doc:${id}`)
   }
 
-  const carriesFiles = (e: DragEvent) => !dragId && !!e.dataTransfer?.types?.includes('Files')
+  const carriesFiles = (e: DragEvent) => !dragRef.current && !!e.dataTransfer?.types?.includes('Files')
 
   function dropFiles(e: DragEvent, parentId: string | null) {
     e.preventDefault()
@@ -169,8 +171,8 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     if (props.canCreate && carriesFiles(e)) return dropFiles(e, target.type === 'folder' ? target.id : (target.parent_id ?? null))
     e.preventDefault()
     setDropTarget(null)
-    const id = dragId ?? e.dataTransfer?.getData('application/x-openkb-document')
-    setDragId(null)
+    const id = dragRef.current ?? e.dataTransfer?.getData('application/x-openkb-document')
+    dragRef.current = null
     if (!id || id === target.id) return
     if (descendants(items, id).has(target.id)) return // never into itself
     if (target.type === 'folder') {
@@ -210,12 +212,12 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
             style={{ paddingLeft: `${(level - 1) * 14 + 4}px` }}
             draggable={props.canCreate}
             onDragStart={(e) => {
-              setDragId(it.id)
+              dragRef.current = it.id
               e.dataTransfer?.setData('application/x-openkb-document', it.id)
               if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move'
             }}
             onDragEnd={() => {
-              setDragId(null)
+              dragRef.current = null
               setDropTarget(null)
             }}
             onDragOver={(e) => {
@@ -224,7 +226,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                 setDropTarget(it.id)
                 return
               }
-              if (!dragId || dragId === it.id) return
+              if (!dragRef.current || dragRef.current === it.id) return
               e.preventDefault()
               setDropTarget(it.id)
             }}
