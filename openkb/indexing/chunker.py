@@ -93,6 +93,29 @@ class _Section:
         return sum(u.tokens for u in self.units)
 
 
+@dataclass
+class _Group:
+    """The units of one chunk in the making, with their token total and how many are not
+    headings kept as they are added: summing them again for every unit made a page of many
+    small blocks (20,000 images without alt text: no tokens, one chunk) quadratic."""
+
+    path: list[str]
+    units: list[_Unit] = field(default_factory=list)
+    tokens: int = 0
+    body: int = 0  # units that are not headings
+
+    def add(self, u: _Unit) -> None:
+        self.units.append(u)
+        self.tokens += u.tokens
+        self.body += u.kind != "heading"
+
+    def pop(self) -> _Unit:
+        u = self.units.pop()
+        self.tokens -= u.tokens
+        self.body -= u.kind != "heading"
+        return u
+
+
 # --- plain text --------------------------------------------------------------------------------
 
 
@@ -360,10 +383,10 @@ def chunk_markdown(
     lines = text.split("\n")
     sections = _sections(_blocks(parse(text), len(lines)), lines, max_tokens, target_tokens)
 
-    groups: list[tuple[list[str], list[_Unit]]] = []  # (heading_path, units) per chunk
+    groups: list[_Group] = []  # one per chunk
     open_level: int | None = None  # level of the section the open chunk began in
     for sec in sections:
-        open_size = sum(u.tokens for u in groups[-1][1]) if groups else 0
+        open_size = groups[-1].tokens if groups else 0
         lead = sum(u.tokens for u in sec.units[:2])  # its heading and first block stay together
         mergeable = (
             groups
@@ -373,30 +396,33 @@ def chunk_markdown(
             and open_size + lead <= target_tokens
         )
         if not mergeable:
-            groups.append((sec.path, []))
+            groups.append(_Group(sec.path))
             open_level = sec.level
         first_group = len(groups) - 1
         for u in sec.units:
-            path, cur = groups[-1]
-            size = sum(x.tokens for x in cur)
-            if cur and size + u.tokens > target_tokens and any(x.kind != "heading" for x in cur):
+            cur = groups[-1]
+            if cur.units and cur.tokens + u.tokens > target_tokens and cur.body:
                 carry: list[_Unit] = []
-                while cur[-1].kind == "heading":  # a heading goes with the text under it
-                    carry.insert(0, cur.pop())
-                groups.append((sec.path, [*carry, u]))
+                while cur.units[-1].kind == "heading":  # a heading goes with the text under it
+                    carry.append(cur.pop())
+                groups.append(_Group(sec.path))
+                for c in reversed(carry):
+                    groups[-1].add(c)
+                groups[-1].add(u)
                 open_level = sec.level
             else:
-                cur.append(u)
+                cur.add(u)
         # a small tail of a long section goes back into its predecessor when that stays legal
         if len(groups) - 1 > first_group:
-            tail, prev = groups[-1][1], groups[-2][1]
-            t_size, p_size = sum(x.tokens for x in tail), sum(x.tokens for x in prev)
-            if t_size < min_tokens and t_size + p_size <= max_tokens:
-                prev.extend(tail)
+            tail, prev = groups[-1], groups[-2]
+            if tail.tokens < min_tokens and tail.tokens + prev.tokens <= max_tokens:
+                for t in tail.units:
+                    prev.add(t)
                 groups.pop()
 
     chunks: list[Chunk] = []
-    for path, units in groups:
+    for group in groups:
+        path, units = group.path, group.units
         if not units:
             continue
         md = "\n\n".join(u.markdown for u in units if u.markdown)

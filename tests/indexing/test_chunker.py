@@ -176,3 +176,44 @@ def test_property_deterministic_bounded_and_lossless(blocks, seed):
     assert [w for w in words_out if w not in ("a", "b", "|")] == [w for w in words_in if w not in ("a", "b", "|")]
     for c in a:
         assert c.token_count <= MAX_TOKENS + 64  # a unit is only over the cap if one line is
+
+
+def _chunker_steps(markdown: str) -> int:
+    """Lines of ``openkb/indexing/chunker.py`` executed while chunking ``markdown`` (the parser's
+    own lines not counted): a deterministic measure of the chunker's work."""
+    import sys
+
+    from openkb.indexing import chunker
+
+    path = chunker.__file__
+    steps = 0
+
+    def trace(frame, event, _arg):
+        nonlocal steps
+        if frame.f_code.co_filename != path:
+            return None
+        if event == "line":
+            steps += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        chunk_markdown(markdown)
+    finally:
+        sys.settrace(None)
+    return steps
+
+
+def test_many_small_blocks_in_one_chunk_cost_in_proportion_to_their_number():
+    """A chunk's token total and whether it holds more than headings are kept as units are added:
+    they used to be summed again for each unit, so a page of blocks with no tokens (images with
+    no alt text, empty headings: all in one chunk) cost the square of their number."""
+    pages = {
+        "images with no alt text": lambda n: "![](a.png)\n\n" * n,
+        "empty headings under a heading": lambda n: "# a\n\n" + "##\n\n" * n,
+    }
+    for name, page in pages.items():
+        ratio = _chunker_steps(page(2_000)) / _chunker_steps(page(500))
+        assert ratio < 5, (name, ratio)  # x4 the blocks: ~x4 the work (the square was ~x14)
+    chunks = chunk_markdown("![](a.png)\n\n" * 2_000)
+    assert len(chunks) == 1 and chunks[0].metadata["lines"] == [1, 3_999]
