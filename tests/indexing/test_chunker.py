@@ -7,6 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from openkb.indexing import chunker
 from openkb.indexing.chunker import (
     MAX_TOKENS,
     chunk_markdown,
@@ -16,6 +17,7 @@ from openkb.indexing.chunker import (
     strip_index_text,
 )
 from openkb.markdown.parser import parse
+from tests.steps import lines_run
 
 ZH = "权限检查在数据库里完成，检索索引只做预过滤。知识库支持中文和英文混合搜索。"
 EN = "The index worker recomputes chunks and upserts rows into the active collection. "
@@ -179,29 +181,8 @@ def test_property_deterministic_bounded_and_lossless(blocks, seed):
 
 
 def _chunker_steps(markdown: str) -> int:
-    """Lines of ``openkb/indexing/chunker.py`` executed while chunking ``markdown`` (the parser's
-    own lines not counted): a deterministic measure of the chunker's work."""
-    import sys
-
-    from openkb.indexing import chunker
-
-    path = chunker.__file__
-    steps = 0
-
-    def trace(frame, event, _arg):
-        nonlocal steps
-        if frame.f_code.co_filename != path:
-            return None
-        if event == "line":
-            steps += 1
-        return trace
-
-    sys.settrace(trace)
-    try:
-        chunk_markdown(markdown)
-    finally:
-        sys.settrace(None)
-    return steps
+    """Lines of ``openkb/indexing/chunker.py`` run while chunking ``markdown``."""
+    return lines_run(chunker.__file__, lambda: chunk_markdown(markdown))
 
 
 def test_many_small_blocks_in_one_chunk_cost_in_proportion_to_their_number():
