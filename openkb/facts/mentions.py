@@ -41,6 +41,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -74,7 +75,7 @@ class Matcher:
     def find(self, content: str) -> set[uuid.UUID]:
         t = fold(content)
         found: set[uuid.UUID] = set()
-        for name, ents in self.cjk.items():
+        for name, ents in self.cjk.items():  # a substring search each, at C speed
             if name in t:
                 found |= ents
         if self.pattern is not None:
@@ -117,11 +118,66 @@ def matcher(rows: Iterable[tuple[uuid.UUID, str, str]]) -> Matcher:
             words.setdefault(v, set()).add(eid)
     pattern = None
     if words:
-        alts = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
         # boundaries are Latin letters and digits only: a CJK character next to a Latin name
         # ("和Alice吃饭") is a boundary, as there are no spaces in Chinese
-        pattern = re.compile(rf"(?<![{_WORD}@.\-])({alts})(?![{_WORD}\-]|\.[{_WORD}])")
+        bounded = rf"(?<![{_WORD}@.\-])({{}})(?![{_WORD}\-]|\.[{_WORD}])"
+        pattern = _trie_pattern(words, bounded) or re.compile(
+            bounded.format("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
+        )
     return Matcher(pattern, words, cjk, phones)
+
+
+def _trie_pattern(terms: Iterable[str], frame: str) -> re.Pattern[str] | None:
+    """``frame`` with ``terms`` in its ``{}``, compiled, the terms written as a trie (shared
+    prefixes written once, the longer continuation tried first).
+
+    A flat alternation of the terms (longest first) had the regex engine try every term at every
+    position that could start one: finding 10,000 names in a 3 KB chunk took 27 ms, per chunk and
+    per user whose entities are matched. Through a trie the engine follows the text down one
+    path, whatever the number of terms (0.25 ms). Terms that match at one position all lie on
+    that path (each is a prefix of the text there), so trying the deeper one first, then
+    backtracking, picks the same term as the flat alternation's longest-first order. None when
+    the trie is too deep to compile (a chain of terms each one character longer than the last):
+    the caller falls back to the flat alternation. (CJK names stay a substring search each: a
+    pattern finding every name at every position, nested ones too, cost more in Python than
+    10,000 searches in C.)
+
+    Compiled patterns are kept by their terms (``_compiled``): every index job builds its
+    users' matchers again, and compiling 10,000 terms takes about a second."""
+    return _compiled(tuple(sorted(terms)), frame)
+
+
+@lru_cache(maxsize=64)
+def _compiled(terms: tuple[str, ...], frame: str) -> re.Pattern[str] | None:
+    trie: dict[str, dict] = {}
+    for term in terms:
+        node = trie
+        for ch in term:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    try:
+        return re.compile(frame.format(_trie_regex(trie)))
+    except (RecursionError, re.error):
+        return None
+
+
+def _trie_regex(node: dict[str, dict]) -> str:
+    """What may follow ``node``: its branches, optional when a term ends at it (greedy: the
+    longer term is tried first). A run of nodes with one branch and no term ending is written
+    as one literal."""
+    branches = []
+    for ch, child in sorted(node.items()):
+        if not ch:
+            continue
+        run = [ch]
+        while len(child) == 1 and "" not in child:
+            ((nxt, child),) = child.items()
+            run.append(nxt)
+        branches.append(re.escape("".join(run)) + _trie_regex(child))
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if "" in node else body
 
 
 _OWNER_IDENTIFIERS = text("""
