@@ -147,7 +147,7 @@ def _trie_pattern(terms: Iterable[str], frame: str) -> re.Pattern[str] | None:
     return _compiled(tuple(sorted(terms)), frame)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=32)  # ~3 MB for 10,000 terms
 def _compiled(terms: tuple[str, ...], frame: str) -> re.Pattern[str] | None:
     trie: dict[str, dict] = {}
     for term in terms:
