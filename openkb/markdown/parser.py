@@ -124,6 +124,9 @@ def _label_end(state: StateInline, start: int, disable_nested: bool = False) -> 
     return _scan_label(state, start, disable_nested)
 
 
+_STOPPED = (None, True)  # a scan that refuses nesting stopped at a `[` that starts a token
+
+
 def _scan_label(state: StateInline, start: int, disable_nested: bool) -> int:
     """markdown-it's ``parseLinkLabel`` with the same answers, reading the parse's cache of where
     each token ends itself, and going over a nested label it has already scanned in one step.
@@ -141,10 +144,10 @@ def _scan_label(state: StateInline, start: int, disable_nested: bool) -> int:
     memo = _per_parse(state, "_openkb_labels", lambda _src: {})
     hit = memo.get((start, end))
     if hit is not None:
+        if disable_nested and hit[1]:
+            return -1  # stopped at (or would stop at) a `[` that starts a token
         if hit[0] is not None:
-            return -1 if disable_nested and hit[1] else hit[0]
-        if disable_nested:
-            return -1
+            return hit[0]
     skip = state.md.inline.skipToken
     old = state.pos
     pos = start + 1
@@ -164,36 +167,25 @@ def _scan_label(state: StateInline, start: int, disable_nested: bool) -> int:
             skip(state)
             nxt = state.pos
         if marker == "[":
+            inner = None
             if nxt != pos + 1:
                 saw_token = True
-                if disable_nested:
-                    memo.setdefault((start, end), _STOPPED)
-                    state.pos = old
-                    return -1
             else:
                 level += 1  # a `[` that is text, not the start of a token
                 inner = memo.get((pos, end))
-                if inner is _STOPPED and disable_nested:
-                    memo.setdefault((start, end), _STOPPED)
-                    state.pos = old
-                    return -1
-                if inner is not None and inner is not _STOPPED:
-                    inner_end, inner_saw = inner
-                    saw_token = saw_token or inner_saw
-                    if disable_nested and inner_saw:
-                        memo.setdefault((start, end), _STOPPED)
-                        state.pos = old
-                        return -1
-                    if inner_end == -1:
-                        break  # the nested label never closes, so neither does this one
-                    nxt = inner_end  # its `]` brings the level back down
+            if disable_nested and (saw_token or (inner is not None and inner[1])):
+                memo.setdefault((start, end), _STOPPED)
+                state.pos = old
+                return -1
+            if inner is not None and inner[0] is not None:
+                saw_token = saw_token or inner[1]
+                if inner[0] == -1:
+                    break  # the nested label never closes, so neither does this one
+                nxt = inner[0]  # its `]` brings the level back down
         pos = nxt
     memo[(start, end)] = (-1, saw_token)
     state.pos = old
     return -1
-
-
-_STOPPED = (None, True)
 
 
 _CLOSERS = re.compile(r"\]")
