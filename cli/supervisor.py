@@ -82,6 +82,7 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._env: dict[str, str] = {}
         self.timings: dict[str, float] = {}
+        self.first_admin = "present"  # openkb.bootstrap.first_admin_state, read at start
 
     @property
     def url(self) -> str:
@@ -126,12 +127,13 @@ class Supervisor:
             preflight(self.settings, endpoints)
             if endpoints.embedder_url is None and self.settings.embedded("embedder"):
                 self.say("embedder unavailable: search runs BM25-only (see openkb doctor)")
-            from openkb.bootstrap import ensure_instance
+            from openkb.bootstrap import ensure_instance, first_admin_state
             from openkb.migrate import upgrade
 
             upgrade(endpoints.database_url)
             with session_scope(get_engine(endpoints.database_url)) as s:
                 ensure_instance(s)
+                self.first_admin = first_admin_state(s)
             self._ensure_default_profile(endpoints)
             dispose_engines()
             self.timings["migrate_s"] = time.perf_counter() - t0

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlmodel import Session, select
 
+from openkb.errors import Conflict
 from openkb.models import AuthSettings, Tenant, TenantMembership, User
+
+if TYPE_CHECKING:
+    from openkb.permissions import Principal
 
 DEFAULT_TENANT_SLUG = "default"
 
@@ -45,10 +50,25 @@ def default_tenant(session: Session) -> Tenant:
     return t
 
 
+def first_admin_state(session: Session) -> str:
+    """``"present"`` when a system_admin exists; else ``"first_sign_up"`` when the default
+    tenant's first completed sign-up will become one (docs/accounts.md#first-administrator), or
+    ``"init"`` when only ``openkb init --email`` can name one. What ``openkb up`` tells the
+    operator, instead of a promise that no longer holds."""
+    from openkb.accounts import auth_settings
+    from openkb.accounts.users import has_system_admin
+
+    if has_system_admin(session):
+        return "present"
+    tenant = default_tenant(session)
+    return "first_sign_up" if auth_settings.effective(session, tenant.id).row.first_user_becomes_admin else "init"
+
+
 @dataclass
 class FirstAdmin:
-    user: User | None  # None: a system_admin already existed and nothing was created
+    user: User | None  # None: a system_admin already existed and nothing was changed
     note: str
+    created: bool = True  # False: an existing account was made system_admin
 
 
 def create_first_admin(
@@ -58,7 +78,9 @@ def create_first_admin(
     every other account (the first administrator used to appear in no audit row at all).
 
     Runs only while no system_admin exists (docs/accounts.md#first-administrator), so re-running
-    a setup script is harmless. ``password`` is a callable so that nobody is prompted for a
+    a setup script is harmless. An address that already has an account is promoted instead of
+    refused: without that, an operator whose first sign-up never got its verification mail was
+    left with no administrator and no command to name one. ``password`` is a callable so that nobody is prompted for a
     password that would not be used. The row is written as the system principal; the CLI's
     origin (``via: cli``) marks it, so an audit reader sees how the first administrator came to be.
     """
@@ -76,6 +98,9 @@ def create_first_admin(
             return FirstAdmin(None, f"system_admin already exists ({email}); nothing created")
         return FirstAdmin(None, "a system_admin already exists; nothing created")
     system = Principal.system()
+    existing = session.exec(select(User).where(User.email == email, User.status != "deleted")).first()
+    if existing is not None:
+        return _promote(session, existing, tenant, system)
     u = add_user(
         session,
         system,
@@ -87,3 +112,20 @@ def create_first_admin(
         status="active",
     )
     return FirstAdmin(u, f"created system_admin {u.email}")
+
+
+def _promote(session: Session, user: User, tenant: Tenant, system: Principal) -> FirstAdmin:
+    """``openkb init --email`` naming someone who already signed up (typically the first sign-up
+    on an appliance whose verification mail nobody received): they become the first
+    system_admin and active, their password unchanged; none is read. Their membership in
+    ``tenant`` is the one promoted, or else their first one."""
+    from openkb.accounts.registration import grant_first_admin
+
+    tenant_id = session.exec(
+        select(TenantMembership.tenant_id)
+        .where(TenantMembership.user_id == user.id)
+        .order_by(TenantMembership.tenant_id != tenant.id, TenantMembership.created_at)  # type: ignore[arg-type]
+    ).first()
+    if tenant_id is None or not grant_first_admin(session, user, tenant_id, reason="openkb_init", actor=system):
+        raise Conflict(f"{user.email} belongs to no tenant; cannot make them system_admin")
+    return FirstAdmin(user, f"made the existing user {user.email} system_admin (password unchanged)", created=False)

@@ -42,3 +42,23 @@ def test_flags_show_no_value_placeholder_in_help():
     )
     flags = [line for line in out.stdout.splitlines() if "--json" in line or "--help" in line]
     assert len(flags) == 2 and not any("<bool>" in line for line in flags), flags
+
+
+def test_up_tells_the_operator_how_to_get_in():
+    """``openkb up``'s last lines: who becomes the administrator only while none exists, and where
+    mail goes when it is not sent (docs/accounts.md#first-administrator)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from cli.commands.system import _first_steps
+
+    home = Path("/srv/openkb")
+    outbox = SimpleNamespace(smtp_host=None, openkb_home=home)
+    smtp = SimpleNamespace(smtp_host="mail.example.com", openkb_home=home)
+    first, mail = _first_steps(outbox, "first_sign_up")
+    assert "first user to register becomes system_admin" in first and "openkb init --email" in first
+    assert str(home / "outbox") in mail and "openkb user activate" in mail
+    (only,) = _first_steps(smtp, "init")
+    assert "openkb init --email" in only and "first user" not in only
+    assert _first_steps(smtp, "present") == []
+    assert len(_first_steps(outbox, "present")) == 1

@@ -46,8 +46,29 @@ def up(
             highlight=False,
             soft_wrap=True,
         )
-    console.print("The first user to register becomes system_admin. Ctrl-C stops everything.")
+    for line in _first_steps(settings, sup.first_admin):
+        console.print(line, highlight=False, soft_wrap=True)
+    console.print("Ctrl-C stops everything.")
     raise typer.Exit(sup.run_forever())
+
+
+def _first_steps(settings, first_admin: str) -> list[str]:  # noqa: ANN001
+    """What an operator needs to know to get in: who becomes the administrator (only while none
+    exists) and where mail goes when it is not sent."""
+    lines = []
+    if first_admin == "first_sign_up":
+        lines.append(
+            "No administrator yet: the first user to register becomes system_admin "
+            "(or run `openkb init --email ADDRESS`)."
+        )
+    elif first_admin == "init":
+        lines.append("No administrator yet: run `openkb init --email ADDRESS` to create one.")
+    if not settings.smtp_host:
+        lines.append(
+            f"Mail is not sent (SMTP_HOST unset): it is written to {settings.openkb_home / 'outbox'}; "
+            "`openkb user activate ADDRESS` activates a sign-up without its verification link."
+        )
+    return lines
 
 
 def serve(
@@ -103,7 +124,7 @@ def init(
     with appliance(components=("postgresql",)) as ctx:
         with unit_of_work(ctx) as s:
             boot = ensure_instance(s)
-            created_admin = None
+            created_admin = promoted_admin = None
             if email:
                 first = create_first_admin(
                     s,
@@ -114,7 +135,11 @@ def init(
                     ),
                     display_name=display_name,
                 )
-                created_admin = first.user.email if first.user else None
+                if first.user is not None:
+                    if first.created:
+                        created_admin = first.user.email
+                    else:
+                        promoted_admin = first.user.email
                 note = first.note
             else:
                 note = "no --email given: the first user to register becomes system_admin"
@@ -123,12 +148,13 @@ def init(
         "created_tenant": boot.created_tenant,
         "created_auth_settings": boot.created_auth_settings,
         "created_admin": created_admin,
+        "promoted_admin": promoted_admin,
         "note": note,
     }
     if json_out:
         emit_json(result)
         return
-    if not (boot.created_tenant or boot.created_auth_settings or created_admin):
+    if not (boot.created_tenant or boot.created_auth_settings or created_admin or promoted_admin):
         console.print(f"already initialised (tenant '{boot.tenant.slug}'); {note}")
     else:
         console.print(f"initialised tenant '{boot.tenant.slug}'; {note}")

@@ -166,10 +166,16 @@ def _set_status(email: str, status: str, json_out: bool) -> None:
     change = admin.activate if status == "active" else admin.suspend
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         u = find_user(s, email)
-        before = u.status
+        before, was_admin = u.status, admin.is_system_admin(s, u.id)
         u = change(s, Principal.system(), u.id)
-        out = {"id": str(u.id), "email": u.email, "before": before, "status": u.status}
-    emit_json(out) if json_out else console.print(f"{out['email']}: {before} -> {out['status']}")
+        became = not was_admin and admin.is_system_admin(s, u.id)
+        out = {"id": str(u.id), "email": u.email, "before": before, "status": u.status, "became_system_admin": became}
+    if json_out:
+        emit_json(out)
+        return
+    # the first sign-up activated here completes registration (docs/accounts.md#first-administrator)
+    then = " (the instance's first user: now system_admin)" if became else ""
+    console.print(f"{out['email']}: {before} -> {out['status']}{then}")
 
 
 def user_activate(email: Annotated[str, typer.Argument(help="Email or id.")], json_out: JsonOpt = False) -> None:

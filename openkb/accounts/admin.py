@@ -114,7 +114,8 @@ def access_user(
     return user, scope.tenant_id if scope.tenant_id in tenants else tenants[0]
 
 
-def _is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
+def is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
+    """Whether ``user_id`` holds ``system_admin`` in any tenant."""
     return bool(
         session.exec(
             select(exists().where(TenantMembership.user_id == user_id, TenantMembership.role == "system_admin"))
@@ -124,16 +125,17 @@ def _is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
 
 def _change_status(
     session: Session, principal: Principal, user_id: uuid.UUID, *, to: str, allowed_from: tuple[str, ...], action: str
-) -> User:
+) -> tuple[User, str, uuid.UUID]:
+    """The user, their status before and the tenant the change is audited in."""
     scope = access_admin(session, principal)
     user, audit_tenant = access_user(session, scope, user_id, lock=True)
     if user.id == scope.user_id and to != "active":
         raise PermissionDenied("administrators cannot change their own status")
-    if _is_system_admin(session, user.id) and not scope.is_system_admin:
+    if is_system_admin(session, user.id) and not scope.is_system_admin:
         raise PermissionDenied("only a system_admin can change the status of a system_admin")
     before = user.status
     if before == to:
-        return user  # idempotent: nothing changed, nothing audited
+        return user, before, audit_tenant  # idempotent: nothing changed, nothing audited
     if before not in allowed_from:
         verb = {"user.activated": "activate", "user.suspended": "suspend", "user.rejected": "reject"}[action]
         raise Conflict(f"cannot {verb} a user whose status is {before}", status=before)
@@ -156,20 +158,34 @@ def _change_status(
             **({"sessions_revoked": killed} if killed else {}),
         },
     )
-    return user
+    return user, before, audit_tenant
+
+
+_PENDING = ("pending_activation", "pending_email_verification")
 
 
 def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
     """pending_activation/suspended -> active. An unverified user may be activated too (the admin
-    vouches for the address); email_verified_at stays empty."""
-    return _change_status(
+    vouches for the address); email_verified_at stays empty.
+
+    Activating a pending sign-up completes its registration, so the first-administrator rule
+    applies as it does at verification (docs/accounts.md#first-administrator): on a fresh
+    appliance whose mail goes to the outbox, the operator's ``openkb user activate`` of the
+    first sign-up gives the instance its administrator instead of an active member and none."""
+    from openkb.accounts import auth_settings
+    from openkb.accounts.registration import maybe_make_first_admin
+
+    user, before, tenant_id = _change_status(
         session,
         principal,
         user_id,
         to="active",
-        allowed_from=("pending_activation", "suspended", "pending_email_verification"),
+        allowed_from=(*_PENDING, "suspended"),
         action="user.activated",
     )
+    if before in _PENDING:
+        maybe_make_first_admin(session, user, tenant_id, auth_settings.effective(session, tenant_id).row)
+    return user
 
 
 def suspend(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
@@ -180,9 +196,9 @@ def suspend(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
         principal,
         user_id,
         to="suspended",
-        allowed_from=("active", "pending_activation", "pending_email_verification"),
+        allowed_from=("active", *_PENDING),
         action="user.suspended",
-    )
+    )[0]
 
 
 def reject(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
@@ -192,9 +208,9 @@ def reject(session: Session, principal: Principal, user_id: uuid.UUID) -> User:
         principal,
         user_id,
         to="deleted",
-        allowed_from=("pending_activation", "pending_email_verification"),
+        allowed_from=_PENDING,
         action="user.rejected",
-    )
+    )[0]
 
 
 def resend_verification(session: Session, ctx, principal: Principal, user_id: uuid.UUID) -> User:  # noqa: ANN001

@@ -120,10 +120,15 @@ def _accept_invitation(session: Session, user: User, tenant_id: uuid.UUID, token
     }
 
 
-def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, settings: AuthSettings) -> bool:
-    """Promote ``user`` to system_admin when the instance has none (docs/accounts.md#first-administrator). Never commits."""
-    if not settings.first_user_becomes_admin:
-        return False
+def grant_first_admin(
+    session: Session, user: User, tenant_id: uuid.UUID, *, reason: str, actor: Principal | None = None
+) -> bool:
+    """Make ``user`` the instance's ``system_admin`` (and active: nobody else could activate
+    them) when none exists, audited ``user.role_granted`` with ``reason``; False when a
+    system_admin exists or ``user`` has no membership in ``tenant_id``. Never commits.
+
+    The check runs under a transaction-scoped advisory lock, so two sign-ups completing at once
+    (or a sign-up and ``openkb init``) cannot both become the first administrator."""
     session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _FIRST_ADMIN_LOCK})
     if has_system_admin(session):
         return False
@@ -132,14 +137,38 @@ def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, s
     ).first()
     if m is None:
         return False
+    before = m.role
     m.role = "system_admin"
     session.add(m)
     user.status = "active"
     user.updated_at = utcnow()
     session.add(user)
     session.flush()
-    log.info("first user %s became system_admin", user.email)
+    record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=actor,
+        action="user.role_granted",
+        object_type="user",
+        object_id=user.id,
+        metadata={
+            "role": "system_admin",
+            "reason": reason,
+            "before": {"role": before},
+            "after": {"role": "system_admin"},
+        },
+    )
+    log.info("%s became system_admin (%s)", user.email, reason)
     return True
+
+
+def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, settings: AuthSettings) -> bool:
+    """Promote ``user`` to system_admin when the instance has none and ``first_user_becomes_admin``
+    is on: the user has just completed registration, by the link or by an administrator's
+    activation (docs/accounts.md#first-administrator). Never commits."""
+    if not settings.first_user_becomes_admin:
+        return False
+    return grant_first_admin(session, user, tenant_id, reason="first_user_becomes_admin")
 
 
 def register(
@@ -225,21 +254,6 @@ def register(
             "became_system_admin": became_admin,
         },
     )
-    if became_admin:
-        record_audit(
-            session,
-            tenant_id=tenant.id,
-            actor=None,
-            action="user.role_granted",
-            object_type="user",
-            object_id=user.id,
-            metadata={
-                "role": "system_admin",
-                "reason": "first_user_becomes_admin",
-                "before": {"role": "member"},
-                "after": {"role": "system_admin"},
-            },
-        )
     inv_result = None
     if verify:
         # The invitation travels in the verification link and is accepted at verification.
@@ -425,21 +439,6 @@ def verify_email(
         user_agent=user_agent,
         metadata={"before": {"status": before}, "after": {"status": user.status}, "became_system_admin": became_admin},
     )
-    if became_admin:
-        record_audit(
-            session,
-            tenant_id=tenant_id,
-            actor=None,
-            action="user.role_granted",
-            object_type="user",
-            object_id=user.id,
-            metadata={
-                "role": "system_admin",
-                "reason": "first_user_becomes_admin",
-                "before": {"role": "member"},
-                "after": {"role": "system_admin"},
-            },
-        )
     inv_result = (
         _accept_invitation(session, user, tenant_id, invitation_token)
         if invitation_token and tenant_id is not None

@@ -88,3 +88,65 @@ def test_existing_system_admin_blocks_rule(world):
     make_user(world.db, world.tenant, role="system_admin")
     r = _register(world)
     assert not r.became_system_admin and _role(world.db, r.user.id) == "member"
+
+
+def _granted(db, user_id):
+    from openkb.models import AuditLog
+
+    return db.exec(select(AuditLog).where(AuditLog.action == "user.role_granted", AuditLog.object_id == user_id)).all()
+
+
+def test_grant_is_audited_with_its_reason(world):
+    world.configure(first_user_becomes_admin=True)
+    r = _register(world)
+    (row,) = _granted(world.db, r.user.id)
+    assert row.meta["reason"] == "first_user_becomes_admin"
+    assert row.meta["before"] == {"role": "member"} and row.meta["after"] == {"role": "system_admin"}
+
+
+@pytest.mark.parametrize("pending", ["pending_email_verification", "pending_activation"])
+def test_activating_the_first_sign_up_completes_it_as_administrator(world, pending):
+    """The operator of an appliance whose mail nobody receives activates the first sign-up from
+    the shell (``openkb user activate``): it becomes the administrator, as at verification."""
+    from openkb.accounts import admin
+    from openkb.permissions import Principal
+
+    world.configure(first_user_becomes_admin=True, email_verification_required=True)
+    r = _register(world)
+    r.user.status = pending
+    world.db.add(r.user)
+    world.db.flush()
+    assert _role(world.db, r.user.id) == "member" and not _granted(world.db, r.user.id)
+    user = admin.activate(world.db, Principal.system(), r.user.id)
+    assert user.status == "active" and _role(world.db, r.user.id) == "system_admin"
+    assert admin.is_system_admin(world.db, r.user.id)
+    assert [g.meta["reason"] for g in _granted(world.db, r.user.id)] == ["first_user_becomes_admin"]
+    # the next sign-up activated is a member: the instance has its administrator
+    second = _register(world)
+    admin.activate(world.db, Principal.system(), second.user.id)
+    assert _role(world.db, second.user.id) == "member" and not _granted(world.db, second.user.id)
+
+
+def test_reactivating_a_suspended_member_never_makes_an_administrator(world):
+    """Only completing a sign-up is the rule's moment: a suspended member let back in (with no
+    system_admin on the instance) stays a member."""
+    from openkb.accounts import admin
+    from openkb.permissions import Principal
+
+    world.configure(first_user_becomes_admin=False)
+    r = _register(world)
+    admin.activate(world.db, Principal.system(), r.user.id)
+    world.configure(first_user_becomes_admin=True)
+    admin.suspend(world.db, Principal.system(), r.user.id)
+    admin.activate(world.db, Principal.system(), r.user.id)
+    assert _role(world.db, r.user.id) == "member" and not _granted(world.db, r.user.id)
+
+
+def test_activation_with_the_rule_off_makes_no_administrator(world):
+    from openkb.accounts import admin
+    from openkb.permissions import Principal
+
+    world.configure(first_user_becomes_admin=False, email_verification_required=True)
+    r = _register(world)
+    admin.activate(world.db, Principal.system(), r.user.id)
+    assert _role(world.db, r.user.id) == "member"
