@@ -500,6 +500,38 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     expect(results.get_by_role("heading", level=2)).to_have_text(["Search two"])
 
 
+def test_a_page_that_writes_as_it_opens_waits_for_the_session_token(contexts, live_server, owner):
+    """Opening a search URL afresh (a bookmark, a reload) posts the search while the session is
+    still loading: the post waits for the CSRF token that load brings instead of going without
+    it, answering CSRF_FAILED and going again (web/src/api/client.ts)."""
+    page = contexts.page()
+    sign_in(page, owner["email"])
+    posts: list[tuple[int, str | None]] = []
+    page.on(
+        "response",
+        lambda r: (
+            posts.append((r.status, r.request.headers.get("x-csrf-token")))
+            if r.url.endswith("/api/search") and r.request.method == "POST"
+            else None
+        ),
+    )
+    page.goto("/app/search?q=anything")  # a full load: the app starts with no session
+    expect(page.get_by_role("list", name="Results")).to_be_attached()
+    page.wait_for_load_state("networkidle")
+    assert len(posts) == 1 and posts[0][0] == 200 and posts[0][1], posts
+
+
+def test_a_long_unbroken_title_wraps_instead_of_widening_the_page(contexts, live_server, owner):
+    """A title with no space in it (a pasted identifier, a URL) in the home page's recent
+    documents wraps; the page never scrolls sideways."""
+    with api(live_server, owner) as c:
+        new_page(c, owner["kb"]["id"], "x" * 300, "long\n")
+    page = contexts.page()
+    sign_in(page, owner["email"])
+    expect(page.get_by_role("link", name="x" * 300).first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+
+
 PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
     "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082"

@@ -67,9 +67,7 @@ def test_every_styled_feature_renders_without_a_csp_violation(contexts, live_ser
     # CodeMirror's rules arrived through a nonce'd <style> (a wrong nonce would be a violation the
     # fixture reports); the meta that carried the nonce is gone (web/src/lib/nonce.ts), and no
     # link the loader inserted carries it
-    assert page.evaluate(
-        "[...document.querySelectorAll('style')].some(s => s.nonce && s.textContent.includes('.cm-'))"
-    )
+    assert page.evaluate("[...document.querySelectorAll('style')].some(s => s.nonce && s.textContent.includes('.cm-'))")
     assert page.evaluate("document.querySelector('meta[property=csp-nonce]')") is None
     assert page.evaluate("[...document.querySelectorAll('link[rel=modulepreload]')].filter(l => l.nonce).length") == 0
     # table alignment (ProseMirror writes it as a style attribute: it must still apply)

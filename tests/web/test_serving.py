@@ -74,7 +74,16 @@ def test_the_built_index_references_only_hashed_same_origin_files():
     for ref in refs:
         assert ref.startswith("/assets/"), ref
         assert (ASSETS / ref.removeprefix("/assets/")).is_file(), ref
-        assert re.search(r"-[A-Za-z0-9_-]{8}\.(js|css)$", ref), ref  # content-hashed name
+        assert re.search(r"-[A-Za-z0-9_-]{8}\.(js|css|svg)$", ref), ref  # content-hashed name
+
+
+def test_the_page_names_its_icon_so_no_browser_asks_for_a_missing_one(http):
+    """Without a named icon every browser asks for /favicon.ico, a 404 in every tab's console."""
+    icon = re.search(r'<link rel="icon" type="image/svg\+xml" href="(/assets/[^"]+)"', http.get("/app").text)
+    assert icon, "no icon link"
+    r = http.get(icon.group(1))
+    assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml"
+    assert r.content.startswith(b"<svg") and b"<script" not in r.content
 
 
 def test_assets_are_immutable_and_gzipped_on_request(http):

@@ -9,7 +9,9 @@
  *
  * Trap: the CSRF token belongs to the session. It is learned from login or `GET /api/auth/me`;
  * if a write answers CSRF_FAILED (e.g. the session was renewed in another tab) the token is
- * fetched again and the write retried once.
+ * fetched again and the write retried once. A write sent while the session is still loading
+ * (a page that posts as it opens: search) waits for that load instead of going without a token,
+ * failing and going again.
  */
 import type { components } from './schema'
 
@@ -38,6 +40,17 @@ export function setCsrfToken(token: string | null | undefined): void {
   csrfToken = token ?? null
 }
 
+let csrfLoading: Promise<unknown> | null = null
+
+/** The session load in flight (lib/session.ts), which brings the token; never rejects. */
+export function loadingCsrf(load: Promise<unknown>): void {
+  csrfLoading = load
+  const done = (): void => {
+    if (csrfLoading === load) csrfLoading = null
+  }
+  load.then(done, done)
+}
+
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE'
 
 export interface RequestOptions {
@@ -64,6 +77,7 @@ async function send(method: Method, url: string, body: unknown, opts: RequestOpt
 }
 
 export async function request<T>(method: Method, url: string, body?: unknown, opts: RequestOptions = {}): Promise<T> {
+  if (method !== 'GET' && !csrfToken && csrfLoading) await csrfLoading
   let res = await send(method, url, body, opts)
   if (res.status === 403 && method !== 'GET') {
     const err = await errorOf(res.clone())

@@ -3,7 +3,7 @@
  * pages share: top bar, home, invitation page). Also owns the CSRF token handed to the client.
  */
 import { useLayoutEffect, useRef, useState } from 'preact/hooks'
-import { api, ApiError, setCsrfToken, type S } from '../api/client'
+import { api, ApiError, loadingCsrf, setCsrfToken, type S } from '../api/client'
 import { invalidate } from './query'
 
 export type SessionState = { status: 'loading' } | { status: 'anonymous' } | { status: 'signed-in'; me: S['MeOut'] }
@@ -32,6 +32,7 @@ export function refreshSession(): Promise<void> {
         set({ status: 'anonymous' })
       }
     })
+  loadingCsrf(loading)
   return loading
 }
 
@@ -45,6 +46,7 @@ export function refreshSessionAfter(first: Promise<unknown>): Promise<void> {
     () => refreshSession(),
     () => refreshSession(),
   )
+  loadingCsrf(loading)
   return loading
 }
 
