@@ -35,7 +35,7 @@ from openkb.content.actor import Actor
 from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.importing.openkb_export import run_any
 from openkb.importing.pipeline import Progress, Units
-from openkb.importing.sources import source_from_bytes
+from openkb.importing.sources import is_archive, source_from_bytes
 from openkb.jobs import enqueue_after_commit
 from openkb.models import DocumentAsset, ImportJob
 from openkb.models._base import utcnow
@@ -106,8 +106,8 @@ def _pack(files: list[tuple[str, BinaryIO]], cap: int) -> tuple[str, bytes, str]
         name, f = files[0]
         base = name.replace("\\", "/").strip("/").rsplit("/", 1)[-1] or "upload"
         data = read(name, f)
-        is_zip = data[:4] == b"PK\x03\x04" and base.lower().endswith(".zip")
-        return base, data, "application/zip" if is_zip else "application/octet-stream"
+        # a .zip that is not one is refused here, with the upload, not later by the job
+        return base, data, "application/zip" if is_archive(data[:4], base) else "application/octet-stream"
     buf = io.BytesIO()
     total = 0
     seen: set[str] = set()

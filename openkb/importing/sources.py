@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from openkb.errors import ConversionFailed
 from openkb.importing.converters import MAX_ZIP_ENTRIES, MAX_ZIP_RATIO, MAX_ZIP_TOTAL
 
-__all__ = ["Entry", "Source", "open_source", "source_from_bytes"]
+__all__ = ["Entry", "Source", "is_archive", "open_source", "source_from_bytes"]
 
 
 @dataclass
@@ -90,7 +90,7 @@ def open_source(path: Path, max_file_bytes: int) -> Source:
             head = f.read(4)
     except OSError as exc:
         raise ConversionFailed(f"cannot read {path}: {exc.strerror or exc}") from None
-    if head.startswith(b"PK\x03\x04") and path.suffix.lower() == ".zip":
+    if is_archive(head, path.name):
         return _zip(zipfile_open(path), path.name, max_file_bytes)
     name = _nfc(path.name)
     size = path.stat().st_size
@@ -98,6 +98,22 @@ def open_source(path: Path, max_file_bytes: int) -> Source:
     if size > max_file_bytes:
         e.read, e.error = None, f"oversize: {size} bytes; at most {max_file_bytes} are allowed"
     return Source(name, [e])
+
+
+# a zip archive's first bytes: a local file header, or the end record of an empty archive
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def is_archive(head: bytes, name: str) -> bool:
+    """Whether a file named ``name`` starting with ``head`` is imported as a zip archive: its
+    name says so and its bytes agree. A ``.zip`` whose bytes are something else is refused
+    (CONVERSION_FAILED) rather than imported as one page of whatever it holds; any other name
+    is one file, whatever its bytes (a .docx is a zip too)."""
+    if not name.lower().endswith(".zip"):
+        return False
+    if head.startswith(_ZIP_MAGIC):
+        return True
+    raise ConversionFailed(f"{PurePosixPath(name).name} is not a zip archive (a damaged or partial download?)")
 
 
 def zipfile_open(path: Path) -> zipfile.ZipFile:
@@ -109,7 +125,7 @@ def zipfile_open(path: Path) -> zipfile.ZipFile:
 
 def source_from_bytes(data: bytes, name: str, max_file_bytes: int) -> Source:
     """An uploaded file: a zip archive is unpacked (with the same caps), anything else is one file."""
-    if data[:4] == b"PK\x03\x04" and name.lower().endswith(".zip"):
+    if is_archive(data[:4], name):
         try:
             z = zipfile.ZipFile(io.BytesIO(data))
         except zipfile.BadZipFile as exc:

@@ -110,3 +110,14 @@ def test_a_broken_file_fails_the_job_with_per_file_reasons(w, worker):
     assert job["status"] == "failed" and job["error"] == "1 of 2 files failed"
     by = {f["path"]: f for f in job["files"]}
     assert by["a.md"]["status"] == "created" and "binary" in by["b.md"]["error"]
+
+
+def test_a_zip_that_is_not_one_is_refused_with_the_upload(w):
+    """A ``.zip`` whose bytes are no zip archive (a partial download, a renamed file) answers
+    422 CONVERSION_FAILED at once instead of becoming one page of whatever it holds."""
+    before = w.c["owner"].get("/api/import-jobs", params={"knowledge_base_id": w.kb["id"]}).json()
+    r = post(w.c["owner"], w.kb["id"], [("export.zip", b"# not a zip at all\n")])
+    assert r.status_code == 422 and r.json()["error"] == "CONVERSION_FAILED", r.text
+    assert "export.zip is not a zip archive" in r.json()["detail"]
+    after = w.c["owner"].get("/api/import-jobs", params={"knowledge_base_id": w.kb["id"]}).json()
+    assert after == before  # no job, nothing stored

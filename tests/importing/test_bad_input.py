@@ -174,3 +174,24 @@ def test_a_file_over_the_page_limit_is_refused_before_its_repair(world, tmp_path
     assert rep["small-0.md"].status == "created"
     if jobs == 1:  # in this process: the refused files never reached the repair
         assert 1_999 in repaired and all(n <= 2_000 for n in repaired), repaired
+
+
+def test_a_zip_name_needs_zip_bytes(tmp_path):
+    """A file named ``.zip`` is imported as an archive only when its bytes are one: anything else
+    is refused (CONVERSION_FAILED), not imported as one page; an empty archive imports nothing;
+    another name is one file whatever its bytes."""
+    from openkb.importing.sources import source_from_bytes
+
+    fake = tmp_path / "backup.ZIP"
+    fake.write_bytes(b"# a Markdown file, renamed\n")
+    with pytest.raises(ConversionFailed, match="backup.ZIP is not a zip archive"):
+        open_source(fake, 100_000)
+    with pytest.raises(ConversionFailed, match="upload.zip is not a zip archive"):
+        source_from_bytes(b"PK\x03", "upload.zip", 100_000)  # cut short before its header
+    empty = tmp_path / "empty.zip"
+    zipfile.ZipFile(empty, "w").close()
+    assert open_source(empty, 100_000).entries == []
+    assert source_from_bytes(empty.read_bytes(), "empty.zip", 100_000).entries == []
+    docx_like = tmp_path / "notes.md"
+    docx_like.write_bytes(b"PK\x03\x04 not a zip name")
+    assert [e.rel for e in open_source(docx_like, 100_000).entries] == ["notes.md"]
