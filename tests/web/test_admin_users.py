@@ -52,3 +52,27 @@ def test_admin_deletes_a_user_and_names_a_successor(contexts, live_server, commi
     assert r.status_code == 401
     with login(live_server, heir.email) as h:
         assert h.get(f"/api/workspaces/{ws['id']}").json()["role"] == "owner"
+
+
+def test_admin_activates_an_unverified_sign_up_and_has_no_button_for_themself(contexts, live_server, committed):
+    """A sign-up whose verification mail never arrived is activated from the console (the admin
+    vouches for the address, as ``openkb user activate`` does); the admin's own row offers no
+    action, since the server refuses every one of them on oneself."""
+    admin = make_login_user(committed, role="tenant_admin")
+    waiting = make_login_user(committed, status="pending_email_verification")
+    page = contexts.page()
+    sign_in(page, admin.email)
+    page.goto("/admin/users")
+    page.get_by_role("searchbox", name="Email or name").fill(waiting.email)
+    page.get_by_role("button", name="Search").click()
+    row = page.get_by_role("row").filter(has_text=waiting.email)
+    row.get_by_role("button", name=f"Activate {waiting.email}").click()
+    expect(row.get_by_role("cell", name="active", exact=True)).to_be_visible()
+    with httpx.Client(base_url=live_server) as c:
+        r = c.post("/api/auth/login", json={"email": waiting.email, "password": waiting.password})
+        assert r.status_code == 200, r.text
+    page.get_by_role("searchbox", name="Email or name").fill(admin.email)
+    page.get_by_role("button", name="Search").click()
+    mine = page.get_by_role("row").filter(has_text=admin.email)
+    expect(mine.get_by_text("(you)")).to_be_visible()
+    expect(mine.get_by_role("button")).to_have_count(0)

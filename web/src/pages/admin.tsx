@@ -45,6 +45,8 @@ function Pager(props: { offset: number; total: number; limit: number; onOffset: 
 const USER_STATUSES = ['', 'pending_email_verification', 'pending_activation', 'active', 'suspended', 'deleted'] as const
 
 function UsersTab() {
+  const session = useSession()
+  const meId = session.status === 'signed-in' ? session.me.user.id : null
   const [q, setQ] = useState('')
   const [query, setQuery] = useState('')
   const [status, setStatus] = useState<(typeof USER_STATUSES)[number]>('')
@@ -119,8 +121,15 @@ function UsersTab() {
               <td class="small">{u.tenant_slug}</td>
               <td>{u.role}</td>
               <td>{when(u.created_at)}</td>
+              {u.id === meId ? (
+                // the server refuses an administrator's own status, role or deletion: no button that can only fail
+                <td class="row-actions muted" title={t('thisIsYouHint')}>
+                  {t('thisIsYou')}
+                </td>
+              ) : (
               <td class="row-actions">
-                {u.status === 'pending_activation' || u.status === 'suspended' ? (
+                {/* a sign-up whose verification mail never arrived is activated too: the admin vouches for the address */}
+                {u.status === 'pending_activation' || u.status === 'pending_email_verification' || u.status === 'suspended' ? (
                   <button type="button" aria-label={t('activateNamed', { name: u.email })} onClick={() => act(api.adminActivate(u.id))}>
                     {t('activate')}
                   </button>
@@ -156,6 +165,7 @@ function UsersTab() {
                   </button>
                 ) : null}
               </td>
+              )}
             </tr>
           ))}
         </tbody>
