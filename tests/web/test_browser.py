@@ -297,6 +297,29 @@ def test_password_share_link_in_a_fresh_anonymous_context(contexts, live_server,
     expect(visitor.locator(".reader .ProseMirror")).to_have_attribute("contenteditable", "false")  # read-only
 
 
+def test_a_shared_knowledge_base_shows_its_tree_by_level_one_line_per_page(contexts, live_server, owner):
+    """The share page's tree indents a child under its parent and keeps a long title on one
+    line (cut, whole in its tooltip), as the app's own tree does."""
+    with api(live_server, owner) as c:
+        kb = c.post(
+            "/api/knowledge-bases",
+            json={"workspace_id": owner["ws"]["id"], "title": "Shared shelf", "visibility": "workspace"},
+        ).json()
+        parent = new_page(c, kb["id"], "Parent page", "top\n")
+        child = new_page(c, kb["id"], "Child page", "below\n", parent_id=parent["id"])
+        new_page(c, kb["id"], "y" * 200, "long\n")
+        link = c.post(f"/api/objects/knowledge_base/{kb['id']}/share-links", json={}).json()
+    visitor = contexts.page()
+    visitor.goto(urlsplit(link["url"]).path)
+    tree = visitor.get_by_role("navigation")
+    top, below = tree.get_by_role("link", name="Parent page"), tree.get_by_role("link", name="Child page")
+    expect(below).to_have_attribute("href", re.compile(child["id"]))
+    assert below.bounding_box()["x"] > top.bounding_box()["x"]  # one level in
+    long = tree.get_by_role("link", name="y" * 200)
+    expect(long).to_have_attribute("title", "y" * 200)
+    assert long.bounding_box()["height"] < 2 * top.bounding_box()["height"]  # one line
+
+
 def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, committed, test_home, owner):
     email = unique_email("invited")
     with api(live_server, owner) as c:

@@ -99,15 +99,18 @@ export function InvitationPage({ route }: { route: Route }) {
 
 type Shared = S['SharedOut']
 
-function ShareTree(props: { nodes: TreeNode[]; token: string; current: string | null }) {
+/** One line per item, indented by level, a long title cut with an ellipsis (whole in its tooltip). */
+function ShareTree(props: { nodes: TreeNode[]; token: string; current: string | null; top?: boolean }) {
   return (
-    <ul role="group">
+    <ul role="group" class={props.top ? 'share-tree' : undefined}>
       {props.nodes.map((n) => (
         <li key={n.item.id}>
           {n.item.type === 'folder' ? (
-            <span class="folder">{n.item.title}</span>
+            <span class="folder" title={n.item.title}>
+              {n.item.title}
+            </span>
           ) : (
-            <a href={paths.shareDoc(props.token, n.item.id)} aria-current={props.current === n.item.id ? 'page' : undefined}>
+            <a href={paths.shareDoc(props.token, n.item.id)} title={n.item.title} aria-current={props.current === n.item.id ? 'page' : undefined}>
               {n.item.title}
             </a>
           )}
@@ -206,7 +209,7 @@ export function SharePage({ route }: { route: Route }) {
       <div class="doc-layout">
         {nodes.length ? (
           <nav class="sidebar" aria-label={t('tree')}>
-            <ShareTree nodes={nodes} token={token} current={(doc?.id as string | undefined) ?? null} />
+            <ShareTree nodes={nodes} token={token} current={(doc?.id as string | undefined) ?? null} top />
           </nav>
         ) : null}
         <main id="main" class="doc-main">
