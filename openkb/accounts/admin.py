@@ -168,10 +168,14 @@ def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User
     """pending_activation/suspended -> active. An unverified user may be activated too (the admin
     vouches for the address); email_verified_at stays empty.
 
-    Activating a pending sign-up completes its registration, so the first-administrator rule
-    applies as it does at verification (docs/accounts.md#first-administrator): on a fresh
-    appliance whose mail goes to the outbox, the operator's ``openkb user activate`` of the
-    first sign-up gives the instance its administrator instead of an active member and none."""
+    The operator's activation of a pending sign-up (the system principal: ``openkb user
+    activate``) completes its registration in place of the mailed link, so the
+    first-administrator rule applies as it does at verification
+    (docs/accounts.md#first-administrator): on a fresh appliance whose mail goes to the outbox,
+    activating the first sign-up gives the instance its administrator instead of an active
+    member and none. A tenant_admin's activation never does: they would be handing out a role
+    above their own (an instance with tenant_admins and no system_admin gets one from
+    ``openkb init --email``)."""
     from openkb.accounts import auth_settings
     from openkb.accounts.registration import maybe_make_first_admin
 
@@ -183,7 +187,7 @@ def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User
         allowed_from=(*_PENDING, "suspended"),
         action="user.activated",
     )
-    if before in _PENDING:
+    if before in _PENDING and principal.kind == "system":
         maybe_make_first_admin(session, user, tenant_id, auth_settings.effective(session, tenant_id).row)
     return user
 

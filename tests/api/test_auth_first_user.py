@@ -150,3 +150,18 @@ def test_activation_with_the_rule_off_makes_no_administrator(world):
     r = _register(world)
     admin.activate(world.db, Principal.system(), r.user.id)
     assert _role(world.db, r.user.id) == "member"
+
+
+def test_a_tenant_admins_activation_never_makes_an_administrator(world):
+    """Only the operator's activation stands in for the mailed link: a tenant_admin activating
+    a sign-up on an instance with no system_admin would be handing out a role above their own."""
+    from openkb.accounts import admin
+    from openkb.permissions import Principal
+    from tests.factories import make_user
+
+    world.configure(first_user_becomes_admin=True, email_verification_required=True)
+    boss = make_user(world.db, world.tenant, role="tenant_admin")
+    r = _register(world)
+    admin.activate(world.db, Principal.user(boss, world.tenant.id), r.user.id)
+    assert r.user.status == "active" and _role(world.db, r.user.id) == "member"
+    assert not _granted(world.db, r.user.id)
