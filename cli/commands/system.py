@@ -205,10 +205,23 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
             }
         )
     else:
+        # the fix column only when something needs one: on a narrow terminal an empty column
+        # squeezes the details into a word per line
+        fixes = any(c.fix for c in checks)
         table(
             "openkb doctor",
-            ["component", "status", "mode", "version", "detail", "fix"],
-            [(c.name, "[green]ok[/]" if c.ok else "[red]DOWN[/]", c.mode, c.version, c.detail, c.fix) for c in checks],
+            ["component", "status", "mode", "version", "detail", *(["fix"] if fixes else [])],
+            [
+                (
+                    c.name,
+                    "[green]ok[/]" if c.ok else "[red]DOWN[/]",
+                    c.mode,
+                    c.version,
+                    c.detail,
+                    *([c.fix] if fixes else []),
+                )
+                for c in checks
+            ],
         )
         if parts:
             table(
