@@ -52,6 +52,7 @@ from openkb.errors import (
     ServiceUnavailable,
     ValidationError,
 )
+from openkb.indexing.client import DropHandledNotLoaded
 from openkb.indexing.lexical import analyzer_language, lexical_text
 from openkb.indexing.profiles_spec import LANGUAGE_FIELD, ProfileSpec
 from openkb.logthrottle import OncePerInterval, throttled
@@ -79,6 +80,7 @@ for _name in ("pymilvus.client.iterator.query_iterator", "pymilvus.client.iterat
 # with another: during a Milvus outage that was a 23 KB traceback per search (issue 17). One
 # first line per kind of failure per minute, with a count, is all an operator needs.
 _ONCE = OncePerInterval()
+logging.getLogger("pymilvus.decorators").addFilter(DropHandledNotLoaded())  # first: see its docstring
 for _name in (
     "pymilvus.decorators",
     "pymilvus.client.connection_manager",

@@ -421,6 +421,49 @@ def test_bm25_only_profile(mc: MilvusClient) -> None:
     mv.compact(mc, spec.collection_name)
 
 
+def test_a_released_collection_is_loaded_again_with_one_warning_and_no_error_line(
+    mc: MilvusClient, lite_uri: str, caplog
+) -> None:
+    """After a Milvus restart every collection is released: the client OpenKB uses loads it on
+    the next call and says so once, as a warning; pymilvus' own ERROR line for the refused call
+    is dropped (the condition is handled; ``openkb index verify`` on a restored home printed it)."""
+    from openkb.indexing.client import ResilientMilvus
+
+    class Keep(logging.Handler):  # pymilvus' logger does not propagate: caplog cannot see it
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage().split("\n", 1)[0])
+
+    pymilvus_log, kept = logging.getLogger("pymilvus"), Keep()
+    pymilvus_log.addHandler(kept)
+    quiet = pymilvus_log.level
+    pymilvus_log.setLevel(logging.WARNING)  # as configured by pymilvus (this module quiets it)
+    spec = make_profile(model_name=None, dim=0, version=9)
+    mv.ensure_collection(mc, spec)
+    mv.upsert_rows(mc, spec.collection_name, [_row("c-one", "zyxquartzfrob once")])
+    mc.flush(spec.collection_name)  # Lite loads an unflushed collection's files unreliably
+    mc.release_collection(spec.collection_name)
+    client = ResilientMilvus(lambda: MilvusClient(uri=lite_uri), uri=lite_uri)
+    try:
+        with caplog.at_level(logging.INFO):
+            rows = client.query(spec.collection_name, filter='id == "c-one"', output_fields=["id"])
+        assert [r["id"] for r in rows] == ["c-one"]
+        assert client.take_reloaded() == {spec.collection_name}
+        assert [r.levelname for r in caplog.records if "was not loaded" in r.getMessage()] == ["WARNING"]
+        assert kept.lines == []
+        # any other failure pymilvus reports still gets its line
+        logging.getLogger("pymilvus.decorators").error("RPC error: [test_only_call], <MilvusException: boom>")
+        assert kept.lines == ["RPC error: [test_only_call], <MilvusException: boom>"]
+    finally:
+        pymilvus_log.removeHandler(kept)
+        pymilvus_log.setLevel(quiet)
+        client.close()
+        mv.drop_collection(mc, spec.collection_name)
+
+
 def test_alias_create_switch_and_drop_guard(mc: MilvusClient, hybrid_coll: str, hybrid_spec: ProfileSpec) -> None:
     other = make_profile(model_name=None, dim=0, version=8)
     mv.ensure_collection(mc, other)
