@@ -555,6 +555,33 @@ def test_a_long_unbroken_title_wraps_instead_of_widening_the_page(contexts, live
     assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
 
+def test_on_a_phone_the_tree_opens_from_its_button(contexts, live_server, owner):
+    """Below 720 px the sidebar is hidden: the knowledge base and document pages offer a
+    Contents button that opens the tree over the page, so every page stays reachable; on a
+    wide screen the tree is always there and the button is not."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Pocket page", "small screens\n")
+    ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 844})
+    contexts.opened.append(ctx)
+    page = ctx.new_page()
+    contexts.watch(page)
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
+    tree = page.get_by_role("tree")
+    expect(tree).to_be_hidden()
+    toggle = page.get_by_role("button", name="Contents")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    tree.get_by_role("treeitem", name="Pocket page").click()
+    expect(page).to_have_url(re.compile(rf"/docs/{doc['id']}$"))
+    expect(page.get_by_role("tree")).to_be_hidden()  # closed on the new page
+    expect(page.get_by_role("button", name="Share", exact=True)).to_be_in_viewport()  # the toolbar wraps
+    wide = contexts.page()
+    sign_in(wide, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
+    expect(wide.get_by_role("tree")).to_be_visible()
+    expect(wide.get_by_role("button", name="Contents")).to_be_hidden()
+
+
 PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
     "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082"

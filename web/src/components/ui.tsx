@@ -85,6 +85,19 @@ export function LanguageSwitch() {
   )
 }
 
+/**
+ * The tree's button on a narrow screen, where the sidebar is hidden (styles.css): it opens the
+ * tree over the page, so a phone can reach every page of a knowledge base, not only what search
+ * finds. Hidden on wider screens, where the tree is always there.
+ */
+export function TreeToggle(props: { open: boolean; onToggle: () => void }) {
+  return (
+    <button type="button" class="tree-toggle" aria-expanded={props.open} onClick={props.onToggle}>
+      {t('tree')}
+    </button>
+  )
+}
+
 export function TopBar(props: { children?: ComponentChildren }) {
   const s = useSession()
   const [q, setQ] = useState('')

@@ -19,7 +19,7 @@ import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../componen
 import { Outline } from '../components/Outline'
 import { HistoryDialog, ShareDialog } from '../components/panels'
 import { Tree } from '../components/Tree'
-import { Dialog, ErrorNote, Loading, TopBar } from '../components/ui'
+import { Dialog, ErrorNote, Loading, TopBar, TreeToggle } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
 import { invalidate, prefetch, settled, useQuery } from '../lib/query'
@@ -210,6 +210,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const original = indexOnlySource(doc)
   const canEdit = doc.type === 'page' && !!doc.capabilities?.includes('edit') && original === null
   const [mode, setMode] = useState<Mode>(canEdit ? 'edit' : 'read')
+  const [treeOpen, setTreeOpen] = useState(false) // narrow screens only (TreeToggle); closed on each document (keyed)
   const [state, setState] = useState<SaveState>('saved')
   const [saveError, setSaveError] = useState<unknown>(null)
   const [title, setTitle] = useState(doc.title)
@@ -453,7 +454,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
         ))}
         <span aria-current="page">{title}</span>
       </TopBar>
-      <div class="doc-layout">
+      <div class="doc-layout" data-tree-open={treeOpen ? 'true' : undefined}>
         {sides ? (
           <Tree kbId={kbId} currentId={doc.id} canCreate={!!props.kb?.capabilities?.includes('create') || canEdit} currentTitle={title} />
         ) : (
@@ -461,6 +462,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
         )}
         <main id="main" class="doc-main" ref={scroller}>
           <div class="doc-toolbar">
+            <TreeToggle open={treeOpen} onToggle={() => setTreeOpen(!treeOpen)} />
             {doc.type === 'page' ? (
               <div role="group" aria-label={t('mode')} class="modes">
                 <button type="button" aria-pressed={mode === 'read'} onClick={() => setMode('read')}>

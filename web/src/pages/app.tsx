@@ -4,7 +4,7 @@ import { api, type S } from '../api/client'
 import { ShareDialog } from '../components/panels'
 import { ImportDialog } from '../components/ImportDialog'
 import { Tree } from '../components/Tree'
-import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
+import { Dialog, ErrorNote, Field, Loading, TopBar, TreeToggle } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths, type Route } from '../lib/router'
@@ -180,6 +180,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
   const [sharing, setSharing] = useState(false)
   const [importing, setImporting] = useState(false)
+  const [treeOpen, setTreeOpen] = useState(false)
   const caps = kb.data?.capabilities ?? []
   return (
     <>
@@ -187,11 +188,12 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
         {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
         {kb.data ? <span>{kb.data.title}</span> : null}
       </TopBar>
-      <div class="doc-layout">
+      <div class="doc-layout" data-tree-open={treeOpen ? 'true' : undefined}>
         <Tree kbId={kbId} currentId={null} canCreate={!!kb.data?.capabilities?.includes('create')} />
         <main id="main" class="doc-main">
           <ErrorNote error={kb.error} />
           <div class="doc-toolbar">
+            <TreeToggle open={treeOpen} onToggle={() => setTreeOpen(!treeOpen)} />
             <span class="spacer" />
             {caps.includes('create') ? (
               <button type="button" onClick={() => setImporting(true)}>
