@@ -76,3 +76,19 @@ def test_admin_activates_an_unverified_sign_up_and_has_no_button_for_themself(co
     mine = page.get_by_role("row").filter(has_text=admin.email)
     expect(mine.get_by_text("(you)")).to_be_visible()
     expect(mine.get_by_role("button")).to_have_count(0)
+
+
+@pytest.mark.parametrize("tab", ["users", "registration", "audit", "imports", "index", "dify", "mcp", "groups"])
+def test_the_console_fits_a_phone(contexts, live_server, committed, tab):
+    """At 390 px wide no console tab makes the page scroll sideways: wide tables scroll inside
+    themselves, the tabs wrap, a long collection name breaks."""
+    admin = make_login_user(committed, role="tenant_admin")
+    ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 844})
+    contexts.opened.append(ctx)
+    page = ctx.new_page()
+    contexts.watch(page)
+    sign_in(page, admin.email)
+    page.goto(f"/admin/{tab}")
+    expect(page.get_by_role("heading", level=2).first).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")

@@ -557,8 +557,9 @@ def test_a_long_unbroken_title_wraps_instead_of_widening_the_page(contexts, live
 
 def test_on_a_phone_the_tree_opens_from_its_button(contexts, live_server, owner):
     """Below 720 px the sidebar is hidden: the knowledge base and document pages offer a
-    Contents button that opens the tree over the page, so every page stays reachable; on a
-    wide screen the tree is always there and the button is not."""
+    Contents button that opens the tree over the page, so every page stays reachable, and the
+    search box moves to a row of its own; on a wide screen the tree is always there and the
+    button is not."""
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Pocket page", "small screens\n")
     ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 844})
@@ -576,6 +577,12 @@ def test_on_a_phone_the_tree_opens_from_its_button(contexts, live_server, owner)
     expect(page).to_have_url(re.compile(rf"/docs/{doc['id']}$"))
     expect(page.get_by_role("tree")).to_be_hidden()  # closed on the new page
     expect(page.get_by_role("button", name="Share", exact=True)).to_be_in_viewport()  # the toolbar wraps
+    search = page.get_by_role("searchbox", name="Search")  # a row of its own under the bar
+    expect(search).to_be_in_viewport()
+    search.fill("pocket")
+    search.press("Enter")
+    expect(page).to_have_url(re.compile(r"/app/search\?q=pocket$"))
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     wide = contexts.page()
     sign_in(wide, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
     expect(wide.get_by_role("tree")).to_be_visible()
