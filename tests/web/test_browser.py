@@ -320,6 +320,28 @@ def test_a_shared_knowledge_base_shows_its_tree_by_level_one_line_per_page(conte
     assert long.bounding_box()["height"] < 2 * top.bounding_box()["height"]  # one line
 
 
+def test_a_share_link_on_a_phone_opens_its_tree_from_its_button(contexts, live_server, owner):
+    with api(live_server, owner) as c:
+        kb = c.post(
+            "/api/knowledge-bases",
+            json={"workspace_id": owner["ws"]["id"], "title": "Pocket shelf", "visibility": "workspace"},
+        ).json()
+        new_page(c, kb["id"], "Pocket one", "first pocket page\n")
+        link = c.post(f"/api/objects/knowledge_base/{kb['id']}/share-links", json={}).json()
+    ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 844})
+    contexts.opened.append(ctx)
+    visitor = ctx.new_page()
+    contexts.watch(visitor)
+    visitor.goto(urlsplit(link["url"]).path)
+    tree = visitor.get_by_role("navigation", name="Contents")
+    expect(tree).to_be_hidden()
+    visitor.get_by_role("button", name="Contents").click()
+    tree.get_by_role("link", name="Pocket one").click()
+    expect(visitor.get_by_role("heading", name="Pocket one", level=1)).to_be_visible()
+    expect(tree).to_be_hidden()  # closed once the page is open
+    expect(visitor.locator(".reader[data-ready='true']")).to_contain_text("first pocket page")
+
+
 def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, committed, test_home, owner):
     email = unique_email("invited")
     with api(live_server, owner) as c:

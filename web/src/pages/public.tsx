@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
 import { MarkdownView } from '../components/MarkdownView'
-import { ErrorNote, Field, Loading, PublicFrame, LanguageSwitch } from '../components/ui'
+import { ErrorNote, Field, Loading, PublicFrame, LanguageSwitch, TreeToggle } from '../components/ui'
 import { t } from '../lib/i18n'
 import { navigate, paths, type Route } from '../lib/router'
 import { useSession } from '../lib/session'
@@ -130,6 +130,8 @@ export function SharePage({ route }: { route: Route }) {
   const [needPassword, setNeedPassword] = useState(false)
   const [password, setPassword] = useState('')
   const [pwError, setPwError] = useState<unknown>(null)
+  const [treeOpen, setTreeOpen] = useState(false) // narrow screens (TreeToggle)
+  useEffect(() => setTreeOpen(false), [docId])
 
   const load = () => {
     setError(null)
@@ -206,13 +208,14 @@ export function SharePage({ route }: { route: Route }) {
         <span class="crumbs">{kb?.title ?? (shared.document as { title?: string } | null)?.title}</span>
         <LanguageSwitch />
       </header>
-      <div class="doc-layout">
+      <div class="doc-layout" data-tree-open={treeOpen ? 'true' : undefined}>
         {nodes.length ? (
           <nav class="sidebar" aria-label={t('tree')}>
             <ShareTree nodes={nodes} token={token} current={(doc?.id as string | undefined) ?? null} top />
           </nav>
         ) : null}
         <main id="main" class="doc-main">
+          {nodes.length ? <TreeToggle open={treeOpen} onToggle={() => setTreeOpen(!treeOpen)} /> : null}
           <h1 class="doc-title">{heading}</h1>
           {doc && typeof doc.markdown === 'string' ? (
             <MarkdownView markdown={doc.markdown} targets={targets} label={heading} />
