@@ -164,7 +164,7 @@ def grant_first_admin(
 
 def maybe_make_first_admin(session: Session, user: User, tenant_id: uuid.UUID, settings: AuthSettings) -> bool:
     """Promote ``user`` to system_admin when the instance has none and ``first_user_becomes_admin``
-    is on: the user has just completed registration, by the link or by an administrator's
+    is on: the user has just completed registration, by the link or by the operator's
     activation (docs/accounts.md#first-administrator). Never commits."""
     if not settings.first_user_becomes_admin:
         return False
