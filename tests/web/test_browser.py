@@ -611,6 +611,38 @@ def test_on_a_phone_the_tree_opens_from_its_button(contexts, live_server, owner)
     expect(wide.get_by_role("button", name="Contents")).to_be_hidden()
 
 
+def test_pages_under_a_page_show_in_the_tree_and_are_made_from_its_menu(contexts, live_server, owner):
+    """A page may hold pages (a sub-document): the tree opens and closes it like a folder, and
+    its menu makes a page inside it; before, such children were in the API's tree but nowhere
+    in the web app's."""
+    with api(live_server, owner) as c:
+        kb = c.post(
+            "/api/knowledge-bases",
+            json={"workspace_id": owner["ws"]["id"], "title": "Nested shelf", "visibility": "workspace"},
+        ).json()
+        parent = new_page(c, kb["id"], "Handbook", "top\n")
+        new_page(c, kb["id"], "Chapter one", "below\n", parent_id=parent["id"])
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{kb['id']}")
+    tree = page.get_by_role("tree")
+    handbook = tree.get_by_role("treeitem", name="Handbook")
+    expect(handbook).to_have_attribute("aria-expanded", "true")
+    expect(handbook.get_by_role("treeitem", name="Chapter one")).to_be_visible()
+    handbook.get_by_role("button", name="Collapse").first.click()
+    expect(handbook).to_have_attribute("aria-expanded", "false")
+    expect(tree.get_by_role("treeitem", name="Chapter one")).to_have_count(0)
+    handbook.get_by_role("button", name="Actions for Handbook").click()
+    page.get_by_role("menuitem", name="New page inside").click()
+    page.get_by_label("Title").fill("Chapter two")
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{kb['id']}/docs/[0-9a-f-]+$"))
+    two = urlsplit(page.url).path.rsplit("/", 1)[1]
+    # the new page's parent opens to show it
+    expect(handbook.get_by_role("treeitem", name="Chapter two")).to_have_attribute("aria-current", "page")
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/documents/{two}").json()["parent_id"] == parent["id"]
+
+
 PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
     "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082"

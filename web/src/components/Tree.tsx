@@ -81,11 +81,13 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     save(next)
   }
 
+  // a folder, or a page with pages under it (a sub-document, docs/permissions.md), opens and closes
+  const expandable = (n: TreeNode) => n.item.type === 'folder' || n.children.length > 0
   const visible: TreeNode[] = []
   const walk = (ns: TreeNode[]) => {
     for (const n of ns) {
       visible.push(n)
-      if (n.item.type === 'folder' && !collapsed.has(n.item.id)) walk(n.children)
+      if (expandable(n) && !collapsed.has(n.item.id)) walk(n.children)
     }
   }
   walk(nodes)
@@ -102,7 +104,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
 
   function onKeyDown(e: KeyboardEvent, n: TreeNode) {
     const i = visible.findIndex((v) => v.item.id === n.item.id)
-    const folderOpen = n.item.type === 'folder' && !collapsed.has(n.item.id)
+    const folderOpen = expandable(n) && !collapsed.has(n.item.id)
     switch (e.key) {
       case 'ArrowDown':
         if (i + 1 < visible.length) focusItem(visible[i + 1].item.id)
@@ -111,7 +113,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
         if (i > 0) focusItem(visible[i - 1].item.id)
         break
       case 'ArrowRight':
-        if (n.item.type === 'folder' && !folderOpen) toggle(n.item.id, true)
+        if (expandable(n) && !folderOpen) toggle(n.item.id, true)
         else if (folderOpen && n.children.length) focusItem(n.children[0].item.id)
         break
       case 'ArrowLeft':
@@ -189,7 +191,8 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     ns.map((n) => {
       const it = n.item
       const isFolder = it.type === 'folder'
-      const isOpen = isFolder && !collapsed.has(it.id)
+      const canOpen = expandable(n)
+      const isOpen = canOpen && !collapsed.has(it.id)
       const tabbable = focusId ? focusId === it.id : visible[0]?.item.id === it.id
       return (
         <li
@@ -198,7 +201,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
           data-id={it.id}
           aria-label={it.title}
           aria-level={level}
-          aria-expanded={isFolder ? isOpen : undefined}
+          aria-expanded={canOpen ? isOpen : undefined}
           aria-selected={it.id === currentId}
           aria-current={it.id === currentId ? 'page' : undefined}
           tabIndex={tabbable ? 0 : -1}
@@ -233,7 +236,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
             onDragLeave={() => setDropTarget((d) => (d === it.id ? null : d))}
             onDrop={(e) => onDrop(e, it)}
           >
-            {isFolder ? (
+            {canOpen ? (
               <button type="button" class="twisty" tabIndex={-1} aria-label={isOpen ? t('collapse') : t('expand')} onClick={() => toggle(it.id)}>
                 {isOpen ? '▾' : '▸'}
               </button>
@@ -279,6 +282,11 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         </button>
                       </>
                     ) : null}
+                    {!isFolder && props.canCreate ? (
+                      <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'page', parentId: it.id }) }}>
+                        {t('newSubpage')}
+                      </button>
+                    ) : null}
                     {props.canCreate ? (
                       <>
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'rename', item: it }) }}>
@@ -301,7 +309,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
               </span>
             )}
           </div>
-          {isFolder && isOpen && n.children.length ? <ul role="group">{renderNodes(n.children, level + 1)}</ul> : null}
+          {isOpen && n.children.length ? <ul role="group">{renderNodes(n.children, level + 1)}</ul> : null}
         </li>
       )
     })
