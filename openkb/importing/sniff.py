@@ -71,6 +71,8 @@ def sniff(data: bytes, name: str) -> Sniffed:
         return _cfb(data, name)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return _zip(data, name)
+    if ext == ".zip":  # named an archive, holding something else: refused, not read as text
+        return Sniffed("corrupt", "application/zip", name, "not a zip archive")
     return _text(data, name, ext)
 
 

@@ -94,6 +94,8 @@ def test_sniffing_goes_by_bytes_not_names():
         (files.encrypted_office(), "secret.docx", ConversionFailed, "password-protected"),
         (b"PK\x03\x04 this is no zip", "broken.docx", ConversionFailed, "damaged"),
         (b"%PDF-1.7\n garbage", "broken.pdf", ConversionFailed, "damaged PDF"),
+        # a file in an import named as an archive but holding text: refused, never a page of it
+        (b"# renamed notes\n", "notes.ZIP", ConversionFailed, "not a zip archive"),
     ],
 )
 def test_bad_files_fail_with_a_reason(data, name, error, needle):
