@@ -643,6 +643,23 @@ def test_pages_under_a_page_show_in_the_tree_and_are_made_from_its_menu(contexts
         assert c.get(f"/api/documents/{two}").json()["parent_id"] == parent["id"]
 
 
+def test_an_outsider_opening_a_knowledge_base_link_sees_not_found_and_nothing_of_it(
+    contexts, live_server, owner, committed
+):
+    """A knowledge base the visitor may not read answers as one that does not exist (404): the
+    page says Not found with a way home, and offers no tree and no Export all of it."""
+    outsider = make_login_user(committed)
+    page = contexts.page()
+    sign_in(page, outsider.email)
+    for kb_id in (owner["kb"]["id"], str(uuid.uuid4())):
+        page.goto(f"/app/kb/{kb_id}")
+        expect(page.get_by_role("alert")).to_have_text("Not found.")
+        expect(page.get_by_role("link", name="Home")).to_be_visible()
+        expect(page.get_by_role("tree")).to_have_count(0)
+        expect(page.get_by_role("button", name="Export all (.zip)")).to_have_count(0)
+        expect(page.get_by_text(owner["kb"]["title"])).to_have_count(0)
+
+
 PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
     "0000000d49444154789c6360f8cfc0f01f0005000201e5270de60000000049454e44ae426082"

@@ -185,6 +185,9 @@ export function DocumentPage({ route }: { route: Route }) {
         <TopBar />
         <main id="main" class="page">
           <ErrorNote error={doc.error} />
+          <p>
+            {kb.data ? <a href={paths.kb(kbId)}>{kb.data.title}</a> : <a href={paths.home()}>{t('homeTitle')}</a>}
+          </p>
         </main>
       </>
     )

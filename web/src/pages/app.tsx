@@ -182,6 +182,20 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   const [importing, setImporting] = useState(false)
   const [treeOpen, setTreeOpen] = useState(false)
   const caps = kb.data?.capabilities ?? []
+  if (kb.error) {
+    // unknown or not readable (404 either way): no tree and no "Export all" of what is not there
+    return (
+      <>
+        <TopBar />
+        <main id="main" class="page">
+          <ErrorNote error={kb.error} />
+          <p>
+            <a href={paths.home()}>{t('homeTitle')}</a>
+          </p>
+        </main>
+      </>
+    )
+  }
   return (
     <>
       <TopBar>
