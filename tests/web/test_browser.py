@@ -80,6 +80,15 @@ def api(live_server, owner) -> httpx.Client:
     return login(live_server, owner["email"])
 
 
+def new_kb(c: httpx.Client, owner, title: str) -> dict:
+    """A knowledge base the workspace can see, in the owner's workspace."""
+    r = c.post(
+        "/api/knowledge-bases", json={"workspace_id": owner["ws"]["id"], "title": title, "visibility": "workspace"}
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
 def new_page(c: httpx.Client, kb_id: str, title: str, markdown: str, **kw) -> dict:
     r = c.post(
         "/api/documents", json={"knowledge_base_id": kb_id, "type": "page", "title": title, "markdown": markdown, **kw}
@@ -247,10 +256,7 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
 def test_a_guest_sees_no_private_item(contexts, live_server, committed, owner):
     guest = make_login_user(committed)
     with api(live_server, owner) as c:
-        kb = c.post(
-            "/api/knowledge-bases",
-            json={"workspace_id": owner["ws"]["id"], "title": "Guest view", "visibility": "workspace"},
-        ).json()
+        kb = new_kb(c, owner, "Guest view")
         r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"email": guest.email, "role": "guest"})
         assert r.status_code == 201, r.text
         r = c.post(
@@ -301,10 +307,7 @@ def test_a_shared_knowledge_base_shows_its_tree_by_level_one_line_per_page(conte
     """The share page's tree indents a child under its parent and keeps a long title on one
     line (cut, whole in its tooltip), as the app's own tree does."""
     with api(live_server, owner) as c:
-        kb = c.post(
-            "/api/knowledge-bases",
-            json={"workspace_id": owner["ws"]["id"], "title": "Shared shelf", "visibility": "workspace"},
-        ).json()
+        kb = new_kb(c, owner, "Shared shelf")
         parent = new_page(c, kb["id"], "Parent page", "top\n")
         child = new_page(c, kb["id"], "Child page", "below\n", parent_id=parent["id"])
         new_page(c, kb["id"], "y" * 200, "long\n")
@@ -322,10 +325,7 @@ def test_a_shared_knowledge_base_shows_its_tree_by_level_one_line_per_page(conte
 
 def test_a_share_link_on_a_phone_opens_its_tree_from_its_button(contexts, live_server, owner):
     with api(live_server, owner) as c:
-        kb = c.post(
-            "/api/knowledge-bases",
-            json={"workspace_id": owner["ws"]["id"], "title": "Pocket shelf", "visibility": "workspace"},
-        ).json()
+        kb = new_kb(c, owner, "Pocket shelf")
         new_page(c, kb["id"], "Pocket one", "first pocket page\n")
         link = c.post(f"/api/objects/knowledge_base/{kb['id']}/share-links", json={}).json()
     ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 844})
@@ -503,10 +503,7 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     a result's document has a save that is not searchable yet (``index_status`` pending)."""
     word = f"zephyr{uuid.uuid4().hex[:6]}"
     with api(live_server, owner) as c:
-        other_kb = c.post(
-            "/api/knowledge-bases",
-            json={"workspace_id": owner["ws"]["id"], "title": "Other shelf", "visibility": "workspace"},
-        ).json()
+        other_kb = new_kb(c, owner, "Other shelf")
         a = new_page(
             c,
             owner["kb"]["id"],
@@ -616,10 +613,7 @@ def test_pages_under_a_page_show_in_the_tree_and_are_made_from_its_menu(contexts
     its menu makes a page inside it; before, such children were in the API's tree but nowhere
     in the web app's."""
     with api(live_server, owner) as c:
-        kb = c.post(
-            "/api/knowledge-bases",
-            json={"workspace_id": owner["ws"]["id"], "title": "Nested shelf", "visibility": "workspace"},
-        ).json()
+        kb = new_kb(c, owner, "Nested shelf")
         parent = new_page(c, kb["id"], "Handbook", "top\n")
         new_page(c, kb["id"], "Chapter one", "below\n", parent_id=parent["id"])
     page = contexts.page()
