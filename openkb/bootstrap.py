@@ -80,8 +80,8 @@ def create_first_admin(
     Runs only while no system_admin exists (docs/accounts.md#first-administrator), so re-running
     a setup script is harmless. An address that already has an account is promoted instead of
     refused: without that, an operator whose first sign-up never got its verification mail was
-    left with no administrator and no command to name one. ``password`` is a callable so that nobody is prompted for a
-    password that would not be used. The row is written as the system principal; the CLI's
+    left with no administrator and no command to name one. ``password`` is a callable so that
+    nobody is prompted for a password that would not be used. The row is written as the system principal; the CLI's
     origin (``via: cli``) marks it, so an audit reader sees how the first administrator came to be.
     """
     from openkb.accounts.users import add_user, has_system_admin, normalize_email
@@ -126,6 +126,9 @@ def _promote(session: Session, user: User, tenant: Tenant, system: Principal) ->
         .where(TenantMembership.user_id == user.id)
         .order_by(TenantMembership.tenant_id != tenant.id, TenantMembership.created_at)  # type: ignore[arg-type]
     ).first()
-    if tenant_id is None or not grant_first_admin(session, user, tenant_id, reason="openkb_init", actor=system):
+    if tenant_id is None:
         raise Conflict(f"{user.email} belongs to no tenant; cannot make them system_admin")
+    if not grant_first_admin(session, user, tenant_id, reason="openkb_init", actor=system):
+        # another first administrator won the lock since the check above (a sign-up completing)
+        return FirstAdmin(None, "a system_admin already exists; nothing created")
     return FirstAdmin(user, f"made the existing user {user.email} system_admin (password unchanged)", created=False)

@@ -54,6 +54,10 @@ def _ext(name: str) -> str:
     return base[dot:].lower() if dot > 0 else ""
 
 
+# a zip archive's first bytes: a local file header, or the end record of an empty archive
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
 def sniff(data: bytes, name: str) -> Sniffed:
     """Classify ``data`` (the whole file); ``name`` only breaks ties between text formats."""
     ext = _ext(name)
@@ -69,7 +73,7 @@ def sniff(data: bytes, name: str) -> Sniffed:
         return Sniffed("image", "image/webp", name)
     if head.startswith(_CFB):
         return _cfb(data, name)
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+    if head.startswith(ZIP_MAGIC):
         return _zip(data, name)
     if ext == ".zip":  # named an archive, holding something else: refused, not read as text
         return Sniffed("corrupt", "application/zip", name, "not a zip archive")

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 from openkb.errors import ConversionFailed
 from openkb.importing.converters import MAX_ZIP_ENTRIES, MAX_ZIP_RATIO, MAX_ZIP_TOTAL
+from openkb.importing.sniff import ZIP_MAGIC
 
 __all__ = ["Entry", "Source", "is_archive", "open_source", "source_from_bytes"]
 
@@ -100,10 +101,6 @@ def open_source(path: Path, max_file_bytes: int) -> Source:
     return Source(name, [e])
 
 
-# a zip archive's first bytes: a local file header, or the end record of an empty archive
-_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
-
-
 def is_archive(head: bytes, name: str) -> bool:
     """Whether a file named ``name`` starting with ``head`` is imported as a zip archive: its
     name says so and its bytes agree. A ``.zip`` whose bytes are something else is refused
@@ -111,7 +108,7 @@ def is_archive(head: bytes, name: str) -> bool:
     is one file, whatever its bytes (a .docx is a zip too)."""
     if not name.lower().endswith(".zip"):
         return False
-    if head.startswith(_ZIP_MAGIC):
+    if head.startswith(ZIP_MAGIC):
         return True
     raise ConversionFailed(f"{PurePosixPath(name).name} is not a zip archive (a damaged or partial download?)")
 

@@ -85,6 +85,21 @@ export function LanguageSwitch() {
   )
 }
 
+/** A page that could not be shown (unknown or unreadable: 404 either way): the error and one way on. */
+export function ErrorPage(props: { error: unknown; back: { href: string; label: string } }) {
+  return (
+    <>
+      <TopBar />
+      <main id="main" class="page">
+        <ErrorNote error={props.error} />
+        <p>
+          <a href={props.back.href}>{props.back.label}</a>
+        </p>
+      </main>
+    </>
+  )
+}
+
 /**
  * The tree's button on a narrow screen, where the sidebar is hidden (styles.css): it opens the
  * tree over the page, so a phone can reach every page of a knowledge base, not only what search

@@ -19,7 +19,7 @@ import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../componen
 import { Outline } from '../components/Outline'
 import { HistoryDialog, ShareDialog } from '../components/panels'
 import { Tree } from '../components/Tree'
-import { Dialog, ErrorNote, Loading, TopBar, TreeToggle } from '../components/ui'
+import { Dialog, ErrorNote, ErrorPage, Loading, TopBar, TreeToggle } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
 import { invalidate, prefetch, settled, useQuery } from '../lib/query'
@@ -180,17 +180,8 @@ export function DocumentPage({ route }: { route: Route }) {
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
   const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
   if (doc.error) {
-    return (
-      <>
-        <TopBar />
-        <main id="main" class="page">
-          <ErrorNote error={doc.error} />
-          <p>
-            {kb.data ? <a href={paths.kb(kbId)}>{kb.data.title}</a> : <a href={paths.home()}>{t('homeTitle')}</a>}
-          </p>
-        </main>
-      </>
-    )
+    const back = kb.data ? { href: paths.kb(kbId), label: kb.data.title } : { href: paths.home(), label: t('homeTitle') }
+    return <ErrorPage error={doc.error} back={back} />
   }
   if (!doc.data) {
     return (

@@ -4,7 +4,7 @@ import { api, type S } from '../api/client'
 import { ShareDialog } from '../components/panels'
 import { ImportDialog } from '../components/ImportDialog'
 import { Tree } from '../components/Tree'
-import { Dialog, ErrorNote, Field, Loading, TopBar, TreeToggle } from '../components/ui'
+import { Dialog, ErrorNote, ErrorPage, Field, Loading, TopBar, TreeToggle } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths, type Route } from '../lib/router'
@@ -182,20 +182,8 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   const [importing, setImporting] = useState(false)
   const [treeOpen, setTreeOpen] = useState(false)
   const caps = kb.data?.capabilities ?? []
-  if (kb.error) {
-    // unknown or not readable (404 either way): no tree and no "Export all" of what is not there
-    return (
-      <>
-        <TopBar />
-        <main id="main" class="page">
-          <ErrorNote error={kb.error} />
-          <p>
-            <a href={paths.home()}>{t('homeTitle')}</a>
-          </p>
-        </main>
-      </>
-    )
-  }
+  // unknown or not readable (404 either way): no tree and no "Export all" of what is not there
+  if (kb.error) return <ErrorPage error={kb.error} back={{ href: paths.home(), label: t('homeTitle') }} />
   return (
     <>
       <TopBar>
