@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import exists, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from openkb.accounts import email_tokens
 from openkb.accounts.sessions import revoke_user_sessions
@@ -114,6 +114,12 @@ def access_user(
     return user, scope.tenant_id if scope.tenant_id in tenants else tenants[0]
 
 
+def _any_administrator(session: Session) -> bool:
+    return bool(
+        session.exec(select(exists().where(col(TenantMembership.role).in_(("system_admin", "tenant_admin"))))).one()
+    )
+
+
 def is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
     """Whether ``user_id`` holds ``system_admin`` in any tenant."""
     return bool(
@@ -173,9 +179,10 @@ def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User
     first-administrator rule applies as it does at verification
     (docs/accounts.md#first-administrator): on a fresh appliance whose mail goes to the outbox,
     activating the first sign-up gives the instance its administrator instead of an active
-    member and none. A tenant_admin's activation never does: they would be handing out a role
-    above their own (an instance with tenant_admins and no system_admin gets one from
-    ``openkb init --email``)."""
+    member and none. Only on an instance with no administrator of any kind: where tenant_admins
+    run things, an activation is just an activation (such an instance gets its system_admin from
+    ``openkb init --email``), and a tenant_admin's activation never grants it (a role above
+    their own)."""
     from openkb.accounts import auth_settings
     from openkb.accounts.registration import maybe_make_first_admin
 
@@ -187,7 +194,7 @@ def activate(session: Session, principal: Principal, user_id: uuid.UUID) -> User
         allowed_from=(*_PENDING, "suspended"),
         action="user.activated",
     )
-    if before in _PENDING and principal.kind == "system":
+    if before in _PENDING and principal.kind == "system" and not _any_administrator(session):
         maybe_make_first_admin(session, user, tenant_id, auth_settings.effective(session, tenant_id).row)
     return user
 

@@ -1,8 +1,8 @@
 """docs/accounts.md#first-administrator at the service level, isolated inside a rolled-back transaction.
 
-Inside the ``db`` session every system_admin membership is deleted and the default tenant gets
-its own settings row, so "no system_admin exists" holds whatever else the shared database
-contains; the rollback at the end undoes all of it.
+Inside the ``db`` session every system_admin membership is deleted (tenant_admins become members)
+and the default tenant gets its own settings row, so "no administrator exists" holds whatever
+else the shared database contains; the rollback at the end undoes all of it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tests.api.helpers import PASSWORD, unique_email
 @pytest.fixture()
 def world(db, settings):
     db.execute(text("DELETE FROM tenant_memberships WHERE role = 'system_admin'"))
+    db.execute(text("UPDATE tenant_memberships SET role = 'member' WHERE role = 'tenant_admin'"))
     t = default_tenant(db)
     db.execute(text("DELETE FROM auth_settings WHERE tenant_id = :t"), {"t": t.id})
     ctx = SimpleNamespace(settings=settings, mailer=Mailer(settings))
@@ -163,5 +164,20 @@ def test_a_tenant_admins_activation_never_makes_an_administrator(world):
     boss = make_user(world.db, world.tenant, role="tenant_admin")
     r = _register(world)
     admin.activate(world.db, Principal.user(boss, world.tenant.id), r.user.id)
+    assert r.user.status == "active" and _role(world.db, r.user.id) == "member"
+    assert not _granted(world.db, r.user.id)
+
+
+def test_the_operators_activation_grants_nothing_where_tenant_admins_run_things(world):
+    """With a tenant_admin on the instance (and no system_admin), ``openkb user activate`` is an
+    activation and nothing more: the CLI and the REST route write the same audit rows."""
+    from openkb.accounts import admin
+    from openkb.permissions import Principal
+    from tests.factories import make_user
+
+    world.configure(first_user_becomes_admin=True, email_verification_required=True)
+    make_user(world.db, world.tenant, role="tenant_admin")
+    r = _register(world)
+    admin.activate(world.db, Principal.system(), r.user.id)
     assert r.user.status == "active" and _role(world.db, r.user.id) == "member"
     assert not _granted(world.db, r.user.id)
