@@ -83,11 +83,15 @@ def register_user(
     )
 
 
-def login(http: httpx.Client | str, email: str, password: str = PASSWORD) -> httpx.Client:
-    """A new client signed in with a session cookie that sends ``X-CSRF-Token`` on every call.
-    Close it (or use it as a context manager) when done."""
+def login(
+    http: httpx.Client | str, email: str, password: str = PASSWORD, *, user_agent: str | None = None
+) -> httpx.Client:
+    """A new client signed in with a session cookie that sends ``X-CSRF-Token`` on every call
+    (its session records ``user_agent`` when given). Close it (or use it as a context manager)
+    when done."""
     base = (http if isinstance(http, str) else str(http.base_url)).rstrip("/")
-    r = httpx.post(base + "/api/auth/login", json={"email": email, "password": password}, timeout=30)
+    headers = {"User-Agent": user_agent} if user_agent else {}
+    r = httpx.post(base + "/api/auth/login", json={"email": email, "password": password}, headers=headers, timeout=30)
     assert r.status_code == 200, r.text
     # A fresh, unopened client so callers may use it as a context manager.
     return httpx.Client(base_url=base, timeout=30, cookies=r.cookies, headers={"X-CSRF-Token": r.json()["csrf_token"]})

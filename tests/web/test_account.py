@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from openkb.config import get_settings
 from openkb.models import AuditLog
 from tests.api.helpers import PASSWORD, login, make_login_user
 from tests.web.test_browser import sign_in
@@ -40,10 +43,29 @@ def test_pat_from_the_account_page_works_on_mcp_until_revoked(contexts, live_ser
     dialog.get_by_label("Token name").fill("laptop mcp")
     dialog.get_by_role("button", name="Create").click()
     expect(dialog.get_by_role("status")).to_contain_text("shown only once")
-    token = dialog.get_by_label("Token").input_value()
+    token = dialog.get_by_label("Token", exact=True).input_value()
     assert token.startswith("kbpat_")
+    # the configuration offered with it is one a header-only client can use as it is: its
+    # address is the server's (APP_BASE_URL), so the test sends the request to the live server
+    dialog.get_by_text("Connect an MCP client with this token").click()
+    cursor = json.loads(dialog.get_by_label("Cursor (mcp.json)", exact=True).input_value())["mcpServers"]["openkb"]
+    vscode = json.loads(dialog.get_by_label("VS Code (.vscode/mcp.json)", exact=True).input_value())["servers"]["openkb"]
+    base_url = get_settings().app_base_url.rstrip("/")
+    assert cursor["url"] == vscode["url"] == base_url + "/mcp"
+    assert cursor["headers"] == vscode["headers"] == {"Authorization": f"Bearer {token}"}
+    assert dialog.get_by_label("Claude Code", exact=True).input_value() == (
+        f'claude mcp add --transport http openkb {base_url}/mcp --header "Authorization: Bearer {token}"'
+    )
+    listed = httpx.post(
+        live_server + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={"Accept": "application/json, text/event-stream", **cursor["headers"]},
+        timeout=30,
+    )
+    assert listed.status_code == 200 and listed.json()["result"]["tools"]
     dialog.get_by_role("button", name="Done").click()
     expect(page.get_by_role("cell", name="laptop mcp", exact=True)).to_be_visible()
+    expect(page.get_by_role("textbox", name="MCP address")).to_have_value(base_url + "/mcp")
 
     assert _mcp_tools_list(live_server, token).status_code == 200
 
@@ -63,13 +85,18 @@ def test_pat_from_the_account_page_works_on_mcp_until_revoked(contexts, live_ser
 
 def test_sessions_and_password_change(contexts, live_server, committed):
     acct = make_login_user(committed)
-    elsewhere = login(live_server, acct.email)  # another device
+    firefox = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0"
+    elsewhere = login(live_server, acct.email, user_agent=firefox)  # another device
     page = contexts.page()
     sign_in(page, acct.email)
     page.goto("/app/account")
     sessions = page.get_by_role("table", name="Sessions")
     expect(sessions.get_by_role("row")).to_have_count(3)  # header + two sessions
     expect(sessions).to_contain_text("(this session)")
+    # devices by the names people know them by; the stored User-Agent stays in the tooltip
+    other = sessions.get_by_role("row").filter(has_text="Firefox 133 · Windows")
+    expect(other).to_have_count(1)
+    expect(other.get_by_role("cell").first).to_have_attribute("title", firefox)
 
     page.get_by_label("Current password").fill("not my password")
     page.get_by_label("New password").fill("a brand new password")

@@ -542,6 +542,77 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     expect(results.get_by_role("heading", level=2)).to_have_text(["Search two"])
 
 
+@pytest.mark.usefixtures("worker")
+def test_a_snippet_that_opens_its_section_shows_the_heading_once(contexts, live_server, owner):
+    """A chunk that opens a section starts with its heading line; the result shows that heading
+    once, as the heading path, with its match marked, then the section's text."""
+    word = f"quokka{uuid.uuid4().hex[:6]}"
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Heading once", f"# Rollout {word}\n\nSteps to ship the {word} build.\n")
+        _wait_indexed(c, doc["id"])
+        hit = next(r for r in c.post("/api/search", json={"query": word}).json()["results"] if r["document_id"] == doc["id"])
+    assert hit["heading_path"] == [f"Rollout {word}"]
+    assert hit["content"].startswith(f"Rollout {word}\n")  # the case this test is about
+    page = contexts.page()
+    sign_in(page, owner["email"])
+    page.goto(f"/app/search?q={word}")
+    item = page.get_by_role("list", name="Results").get_by_role("listitem").filter(has=page.get_by_role("link", name="Heading once"))
+    expect(item.locator(".snippet")).to_have_text(f"Rollout {word}: Steps to ship the {word} build.")
+    expect(item.locator("mark")).to_have_text([word, word])
+
+
+def test_the_knowledge_base_home_lists_its_contents_or_how_to_start(contexts, live_server, owner):
+    """The home page of a knowledge base lists the top two levels of its tree, with how many
+    documents lie deeper; an empty one tells an editor how to add the first pages."""
+    with api(live_server, owner) as c:
+        kb = new_kb(c, owner, "Contents shelf")
+        empty = new_kb(c, owner, "Empty shelf")
+        r = c.post("/api/documents", json={"knowledge_base_id": kb["id"], "type": "folder", "title": "Guides"})
+        assert r.status_code == 201, r.text
+        guides = r.json()
+        new_page(c, kb["id"], "Overview", "# Overview\n")
+        new_page(c, kb["id"], "Onboarding", "Start here.\n", parent_id=guides["id"])
+        incidents = new_page(c, kb["id"], "Incidents", "On call.\n", parent_id=guides["id"])
+        runbook = new_page(c, kb["id"], "Runbook", "Steps.\n", parent_id=incidents["id"])
+        new_page(c, kb["id"], "Rollback", "Undo.\n", parent_id=runbook["id"])
+    page = contexts.page()
+    sign_in(page, owner["email"])
+    page.goto(f"/app/kb/{kb['id']}")
+    contents = page.get_by_role("region", name="Contents")
+    top = contents.locator(":scope > ol > li")
+    expect(top.locator(":scope > a")).to_have_text(["Guides", "Overview"])
+    expect(top.first.locator("ol > li")).to_have_text(["Onboarding", "Incidents · 2 more inside"])
+    contents.get_by_role("link", name="Incidents").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{kb['id']}/docs/{incidents['id']}$"))
+
+    page.goto(f"/app/kb/{empty['id']}")
+    region = page.get_by_role("region", name="Contents")
+    expect(region).to_contain_text("No documents yet: add the first page with New page")
+    region.get_by_role("button", name="Import").click()
+    expect(page.get_by_role("dialog")).to_be_visible()
+
+
+def test_a_bad_or_cut_short_verification_link_says_how_to_get_a_new_one(contexts, live_server):
+    """The page's title names what it does, not a success it has not seen; a link the server
+    refuses, or one cut short before its token, says how to get a new one."""
+    page = contexts.page()
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.goto("/verify-email?token=kbverify_not-a-real-token")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Confirm your email address")
+    expect(page.get_by_role("alert")).to_have_text("This link is invalid, already used or expired.")
+    expect(page.get_by_text("To get a new link, sign up again with the same address")).to_be_visible()
+    expect(page.get_by_role("link", name="Create account")).to_have_attribute("href", "/register")
+    expect(page.get_by_text("Your email address is confirmed.")).to_have_count(0)
+
+    posts.clear()
+    page.goto("/verify-email")
+    expect(page.get_by_role("alert")).to_have_text(re.compile(r"^This link is incomplete"))
+    expect(page.get_by_role("link", name="Sign in")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    assert not [u for u in posts if u.endswith("/api/auth/verify-email")]  # nothing to send
+
+
 def test_a_page_that_writes_as_it_opens_waits_for_the_session_token(contexts, live_server, owner):
     """Opening a search URL afresh (a bookmark, a reload) posts the search while the session is
     still loading: the post waits for the CSRF token that load brings instead of going without

@@ -149,6 +149,9 @@ export const api = {
   revokeSession: (id: string) => request<void>('DELETE', `/api/me/sessions/${enc(id)}`),
   revokeOtherSessions: () => request<S['RevokedOut']>('POST', '/api/me/sessions/revoke-others'),
   tokens: () => request<S['PatList']>('GET', '/api/me/tokens'),
+  /** The MCP endpoint's protected-resource metadata (RFC 9728): its ``resource`` is the address
+   * clients connect to, built from APP_BASE_URL by the server (docs/mcp.md#connecting). */
+  mcpResource: () => request<{ resource: string; scopes_supported: string[] }>('GET', '/.well-known/oauth-protected-resource/mcp'),
   createToken: (body: S['PatIn']) => request<S['PatCreated']>('POST', '/api/me/tokens', body),
   revokeToken: (id: string) => request<void>('DELETE', `/api/me/tokens/${enc(id)}`),
   oauthGrants: () => request<S['GrantList']>('GET', '/api/me/oauth-grants'),

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks'
 import { api, type Candidate, type ObjectType, type S } from '../api/client'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
-import { Dialog, ErrorNote, Field, Loading } from './ui'
+import { CopyButton, Dialog, ErrorNote, Field, Loading } from './ui'
 
 export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolean; onClose: () => void; onRestored: () => void }) {
   const versions = useQuery(`versions:${props.doc.id}:${props.doc.current_version_id}`, () => api.versions(props.doc.id))
@@ -312,7 +312,6 @@ export function ShareDialog(props: {
   const [expires, setExpires] = useState('')
   const [membersOnly, setMembersOnly] = useState(false)
   const [created, setCreated] = useState<S['CreatedShareLinkOut'] | null>(null)
-  const [copied, setCopied] = useState(false)
   const [error, setError] = useState<unknown>(null)
   const url = created ? `${location.origin}/share/${created.token}` : ''
   return (
@@ -385,7 +384,6 @@ export function ShareDialog(props: {
               })
               .then((c) => {
                 setCreated(c)
-                setCopied(false)
                 invalidate(key)
               })
               .catch(setError)
@@ -405,14 +403,7 @@ export function ShareDialog(props: {
           <p role="status">
             {t('linkCreated')}{' '}
             <input readOnly aria-label={t('shareLinks')} value={url} class="url" />{' '}
-            <button
-              type="button"
-              onClick={() => {
-                void navigator.clipboard?.writeText(url).then(() => setCopied(true))
-              }}
-            >
-              {copied ? t('copied') : t('copyUrl')}
-            </button>
+            <CopyButton text={url} label={t('copyUrl')} />
           </p>
         ) : null}
       </section>

@@ -113,6 +113,21 @@ export function TreeToggle(props: { open: boolean; onToggle: () => void }) {
   )
 }
 
+/** A button that copies ``text`` and says so until the text changes (a secret shown once, a
+ * share link, an MCP address or client configuration). */
+export function CopyButton(props: { text: string; label?: string; name?: string }) {
+  const [copied, setCopied] = useState<string | null>(null)
+  return (
+    <button
+      type="button"
+      aria-label={props.name ? `${props.label ?? t('copy')}: ${props.name}` : undefined}
+      onClick={() => void navigator.clipboard?.writeText(props.text).then(() => setCopied(props.text))}
+    >
+      {copied === props.text ? t('copied') : (props.label ?? t('copy'))}
+    </button>
+  )
+}
+
 export function TopBar(props: { children?: ComponentChildren }) {
   const s = useSession()
   const [q, setQ] = useState('')

@@ -8,7 +8,8 @@
 import { useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
 import { TimeZoneField } from '../components/forms'
-import { Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
+import { CopyButton, Dialog, ErrorNote, Field, Loading, TopBar } from '../components/ui'
+import { deviceName } from '../lib/device'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { paths } from '../lib/router'
@@ -118,8 +119,8 @@ function SessionsSection() {
         <tbody>
           {sessions.data?.items.map((s) => (
             <tr key={s.id}>
-              <td>
-                {s.user_agent ?? '—'} <span class="muted">{s.ip ?? ''}</span>
+              <td title={s.user_agent ?? undefined}>
+                {deviceName(s.user_agent) ?? '—'} <span class="muted">{s.ip ?? ''}</span>
                 {s.current ? <strong> {t('thisSession')}</strong> : null}
               </td>
               <td>{when(s.last_seen_at)}</td>
@@ -145,22 +146,68 @@ function SessionsSection() {
 const SCOPES = ['kb:read', 'kb:search', 'doc:read', 'doc:write', 'kb:write', 'admin', 'facts:read'] as const // facts:read: never a default (docs/facts.md)
 const EXPIRY_DAYS = [30, 90, 365, 0] as const
 
+/** The scopes /mcp serves (docs/mcp.md#authorization): a token with none of them is refused
+ * there, so the dialog offers no client configuration for it. */
+const MCP_SCOPES = new Set(['kb:read', 'kb:search', 'doc:read', 'doc:write', 'facts:read'])
+
+/** The MCP address, as the server builds it from APP_BASE_URL (what a client on another machine
+ * must use), not this page's origin. */
+function useMcpUrl(): string | undefined {
+  return useQuery('mcp:resource', api.mcpResource).data?.resource
+}
+
+/** Where AI tools connect: the MCP address, which OAuth clients (Claude, ChatGPT, VS Code) need
+ * alone; header-only clients add a personal access token (the configuration is shown with a new
+ * token, the one moment its secret is known). */
+function McpEndpoint() {
+  const url = useMcpUrl()
+  if (!url) return null
+  return (
+    <div class="mcp-endpoint">
+      <label for="mcp-url">{t('mcpEndpoint')}</label>{' '}
+      <input id="mcp-url" readOnly value={url} class="url" /> <CopyButton text={url} name={t('mcpEndpoint')} />
+      <p class="muted">{t('mcpEndpointHelp')}</p>
+    </div>
+  )
+}
+
+/** Ready-to-paste configuration of the usual header-only MCP clients with a new token. Each is
+ * the client's documented form for a remote (Streamable HTTP) server with a header. */
+function McpClientConfig({ token }: { token: string }) {
+  const url = useMcpUrl()
+  if (!url) return null
+  const auth = { Authorization: `Bearer ${token}` }
+  const configs: [string, string][] = [
+    ['Cursor (mcp.json)', JSON.stringify({ mcpServers: { openkb: { url, headers: auth } } }, null, 2)],
+    ['VS Code (.vscode/mcp.json)', JSON.stringify({ servers: { openkb: { type: 'http', url, headers: auth } } }, null, 2)],
+    ['Claude Code', `claude mcp add --transport http openkb ${url} --header "Authorization: Bearer ${token}"`],
+  ]
+  return (
+    <details class="mcp-config">
+      <summary>{t('mcpConfigTitle')}</summary>
+      {configs.map(([name, text]) => (
+        <div class="mcp-client" key={name}>
+          {name} <CopyButton text={text} name={name} />
+          <textarea readOnly aria-label={name} rows={Math.max(3, text.split('\n').length)} value={text} class="code" />
+        </div>
+      ))}
+    </details>
+  )
+}
+
 function NewTokenDialog({ onClose }: { onClose: () => void }) {
   const [name, setName] = useState('')
   const [scopes, setScopes] = useState<string[]>(['kb:read', 'kb:search', 'doc:read'])
   const [days, setDays] = useState<number>(90)
   const [created, setCreated] = useState<S['PatCreated'] | null>(null)
-  const [copied, setCopied] = useState(false)
   const [error, setError] = useState<unknown>(null)
   return (
-    <Dialog title={t('newToken')} onClose={onClose}>
+    <Dialog title={t('newToken')} onClose={onClose} wide={!!created}>
       {created ? (
         <>
           <p role="status">{t('tokenShownOnce')}</p>
-          <input readOnly aria-label={t('tokenValue')} value={created.token} class="url" />{' '}
-          <button type="button" onClick={() => void navigator.clipboard?.writeText(created.token).then(() => setCopied(true))}>
-            {copied ? t('copied') : t('copy')}
-          </button>
+          <input readOnly aria-label={t('tokenValue')} value={created.token} class="url" /> <CopyButton text={created.token} />
+          {created.scopes.some((s) => MCP_SCOPES.has(s)) ? <McpClientConfig token={created.token} /> : null}
           <div class="actions">
             <button type="button" class="primary" onClick={onClose}>
               {t('done')}
@@ -232,6 +279,7 @@ function TokensSection() {
     <section aria-labelledby="tokens-h">
       <h2 id="tokens-h">{t('accessTokens')}</h2>
       <p class="muted">{t('accessTokensHelp')}</p>
+      <McpEndpoint />
       {tokens.loading ? <Loading /> : null}
       <ErrorNote error={tokens.error ?? error} />
       <table class="grid" aria-labelledby="tokens-h">

@@ -11,7 +11,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
 import { Choice, TimeZoneField } from '../components/forms'
-import { ErrorNote, Loading, PublicFrame, TopBar } from '../components/ui'
+import { CopyButton, ErrorNote, Loading, PublicFrame, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths, type Route } from '../lib/router'
@@ -744,14 +744,10 @@ function VerifyPanel() {
 
 /** A secret shown once (a new or rotated Dify key): kept in component state only. */
 function SecretOnce({ secret, onDone }: { secret: string; onDone: () => void }) {
-  const [copied, setCopied] = useState(false)
   return (
     <div class="secret" role="status">
       <p>{t('keyShownOnce')}</p>
-      <input readOnly aria-label={t('difyKeyValue')} value={secret} class="url" />{' '}
-      <button type="button" onClick={() => void navigator.clipboard?.writeText(secret).then(() => setCopied(true))}>
-        {copied ? t('copied') : t('copy')}
-      </button>{' '}
+      <input readOnly aria-label={t('difyKeyValue')} value={secret} class="url" /> <CopyButton text={secret} />{' '}
       <button type="button" onClick={onDone}>
         {t('done')}
       </button>

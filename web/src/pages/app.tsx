@@ -8,6 +8,7 @@ import { Dialog, ErrorNote, ErrorPage, Field, Loading, TopBar, TreeToggle } from
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths, type Route } from '../lib/router'
+import { buildTree, type TreeNode } from '../lib/tree'
 
 function NewWorkspaceButton() {
   const [open, setOpen] = useState(false)
@@ -211,6 +212,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
           </div>
           <h1 class="doc-title">{kb.data?.title ?? ''}</h1>
           {kb.data?.description ? <p>{kb.data.description}</p> : null}
+          {kb.data ? <KbContents kbId={kbId} canCreate={caps.includes('create')} onImport={() => setImporting(true)} /> : null}
         </main>
         {importing ? <ImportDialog kbId={kbId} parentId={null} onClose={() => setImporting(false)} /> : null}
         {sharing ? (
@@ -228,18 +230,107 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   )
 }
 
+/** How many documents are under ``n`` (at any depth). */
+function descendants(n: TreeNode): number {
+  return n.children.reduce((sum, c) => sum + 1 + descendants(c), 0)
+}
+
+/**
+ * A knowledge base's home: its contents as a table of contents, the top two levels of the tree
+ * (from the tree the side panel loaded: no second request) with how many documents lie deeper,
+ * so the home page says what the knowledge base holds, also on a phone where the panel is
+ * folded away. An empty knowledge base says how to start it instead.
+ */
+function KbContents(props: { kbId: string; canCreate: boolean; onImport: () => void }) {
+  const tree = useQuery(`tree:${props.kbId}`, () => api.tree(props.kbId))
+  if (!tree.data) return null
+  const nodes = buildTree(tree.data.items)
+  if (!nodes.length) {
+    return (
+      <section class="kb-empty" aria-labelledby="kb-contents-h">
+        <h2 id="kb-contents-h">{t('tree')}</h2>
+        <p>{props.canCreate ? t('kbEmptyEditor') : t('emptyTree')}</p>
+        {props.canCreate ? (
+          <button type="button" onClick={props.onImport}>
+            {t('importAction')}
+          </button>
+        ) : null}
+      </section>
+    )
+  }
+  const link = (n: TreeNode) => <a href={paths.doc(props.kbId, n.item.id)}>{n.item.title || t('untitled')}</a>
+  return (
+    <section class="kb-contents" aria-labelledby="kb-contents-h">
+      <h2 id="kb-contents-h">{t('tree')}</h2>
+      <ol>
+        {nodes.map((n) => (
+          <li key={n.item.id}>
+            {link(n)}
+            {n.children.length ? (
+              <ol>
+                {n.children.map((c) => {
+                  const more = descendants(c)
+                  return (
+                    <li key={c.item.id}>
+                      {link(c)}
+                      {more ? <span class="muted"> · {t('kbContentsMore', { n: more })}</span> : null}
+                    </li>
+                  )
+                })}
+              </ol>
+            ) : null}
+          </li>
+        ))}
+      </ol>
+    </section>
+  )
+}
+
+type Chunk = { content: string; heading_path: string[]; highlights?: number[][] | null }
+
+/** One matching chunk: its heading path, then its text. A chunk that opens its section starts
+ * with the section's heading line; that line is shown once, as the path's last heading (with its
+ * matches marked), not a second time as the start of the text. */
+function Snippet({ chunk: c }: { chunk: Chunk }) {
+  const spans = c.highlights ?? []
+  const last = c.heading_path[c.heading_path.length - 1]
+  const opens = !!last && c.content.startsWith(last + '\n')
+  const n = opens ? Array.from(last).length : 0
+  return (
+    <p class="snippet">
+      {c.heading_path.length ? (
+        <span class="muted">
+          {opens ? (
+            <>
+              {c.heading_path.slice(0, -1).map((h) => `${h} › `)}
+              <Highlighted text={c.content} spans={spans} to={n} />
+            </>
+          ) : (
+            c.heading_path.join(' › ')
+          )}
+          {': '}
+        </span>
+      ) : null}
+      <Highlighted text={c.content} spans={spans} from={opens ? n + 1 : 0} />
+    </p>
+  )
+}
+
 /**
  * A result's text with the server's highlights marked (docs/retrieval.md#grouped-results), as
  * text nodes (no HTML from the server). The spans are `[start, end)` offsets in code points
  * (Python's), so the text is indexed as code points, not UTF-16 units. Long text is cut to a
  * window that starts a little before the first highlight.
+ * Only code points ``from`` to ``to`` are shown (a chunk's heading line is shown apart).
  */
-export function Highlighted({ text, spans, max = 300 }: { text: string; spans: number[][]; max?: number }) {
+export function Highlighted(props: { text: string; spans: number[][]; max?: number; from?: number; to?: number }) {
+  const { text, spans, max = 300, from = 0 } = props
   const cps = Array.from(text)
-  const sorted = spans.filter((s) => s.length === 2 && s[1] > s[0]).sort((a, b) => a[0] - b[0])
-  const first = sorted.length ? sorted[0][0] : 0
-  const start = cps.length > max && first > max - 80 ? Math.max(0, first - 60) : 0
-  const end = Math.min(cps.length, start + max)
+  const to = Math.min(props.to ?? cps.length, cps.length)
+  const sorted = spans.filter((s) => s.length === 2 && s[1] > s[0] && s[1] > from && s[0] < to).sort((a, b) => a[0] - b[0])
+  const first = sorted.length ? Math.max(from, sorted[0][0]) : from
+  const start = to - from > max && first - from > max - 80 ? Math.max(from, first - 60) : from
+  const end = Math.min(to, start + max)
   const parts: (string | preact.JSX.Element)[] = []
   let pos = start
   for (const [s0, e0] of sorted) {
@@ -253,9 +344,9 @@ export function Highlighted({ text, spans, max = 300 }: { text: string; spans: n
   if (pos < end) parts.push(cps.slice(pos, end).join(''))
   return (
     <>
-      {start > 0 ? '…' : ''}
+      {start > from ? '…' : ''}
       {parts}
-      {end < cps.length ? '…' : ''}
+      {end < to ? '…' : ''}
     </>
   )
 }
@@ -323,10 +414,7 @@ export function SearchPage({ route }: { route: Route }) {
                 </p>
               ) : null}
               {[doc, ...(doc.snippets ?? [])].map((c) => (
-                <p class="snippet" key={c.chunk_id}>
-                  {c.heading_path.length ? <span class="muted">{c.heading_path.join(' › ')}: </span> : null}
-                  <Highlighted text={c.content} spans={c.highlights ?? []} />
-                </p>
+                <Snippet key={c.chunk_id} chunk={c} />
               ))}
             </li>
           ))}

@@ -104,12 +104,15 @@ export function VerifyEmailPage({ route }: { route: Route }) {
   const [error, setError] = useState<unknown>(null)
   useEffect(() => {
     // A POST, not a GET on page load by the server: mail scanners that prefetch links don't
-    // consume the token (only a browser running this page does).
-    api.verifyEmail({ token, invitation_token: invitation || null }).then(setResult).catch(setError)
+    // consume the token (only a browser running this page does). A link cut short (no token)
+    // is not sent: the server would only answer with a form error about a field.
+    if (token) api.verifyEmail({ token, invitation_token: invitation || null }).then(setResult).catch(setError)
   }, [token])
   return (
-    <PublicFrame title={t('emailVerified')}>
-      {!result && !error ? <p aria-busy="true">{t('verifyingEmail')}</p> : null}
+    // the title names the page's purpose, not its outcome: the outcome is the status line
+    <PublicFrame title={t('verifyEmailTitle')}>
+      {!token ? <p role="alert">{t('verifyLinkIncomplete')}</p> : null}
+      {token && !result && !error ? <p aria-busy="true">{t('verifyingEmail')}</p> : null}
       <ErrorNote error={error} />
       {result ? (
         <>
@@ -118,6 +121,13 @@ export function VerifyEmailPage({ route }: { route: Route }) {
             <a href={paths.login()}>{t('continueToSignIn')}</a>
           </p>
         </>
+      ) : null}
+      {!token || error ? (
+        // how to get a working link: signing up again with the same address mails a fresh one
+        // while the account waits for confirmation (docs/accounts.md#registration)
+        <p>
+          {t('verifyLinkHelp')} <a href="/register">{t('register')}</a> · <a href={paths.login()}>{t('signIn')}</a>
+        </p>
       ) : null}
     </PublicFrame>
   )
