@@ -370,6 +370,41 @@ def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, commi
     expect(page.get_by_role("button", name="New page")).to_be_visible()  # an editor may create pages
 
 
+def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contexts, live_server, test_home, owner):
+    """Someone who signs up through a knowledge base's invitation link confirms the address, signs
+    in and lands on that knowledge base; their home lists it (they are in no workspace)."""
+    email = unique_email("invited-kb")
+    with api(live_server, owner) as c:
+        r = c.post(f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "viewer"})
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
+    page = contexts.page()
+    page.goto(f"/invitations/{token}")
+    page.get_by_label("Display name").fill("Invited Reader")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+    expect(page.get_by_role("status")).to_contain_text("confirm your email address")
+    mail = next(
+        m.get_content() for m in reversed(outbox_messages(test_home, email)) if "/verify-email?token=" in m.get_content()
+    )
+    link = re.search(r"(/verify-email\?token=[A-Za-z0-9_-]+&invitation=[A-Za-z0-9_-]+)", mail.replace("=\n", ""))
+    assert link, mail
+    page.goto(link.group(1))
+    expect(page.get_by_role("status")).to_have_text("Your email address is confirmed.")
+    page.get_by_role("link", name="Continue to sign in").click()
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}$"))
+    expect(page.get_by_role("heading", name="Handbook", level=1)).to_be_visible()
+
+    page.get_by_role("link", name="OpenKB").click()
+    expect(page.get_by_text("You are not in any workspace yet.")).to_be_visible()
+    outside = page.get_by_role("region", name="Knowledge bases outside your workspaces")
+    expect(outside.get_by_role("link", name="Handbook")).to_have_attribute("href", f"/app/kb/{owner['kb']['id']}")
+
+
 def test_read_mode_links_internal_opens_in_app_unsafe_does_nothing(contexts, live_server, owner):
     with api(live_server, owner) as c:
         target = new_page(c, owner["kb"]["id"], "Link target", "target body\n")

@@ -53,6 +53,12 @@ function NewWorkspaceButton() {
 export function HomePage() {
   const ws = useQuery('workspaces', api.workspaces)
   const recent = useQuery('recent', () => api.recentDocuments())
+  // knowledge bases readable outside one's workspaces: shared with one as a collaborator (an
+  // invitation to one knowledge base makes no workspace member) or public ones; without this
+  // list the home page of someone invited to a knowledge base showed no way to it
+  const kbs = useQuery('kbs:all', () => api.knowledgeBases())
+  const mine = new Set((ws.data?.items ?? []).map((w) => w.id))
+  const outside = ws.data && kbs.data ? kbs.data.items.filter((k) => !mine.has(k.workspace_id)) : []
   return (
     <>
       <TopBar />
@@ -86,6 +92,18 @@ export function HomePage() {
           </ul>
           <NewWorkspaceButton />
         </section>
+        {outside.length ? (
+          <section aria-labelledby="outside-h">
+            <h2 id="outside-h">{t('outsideKnowledgeBases')}</h2>
+            <ul class="list">
+              {outside.map((k) => (
+                <li key={k.id}>
+                  <a href={paths.kb(k.id)}>{k.title}</a> {k.description ? <span class="muted">{k.description}</span> : null}
+                </li>
+              ))}
+            </ul>
+          </section>
+        ) : null}
       </main>
     </>
   )

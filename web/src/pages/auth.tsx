@@ -97,6 +97,17 @@ export function RegisterPage({ route }: { route: Route }) {
   )
 }
 
+/** Where an invitation accepted with the verification leads after sign-in: the workspace or
+ * knowledge base it opened (a document's page needs its knowledge base, which only a signed-in
+ * request can look up: home, where search finds it). */
+function invitedTo(invitation: S['VerifyOut']['invitation']): string | undefined {
+  const inv = invitation as { status?: string; object_type?: string; object_id?: string } | null | undefined
+  if (inv?.status !== 'accepted' || !inv.object_id) return undefined
+  if (inv.object_type === 'workspace') return paths.workspace(inv.object_id)
+  if (inv.object_type === 'knowledge_base') return paths.kb(inv.object_id)
+  return undefined
+}
+
 export function VerifyEmailPage({ route }: { route: Route }) {
   const token = route.query.get('token') ?? ''
   const invitation = route.query.get('invitation')
@@ -118,7 +129,7 @@ export function VerifyEmailPage({ route }: { route: Route }) {
         <>
           <p role="status">{result.user.status === 'active' ? t('emailVerified') : t('awaitingActivation')}</p>
           <p>
-            <a href={paths.login()}>{t('continueToSignIn')}</a>
+            <a href={paths.login(invitedTo(result.invitation))}>{t('continueToSignIn')}</a>
           </p>
         </>
       ) : null}
