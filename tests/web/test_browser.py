@@ -393,11 +393,16 @@ def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contex
     page.goto(link.group(1))
     expect(page.get_by_role("status")).to_have_text("Your email address is confirmed.")
     page.get_by_role("link", name="Continue to sign in").click()
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}$"))
     expect(page.get_by_role("heading", name="Handbook", level=1)).to_be_visible()
+    expect(page.get_by_role("region", name="Contents")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    assert missing == []  # not a member of its workspace: its breadcrumb asks nothing that can only be 404
 
     page.get_by_role("link", name="OpenKB").click()
     expect(page.get_by_text("You are not in any workspace yet.")).to_be_visible()

@@ -4,7 +4,7 @@
  */
 import { useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, loadingCsrf, setCsrfToken, type S } from '../api/client'
-import { invalidate } from './query'
+import { invalidate, useQuery, type Query } from './query'
 
 export type SessionState = { status: 'loading' } | { status: 'anonymous' } | { status: 'signed-in'; me: S['MeOut'] }
 
@@ -81,4 +81,19 @@ export function useSession(): SessionState {
     }
   }, [])
   return state
+}
+
+/**
+ * The workspace of a knowledge base, for a breadcrumb: fetched only when the signed-in user can
+ * open it, i.e. is one of its members (``me.workspaces``: being an administrator grants no
+ * content access, docs/permissions.md#administrators). Someone who reads the knowledge base as its
+ * collaborator, or because it is public, is no member of its workspace: asking would only get a
+ * 404 (a console error on every page of that knowledge base).
+ */
+export function useWorkspaceOf(kb: { workspace_id: string } | undefined): Query<S['WorkspaceOut']> {
+  const s = useSession()
+  const id = kb?.workspace_id
+  const me = s.status === 'signed-in' ? s.me : null
+  const may = !!id && !!me && me.workspaces.some((w) => w.id === id)
+  return useQuery(may ? `workspace:${id}` : null, () => api.workspace(id!))
 }

@@ -24,6 +24,7 @@ import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
 import { invalidate, prefetch, settled, useQuery } from '../lib/query'
 import { navigate, paths, setLeaveGuard, type Route } from '../lib/router'
+import { useWorkspaceOf } from '../lib/session'
 import { headings } from '../lib/tree'
 
 const DEBOUNCE_MS = 800
@@ -178,7 +179,7 @@ export function DocumentPage({ route }: { route: Route }) {
   void loadEditor() // the biggest download: with the document request, not after it
   const doc = useQuery(`doc:${docId}`, () => api.document(docId))
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
-  const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  const ws = useWorkspaceOf(kb.data)
   if (doc.error) {
     const back = kb.data ? { href: paths.kb(kbId), label: kb.data.title } : { href: paths.home(), label: t('homeTitle') }
     return <ErrorPage error={doc.error} back={back} />

@@ -8,6 +8,7 @@ import { Dialog, ErrorNote, ErrorPage, Field, Loading, TopBar, TreeToggle } from
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths, type Route } from '../lib/router'
+import { useWorkspaceOf } from '../lib/session'
 import { buildTree, type TreeNode } from '../lib/tree'
 
 function NewWorkspaceButton() {
@@ -196,7 +197,7 @@ export function WorkspacePage({ route }: { route: Route }) {
 export function KnowledgeBasePage({ route }: { route: Route }) {
   const kbId = route.params.kbId
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
-  const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  const ws = useWorkspaceOf(kb.data)
   const [sharing, setSharing] = useState(false)
   const [importing, setImporting] = useState(false)
   const [treeOpen, setTreeOpen] = useState(false)

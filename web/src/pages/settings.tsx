@@ -14,6 +14,7 @@ import { ErrorNote, Field, Loading, TopBar } from '../components/ui'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths, type Route } from '../lib/router'
+import { useWorkspaceOf } from '../lib/session'
 
 const VISIBILITIES = ['private', 'workspace', 'public'] as const
 type Visibility = (typeof VISIBILITIES)[number]
@@ -209,7 +210,7 @@ function KbIndex({ kbId }: { kbId: string }) {
 export function KbSettingsPage({ route }: { route: Route }) {
   const kbId = route.params.kbId
   const kb = useQuery(`kb:${kbId}`, () => api.knowledgeBase(kbId))
-  const ws = useQuery(kb.data ? `workspace:${kb.data.workspace_id}` : null, () => api.workspace(kb.data!.workspace_id))
+  const ws = useWorkspaceOf(kb.data)
   const [sharing, setSharing] = useState(false)
   const caps = kb.data?.capabilities ?? []
   return (
