@@ -33,7 +33,7 @@ from openkb.content.changes import record_change
 from openkb.errors import HashMismatch, NotAPage, NotFound, ValidationError, VersionConflict
 from openkb.exporting.forms import export_form_row
 from openkb.jobs import enqueue_after_commit
-from openkb.models import Document, DocumentVersion
+from openkb.models import Document, DocumentVersion, User
 from openkb.models._base import utcnow
 from openkb.permissions import Action, Principal, access_document
 
@@ -334,19 +334,27 @@ def version_out(v: DocumentVersion, *, with_markdown: bool = False) -> dict[str,
 def list_versions(
     session: Session, principal: Principal, doc_id: uuid.UUID, *, limit: int = 50, before_no: int | None = None
 ) -> list[dict[str, Any]]:
+    """Newest first, with each version's author by display name: a history says who changed a
+    page (a reader of the page sees the names of those who wrote it, never their addresses).
+    A deleted author keeps the name deletion gives it (docs/accounts.md#deleting-a-user)."""
     access_document(session, principal, doc_id, Action.READ)
     limit = max(1, min(int(limit), 500))
-    q = select(
-        DocumentVersion.id,
-        DocumentVersion.document_id,
-        DocumentVersion.version_no,  # type: ignore[call-overload]
-        DocumentVersion.title,
-        DocumentVersion.markdown_hash,
-        DocumentVersion.source_type,
-        DocumentVersion.created_by,
-        DocumentVersion.created_at,
-        func.char_length(DocumentVersion.markdown).label("chars"),
-    ).where(col(DocumentVersion.document_id) == doc_id)
+    q = (
+        select(
+            DocumentVersion.id,
+            DocumentVersion.document_id,
+            DocumentVersion.version_no,  # type: ignore[call-overload]
+            DocumentVersion.title,
+            DocumentVersion.markdown_hash,
+            DocumentVersion.source_type,
+            DocumentVersion.created_by,
+            User.display_name.label("created_by_name"),  # type: ignore[attr-defined]
+            DocumentVersion.created_at,
+            func.char_length(DocumentVersion.markdown).label("chars"),
+        )
+        .outerjoin(User, col(User.id) == col(DocumentVersion.created_by))
+        .where(col(DocumentVersion.document_id) == doc_id)
+    )
     if before_no is not None:
         q = q.where(col(DocumentVersion.version_no) < before_no)
     rows = session.exec(q.order_by(col(DocumentVersion.version_no).desc()).limit(limit)).all()

@@ -468,6 +468,9 @@ class VersionSummary(Out):
     markdown_hash: str
     source_type: str
     created_at: datetime
+    created_by: uuid.UUID | None = Field(None, description="the author's user id")
+    created_by_name: str | None = Field(None, description="the author's display name (in the version list)")
+    chars: int | None = Field(None, description="the body's length in characters (in the version list)")
 
 
 class VersionList(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from openkb.models import User
 from tests.content.http_world import recording_queue, sha
 
 
@@ -168,6 +169,14 @@ def test_save_conflict_identical_hash_and_dialect(w):
     assert q.jobs == []
     versions = w.c["owner"].get(f"/api/documents/{page['id']}/versions").json()["items"]
     assert [v["version_no"] for v in versions] == [2, 1]
+    # each with its author by display name (never an address) and its length, for the history
+    with w.committed() as s:
+        owner_name = s.get(User, w.users["owner"]).display_name
+    assert [(v["created_by"], v["created_by_name"], v["chars"]) for v in versions] == [
+        (str(w.users["owner"]), owner_name, 5),
+        (str(w.users["owner"]), owner_name, 5),
+    ]
+    assert not any("@" in str(value) for v in versions for value in v.values())
 
     r = w.c["owner"].post(
         f"/api/documents/{page['id']}/versions",

@@ -503,12 +503,20 @@ def test_version_history_view_and_restore(contexts, live_server, owner):
             },
         )
         assert r.status_code == 201, r.text
+        name = c.get("/api/auth/me").json()["user"]["display_name"]
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
     expect(editor(page)).to_contain_text("second words")
     page.get_by_role("button", name="More").click()
     page.get_by_role("menuitem", name="Version history").click()
     dialog = page.get_by_role("dialog", name="Version history")
+    # who wrote each version, how long it is, which one is current
+    expect(dialog.get_by_role("listitem")).to_have_text(
+        [
+            re.compile(rf"^Version 2 · current {re.escape(name)} · .+ · 13 characters View$"),
+            re.compile(rf"^Version 1 {re.escape(name)} · .+ · 12 characters View\s*Restore$"),
+        ]
+    )
     first = dialog.get_by_role("listitem").filter(has_text="Version 1")
     first.get_by_role("button", name="View").click()
     expect(dialog.get_by_role("region", name="Version 1")).to_contain_text("first words")

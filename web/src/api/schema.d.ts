@@ -6322,10 +6322,25 @@ export interface components {
         /** VersionDetail */
         VersionDetail: {
             /**
+             * Chars
+             * @description the body's length in characters (in the version list)
+             */
+            chars?: number | null;
+            /**
              * Created At
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Created By
+             * @description the author's user id
+             */
+            created_by?: string | null;
+            /**
+             * Created By Name
+             * @description the author's display name (in the version list)
+             */
+            created_by_name?: string | null;
             /**
              * Id
              * Format: uuid
@@ -6377,10 +6392,25 @@ export interface components {
         /** VersionSummary */
         VersionSummary: {
             /**
+             * Chars
+             * @description the body's length in characters (in the version list)
+             */
+            chars?: number | null;
+            /**
              * Created At
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Created By
+             * @description the author's user id
+             */
+            created_by?: string | null;
+            /**
+             * Created By Name
+             * @description the author's display name (in the version list)
+             */
+            created_by_name?: string | null;
             /**
              * Id
              * Format: uuid

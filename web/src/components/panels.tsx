@@ -18,7 +18,18 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
         <ul class="list">
           {versions.data?.items.map((v) => (
             <li key={v.id}>
-              <span>{t('versionLabel', { no: v.version_no })}</span> <span class="muted">{new Date(v.created_at).toLocaleString()}</span>{' '}
+              <span>{t('versionLabel', { no: v.version_no })}</span>
+              {v.id === props.doc.current_version_id ? <strong> · {t('versionCurrent')}</strong> : null}{' '}
+              <span class="muted">
+                {[
+                  v.created_by_name,
+                  new Date(v.created_at).toLocaleString(),
+                  v.source_type !== 'manual' ? t(`versionSource_${v.source_type}` as MessageKey) : null,
+                  v.chars != null ? t('versionChars', { n: v.chars }) : null,
+                ]
+                  .filter(Boolean)
+                  .join(' · ')}
+              </span>{' '}
               <button type="button" onClick={() => api.version(props.doc.id, v.id).then(setShown).catch(setError)}>
                 {t('view')}
               </button>
