@@ -75,6 +75,7 @@ PAGES = (
     "/app/{rest:path}",
     "/admin",
     "/admin/{tab}",
+    "/admin/milvus/rebuild-jobs",  # the index tab at its rebuilds (the product's route list)
     "/invitations/{token}",
     "/share/{token}",
     "/share/{token}/docs/{doc_id}",

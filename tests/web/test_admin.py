@@ -26,6 +26,28 @@ def test_a_member_gets_the_not_found_page(contexts, committed):
     expect(page.get_by_role("table")).to_have_count(0)
 
 
+@pytest.mark.parametrize(
+    ("path", "tab"),
+    [
+        ("/admin/auth-settings", "Registration"),
+        ("/admin/audit-logs", "Audit log"),
+        ("/admin/milvus", "Milvus & index"),
+        ("/admin/milvus/rebuild-jobs", "Milvus & index"),
+    ],
+)
+def test_the_console_routes_of_the_product_open_their_tabs(contexts, committed, path, tab):
+    """The addresses the product's route list gives the console open the tab that holds them."""
+    admin = make_login_user(committed, role="tenant_admin")
+    page = contexts.page()
+    sign_in(page, admin.email)
+    page.goto(path)
+    expect(page.get_by_role("navigation", name="Admin console").get_by_role("link", name=tab)).to_have_attribute(
+        "aria-current", "page"
+    )
+    if path.endswith("/rebuild-jobs"):
+        expect(page.get_by_role("heading", name="Rebuilds")).to_be_in_viewport()
+
+
 def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, live_server, http, committed):
     admin = make_login_user(committed, role="tenant_admin")
     pending = make_login_user(committed, status="pending_activation")

@@ -28,7 +28,7 @@ const PATTERNS: [string, RegExp][] = [
   ['account-entities', /^\/app\/account\/entities$/],
   ['kb-settings', /^\/app\/kb\/(?<kbId>[^/]+)\/settings$/],
   ['workspace-settings', /^\/app\/workspaces\/(?<workspaceId>[^/]+)\/settings$/],
-  ['admin', /^\/admin(?:\/(?<tab>[^/]+))?\/?$/],
+  ['admin', /^\/admin(?:\/(?<tab>[^/]+|milvus\/rebuild-jobs))?\/?$/],
   ['document', /^\/app\/kb\/(?<kbId>[^/]+)\/docs\/(?<docId>[^/]+)$/],
   ['kb', /^\/app\/kb\/(?<kbId>[^/]+)$/],
   ['root', /^\/$/],

@@ -26,6 +26,14 @@ export function isAdmin(me: S['MeOut']): boolean {
 
 const TABS = ['users', 'registration', 'audit', 'imports', 'index', 'dify', 'mcp', 'groups'] as const
 type Tab = (typeof TABS)[number]
+/** The console's addresses in the product's route list (docs/web.md#admin-console), each the tab
+ * that holds it: a bookmark or a link from the docs opens the right tab, not the users list. */
+const ALIASES: Record<string, Tab> = {
+  'auth-settings': 'registration',
+  'audit-logs': 'audit',
+  milvus: 'index',
+  'milvus/rebuild-jobs': 'index',
+}
 
 function Pager(props: { offset: number; total: number; limit: number; onOffset: (o: number) => void }) {
   const { offset, total, limit } = props
@@ -476,10 +484,15 @@ function NewProfileForm({ onCreated, onError }: { onCreated: () => void; onError
   )
 }
 
-function IndexTab() {
+function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
   const status = useQuery('admin:milvus:status', api.milvusStatus)
   const profiles = useQuery('admin:milvus:profiles', api.milvusProfiles)
   const jobs = useQuery('admin:milvus:jobs', api.rebuildJobs)
+  const loaded = !!jobs.data
+  useEffect(() => {
+    // opened as /admin/milvus/rebuild-jobs: at the rebuilds, once they are on the page
+    if (atRebuilds && loaded) document.getElementById('rebuild-jobs')?.scrollIntoView()
+  }, [atRebuilds, loaded])
   const hist = useQuery('admin:milvus:history', api.aliasHistory)
   const [error, setError] = useState<unknown>(null)
   const [switchAfter, setSwitchAfter] = useState(true)
@@ -569,7 +582,7 @@ function IndexTab() {
         <input id="switch-after" type="checkbox" checked={switchAfter} onChange={(e) => setSwitchAfter((e.target as HTMLInputElement).checked)} />
         <label for="switch-after">{t('switchWhenHealthy')}</label>
       </div>
-      <h3>{t('rebuildJobs')}</h3>
+      <h3 id="rebuild-jobs">{t('rebuildJobs')}</h3>
       <ul class="list" aria-label={t('rebuildJobs')}>
         {jobList.map((j) => (
           <li key={j.id}>
@@ -1124,7 +1137,9 @@ export function AdminPage({ route }: { route: Route }) {
         <a href={paths.home()}>{t('homeTitle')}</a>
       </PublicFrame>
     )
-  const tab = (TABS as readonly string[]).includes(route.params.tab ?? '') ? (route.params.tab as Tab) : 'users'
+  const asked = route.params.tab ?? ''
+  const named = ALIASES[asked] ?? asked
+  const tab = (TABS as readonly string[]).includes(named) ? (named as Tab) : 'users'
   return (
     <>
       <TopBar>
@@ -1148,7 +1163,7 @@ export function AdminPage({ route }: { route: Route }) {
         ) : null}
         {tab === 'audit' ? <AuditTab /> : null}
         {tab === 'imports' ? <ImportsTab /> : null}
-        {tab === 'index' ? <IndexTab /> : null}
+        {tab === 'index' ? <IndexTab atRebuilds={asked === 'milvus/rebuild-jobs'} /> : null}
         {tab === 'dify' ? <DifyTab /> : null}
         {tab === 'mcp' ? <McpTab /> : null}
         {tab === 'groups' ? <GroupsTab /> : null}
