@@ -77,8 +77,17 @@ def search_cmd(
                 r["title"],
                 r["path"],
                 " / ".join(r["heading_path"]),
-                " ".join(r["content"].split())[:80],
+                _passage(r["content"], r["heading_path"])[:80],
             )
             for r in rows
         ],
     )
+
+
+def _passage(content: str, heading_path: list[str]) -> str:
+    """A passage on one line, without the heading line it opens with when it opens its section:
+    the heading column shows that heading already."""
+    last = heading_path[-1] if heading_path else None
+    if last and content.startswith(last + "\n"):
+        content = content[len(last) + 1 :]
+    return " ".join(content.split())

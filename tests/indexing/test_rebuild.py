@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -412,6 +413,18 @@ def test_cli_status_search_as_user_and_key_refusal(env):
     got = _cli(["search", word, "--as", email, "--json"])
     assert got.returncode == 0, got.stderr
     assert [r["document_id"] for r in json.loads(got.stdout)["results"]][:1] == [str(doc.id)]
+    # the table: the passage after its heading, which the heading column shows (not twice)
+    shown = subprocess.run(
+        [sys.executable, "-m", "cli.main", "search", word, "--as", email, "--top-k", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if word in line)
+    assert re.search(rf"│ CLI\s+│ {word} from the command line\.\s+│", row), shown.stdout
     bad = _cli(["profile", "create", "x", "--model", "m", "--dim", "8", "--param", "api_key=sk-abcdefghijk"])
     assert bad.returncode == 2 and "credential" in bad.stderr and "Traceback" not in bad.stderr
 
