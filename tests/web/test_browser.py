@@ -609,6 +609,36 @@ def test_a_snippet_that_opens_its_section_shows_the_heading_once(contexts, live_
     expect(item.locator("mark")).to_have_text([word, word])
 
 
+@pytest.mark.usefixtures("worker")
+def test_the_knowledge_base_home_lists_what_was_updated_last(contexts, live_server, committed, owner):
+    """Its *Recently updated* list is the search service's empty query on the knowledge base:
+    newest first, only what the reader may read (a private page is not listed for a member)."""
+    member = make_login_user(committed)
+    with api(live_server, owner) as c:
+        r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"user_id": str(member.user_id), "role": "member"})
+        assert r.status_code == 201, r.text
+        kb = new_kb(c, owner, "Recent shelf")
+        first = new_page(c, kb["id"], "Older notes", "old\n")
+        second = new_page(c, kb["id"], "Newer notes", "new\n")
+        hidden = new_page(c, kb["id"], "Private notes", "mine\n")
+        r = c.put(f"/api/documents/{hidden['id']}", json={"permission_mode": "custom", "visibility": "private"})
+        assert r.status_code == 200, r.text
+        for doc in (first, second, hidden):
+            _wait_indexed(c, doc["id"])
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{kb['id']}")
+    recent = page.get_by_role("region", name="Recently updated")
+    expect(recent.get_by_role("link")).to_have_text(["Private notes", "Newer notes", "Older notes"])
+    recent.get_by_role("link", name="Older notes").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{kb['id']}/docs/{first['id']}$"))
+
+    other = contexts.page()
+    sign_in(other, member.email, next_path=f"/app/kb/{kb['id']}")
+    expect(other.get_by_role("region", name="Recently updated").get_by_role("link")).to_have_text(
+        ["Newer notes", "Older notes"]
+    )
+
+
 def test_the_knowledge_base_home_lists_its_contents_or_how_to_start(contexts, live_server, owner):
     """The home page of a knowledge base lists the top two levels of its tree, with how many
     documents lie deeper; an empty one tells an editor how to add the first pages."""

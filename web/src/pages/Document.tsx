@@ -269,6 +269,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       setSaves((n) => n + 1)
       setIdx({ status: res.index_status })
       invalidate(`tree:${kbId}`)
+      invalidate('recent') // the home page's and the knowledge base's recent lists (dropped while not shown)
       if (latest.current.markdown !== md || (latest.current.title.trim() || t('untitled')) !== ti) {
         setSave('dirty')
         schedule()
@@ -414,6 +415,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       })
       // the server stores the normalized form: show what was stored
       const fresh = await api.document(doc.id)
+      invalidate('recent')
       replaceText(fresh.markdown ?? '', res.version_id, fresh.title)
       setIdx({ status: fresh.index_status, error: fresh.index_error })
       setMode('edit')

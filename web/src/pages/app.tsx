@@ -231,6 +231,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
           </div>
           <h1 class="doc-title">{kb.data?.title ?? ''}</h1>
           {kb.data?.description ? <p>{kb.data.description}</p> : null}
+          {kb.data ? <KbRecent kbId={kbId} /> : null}
           {kb.data ? <KbContents kbId={kbId} canCreate={caps.includes('create')} onImport={() => setImporting(true)} /> : null}
         </main>
         {importing ? <ImportDialog kbId={kbId} parentId={null} onClose={() => setImporting(false)} /> : null}
@@ -246,6 +247,30 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
         ) : null}
       </div>
     </>
+  )
+}
+
+/**
+ * The pages of a knowledge base most recently updated, newest first: an empty search, which the
+ * search service answers with the recently updated documents the caller may read
+ * (docs/retrieval.md), so the list goes through the same permission check as every result.
+ */
+function KbRecent({ kbId }: { kbId: string }) {
+  const recent = useQuery(`recent:kb:${kbId}`, () => api.search({ query: '', knowledge_base_ids: [kbId], top_k: 5 }))
+  const items = recent.data?.results ?? []
+  if (!items.length) return null
+  return (
+    <section class="kb-recent" aria-labelledby="kb-recent-h">
+      <h2 id="kb-recent-h">{t('recentlyUpdated')}</h2>
+      <ul class="list">
+        {items.map((r) => (
+          <li key={r.document_id}>
+            <a href={paths.doc(kbId, r.document_id)}>{r.title}</a>{' '}
+            {r.updated_at ? <span class="muted">{new Date(r.updated_at).toLocaleString()}</span> : null}
+          </li>
+        ))}
+      </ul>
+    </section>
   )
 }
 
