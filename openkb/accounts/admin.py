@@ -20,7 +20,7 @@ from sqlmodel import Session, col, select
 
 from openkb.accounts import email_tokens
 from openkb.accounts.sessions import revoke_user_sessions
-from openkb.accounts.users import AdminScope, access_admin
+from openkb.accounts.users import ADMIN_ROLES, AdminScope, access_admin
 from openkb.audit import record_audit
 from openkb.errors import Conflict, NotFound, PermissionDenied, ValidationError
 from openkb.models import AuditLog, Tenant, TenantMembership, User
@@ -115,9 +115,8 @@ def access_user(
 
 
 def _any_administrator(session: Session) -> bool:
-    return bool(
-        session.exec(select(exists().where(col(TenantMembership.role).in_(("system_admin", "tenant_admin"))))).one()
-    )
+    """Whether anyone holds an administrator role (``ADMIN_ROLES``) in any tenant."""
+    return bool(session.exec(select(exists().where(col(TenantMembership.role).in_(ADMIN_ROLES)))).one())
 
 
 def is_system_admin(session: Session, user_id: uuid.UUID) -> bool:

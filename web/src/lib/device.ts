@@ -1,5 +1,5 @@
 /**
- * A person's name for the device behind a session, from its User-Agent ("Firefox 133 on
+ * A person's name for the device behind a session, from its User-Agent ("Firefox 133 ·
  * Windows"), for the account page's session list: the raw string is what the server stores
  * (docs/accounts.md#login-and-sessions) and stays in the row's tooltip.
  *

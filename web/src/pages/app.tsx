@@ -257,6 +257,8 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
  */
 function KbRecent({ kbId }: { kbId: string }) {
   const recent = useQuery(`recent:kb:${kbId}`, () => api.search({ query: '', knowledge_base_ids: [kbId], top_k: 5 }))
+  // nothing to show, or search unavailable (Milvus down answers 503): the list is left out and
+  // the contents below still say what the knowledge base holds
   const items = recent.data?.results ?? []
   if (!items.length) return null
   return (
