@@ -14,6 +14,11 @@ Safety (docs/importing.md#bad-input):
 * a file over the upload limit (``max_upload_bytes``) fails as oversize without being read;
 * hidden files and folders (``.obsidian``, ``.git``, ``.DS_Store``) and ``__MACOSX`` are skipped:
   they are tool state, not content.
+
+Names in a zip: only entries flagged UTF-8 say their encoding. Python reads every other name as
+code page 437, which turns ``会议.md`` from a Linux or macOS zip (UTF-8 without the flag) or from
+a Chinese Windows zip (GBK) into mojibake pages. ``_zip_names`` recovers them
+(docs/importing.md#zip-file-names).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import stat
 import unicodedata
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -202,6 +208,106 @@ def _inside(p: Path, root_real: Path) -> bool:
     return real == root_real or root_real in real.parents
 
 
+_UNICODE_PATH_FIELD = 0x7075  # Info-ZIP's Unicode Path extra field: version, CRC-32 of the name, UTF-8 name
+
+
+def _unicode_path(info: zipfile.ZipInfo, raw: bytes) -> str | None:
+    """The UTF-8 name some zip tools (Info-ZIP, 7-Zip, WinRAR) keep beside a legacy one, if it
+    still belongs to that name (its CRC-32 matches: a renaming tool may have left it stale)."""
+    extra, i = info.extra, 0
+    while i + 4 <= len(extra):
+        kind, size = int.from_bytes(extra[i : i + 2], "little"), int.from_bytes(extra[i + 2 : i + 4], "little")
+        body = extra[i + 4 : i + 4 + size]
+        if kind == _UNICODE_PATH_FIELD and len(body) > 5 and body[0] == 1:
+            if int.from_bytes(body[1:5], "little") == zlib.crc32(raw):
+                try:
+                    return body[5:].decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+        i += 4 + size
+    return None
+
+
+def _chinese(name: str) -> bool:
+    """Whether every non-ASCII character of ``name`` is one a Chinese file name holds: CJK
+    ideographs, CJK and full-width punctuation, the middle dot and curly quotes. GB18030 decodes
+    most byte strings into something, so this is what tells a GBK name from a code-page-437 one
+    (``Año`` from a Western Windows zip reads as a private-use character)."""
+    for c in name:
+        o = ord(c)
+        if o < 0x80 or o in (0xB7, 0xD7):
+            continue
+        if not (
+            0x3400 <= o <= 0x4DBF  # CJK Extension A
+            or 0x4E00 <= o <= 0x9FFF  # CJK Unified Ideographs
+            or 0xF900 <= o <= 0xFAFF  # CJK Compatibility Ideographs
+            or 0x3000 <= o <= 0x303F  # CJK Symbols and Punctuation
+            or 0xFF00 <= o <= 0xFFEF  # Halfwidth and Fullwidth Forms
+            or 0x2010 <= o <= 0x2027  # dashes, curly quotes, ellipsis
+        ):
+            return False
+    return True
+
+
+def _gb2312_share(raws: list[bytes]) -> float:
+    """The share of the two-byte characters in ``raws`` that GB2312 holds (lead byte 0xA1-0xF7,
+    trail 0xA1-0xFE): the characters of everyday Chinese names. Code-page-437 names read as
+    GBK land outside it (an accented letter is 0x80-0xA5 and is followed by a letter), so a
+    Western ``Über.md`` is not taken for the rare ideograph GB18030 makes of it."""
+    pairs = inside = 0
+    for raw in raws:
+        i = 0
+        while i < len(raw):
+            if raw[i] < 0x80:
+                i += 1
+                continue
+            pairs += 1
+            if i + 1 < len(raw) and 0xA1 <= raw[i] <= 0xF7 and 0xA1 <= raw[i + 1] <= 0xFE:
+                inside += 1
+            i += 2
+    return inside / pairs if pairs else 0.0
+
+
+def _zip_names(infos: list[zipfile.ZipInfo]) -> dict[int, str]:
+    """Each entry's name, by position: as stored when the entry is flagged UTF-8 (bit 11);
+    otherwise from its Unicode Path field when it has a valid one; otherwise the stored bytes
+    decoded once for the whole archive, as the first of these that fits every such name:
+    UTF-8 (Linux and macOS tools write it without the flag), GB18030 when every name then reads
+    as Chinese and nearly all of their characters are everyday ones (Windows in Chinese writes
+    GBK), and code page 437, the format's default. Other legacy code pages (Shift-JIS, Big5)
+    are not guessed: their names stay as code page 437 reads them."""
+    names: dict[int, str] = {}
+    legacy: dict[int, bytes] = {}
+    for n, info in enumerate(infos):
+        if info.flag_bits & 0x800:
+            names[n] = info.filename
+            continue
+        raw = info.orig_filename.encode("cp437")  # zipfile decoded the stored bytes as cp437: undo it
+        unicode = _unicode_path(info, raw)
+        if unicode is not None:
+            names[n] = unicode
+        elif raw.isascii():
+            names[n] = info.filename
+        else:
+            legacy[n] = raw
+    if legacy:
+        decoded: dict[int, str] | None = None
+        for encoding in ("utf-8", "gb18030"):
+            try:
+                decoded = {n: raw.decode(encoding) for n, raw in legacy.items()}
+            except UnicodeDecodeError:
+                continue
+            if encoding == "utf-8" or (
+                all(_chinese(v) for v in decoded.values()) and _gb2312_share(list(legacy.values())) >= 0.9
+            ):
+                break
+            decoded = None
+        names |= (
+            {n: v.split("\0", 1)[0] for n, v in decoded.items()} if decoded else {n: infos[n].filename for n in legacy}
+        )
+    return names
+
+
 def _zip(z: zipfile.ZipFile, name: str, max_file_bytes: int) -> Source:
     infos = z.infolist()
     if len(infos) > MAX_ZIP_ENTRIES:
@@ -214,8 +320,9 @@ def _zip(z: zipfile.ZipFile, name: str, max_file_bytes: int) -> Source:
     src = Source(_nfc(PurePosixPath(name).stem), _zip=z)
     seen: dict[str, str] = {}
     dirs: set[str] = set()
-    for info in infos:
-        raw = info.filename
+    names = _zip_names(infos)
+    for n, info in enumerate(infos):
+        raw = names[n]
         clean = raw.replace("\\", "/")
         parts = [p for p in clean.split("/") if p not in ("", ".")]
         if clean.startswith("/") or ".." in parts or (parts and len(parts[0]) == 2 and parts[0][1] == ":"):

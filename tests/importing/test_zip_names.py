@@ -1,0 +1,120 @@
+"""Names in a zip that does not flag them UTF-8 (docs/importing.md#zip-file-names): Linux's and
+macOS's zip tools write UTF-8 without the flag, Windows in Chinese writes GBK; Python reads both
+as code page 437. The import recovers the real names, and still leaves a Western Windows zip's
+names as code page 437 reads them."""
+
+from __future__ import annotations
+
+import io
+import struct
+import unicodedata
+import zipfile
+import zlib
+
+import pytest
+from sqlmodel import Session
+
+from openkb.importing.sources import source_from_bytes
+from openkb.models import Document, DocumentVersion
+from tests.importing.conftest import by_path
+
+
+def legacy_zip(members: dict[bytes, bytes], *, unicode_path: dict[bytes, str] | None = None) -> bytes:
+    """A zip whose names are the given bytes, stored as they are and not flagged UTF-8 (what
+    Info-ZIP without a UTF-8 locale, macOS's Archive Utility and Windows' Explorer write). A
+    name in ``unicode_path`` also gets an Info-ZIP Unicode Path field with that name."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, (raw, data) in enumerate(members.items()):
+            info = zipfile.ZipInfo(f"~{n}~".ljust(len(raw), "~"))  # a same-length ASCII stand-in, swapped below
+            if unicode_path and raw in unicode_path:
+                name = unicode_path[raw].encode()
+                body = b"\x01" + struct.pack("<I", zlib.crc32(raw)) + name
+                info.extra = struct.pack("<HH", 0x7075, len(body)) + body
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    out = buf.getvalue()
+    for n, raw in enumerate(members):
+        stand_in = f"~{n}~".ljust(len(raw), "~").encode()
+        assert out.count(stand_in) == 2  # the local header and the central directory
+        out = out.replace(stand_in, raw)
+    return out
+
+
+def names(data: bytes) -> set[str]:
+    src = source_from_bytes(data, "export.zip", 10 << 20)
+    try:
+        return {e.rel for e in src.entries}
+    finally:
+        src.close()
+
+
+def test_utf8_names_without_the_flag_are_read_as_utf8():
+    """Linux's zip and macOS (which also writes NFD: the page keys are NFC)."""
+    nfd = unicodedata.normalize("NFD", "Café/résumé.md").encode()
+    data = legacy_zip({"笔记/会议纪要.md".encode(): b"# a\n", nfd: b"# b\n", b"plain.md": b"# c\n"})
+    assert names(data) == {"笔记", "笔记/会议纪要.md", "Café", "Café/résumé.md", "plain.md"}
+
+
+def test_gbk_names_from_windows_in_chinese_are_read_as_gbk():
+    data = legacy_zip(
+        {"项目/会议纪要（第一次）.md".encode("gbk"): b"# a\n", "项目/周报·草稿.md".encode("gbk"): b"# b\n"}
+    )
+    assert names(data) == {"项目", "项目/会议纪要（第一次）.md", "项目/周报·草稿.md"}
+
+
+@pytest.mark.parametrize("name", ["Über.md", "naïve.md", "Año.md", "Résumé.md"])
+def test_a_western_windows_zip_stays_code_page_437(name):
+    """GB18030 reads ``Über`` as a rare ideograph and ``naïve`` as 'na媣e': those are not taken
+    for Chinese names (their bytes are no everyday GB2312 characters)."""
+    assert names(legacy_zip({name.encode("cp437"): b"# a\n"})) == {name}
+
+
+def test_one_archive_one_encoding():
+    """A name only GB18030 fits does not turn the UTF-8 names of the same archive into GBK, and
+    one UTF-8 name among GBK ones does not either: the archive is read with one code page."""
+    mixed = legacy_zip({"会议.md".encode(): b"# a\n", "会议.md".encode("gbk") + b"x": b"# b\n"})
+    got = names(mixed)
+    assert "会议.md" not in got  # no single code page fits both: both stay as code page 437 reads them
+    assert got == {"会议.md".encode().decode("cp437"), ("会议.md".encode("gbk") + b"x").decode("cp437")}
+
+
+def test_the_unicode_path_field_wins_when_it_belongs_to_the_name():
+    raw = "会议.md".encode("gbk")
+    data = legacy_zip({raw: b"# a\n", b"Other.md": b"# b\n"}, unicode_path={raw: "会议纪要.md"})
+    assert names(data) == {"会议纪要.md", "Other.md"}
+    stale = legacy_zip({b"renamed.md": b"# a\n"}, unicode_path={b"renamed.md": "x"})
+    body = stale.replace(struct.pack("<I", zlib.crc32(b"renamed.md")), struct.pack("<I", zlib.crc32(b"other")))
+    assert names(body) == {"renamed.md"}  # a field left from before a rename is ignored
+
+
+def test_flagged_utf8_names_are_kept_as_they_are():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("目录/页面.md", "# a\n")  # Python flags non-ASCII names UTF-8
+    assert names(buf.getvalue()) == {"目录", "目录/页面.md"}
+
+
+def test_a_gbk_zip_imports_with_its_chinese_titles_and_tree(world, tmp_path):
+    archive = tmp_path / "windows.zip"
+    archive.write_bytes(
+        legacy_zip(
+            {
+                "会议/周会纪要.md".encode("gbk"): "# 周会\n\n见[待办](待办.md)。\n".encode(),
+                "会议/待办.md".encode("gbk"): "# 待办\n\n- 一\n".encode(),
+            }
+        )
+    )
+    rep = world.run(archive, kb=world.new_kb())
+    got = by_path(rep)
+    assert {p: f.status for p, f in got.items()} == {
+        "会议": "created",
+        "会议/周会纪要.md": "created",
+        "会议/待办.md": "created",
+    }
+    with Session(world.engine) as s:
+        page = s.get(Document, got["会议/周会纪要.md"].document_id)
+        folder = s.get(Document, page.parent_id)
+        assert (page.title, folder.title) == ("周会纪要", "会议")
+        body = s.get(DocumentVersion, page.current_version_id).markdown
+        assert f"openkb://document/{got['会议/待办.md'].document_id}" in body  # the link between them holds
