@@ -145,10 +145,11 @@ def freshness(ctx, engine, writer, who, kb_id, n: int) -> dict[str, float]:
     from openkb.jobs import set_queue
     from openkb.retrieval import search
     from workers import tasks
+    from workers.consumer import build_consumer
     from workers.queue import HueyQueue, get_huey
 
     tasks.set_context(ctx)
-    consumer = get_huey().create_consumer(workers=2, worker_type="thread", periodic=False, check_worker_health=False)
+    consumer = build_consumer(get_huey(), workers=2, periodic=False, check_worker_health=False)
     consumer.start()
     set_queue(HueyQueue())
     times: list[float] = []

@@ -252,11 +252,12 @@ def worker(app_ctx):
     """A real huey consumer (threads) in this process, consuming the test queue file."""
 
     from workers import tasks
+    from workers.consumer import build_consumer
     from workers.queue import get_huey
 
     tasks.set_context(app_ctx)
     huey = get_huey()
-    consumer = huey.create_consumer(workers=2, worker_type="thread", periodic=False, check_worker_health=False)
+    consumer = build_consumer(huey, workers=2, periodic=False, check_worker_health=False)
     # Consumer.run() installs signal handlers (main thread only); start its threads directly.
     consumer.start()
     yield huey

@@ -18,6 +18,7 @@ from openkb.errors import ServiceUnavailable
 from openkb.jobs import enqueue_after_commit
 from openkb.models import AuditLog
 from workers import tasks
+from workers.consumer import build_consumer
 from workers.queue import HueyQueue, build_huey, get_huey
 
 FLAKY: Counter[str] = Counter()
@@ -52,9 +53,7 @@ def queue(request, app_ctx, tmp_path_factory):
     consumers = []
     for h in hueys:
         tasks.register(h)
-        c = h.create_consumer(
-            workers=2, worker_type="thread", periodic=False, check_worker_health=False, scheduler_interval=1
-        )
+        c = build_consumer(h, workers=2, periodic=False, check_worker_health=False, scheduler_interval=1)
         c.start()
         consumers.append(c)
     # the enqueueing side: the last registered task (its huey shares the storage with the other)
