@@ -43,7 +43,7 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -367,6 +367,30 @@ def _parent_rel(rel: str) -> str:
     return posixpath.dirname(rel)
 
 
+def _ancestors(rel: str) -> Iterator[str]:
+    d = _parent_rel(rel)
+    while d:
+        yield d
+        d = _parent_rel(d)
+
+
+def _folders_to_write(
+    folders: list[Entry], source: Source, page_rels: set[str], existing: dict[str, Any], prefix: str
+) -> list[Entry]:
+    """The source's folders less those that hold files but no page: an ``attachments/`` or
+    ``img/`` folder whose images all became assets of the pages showing them would be an empty
+    folder in the tree (docs/importing.md#what-becomes-what). A folder with no file at all is
+    kept (someone made it), and so is one an earlier run created (a re-run never drops it)."""
+    with_files: set[str] = set()
+    with_pages: set[str] = set()
+    for e in source.entries:
+        if not e.is_dir:
+            with_files.update(_ancestors(e.rel))
+    for rel in page_rels:
+        with_pages.update(_ancestors(rel))
+    return [e for e in folders if e.rel in with_pages or e.rel not in with_files or prefix + e.rel + "/" in existing]
+
+
 def authorize_import(
     session: Session, principal: Principal, knowledge_base_id: uuid.UUID, target_id: uuid.UUID | None
 ) -> None:
@@ -464,6 +488,7 @@ def run_import(
     keys += [prefix + e.rel for e in source.entries if not e.is_dir and e.rel not in by_rel]
     with units() as s:
         existing = _existing(s, knowledge_base_id, prefix)
+    folders = _folders_to_write(folders, source, {p.rel for p in pages}, existing, prefix)
     for p in pages:
         if p.markdown is not None:
             row = existing.get(prefix + p.rel)

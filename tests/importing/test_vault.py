@@ -151,9 +151,8 @@ def test_dry_run_writes_nothing_and_revert_removes_pages_and_assets(world, tmp_p
     (tmp_path / "page.md").write_text("# Page\n\n![a](img/a.png)\n")
     dry = world.run(tmp_path, kb=kb, dry_run=True)
     assert {f.path: f.status for f in dry.files} == {
-        "img": "would_create",
         "page.md": "would_create",
-        "img/a.png": "asset",
+        "img/a.png": "asset",  # img/ holds no page: no empty folder for it
     }
     with Session(world.engine) as s:
         assert not s.exec(select(Document).where(col(Document.knowledge_base_id) == kb.id)).all()
@@ -171,3 +170,34 @@ def test_dry_run_writes_nothing_and_revert_removes_pages_and_assets(world, tmp_p
         ).all()
         assert s.get(DocumentAsset, asset.id) is None
     assert not (world.blobs.root / key).exists()
+
+
+def test_a_folder_of_shown_images_only_is_not_made_an_empty_folder(world, tmp_path):
+    """Obsidian's ``attachments/`` or a site's ``img/``: every image in it became an asset of the
+    page that shows it, so the folder would sit empty in the tree. A folder that holds nothing at
+    all is kept (someone made it), and so is one an earlier import created."""
+    kb = world.new_kb()
+    (tmp_path / "notes" / "img").mkdir(parents=True)
+    (tmp_path / "notes" / "img" / "a.png").write_bytes(png("blue"))
+    (tmp_path / "attachments" / "deep").mkdir(parents=True)
+    (tmp_path / "attachments" / "deep" / "b.png").write_bytes(png())
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes" / "page.md").write_text("# Page\n\n![a](img/a.png) ![b](../attachments/deep/b.png)\n")
+    got = {f.path: f.status for f in world.run(tmp_path, kb=kb).files}
+    assert got == {
+        "notes": "created",
+        "empty": "created",
+        "notes/page.md": "created",
+        "notes/img/a.png": "asset",
+        "attachments/deep/b.png": "asset",
+    }
+    with Session(world.engine) as s:
+        titles = set(s.exec(select(Document.title).where(col(Document.knowledge_base_id) == kb.id)).all())
+    assert titles == {"notes", "empty", "page"}
+    # a folder an earlier import created stays, and a re-run with --prune does not trash it
+    (tmp_path / "notes" / "img" / "c.png").write_bytes(png("green"))  # nobody shows it: a page
+    again = {f.path: f.status for f in world.run(tmp_path, kb=kb).files}
+    assert again["notes/img"] == "created" and again["notes/img/c.png"] == "created"
+    (tmp_path / "notes" / "img" / "c.png").unlink()
+    pruned = {f.path: f.status for f in world.run(tmp_path, kb=kb, prune=True).files}
+    assert pruned["notes/img"] == "unchanged" and pruned["notes/img/c.png"] == "trashed"
