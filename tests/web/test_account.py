@@ -106,7 +106,7 @@ def test_sessions_and_password_change(contexts, live_server, committed):
 
     page.get_by_label("Current password").fill(PASSWORD)
     page.get_by_role("button", name="Change password").click()
-    expect(page.get_by_role("status")).to_contain_text("1 other session(s) were signed out")
+    expect(page.get_by_role("status")).to_contain_text("1 other session was signed out")
     expect(sessions.get_by_role("row")).to_have_count(2)
     assert elsewhere.get("/api/auth/me").status_code == 401
     elsewhere.close()

@@ -31,7 +31,7 @@ def test_admin_manages_a_group_and_its_members(contexts, live_server, committed)
     add.get_by_role("button", name="Add member").click()
     table = page.get_by_role("table", name=f"Members of {name}")
     expect(table.get_by_role("row").filter(has_text=person.email)).to_have_count(1)
-    expect(page.get_by_text("1 member(s)")).to_be_visible()
+    expect(page.get_by_text("1 member")).to_be_visible()
 
     page.once("dialog", lambda d: d.accept(name + " renamed"))
     page.get_by_role("button", name=f"Rename {name}").click()

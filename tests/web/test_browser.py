@@ -151,6 +151,8 @@ def test_register_verify_create_and_autosave(contexts, live_server, committed, t
 
     page.get_by_role("link", name="OpenKB").click()
     expect(page.get_by_role("link", name="Welcome")).to_be_visible()  # recent documents on the home page
+    workspaces = page.get_by_role("region", name="My workspaces")
+    expect(workspaces.get_by_role("listitem").filter(has_text="Browser team")).to_contain_text("Owner")  # not "owner"
 
 
 def test_language_follows_the_browser_and_can_be_switched(contexts):

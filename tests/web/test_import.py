@@ -52,7 +52,7 @@ def test_import_from_the_knowledge_base_page_and_by_drop(contexts, live_server, 
         ]
     )
     expect(dialog.get_by_role("list", name="Files to import").get_by_role("listitem")).to_have_count(3)
-    dialog.get_by_role("button", name="Import 3 file(s)").click()
+    dialog.get_by_role("button", name="Import 3 files").click()
     status = dialog.get_by_role("status", name="Import progress")
     expect(status).to_contain_text("Import finished; some files failed.", timeout=120_000)
     expect(status).to_contain_text("2 created")
@@ -85,7 +85,7 @@ def test_import_from_the_knowledge_base_page_and_by_drop(contexts, live_server, 
     dialog = page.get_by_role("dialog", name="Import files and folders")
     expect(dialog).to_contain_text("Into the folder “Inbox”.")
     expect(dialog.get_by_role("list", name="Files to import")).to_contain_text("Dropped note.md")
-    dialog.get_by_role("button", name="Import 1 file(s)").click()
+    dialog.get_by_role("button", name="Import 1 file").click()
     expect(dialog.get_by_role("status", name="Import progress")).to_contain_text("Import finished.", timeout=120_000)
     dialog.get_by_role("table", name="Import results").get_by_role("link", name="Dropped note.md").click()
     expect(page.get_by_role("main")).to_contain_text("拖放导入")

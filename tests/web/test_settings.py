@@ -60,7 +60,7 @@ def test_kb_owner_settings_trash_and_no_model_setting(contexts, live_server, com
     page.reload()
     expect(page.get_by_test_id("kb-index-failed")).to_have_text("1")
     page.get_by_role("button", name="Retry failed pages").click()
-    expect(page.get_by_role("status")).to_have_text("1 page(s) queued again.")
+    expect(page.get_by_role("status")).to_have_text("1 page queued again.")
     expect(page.get_by_test_id("kb-index-failed")).to_have_text("0")
 
     # the whole page, in both languages, offers nothing about models or Milvus

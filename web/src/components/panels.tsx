@@ -88,7 +88,7 @@ function InvitationsSection(props: { objectType: ObjectType; objectId: string })
       <ul class="list">
         {list.data?.items.map((i) => (
           <li key={i.id}>
-            <span>{t(`role_${i.role}` as MessageKey)}</span> <span class="tag">{i.status}</span>{' '}
+            <span>{t(`role_${i.role}` as MessageKey)}</span> <span class="tag">{t(`invitationStatus_${i.status}` as MessageKey)}</span>{' '}
             <span class="muted">{t('invitationUses', { used: i.used_count })}</span>{' '}
             {i.expires_at ? <span class="tag">{t('linkExpiresAt', { date: new Date(i.expires_at).toLocaleString() })}</span> : null}
             {i.pending_requests > 0 ? (

@@ -92,14 +92,14 @@ const en = {
   importChooseFiles: 'Choose files…',
   importChooseFolder: 'Choose a folder…',
   importSelected: 'Files to import',
-  importStart: 'Import {n} file(s)',
+  importStart: 'Import {n} {n|file|files}',
   importProgress: 'Import progress',
   importQueued: 'Waiting for a worker to start the import…',
   importConverting: 'Converting {done} of {total}: {current}',
   importSaving: 'Saving {done} of {total}: {current}',
   importDone: 'Import finished.',
   importDoneWithFailures: 'Import finished; some files failed.',
-  importCounts: '{created} created, {updated} updated, {unchanged} unchanged, {failed} failed, {warnings} warning(s).',
+  importCounts: '{created} created, {updated} updated, {unchanged} unchanged, {failed} failed, {warnings} {warnings|warning|warnings}.',
   importResults: 'Import results',
   importFile: 'File',
   importStatus: 'Result',
@@ -167,7 +167,7 @@ const en = {
   historyEmpty: 'No versions.',
   versionLabel: 'Version {no}',
   versionCurrent: 'current',
-  versionChars: '{n} characters',
+  versionChars: '{n} {n|character|characters}',
   versionSource_upload: 'uploaded',
   versionSource_import: 'imported',
   versionSource_api: 'saved through the API',
@@ -197,7 +197,7 @@ const en = {
   invitationRequireApproval: 'I approve each acceptance',
   invitationMaxUses: 'Maximum uses (optional)',
   invitationCreated: 'Invitation link:',
-  invitationUses: '{used} uses',
+  invitationUses: '{used} {used|use|uses}',
   invitationPending: '{n} waiting for approval',
   approve: 'Approve',
   reject: 'Reject',
@@ -241,7 +241,7 @@ const en = {
   saved: 'Saved',
   changePassword: 'Change password',
   currentPassword: 'Current password',
-  passwordChanged: 'Password changed. {n} other session(s) were signed out.',
+  passwordChanged: 'Password changed. {n} other {n|session was|sessions were} signed out.',
   sessions: 'Sessions',
   device: 'Device',
   lastSeen: 'Last active',
@@ -269,7 +269,7 @@ const en = {
   scope_facts_read: 'facts about you and your contacts',
   expiry: 'Expires',
   expires: 'Expires',
-  inDays: 'in {n} days',
+  inDays: 'in {n} {n|day|days}',
   never: 'Never',
   status: 'Status',
   lastUsed: 'Last used',
@@ -449,6 +449,20 @@ const en = {
   role_admin: 'Admin',
   role_member: 'Member',
   role_guest: 'Guest',
+  role_system_admin: 'System admin',
+  role_tenant_admin: 'Tenant admin',
+  invitationStatus_pending: 'open',
+  invitationStatus_accepted: 'accepted',
+  invitationStatus_rejected: 'rejected',
+  invitationStatus_expired: 'expired',
+  invitationStatus_revoked: 'revoked',
+  invitationStatus_awaiting_approval: 'awaiting approval',
+  profileStatus_building: 'building',
+  profileStatus_ready: 'ready',
+  profileStatus_active: 'active',
+  profileStatus_deprecated: 'deprecated',
+  profileStatus_failed: 'failed',
+  profileStatus_dropped: 'dropped',
   roleOf: 'Role of {name}',
   removeMemberConfirm: 'Remove this member from the workspace?',
   addMember: 'Add member',
@@ -463,7 +477,7 @@ const en = {
   makeMemberNamed: 'Make {name} a member',
   deleteUserNamed: 'Delete {name}',
   deleteUserConfirm: 'Delete {name}? The account is anonymized and can no longer sign in; their sessions, tokens, connected applications and memberships end. What they wrote stays.',
-  successorPrompt: '{name} owns {workspaces} workspace(s) and {objects} knowledge base(s) or page(s). Email of the active user who takes them over:',
+  successorPrompt: '{name} owns {workspaces} {workspaces|workspace|workspaces} and {objects} {objects|knowledge base or page|knowledge bases or pages}. Email of the active user who takes them over:',
   successorNotFound: 'No active user with the email {email}.',
   verifyTitle: 'Verify and repair',
   verifyHelp: 'Compares the active collection with PostgreSQL row by row (missing, extra and stale rows); repair re-syncs what differs. It runs in the background: you may leave this page.',
@@ -475,7 +489,7 @@ const en = {
   verifyStatus_succeeded: 'finished',
   verifyStatus_failed: 'failed',
   verifyPhase: 'comparing: {done} of {total} pages',
-  verifyPhaseRepair: 'repairing {total} document(s)…',
+  verifyPhaseRepair: 'repairing {total} {total|document|documents}…',
   verifyOk: 'in sync',
   verifyRepaired: 'repaired',
   verifyDiffers: 'differs',
@@ -489,10 +503,10 @@ const en = {
   wsDeleteHelp: 'Deleting removes the workspace, its empty knowledge bases, every membership and invitation link; members lose access at once. It cannot be undone, so it is possible only once its knowledge bases hold no pages (move them to the trash and purge them first).',
   wsDeleteConfirm: 'This cannot be undone. Type the workspace name ({name}) to delete it:',
   wsDeleteMismatch: 'The name does not match; nothing was deleted.',
-  wsNotEmpty: 'Not deleted: its {kbs} knowledge base(s) still hold {docs} page(s) or folder(s), counting the trash. Empty them first.',
+  wsNotEmpty: 'Not deleted: its {kbs} {kbs|knowledge base still holds|knowledge bases still hold} {docs} {docs|page or folder|pages or folders}, counting the trash. Empty {kbs|it|them} first.',
   groupCreate: 'Create group',
   groupName: 'Group name',
-  groupMemberCount: '{n} member(s)',
+  groupMemberCount: '{n} {n|member|members}',
   groupRenameNamed: 'Rename {name}',
   groupRenamePrompt: 'New name for {name}:',
   groupDeleteNamed: 'Delete {name}',
@@ -513,7 +527,7 @@ const en = {
   kbDelete: 'Delete knowledge base',
   kbDeleteHelp: 'Deleting removes the knowledge base with its collaborators, share links and invitation links, for good. It is possible only once it holds no pages (move them to the trash and purge them first); to keep it out of the way instead, archive it.',
   kbDeleteConfirm: 'This cannot be undone. Type the knowledge base title ({name}) to delete it:',
-  kbNotEmpty: 'Not deleted: it still holds {docs} page(s) or folder(s), counting the trash. Empty it first.',
+  kbNotEmpty: 'Not deleted: it still holds {docs} {docs|page or folder|pages or folders}, counting the trash. Empty it first.',
   tenant: 'Tenant',
   mcpTitle: 'MCP clients',
   mcpClients: 'Registered OAuth clients',
@@ -526,7 +540,7 @@ const en = {
   kbIndexPending: 'Pages waiting',
   kbIndexFailed: 'Pages that failed',
   kbIndexRetry: 'Retry failed pages',
-  kbIndexQueued: '{n} page(s) queued again.',
+  kbIndexQueued: '{n} {n|page|pages} queued again.',
   adminTab_dify: 'Dify',
   difyTitle: 'Dify external knowledge',
   difyEndpoint: 'Endpoint to paste into Dify:',
@@ -1004,6 +1018,20 @@ const zhCN: Record<MessageKey, string> = {
   role_admin: '管理员',
   role_member: '成员',
   role_guest: '访客',
+  role_system_admin: '系统管理员',
+  role_tenant_admin: '租户管理员',
+  invitationStatus_pending: '有效',
+  invitationStatus_accepted: '已接受',
+  invitationStatus_rejected: '已拒绝',
+  invitationStatus_expired: '已过期',
+  invitationStatus_revoked: '已撤销',
+  invitationStatus_awaiting_approval: '待审批',
+  profileStatus_building: '构建中',
+  profileStatus_ready: '就绪',
+  profileStatus_active: '使用中',
+  profileStatus_deprecated: '已弃用',
+  profileStatus_failed: '失败',
+  profileStatus_dropped: '已删除',
   roleOf: '{name} 的角色',
   removeMemberConfirm: '将此成员移出空间？',
   addMember: '添加成员',
@@ -1147,9 +1175,25 @@ export function setLang(l: Lang): void {
   listeners.forEach((f) => f())
 }
 
+/**
+ * A message with its variables filled in. `{name}` is the variable's value; `{n|one|other}`
+ * is the form the language's plural rules choose for the number `n` ("1 file", "2 files";
+ * Chinese has one form and its messages need no such part).
+ */
 export function t(key: MessageKey, vars: Record<string, string | number> = {}): string {
   const text = TABLES[current][key] ?? en[key]
-  return text.replace(/\{(\w+)\}/g, (_, k: string) => (k in vars ? String(vars[k]) : `{${k}}`))
+  return text
+    .replace(/\{(\w+)\|([^|{}]*)\|([^|{}]*)\}/g, (_, k: string, one: string, other: string) =>
+      plurals(current).select(Number(vars[k])) === 'one' ? one : other,
+    )
+    .replace(/\{(\w+)\}/g, (_, k: string) => (k in vars ? String(vars[k]) : `{${k}}`))
+}
+
+const pluralRules = new Map<Lang, Intl.PluralRules>()
+function plurals(l: Lang): Intl.PluralRules {
+  let rules = pluralRules.get(l)
+  if (!rules) pluralRules.set(l, (rules = new Intl.PluralRules(l)))
+  return rules
 }
 
 /** A message for an API error code when the table has one, else the generic text. */

@@ -127,7 +127,7 @@ function UsersTab() {
               <td>{u.display_name}</td>
               <td>{t(`userStatus_${u.status}` as MessageKey)}</td>
               <td class="small">{u.tenant_slug}</td>
-              <td>{u.role}</td>
+              <td>{t(`role_${u.role}` as MessageKey)}</td>
               <td>{when(u.created_at)}</td>
               {u.id === meId ? (
                 // the server refuses an administrator's own status, role or deletion: no button that can only fail
@@ -550,7 +550,7 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
                 {p.name} <span class="muted">{p.collection}</span>
                 {p.active ? <strong> {t('activeMark')}</strong> : null}
               </td>
-              <td>{p.status}</td>
+              <td>{t(`profileStatus_${p.status}` as MessageKey)}</td>
               <td>{p.vector_dim || '—'}</td>
               <td class="small">
                 {[p.functions.embedding, p.functions.bm25, p.functions.rerank]

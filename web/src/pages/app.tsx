@@ -87,7 +87,7 @@ export function HomePage() {
           <ul class="list">
             {ws.data?.items.map((w) => (
               <li key={w.id}>
-                <a href={paths.workspace(w.id)}>{w.name}</a> <span class="muted">{w.role}</span>
+                <a href={paths.workspace(w.id)}>{w.name}</a> <span class="muted">{t(`role_${w.role}` as MessageKey)}</span>
               </li>
             ))}
           </ul>
@@ -187,8 +187,10 @@ export function WorkspacePage({ route }: { route: Route }) {
             </li>
           ))}
         </ul>
-        {ws.data && ws.data.role !== 'guest' ? <NewKnowledgeBaseButton workspaceId={id} /> : null}
-        {ws.data && (ws.data.role === 'owner' || ws.data.role === 'admin') ? <a href={paths.workspaceSettings(id)}>{t('settings')}</a> : null}
+        <div class="page-actions">
+          {ws.data && ws.data.role !== 'guest' ? <NewKnowledgeBaseButton workspaceId={id} /> : null}
+          {ws.data && (ws.data.role === 'owner' || ws.data.role === 'admin') ? <a href={paths.workspaceSettings(id)}>{t('settings')}</a> : null}
+        </div>
       </main>
     </>
   )
