@@ -88,6 +88,10 @@ def test_workspace_owner_renames_and_adds_a_member(contexts, live_server, commit
     expect(page.get_by_role("status")).to_have_text("Saved")
 
     add = page.get_by_role("form", name="Add member")
+    nobody = f"nobody-{uuid.uuid4().hex[:6]}@example.com"
+    add.get_by_label("Email").fill(nobody)
+    add.get_by_role("button", name="Add member").click()
+    expect(page.get_by_role("alert")).to_contain_text(f"No account uses {nobody}.")  # not a bare "Not found."
     add.get_by_label("Email").fill(other.email)
     add.get_by_label("Role").select_option("guest")
     add.get_by_role("button", name="Add member").click()

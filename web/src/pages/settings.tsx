@@ -320,7 +320,8 @@ function WsMembers({ ws }: { ws: S['WorkspaceOut'] }) {
               setEmail('')
               done()
             })
-            .catch(setError)
+            // the workspace is there (this page loaded it): a 404 is the address, which no account uses
+            .catch((e) => setError(e instanceof ApiError && e.code === 'NOT_FOUND' ? new ApiError(404, { error: 'NO_SUCH_ACCOUNT', detail: email }) : e))
         }}
       >
         <label>
