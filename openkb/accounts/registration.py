@@ -43,7 +43,7 @@ from openkb.errors import (
     RegistrationInviteRequired,
     ValidationError,
 )
-from openkb.models import AuthSettings, Invitation, Tenant, TenantMembership, User
+from openkb.models import AuthSettings, Document, Invitation, Tenant, TenantMembership, User
 from openkb.models._base import utcnow
 from openkb.permissions.principal import Principal
 
@@ -111,13 +111,20 @@ def _accept_invitation(session: Session, user: User, tenant_id: uuid.UUID, token
             result = accept_invitation(session, token, Principal.user(user, tenant_id))
     except OpenKBError as exc:
         return {"status": "failed", "error": exc.code, "detail": exc.detail}
-    return {
+    out = {
         "status": result.status,
         "invitation_id": str(result.invitation.id),
         "object_type": result.invitation.object_type,
         "object_id": str(result.invitation.object_id),
         "role": result.invitation.role,
     }
+    if result.invitation.object_type == "document" and result.status == "accepted":
+        # where the page lives, so the web app can lead there after sign-in (a page's address
+        # names its knowledge base); an accepted invitation made it readable to this user
+        doc = session.get(Document, result.invitation.object_id)
+        if doc is not None:
+            out["knowledge_base_id"] = str(doc.knowledge_base_id)
+    return out
 
 
 def grant_first_admin(

@@ -372,15 +372,9 @@ def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, commi
     expect(page.get_by_role("button", name="New page")).to_be_visible()  # an editor may create pages
 
 
-def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contexts, live_server, test_home, owner):
-    """Someone who signs up through a knowledge base's invitation link confirms the address, signs
-    in and lands on that knowledge base; their home lists it (they are in no workspace)."""
-    email = unique_email("invited-kb")
-    with api(live_server, owner) as c:
-        r = c.post(f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "viewer"})
-        assert r.status_code == 201, r.text
-        token = r.json()["token"]
-    page = contexts.page()
+def _sign_up_through_invitation(page, token: str, email: str, test_home) -> list[str]:
+    """Open an invitation link, sign up, follow the mailed verification link, sign in; returns
+    the URLs that answered 404 from the sign-in on."""
     page.goto(f"/invitations/{token}")
     page.get_by_label("Display name").fill("Invited Reader")
     page.get_by_label("Email").fill(email)
@@ -388,7 +382,9 @@ def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contex
     page.get_by_role("button", name="Create account").click()
     expect(page.get_by_role("status")).to_contain_text("confirm your email address")
     mail = next(
-        m.get_content() for m in reversed(outbox_messages(test_home, email)) if "/verify-email?token=" in m.get_content()
+        m.get_content()
+        for m in reversed(outbox_messages(test_home, email))
+        if "/verify-email?token=" in m.get_content()
     )
     link = re.search(r"(/verify-email\?token=[A-Za-z0-9_-]+&invitation=[A-Za-z0-9_-]+)", mail.replace("=\n", ""))
     assert link, mail
@@ -400,6 +396,44 @@ def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contex
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
+    return missing
+
+
+def test_an_invitation_to_a_page_leads_to_it_after_verification(contexts, live_server, test_home, owner):
+    """A page shared by invitation (its own permissions): after confirming the address and signing
+    in, the invited person lands on the page, not on an empty home."""
+    email = unique_email("invited-doc")
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Shared plan", "The plan.\n")
+        assert c.put(f"/api/documents/{doc['id']}", json={"permission_mode": "custom"}).status_code == 200
+        r = c.post(f"/api/objects/document/{doc['id']}/invitations", json={"role": "viewer"})
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
+    page = contexts.page()
+    missing = _sign_up_through_invitation(page, token, email, test_home)
+    expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}/docs/{doc['id']}$"))
+    expect(page.get_by_role("heading", name="Shared plan", level=1)).to_be_visible()
+    # the knowledge base itself is not theirs to read: its side panel holds this page alone
+    panel = page.get_by_role("navigation", name="Contents")
+    expect(panel).to_contain_text("Shared with you: this page")
+    expect(panel.get_by_role("treeitem")).to_have_text(["Shared plan"])
+    expect(panel.get_by_text("Not found.")).to_have_count(0)
+    expect(panel.get_by_role("link", name="Knowledge base home")).to_have_count(0)
+    page.wait_for_load_state("networkidle")
+    kb_api = f"/api/knowledge-bases/{owner['kb']['id']}"
+    assert {urlsplit(u).path for u in missing} <= {kb_api, kb_api + "/tree"}  # asked, refused: nothing else
+
+
+def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contexts, live_server, test_home, owner):
+    """Someone who signs up through a knowledge base's invitation link confirms the address, signs
+    in and lands on that knowledge base; their home lists it (they are in no workspace)."""
+    email = unique_email("invited-kb")
+    with api(live_server, owner) as c:
+        r = c.post(f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "viewer"})
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
+    page = contexts.page()
+    missing = _sign_up_through_invitation(page, token, email, test_home)
     expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}$"))
     expect(page.get_by_role("heading", name="Handbook", level=1)).to_be_visible()
     expect(page.get_by_role("region", name="Contents")).to_be_visible()
@@ -600,13 +634,19 @@ def test_a_snippet_that_opens_its_section_shows_the_heading_once(contexts, live_
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Heading once", f"# Rollout {word}\n\nSteps to ship the {word} build.\n")
         _wait_indexed(c, doc["id"])
-        hit = next(r for r in c.post("/api/search", json={"query": word}).json()["results"] if r["document_id"] == doc["id"])
+        hit = next(
+            r for r in c.post("/api/search", json={"query": word}).json()["results"] if r["document_id"] == doc["id"]
+        )
     assert hit["heading_path"] == [f"Rollout {word}"]
     assert hit["content"].startswith(f"Rollout {word}\n")  # the case this test is about
     page = contexts.page()
     sign_in(page, owner["email"])
     page.goto(f"/app/search?q={word}")
-    item = page.get_by_role("list", name="Results").get_by_role("listitem").filter(has=page.get_by_role("link", name="Heading once"))
+    item = (
+        page.get_by_role("list", name="Results")
+        .get_by_role("listitem")
+        .filter(has=page.get_by_role("link", name="Heading once"))
+    )
     expect(item.locator(".snippet")).to_have_text(f"Rollout {word}: Steps to ship the {word} build.")
     expect(item.locator("mark")).to_have_text([word, word])
 
@@ -617,7 +657,9 @@ def test_the_knowledge_base_home_lists_what_was_updated_last(contexts, live_serv
     newest first, only what the reader may read (a private page is not listed for a member)."""
     member = make_login_user(committed)
     with api(live_server, owner) as c:
-        r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"user_id": str(member.user_id), "role": "member"})
+        r = c.post(
+            f"/api/workspaces/{owner['ws']['id']}/members", json={"user_id": str(member.user_id), "role": "member"}
+        )
         assert r.status_code == 201, r.text
         kb = new_kb(c, owner, "Recent shelf")
         first = new_page(c, kb["id"], "Older notes", "old\n")

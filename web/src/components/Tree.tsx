@@ -11,7 +11,7 @@
  * with the dragged item left out of the count.
  */
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api } from '../api/client'
+import { api, ApiError } from '../api/client'
 import { t } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths } from '../lib/router'
@@ -313,6 +313,24 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
         </li>
       )
     })
+
+  // A page readable through its own collaborators (an invitation to that page) inside a
+  // knowledge base the reader may not read: the tree answers 404. Its panel then holds that page
+  // alone, with no link to the knowledge base's home or export, which would only say "Not found".
+  if (tree.error instanceof ApiError && tree.error.status === 404 && currentId) {
+    return (
+      <nav class="sidebar" aria-label={t('tree')}>
+        <p class="muted small">{t('treeThisPageOnly')}</p>
+        <ul role="tree" aria-label={t('tree')}>
+          <li role="treeitem" aria-current="page" aria-selected="true">
+            <div class="row current">
+              <span class="label">{props.currentTitle}</span>
+            </div>
+          </li>
+        </ul>
+      </nav>
+    )
+  }
 
   return (
     <nav

@@ -101,10 +101,11 @@ export function RegisterPage({ route }: { route: Route }) {
  * knowledge base it opened (a document's page needs its knowledge base, which only a signed-in
  * request can look up: home, where search finds it). */
 function invitedTo(invitation: S['VerifyOut']['invitation']): string | undefined {
-  const inv = invitation as { status?: string; object_type?: string; object_id?: string } | null | undefined
+  const inv = invitation as { status?: string; object_type?: string; object_id?: string; knowledge_base_id?: string } | null | undefined
   if (inv?.status !== 'accepted' || !inv.object_id) return undefined
   if (inv.object_type === 'workspace') return paths.workspace(inv.object_id)
   if (inv.object_type === 'knowledge_base') return paths.kb(inv.object_id)
+  if (inv.object_type === 'document' && inv.knowledge_base_id) return paths.doc(inv.knowledge_base_id, inv.object_id)
   return undefined
 }
 
