@@ -143,6 +143,9 @@ def test_a_dify_key_from_the_console_works_on_retrieval_until_revoked(contexts, 
     expect(row.get_by_role("cell", name="revoked", exact=True)).to_be_visible()
     r = httpx.post(live_server + "/retrieval", json=ask, headers=headers, timeout=30)
     assert r.status_code == 403 and r.json()["error_code"] == 1002
+    page.get_by_label("Language").select_option("zh-CN")  # states are words of the interface, not API values
+    row = page.get_by_role("row").filter(has_text="dify prod")  # the table's name is Chinese now too
+    expect(row.get_by_role("cell", name="已撤销", exact=True)).to_be_visible()
 
 
 def test_admin_disables_an_mcp_client_and_revokes_a_grant(contexts, live_server, committed, app_ctx):

@@ -587,7 +587,7 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
         {jobList.map((j) => (
           <li key={j.id}>
             <span class="job-status" data-status={j.status}>
-              {j.status}
+              {t(`rebuildStatus_${j.status}` as MessageKey)}
             </span>{' '}
             {j.target_collection}{' '}
             {j.total_chunks ? <progress max={j.total_chunks} value={j.processed_chunks ?? 0} aria-label={t('rebuildProgress')} /> : null}{' '}
@@ -822,7 +822,7 @@ function DifyTab() {
           {keys.data?.items.map((k) => (
             <tr key={k.id}>
               <td>{k.name}</td>
-              <td>{k.status}</td>
+              <td>{t(`state_${k.status}` as MessageKey)}</td>
               <td class="small">{k.knowledge_base_ids.join(' ') || '—'}</td>
               <td>{k.top_k_limit}</td>
               <td>{k.expires_at ? when(k.expires_at) : t('never')}</td>
@@ -918,7 +918,7 @@ function DifyTab() {
             <tr key={m.id}>
               <td>{m.knowledge_id}</td>
               <td class="small">{m.knowledge_base_id}</td>
-              <td>{m.status}</td>
+              <td>{t(`state_${m.status}` as MessageKey)}</td>
               <td>
                 <button type="button" onClick={() => act(m.status === 'active' ? api.disableDifyMapping(m.id) : api.enableDifyMapping(m.id))}>
                   {m.status === 'active' ? t('disable') : t('enable')}
@@ -975,7 +975,7 @@ function McpTab() {
               <td>
                 {c.client_name} <span class="muted small">{c.client_id}</span>
               </td>
-              <td>{c.status}</td>
+              <td>{t(`state_${c.status}` as MessageKey)}</td>
               <td>{c.active_grants}</td>
               <td>{c.live_tokens}</td>
               <td>{when(c.last_used_at)}</td>
