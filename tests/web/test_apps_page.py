@@ -63,7 +63,7 @@ def test_switches_changes_and_uninstall(contexts, live_server, committed):
     )
     page.get_by_role("button", name="Uninstall").click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_contain_text("1 documents")
+    expect(dialog).to_contain_text("1 document, 0 collections and")
     dialog.get_by_label("Delete them too (you can undo this)").check()
     dialog.get_by_role("button", name="Uninstall").click()
     expect(page.get_by_role("status")).to_contain_text("was uninstalled")

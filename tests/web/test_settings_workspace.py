@@ -45,7 +45,9 @@ def test_transfer_ownership_then_delete(contexts, live_server, committed):
     ) as refused:
         other.get_by_role("button", name="Delete workspace").click()
     assert refused.value.status == 409
-    expect(other.get_by_role("alert")).to_contain_text("still hold 1 page(s)")
+    expect(other.get_by_role("alert")).to_contain_text(
+        "its 1 knowledge base still holds 1 page or folder, counting the trash. Empty it first."
+    )
     with login(live_server, owner.email) as c:  # the knowledge base's owner (private: the heir can't see it)
         assert c.delete(f"/api/documents/{doc['id']}").status_code in (200, 204)
         assert c.delete(f"/api/trash/{doc['id']}").status_code == 200

@@ -328,7 +328,7 @@ const en = {
   apps_revertNamed: 'Revert: {name}',
   apps_uninstall: 'Uninstall',
   apps_uninstallNamed: 'Uninstall {name}',
-  apps_contributed: 'It contributed {documents} documents, {collections} collections and {facts} facts.',
+  apps_contributed: 'It contributed {documents} {documents|document|documents}, {collections} {collections|collection|collections} and {facts} {facts|fact|facts}.',
   apps_whatToDo: 'What happens to them',
   apps_keep: 'Keep them (they stay yours)',
   apps_deleteToo: 'Delete them too (you can undo this)',
