@@ -372,9 +372,14 @@ def test_a_mailed_invitation_accepted_by_a_new_user(contexts, live_server, commi
     expect(page.get_by_role("button", name="New page")).to_be_visible()  # an editor may create pages
 
 
-def _sign_up_through_invitation(page, token: str, email: str, test_home) -> list[str]:
-    """Open an invitation link, sign up, follow the mailed verification link, sign in; returns
-    the URLs that answered 404 from the sign-in on."""
+def _sign_up_through_invitation(page, live_server, owner, object_ref: str, email: str, test_home) -> list[str]:
+    """The owner invites to ``object_ref`` ("knowledge_base/<id>", "document/<id>"); the page opens
+    the link, signs up, follows the mailed verification link and signs in. Returns the URLs that
+    answered 404 from the sign-in on."""
+    with api(live_server, owner) as c:
+        r = c.post(f"/api/objects/{object_ref}/invitations", json={"role": "viewer"})
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
     page.goto(f"/invitations/{token}")
     page.get_by_label("Display name").fill("Invited Reader")
     page.get_by_label("Email").fill(email)
@@ -406,11 +411,8 @@ def test_an_invitation_to_a_page_leads_to_it_after_verification(contexts, live_s
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Shared plan", "The plan.\n")
         assert c.put(f"/api/documents/{doc['id']}", json={"permission_mode": "custom"}).status_code == 200
-        r = c.post(f"/api/objects/document/{doc['id']}/invitations", json={"role": "viewer"})
-        assert r.status_code == 201, r.text
-        token = r.json()["token"]
     page = contexts.page()
-    missing = _sign_up_through_invitation(page, token, email, test_home)
+    missing = _sign_up_through_invitation(page, live_server, owner, f"document/{doc['id']}", email, test_home)
     expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}/docs/{doc['id']}$"))
     expect(page.get_by_role("heading", name="Shared plan", level=1)).to_be_visible()
     # the knowledge base itself is not theirs to read: its side panel holds this page alone
@@ -428,12 +430,10 @@ def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contex
     """Someone who signs up through a knowledge base's invitation link confirms the address, signs
     in and lands on that knowledge base; their home lists it (they are in no workspace)."""
     email = unique_email("invited-kb")
-    with api(live_server, owner) as c:
-        r = c.post(f"/api/objects/knowledge_base/{owner['kb']['id']}/invitations", json={"role": "viewer"})
-        assert r.status_code == 201, r.text
-        token = r.json()["token"]
     page = contexts.page()
-    missing = _sign_up_through_invitation(page, token, email, test_home)
+    missing = _sign_up_through_invitation(
+        page, live_server, owner, f"knowledge_base/{owner['kb']['id']}", email, test_home
+    )
     expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}$"))
     expect(page.get_by_role("heading", name="Handbook", level=1)).to_be_visible()
     expect(page.get_by_role("region", name="Contents")).to_be_visible()
