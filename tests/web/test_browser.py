@@ -229,6 +229,8 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
     tree = page.get_by_role("tree")
+    expect(tree.get_by_role("treeitem", name="Loose page")).to_be_visible()
+    page.wait_for_load_state("networkidle")
     tree.get_by_role("treeitem", name="Loose page").locator("> div").drag_to(
         tree.get_by_role("treeitem", name="Archive").locator("> div")
     )
@@ -242,6 +244,7 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
     archive = tree.get_by_role("treeitem", name="Archive")
     # the reloaded tree lists both before the drag starts (a drag during its first render was lost)
     expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Loose page", "Second inside"])
+    page.wait_for_load_state("networkidle")  # and the home page's own lists have rendered: no re-render mid-drag
     archive.get_by_role("treeitem", name="Second inside").locator("> div").drag_to(
         archive.get_by_role("treeitem", name="Loose page").locator("> div")
     )
