@@ -9,6 +9,7 @@ states ("Saved", a dialog, a tree item), never sleeps. Every page is checked for
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import uuid
 from urllib.parse import urlsplit
@@ -293,7 +294,7 @@ def test_password_share_link_in_a_fresh_anonymous_context(contexts, live_server,
     dialog.get_by_label("Password (optional)").fill("open sesame")
     dialog.get_by_role("button", name="Create share link").click()
     url = dialog.get_by_role("textbox", name="Share links").input_value()
-    assert re.search(r"/share/kbshare_[A-Za-z0-9_-]+$", url), url
+    assert re.fullmatch(re.escape(os.environ["APP_BASE_URL"]) + r"/share/kbshare_[A-Za-z0-9_-]+", url), url  # as mailed
 
     visitor = contexts.page()
     visitor.goto(urlsplit(url).path)
@@ -510,6 +511,7 @@ def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, l
     invitations.get_by_label("I approve each acceptance").check()
     invitations.get_by_role("button", name="Create invitation link").click()
     url = invitations.get_by_role("textbox", name="Invitation links").input_value()
+    assert url.startswith(os.environ["APP_BASE_URL"] + "/invitations/"), url  # as mailed, not this page's origin
 
     other = contexts.page()
     sign_in(other, joiner.email, next_path=urlsplit(url).path)

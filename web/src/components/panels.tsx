@@ -153,7 +153,7 @@ function InvitationsSection(props: { objectType: ObjectType; objectId: string })
       </form>
       {created ? (
         <p role="status">
-          {t('invitationCreated')} <input readOnly aria-label={t('invitationLinks')} class="url" value={`${location.origin}/invitations/${created.token}`} />
+          {t('invitationCreated')} <input readOnly aria-label={t('invitationLinks')} class="url" value={created.url} />
         </p>
       ) : null}
       <ErrorNote error={error ?? list.error} />
@@ -324,7 +324,9 @@ export function ShareDialog(props: {
   const [membersOnly, setMembersOnly] = useState(false)
   const [created, setCreated] = useState<S['CreatedShareLinkOut'] | null>(null)
   const [error, setError] = useState<unknown>(null)
-  const url = created ? `${location.origin}/share/${created.token}` : ''
+  // the server's link (APP_BASE_URL's, as in mail): the address people outside reach, which the
+  // page's own origin is not when an admin works through another one (an internal name, a tunnel)
+  const url = created ? created.url : ''
   return (
     <Dialog title={t('shareAndCollaborate')} onClose={props.onClose} wide>
       {props.objectType === 'knowledge_base' && props.canManage && props.visibility ? (
