@@ -51,7 +51,9 @@ def test_import_from_the_knowledge_base_page_and_by_drop(contexts, live_server, 
             {"name": "broken.md", "mimeType": "text/markdown", "buffer": b"\x00\x01\x02binary"},
         ]
     )
-    expect(dialog.get_by_role("list", name="Files to import").get_by_role("listitem")).to_have_count(3)
+    chosen = dialog.get_by_role("list", name="Files to import").get_by_role("listitem")
+    expect(chosen).to_have_count(3)
+    expect(chosen.filter(has_text="Alpha.md")).to_have_text("Alpha.md (30 B)")  # its size, not "1 KB"
     dialog.get_by_role("button", name="Import 3 files").click()
     status = dialog.get_by_role("status", name="Import progress")
     expect(status).to_contain_text("Import finished; some files failed.", timeout=120_000)

@@ -15,6 +15,7 @@
  * menu can start an export and close itself.
  */
 import { lang } from '../lib/i18n'
+import { formatBytes } from '../lib/format'
 
 const TEXT = {
   en: {
@@ -58,11 +59,6 @@ export function exportKbLabel(): string {
   return tx('exportKb')
 }
 
-function size(n: number): string {
-  if (n < 1024) return `${n} B`
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`
-  return `${(n / 1024 / 1024).toFixed(1)} MB`
-}
 
 /** The file name of a Content-Disposition (RFC 6266 `filename*` first). */
 function filenameOf(disposition: string | null): string | null {
@@ -120,7 +116,7 @@ export async function exportZip(url: string, fallbackName = 'export.zip'): Promi
       a.click()
       a.remove()
       box.dataset.state = 'done'
-      show(tx('handedOver', { total: size(planned) }))
+      show(tx('handedOver', { total: formatBytes(planned) }))
       setTimeout(() => box.remove(), 6000)
       return
     }
@@ -145,7 +141,7 @@ export async function exportZip(url: string, fallbackName = 'export.zip'): Promi
       parts.push(value)
       got += value.length
       box.dataset.received = String(got)
-      show(tx('progress', { got: size(got), total: size(total) }))
+      show(tx('progress', { got: formatBytes(got), total: formatBytes(total) }))
     }
     const name = filenameOf(r.headers.get('Content-Disposition')) ?? fallbackName
     const a = document.createElement('a')
@@ -156,7 +152,7 @@ export async function exportZip(url: string, fallbackName = 'export.zip'): Promi
     a.remove()
     setTimeout(() => URL.revokeObjectURL(a.href), 60_000)
     box.dataset.state = 'done'
-    show(tx('done', { name, got: size(got) }))
+    show(tx('done', { name, got: formatBytes(got) }))
     setTimeout(() => box.remove(), 6000)
   } catch (e) {
     box.dataset.state = 'failed'

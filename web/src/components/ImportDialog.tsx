@@ -15,6 +15,7 @@ import { t } from '../lib/i18n'
 import { invalidate } from '../lib/query'
 import { paths } from '../lib/router'
 import { Dialog, ErrorNote } from './ui'
+import { formatBytes } from '../lib/format'
 
 export interface PickedFile {
   path: string // relative path inside what was picked or dropped: `notes/a.md`
@@ -143,7 +144,7 @@ export function ImportDialog(props: { kbId: string; parentId: string | null; par
             <ul class="import-files" aria-label={t('importSelected')}>
               {picked.map((p) => (
                 <li key={p.path}>
-                  {p.path} <span class="muted">({Math.max(1, Math.round(p.file.size / 1024))} KB)</span>
+                  {p.path} <span class="muted">({formatBytes(p.file.size)})</span>
                 </li>
               ))}
             </ul>
