@@ -18,13 +18,14 @@ Safety (docs/importing.md#bad-input):
 Names in a zip: only entries flagged UTF-8 say their encoding. Python reads every other name as
 code page 437, which turns ``会议.md`` from a Linux or macOS zip (UTF-8 without the flag) or from
 a Chinese Windows zip (GBK) into mojibake pages. ``_zip_names`` recovers them
-(docs/importing.md#zip-file-names).
+(docs/importing.md#file-names-in-zips-and-folders).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import posixpath
 import stat
 import unicodedata
 import zipfile
@@ -141,16 +142,49 @@ def source_from_bytes(data: bytes, name: str, max_file_bytes: int) -> Source:
     return Source(rel, [e])
 
 
+def _fs_name(name: str) -> str | None:
+    """A file or folder name on disk as text. Linux hands over a name's bytes, and Python keeps
+    bytes that are not UTF-8 as surrogates, which no database or page title takes: a folder
+    unzipped from a Chinese Windows zip by a tool that kept its GBK names has them. Such a name
+    is read as GB18030 when it reads as everyday Chinese (``_zip_names``'s rule for zips), else
+    None (the entry then fails with the reason, the rest goes on)."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        raw = os.fsencode(name)
+    try:
+        decoded = raw.decode("gb18030")
+    except UnicodeDecodeError:
+        return None
+    return decoded if _chinese(decoded) and _gb2312_share([raw]) >= 0.9 else None
+
+
+def _shown_name(name: str) -> str:
+    """An undecodable name as it can be reported: its odd bytes as ``\\xNN``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+_BAD_NAME = "the file name is neither UTF-8 nor GBK text; rename it and import again"
+
+
 def _folder(root: Path, max_file_bytes: int) -> Source:
     root_real = root.resolve()
-    src = Source(root.name)
+    src = Source(_fs_name(root.name) or _shown_name(root.name))
+    rel_dirs: dict[Path, str] = {root: ""}  # each walked folder's path in the import, names decoded
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
-        rel_dir = here.relative_to(root)
+        rel_dir = rel_dirs[here]
         dirnames[:] = sorted(d for d in dirnames if not _hidden(d))
         for d in list(dirnames):
             p = here / d
-            rel = _nfc((rel_dir / d).as_posix())
+            text = _fs_name(d)
+            if text is None:
+                dirnames.remove(d)
+                src.entries.append(Entry(posixpath.join(rel_dir, _shown_name(d)), error=_BAD_NAME))
+                continue
+            rel = _nfc(posixpath.join(rel_dir, text))
+            rel_dirs[p] = rel
             if p.is_symlink():
                 dirnames.remove(d)
                 inside = _inside(p, root_real)
@@ -167,7 +201,11 @@ def _folder(root: Path, max_file_bytes: int) -> Source:
             if _hidden(f):
                 continue
             p = here / f
-            rel = _nfc((rel_dir / f).as_posix())
+            text = _fs_name(f)
+            if text is None:
+                src.entries.append(Entry(posixpath.join(rel_dir, _shown_name(f)), error=_BAD_NAME))
+                continue
+            rel = _nfc(posixpath.join(rel_dir, text))
             try:
                 st = p.lstat()
             except OSError as exc:

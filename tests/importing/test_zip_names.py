@@ -1,4 +1,4 @@
-"""Names in a zip that does not flag them UTF-8 (docs/importing.md#zip-file-names): Linux's and
+"""Names in a zip that does not flag them UTF-8 (docs/importing.md#file-names-in-zips-and-folders): Linux's and
 macOS's zip tools write UTF-8 without the flag, Windows in Chinese writes GBK; Python reads both
 as code page 437. The import recovers the real names, and still leaves a Western Windows zip's
 names as code page 437 reads them."""
@@ -6,6 +6,7 @@ names as code page 437 reads them."""
 from __future__ import annotations
 
 import io
+import os
 import struct
 import unicodedata
 import zipfile
@@ -118,3 +119,25 @@ def test_a_gbk_zip_imports_with_its_chinese_titles_and_tree(world, tmp_path):
         assert (page.title, folder.title) == ("周会纪要", "会议")
         body = s.get(DocumentVersion, page.current_version_id).markdown
         assert f"openkb://document/{got['会议/待办.md'].document_id}" in body  # the link between them holds
+
+
+def test_a_folder_with_gbk_or_undecodable_names_imports_what_it_can(world, tmp_path):
+    """A folder unzipped by a tool that kept a Chinese Windows zip's GBK names: Linux hands over
+    bytes that are not UTF-8. GBK names are read as such; a name that is neither fails alone
+    with its reason (no traceback, the rest goes on)."""
+    root = tmp_path / "unzipped"
+    root.mkdir()
+    folder = os.fsencode(root) + b"/" + "周报".encode("gbk")
+    os.mkdir(folder)
+    with open(folder + b"/" + "第一周.md".encode("gbk"), "wb") as f:
+        f.write("# 第一周\n\n完成。\n".encode())
+    with open(os.fsencode(root) + b"/caf\xe9\xff.md", "wb") as f:  # Latin-1 bytes: no code page guessed
+        f.write(b"# cafe\n")
+    (root / "ok.md").write_text("# ok\n")
+    rep = world.run(root, kb=world.new_kb())
+    got = {f.path: (f.status, f.error) for f in rep.files}
+    assert got["周报"][0] == "created" and got["周报/第一周.md"][0] == "created" and got["ok.md"][0] == "created"
+    assert got["caf\\xe9\\xff.md"] == (
+        "failed",
+        "the file name is neither UTF-8 nor GBK text; rename it and import again",
+    )
