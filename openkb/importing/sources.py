@@ -99,11 +99,14 @@ def open_source(path: Path, max_file_bytes: int) -> Source:
     except OSError as exc:
         raise ConversionFailed(f"cannot read {path}: {exc.strerror or exc}") from None
     if is_archive(head, path.name):
-        return _zip(zipfile_open(path), path.name, max_file_bytes)
-    name = _nfc(path.name)
+        return _zip(zipfile_open(path), _fs_name(path.name) or _shown_name(path.name), max_file_bytes)
+    text = _fs_name(path.name)
+    name = _nfc(text) if text is not None else _shown_name(path.name)
     size = path.stat().st_size
     e = Entry(name, size=size, read=_read_file(path))
-    if size > max_file_bytes:
+    if text is None:
+        e.read, e.error = None, _BAD_NAME
+    elif size > max_file_bytes:
         e.read, e.error = None, f"oversize: {size} bytes; at most {max_file_bytes} are allowed"
     return Source(name, [e])
 

@@ -11,6 +11,7 @@ import struct
 import unicodedata
 import zipfile
 import zlib
+from pathlib import Path
 
 import pytest
 from sqlmodel import Session
@@ -141,3 +142,20 @@ def test_a_folder_with_gbk_or_undecodable_names_imports_what_it_can(world, tmp_p
         "failed",
         "the file name is neither UTF-8 nor GBK text; rename it and import again",
     )
+
+
+def test_one_file_or_zip_with_a_gbk_or_undecodable_name(world, tmp_path):
+    base = os.fsencode(tmp_path)
+    with open(base + b"/" + "会议.md".encode("gbk"), "wb") as f:
+        f.write("# 会议\n".encode())
+    with open(base + b"/bad\xff.md", "wb") as f:
+        f.write(b"# bad\n")
+    with open(base + b"/" + "归档.zip".encode("gbk"), "wb") as f:
+        f.write(legacy_zip({"纪要.md".encode("gbk"): "# 纪要\n".encode()}))
+    kb = world.new_kb()
+    one = world.run(Path(os.fsdecode(base + b"/" + "会议.md".encode("gbk"))), kb=kb)
+    assert [(f.path, f.status) for f in one.files] == [("会议.md", "created")]
+    bad = world.run(Path(os.fsdecode(base + b"/bad\xff.md")), kb=kb)
+    assert [(f.path, f.status) for f in bad.files] == [("bad\\xff.md", "failed")]
+    archive = world.run(Path(os.fsdecode(base + b"/" + "归档.zip".encode("gbk"))), kb=kb)
+    assert [(f.path, f.status) for f in archive.files] == [("纪要.md", "created")]
