@@ -38,6 +38,9 @@ def test_the_document_read_starts_with_the_page_and_the_others_follow_it(context
     sign_in(page, owner["email"])
     page.goto(doc_path)  # a full load, as from a link in a mail or a Dify citation
     expect(page.locator(".editor[data-ready='true'] .ProseMirror")).to_contain_text("body text")
+    # the reads that follow the page may still be on their way (a resource entry exists once its
+    # answer is in): wait for them rather than for a moment that a loaded machine can miss
+    page.wait_for_load_state("networkidle")
     doc_url, kb_url = f"/api/documents/{doc['id']}", f"/api/knowledge-bases/{kb_id}"
     seen = page.evaluate(ENTRIES, [doc_url, kb_url, "/api/auth/me"])
     assert sorted((u, kind) for u, kind, _, _ in seen) == [
