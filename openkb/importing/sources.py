@@ -155,12 +155,8 @@ def _fs_name(name: str) -> str | None:
         name.encode("utf-8")
         return name
     except UnicodeEncodeError:
-        raw = os.fsencode(name)
-    try:
-        decoded = raw.decode("gb18030")
-    except UnicodeDecodeError:
-        return None
-    return decoded if _chinese(decoded) and _gb2312_share([raw]) >= 0.9 else None
+        gbk = _as_gbk([os.fsencode(name)])
+    return gbk[0] if gbk else None
 
 
 def _shown_name(name: str) -> str:
@@ -309,7 +305,18 @@ def _gb2312_share(raws: list[bytes]) -> float:
     return inside / pairs if pairs else 0.0
 
 
-def _zip_names(infos: list[zipfile.ZipInfo]) -> dict[int, str]:
+def _as_gbk(raws: list[bytes]) -> list[str] | None:
+    """``raws`` read as GB18030, if every one then reads as Chinese (``_chinese``) and nearly all
+    of their two-byte characters are everyday ones (``_gb2312_share`` >= 0.9); else None. The
+    one rule for names in zips and on disk."""
+    try:
+        decoded = [raw.decode("gb18030") for raw in raws]
+    except UnicodeDecodeError:
+        return None
+    return decoded if all(_chinese(v) for v in decoded) and _gb2312_share(raws) >= 0.9 else None
+
+
+def _zip_names(infos: list[zipfile.ZipInfo]) -> list[str]:
     """Each entry's name, by position: as stored when the entry is flagged UTF-8 (bit 11);
     otherwise from its Unicode Path field when it has a valid one; otherwise the stored bytes
     decoded once for the whole archive, as the first of these that fits every such name:
@@ -317,35 +324,26 @@ def _zip_names(infos: list[zipfile.ZipInfo]) -> dict[int, str]:
     as Chinese and nearly all of their characters are everyday ones (Windows in Chinese writes
     GBK), and code page 437, the format's default. Other legacy code pages (Shift-JIS, Big5)
     are not guessed: their names stay as code page 437 reads them."""
-    names: dict[int, str] = {}
+    names = [info.filename for info in infos]  # flagged UTF-8, ASCII, or code page 437 at worst
     legacy: dict[int, bytes] = {}
     for n, info in enumerate(infos):
         if info.flag_bits & 0x800:
-            names[n] = info.filename
             continue
         raw = info.orig_filename.encode("cp437")  # zipfile decoded the stored bytes as cp437: undo it
         unicode = _unicode_path(info, raw)
         if unicode is not None:
             names[n] = unicode
-        elif raw.isascii():
-            names[n] = info.filename
-        else:
+        elif not raw.isascii():
             legacy[n] = raw
     if legacy:
-        decoded: dict[int, str] | None = None
-        for encoding in ("utf-8", "gb18030"):
-            try:
-                decoded = {n: raw.decode(encoding) for n, raw in legacy.items()}
-            except UnicodeDecodeError:
-                continue
-            if encoding == "utf-8" or (
-                all(_chinese(v) for v in decoded.values()) and _gb2312_share(list(legacy.values())) >= 0.9
-            ):
-                break
-            decoded = None
-        names |= (
-            {n: v.split("\0", 1)[0] for n, v in decoded.items()} if decoded else {n: infos[n].filename for n in legacy}
-        )
+        raws = list(legacy.values())
+        try:
+            decoded: list[str] | None = [raw.decode("utf-8") for raw in raws]
+        except UnicodeDecodeError:
+            decoded = _as_gbk(raws)
+        if decoded is not None:  # else the code page 437 names stay
+            for n, name in zip(legacy, decoded, strict=True):
+                names[n] = name.split("\0", 1)[0]  # as zipfile cuts a name at a NUL
     return names
 
 

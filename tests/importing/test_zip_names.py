@@ -1,7 +1,8 @@
-"""Names in a zip that does not flag them UTF-8 (docs/importing.md#file-names-in-zips-and-folders): Linux's and
-macOS's zip tools write UTF-8 without the flag, Windows in Chinese writes GBK; Python reads both
-as code page 437. The import recovers the real names, and still leaves a Western Windows zip's
-names as code page 437 reads them."""
+"""File names the import must decode (docs/importing.md#file-names-in-zips-and-folders): a zip
+that does not flag its names UTF-8 (Linux's and macOS's zip tools write UTF-8 without the flag,
+Windows in Chinese writes GBK; Python reads both as code page 437), and a folder whose names on
+disk are not UTF-8. The import recovers the real names, leaves a Western Windows zip's names as
+code page 437 reads them, and fails a name it cannot read on its own."""
 
 from __future__ import annotations
 
