@@ -23,6 +23,7 @@ from openkb.db import bound_requests
 from openkb.errors import CsrfFailed, InsufficientScope, TransactionConflict, Unauthenticated
 from openkb.indexing.service import warm_active
 from openkb.jobs import JobQueue, set_queue
+from openkb.retrieval import segment
 from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
@@ -95,6 +96,8 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async def do_warm() -> None:
             t = time.perf_counter()
+            # Chinese segmentation's dictionary loads beside the index (openkb/retrieval/segment.py)
+            words = asyncio.create_task(asyncio.to_thread(segment.warm)) if warm else None
             try:
                 app.state.warm["result"] = (
                     await asyncio.to_thread(warm_active, ctx) if warm else {"skipped": "disabled"}
@@ -102,6 +105,11 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
             except Exception as exc:  # noqa: BLE001 - readiness reports it
                 log.exception("warm-up failed")
                 app.state.warm["error"] = str(exc)
+            if words is not None:
+                try:
+                    app.state.warm["segmenter_s"] = round(await words, 2)
+                except Exception:  # noqa: BLE001 - highlights load it on first use instead
+                    log.exception("loading the word segmenter failed")
             app.state.warm["ms"] = round((time.perf_counter() - t) * 1000)
             from openkb.runtime.memory import freeze_startup_heap
 

@@ -24,6 +24,11 @@ def test_healthz_and_readyz(http):
     assert {"postgresql", "milvus", "queue"} <= set(body["checks"]) <= {"postgresql", "milvus", "queue", "dense"}
     assert all(c["ok"] for c in body["checks"].values()) and not body.get("degraded")
     assert body["warmup"]["done"] is True
+    # the Chinese word segmenter's dictionary is loaded by the warm-up, not by the first search
+    assert body["warmup"]["segmenter_s"] >= 0
+    from openkb.retrieval import segment
+
+    assert segment._tokenizer is not None
 
 
 def test_readyz_shows_the_supervised_parts_and_is_503_while_one_restarts(http, app_ctx):

@@ -4,7 +4,7 @@
 the query's words: Latin words match case-insensitively at a word start and may run on (so
 "backup" marks "backups", "configur" marks "configuration"), with a light suffix strip on the
 query side ("expenses" marks "expense"); Chinese/Japanese/Korean runs are cut into words with
-jieba, the same segmenter the index uses on Lite, and match as substrings (CJK has no word
+jieba (``openkb.retrieval.segment``), the same segmenter the index uses on Lite, and match as substrings (CJK has no word
 boundaries to respect). Stop words ("the", "的") are never marked: they match everywhere and
 tell the reader nothing.
 
@@ -18,6 +18,7 @@ import re
 from functools import lru_cache
 
 from openkb.indexing.profiles_spec import LITE_STOP_WORDS
+from openkb.retrieval.segment import cut
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -44,10 +45,8 @@ def query_terms(query: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     cjk: list[str] = []
     runs = _CJK_RUN.findall(query)
     if runs:
-        import jieba
-
         for run in runs:
-            for w in jieba.lcut(run):
+            for w in cut(run):
                 if w not in _STOP and (len(w) > 1 or len(run) == 1):
                     cjk.append(w)
     return tuple(dict.fromkeys(latin))[:MAX_TERMS], tuple(dict.fromkeys(cjk))[:MAX_TERMS]
