@@ -627,6 +627,14 @@ def test_search_groups_by_document_highlights_and_filters(contexts, live_server,
     expect(one.get_by_role("note")).to_have_text("Indexing… recent changes are not searchable yet")
     expect(two.get_by_role("note")).to_have_count(0)
     expect(two.locator("mark")).to_have_text([word])
+    # a new search from the top bar's box, then Back: the page's own box shows the query whose
+    # results it lists (it kept the first query it was opened with)
+    page.get_by_role("searchbox", name="Search", exact=True).fill("nothing like it")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("searchbox", name="Search documents")).to_have_value("nothing like it")
+    page.go_back()
+    expect(page.get_by_role("searchbox", name="Search documents")).to_have_value(word)
+    expect(results.get_by_role("heading", level=2)).to_have_text([r["title"] for r in listed])
     page.get_by_label("Knowledge base").select_option(label="Other shelf")
     expect(results.get_by_role("heading", level=2)).to_have_text(["Search two"])
 

@@ -1,5 +1,5 @@
 /** App pages around documents: /app, /app/workspaces/:id, /app/kb/:kbId, /app/search. */
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { api, type S } from '../api/client'
 import { ShareDialog } from '../components/panels'
 import { ImportDialog } from '../components/ImportDialog'
@@ -403,6 +403,9 @@ export function SearchPage({ route }: { route: Route }) {
   const q = route.query.get('q') ?? ''
   const kbFilter = route.query.get('kb') ?? ''
   const [text, setText] = useState(q)
+  // a search started elsewhere (the top bar's box, Back/Forward) changes the address, not this
+  // component: the box shows the query whose results are listed
+  useEffect(() => setText(q), [q])
   const kbs = useQuery('kbs:all', () => api.knowledgeBases())
   const results = useQuery(q ? `search:${kbFilter}:${q}` : null, () =>
     api.search({ query: q, top_k: 30, knowledge_base_ids: kbFilter ? [kbFilter] : null }),
