@@ -259,6 +259,38 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
         assert [i["id"] for i in sorted(items, key=lambda i: i["sort_order"])] == [second["id"], doc["id"]]
 
 
+def test_a_page_opened_from_elsewhere_is_scrolled_into_the_tree(contexts, live_server, owner):
+    """Opened by its address (as from search or a link), a page far down a long tree is in the
+    sidebar's view; a click on a page already in view does not move the tree."""
+    with api(live_server, owner) as c:
+        kb = new_kb(c, owner, "Long shelf")
+        folder = c.post("/api/documents", json={"knowledge_base_id": kb["id"], "type": "folder", "title": "Deep"}).json()
+        pages = [new_page(c, kb["id"], f"Entry {i:02d}", "x\n", parent_id=folder["id"]) for i in range(60)]
+    page = contexts.page()
+    page.set_viewport_size({"width": 1280, "height": 700})
+    sign_in(page, owner["email"], next_path=f"/app/kb/{kb['id']}/docs/{pages[-1]['id']}")
+    tree = page.get_by_role("tree")
+    current = tree.get_by_role("treeitem", name="Entry 59")
+    expect(current).to_have_attribute("aria-current", "page")
+    expect(current.locator("> div")).to_be_in_viewport()
+    expect(tree.get_by_role("treeitem", name="Entry 00").locator("> div")).not_to_be_in_viewport()
+    sidebar = page.locator(".sidebar")
+    top = sidebar.evaluate("e => e.scrollTop")
+    assert top > 0
+    tree.get_by_role("treeitem", name="Entry 57").locator("> div").get_by_role("link").click()
+    expect(tree.get_by_role("treeitem", name="Entry 57")).to_have_attribute("aria-current", "page")
+    assert sidebar.evaluate("e => e.scrollTop") == top
+    # on a phone the tree is a closed drawer: the page is in view when the drawer opens
+    ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 700})
+    contexts.opened.append(ctx)
+    phone = ctx.new_page()
+    contexts.watch(phone)
+    sign_in(phone, owner["email"], next_path=f"/app/kb/{kb['id']}/docs/{pages[-1]['id']}")
+    expect(phone.get_by_role("tree")).to_be_hidden()
+    phone.get_by_role("button", name="Contents").click()
+    expect(phone.get_by_role("tree").get_by_role("treeitem", name="Entry 59").locator("> div")).to_be_in_viewport()
+
+
 def test_a_guest_sees_no_private_item(contexts, live_server, committed, owner):
     guest = make_login_user(committed)
     with api(live_server, owner) as c:

@@ -68,6 +68,20 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     if (changed) save(next)
   }, [currentId, tree.data])
 
+  // opened from elsewhere (search, a link, the address), the current page is scrolled into the
+  // sidebar's view once its folders are open: once per page, so the reader's own scrolling stays
+  const revealed = useRef<string | null>(null)
+  useEffect(() => {
+    if (!currentId || revealed.current === currentId) return
+    const row = rootRef.current?.querySelector<HTMLElement>(`[data-id="${currentId}"] > .row`)
+    const pane = row?.closest<HTMLElement>('.sidebar')
+    if (!row || !pane || !pane.getClientRects().length) return // a phone's closed drawer: when it opens
+    revealed.current = currentId
+    const r = row.getBoundingClientRect()
+    const p = pane.getBoundingClientRect()
+    if (r.top < p.top || r.bottom > p.bottom) pane.scrollTop += r.top - p.top - (p.height - r.height) / 2
+  })
+
   function save(next: Set<string>) {
     setCollapsed(next)
     localStorage.setItem(collapsedKey(kbId), JSON.stringify([...next]))
