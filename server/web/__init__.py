@@ -47,6 +47,7 @@ _CSP_DIRECTIVES = (
     "img-src 'self' blob: data:",
     "font-src 'self'",
     "connect-src 'self'",
+    "frame-src 'self'",  # /diagram.html only: the app frames nothing else (DIAGRAM_CSP)
     "manifest-src 'self'",
     "base-uri 'none'",
     "form-action 'self'",
@@ -54,6 +55,27 @@ _CSP_DIRECTIVES = (
     "object-src 'none'",
 )
 CSP_TEMPLATE = "; ".join(_CSP_DIRECTIVES)
+# /diagram.html, the page that draws Mermaid diagrams in a hidden frame of the app
+# (web/src/diagram-frame.ts), sandboxed to an origin of its own: Mermaid measures a diagram by drawing it with a <style> element and
+# style attributes, so this page alone allows inline styles. It allows nothing else the app's
+# CSP forbids, and less: scripts from this origin only, no connection, no image but data:, and
+# only the app's own pages may frame it.
+DIAGRAM_CSP = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src data:",
+        "font-src 'self'",
+        "connect-src 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'self'",
+        "object-src 'none'",
+        # an origin of its own even if framed without the app's sandbox attribute
+        "sandbox allow-scripts",
+    )
+)
 # web/vite.config.ts html.cspNonce: the placeholder the build writes wherever the nonce goes.
 NONCE_PLACEHOLDER = b"OPENKB_CSP_NONCE"
 
@@ -187,6 +209,23 @@ for _path in PAGES:
     router.add_api_route(_path, index_page, methods=["GET"], response_class=HTMLResponse)
 
 
+@router.get("/diagram.html", response_class=HTMLResponse)
+def diagram_page() -> HTMLResponse:
+    """The diagram drawer's page (:data:`DIAGRAM_CSP`), framed by the app's pages only."""
+    try:
+        body = (DIST / "diagram.html").read_bytes()
+    except FileNotFoundError as exc:
+        raise NotFound("the web app is not built (cd web && npm ci && npm run build)") from exc
+    body = body.replace(b' nonce="' + NONCE_PLACEHOLDER + b'"', b"")
+    headers = {
+        **SECURITY_HEADERS,
+        "X-Frame-Options": "SAMEORIGIN",
+        "Content-Security-Policy": DIAGRAM_CSP,
+        "Cache-Control": "no-cache",
+    }
+    return HTMLResponse(body, headers=headers)
+
+
 _gz_cache: dict[str, bytes] = {}
 _gz_lock = threading.Lock()
 _COMPRESSIBLE = (".js", ".css", ".svg", ".json", ".ttf", ".txt", ".html")
@@ -198,7 +237,14 @@ def asset(name: str, request: Request) -> Response:
     path = ASSETS / name
     if "/" in name or "\\" in name or name.startswith(".") or not path.is_file():
         raise NotFound("no such asset")
-    headers = {"Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff", "Vary": "Accept-Encoding"}
+    headers = {
+        "Cache-Control": IMMUTABLE,
+        "X-Content-Type-Options": "nosniff",
+        "Vary": "Accept-Encoding",
+        # the sandboxed diagram page (DIAGRAM_CSP) has an opaque origin, so its module scripts are
+        # cross-origin loads; these files are the public, hashed bundle and carry no credentials
+        "Access-Control-Allow-Origin": "*",
+    }
     if name.endswith(_COMPRESSIBLE) and "gzip" in request.headers.get("accept-encoding", ""):
         body = _gz_cache.get(name)
         if body is None:

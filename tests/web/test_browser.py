@@ -482,6 +482,60 @@ def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contex
     expect(outside.locator(f"a[href='/app/kb/{owner['kb']['id']}']")).to_have_text("Handbook")
 
 
+def _drawn_svg(img) -> str:
+    """The SVG text of a drawn diagram (its <img>'s data: URL)."""
+    from urllib.parse import unquote
+
+    src = img.get_attribute("src")
+    assert src.startswith("data:image/svg+xml;charset=utf-8,"), src[:80]
+    return unquote(src.split(",", 1)[1])
+
+
+def test_a_mermaid_block_is_drawn_as_a_diagram_under_the_strict_policy(contexts, live_server, owner):
+    """A ```mermaid block stays a code block in the Markdown and is drawn as an image of its SVG
+    (in a hidden frame of the app's own origin, docs/markdown.md#diagrams): under the code in Edit
+    mode, alone in Read mode; a block that is not a diagram says why and keeps its code. The
+    fixture fails the test on any CSP violation the page reports."""
+    md = (
+        "Flow:\n\n```mermaid\ngraph TD\n  A[开始 Start] --> B{Ready?}\n  B -->|yes| C[Ship it]\n"
+        '  B -->|no| D["<img src=x onerror=alert(1)>"]\n```\n\nBroken:\n\n```mermaid\ngraph TD\n  A -->\n```\n\n'
+        "```python\nprint(1)\n```\n"
+    )
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Diagrams", md)
+        stored = c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+    assert "```mermaid\ngraph TD\n  A[开始 Start]" in stored  # the text is what is stored
+    page = contexts.page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    blocked: list[tuple[str, str]] = []
+    page.on("console", lambda m: blocked.append((m.text, m.location.get("url", ""))) if "Policy" in m.text else None)
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    editor(page)
+    blocks = page.locator(".milkdown-code-block")
+    drawn = blocks.nth(0).locator(".preview img.diagram")
+    expect(drawn).to_be_visible(timeout=30_000)
+    svg = _drawn_svg(drawn)
+    assert svg.startswith("<svg") and all(w in svg for w in ("开始", "Start", "Ready?", "Ship", "yes")), svg
+    assert "<script" not in svg and "onerror" not in svg.replace("onerror=alert(1)&gt;", "")
+    expect(blocks.nth(0).locator(".codemirror-host")).to_be_visible()  # Edit mode: the code stays
+    expect(blocks.nth(1).locator(".diagram-error")).to_contain_text("Not a diagram Mermaid can draw")
+    expect(blocks.nth(2).locator(".preview-panel")).to_have_count(0)  # other languages: no preview
+    page.get_by_role("button", name="Read", exact=True).click()
+    expect(blocks.nth(0).locator(".codemirror-host")).to_be_hidden()
+    expect(drawn).to_be_visible()
+    expect(blocks.nth(1).locator(".codemirror-host")).to_be_visible()  # not drawn: its code is shown
+    expect(blocks.nth(2).locator(".codemirror-host")).to_be_visible()
+    assert dialogs == []
+    # The hostile label made Mermaid build an <img onerror=...> inside its frame, whose CSP refused
+    # to run the handler (and whose sandbox keeps anything that runs there away from this page).
+    # That refusal is the only report allowed, and only from a script this page never loaded.
+    loaded_here = set(page.evaluate("performance.getEntriesByType('resource').map(e => e.name)"))
+    for text, url in blocked:
+        assert "inline event handler" in text and url.endswith(".js") and url not in loaded_here, (text, url)
+    contexts.csp_violations[:] = [v for v in contexts.csp_violations if "inline event handler" not in v]
+
+
 def test_read_mode_links_internal_opens_in_app_unsafe_does_nothing(contexts, live_server, owner):
     with api(live_server, owner) as c:
         target = new_page(c, owner["kb"]["id"], "Link target", "target body\n")

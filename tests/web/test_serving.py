@@ -52,8 +52,26 @@ def test_app_routes_answer_the_index_with_a_strict_policy(http, path):
     assert csp["script-src"] == "'self'"  # no inline script, no eval, no foreign origin
     assert csp["connect-src"] == "'self'" and csp["font-src"] == "'self'"
     assert csp["frame-ancestors"] == "'none'"
+    assert csp["frame-src"] == "'self'"  # the diagram drawer (/diagram.html), nothing foreign
     assert not any("http" in v or "*" in v for v in csp.values())
     assert r.headers["referrer-policy"] == "no-referrer"  # share tokens live in the URL
+
+
+def test_the_diagram_page_allows_inline_styles_and_nothing_else_the_app_forbids(http):
+    """/diagram.html draws Mermaid diagrams in a hidden frame of the app (web/src/diagram-frame.ts):
+    Mermaid lays a diagram out with inline styles, so this page alone allows them; no inline
+    script, no connection, no foreign origin, and only the app's pages may frame it."""
+    r = http.get("/diagram.html")
+    assert r.status_code == 200, r.text
+    csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";"))
+    assert csp["style-src"] == "'self' 'unsafe-inline'"
+    assert csp["script-src"] == "'self'" and csp["default-src"] == "'none'"
+    assert csp["connect-src"] == "'none'" and csp["img-src"] == "data:"
+    assert csp["frame-ancestors"] == "'self'" and r.headers["x-frame-options"] == "SAMEORIGIN"
+    assert csp["sandbox"] == "allow-scripts"  # an origin of its own, however it is framed
+    assert not any("http" in v or "*" in v for v in csp.values())
+    assert "OPENKB_CSP_NONCE" not in r.text and "nonce=" not in r.text
+    assert r.text == (DIST / "diagram.html").read_text(encoding="utf-8").replace(' nonce="OPENKB_CSP_NONCE"', "")
 
 
 @pytest.mark.parametrize(
@@ -66,8 +84,9 @@ def test_anything_else_keeps_the_json_404(http, path):
     assert r.json()["error"] == "NOT_FOUND"
 
 
-def test_the_built_index_references_only_hashed_same_origin_files():
-    html = (DIST / "index.html").read_text(encoding="utf-8")
+@pytest.mark.parametrize("page", ["index.html", "diagram.html"])
+def test_the_built_index_references_only_hashed_same_origin_files(page):
+    html = (DIST / page).read_text(encoding="utf-8")
     refs = re.findall(r'(?:src|href)="([^"]+)"', html)
     assert refs, html
     assert "<script>" not in html  # the CSP forbids inline script
@@ -92,6 +111,8 @@ def test_assets_are_immutable_and_gzipped_on_request(http):
     assert plain.status_code == 200
     assert plain.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert "javascript" in plain.headers["content-type"]
+    # the sandboxed diagram page's module scripts are cross-origin loads of these public files
+    assert plain.headers["access-control-allow-origin"] == "*"
     assert plain.content == (ASSETS / js).read_bytes()
     import httpx
 

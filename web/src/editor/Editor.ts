@@ -13,6 +13,7 @@ import '@milkdown/crepe/theme/common/style.css'
 import '@milkdown/crepe/theme/frame.css'
 
 import { styleNonce } from '../lib/nonce'
+import { t } from '../lib/i18n'
 import { createCrepe } from './crepe'
 import type { Lang } from './features'
 
@@ -58,6 +59,7 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
     ...(options.resolveLink ? { resolveLink: options.resolveLink } : {}),
     ...(options.placeholder !== undefined ? { placeholder: options.placeholder } : {}),
     ...(nonce ? { cspNonce: nonce } : {}),
+    diagramFailed: t('diagramFailed'),
   })
   let last = options.markdown
   crepe.on((listener) => {

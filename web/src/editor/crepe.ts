@@ -5,6 +5,7 @@
 import { EditorView } from '@codemirror/view'
 import { Crepe, type CrepeConfig } from '@milkdown/crepe'
 
+import { DIAGRAM_LANGUAGE, renderDiagram } from './diagram'
 import { FEATURES, type Lang } from './features'
 import { internalDocumentHref, internalLinks, keepImageAlt, serializerOptions } from './plugins'
 
@@ -27,6 +28,11 @@ export interface CrepeOptions {
    * <style> element, which the CSP refuses without it. Absent in the parity script (no CSP).
    */
   cspNonce?: string
+  /**
+   * Draw ```mermaid blocks as diagrams (./diagram.ts), with this text before the reason when a
+   * block is not a valid diagram. Absent in the parity script: drawing needs a browser.
+   */
+  diagramFailed?: string
 }
 
 function toolbarConfig(lang: Lang): FeatureConfigs['toolbar'] {
@@ -64,6 +70,7 @@ function slashConfig(lang: Lang): FeatureConfigs['block-edit'] {
 export function createCrepe(opts: CrepeOptions): Crepe {
   const lang = opts.lang ?? 'en'
   const proxy = opts.resolveAsset
+  const failed = opts.diagramFailed
   const imageBlock: FeatureConfigs['image-block'] = {}
   if (opts.onUpload) imageBlock.onUpload = opts.onUpload
   if (proxy) imageBlock.proxyDomURL = (url: string) => proxy(url)
@@ -76,7 +83,16 @@ export function createCrepe(opts: CrepeOptions): Crepe {
       placeholder: { text: opts.placeholder ?? '' },
       toolbar: toolbarConfig(lang),
       'block-edit': slashConfig(lang),
-      'code-mirror': opts.cspNonce ? { extensions: [EditorView.cspNonce.of(opts.cspNonce)] } : {},
+      'code-mirror': {
+        ...(opts.cspNonce ? { extensions: [EditorView.cspNonce.of(opts.cspNonce)] } : {}),
+        ...(failed === undefined
+          ? {}
+          : {
+              // undefined: drawn later (async), null: no preview for other languages
+              renderPreview: (language: string, content: string, apply: (value: null | string | HTMLElement) => void) =>
+                language.toLowerCase() === DIAGRAM_LANGUAGE && content.trim() ? renderDiagram(content, apply, failed) : null,
+            }),
+      },
       // A formula block's preview reaches the page as an HTML string (innerHTML); KaTeX's HTML
       // output positions glyphs with style="..." attributes, which the strict CSP refuses
       // (server/web/__init__.py). Its MathML output has none and every current browser lays it

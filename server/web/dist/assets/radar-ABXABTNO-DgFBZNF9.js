@@ -1,0 +1,1 @@
+export{v as createRadarServices}from"./mermaid-parser.core-C2tW0hzR.js";import"./chunk-NGNAAXSQ-DI_UYJZ4.js";

@@ -1,0 +1,1 @@
+export{c as createTreeViewServices}from"./mermaid-parser.core-C2tW0hzR.js";import"./chunk-NGNAAXSQ-DI_UYJZ4.js";

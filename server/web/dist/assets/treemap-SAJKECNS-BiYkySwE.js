@@ -1,0 +1,1 @@
+export{o as createTreemapServices}from"./mermaid-parser.core-C2tW0hzR.js";import"./chunk-NGNAAXSQ-DI_UYJZ4.js";
