@@ -535,6 +535,45 @@ def test_a_mermaid_block_is_drawn_as_a_diagram_under_the_strict_policy(contexts,
         assert "inline event handler" in text and url.endswith(".js") and url not in loaded_here, (text, url)
     contexts.csp_violations[:] = [v for v in contexts.csp_violations if "inline event handler" not in v]
 
+    # the slash menu's *Diagram (Mermaid)* inserts an empty ```mermaid block, drawn as it is typed
+    page.get_by_role("button", name="Edit", exact=True).click()
+    surface = editor(page)
+    before = int(page.get_by_role("status").get_attribute("data-saves"))
+    page.wait_for_load_state("networkidle")
+    surface.locator("p").filter(has_text="Broken:").click()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("/")
+    page.locator(".milkdown-slash-menu").get_by_text("Diagram (Mermaid)").click()
+    page.keyboard.type("graph LR\nX-->Y")
+    expect(page.locator(".preview img.diagram")).to_have_count(2)
+    autosaved(page, before)
+    with api(live_server, owner) as c:
+        assert "Broken:\n\n```mermaid\ngraph LR\nX-->Y\n```\n" in c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+
+
+def test_the_slash_menu_math_item_keeps_the_cursor_in_its_new_block(contexts, live_server, owner):
+    """*Math* in the slash menu, chosen above a code block, makes a formula block and what is typed
+    next goes into it (the editor's own item left the cursor in the code block below, which got
+    the keys)."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Formulas", "Before:\n\n```python\nprint(1)\n```\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    surface = editor(page)
+    page.wait_for_load_state("networkidle")
+    before = int(page.get_by_role("status").get_attribute("data-saves"))
+    surface.locator("p").filter(has_text="Before:").click()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("/")
+    page.locator(".milkdown-slash-menu").get_by_text("Math", exact=True).click()
+    page.keyboard.type("e^{i\\pi}+1=0")
+    autosaved(page, before)
+    with api(live_server, owner) as c:
+        stored = c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+    assert "Before:\n\n$$\ne^{i\\pi}+1=0\n$$\n\n```python\nprint(1)\n```\n" in stored, stored
+
 
 def test_read_mode_links_internal_opens_in_app_unsafe_does_nothing(contexts, live_server, owner):
     with api(live_server, owner) as c:

@@ -4,12 +4,19 @@
 // the parity script loads this module in Node.
 import { EditorView } from '@codemirror/view'
 import { Crepe, type CrepeConfig } from '@milkdown/crepe'
+import { commandsCtx } from '@milkdown/kit/core'
+import { codeBlockConfig } from '@milkdown/kit/component/code-block'
+import type { Ctx } from '@milkdown/kit/ctx'
+import { clearTextInCurrentBlockCommand, codeBlockSchema, setBlockTypeCommand } from '@milkdown/kit/preset/commonmark'
+
+import katex from 'katex'
 
 import { DIAGRAM_LANGUAGE, renderDiagram } from './diagram'
 import { FEATURES, type Lang } from './features'
 import { internalDocumentHref, internalLinks, keepImageAlt, serializerOptions } from './plugins'
 
 type FeatureConfigs = NonNullable<CrepeConfig['featureConfigs']>
+type BlockEditConfig = NonNullable<FeatureConfigs['block-edit']>
 
 export interface CrepeOptions {
   root: HTMLElement
@@ -55,16 +62,67 @@ function toolbarConfig(lang: Lang): FeatureConfigs['toolbar'] {
   }
 }
 
-function slashConfig(lang: Lang): FeatureConfigs['block-edit'] {
+// a flowchart: three boxes joined by lines (Crepe's icons are inline SVG of this size)
+const DIAGRAM_ICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" width="24" height="24" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="8" y="3" width="8" height="5" rx="1"/><rect x="3" y="16" width="7" height="5" rx="1"/><rect x="14" y="16" width="7" height="5" rx="1"/><path d="M12 8v4M6.5 16v-4h11v4"/></svg>'
+
+/**
+ * The slash-menu item's action that turns the current (empty) block into a code block of this
+ * language, with the cursor inside it. Crepe's own *Math* item adds a new block instead and
+ * leaves the cursor in whatever block follows, so the next keys went into the next code block.
+ */
+function codeBlockOf(language: string) {
+  return (ctx: Ctx) => {
+    const commands = ctx.get(commandsCtx)
+    commands.call(clearTextInCurrentBlockCommand.key)
+    commands.call(setBlockTypeCommand.key, { nodeType: codeBlockSchema.type(ctx), attrs: { language } })
+  }
+}
+
+function slashConfig(lang: Lang, diagrams: boolean): FeatureConfigs['block-edit'] {
   const out: Record<string, unknown> = {}
   for (const [groupKey, group] of Object.entries(FEATURES.slash_menu)) {
     const g: Record<string, unknown> = { label: group.label[lang] }
     for (const [key, item] of Object.entries(group.items)) {
+      if (key === 'diagram') continue // OpenKB's own item, added below
       g[key] = item.enabled ? { label: item.label[lang] } : null
     }
     out[groupKey] = g
   }
+  const diagram = (FEATURES.slash_menu.advancedGroup.items as Record<string, { enabled: boolean; label: Record<Lang, string> }>).diagram
+  out.buildMenu = (builder: Parameters<NonNullable<BlockEditConfig['buildMenu']>>[0]) => {
+    const advanced = builder.getGroup('advanced')
+    const math = advanced.group.items.find((i) => i.key === 'math')
+    if (math) math.onRun = codeBlockOf('LaTeX') // Crepe writes a LaTeX block as $$ (docs/markdown.md)
+    // *Diagram* makes a ```mermaid block, drawn as it is typed
+    if (diagrams && diagram?.enabled) advanced.addItem('diagram', { label: diagram.label[lang], icon: DIAGRAM_ICON, onRun: codeBlockOf(DIAGRAM_LANGUAGE) })
+  }
   return out as FeatureConfigs['block-edit']
+}
+
+/**
+ * A formula block's preview: KaTeX's MathML output, or while the formula is unfinished (as it is
+ * typed), KaTeX's message as plain text. Crepe's own preview draws KaTeX's error as a span with a
+ * `style="color:…"` attribute, which the CSP refuses (server/web/__init__.py), once per key typed.
+ * Registered after Crepe's features, so it wraps their preview and passes other languages on.
+ */
+function formulaPreview(editor: Crepe['editor']): void {
+  editor.config((ctx) => {
+    ctx.update(codeBlockConfig.key, (prev) => ({
+      ...prev,
+      renderPreview: (language, content, apply) => {
+        if (language.toLowerCase() !== 'latex' || !content) return prev.renderPreview(language, content, apply)
+        try {
+          return katex.renderToString(content, { output: 'mathml', displayMode: true, throwOnError: true })
+        } catch (error) {
+          const p = document.createElement('p')
+          p.className = 'formula-error'
+          p.textContent = error instanceof Error ? error.message : String(error)
+          return p
+        }
+      },
+    }))
+  })
 }
 
 export function createCrepe(opts: CrepeOptions): Crepe {
@@ -82,7 +140,7 @@ export function createCrepe(opts: CrepeOptions): Crepe {
       'image-block': imageBlock,
       placeholder: { text: opts.placeholder ?? '' },
       toolbar: toolbarConfig(lang),
-      'block-edit': slashConfig(lang),
+      'block-edit': slashConfig(lang, failed !== undefined),
       'code-mirror': {
         ...(opts.cspNonce ? { extensions: [EditorView.cspNonce.of(opts.cspNonce)] } : {}),
         ...(failed === undefined
@@ -93,13 +151,14 @@ export function createCrepe(opts: CrepeOptions): Crepe {
                 language.toLowerCase() === DIAGRAM_LANGUAGE && content.trim() ? renderDiagram(content, apply, failed) : null,
             }),
       },
-      // A formula block's preview reaches the page as an HTML string (innerHTML); KaTeX's HTML
-      // output positions glyphs with style="..." attributes, which the strict CSP refuses
-      // (server/web/__init__.py). Its MathML output has none and every current browser lays it
-      // out. Inline formulas are built with the DOM API (style properties), which the CSP allows.
+      // KaTeX's HTML output positions glyphs with style="..." attributes, which the strict CSP
+      // refuses (server/web/__init__.py); its MathML output has none and every current browser
+      // lays it out. Formula blocks are previewed by formulaPreview() above, with the same
+      // output. Inline formulas are built with the DOM API (style properties), which the CSP allows.
       latex: { katexOptions: { output: 'mathml' } },
     } as FeatureConfigs,
   })
+  formulaPreview(crepe.editor)
   serializerOptions(crepe.editor)
   keepImageAlt(crepe.editor)
   internalLinks(crepe.editor, opts.resolveLink ?? internalDocumentHref)

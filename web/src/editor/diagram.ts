@@ -47,21 +47,27 @@ function drawer(): Promise<Window> {
 
 function draw(text: string): Promise<string> {
   const id = ++seq
-  return drawer().then(
-    (win) =>
-      new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiting.delete(id)
-          reject(new Error('timed out'))
-        }, TIMEOUT_MS)
-        waiting.set(id, (a) => {
-          clearTimeout(timer)
-          if (a.svg !== undefined) resolve(a.svg)
-          else reject(new Error(a.error ?? 'no answer'))
-        })
-        win.postMessage({ id, text, fontFamily: getComputedStyle(document.body).fontFamily }, '*') // only that frame's window gets it
-      }),
-  )
+  return new Promise<string>((resolve, reject) => {
+    // bounds the frame's start too: a frame that never answers is not waited for forever
+    const timer = setTimeout(() => {
+      waiting.delete(id)
+      reject(new Error('the diagram drawer did not answer'))
+    }, TIMEOUT_MS)
+    waiting.set(id, (a) => {
+      clearTimeout(timer)
+      if (a.svg !== undefined) resolve(a.svg)
+      else reject(new Error(a.error ?? 'no answer'))
+    })
+    drawer().then(
+      // only that frame's window gets it ('*': the sandboxed frame's origin is opaque)
+      (win) => win.postMessage({ id, text, fontFamily: getComputedStyle(document.body).fontFamily }, '*'),
+      (error: unknown) => {
+        clearTimeout(timer)
+        waiting.delete(id)
+        reject(error instanceof Error ? error : new Error(String(error)))
+      },
+    )
+  })
 }
 
 // the drawing's own size (its viewBox), so a small diagram is not blown up to the page's width
