@@ -39,7 +39,11 @@ function drawer(): Promise<Window> {
         done(e.data)
       }
     })
-    el.addEventListener('error', () => reject(new Error('the diagram page did not load')))
+    el.addEventListener('error', () => {
+      el.remove()
+      frame = null // a later diagram tries again with a new frame
+      reject(new Error('the diagram page did not load'))
+    })
     document.body.appendChild(el)
   })
   return frame
