@@ -575,6 +575,25 @@ def test_the_slash_menu_math_item_keeps_the_cursor_in_its_new_block(contexts, li
     assert "Before:\n\n$$\ne^{i\\pi}+1=0\n$$\n\n```python\nprint(1)\n```\n" in stored, stored
 
 
+def test_an_inline_formula_katex_cannot_parse_shows_its_source(contexts, live_server, owner):
+    """``$\\frac{$`` is kept as written and shown as its source, in the error colour, beside a
+    drawn one; the editor's own node drew KaTeX's error span with a ``style`` attribute, which
+    the CSP refused (the fixture fails on any violation)."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Inline formulas", "Good $x^2$ and bad $\\frac{$ here.\n")
+        stored = c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+    assert "$\\frac{$" in stored
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    surface = editor(page)
+    expect(surface.locator("span[data-type='math_inline'] .katex")).to_have_count(1)
+    bad = surface.locator("span[data-type='math_inline'].formula-error")
+    expect(bad).to_have_text("\\frac{")
+    assert "KaTeX parse error" in bad.get_attribute("title")
+    page.get_by_role("button", name="Read", exact=True).click()
+    expect(bad).to_have_text("\\frac{")
+
+
 def test_read_mode_links_internal_opens_in_app_unsafe_does_nothing(contexts, live_server, owner):
     with api(live_server, owner) as c:
         target = new_page(c, owner["kb"]["id"], "Link target", "target body\n")

@@ -4,9 +4,11 @@
 // the parity script loads this module in Node.
 import { EditorView } from '@codemirror/view'
 import { Crepe, type CrepeConfig } from '@milkdown/crepe'
-import { commandsCtx } from '@milkdown/kit/core'
+import { commandsCtx, nodeViewCtx } from '@milkdown/kit/core'
 import { codeBlockConfig } from '@milkdown/kit/component/code-block'
 import type { Ctx } from '@milkdown/kit/ctx'
+import type { Node as ProseNode } from '@milkdown/kit/prose/model'
+import type { NodeViewConstructor } from '@milkdown/kit/prose/view'
 import { clearTextInCurrentBlockCommand, codeBlockSchema, setBlockTypeCommand } from '@milkdown/kit/preset/commonmark'
 
 import katex from 'katex'
@@ -125,6 +127,36 @@ function formulaPreview(editor: Crepe['editor']): void {
   })
 }
 
+/**
+ * Inline formulas (`$…$`) drawn by KaTeX into the node's span, as Crepe's own node does, except
+ * one KaTeX cannot parse: its source is shown as text (the message as its title). Crepe's node
+ * drew KaTeX's error span, whose `style="color:…"` attribute the CSP refuses.
+ */
+function inlineFormulas(editor: Crepe['editor']): void {
+  editor.config((ctx) => {
+    ctx.update(nodeViewCtx, (views) => [
+      ...views,
+      [
+        'math_inline',
+        (node: ProseNode) => {
+          const code = String(node.attrs.value ?? '')
+          const dom = document.createElement('span')
+          dom.dataset.type = 'math_inline' // what Crepe's formula tooltip looks for
+          dom.dataset.value = code
+          try {
+            katex.render(code, dom, { throwOnError: true })
+          } catch (error) {
+            dom.className = 'formula-error'
+            dom.title = error instanceof Error ? error.message : String(error)
+            dom.textContent = code
+          }
+          return { dom }
+        },
+      ] satisfies [string, NodeViewConstructor],
+    ])
+  })
+}
+
 export function createCrepe(opts: CrepeOptions): Crepe {
   const lang = opts.lang ?? 'en'
   const proxy = opts.resolveAsset
@@ -154,11 +186,13 @@ export function createCrepe(opts: CrepeOptions): Crepe {
       // KaTeX's HTML output positions glyphs with style="..." attributes, which the strict CSP
       // refuses (server/web/__init__.py); its MathML output has none and every current browser
       // lays it out. Formula blocks are previewed by formulaPreview() above, with the same
-      // output. Inline formulas are built with the DOM API (style properties), which the CSP allows.
+      // output. Inline formulas are built with the DOM API (style properties), which the CSP allows
+      // (inlineFormulas() above).
       latex: { katexOptions: { output: 'mathml' } },
     } as FeatureConfigs,
   })
   formulaPreview(crepe.editor)
+  inlineFormulas(crepe.editor)
   serializerOptions(crepe.editor)
   keepImageAlt(crepe.editor)
   internalLinks(crepe.editor, opts.resolveLink ?? internalDocumentHref)
