@@ -56,10 +56,10 @@ _CSP_DIRECTIVES = (
 )
 CSP_TEMPLATE = "; ".join(_CSP_DIRECTIVES)
 # /diagram.html, the page that draws Mermaid diagrams in a hidden frame of the app
-# (web/src/diagram-frame.ts), sandboxed to an origin of its own: Mermaid measures a diagram by drawing it with a <style> element and
-# style attributes, so this page alone allows inline styles. It allows nothing else the app's
-# CSP forbids, and less: scripts from this origin only, no connection, no image but data:, and
-# only the app's own pages may frame it.
+# (web/src/diagram-frame.ts), sandboxed to an origin of its own. Mermaid measures a diagram by
+# drawing it with a <style> element and style attributes, so this page alone allows inline
+# styles. It allows nothing else the app's CSP forbids, and less: scripts from this origin only,
+# no connection, no image but data:, and only the app's own pages may frame it.
 DIAGRAM_CSP = "; ".join(
     (
         "default-src 'none'",
