@@ -183,12 +183,10 @@ export function createCrepe(opts: CrepeOptions): Crepe {
                 language.toLowerCase() === DIAGRAM_LANGUAGE && content.trim() ? renderDiagram(content, apply, failed) : null,
             }),
       },
-      // KaTeX's HTML output positions glyphs with style="..." attributes, which the strict CSP
-      // refuses (server/web/__init__.py); its MathML output has none and every current browser
-      // lays it out. Formula blocks are previewed by formulaPreview() above, with the same
-      // output. Inline formulas are built with the DOM API (style properties), which the CSP allows
-      // (inlineFormulas() above).
-      latex: { katexOptions: { output: 'mathml' } },
+      // Formulas: no Crepe setting. A formula block's preview is formulaPreview() above (KaTeX's
+      // MathML: its HTML output positions glyphs with style="..." attributes, which the strict
+      // CSP refuses) and inline formulas are inlineFormulas() (built with the DOM API's style
+      // properties, which the CSP allows); Crepe's latex options only fed the preview it replaced.
     } as FeatureConfigs,
   })
   formulaPreview(crepe.editor)
