@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from openkb.indexing import milvus as mv
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
 from openkb.runtime.embedded import free_port
+from openkb.runtime.lite_server import lite_command
 
 
 def load_beir(root: Path, max_docs: int | None) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
@@ -175,19 +176,9 @@ def main() -> int:
             data = Path(tempfile.mkdtemp(prefix="openkb-bench-"))
             stack.callback(shutil.rmtree, data, True)
             port = free_port()
-            exe = Path(sys.executable).with_name("milvus-lite")
             proc = stack.enter_context(
                 _process(
-                    [
-                        str(exe) if exe.exists() else "milvus-lite",
-                        "server",
-                        "--data-dir",
-                        str(data),
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                    ],
+                    lite_command(data, port),
                     env={**os.environ, "OPENAI_API_KEY": "bench"},
                 )
             )

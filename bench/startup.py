@@ -73,7 +73,7 @@ def tree_rss(proc: subprocess.Popen[bytes], home: Path) -> dict[str, float]:
             rss = p.memory_info().rss / 2**20
         except psutil.Error:
             continue
-        if "milvus-lite" in cmd:
+        if "milvus-lite" in cmd or "openkb.runtime.lite_server" in cmd:
             name = "milvus_lite"
         elif "openkb.embedder" in cmd:
             name = "embedder"

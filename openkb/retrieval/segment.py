@@ -15,24 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any
+
+from openkb.runtime.home import cache_dir
 
 _lock = threading.Lock()
 _tokenizer: Any = None
-
-
-def cache_dir() -> Path | None:
-    """Where jieba keeps its parsed dictionary; None (jieba's temp folder) if the home is not
-    writable, e.g. a read-only container where only the database and blob store persist."""
-    from openkb.config import get_settings
-
-    path = Path(get_settings().openkb_home) / "cache"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return path
 
 
 def tokenizer() -> Any:

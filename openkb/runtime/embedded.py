@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 from openkb.config import Settings
 from openkb.errors import ConfigError, ServiceUnavailable
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
+from openkb.runtime.lite_server import lite_command
 from openkb.runtime.python import module_command
 
 log = logging.getLogger("openkb.runtime")
@@ -380,17 +380,9 @@ class EmbeddedServices:
     def _start_milvus(self) -> Callable[[], dict[str, Any]]:
         port = free_port()
         log_path = self.home.log_dir / "milvus.log"
-        exe = Path(sys.executable).with_name("milvus-lite")
-        cmd = [
-            str(exe) if exe.exists() else "milvus-lite",
-            "server",
-            "--data-dir",
-            str(self.home.milvus_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ]
+        # Lite's own server, with BM25 scored on the whole collection's statistics
+        # (openkb/runtime/lite_bm25.py)
+        cmd = lite_command(self.home.milvus_dir, port)
         # Milvus' TEXTEMBEDDING (provider openai) and RERANK (provider cohere) want a key even for
         # the local embedder, which ignores it: without one a rerank profile never reranks.
         env = {

@@ -122,6 +122,20 @@ class OwnerLock:
                 self._fh = None
 
 
+def cache_dir() -> Path | None:
+    """``$OPENKB_HOME/cache``, where parsed dictionaries are kept between starts (jieba's, for
+    the API's highlights and Milvus Lite's analyzer); None (the library's temp folder) if the home
+    is not writable, e.g. a read-only container where only the database and blob store persist."""
+    from openkb.config import get_settings
+
+    path = Path(get_settings().openkb_home) / "cache"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
 def write_record(home: Home, name: str, data: dict[str, Any]) -> None:
     path = home.record_path(name)
     tmp = path.with_suffix(".tmp")

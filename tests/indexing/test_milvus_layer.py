@@ -42,6 +42,7 @@ from openkb.permissions import ReadableScope, chunk_access_many, filter_readable
 from openkb.permissions import filters as F
 from openkb.retrieval.service import FIELD_MAP
 from openkb.runtime.embedded import free_port
+from openkb.runtime.lite_server import lite_command
 from tests.permissions.test_oracle import principals_of, to_principal
 from tests.permissions.worlds import WGrant, WMember, World, insert_world, uid, worlds
 
@@ -86,7 +87,6 @@ def services(workdir: Path) -> Iterator[dict[str, str]]:
     """Start the embedder and Milvus Lite together (each takes a few seconds to import)."""
     e_port, m_port = free_port(), free_port()
     e_log, m_log = workdir / "embedder.log", workdir / "milvus.log"
-    exe = Path(sys.executable).with_name("milvus-lite")
     env = {**os.environ, "OPENAI_API_KEY": "openkb-test-dummy", "COHERE_API_KEY": "openkb-test-dummy"}
     with open(e_log, "wb") as efh, open(m_log, "wb") as mfh:
         embedder = subprocess.Popen(
@@ -96,16 +96,7 @@ def services(workdir: Path) -> Iterator[dict[str, str]]:
             stdin=subprocess.DEVNULL,
         )
         milvus = subprocess.Popen(
-            [
-                str(exe) if exe.exists() else "milvus-lite",
-                "server",
-                "--data-dir",
-                str(workdir / "milvus"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(m_port),
-            ],
+            lite_command(workdir / "milvus", m_port),
             stdout=mfh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -113,18 +113,17 @@ def stack(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     from openkb.db import session_scope
     from openkb.indexing.service import ensure_default_profile
     from openkb.runtime.embedded import Endpoints, free_port, http_ok, milvus_ready
+    from openkb.runtime.lite_server import lite_command
     from server.app import create_app
 
     home = tmp_path_factory.mktemp("resilience")
     settings = Settings()
     db_url = _new_database(pg_server)
     mport, eport = free_port(), free_port()
-    exe = Path(sys.executable).with_name("milvus-lite")
     milvus_uri = f"http://127.0.0.1:{mport}"
     milvus = OwnProcess(
         "milvus",
-        [str(exe) if exe.exists() else "milvus-lite", "server", "--data-dir", str(home / "milvus")]
-        + ["--host", "127.0.0.1", "--port", str(mport)],
+        lite_command(home / "milvus", mport),
         home / "milvus.log",
         lambda: milvus_ready(milvus_uri),
         {"OPENAI_API_KEY": "openkb-local-embedder", "COHERE_API_KEY": "openkb-local-embedder"},
