@@ -33,6 +33,8 @@ import contextvars
 import heapq
 import logging
 import math
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,17 +117,39 @@ def _segment_index(seg: Any, vector_field: str, metric_type: str, params: dict, 
     return idx
 
 
-def _memtable_vectors(memtable: Any, vector_field: str) -> list[tuple[Any, int, Any]]:
-    """``(pk, seq, sparse vector)`` of the memtable's live rows. Read from its batches' one column:
-    its public snapshot converts every field of every row (the dense vector too), ~10x the cost,
-    on each search while an import fills the memtable. That snapshot is the fallback."""
+def _memtable_vectors(memtable: Any, vector_field: str, known: Any = ()) -> list[tuple[Any, int, Any]]:
+    """``(pk, seq, sparse vector)`` of the memtable's live rows, the vector None for the
+    ``(pk, seq)`` in ``known`` (not read). Read from its batches' one column: its public snapshot
+    converts every field of every row (the dense vector too), ~10x the cost. That snapshot is the
+    fallback, should a Lite release change the memtable's layout."""
     try:
         with memtable._lock:
             live = list(memtable._pk_index.items())
             batches = list(memtable._insert_batches)
-        return [(pk, seq, batches[b].column(vector_field)[r].as_py()) for pk, (b, r, seq) in live]
+        return [
+            (pk, seq, None if (pk, seq) in known else batches[b].column(vector_field)[r].as_py())
+            for pk, (b, r, seq) in live
+        ]
     except (AttributeError, TypeError, ValueError, KeyError, IndexError):
         return [(pk, seq, rec.get(vector_field)) for pk, seq, rec in memtable.active_record_snapshots()]
+
+
+# per memtable: (pk, seq) -> (length, terms) of each row already parsed. A row never changes (a
+# replacement is a new seq), and parsing one costs ~170 µs for a 250-term chunk: without this a
+# search while an import fills the memtable paid that for every unflushed row, twice (Lite parses
+# them again for its own memtable search)
+_PARSED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, int], tuple[float, frozenset[int]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed_rows(memtable: Any) -> dict[tuple[Any, int], tuple[float, frozenset[int]]]:
+    try:
+        with _PARSED_LOCK:
+            return _PARSED.setdefault(memtable, {})
+    except TypeError:  # not weakly referenceable: no cache
+        return {}
 
 
 def collect(collection: Any, vector_field: str, queries: list[dict[int, float]], params: dict) -> GlobalStats:
@@ -142,15 +166,25 @@ def collect(collection: Any, vector_field: str, queries: list[dict[int, float]],
             continue
         idx = _segment_index(seg, vector_field, "BM25", params, sparse_factory, bytes_to_sparse)
         stats.add(idx.doc_count, idx.avgdl * idx.doc_count, {t: idx._df[t] for t in terms if t in idx._df})
+    memtable = collection._memtable
+    parsed = _parsed_rows(memtable)
     count, length, df = 0, 0.0, dict.fromkeys(terms, 0)
-    for pk, seq, raw in _memtable_vectors(collection._memtable, vector_field):
+    live = _memtable_vectors(memtable, vector_field, parsed)
+    for pk, seq, raw in live:
+        row = parsed.get((pk, seq))
+        if row is None:
+            vec = bytes_to_sparse(raw) if isinstance(raw, bytes) else (raw or {})
+            row = parsed[(pk, seq)] = (float(sum(vec.values())), frozenset(vec))
         if deltas.is_deleted(pk, seq):
             continue
-        vec = bytes_to_sparse(raw) if isinstance(raw, bytes) else (raw or {})
         count += 1
-        length += sum(vec.values())
-        for t in terms & vec.keys():
+        length += row[0]
+        for t in terms & row[1]:
             df[t] += 1
+    if len(parsed) > 2 * len(live) + 64:  # rows flushed or replaced since: keep the live ones
+        keep = {(pk, seq) for pk, seq, _ in live}
+        for key in [k for k in parsed if k not in keep]:
+            parsed.pop(key, None)
     stats.add(count, length, {t: n for t, n in df.items() if n})
     return stats
 

@@ -186,6 +186,10 @@ def test_the_memtable_is_read_as_its_public_snapshot_reads_it(tmp_path):
         col.upsert([{"id": "r2", "content_text": _doc(["moved", "r2"]), "dense_vector": [0.0, 1.0]}])
         col.delete(["m3"])
         fast = sorted(_memtable_vectors(col._memtable, "sparse_vector"))
+        assert all(
+            v is None
+            for _, _, v in _memtable_vectors(col._memtable, "sparse_vector", {(pk, seq) for pk, seq, _ in fast})
+        )
         public = sorted((pk, seq, rec["sparse_vector"]) for pk, seq, rec in col._memtable.active_record_snapshots())
         assert fast == public
         assert {pk for pk, _, _ in fast} == {"m0", "m1", "m2", "m4", "r2"}
