@@ -42,10 +42,11 @@ import numpy as np
 
 log = logging.getLogger("openkb.lite_bm25")
 
-__all__ = ["GlobalStats", "install", "installed"]
+__all__ = ["GlobalStats", "collect", "install", "score"]
 
 _STATS: contextvars.ContextVar[GlobalStats | None] = contextvars.ContextVar("openkb_lite_bm25", default=None)
 _INSTALLED = False
+_FAILED: list[bool] = []  # set on the first failure to gather statistics (logged once)
 
 
 @dataclass(slots=True)
@@ -65,11 +66,6 @@ class GlobalStats:
         self.total_length += total_length
         for term, n in df.items():
             self.df[term] = self.df.get(term, 0) + n
-
-
-def installed() -> bool:
-    """Whether this process's Milvus Lite scores BM25 with collection-wide statistics."""
-    return _INSTALLED
 
 
 def score(index: Any, queries: list[dict[int, float]], top_k: int, valid_mask: Any, stats: GlobalStats) -> Any:
@@ -231,7 +227,14 @@ def install() -> bool:
             return search_sparse(self, query_vectors, vector_field, top_k, metric_type, *args, **kwargs)
         spec = self._index_specs.get(vector_field)
         params = spec.build_params if spec else {}
-        stats = collect(self, vector_field, self._prepare_sparse_queries(query_vectors, vector_field), params)
+        queries = self._prepare_sparse_queries(query_vectors, vector_field)  # a bad query fails here, as in Lite
+        try:
+            stats = collect(self, vector_field, queries, params)
+        except Exception:  # noqa: BLE001 - a search must not fail for want of better statistics
+            if not _FAILED:  # once: a fault that persists would otherwise log a traceback per search
+                _FAILED.append(True)
+                log.exception("BM25 statistics could not be gathered; searches score per segment while it lasts")
+            return search_sparse(self, query_vectors, vector_field, top_k, metric_type, *args, **kwargs)
         token = _STATS.set(stats)
         try:
             return search_sparse(self, query_vectors, vector_field, top_k, metric_type, *args, **kwargs)

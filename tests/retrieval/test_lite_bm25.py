@@ -195,3 +195,46 @@ def test_the_memtable_is_read_as_its_public_snapshot_reads_it(tmp_path):
         assert {pk for pk, _, _ in fast} == {"m0", "m1", "m2", "m4", "r2"}
     finally:
         db.close()
+
+
+_FAILING_STATS = """
+import sys
+from milvus_lite.db import MilvusLite
+from milvus_lite.schema.types import CollectionSchema, DataType, FieldSchema, Function, FunctionType
+from openkb.runtime import lite_bm25
+
+assert lite_bm25.install()
+def broken(*args, **kwargs):
+    raise RuntimeError("statistics broke")
+lite_bm25.collect = broken
+db = MilvusLite(sys.argv[1])
+schema = CollectionSchema(
+    fields=[
+        FieldSchema("id", DataType.VARCHAR, is_primary=True, max_length=64),
+        FieldSchema("content_text", DataType.VARCHAR, max_length=1024, enable_analyzer=True),
+        FieldSchema("sparse_vector", DataType.SPARSE_FLOAT_VECTOR, is_function_output=True),
+        FieldSchema("dense_vector", DataType.FLOAT_VECTOR, dim=2),
+    ],
+    functions=[Function("bm25", FunctionType.BM25, ["content_text"], ["sparse_vector"])],
+)
+col = db.create_collection("chunks", schema)
+col.create_index("sparse_vector", {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "BM25"})
+col.create_index("dense_vector", {"index_type": "HNSW", "metric_type": "COSINE"})
+col.load()
+col.insert([{"id": "a", "content_text": "alpha beta", "dense_vector": [1.0, 0.0]}])
+col.flush()
+for _ in range(3):
+    hits = col.search(["alpha"], top_k=5, anns_field="sparse_vector", output_fields=["id"])
+    print([h["id"] for h in hits[0]])
+db.close()
+"""
+
+
+def test_a_search_whose_statistics_fail_is_answered_per_segment_and_logged_once(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-c", _FAILING_STATS, str(tmp_path / "lite")], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["['a']"] * 3
+    assert out.stderr.count("BM25 statistics could not be gathered") == 1, out.stderr
+    assert out.stderr.count("statistics broke") == 1
