@@ -264,7 +264,9 @@ def test_a_page_opened_from_elsewhere_is_scrolled_into_the_tree(contexts, live_s
     sidebar's view; a click on a page already in view does not move the tree."""
     with api(live_server, owner) as c:
         kb = new_kb(c, owner, "Long shelf")
-        folder = c.post("/api/documents", json={"knowledge_base_id": kb["id"], "type": "folder", "title": "Deep"}).json()
+        folder = c.post(
+            "/api/documents", json={"knowledge_base_id": kb["id"], "type": "folder", "title": "Deep"}
+        ).json()
         pages = [new_page(c, kb["id"], f"Entry {i:02d}", "x\n", parent_id=folder["id"]) for i in range(60)]
     page = contexts.page()
     page.set_viewport_size({"width": 1280, "height": 700})
@@ -549,7 +551,9 @@ def test_a_mermaid_block_is_drawn_as_a_diagram_under_the_strict_policy(contexts,
     expect(page.locator(".preview img.diagram")).to_have_count(2)
     autosaved(page, before)
     with api(live_server, owner) as c:
-        assert "Broken:\n\n```mermaid\ngraph LR\nX-->Y\n```\n" in c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+        assert (
+            "Broken:\n\n```mermaid\ngraph LR\nX-->Y\n```\n" in c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+        )
 
 
 def test_the_slash_menu_math_item_keeps_the_cursor_in_its_new_block(contexts, live_server, owner):
@@ -1031,3 +1035,36 @@ def test_asset_images_load_through_the_permission_checked_route(contexts, live_s
     img = editor(page).locator(f"img[src='/api/assets/{asset_id}']")
     expect(img).to_have_count(1)
     expect(img).to_have_js_property("naturalWidth", 1)  # loaded with the session, under the CSP
+
+
+def test_a_screenshot_pasted_on_a_new_line_goes_above_the_cursor(contexts, live_server, owner):
+    """New line, paste a screenshot, type on: the words go below the picture and no empty line is
+    left above it (the image used to land below the line, the cursor above it)."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Screenshots", "First line\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    surface = editor(page)
+    before = int(page.get_by_role("status").get_attribute("data-saves"))
+    surface.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Enter")
+    page.evaluate(
+        """async () => {
+          const canvas = document.createElement('canvas')
+          canvas.width = 12
+          canvas.height = 8
+          canvas.getContext('2d').fillRect(0, 0, 12, 8)
+          const blob = await new Promise((done) => canvas.toBlob(done, 'image/png'))
+          const data = new DataTransfer()
+          data.items.add(new File([blob], 'shot.png', { type: 'image/png' }))
+          const paste = new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true })
+          document.querySelector('.ProseMirror').dispatchEvent(paste)
+        }"""
+    )
+    expect(surface.locator("img[src^='/api/assets/']")).to_have_count(1)
+    page.keyboard.type("Below the picture")
+    autosaved(page, before)
+    with api(live_server, owner) as c:
+        md = c.get(f"/api/documents/{doc['id']}").json()["markdown"]
+    assert re.fullmatch(r"First line\n\n!\[[^\]]*\]\(asset://[0-9a-f-]{36}\)\n\nBelow the picture\n", md), md

@@ -4,11 +4,12 @@
 // the parity script loads this module in Node.
 import { EditorView } from '@codemirror/view'
 import { Crepe, type CrepeConfig } from '@milkdown/crepe'
-import { commandsCtx, nodeViewCtx } from '@milkdown/kit/core'
+import { commandsCtx, editorViewCtx, nodeViewCtx } from '@milkdown/kit/core'
 import { codeBlockConfig } from '@milkdown/kit/component/code-block'
 import type { Ctx } from '@milkdown/kit/ctx'
 import type { Node as ProseNode } from '@milkdown/kit/prose/model'
 import type { NodeViewConstructor } from '@milkdown/kit/prose/view'
+import { uploadConfig } from '@milkdown/kit/plugin/upload'
 import { clearTextInCurrentBlockCommand, codeBlockSchema, setBlockTypeCommand } from '@milkdown/kit/preset/commonmark'
 
 import katex from 'katex'
@@ -157,6 +158,28 @@ function inlineFormulas(editor: Crepe['editor']): void {
   })
 }
 
+/**
+ * A pasted or dropped image goes in where the cursor is. In an empty top-level line (the usual way:
+ * a new line, then paste a screenshot) Milkdown put it below that line and left the cursor above
+ * it, so the next words typed went above the picture and the empty line stayed in the page (as
+ * `<br />`). The image now goes in before the empty line, and the cursor, still in that line, is
+ * below the picture. Lines inside lists and quotes keep the default (a list item must start with
+ * its text).
+ */
+function imagesAboveTheEmptyLine(editor: Crepe['editor']): void {
+  editor.config((ctx) => {
+    ctx.update(uploadConfig.key, (prev) => ({
+      ...prev,
+      getInsertPos: (event, ctx2, fallback) => {
+        const pos = prev.getInsertPos ? prev.getInsertPos(event, ctx2, fallback) : fallback
+        const $pos = ctx2.get(editorViewCtx).state.doc.resolve(pos)
+        const line = $pos.parent
+        return $pos.depth === 1 && line.type.name === 'paragraph' && line.content.size === 0 ? $pos.before() : pos
+      },
+    }))
+  })
+}
+
 export function createCrepe(opts: CrepeOptions): Crepe {
   const lang = opts.lang ?? 'en'
   const proxy = opts.resolveAsset
@@ -191,6 +214,7 @@ export function createCrepe(opts: CrepeOptions): Crepe {
   })
   formulaPreview(crepe.editor)
   inlineFormulas(crepe.editor)
+  imagesAboveTheEmptyLine(crepe.editor)
   serializerOptions(crepe.editor)
   keepImageAlt(crepe.editor)
   internalLinks(crepe.editor, opts.resolveLink ?? internalDocumentHref)
