@@ -9,6 +9,7 @@ timers forward, without waiting.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -61,13 +62,16 @@ def test_a_save_reads_indexing_until_the_worker_made_it_searchable(contexts, liv
     assert seen.index("pending") < len(seen) - 1
 
 
-def _run_until(page, looks: list[str], count: int, step_ms: int = 250, steps: int = 80) -> None:
+def _run_until(page, looks: list[str], count: int, step_ms: int = 250, real_s: float = 30.0) -> None:
     """Run the page's clock forward in small steps until ``count`` looks were made (each step
-    is a round trip, which lets a look's answer arrive and schedule the next look)."""
-    for _ in range(steps):
-        if len(looks) >= count:
-            return
+    is a round trip, which lets a look's answer arrive and schedule the next look). Bounded in
+    real time, not in steps: on a loaded machine a look's answer can take longer than a fixed
+    number of quick steps (the page's clock is fake, the server's round trip is not)."""
+    deadline = time.monotonic() + real_s
+    while len(looks) < count and time.monotonic() < deadline:
         page.clock.run_for(step_ms)
+        if len(looks) < count:
+            time.sleep(0.02)
     assert len(looks) >= count, looks
 
 
