@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from pymilvus import MilvusClient
@@ -22,6 +23,7 @@ from openkb.permissions import Principal
 from openkb.retrieval import forget_active_profile, search
 from tests.factories import make_doc, make_kb, make_personas
 
+ROOT = Path(__file__).resolve().parents[2]
 FILLER = "north south east west river stone field cloud lamp door hill tree".split()
 
 
@@ -158,16 +160,12 @@ def test_a_page_saved_after_an_import_is_found_for_its_own_phrase(app_ctx, engin
     assert got and str(got[0].document_id) == target, [h.title for h in got]
 
 
-def test_the_memtable_is_read_as_its_public_snapshot_reads_it(tmp_path):
-    """The scorer reads the unflushed rows' sparse vectors from the memtable's batches (cheaper
-    than Lite's snapshot of whole rows): the same rows, versions and vectors, after inserts,
-    replacements and deletions."""
+def lite_collection(path: str):
+    """An in-process Milvus Lite at ``path`` with one BM25 collection, loaded: ``(db, collection)``."""
     from milvus_lite.db import MilvusLite
     from milvus_lite.schema.types import CollectionSchema, DataType, FieldSchema, Function, FunctionType
 
-    from openkb.runtime.lite_bm25 import _memtable_vectors
-
-    db = MilvusLite(str(tmp_path / "lite"))
+    db = MilvusLite(path)
     schema = CollectionSchema(
         fields=[
             FieldSchema("id", DataType.VARCHAR, is_primary=True, max_length=64),
@@ -178,6 +176,19 @@ def test_the_memtable_is_read_as_its_public_snapshot_reads_it(tmp_path):
         functions=[Function("bm25", FunctionType.BM25, ["content_text"], ["sparse_vector"])],
     )
     col = db.create_collection("chunks", schema)
+    col.create_index("sparse_vector", {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "BM25"})
+    col.create_index("dense_vector", {"index_type": "HNSW", "metric_type": "COSINE"})
+    col.load()
+    return db, col
+
+
+def test_the_memtable_is_read_as_its_public_snapshot_reads_it(tmp_path):
+    """The scorer reads the unflushed rows' sparse vectors from the memtable's batches (cheaper
+    than Lite's snapshot of whole rows): the same rows, versions and vectors, after inserts,
+    replacements and deletions."""
+    from openkb.runtime.lite_bm25 import _memtable_vectors
+
+    db, col = lite_collection(str(tmp_path / "lite"))
     try:
         col.insert([{"id": f"r{i}", "content_text": _doc([f"w{i}"]), "dense_vector": [1.0, 0.0]} for i in range(6)])
         col.flush()
@@ -199,28 +210,15 @@ def test_the_memtable_is_read_as_its_public_snapshot_reads_it(tmp_path):
 
 _FAILING_STATS = """
 import sys
-from milvus_lite.db import MilvusLite
-from milvus_lite.schema.types import CollectionSchema, DataType, FieldSchema, Function, FunctionType
+sys.path.insert(0, sys.argv[2])
 from openkb.runtime import lite_bm25
+from tests.retrieval.test_lite_bm25 import lite_collection
 
 assert lite_bm25.install()
 def broken(*args, **kwargs):
     raise RuntimeError("statistics broke")
 lite_bm25.collect = broken
-db = MilvusLite(sys.argv[1])
-schema = CollectionSchema(
-    fields=[
-        FieldSchema("id", DataType.VARCHAR, is_primary=True, max_length=64),
-        FieldSchema("content_text", DataType.VARCHAR, max_length=1024, enable_analyzer=True),
-        FieldSchema("sparse_vector", DataType.SPARSE_FLOAT_VECTOR, is_function_output=True),
-        FieldSchema("dense_vector", DataType.FLOAT_VECTOR, dim=2),
-    ],
-    functions=[Function("bm25", FunctionType.BM25, ["content_text"], ["sparse_vector"])],
-)
-col = db.create_collection("chunks", schema)
-col.create_index("sparse_vector", {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "BM25"})
-col.create_index("dense_vector", {"index_type": "HNSW", "metric_type": "COSINE"})
-col.load()
+db, col = lite_collection(sys.argv[1])
 col.insert([{"id": "a", "content_text": "alpha beta", "dense_vector": [1.0, 0.0]}])
 col.flush()
 for _ in range(3):
@@ -232,7 +230,10 @@ db.close()
 
 def test_a_search_whose_statistics_fail_is_answered_per_segment_and_logged_once(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-c", _FAILING_STATS, str(tmp_path / "lite")], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _FAILING_STATS, str(tmp_path / "lite"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["['a']"] * 3
