@@ -46,7 +46,7 @@ __all__ = ["GlobalStats", "collect", "install", "score"]
 
 _STATS: contextvars.ContextVar[GlobalStats | None] = contextvars.ContextVar("openkb_lite_bm25", default=None)
 _INSTALLED = False
-_FAILED: list[bool] = []  # set on the first failure to gather statistics (logged once)
+_FAILED = False  # set on the first failure to gather statistics (logged once)
 
 
 @dataclass(slots=True)
@@ -231,8 +231,9 @@ def install() -> bool:
         try:
             stats = collect(self, vector_field, queries, params)
         except Exception:  # noqa: BLE001 - a search must not fail for want of better statistics
+            global _FAILED
             if not _FAILED:  # once: a fault that persists would otherwise log a traceback per search
-                _FAILED.append(True)
+                _FAILED = True
                 log.exception("BM25 statistics could not be gathered; searches score per segment while it lasts")
             return search_sparse(self, query_vectors, vector_field, top_k, metric_type, *args, **kwargs)
         token = _STATS.set(stats)
