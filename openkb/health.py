@@ -82,9 +82,12 @@ def check_milvus(ctx: AppContext) -> Check:
         alias = ctx.settings.milvus_active_alias
         target = alias_target_quiet(client, alias)
         detail = f"{len(cols)} collections; {alias} -> {target or '(not set)'}"
-        if mode == "embedded":
+        fix = ""
+        if mode == "embedded" or _home_lite(ctx):
             detail += "; embedded Milvus Lite is for small knowledge bases, use Milvus 2.6 (MILVUS_URI) at scale"
-        return Check("milvus", True, mode, f"{kind} {version}", detail)
+            bm25, fix = _lite_bm25(ctx)
+            detail += bm25
+        return Check("milvus", True, mode, f"{kind} {version}", detail, fix)
     except Exception as exc:  # noqa: BLE001
         fix = (
             "check MILVUS_URI / MILVUS_TOKEN and that Milvus 2.6 is up"
@@ -92,6 +95,35 @@ def check_milvus(ctx: AppContext) -> Check:
             else "run `openkb up`, or see $OPENKB_HOME/logs/milvus.log"
         )
         return Check("milvus", False, mode, "", str(exc).splitlines()[0][:200], fix)
+
+
+def _home_lite(ctx: AppContext) -> bool:
+    """Whether the Milvus in use is the embedded Lite of this home: the API and workers under
+    ``openkb up`` are handed its address in MILVUS_URI, so their settings alone say external."""
+    from openkb.runtime.home import Home, read_record
+
+    rec = read_record(Home(ctx.settings.openkb_home), "milvus")
+    return rec is not None and rec.get("uri") == ctx.endpoints.milvus_uri
+
+
+def _lite_bm25(ctx: AppContext) -> tuple[str, str]:
+    """How the embedded Lite scores BM25 (docs/retrieval.md#bm25-statistics), as a part of the
+    Milvus check's detail and, when per segment, its fix. Search works either way; per segment,
+    pages saved since the last large write rank lower for their own keywords."""
+    from openkb.runtime.home import Home
+    from openkb.runtime.lite_server import bm25_scoring
+
+    rec = bm25_scoring(Home(ctx.settings.openkb_home))
+    if rec is None:
+        return "", ""
+    if rec["bm25"] == "collection-wide":
+        return "; BM25 scored with the whole collection's statistics", ""
+    reason = rec.get("reason") or "unknown reason"
+    return (
+        f"; BM25 scored per segment ({reason}): pages saved lately rank lower for their own keywords",
+        "install the milvus-lite version OpenKB pins (constraints.txt) and restart `openkb up`; "
+        "see $OPENKB_HOME/logs/milvus.log",
+    )
 
 
 def check_queue(ctx: AppContext) -> Check:

@@ -286,6 +286,13 @@ def test_up_on_a_fresh_home_end_to_end(fresh_up):
     # doctor borrowed the running instance's services instead of starting its own
     assert rep["services"]["postgresql"] == "embedded-shared"
     assert rep["services"]["milvus"] == "embedded-shared"
+    # the Lite server `up` started scores BM25 over the whole collection (docs/retrieval.md#bm25-statistics),
+    # and says so to doctor and to /readyz (whose API is handed Lite's address as MILVUS_URI)
+    said = "BM25 scored with the whole collection's statistics"
+    assert said in core["milvus"]["detail"], core["milvus"]
+    assert not core["milvus"]["fix"]
+    ready = httpx.get(fresh_up["base"] + "/readyz", timeout=30).json()
+    assert said in ready["checks"]["milvus"]["detail"], ready["checks"]["milvus"]
     second = cli(["up", "--port", str(_free_port())], env, timeout=60)
     assert_one_line_error(second, 75, "already running")
 

@@ -35,6 +35,7 @@ import logging
 import math
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,11 +43,26 @@ import numpy as np
 
 log = logging.getLogger("openkb.lite_bm25")
 
-__all__ = ["GlobalStats", "collect", "install", "score"]
+__all__ = ["COLLECTION_WIDE", "PER_SEGMENT", "GlobalStats", "collect", "install", "score"]
 
 _STATS: contextvars.ContextVar[GlobalStats | None] = contextvars.ContextVar("openkb_lite_bm25", default=None)
 _INSTALLED = False
-_FAILED = False  # set on the first failure to gather statistics (logged once)
+_FAILED = False  # statistics could not be gathered for the last search (logged once per spell)
+
+COLLECTION_WIDE = "collection-wide"
+PER_SEGMENT = "per-segment"
+# Told how BM25 scores (``COLLECTION_WIDE`` or ``PER_SEGMENT``, and why) when that is decided and
+# whenever it changes: the Lite server process leaves it where ``openkb doctor`` and ``/readyz``
+# read it (openkb.runtime.lite_server). Never called on the search path otherwise.
+reporter: Callable[[str, str], None] | None = None
+
+
+def _report(how: str, reason: str = "") -> None:
+    if reporter is not None:
+        try:
+            reporter(how, reason)
+        except Exception:  # noqa: BLE001 - telling about the scores must never fail a search
+            log.warning("could not record how BM25 scores", exc_info=True)
 
 
 @dataclass(slots=True)
@@ -190,6 +206,7 @@ def install() -> bool:
     Lite unchanged) when its internals are not the ones this module knows."""
     global _INSTALLED
     if _INSTALLED:
+        _report(COLLECTION_WIDE)
         return True
     try:
         from milvus_lite.engine.collection import Collection
@@ -198,6 +215,7 @@ def install() -> bool:
         from milvus_lite.storage.memtable import MemTable
     except ImportError as exc:
         log.warning("Milvus Lite BM25 keeps per-segment statistics: %s", exc)
+        _report(PER_SEGMENT, f"this Milvus Lite is not the one OpenKB knows ({exc})")
         return False
     needed = [
         (Collection, "_search_sparse"),
@@ -215,6 +233,7 @@ def install() -> bool:
     ]
     if missing:
         log.warning("Milvus Lite BM25 keeps per-segment statistics: this Lite has no %s", ", ".join(missing))
+        _report(PER_SEGMENT, f"this Milvus Lite is not the one OpenKB knows (it has no {', '.join(missing)})")
         return False
 
     search_sparse = Collection._search_sparse
@@ -228,14 +247,19 @@ def install() -> bool:
         spec = self._index_specs.get(vector_field)
         params = spec.build_params if spec else {}
         queries = self._prepare_sparse_queries(query_vectors, vector_field)  # a bad query fails here, as in Lite
+        global _FAILED
         try:
             stats = collect(self, vector_field, queries, params)
-        except Exception:  # noqa: BLE001 - a search must not fail for want of better statistics
-            global _FAILED
+        except Exception as exc:  # noqa: BLE001 - a search must not fail for want of better statistics
             if not _FAILED:  # once: a fault that persists would otherwise log a traceback per search
                 _FAILED = True
                 log.exception("BM25 statistics could not be gathered; searches score per segment while it lasts")
+                _report(PER_SEGMENT, f"statistics could not be gathered: {type(exc).__name__}: {exc}"[:300])
             return search_sparse(self, query_vectors, vector_field, top_k, metric_type, *args, **kwargs)
+        if _FAILED:  # gathered again after a spell of failures
+            _FAILED = False
+            log.warning("BM25 statistics are gathered again; scores use collection-wide statistics")
+            _report(COLLECTION_WIDE)
         token = _STATS.set(stats)
         try:
             return search_sparse(self, query_vectors, vector_field, top_k, metric_type, *args, **kwargs)
@@ -252,4 +276,5 @@ def install() -> bool:
     # Lite imports it inside ``_search_sparse`` on every call, so the module attribute is the one used
     sparse_factory._search_prepared_sparse_index = _search_prepared_sparse_index
     _INSTALLED = True
+    _report(COLLECTION_WIDE)
     return True

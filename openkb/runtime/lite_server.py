@@ -3,18 +3,27 @@ server --data-dir ... --host ... --port ...`` (the arguments of Lite's own ``mil
 
 The same server, with BM25 scored on statistics of the whole collection instead of each segment's
 (``openkb.runtime.lite_bm25``, docs/retrieval.md#bm25-statistics). Installed before Lite loads
-any collection; the log says whether it applied. Its jieba is kept quiet, its cache in the home.
+any collection; the log says whether it applied, and so does ``run/milvus-bm25.json`` when ``openkb
+up`` started it (``BM25_RECORD``), which ``openkb doctor`` and ``/readyz`` read (function
+``bm25_scoring``). Its jieba is kept quiet, its cache in the home.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from openkb.runtime import lite_bm25
-from openkb.runtime.home import cache_dir
+from openkb.runtime.home import Home, cache_dir, read_record
 from openkb.runtime.python import module_command
+
+BM25_RECORD = "milvus-bm25"  # run/<name>.json of the home: how the running Lite scores BM25
+RECORD_ENV = "OPENKB_LITE_BM25_RECORD"  # where the Lite server writes it (set by openkb up only)
 
 
 def lite_command(data_dir: str | Path, port: int, host: str = "127.0.0.1") -> list[str]:
@@ -34,8 +43,33 @@ def _quiet_jieba() -> None:
         jieba.dt.tmp_dir = str(where)
 
 
+def _recorder(path: str) -> Any:
+    """Write how this Lite scores BM25 to ``path`` (atomically; with this process's pid, so a
+    record left by a dead Lite reads as nothing)."""
+
+    def write(how: str, reason: str) -> None:
+        target = Path(path)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"bm25": how, "reason": reason, "pid": os.getpid(), "written_at": time.time()}))
+        tmp.replace(target)
+
+    return write
+
+
+def bm25_scoring(home: Home) -> dict[str, Any] | None:
+    """How the embedded Lite of ``home`` scores BM25 (``{"bm25": "collection-wide" | "per-segment",
+    "reason"}``), or None when no live Lite left word (not started by ``openkb up``, or gone)."""
+    rec = read_record(home, BM25_RECORD)
+    if rec is None or rec.get("bm25") not in (lite_bm25.COLLECTION_WIDE, lite_bm25.PER_SEGMENT):
+        return None
+    return rec
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_jieba()
+    record = os.environ.get(RECORD_ENV)
+    if record:
+        lite_bm25.reporter = _recorder(record)
     if lite_bm25.install():
         print("openkb: BM25 scores use collection-wide statistics", file=sys.stderr, flush=True)
     from milvus_lite.cmdline import main as lite_main

@@ -214,21 +214,32 @@ sys.path.insert(0, sys.argv[2])
 from openkb.runtime import lite_bm25
 from tests.retrieval.test_lite_bm25 import lite_collection
 
+told = []
+lite_bm25.reporter = lambda how, reason: told.append((how, reason))
 assert lite_bm25.install()
+gather = lite_bm25.collect
 def broken(*args, **kwargs):
     raise RuntimeError("statistics broke")
 lite_bm25.collect = broken
 db, col = lite_collection(sys.argv[1])
 col.insert([{"id": "a", "content_text": "alpha beta", "dense_vector": [1.0, 0.0]}])
 col.flush()
-for _ in range(3):
+def search():
     hits = col.search(["alpha"], top_k=5, anns_field="sparse_vector", output_fields=["id"])
     print([h["id"] for h in hits[0]])
+for _ in range(3):
+    search()
+lite_bm25.collect = gather  # the fault passes
+search()
+search()
 db.close()
+print(told)
 """
 
 
 def test_a_search_whose_statistics_fail_is_answered_per_segment_and_logged_once(tmp_path):
+    """Each search is answered while gathering fails; the failure is logged and reported once
+    (doctor and /readyz show it), and so is the recovery."""
     out = subprocess.run(
         [sys.executable, "-c", _FAILING_STATS, str(tmp_path / "lite"), str(ROOT)],
         capture_output=True,
@@ -236,6 +247,44 @@ def test_a_search_whose_statistics_fail_is_answered_per_segment_and_logged_once(
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:3] == ["['a']"] * 3
+    lines = out.stdout.strip().split("\n")
+    assert lines[:5] == ["['a']"] * 5
     assert out.stderr.count("BM25 statistics could not be gathered") == 1, out.stderr
     assert out.stderr.count("statistics broke") == 1
+    assert out.stderr.count("BM25 statistics are gathered again") == 1, out.stderr
+    told = eval(lines[5])  # noqa: S307 - the list of tuples the script printed
+    assert told == [
+        ("collection-wide", ""),
+        ("per-segment", "statistics could not be gathered: RuntimeError: statistics broke"),
+        ("collection-wide", ""),
+    ]
+
+
+def test_doctor_and_readyz_say_how_the_embedded_lite_scores_bm25(app_ctx, tmp_path):
+    """What the Lite server that ``openkb up`` started recorded (run/milvus-bm25.json) is part of
+    the Milvus check: said when collection-wide, with a fix when per segment; a record left by a
+    process that is gone says nothing."""
+    from openkb.health import check_milvus
+    from openkb.runtime.home import Home
+    from openkb.runtime.lite_server import BM25_RECORD, _recorder
+
+    settings = app_ctx.settings.model_copy(update={"openkb_home": tmp_path, "milvus_uri": None})
+    ctx = replace(app_ctx, settings=settings)
+    record = Home(tmp_path).ensure().record_path(BM25_RECORD)
+    assert "BM25" not in check_milvus(ctx).detail  # no record: nothing said
+
+    _recorder(str(record))("collection-wide", "")
+    check = check_milvus(ctx)
+    assert check.ok and "BM25 scored with the whole collection's statistics" in check.detail
+    assert check.fix == ""
+
+    _recorder(str(record))("per-segment", "this Milvus Lite is not the one OpenKB knows (it has no X._y)")
+    check = check_milvus(ctx)
+    assert check.ok  # search works; only the ranking of recent pages suffers
+    assert "BM25 scored per segment (this Milvus Lite is not the one OpenKB knows (it has no X._y))" in check.detail
+    assert "milvus-lite version OpenKB pins" in check.fix
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    data = record.read_text().replace(f'"pid": {__import__("os").getpid()}', f'"pid": {int(gone.stdout)}')
+    record.write_text(data)
+    assert "BM25" not in check_milvus(ctx).detail
