@@ -148,15 +148,15 @@ def source_from_bytes(data: bytes, name: str, max_file_bytes: int) -> Source:
 def _fs_name(name: str) -> str | None:
     """A file or folder name on disk as text. Linux hands over a name's bytes, and Python keeps
     bytes that are not UTF-8 as surrogates, which no database or page title takes: a folder
-    unzipped from a Chinese Windows zip by a tool that kept its GBK names has them. Such a name
-    is read as GB18030 when it reads as everyday Chinese (``_zip_names``'s rule for zips), else
-    None (the entry then fails with the reason, the rest goes on)."""
+    unzipped from a Chinese or Japanese Windows zip by a tool that kept its legacy names has them.
+    Such a name is read with the legacy code page it fits (``_as_legacy``, ``_zip_names``'s rule
+    for zips), else None (the entry then fails with the reason, the rest goes on)."""
     try:
         name.encode("utf-8")
         return name
     except UnicodeEncodeError:
-        gbk = _as_gbk([os.fsencode(name)])
-    return gbk[0] if gbk else None
+        legacy = _as_legacy([os.fsencode(name)])
+    return legacy[0] if legacy else None
 
 
 def _shown_name(name: str) -> str:
@@ -164,7 +164,7 @@ def _shown_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-_BAD_NAME = "the file name is neither UTF-8 nor GBK text; rename it and import again"
+_BAD_NAME = "the file name is neither UTF-8 nor GBK, Big5 or Shift-JIS text; rename it and import again"
 
 
 def _folder(root: Path, max_file_bytes: int) -> Source:
@@ -307,8 +307,7 @@ def _gb2312_share(raws: list[bytes]) -> float:
 
 def _as_gbk(raws: list[bytes]) -> list[str] | None:
     """``raws`` read as GB18030, if every one then reads as Chinese (``_chinese``) and nearly all
-    of their two-byte characters are everyday ones (``_gb2312_share`` >= 0.9); else None. The
-    one rule for names in zips and on disk."""
+    of their two-byte characters are everyday ones (``_gb2312_share`` >= 0.9); else None."""
     try:
         decoded = [raw.decode("gb18030") for raw in raws]
     except UnicodeDecodeError:
@@ -316,14 +315,101 @@ def _as_gbk(raws: list[bytes]) -> list[str] | None:
     return decoded if all(_chinese(v) for v in decoded) and _gb2312_share(raws) >= 0.9 else None
 
 
+def _japanese(name: str) -> bool:
+    """Whether every non-ASCII character of ``name`` is one a Japanese file name holds: kana
+    (half-width too), CJK ideographs and punctuation, full-width forms, dashes and quotes."""
+    for c in name:
+        o = ord(c)
+        if o < 0x80 or o in (0xB7, 0xD7):
+            continue
+        if not (
+            0x3040 <= o <= 0x30FF  # hiragana, katakana
+            or 0x4E00 <= o <= 0x9FFF  # CJK Unified Ideographs
+            or 0xF900 <= o <= 0xFAFF  # CJK Compatibility Ideographs
+            or 0x3000 <= o <= 0x303F  # CJK Symbols and Punctuation
+            or 0xFF00 <= o <= 0xFFEF  # Halfwidth (kana) and Fullwidth Forms
+            or 0x2010 <= o <= 0x2027  # dashes, curly quotes, ellipsis
+        ):
+            return False
+    return True
+
+
+def _pairs(raws: list[bytes], two_byte: Callable[[int], bool]) -> list[tuple[int, int]]:
+    """The (lead, trail) bytes of the two-byte characters of ``raws``, in an encoding whose lead
+    bytes ``two_byte`` tells."""
+    out: list[tuple[int, int]] = []
+    for raw in raws:
+        i = 0
+        while i < len(raw):
+            if two_byte(raw[i]) and i + 1 < len(raw):
+                out.append((raw[i], raw[i + 1]))
+                i += 2
+            else:
+                i += 1
+    return out
+
+
+def _everyday(pairs: list[tuple[int, int]], lead_ok: Callable[[int], bool]) -> bool:
+    """Whether ``pairs`` look like a legacy double-byte code page's own names, not a Western
+    code-page-437 name misread: at least 90% of them are its everyday characters (``lead_ok``),
+    and at most 60% have an ASCII letter for a trail byte. A Western name's accented letter
+    is one byte followed by a letter, which Big5 and Shift-JIS read as one character: ``Año``
+    would be Big5 ``A寸`` and ``naïve`` Shift-JIS ``na久e``. Their own trail bytes are letters
+    for about a third of the characters (and never for kana)."""
+    if not pairs:
+        return False
+    everyday = sum(1 for lead, _ in pairs if lead_ok(lead))
+    letters = sum(1 for _, trail in pairs if 0x41 <= trail <= 0x5A or 0x61 <= trail <= 0x7A)
+    return everyday >= 0.9 * len(pairs) and letters <= 0.6 * len(pairs)
+
+
+def _as_big5(raws: list[bytes]) -> list[str] | None:
+    """``raws`` read as Big5 (code page 950: Windows in Traditional Chinese), if every one then
+    reads as Chinese and its characters are everyday ones (lead byte 0xA1-0xC6: punctuation and
+    the 5,401 frequent characters)."""
+    try:
+        decoded = [raw.decode("cp950") for raw in raws]
+    except UnicodeDecodeError:
+        return None
+    pairs = _pairs(raws, lambda b: b >= 0x81)
+    ok = all(_chinese(v) for v in decoded) and _everyday(pairs, lambda lead: 0xA1 <= lead <= 0xC6)
+    return decoded if ok else None
+
+
+def _as_shift_jis(raws: list[bytes]) -> list[str] | None:
+    """``raws`` read as Shift-JIS (code page 932: Windows in Japanese), if every one then reads
+    as Japanese and its two-byte characters are everyday ones (lead byte 0x81-0x84: punctuation,
+    full-width letters and kana; 0x88-0x98: the 2,965 level-1 kanji)."""
+    try:
+        decoded = [raw.decode("cp932") for raw in raws]
+    except UnicodeDecodeError:
+        return None
+    pairs = _pairs(raws, lambda b: 0x81 <= b <= 0x9F or 0xE0 <= b <= 0xFC)
+    ok = all(_japanese(v) for v in decoded) and _everyday(pairs, lambda lead: lead <= 0x84 or 0x88 <= lead <= 0x98)
+    return decoded if ok else None
+
+
+def _as_legacy(raws: list[bytes]) -> list[str] | None:
+    """``raws`` (not UTF-8) read with the first legacy code page that fits every one of them:
+    GBK, then Big5, then Shift-JIS; None when none does. The one rule for names in zips and on
+    disk. The order: a Japanese name's kana and level-1 kanji have lead bytes below GB2312's
+    and Big5's everyday ranges, and a Big5 name's frequent characters have trail bytes outside
+    GB2312's for about 40% of them, so each code page's test turns the others' names away."""
+    for guess in (_as_gbk, _as_big5, _as_shift_jis):
+        decoded = guess(raws)
+        if decoded is not None:
+            return decoded
+    return None
+
+
 def _zip_names(infos: list[zipfile.ZipInfo]) -> list[str]:
     """Each entry's name, by position: as stored when the entry is flagged UTF-8 (bit 11);
     otherwise from its Unicode Path field when it has a valid one; otherwise the stored bytes
     decoded once for the whole archive, as the first of these that fits every such name:
-    UTF-8 (Linux and macOS tools write it without the flag), GB18030 when every name then reads
-    as Chinese and nearly all of their characters are everyday ones (Windows in Chinese writes
-    GBK), and code page 437, the format's default. Other legacy code pages (Shift-JIS, Big5)
-    are not guessed: their names stay as code page 437 reads them."""
+    UTF-8 (Linux and macOS tools write it without the flag), the legacy code page of Windows in
+    Simplified Chinese, Traditional Chinese or Japanese (GBK, Big5, Shift-JIS) when every name
+    then reads as that language's everyday characters (``_as_legacy``), and code page 437, the
+    format's default."""
     names = [info.filename for info in infos]  # flagged UTF-8, ASCII, or code page 437 at worst
     legacy: dict[int, bytes] = {}
     for n, info in enumerate(infos):
@@ -340,7 +426,7 @@ def _zip_names(infos: list[zipfile.ZipInfo]) -> list[str]:
         try:
             decoded: list[str] | None = [raw.decode("utf-8") for raw in raws]
         except UnicodeDecodeError:
-            decoded = _as_gbk(raws)
+            decoded = _as_legacy(raws)
         if decoded is not None:  # else the code page 437 names stay
             for n, name in zip(legacy, decoded, strict=True):
                 names[n] = name.split("\0", 1)[0]  # as zipfile cuts a name at a NUL

@@ -1,7 +1,7 @@
 """File names the import must decode (docs/importing.md#file-names-in-zips-and-folders): a zip
 that does not flag its names UTF-8 (Linux's and macOS's zip tools write UTF-8 without the flag,
-Windows in Chinese writes GBK; Python reads both as code page 437), and a folder whose names on
-disk are not UTF-8. The import recovers the real names, leaves a Western Windows zip's names as
+Windows in Chinese or Japanese writes GBK, Big5 or Shift-JIS; Python reads them all as code page
+437), and a folder whose names on disk are not UTF-8. The import recovers the real names, leaves a Western Windows zip's names as
 code page 437 reads them, and fails a name it cannot read on its own."""
 
 from __future__ import annotations
@@ -66,11 +66,48 @@ def test_gbk_names_from_windows_in_chinese_are_read_as_gbk():
     assert names(data) == {"项目", "项目/会议纪要（第一次）.md", "项目/周报·草稿.md"}
 
 
-@pytest.mark.parametrize("name", ["Über.md", "naïve.md", "Año.md", "Résumé.md"])
+def test_big5_names_from_windows_in_traditional_chinese_are_read_as_big5():
+    data = legacy_zip(
+        {
+            "專案/會議紀錄（第一次）.md".encode("cp950"): b"# a\n",
+            "專案/使用者手冊.md".encode("cp950"): b"# b\n",
+            "週報‧草稿.md".encode("cp950"): b"# c\n",
+        }
+    )
+    assert names(data) == {"專案", "專案/會議紀錄（第一次）.md", "專案/使用者手冊.md", "週報‧草稿.md"}
+
+
+def test_shift_jis_names_from_windows_in_japanese_are_read_as_shift_jis():
+    """Kana (half-width too), kanji, full-width punctuation."""
+    data = legacy_zip(
+        {
+            "資料/会議メモ（第1回）.md".encode("cp932"): b"# a\n",
+            "プロジェクト/週報・下書き.md".encode("cp932"): b"# b\n",
+            "議事録.md".encode("cp932"): b"# c\n",
+            "ｱﾝｹｰﾄ結果.md".encode("cp932"): b"# d\n",
+        }
+    )
+    assert names(data) == {
+        "資料",
+        "資料/会議メモ（第1回）.md",
+        "プロジェクト",
+        "プロジェクト/週報・下書き.md",
+        "議事録.md",
+        "ｱﾝｹｰﾄ結果.md",
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Über.md", "naïve.md", "Año.md", "Résumé.md", "Ñoño.md", "Café crème.md", "Zürich/Genève.md", "Açaí.md"],
+)
 def test_a_western_windows_zip_stays_code_page_437(name):
-    """GB18030 reads ``Über`` as a rare ideograph and ``naïve`` as 'na媣e': those are not taken
-    for Chinese names (their bytes are no everyday GB2312 characters)."""
-    assert names(legacy_zip({name.encode("cp437"): b"# a\n"})) == {name}
+    """GB18030 reads ``Über`` as a rare ideograph and ``naïve`` as 'na媣e', Big5 reads ``Año`` as
+    'A寸' and Shift-JIS ``naïve`` as 'na久e': none is taken for a Chinese or Japanese name (their
+    bytes are no everyday characters of that code page, or an accented letter's byte followed by
+    a letter, which a two-byte character's trail rarely is)."""
+    got = names(legacy_zip({name.encode("cp437"): b"# a\n"}))
+    assert name in got
 
 
 def test_one_archive_one_encoding():
@@ -123,6 +160,30 @@ def test_a_gbk_zip_imports_with_its_chinese_titles_and_tree(world, tmp_path):
         assert f"openkb://document/{got['会议/待办.md'].document_id}" in body  # the link between them holds
 
 
+def test_a_shift_jis_zip_imports_with_its_japanese_titles_and_links(world, tmp_path):
+    archive = tmp_path / "windows.zip"
+    archive.write_bytes(
+        legacy_zip(
+            {
+                "会議/週次ミーティング.md".encode("cp932"): "# 週次\n\n[宿題](宿題リスト.md)を見る。\n".encode(),
+                "会議/宿題リスト.md".encode("cp932"): "# 宿題\n\n- 一\n".encode(),
+            }
+        )
+    )
+    rep = world.run(archive, kb=world.new_kb())
+    got = by_path(rep)
+    assert {p: f.status for p, f in got.items()} == {
+        "会議": "created",
+        "会議/週次ミーティング.md": "created",
+        "会議/宿題リスト.md": "created",
+    }
+    with Session(world.engine) as s:
+        page = s.get(Document, got["会議/週次ミーティング.md"].document_id)
+        assert (page.title, s.get(Document, page.parent_id).title) == ("週次ミーティング", "会議")
+        body = s.get(DocumentVersion, page.current_version_id).markdown
+        assert f"openkb://document/{got['会議/宿題リスト.md'].document_id}" in body
+
+
 def test_a_folder_with_gbk_or_undecodable_names_imports_what_it_can(world, tmp_path):
     """A folder unzipped by a tool that kept a Chinese Windows zip's GBK names: Linux hands over
     bytes that are not UTF-8. GBK names are read as such; a name that is neither fails alone
@@ -136,12 +197,15 @@ def test_a_folder_with_gbk_or_undecodable_names_imports_what_it_can(world, tmp_p
     with open(os.fsencode(root) + b"/caf\xe9\xff.md", "wb") as f:  # Latin-1 bytes: no code page guessed
         f.write(b"# cafe\n")
     (root / "ok.md").write_text("# ok\n")
+    with open(os.fsencode(root) + b"/" + "議事録.md".encode("cp932"), "wb") as f:  # Japanese Windows
+        f.write("# 議事録\n".encode())
     rep = world.run(root, kb=world.new_kb())
     got = {f.path: (f.status, f.error) for f in rep.files}
     assert got["周报"][0] == "created" and got["周报/第一周.md"][0] == "created" and got["ok.md"][0] == "created"
+    assert got["議事録.md"][0] == "created"
     assert got["caf\\xe9\\xff.md"] == (
         "failed",
-        "the file name is neither UTF-8 nor GBK text; rename it and import again",
+        "the file name is neither UTF-8 nor GBK, Big5 or Shift-JIS text; rename it and import again",
     )
 
 
