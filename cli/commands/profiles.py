@@ -16,6 +16,7 @@ import typer
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, table
 from openkb.errors import ValidationError
+from openkb.indexing.lexical import describe_lexical
 
 
 def register(app: typer.Typer) -> None:
@@ -170,6 +171,8 @@ def profile_show(
         highlight=False,
     )
     console.print(f"  bm25        {f['bm25']['name']}: analyzer {json.dumps(f['bm25']['analyzer'])}", highlight=False)
+    lex = f["bm25"].get("lexical")
+    console.print(f"  lexical     {describe_lexical(lex)}", highlight=False)
     rr = f["rerank"]
     console.print(
         "  rerank      " + (f"{rr['name']}: {rr['provider']} {rr['model'] or ''} @ {rr['endpoint']}" if rr else "none"),

@@ -10,8 +10,16 @@ they are for the collection's jieba analyzer to segment. The query goes through 
 ``lexical_text`` before its BM25 request, so both sides meet on the same terms. The dense
 route always gets the raw text.
 
+``LEXICAL_V2`` adds one thing: a dotted number (a version, an address) is also kept whole, as
+one term. V1 splits ``v2.6.1`` into ``v2 6 1`` and ``3.4.0`` into ``3 4 0``, numbers that pages of
+figures hold many times, so a search for a release found every page with small numbers before
+the release notes. V2 writes ``v2.6.1`` as ``v2 6 1 v2p6p1`` and ``2.6.1`` as ``2 6 1 v2p6p1``:
+the whole term is rare, it is the same with or without the ``v``, and it is letters and digits
+only, so Lite's jieba analyzer keeps it as one token (it would cut ``2.6.1`` or ``2_6_1``).
+
 Trap: the transform is part of the index. Changing it changes what every stored row means, so a
-change is a new ``LEXICAL_*`` version (and a rebuild), never an edit of this one.
+change is a new ``LEXICAL_*`` version (and a rebuild), never an edit of this one. Each version
+has its own field (``LEXICAL_FIELDS``): a collection's schema says which transform wrote it.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from functools import lru_cache
 import Stemmer
 
 LEXICAL_V1 = "stem-en-1"
+LEXICAL_V2 = "stem-en-2"  # V1 + dotted numbers also whole (module docstring)
+# the Milvus field each transform writes and the BM25 function reads (openkb/indexing/milvus.py)
+LEXICAL_FIELDS = {LEXICAL_V1: "lexical_text", LEXICAL_V2: "lexical_text_v2"}
 
 _CJK = (
     r"\u2e80-\u2eff\u2f00-\u2fdf\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u3400-\u4dbf"
@@ -44,14 +55,39 @@ which while who whom why will with would you your yours yourself yourselves
 _stemmer = Stemmer.Stemmer("english")
 
 
+def describe_lexical(version: str | None) -> str:
+    """A profile's transform in words (``openkb profile show``), saying when a newer one exists."""
+    if version is None:
+        return "none: BM25 reads content_text through the analyzer alone"
+    what = {
+        LEXICAL_V1: "stemmed English, dotted numbers split at their dots",
+        LEXICAL_V2: "stemmed English, dotted numbers also whole",
+    }.get(version, "unknown")
+    newer = "" if version == LEXICAL_V2 else f" (new Lite profiles get {LEXICAL_V2}: docs/retrieval.md#version-numbers)"
+    return f"{version}: {what}{newer}"
+
+
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
 
-def lexical_text(text: str) -> str:
+# a dotted number, with or without a leading "v": 2.6, v2.6.1, 10.0.0.12 (not part of a longer
+# word or dotted run; a full stop after it allowed)
+_DOTTED = re.compile(r"(?<![\w.])(v?)(\d+(?:\.\d+)+)(?!\.?\w)", re.IGNORECASE)
+
+
+def _whole(m: re.Match[str]) -> str:
+    """A dotted number followed by its whole term (``LEXICAL_V2``): ``v2.6.1`` -> ``v2.6.1 v2p6p1``."""
+    return f"{m.group(0)} v{m.group(2).replace('.', 'p')}"
+
+
+def lexical_text(text: str, version: str = LEXICAL_V1) -> str:
     """``text`` as BM25 terms: Latin words lowercased, stop words dropped, stemmed; CJK runs kept
-    (the jieba analyzer segments them), everything separated by single spaces."""
+    (the jieba analyzer segments them), everything separated by single spaces. ``LEXICAL_V2``
+    also keeps each dotted number whole (module docstring)."""
+    if version == LEXICAL_V2 and text:
+        text = _DOTTED.sub(_whole, text)
     out: list[str] = []
     for m in _TOKEN.finditer(text or ""):
         tok = m.group(0)
@@ -63,6 +99,43 @@ def lexical_text(text: str) -> str:
             continue
         out.append(_stem(w) if w.isalpha() else w)
     return " ".join(out)
+
+
+# a version number written with or without a leading "v": 2.6, v2.6.1 (one or two dots: not an
+# IPv4 address)
+_VERSION = re.compile(r"(?<![\w.])(v?)(\d+(?:\.\d+){1,2})(?!\.?\w)", re.IGNORECASE)
+
+
+def version_variants(text: str) -> list[str]:
+    """Each dotted version number of ``text`` in its other spelling: ``2.6.1`` -> ``v2.6.1`` and
+    ``v2.6.1`` -> ``2.6.1``. Release notes and runbooks write ``v2.6.1`` where people search
+    ``2.6.1`` (and the other way round): V1's terms (``v2 6 1`` against ``2 6 1``) and a standard
+    tokenizer's (``v2.6.1`` against ``2.6.1``) do not meet. ``LEXICAL_V2`` needs none of this: its
+    whole term is the same for both spellings."""
+    out: list[str] = []
+    for m in _VERSION.finditer(text or ""):
+        other = m.group(2) if m.group(1) else "v" + m.group(2)
+        if other not in out:
+            out.append(other)
+    return out
+
+
+def bm25_query(query: str, lexical: str | None) -> str:
+    """The text of a search's BM25 route, for a profile whose transform is ``lexical``: the query
+    through the same ``lexical_text`` as the rows (``LEXICAL_V2`` matches a version number with
+    or without its ``v`` by itself); with ``LEXICAL_V1`` plus the terms of its version numbers'
+    other spellings that the query lacks (``v2.6.1`` adds ``2``, ``2.6`` adds ``v2``: a term
+    repeated in the query would weigh twice); without a transform (a 2.6 server's own analyzer)
+    plus the other spellings whole. A query-time addition: the index does not change."""
+    if lexical == LEXICAL_V2:
+        return lexical_text(query, LEXICAL_V2)
+    variants = version_variants(query)
+    if lexical is None:
+        return " ".join([query, *variants])
+    base = lexical_text(query, lexical)
+    have = set(base.split())
+    extra = dict.fromkeys(t for v in variants for t in lexical_text(v, lexical).split() if t not in have)
+    return " ".join([base, *extra]).strip()
 
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")

@@ -53,7 +53,7 @@ from openkb.errors import (
     ValidationError,
 )
 from openkb.indexing.client import DropHandledNotLoaded
-from openkb.indexing.lexical import analyzer_language, lexical_text
+from openkb.indexing.lexical import LEXICAL_FIELDS, LEXICAL_V1, analyzer_language, bm25_query, lexical_text
 from openkb.indexing.profiles_spec import LANGUAGE_FIELD, ProfileSpec
 from openkb.logthrottle import OncePerInterval, throttled
 from openkb.permissions import filters as _F
@@ -98,9 +98,11 @@ BM25_FUNCTION = "openkb_bm25"
 EMBED_FUNCTION = "openkb_embed"
 RERANK_FUNCTION = "openkb_rerank"
 DENSE_FIELD = "dense_vector"
-# the BM25 input of profiles with a lexical transform (openkb/indexing/lexical.py); written by
-# ``upsert_rows`` from ``content_text`` when the collection has it, never by callers
-LEXICAL_FIELD = "lexical_text"
+# the BM25 input of profiles with a lexical transform (openkb/indexing/lexical.py), one field
+# per transform version; written by ``upsert_rows`` from ``content_text`` when the collection
+# has it, never by callers. ``LEXICAL_FIELD`` is the first version's.
+LEXICAL_FIELD = LEXICAL_FIELDS[LEXICAL_V1]
+_VERSION_OF_FIELD = {field: version for version, field in LEXICAL_FIELDS.items()}
 SPARSE_FIELD = "sparse_vector"
 
 ID_MAX = 64
@@ -175,7 +177,7 @@ def collection_schema(spec: ProfileSpec) -> Any:
     if spec.lexical:
         s.add_field("content_text", DataType.VARCHAR, max_length=TEXT_MAX)
         s.add_field(
-            LEXICAL_FIELD,
+            LEXICAL_FIELDS[spec.lexical],
             DataType.VARCHAR,
             max_length=TEXT_MAX,
             enable_analyzer=True,
@@ -217,7 +219,7 @@ def collection_schema(spec: ProfileSpec) -> Any:
         Function(
             name=BM25_FUNCTION,
             function_type=FunctionType.BM25,
-            input_field_names=[LEXICAL_FIELD if spec.lexical else "content_text"],
+            input_field_names=[LEXICAL_FIELDS[spec.lexical] if spec.lexical else "content_text"],
             output_field_names=[SPARSE_FIELD],
         )
     )
@@ -275,10 +277,13 @@ def ensure_collection(client: MilvusClient, spec: ProfileSpec) -> bool:
 def _check_compatible(desc: Mapping[str, Any], spec: ProfileSpec) -> None:
     fields = {f["name"]: f for f in desc.get("fields", [])}
     problems = [f"missing field {n}" for n in ("id", "scope_doc", "visibility_eff", SPARSE_FIELD) if n not in fields]
-    if bool(spec.lexical) != (LEXICAL_FIELD in fields):
+    has = [f for f in LEXICAL_FIELDS.values() if f in fields]
+    want = [LEXICAL_FIELDS[spec.lexical]] if spec.lexical else []
+    if has != want:
         problems.append(
-            f"profile lexical transform is {spec.lexical!r} but the collection "
-            f"{'has' if LEXICAL_FIELD in fields else 'has no'} {LEXICAL_FIELD} field"
+            f"profile lexical transform is {spec.lexical!r} but the collection has "
+            f"{', '.join(has) + (' field' if len(has) == 1 else ' fields') if has else 'no lexical field'}"
+            + (f" (it needs {want[0]})" if want else "")
         )
     if spec.multi_analyzer != (LANGUAGE_FIELD in fields):
         problems.append(
@@ -448,8 +453,10 @@ def _derive(row: dict[str, Any], derived: frozenset[str]) -> dict[str, Any]:
     ``lexical_text`` (Lite profiles, openkb/indexing/lexical.py) and ``language`` (2.6 profiles
     with multi-language analyzers: which analyzer reads the row)."""
     if "content_text" in row:
-        if LEXICAL_FIELD in derived:
-            row[LEXICAL_FIELD] = _cut(lexical_text(row["content_text"]), TEXT_MAX)
+        for name in derived:
+            version = _VERSION_OF_FIELD.get(name)
+            if version is not None:
+                row[name] = _cut(lexical_text(row["content_text"], version), TEXT_MAX)
         if LANGUAGE_FIELD in derived:
             row[LANGUAGE_FIELD] = analyzer_language(row["content_text"])
     return row
@@ -471,7 +478,7 @@ def _derived_fields(client: MilvusClient, collection: str) -> frozenset[str]:
     if hit is None:
         desc = client.describe_collection(collection)
         names = {f.get("name") for f in desc.get("fields", [])}
-        hit = frozenset(n for n in (LEXICAL_FIELD, LANGUAGE_FIELD) if n in names)
+        hit = frozenset(n for n in (*LEXICAL_FIELDS.values(), LANGUAGE_FIELD) if n in names)
         if desc.get("collection_name", collection) == collection:
             _derived[key] = hit
     return hit
@@ -876,8 +883,9 @@ def hybrid_search(
     query_text = (query_text or "").strip()
     if not query_text or limit <= 0:
         return []
-    # the BM25 route meets the stored lexical_text on the same terms (openkb/indexing/lexical.py)
-    lex_query = lexical_text(query_text) if spec.lexical else query_text
+    # the BM25 route meets the stored lexical_text on the same terms, and a version number
+    # written with or without its "v" meets the other spelling (openkb/indexing/lexical.py)
+    lex_query = bm25_query(query_text, spec.lexical)
     bm25_params = bm25_search_params(spec, query_text)
     per_route = min(16384, candidates or max(limit * 4, 40))
     fields = list(output_fields)

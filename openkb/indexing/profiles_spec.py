@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from openkb.errors import ValidationError
-from openkb.indexing.lexical import LEXICAL_V1
+from openkb.indexing.lexical import LEXICAL_FIELDS, LEXICAL_V2
 
 Backend = Literal["lite", "server"]
 
@@ -183,13 +183,14 @@ class ProfileSpec:
     bm25_analyzer: Mapping[str, Any]
     rerank: RerankSpec | None = None
     backend: Backend = "lite"
-    # the BM25 text transform (openkb/indexing/lexical.py): "stem-en-1" = a ``lexical_text``
-    # field the BM25 function reads; None = BM25 over ``content_text`` (profiles created before
-    # it, and 2.6 servers, whose own analyzers do this: docs/retrieval.md#lexical-analysis)
+    # the BM25 text transform (openkb/indexing/lexical.py): "stem-en-1" / "stem-en-2" = a
+    # ``lexical_text`` / ``lexical_text_v2`` field the BM25 function reads; None = BM25 over
+    # ``content_text`` (profiles created before it, and 2.6 servers, whose own analyzers do
+    # this: docs/retrieval.md#lexical-analysis)
     lexical: str | None = None
 
     def __post_init__(self) -> None:
-        if self.lexical not in (None, LEXICAL_V1):
+        if self.lexical is not None and self.lexical not in LEXICAL_FIELDS:
             raise ValidationError(f"unknown lexical transform {self.lexical!r}")
         if (self.embedding is None) != (self.vector_dim == 0):
             raise ValidationError("a profile has an embedding exactly when vector_dim > 0")
@@ -290,8 +291,10 @@ _COLLECTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 
 
 def default_lexical(backend: Backend) -> str | None:
-    """New Lite profiles get the stemmed ``lexical_text``; a 2.6 server analyzes by itself."""
-    return LEXICAL_V1 if backend == "lite" else None
+    """New Lite profiles get the latest transform (stemmed, dotted numbers also whole); a 2.6
+    server analyzes by itself. A profile keeps the transform it was made with (its rows mean
+    that): a new one comes with a new profile and a rebuild (docs/retrieval.md#lexical-analysis)."""
+    return LEXICAL_V2 if backend == "lite" else None
 
 
 def default_analyzer(backend: Backend) -> dict[str, Any]:

@@ -1,10 +1,18 @@
-"""Which 2.6 analyzer reads a chunk or a query (openkb/indexing/lexical.py ``analyzer_language``)."""
+"""Which 2.6 analyzer reads a chunk or a query (openkb/indexing/lexical.py ``analyzer_language``), and
+what the BM25 route is asked (``bm25_query``: version numbers in both spellings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from openkb.indexing.lexical import analyzer_language
+from openkb.indexing.lexical import (
+    LEXICAL_V1,
+    LEXICAL_V2,
+    analyzer_language,
+    bm25_query,
+    lexical_text,
+    version_variants,
+)
 
 
 @pytest.mark.parametrize(
@@ -20,3 +28,36 @@ from openkb.indexing.lexical import analyzer_language
 )
 def test_analyzer_language(text, want):
     assert analyzer_language(text) == want
+
+
+@pytest.mark.parametrize(
+    ("query", "variants"),
+    [
+        ("2.6.1", ["v2.6.1"]),
+        ("v2.6.1", ["2.6.1"]),
+        ("upgrade Milvus to 2.6.1.", ["v2.6.1"]),  # a full stop after it
+        ("Milvus 2.6 and V3.1", ["v2.6", "3.1"]),
+        ("2.6.1-rc1", ["v2.6.1"]),
+        ("127.0.0.1:19530", []),  # an address, not a version
+        ("1.2.3.4", []),
+        ("x2.6 abc2.6.1", []),  # part of a longer word
+        ("42 and 7", []),
+        ("", []),
+    ],
+)
+def test_version_variants(query, variants):
+    assert version_variants(query) == variants
+
+
+def test_the_bm25_query_of_each_transform():
+    """V2 needs no addition (its whole term is the same for both spellings). With V1 only the terms
+    the query lacks are added (a repeated one would weigh twice); a 2.6 server's analyzer gets the
+    other spelling whole."""
+    assert bm25_query("2.6.1", LEXICAL_V2) == "2 6 1 v2p6p1" == bm25_query("2.6.1.", LEXICAL_V2)
+    assert bm25_query("v2.6.1", LEXICAL_V2) == "v2 6 1 v2p6p1"
+    assert bm25_query("2.6.1", LEXICAL_V1) == "2 6 1 v2"
+    assert bm25_query("v2.6.1", LEXICAL_V1) == "v2 6 1 2"
+    assert bm25_query("Upgrading to 2.6", LEXICAL_V1) == "upgrad 2 6 v2"
+    assert bm25_query("no numbers here", LEXICAL_V1) == lexical_text("no numbers here")
+    assert bm25_query("2.6.1", None) == "2.6.1 v2.6.1"
+    assert bm25_query("plain words", None) == "plain words"

@@ -28,6 +28,7 @@ from openkb.db import session_scope
 from openkb.errors import Conflict
 from openkb.indexing import milvus as mv
 from openkb.indexing import rebuild, service
+from openkb.indexing.lexical import LEXICAL_FIELDS, LEXICAL_V1, LEXICAL_V2
 from openkb.indexing.profiles import ProfileInput, create_profile, current_target, get_profile
 from openkb.models import AuditLog, Document, IndexRebuildJob
 from openkb.permissions.principal import Principal
@@ -329,6 +330,10 @@ def test_admin_routes_are_for_admins_and_refuse_keys(env, http):
     with Session(env.engine) as s:
         prof = get_profile(s, name)
         assert prof.status == "ready"
+        # a new Lite profile takes the latest lexical transform, its collection the field of it
+        assert (prof.function_metadata or {}).get("lexical") == LEXICAL_V2
+        fields = {f["name"] for f in env.ctx.milvus.describe_collection(prof.collection_name)["fields"]}
+        assert LEXICAL_FIELDS[LEXICAL_V2] in fields and LEXICAL_FIELDS[LEXICAL_V1] not in fields
         # one audit row per operation, written by the service (the route adds none of its own)
         assert _audits(s, "milvus.profile.create", object_id=prof.id) == 1
         assert _audits(s, "milvus.rebuild.start", job_id=job_id) == 1

@@ -16,7 +16,7 @@ from openkb.db import session_scope
 from openkb.errors import ConfigError
 from openkb.indexing import milvus as mv
 from openkb.indexing import service
-from openkb.indexing.lexical import LEXICAL_V1, lexical_text
+from openkb.indexing.lexical import LEXICAL_V1, LEXICAL_V2, lexical_text
 from openkb.indexing.profiles_spec import ProfileSpec, make_profile
 from openkb.permissions import Principal
 from openkb.retrieval import forget_active_profile, search
@@ -83,6 +83,54 @@ def test_term_in_exactly_one_readable_document_ranks_it_first(world, app_ctx, en
     assert world["ids"]["hidden"] not in {r.document_id for r in got}
 
 
+@pytest.fixture(scope="module")
+def releases(app_ctx, engine):
+    """Pages full of small numbers, and two that name a version: one written ``v2.6.1``, one
+    ``3.4.0`` (docs/retrieval.md#version-numbers)."""
+    with session_scope(app_ctx.engine) as s:
+        service.ensure_default_profile(app_ctx, s)
+    forget_active_profile()
+    with session_scope(engine) as s:
+        p = make_personas(s)
+        kb = make_kb(s, p.workspace, p.owner, visibility="workspace")
+        numbers = [
+            make_doc(
+                s,
+                kb,
+                p.owner,
+                title=f"Capacity {i}",
+                markdown=f"# Capacity {i}\n\nWe run 2 nodes with 6 shards and 1 replica, 3 queues, 4 workers and 0 "
+                f"spares; {i} 2 6 1 3 4 0.\n",
+            )
+            for i in range(8)
+        ]
+        tagged = make_doc(
+            s,
+            kb,
+            p.owner,
+            title="Cluster upgrade",
+            markdown="# Cluster upgrade\n\nMove the index servers to v2.6.1 before the schema migration.\n",
+        )
+        bare = make_doc(
+            s, kb, p.owner, title="Installer", markdown="# Installer\n\nThe desktop installer ships 3.4.0 this week.\n"
+        )
+        service.sync_documents(app_ctx, s, [d.id for d in [*numbers, tagged, bare]])
+        ids = {"tagged": str(tagged.id), "bare": str(bare.id)}
+        who = Principal.user(p.member.id, p.tenant.id)
+    return {"ids": ids, "member": who}
+
+
+@pytest.mark.parametrize(
+    ("q", "want"),
+    [("2.6.1", "tagged"), ("move to 2.6.1", "tagged"), ("v2.6.1", "tagged"), ("v3.4.0", "bare"), ("3.4.0", "bare")],
+)
+def test_a_version_number_finds_its_page_with_or_without_the_v(releases, app_ctx, engine, q, want):
+    """``2.6.1`` finds the page that says ``v2.6.1`` and ``v3.4.0`` the one that says ``3.4.0``,
+    ahead of pages that hold the same small numbers many times."""
+    got = _search(app_ctx, engine, releases["member"], q, top_k=5)
+    assert got and got[0].document_id == releases["ids"][want], [r.title for r in got]
+
+
 @pytest.mark.parametrize("q", ["qwxzvbnm plokijuh", "xkcdqzv 7f3a9b2c"])
 def test_nonsense_query_returns_nothing(world, app_ctx, engine, q):
     assert _search(app_ctx, engine, world["member"], q) == []
@@ -97,7 +145,8 @@ def test_hybrid_scores_are_between_0_and_1_and_sorted(world, app_ctx, engine):
         assert scores == sorted(scores, reverse=True)
 
 
-@pytest.mark.parametrize("lexical", [LEXICAL_V1, None])  # None: a profile made before the lexical field
+# None: a profile made before the lexical field; V1: one made before V2 (both keep working)
+@pytest.mark.parametrize("lexical", [LEXICAL_V2, LEXICAL_V1, None])
 def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx, lexical):
     spec = replace(make_profile(model_name=None, dim=0, version=9000 + uuid.uuid4().int % 900), lexical=lexical)
     client = app_ctx.milvus
@@ -115,18 +164,21 @@ def test_bm25_only_profile_scores_are_between_0_and_1(app_ctx, lexical):
                 visibility_eff="public",
                 content_text=f"{t}\n{body}",
             )
-            for i, (t, body) in enumerate(TOPICS)
+            for i, (t, body) in enumerate([*TOPICS, ("Cluster upgrade", "Move the index servers to v2.6.1 first.")])
         ]
         mv.upsert_rows(client, spec.collection_name, rows)
+        # every transform finds a version number written with its "v" when asked without it
+        assert mv.hybrid_search(client, spec.collection_name, "2.6.1", "", 5, spec)[0].id == f"c{len(TOPICS)}"
         hits = mv.hybrid_search(client, spec.collection_name, "database backups storage", "", 5, spec)
         assert hits and hits[0].id == "c1"
         assert all(0.0 <= h.score <= 1.0 for h in hits) and hits[0].score == 1.0
         assert mv.hybrid_search(client, spec.collection_name, "qwxzvbnm", "", 5, spec) == []
         if lexical:  # stemmed on both sides: "backup" meets "backups", "copying" meets "copied"
             assert mv.hybrid_search(client, spec.collection_name, "backup copying", "", 5, spec)[0].id == "c1"
-        # the other shape of the same collection is refused, not written into
-        with pytest.raises(ConfigError):
-            mv.ensure_collection(client, replace(spec, lexical=None if lexical else LEXICAL_V1))
+        # the other shapes of the same collection are refused, not written into
+        for other in {None, LEXICAL_V1, LEXICAL_V2} - {lexical}:
+            with pytest.raises(ConfigError):
+                mv.ensure_collection(client, replace(spec, lexical=other))
     finally:
         client.drop_collection(spec.collection_name)
 
@@ -138,8 +190,19 @@ def test_lexical_text_stems_lowercases_and_keeps_cjk():
         ProfileSpec.from_metadata({**make_profile(model_name=None, dim=0).to_metadata(), "lexical": None}).lexical
         is None
     )  # a stored profile without the key keeps BM25 over content_text
-    assert make_profile(model_name=None, dim=0).lexical == LEXICAL_V1
+    assert make_profile(model_name=None, dim=0).lexical == LEXICAL_V2  # new Lite profiles: the latest
     assert make_profile(model_name=None, dim=0, backend="server").lexical is None
+
+
+def test_lexical_v2_keeps_dotted_numbers_whole_too():
+    """V1's terms plus one whole term per dotted number, the same with or without a "v"; what V1
+    writes does not change (its rows keep their meaning)."""
+    assert lexical_text("Upgrade to v2.6.1 today", LEXICAL_V2) == "upgrad v2 6 1 v2p6p1 today"
+    assert lexical_text("Upgrade to 2.6.1.", LEXICAL_V2) == "upgrad 2 6 1 v2p6p1"
+    assert lexical_text("listen on 127.0.0.1:19530", LEXICAL_V2) == "listen 127 0 0 1 v127p0p0p1 19530"
+    assert lexical_text("x2.6 and 3.4.0-rc1", LEXICAL_V2) == "x2 6 3 4 0 v3p4p0 rc1"
+    assert lexical_text("Upgrade to v2.6.1 today") == lexical_text("Upgrade to v2.6.1 today", LEXICAL_V1)
+    assert lexical_text("Upgrade to v2.6.1 today") == "upgrad v2 6 1 today"
 
 
 # --- fusion as a function: properties --------------------------------------------------------------
