@@ -75,12 +75,45 @@ def profile_create(
             help="BM25 analyzer params as JSON (default: jieba on Milvus Lite; english or chinese per chunk on Milvus 2.6)."
         ),
     ] = None,
+    like: Annotated[
+        str | None,
+        typer.Option(
+            help="Copy the functions (embedding, rerank, analyzer) of this profile: a new profile "
+            "with what new profiles get, e.g. the latest lexical transform."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Create a profile. Its collection is created and filled by `openkb index rebuild --profile NAME`."""
-    from openkb.indexing.profiles import ProfileInput, create_profile, describe
+    from openkb.indexing.profiles import ProfileInput, create_profile, describe, input_like
     from openkb.permissions.principal import Principal
 
+    if like is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--model", model),
+                ("--dim", dim),
+                ("--provider", provider != "openai"),
+                ("--endpoint", endpoint),
+                ("--param", param),
+                ("--rerank-provider", rerank_provider),
+                ("--rerank-endpoint", rerank_endpoint),
+                ("--rerank-model", rerank_model),
+                ("--rerank-param", rerank_param),
+                ("--analyzer", analyzer),
+            )
+            if value
+        ]
+        if given:
+            raise ValidationError(
+                f"--like copies the functions of {like!r}; leave out {', '.join(given)} (or leave out --like)",
+                field="like",
+            )
+        with appliance() as ctx, unit_of_work(ctx) as s:
+            prof = create_profile(ctx, s, Principal.system(), input_like(s, like, name))
+            _created(describe(prof), json_out)
+        return
     try:
         analyzer_params = json.loads(analyzer) if analyzer else None
     except ValueError as exc:  # JSONDecodeError, or a number past Python's 4,300 digits
@@ -100,17 +133,22 @@ def profile_create(
     )
     with appliance() as ctx, unit_of_work(ctx) as s:
         prof = create_profile(ctx, s, Principal.system(), inp)  # the service audits it
-        out = describe(prof)
+        _created(describe(prof), json_out)
+
+
+def _created(out: dict[str, object], json_out: bool) -> None:
     if json_out:
         emit_json(out)
-    else:
-        console.print(
-            f"created profile [bold]{out['name']}[/] -> collection {out['collection']} "
-            f"({'dense ' + str(out['vector_dim']) + 'd + ' if out['vector_dim'] else ''}BM25"
-            f"{' + rerank' if out['functions']['rerank'] else ''}); next: "
-            f"openkb index rebuild --profile {out['name']} --switch",
-            highlight=False,
-        )
+        return
+    functions = out["functions"]
+    assert isinstance(functions, dict)
+    console.print(
+        f"created profile [bold]{out['name']}[/] -> collection {out['collection']} "
+        f"({'dense ' + str(out['vector_dim']) + 'd + ' if out['vector_dim'] else ''}BM25"
+        f"{' + rerank' if functions['rerank'] else ''}); next: "
+        f"openkb index rebuild --profile {out['name']} --switch",
+        highlight=False,
+    )
 
 
 def profile_list(json_out: JsonOpt = False) -> None:

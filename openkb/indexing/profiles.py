@@ -254,6 +254,29 @@ class ProfileInput:
     backend: Backend | None = None
 
 
+def input_like(session: Session, ref: str, name: str | None = None) -> ProfileInput:
+    """A new profile's input with the functions of the existing profile ``ref`` (its embedding,
+    rerank, BM25 analyzer and backend): the way to move an install onto what a new profile gets
+    and an old one keeps, such as the latest lexical transform (docs/retrieval.md#lexical-analysis),
+    without restating the embedding service's address. NotFound for an unknown profile."""
+    spec = spec_of(get_profile(session, ref))
+    emb, rr = spec.embedding, spec.rerank
+    return ProfileInput(
+        name=name,
+        model=emb.model_name if emb else None,
+        dim=spec.vector_dim if emb else 0,
+        provider=emb.provider if emb else "openai",
+        endpoint=emb.base_url if emb else None,
+        params=dict(emb.extra) if emb else None,
+        rerank_provider=rr.provider if rr else None,
+        rerank_endpoint=rr.endpoint if rr else None,
+        rerank_model=rr.model_name if rr else None,
+        rerank_params=dict(rr.extra) if rr else None,
+        analyzer=dict(spec.bm25_analyzer),
+        backend=spec.backend,
+    )
+
+
 def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileSpec:
     """Validate ``inp`` (credentials refused first, before any other message) into a spec with the
     next free ``openkb_chunks_<model>_<dim>_v<n>`` collection name."""

@@ -22,6 +22,7 @@ from openkb.indexing.profiles import (
     create_profile,
     current_target,
     describe,
+    input_like,
     list_profiles,
 )
 from openkb.indexing.profiles_spec import refuse_secrets
@@ -63,6 +64,11 @@ class ProfileIn(RequestModel):
     params: dict[str, Any] | None = Field(None, description="extra TEXTEMBEDDING params (never keys)")
     rerank: RerankIn | None = None
     analyzer: dict[str, Any] | None = Field(None, description="BM25 analyzer params")
+    like: str | None = Field(
+        None,
+        description="copy the functions (embedding, rerank, analyzer) of this profile (name, id or collection) "
+        "instead of giving them: a new profile with what new profiles get, such as the latest lexical transform",
+    )
 
 
 class RebuildIn(RequestModel):
@@ -101,6 +107,14 @@ def post_profile(
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ()))
         raise ValidationError(f"{loc}: {first.get('msg', 'invalid')}", field=loc) from None
+    if inp.like is not None:
+        given = sorted(inp.model_fields_set & {"model", "dim", "provider", "endpoint", "params", "rerank", "analyzer"})
+        if given:
+            raise ValidationError(
+                f"like copies the functions of {inp.like!r}; leave out {', '.join(given)} (or leave out like)",
+                field="like",
+            )
+        return describe(create_profile(ctx, session, principal, input_like(session, inp.like, inp.name)))
     rr = inp.rerank
     prof = create_profile(
         ctx,

@@ -29,7 +29,7 @@ from openkb.errors import Conflict
 from openkb.indexing import milvus as mv
 from openkb.indexing import rebuild, service
 from openkb.indexing.lexical import LEXICAL_FIELDS, LEXICAL_V1, LEXICAL_V2
-from openkb.indexing.profiles import ProfileInput, create_profile, current_target, get_profile
+from openkb.indexing.profiles import ProfileInput, create_profile, current_target, get_profile, spec_of
 from openkb.models import AuditLog, Document, IndexRebuildJob
 from openkb.permissions.principal import Principal
 from openkb.retrieval import forget_active_profile
@@ -432,6 +432,45 @@ def test_cli_status_search_as_user_and_key_refusal(env):
     assert re.search(rf"│ CLI\s+│ {word} from the command line\.\s+│", row), shown.stdout
     bad = _cli(["profile", "create", "x", "--model", "m", "--dim", "8", "--param", "api_key=sk-abcdefghijk"])
     assert bad.returncode == 2 and "credential" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_profile_like_the_active_one_takes_its_functions_and_the_latest_transform(env, http):
+    """``openkb profile create NEW --like OLD`` / ``POST .../index-profiles {"like"}``: the same
+    embedding service, rerank and analyzer without restating them, and what new profiles get
+    (docs/retrieval.md#lexical-analysis); combined with function options it is refused."""
+    with Session(env.engine) as s:
+        old = spec_of(get_profile(s, active(env)))
+    name = f"like-{uuid.uuid4().hex[:6]}"
+    made = _cli(["profile", "create", name, "--like", active(env), "--json"])
+    assert made.returncode == 0, made.stderr
+    with Session(env.engine) as s:
+        new = spec_of(get_profile(s, name))
+    assert new.collection_name != old.collection_name
+    assert (new.embedding, new.rerank, dict(new.bm25_analyzer), new.backend, new.vector_dim) == (
+        old.embedding,
+        old.rerank,
+        dict(old.bm25_analyzer),
+        old.backend,
+        old.vector_dim,
+    )
+    assert new.lexical == LEXICAL_V2
+    mixed = _cli(["profile", "create", "x", "--like", active(env), "--model", "m", "--dim", "8"])
+    assert mixed.returncode == 2 and "leave out --model, --dim" in mixed.stderr and "Traceback" not in mixed.stderr
+    missing = _cli(["profile", "create", "x", "--like", "no-such-profile"])
+    assert missing.returncode == 4 and "no index profile 'no-such-profile'" in missing.stderr
+
+    p = env.p
+    with session_scope(env.engine) as s:
+        _, plain = issue_pat(s, tenant_id=p.tenant.id, user_id=p.tenant_admin.id, name="t", scopes=["admin"])
+    admin = {"Authorization": f"Bearer {plain}"}
+    r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"like": name})
+    assert r.status_code == 201, r.text
+    assert r.json()["functions"]["embedding"] == json.loads(made.stdout)["functions"]["embedding"]
+    assert r.json()["functions"]["bm25"]["lexical"] == LEXICAL_V2
+    r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"like": name, "analyzer": {"type": "x"}})
+    assert r.status_code == 422 and r.json()["field"] == "like", r.text
+    r = http.post("/api/admin/milvus/index-profiles", headers=admin, json={"like": "no-such-profile"})
+    assert r.status_code == 404, r.text
 
 
 def _built(env, prefix: str) -> tuple[str, str]:
