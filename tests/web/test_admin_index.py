@@ -78,3 +78,30 @@ def test_tenant_admin_rebuilds_switches_and_rolls_back(contexts, app_ctx, commit
             except Exception as exc:  # noqa: BLE001 - cleanup: the profile may not exist
                 print(f"cleanup: {exc}")
     assert current_target(app_ctx.milvus, alias) == original
+
+
+def test_a_new_profile_can_take_the_functions_of_an_existing_one(contexts, app_ctx, committed, hueyqueue):
+    """"Same functions as": the new profile gets the chosen one's embedding (no service address to
+    restate) and the latest lexical transform, which the profiles table names."""
+    from openkb.indexing.lexical import LEXICAL_V2
+    from openkb.indexing.profiles import spec_of
+
+    alias = app_ctx.settings.milvus_active_alias
+    with committed() as s:
+        source = spec_of(get_profile(s, current_target(app_ctx.milvus, alias)))
+    name = f"like-{uuid.uuid4().hex[:6]}"
+    admin = make_login_user(committed, role="tenant_admin")
+    page = contexts.page()
+    sign_in(page, admin.email)
+    page.goto("/admin/index")
+    page.get_by_label("Profile", exact=True).fill(name)
+    page.get_by_label("Same functions as").select_option(source.name)
+    expect(page.get_by_label("Embedding model")).to_be_disabled()
+    page.get_by_role("button", name="New profile").click()
+    row = page.get_by_role("table", name="Index profiles").get_by_role("row").filter(has_text=name)
+    expect(row).to_contain_text(f"keywords {LEXICAL_V2}")
+    with committed() as s:
+        made = spec_of(get_profile(s, name))
+    assert made.embedding == source.embedding and made.lexical == LEXICAL_V2
+    if source.embedding is not None:
+        expect(row).to_contain_text(source.embedding.model_name)

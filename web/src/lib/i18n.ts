@@ -581,6 +581,10 @@ const en = {
   embeddingModel: 'Embedding model',
   provider: 'Provider',
   endpoint: 'Endpoint',
+  copyFunctionsOf: 'Same functions as',
+  copyFunctionsNone: '— give them here —',
+  copyFunctionsHelp: 'A new profile with the embedding, rerank and analyzer of the one chosen, and what new profiles get (such as the latest keyword analysis). Rebuild it to use it.',
+  lexicalTransform: 'keywords {name}',
 }
 
 export type MessageKey = keyof typeof en
@@ -1161,6 +1165,10 @@ const zhCN: Record<MessageKey, string> = {
   embeddingModel: '嵌入模型',
   provider: '服务商',
   endpoint: '端点',
+  copyFunctionsOf: '沿用此配置的函数',
+  copyFunctionsNone: '— 在这里填写 —',
+  copyFunctionsHelp: '新配置沿用所选配置的嵌入、重排与分词设置，并采用新配置才有的改进（如最新的关键词分析）。重建后生效。',
+  lexicalTransform: '关键词 {name}',
 }
 
 export type Lang = 'en' | 'zh-CN'

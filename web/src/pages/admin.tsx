@@ -447,15 +447,17 @@ const RUNNING = new Set(['pending', 'running'])
 
 /** A new profile: names and shapes only. There is deliberately no field for a provider key
  * (Milvus holds it, docs/retrieval.md#principles); the server refuses key-like fields anyway. */
-function NewProfileForm({ onCreated, onError }: { onCreated: () => void; onError: (e: unknown) => void }) {
+function NewProfileForm({ profiles, onCreated, onError }: { profiles: string[]; onCreated: () => void; onError: (e: unknown) => void }) {
   const [name, setName] = useState('')
+  const [like, setLike] = useState('')
   const [model, setModel] = useState('')
   const [dim, setDim] = useState('')
   const [provider, setProvider] = useState('openai')
   const [endpoint, setEndpoint] = useState('')
+  // with "same functions as" the server copies them (docs/retrieval.md#index-profiles): the fields are not sent
   const text = (id: string, label: MessageKey, value: string, set: (v: string) => void) => (
     <label>
-      {t(label)} <input id={id} value={value} onInput={(e) => set((e.target as HTMLInputElement).value)} />
+      {t(label)} <input id={id} value={value} disabled={!!like} onInput={(e) => set((e.target as HTMLInputElement).value)} />
     </label>
   )
   return (
@@ -465,21 +467,30 @@ function NewProfileForm({ onCreated, onError }: { onCreated: () => void; onError
       onSubmit={(e) => {
         e.preventDefault()
         const body: Record<string, unknown> = { name: name || null }
-        if (model) Object.assign(body, { model, dim: Number(dim) || 0, provider, endpoint: endpoint || null })
+        if (like) body.like = like
+        else if (model) Object.assign(body, { model, dim: Number(dim) || 0, provider, endpoint: endpoint || null })
         api
           .createProfile(body)
           .then(() => {
             setName('')
+            setLike('')
             onCreated()
           })
           .catch(onError)
       }}
     >
-      {text('profile-name', 'profileName', name, setName)} {text('profile-model', 'embeddingModel', model, setModel)}{' '}
+      <label>
+        {t('profileName')} <input id="profile-name" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+      </label>{' '}
+      <label>
+        {t('copyFunctionsOf')}{' '}
+        <Choice options={['', ...profiles]} value={like} onChange={setLike} label={(v) => v || t('copyFunctionsNone')} id="profile-like" />
+      </label>{' '}
+      {text('profile-model', 'embeddingModel', model, setModel)}{' '}
       {text('profile-dim', 'vectorDim', dim, setDim)} {text('profile-provider', 'provider', provider, setProvider)}{' '}
       {text('profile-endpoint', 'endpoint', endpoint, setEndpoint)}
       <button type="submit">{t('newProfile')}</button>
-      <span class="muted small">{t('newProfileHelp')}</span>
+      <span class="muted small">{t(like ? 'copyFunctionsHelp' : 'newProfileHelp')}</span>
     </form>
   )
 }
@@ -555,7 +566,11 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
               <td class="small">
                 {[p.functions.embedding, p.functions.bm25, p.functions.rerank]
                   .filter(Boolean)
-                  .map((f) => `${String(f!.type)} ${String(f!.name ?? '')}${f!.model ? ` (${String(f!.model)})` : ''}`)
+                  .map(
+                    (f) =>
+                      `${String(f!.type)} ${String(f!.name ?? '')}${f!.model ? ` (${String(f!.model)})` : ''}` +
+                      (f!.lexical ? ` (${t('lexicalTransform', { name: String(f!.lexical) })})` : ''),
+                  )
                   .join(' · ')}
               </td>
               <td class="row-actions">
@@ -577,7 +592,7 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
           ))}
         </tbody>
       </table>
-      <NewProfileForm onCreated={refresh} onError={setError} />
+      <NewProfileForm profiles={((profiles.data?.items ?? []) as Profile[]).map((p) => p.name)} onCreated={refresh} onError={setError} />
       <div class="field check">
         <input id="switch-after" type="checkbox" checked={switchAfter} onChange={(e) => setSwitchAfter((e.target as HTMLInputElement).checked)} />
         <label for="switch-after">{t('switchWhenHealthy')}</label>
