@@ -135,53 +135,37 @@ def test_flagged_utf8_names_are_kept_as_they_are():
     assert names(buf.getvalue()) == {"目录", "目录/页面.md"}
 
 
-def test_a_gbk_zip_imports_with_its_chinese_titles_and_tree(world, tmp_path):
+@pytest.mark.parametrize(
+    ("code_page", "folder", "page", "linked", "body"),
+    [
+        ("gbk", "会议", "周会纪要", "待办", "# 周会\n\n见[待办](待办.md)。\n"),
+        ("cp950", "會議", "週會紀錄", "待辦事項", "# 週會\n\n見[待辦](待辦事項.md)。\n"),
+        ("cp932", "会議", "週次ミーティング", "宿題リスト", "# 週次\n\n[宿題](宿題リスト.md)を見る。\n"),
+    ],
+)
+def test_a_windows_zip_imports_with_its_titles_tree_and_links(world, tmp_path, code_page, folder, page, linked, body):
+    """Zips from Windows in Simplified Chinese, Traditional Chinese and Japanese."""
     archive = tmp_path / "windows.zip"
     archive.write_bytes(
         legacy_zip(
             {
-                "会议/周会纪要.md".encode("gbk"): "# 周会\n\n见[待办](待办.md)。\n".encode(),
-                "会议/待办.md".encode("gbk"): "# 待办\n\n- 一\n".encode(),
+                f"{folder}/{page}.md".encode(code_page): body.encode(),
+                f"{folder}/{linked}.md".encode(code_page): "# 一\n\n- 一\n".encode(),
             }
         )
     )
     rep = world.run(archive, kb=world.new_kb())
     got = by_path(rep)
     assert {p: f.status for p, f in got.items()} == {
-        "会议": "created",
-        "会议/周会纪要.md": "created",
-        "会议/待办.md": "created",
+        folder: "created",
+        f"{folder}/{page}.md": "created",
+        f"{folder}/{linked}.md": "created",
     }
     with Session(world.engine) as s:
-        page = s.get(Document, got["会议/周会纪要.md"].document_id)
-        folder = s.get(Document, page.parent_id)
-        assert (page.title, folder.title) == ("周会纪要", "会议")
-        body = s.get(DocumentVersion, page.current_version_id).markdown
-        assert f"openkb://document/{got['会议/待办.md'].document_id}" in body  # the link between them holds
-
-
-def test_a_shift_jis_zip_imports_with_its_japanese_titles_and_links(world, tmp_path):
-    archive = tmp_path / "windows.zip"
-    archive.write_bytes(
-        legacy_zip(
-            {
-                "会議/週次ミーティング.md".encode("cp932"): "# 週次\n\n[宿題](宿題リスト.md)を見る。\n".encode(),
-                "会議/宿題リスト.md".encode("cp932"): "# 宿題\n\n- 一\n".encode(),
-            }
-        )
-    )
-    rep = world.run(archive, kb=world.new_kb())
-    got = by_path(rep)
-    assert {p: f.status for p, f in got.items()} == {
-        "会議": "created",
-        "会議/週次ミーティング.md": "created",
-        "会議/宿題リスト.md": "created",
-    }
-    with Session(world.engine) as s:
-        page = s.get(Document, got["会議/週次ミーティング.md"].document_id)
-        assert (page.title, s.get(Document, page.parent_id).title) == ("週次ミーティング", "会議")
-        body = s.get(DocumentVersion, page.current_version_id).markdown
-        assert f"openkb://document/{got['会議/宿題リスト.md'].document_id}" in body
+        doc = s.get(Document, got[f"{folder}/{page}.md"].document_id)
+        assert (doc.title, s.get(Document, doc.parent_id).title) == (page, folder)
+        stored = s.get(DocumentVersion, doc.current_version_id).markdown
+        assert f"openkb://document/{got[f'{folder}/{linked}.md'].document_id}" in stored  # the link between them holds
 
 
 def test_a_folder_with_gbk_or_undecodable_names_imports_what_it_can(world, tmp_path):
