@@ -83,6 +83,7 @@ class Supervisor:
         self._env: dict[str, str] = {}
         self.timings: dict[str, float] = {}
         self.first_admin = "present"  # openkb.bootstrap.first_admin_state, read at start
+        self.index_hint: str | None = None  # openkb.indexing.lexical.upgrade_hint of the active profile
 
     @property
     def url(self) -> str:
@@ -225,12 +226,17 @@ class Supervisor:
 
     def _ensure_default_profile(self, endpoints) -> None:  # type: ignore[no-untyped-def]
         from openkb.context import AppContext
+        from openkb.indexing.lexical import upgrade_hint
+        from openkb.indexing.profiles import spec_of
         from openkb.indexing.service import ensure_default_profile
 
         ctx = AppContext.build(self.settings, endpoints)
         try:
             with session_scope(ctx.engine) as s:
-                ensure_default_profile(ctx, s)
+                prof = ensure_default_profile(ctx, s)
+                if prof is not None:
+                    spec = spec_of(prof)
+                    self.index_hint = upgrade_hint(prof.name, spec.lexical, spec.backend)
         finally:
             ctx.close()
 

@@ -46,7 +46,7 @@ def up(
             highlight=False,
             soft_wrap=True,
         )
-    for line in _first_steps(settings, sup.first_admin):
+    for line in [*_first_steps(settings, sup.first_admin), *([sup.index_hint] if sup.index_hint else [])]:
         console.print(line, highlight=False, soft_wrap=True)
     console.print("Ctrl-C stops everything.")
     raise typer.Exit(sup.run_forever())

@@ -55,6 +55,21 @@ which while who whom why will with would you your yours yourself yourselves
 _stemmer = Stemmer.Stemmer("english")
 
 
+def upgrade_hint(profile: str, version: str | None, backend: str) -> str | None:
+    """What ``openkb up`` says when the active profile is a Lite profile on an older transform
+    than new profiles get (a profile keeps its own: its rows mean that), with the two commands
+    that move it; None when there is nothing to say (a 2.6 server analyzes by itself)."""
+    if backend != "lite" or version == LEXICAL_V2:
+        return None
+    new = f"{profile}-2" if len(profile) <= 61 else "keywords-2"
+    return (
+        f"The active index profile {profile!r} uses keyword transform {version or 'none'}; new profiles use "
+        f"{LEXICAL_V2}, which finds version numbers such as 2.6.1 with or without their v: "
+        f"`openkb profile create {new} --like {profile}` then `openkb index rebuild --profile {new} --switch` "
+        "(docs/retrieval.md#version-numbers)."
+    )
+
+
 def describe_lexical(version: str | None) -> str:
     """A profile's transform in words (``openkb profile show``), saying when a newer one exists."""
     if version is None:

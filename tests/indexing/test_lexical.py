@@ -11,6 +11,7 @@ from openkb.indexing.lexical import (
     analyzer_language,
     bm25_query,
     lexical_text,
+    upgrade_hint,
     version_variants,
 )
 
@@ -61,3 +62,13 @@ def test_the_bm25_query_of_each_transform():
     assert bm25_query("no numbers here", LEXICAL_V1) == lexical_text("no numbers here")
     assert bm25_query("2.6.1", None) == "2.6.1 v2.6.1"
     assert bm25_query("plain words", None) == "plain words"
+
+
+def test_up_says_how_to_move_a_lite_profile_onto_the_latest_transform():
+    hint = upgrade_hint("default", LEXICAL_V1, "lite")
+    assert hint is not None and "stem-en-1" in hint and LEXICAL_V2 in hint
+    assert "`openkb profile create default-2 --like default`" in hint
+    assert "`openkb index rebuild --profile default-2 --switch`" in hint
+    assert "keyword transform none" in (upgrade_hint("old", None, "lite") or "")  # made before any transform
+    assert upgrade_hint("default", LEXICAL_V2, "lite") is None  # already the latest
+    assert upgrade_hint("default", None, "server") is None  # a 2.6 server analyzes by itself
