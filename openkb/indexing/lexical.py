@@ -124,9 +124,10 @@ _VERSION = re.compile(r"(?<![\w.])(v?)(\d+(?:\.\d+){1,2})(?!\.?\w)", re.IGNORECA
 def version_variants(text: str) -> list[str]:
     """Each dotted version number of ``text`` in its other spelling: ``2.6.1`` -> ``v2.6.1`` and
     ``v2.6.1`` -> ``2.6.1``. Release notes and runbooks write ``v2.6.1`` where people search
-    ``2.6.1`` (and the other way round): V1's terms (``v2 6 1`` against ``2 6 1``) and a standard
-    tokenizer's (``v2.6.1`` against ``2.6.1``) do not meet. ``LEXICAL_V2`` needs none of this: its
-    whole term is the same for both spellings."""
+    ``2.6.1`` (and the other way round), and analyzers that split at the dots (``stem-en-1``,
+    a 2.6 server's standard tokenizer) make ``v2 6 1`` of one and ``2 6 1`` of the other, which
+    meet only on the small numbers. ``LEXICAL_V2`` needs none of this: its whole term is the
+    same for both spellings."""
     out: list[str] = []
     for m in _VERSION.finditer(text or ""):
         other = m.group(2) if m.group(1) else "v" + m.group(2)
@@ -135,18 +136,26 @@ def version_variants(text: str) -> list[str]:
     return out
 
 
+# the terms of a 2.6 server's standard tokenizer: runs of letters and digits (it splits at
+# everything else, dots and underscores included)
+_ALNUM = re.compile(r"[^\W_]+")
+
+
 def bm25_query(query: str, lexical: str | None) -> str:
     """The text of a search's BM25 route, for a profile whose transform is ``lexical``: the query
     through the same ``lexical_text`` as the rows (``LEXICAL_V2`` matches a version number with
-    or without its ``v`` by itself); with ``LEXICAL_V1`` plus the terms of its version numbers'
-    other spellings that the query lacks (``v2.6.1`` adds ``2``, ``2.6`` adds ``v2``: a term
-    repeated in the query would weigh twice); without a transform (a 2.6 server's own analyzer)
-    plus the other spellings whole. A query-time addition: the index does not change."""
+    or without its ``v`` by itself); otherwise plus the terms of its version numbers' other
+    spellings that the query lacks (``2.6.1`` adds ``v2``, ``v2.6.1`` adds ``2``; a term the
+    query already has is not repeated, it would weigh twice): through ``lexical_text`` with
+    ``LEXICAL_V1``, as the standard tokenizer cuts them without a transform (a 2.6 server's own
+    analyzer). A query-time addition: the index does not change."""
     if lexical == LEXICAL_V2:
         return lexical_text(query, LEXICAL_V2)
     variants = version_variants(query)
     if lexical is None:
-        return " ".join([query, *variants])
+        have = {t.lower() for t in _ALNUM.findall(query)}
+        extra = dict.fromkeys(t for v in variants for t in _ALNUM.findall(v.lower()) if t not in have)
+        return " ".join([query, *extra])
     base = lexical_text(query, lexical)
     have = set(base.split())
     extra = dict.fromkeys(t for v in variants for t in lexical_text(v, lexical).split() if t not in have)
