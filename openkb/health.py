@@ -119,11 +119,12 @@ def _lite_bm25(ctx: AppContext) -> tuple[str, str]:
     if rec["bm25"] == "collection-wide":
         return "; BM25 scored with the whole collection's statistics", ""
     reason = rec.get("reason") or "unknown reason"
-    return (
-        f"; BM25 scored per segment ({reason}): pages saved lately rank lower for their own keywords",
-        "install the milvus-lite version OpenKB pins (constraints.txt) and restart `openkb up`; "
-        "see $OPENKB_HOME/logs/milvus.log",
+    fix = (
+        "install the milvus-lite version OpenKB pins (constraints.txt) and restart `openkb up`"
+        if "not the one OpenKB knows" in reason
+        else "see $OPENKB_HOME/logs/milvus.log; the next search that gathers them scores collection-wide again"
     )
+    return f"; BM25 scored per segment ({reason}): pages saved lately rank lower for their own keywords", fix
 
 
 def check_queue(ctx: AppContext) -> Check:

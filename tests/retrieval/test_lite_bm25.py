@@ -283,6 +283,10 @@ def test_doctor_and_readyz_say_how_the_embedded_lite_scores_bm25(app_ctx, tmp_pa
     assert check.ok  # search works; only the ranking of recent pages suffers
     assert "BM25 scored per segment (this Milvus Lite is not the one OpenKB knows (it has no X._y))" in check.detail
     assert "milvus-lite version OpenKB pins" in check.fix
+    _recorder(str(record))("per-segment", "statistics could not be gathered: RuntimeError: boom")
+    check = check_milvus(ctx)
+    assert "BM25 scored per segment (statistics could not be gathered: RuntimeError: boom)" in check.detail
+    assert "logs/milvus.log" in check.fix and "pins" not in check.fix
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     data = record.read_text().replace(f'"pid": {__import__("os").getpid()}', f'"pid": {int(gone.stdout)}')
