@@ -81,7 +81,16 @@ def test_admin_activates_an_unverified_sign_up_and_has_no_button_for_themself(co
 @pytest.mark.parametrize("tab", ["users", "registration", "audit", "imports", "index", "dify", "mcp", "groups"])
 def test_the_console_fits_a_phone(contexts, live_server, committed, tab):
     """At 390 px wide no console tab makes the page scroll sideways: wide tables scroll inside
-    themselves, the tabs wrap, a long collection name breaks."""
+    themselves, the tabs wrap, a long collection name breaks, and a profile name of the longest
+    allowed length fits the new profile form's list of profiles to copy."""
+    if tab == "index":
+        from openkb.indexing.profiles import insert_profile
+        from openkb.indexing.profiles_spec import make_profile
+
+        with committed() as s:
+            version = 5000 + uuid.uuid4().int % 4000
+            insert_profile(s, make_profile(model_name=None, dim=0, version=version, name=f"p{version}".ljust(63, "x")))
+            s.commit()
     admin = make_login_user(committed, role="tenant_admin")
     ctx = contexts.browser.new_context(base_url=live_server, viewport={"width": 390, "height": 844})
     contexts.opened.append(ctx)
