@@ -10,12 +10,15 @@ they are for the collection's jieba analyzer to segment. The query goes through 
 ``lexical_text`` before its BM25 request, so both sides meet on the same terms. The dense
 route always gets the raw text.
 
-``LEXICAL_V2`` adds one thing: a dotted number (a version, an address) is also kept whole, as
-one term. V1 splits ``v2.6.1`` into ``v2 6 1`` and ``3.4.0`` into ``3 4 0``, numbers that pages of
-figures hold many times, so a search for a release found every page with small numbers before
-the release notes. V2 writes ``v2.6.1`` as ``v2 6 1 v2p6p1`` and ``2.6.1`` as ``2 6 1 v2p6p1``:
-the whole term is rare, it is the same with or without the ``v``, and it is letters and digits
-only, so Lite's jieba analyzer keeps it as one token (it would cut ``2.6.1`` or ``2_6_1``).
+``LEXICAL_V2`` changes one thing: a dotted number (a version, an address). V1 splits ``v2.6.1``
+into ``v2 6 1`` and ``3.4.0`` into ``3 4 0``, numbers that pages of figures hold many times, so a
+search for a release found every page with small numbers before the release notes, and ``2.6.1``
+met ``v2.6.1`` only on ``6`` and ``1``. V2 writes a dotted number as its first number and then
+each longer prefix as one term: ``v2.6.1`` and ``2.6.1`` both become ``2 v2p6 v2p6p1``. The
+whole number is one rare term, the same with or without the ``v``; ``2.6`` (``2 v2p6``) still
+meets ``2.6.1``, and ``Python 3`` still meets ``3.11``; the later small numbers are no terms of
+their own, so pages that repeat them do not compete. The terms are letters and digits only, so
+Lite's jieba analyzer keeps each as one token (it would cut ``2.6.1`` or ``2_6_1``).
 
 Trap: the transform is part of the index. Changing it changes what every stored row means, so a
 change is a new ``LEXICAL_*`` version (and a rebuild), never an edit of this one. Each version
@@ -30,7 +33,7 @@ from functools import lru_cache
 import Stemmer
 
 LEXICAL_V1 = "stem-en-1"
-LEXICAL_V2 = "stem-en-2"  # V1 + dotted numbers also whole (module docstring)
+LEXICAL_V2 = "stem-en-2"  # V1, but dotted numbers as their prefixes (module docstring)
 # the Milvus field each transform writes and the BM25 function reads (openkb/indexing/milvus.py)
 LEXICAL_FIELDS = {LEXICAL_V1: "lexical_text", LEXICAL_V2: "lexical_text_v2"}
 
@@ -76,7 +79,7 @@ def describe_lexical(version: str | None) -> str:
         return "none: BM25 reads content_text through the analyzer alone"
     what = {
         LEXICAL_V1: "stemmed English, dotted numbers split at their dots",
-        LEXICAL_V2: "stemmed English, dotted numbers also whole",
+        LEXICAL_V2: "stemmed English, dotted numbers whole (and by prefix)",
     }.get(version, "unknown")
     newer = "" if version == LEXICAL_V2 else f" (new Lite profiles get {LEXICAL_V2}: docs/retrieval.md#version-numbers)"
     return f"{version}: {what}{newer}"
@@ -93,14 +96,16 @@ _DOTTED = re.compile(r"(?<![\w.])(v?)(\d+(?:\.\d+)+)(?!\.?\w)", re.IGNORECASE)
 
 
 def _whole(m: re.Match[str]) -> str:
-    """A dotted number followed by its whole term (``LEXICAL_V2``): ``v2.6.1`` -> ``v2.6.1 v2p6p1``."""
-    return f"{m.group(0)} v{m.group(2).replace('.', 'p')}"
+    """A dotted number as ``LEXICAL_V2``'s terms: its first number, then each longer prefix as
+    one term (``v2.6.1`` -> ``2 v2p6 v2p6p1``)."""
+    parts = m.group(2).split(".")
+    return " ".join([parts[0], *("v" + "p".join(parts[:i]) for i in range(2, len(parts) + 1))])
 
 
 def lexical_text(text: str, version: str = LEXICAL_V1) -> str:
     """``text`` as BM25 terms: Latin words lowercased, stop words dropped, stemmed; CJK runs kept
     (the jieba analyzer segments them), everything separated by single spaces. ``LEXICAL_V2``
-    also keeps each dotted number whole (module docstring)."""
+    writes each dotted number by its prefixes (module docstring)."""
     if version == LEXICAL_V2 and text:
         text = _DOTTED.sub(_whole, text)
     out: list[str] = []

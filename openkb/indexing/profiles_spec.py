@@ -291,7 +291,7 @@ _COLLECTION_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 
 
 def default_lexical(backend: Backend) -> str | None:
-    """New Lite profiles get the latest transform (stemmed, dotted numbers also whole); a 2.6
+    """New Lite profiles get the latest transform (stemmed, dotted numbers by prefix); a 2.6
     server analyzes by itself. A profile keeps the transform it was made with (its rows mean
     that): a new one comes with a new profile and a rebuild (docs/retrieval.md#lexical-analysis)."""
     return LEXICAL_V2 if backend == "lite" else None
