@@ -499,7 +499,9 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
   const status = useQuery('admin:milvus:status', api.milvusStatus)
   const profiles = useQuery('admin:milvus:profiles', api.milvusProfiles)
   const jobs = useQuery('admin:milvus:jobs', api.rebuildJobs)
-  const loaded = !!jobs.data
+  // everything above the rebuilds (status, profiles) as well: a long profiles table arriving after
+  // the scroll would push them out of view again
+  const loaded = !!jobs.data && !!profiles.data && !!status.data
   useEffect(() => {
     // opened as /admin/milvus/rebuild-jobs: at the rebuilds, once they are on the page
     if (atRebuilds && loaded) document.getElementById('rebuild-jobs')?.scrollIntoView()
