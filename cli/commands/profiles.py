@@ -105,13 +105,9 @@ def profile_create(
             )
             if value
         ]
-        if given:
-            raise ValidationError(
-                f"--like copies the functions of {like!r}; leave out {', '.join(given)} (or leave out --like)",
-                field="like",
-            )
         with appliance() as ctx, unit_of_work(ctx) as s:
-            prof = create_profile(ctx, s, Principal.system(), input_like(s, like, name))
+            inp = input_like(s, like, name, also_given=given, option="--like")
+            prof = create_profile(ctx, s, Principal.system(), inp)
             _created(describe(prof), json_out)
         return
     try:

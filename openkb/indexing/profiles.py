@@ -23,7 +23,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -254,11 +254,20 @@ class ProfileInput:
     backend: Backend | None = None
 
 
-def input_like(session: Session, ref: str, name: str | None = None) -> ProfileInput:
+def input_like(
+    session: Session, ref: str, name: str | None = None, *, also_given: Sequence[str] = (), option: str = "like"
+) -> ProfileInput:
     """A new profile's input with the functions of the existing profile ``ref`` (its embedding,
     rerank, BM25 analyzer and backend): the way to move an install onto what a new profile gets
     and an old one keeps, such as the latest lexical transform (docs/retrieval.md#lexical-analysis),
-    without restating the embedding service's address. NotFound for an unknown profile."""
+    without restating the embedding service's address. NotFound for an unknown profile;
+    ValidationError when function options were given beside it (``also_given``, as the caller
+    names them; ``option``: how the caller names this one)."""
+    if also_given:
+        raise ValidationError(
+            f"{option} copies the functions of {ref!r}; leave out {', '.join(also_given)} (or leave out {option})",
+            field="like",
+        )
     spec = spec_of(get_profile(session, ref))
     emb, rr = spec.embedding, spec.rerank
     return ProfileInput(

@@ -109,12 +109,9 @@ def post_profile(
         raise ValidationError(f"{loc}: {first.get('msg', 'invalid')}", field=loc) from None
     if inp.like is not None:
         given = sorted(inp.model_fields_set & {"model", "dim", "provider", "endpoint", "params", "rerank", "analyzer"})
-        if given:
-            raise ValidationError(
-                f"like copies the functions of {inp.like!r}; leave out {', '.join(given)} (or leave out like)",
-                field="like",
-            )
-        return describe(create_profile(ctx, session, principal, input_like(session, inp.like, inp.name)))
+        return describe(
+            create_profile(ctx, session, principal, input_like(session, inp.like, inp.name, also_given=given))
+        )
     rr = inp.rerank
     prof = create_profile(
         ctx,
