@@ -25,7 +25,7 @@ from typing import Any
 from openkb.config import Settings
 from openkb.errors import ConfigError, ServiceUnavailable
 from openkb.runtime.home import Home, OwnerLock, read_record, write_record
-from openkb.runtime.lite_server import BM25_RECORD, RECORD_ENV, lite_command
+from openkb.runtime.lite_server import RECORD_ENV, lite_command
 from openkb.runtime.python import module_command
 
 log = logging.getLogger("openkb.runtime")
@@ -389,7 +389,7 @@ class EmbeddedServices:
             "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "openkb-local-embedder"),
             "COHERE_API_KEY": os.environ.get("COHERE_API_KEY", "openkb-local-embedder"),
             # how it scores BM25, for doctor and /readyz (openkb/runtime/lite_server.py)
-            RECORD_ENV: str(self.home.record_path(BM25_RECORD)),
+            RECORD_ENV: str(self.home.root),
         }
         self._launch["milvus"] = (cmd, log_path, env)
         proc = spawn(cmd, log_path, env)

@@ -10,20 +10,18 @@ up`` started it (``BM25_RECORD``), which ``openkb doctor`` and ``/readyz`` read 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from openkb.runtime import lite_bm25
-from openkb.runtime.home import Home, cache_dir, read_record
+from openkb.runtime.home import Home, cache_dir, read_record, write_record
 from openkb.runtime.python import module_command
 
 BM25_RECORD = "milvus-bm25"  # run/<name>.json of the home: how the running Lite scores BM25
-RECORD_ENV = "OPENKB_LITE_BM25_RECORD"  # where the Lite server writes it (set by openkb up only)
+RECORD_ENV = "OPENKB_LITE_BM25_HOME"  # the home whose run files get it (set by openkb up only)
 
 
 def lite_command(data_dir: str | Path, port: int, host: str = "127.0.0.1") -> list[str]:
@@ -43,15 +41,12 @@ def _quiet_jieba() -> None:
         jieba.dt.tmp_dir = str(where)
 
 
-def _recorder(path: str) -> Any:
-    """Write how this Lite scores BM25 to ``path`` (atomically; with this process's pid, so a
-    record left by a dead Lite reads as nothing)."""
+def _recorder(home: Home) -> Any:
+    """Record how this Lite scores BM25 in ``home``'s run files (``write_record``: atomic, with
+    this process's pid, so a record left by a dead Lite reads as nothing)."""
 
     def write(how: str, reason: str) -> None:
-        target = Path(path)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"bm25": how, "reason": reason, "pid": os.getpid(), "written_at": time.time()}))
-        tmp.replace(target)
+        write_record(home, BM25_RECORD, {"bm25": how, "reason": reason})
 
     return write
 
@@ -69,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_jieba()
     record = os.environ.get(RECORD_ENV)
     if record:
-        lite_bm25.reporter = _recorder(record)
+        lite_bm25.reporter = _recorder(Home(Path(record)))
     if lite_bm25.install():
         print("openkb: BM25 scores use collection-wide statistics", file=sys.stderr, flush=True)
     from milvus_lite.cmdline import main as lite_main

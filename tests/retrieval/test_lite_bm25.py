@@ -273,17 +273,17 @@ def test_doctor_and_readyz_say_how_the_embedded_lite_scores_bm25(app_ctx, tmp_pa
     record = Home(tmp_path).ensure().record_path(BM25_RECORD)
     assert "BM25" not in check_milvus(ctx).detail  # no record: nothing said
 
-    _recorder(str(record))("collection-wide", "")
+    _recorder(Home(tmp_path))("collection-wide", "")
     check = check_milvus(ctx)
     assert check.ok and "BM25 scored with the whole collection's statistics" in check.detail
     assert check.fix == ""
 
-    _recorder(str(record))("per-segment", "this Milvus Lite is not the one OpenKB knows (it has no X._y)")
+    _recorder(Home(tmp_path))("per-segment", "this Milvus Lite is not the one OpenKB knows (it has no X._y)")
     check = check_milvus(ctx)
     assert check.ok  # search works; only the ranking of recent pages suffers
     assert "BM25 scored per segment (this Milvus Lite is not the one OpenKB knows (it has no X._y))" in check.detail
     assert "milvus-lite version OpenKB pins" in check.fix
-    _recorder(str(record))("per-segment", "statistics could not be gathered: RuntimeError: boom")
+    _recorder(Home(tmp_path))("per-segment", "statistics could not be gathered: RuntimeError: boom")
     check = check_milvus(ctx)
     assert "BM25 scored per segment (statistics could not be gathered: RuntimeError: boom)" in check.detail
     assert "logs/milvus.log" in check.fix and "pins" not in check.fix
