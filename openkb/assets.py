@@ -16,6 +16,7 @@ import unicodedata
 import uuid
 from typing import Any, BinaryIO
 
+from sqlalchemy import text
 from sqlmodel import Session
 
 from openkb.config import Settings
@@ -102,16 +103,22 @@ def upload_asset(
     elif not actor.principal.has_write_scope():
         raise PermissionDenied("this token may not upload (it needs doc:write)")
     asset_id = uuid.uuid4()
-    key = f"tenant/{actor.tenant_id}/{asset_id}"
-    stored, digest = blobs.put(key, data, clean_mime(content_type))
+    fresh = f"tenant/{actor.tenant_id}/{asset_id}"
+    stored, digest = blobs.put(fresh, data, clean_mime(content_type))
     try:
         limits.check_upload_size(stored, settings)
     except limits.UploadTooLarge:
-        blobs.delete(key)
+        blobs.delete(fresh)
         raise
-    # The bytes are in the store before the row is: if this transaction does not commit (a later
-    # statement fails, the commit itself fails), nothing would ever point at them again.
-    after_rollback(session, lambda: blobs.delete(key))
+    key = _stored_copy(session, blobs, actor.tenant_id, digest, stored)
+    if key is not None:
+        blobs.delete(fresh)  # the same bytes are stored already: one blob, one more row
+    else:
+        key = fresh
+        # The bytes are in the store before the row is: if this transaction does not commit (a
+        # later statement fails, the commit itself fails), nothing would ever point at them again.
+        after_rollback(session, lambda: blobs.delete(fresh))
+        _remember(session, (actor.tenant_id, digest, stored), key)
     a = DocumentAsset(
         id=asset_id,
         tenant_id=actor.tenant_id,
@@ -158,7 +165,7 @@ def access_asset(session: Session, principal: Principal, asset_id: uuid.UUID) ->
 
 def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uuid.UUID, *, reverts: Any = None) -> None:
     """Delete an upload (editors of its document, or its uploader when unattached); the blob goes
-    after commit. Not revertible: the bytes are gone."""
+    after commit when no other row shares it. Not revertible: the bytes are gone."""
     a = access_asset(session, actor.principal, asset_id)
     if a.document_id is not None:
         access_document(session, actor.principal, a.document_id, Action.EDIT)
@@ -179,9 +186,14 @@ def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uui
         reverts=reverts,
     )
     key = a.object_key
+    # every row sharing the blob, locked first: two deletes of its last two rows then run one
+    # after the other, and the second sees it is the last (else each would see the other and
+    # the blob would outlive both); an upload reusing it holds its row FOR SHARE (_stored_copy)
+    session.execute(_LOCK_SHARERS, {"k": key}).all()
     session.delete(a)
     session.flush()
-    after_commit(session, lambda: blobs.delete(key))
+    if session.execute(_SHARER, {"k": key}).first() is None:
+        after_commit(session, lambda: blobs.delete(key))
 
 
 def disposition(a: DocumentAsset, download: bool = False) -> tuple[str, str]:
@@ -200,3 +212,47 @@ def disposition(a: DocumentAsset, download: bool = False) -> tuple[str, str]:
     )
     name = a.filename or str(a.id)
     return ctype, f"{'inline' if inline else 'attachment'}; filename*=UTF-8''{quote(name)}"
+
+
+# -- one blob for the same bytes (docs/data-model.md#assets) -----------------------------------
+# An upload whose bytes a row of the same tenant already stores shares that row's blob: a folder
+# of pages showing one logo, or an export imported back (each page that shows an image gets its
+# own row, readable with its page), keeps one copy. A blob goes when its last row goes
+# (delete_asset). Only within a tenant: tenants share nothing.
+
+_SAME_BYTES = "openkb_blob_by_content"  # session.info: (tenant, sha256, size) -> key, this transaction's uploads
+_COPY = text(
+    "SELECT object_key FROM document_assets WHERE tenant_id = :t AND sha256 = :h AND size_bytes = :n "
+    "ORDER BY created_at, id LIMIT 1 FOR SHARE"
+)
+_LOCK_SHARERS = text("SELECT id FROM document_assets WHERE object_key = :k ORDER BY id FOR UPDATE")
+_SHARER = text("SELECT 1 FROM document_assets WHERE object_key = :k LIMIT 1")
+
+
+def _stored_copy(session: Session, blobs: BlobStore, tenant_id: uuid.UUID, digest: str, size: int) -> str | None:
+    """The key of a blob of this tenant holding these bytes, or None.
+
+    This transaction's own uploads first (an import writes a batch of rows with one flush, after
+    its uploads), then the committed rows: the one found is locked ``FOR SHARE`` until this
+    transaction ends, so it cannot be deleted (and its blob with it) before the new row that
+    shares it is committed. A row whose blob is gone (a restore without the blob store) is not
+    shared: the upload keeps its own."""
+    key = session.info.get(_SAME_BYTES, {}).get((tenant_id, digest, size))
+    if key is not None:
+        return key
+    with session.no_autoflush:
+        row = session.execute(_COPY, {"t": tenant_id, "h": digest, "n": size}).first()
+    if row is None or not blobs.exists(row[0]):
+        return None
+    return row[0]
+
+
+def _remember(session: Session, content: tuple[uuid.UUID, str, int], key: str) -> None:
+    """This transaction's new blob, for its later uploads of the same bytes; forgotten when the
+    transaction ends (committed rows are found by query; a rolled-back blob is gone)."""
+    seen = session.info.get(_SAME_BYTES)
+    if seen is None:
+        seen = session.info[_SAME_BYTES] = {}
+        after_commit(session, lambda: session.info.pop(_SAME_BYTES, None))
+        after_rollback(session, lambda: session.info.pop(_SAME_BYTES, None))
+    seen[content] = key

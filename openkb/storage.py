@@ -25,6 +25,7 @@ class BlobStore(Protocol):
     def put(self, key: str, data: BinaryIO, content_type: str) -> tuple[int, str]: ...
     def open(self, key: str, start: int = 0, length: int | None = None) -> Iterator[bytes]: ...
     def delete(self, key: str) -> None: ...
+    def exists(self, key: str) -> bool: ...
     def check(self) -> str: ...
     def has_objects(self, prefix: str = "tenant/") -> bool: ...
     def signed_url(
@@ -105,6 +106,9 @@ class LocalBlobStore:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
+    def exists(self, key: str) -> bool:
+        return os.path.isfile(os.path.join(self.root, self._checked(key)))
+
     def check(self) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
         probe = self.root / ".doctor-probe"
@@ -172,6 +176,19 @@ class S3BlobStore:
 
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise ServiceUnavailable(f"S3 read failed: {exc}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise ServiceUnavailable(f"S3 read failed: {exc}") from None
+        return True
 
     def check(self) -> str:
         try:

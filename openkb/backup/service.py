@@ -127,7 +127,9 @@ def create_backup(
             )
             revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]  # type: ignore[index]
             assets = conn.execute(
-                "SELECT object_key, size_bytes, sha256 FROM document_assets ORDER BY object_key"
+                # one file per blob: rows with the same bytes share one (openkb/assets.py)
+                "SELECT object_key, max(size_bytes), max(sha256) FROM document_assets GROUP BY object_key "
+                "ORDER BY object_key"
             ).fetchall()
             profiles = [
                 dict(zip(("name", "collection", "status", "vector_dim"), r, strict=True))

@@ -24,6 +24,8 @@ class DocumentAsset(SQLModel, table=True):
     __table_args__ = (
         CheckConstraint("size_bytes >= 0", name="document_assets_size_check"),
         Index("ix_document_assets_document", "document_id"),
+        Index("ix_document_assets_content", "tenant_id", "sha256"),  # an upload finds its bytes' blob
+        Index("ix_document_assets_object_key", "object_key"),  # a delete finds the blob's other rows
     )
 
     id: uuid.UUID = id_field()

@@ -40,7 +40,8 @@ def png(color: str = "red", size: int = 8) -> bytes:
 
 @dataclass
 class Node:
-    """One document to build: ``body`` may say ``{doc:KEY}`` and ``{asset:NAME}``."""
+    """One document to build: ``body`` may say ``{doc:KEY}`` and ``{asset:NAME}`` (its own asset, or
+    else an earlier page's)."""
 
     key: str
     title: str
@@ -91,6 +92,7 @@ class World:
     def build(self, kb: Any, nodes: list[Node]) -> dict[str, uuid.UUID]:
         """Create ``nodes`` (parents first) with the owner; returns key -> document id."""
         ids = {n.key: uuid.uuid4() for n in nodes}
+        shown: dict[str, uuid.UUID] = {}  # ``{asset:NAME}`` of an earlier page's asset: shown from elsewhere
         with self.units() as s:
             actor = self.actor()
             for n in nodes:
@@ -101,7 +103,12 @@ class World:
                     )
                     asset_ids[name] = a.id
                 body = re.sub(r"\{doc:([^}]+)\}", lambda m: f"openkb://document/{ids[m.group(1)]}", n.body)
-                body = re.sub(r"\{asset:([^}]+)\}", lambda m, a=asset_ids: f"asset://{a[m.group(1)]}", body)
+                body = re.sub(
+                    r"\{asset:([^}]+)\}",
+                    lambda m, a=asset_ids: f"asset://{a.get(m.group(1)) or shown[m.group(1)]}",
+                    body,
+                )
+                shown.update(asset_ids)
                 create_document(
                     s,
                     actor,

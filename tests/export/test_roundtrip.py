@@ -10,10 +10,12 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlmodel import Session, col, select
 
 from openkb.exporting.service import Target
 from openkb.importing.openkb_export import split_front_matter
 from openkb.markdown import validate
+from openkb.models import DocumentAsset
 from tests.export.conftest import Node, kb_target, members, png, sha, snapshot
 
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
@@ -151,6 +153,35 @@ def test_round_trip(world, built, exported, tmp_path):
     # a re-run of the same zip changes nothing
     rerun = world.import_zip(exported, empty, tmp_path)
     assert {f.status for f in rerun.files if f.type != "asset"} == {"unchanged"}
+
+
+def test_an_image_two_pages_show_is_one_blob_after_the_round_trip(world, tmp_path):
+    """The zip holds the image once; the import gives each page that shows it a row of its own
+    (readable with its page) and the rows share one blob: no copy per page (openkb/assets.py)."""
+    logo = png("purple", 24)
+    kb = world.new_kb()
+    world.build(
+        kb,
+        [
+            Node("a", "Shows its own", body="![logo]({asset:logo.png})\n", assets={"logo.png": (logo, "image/png")}),
+            Node("b", "Shows the same", body="Also: ![logo]({asset:logo.png})\n"),
+        ],
+    )
+    data = world.export(kb_target(kb))
+    assert [p.rsplit("/", 1)[-1] for p, d in members(data).items() if d == logo] == ["logo.png"]  # once
+    empty = world.new_kb()
+    report = world.import_zip(data, empty, tmp_path)
+    assert not report.failed, [(f.path, f.error) for f in report.failed]
+    before, after = snapshot(world.engine, kb.id), snapshot(world.engine, empty.id)
+    assert [r[:6] for r in after] == [r[:6] for r in before]  # tree, titles, bodies (assets by checksum)
+    assert [r[6] for r in after] == [[sha(logo)], [sha(logo)]]  # each showing page has its row
+    with Session(world.engine) as s:
+        rows = s.exec(select(DocumentAsset).where(col(DocumentAsset.sha256) == sha(logo))).all()
+    assert len(rows) == 3  # the original's, and one per imported page that shows it
+    assert len({a.object_key for a in rows}) == 1
+    assert [p for p in world.blobs.root.rglob("*") if p.is_file() and p.read_bytes() == logo] == [
+        world.blobs.root / rows[0].object_key
+    ]
 
 
 def test_import_into_a_folder_and_dry_run(world, exported, tmp_path):

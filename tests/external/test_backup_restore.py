@@ -84,7 +84,7 @@ def _serve(ctx) -> tuple[str, object, threading.Thread]:
     return f"http://127.0.0.1:{port}", server, thread
 
 
-def _snapshot(base: str, w: HttpWorld, doc: dict, asset: dict, link: dict, word: str) -> dict:
+def _snapshot(base: str, w: HttpWorld, doc: dict, asset: dict, same: dict, link: dict, word: str) -> dict:
     def c(name: str) -> httpx.Client:
         return httpx.Client(base_url=base, headers=dict(w.c[name].headers), timeout=60)
 
@@ -99,6 +99,7 @@ def _snapshot(base: str, w: HttpWorld, doc: dict, asset: dict, link: dict, word:
             "current": got["current_version_id"],
             "versions": [(v["id"], v.get("version_no")) for v in versions.get("items", versions)],
             "asset": owner.get(f"/api/assets/{asset['id']}").content,
+            "same": owner.get(f"/api/assets/{same['id']}").content,
             "member_reads": member.get(f"/api/documents/{doc['id']}").status_code,
             "outsider_reads": outsider.get(f"/api/documents/{doc['id']}").status_code,
             "share": anon.get(f"/api/share/{link['token']}").status_code,
@@ -128,18 +129,16 @@ def test_backup_then_restore_into_an_empty_home(
         doc = w.doc("Backed up", markdown=f"# Backed up\n\nfirst {word}\n")
         r = w.save(doc, f"# Backed up\n\nsecond {word} version with 中文内容\n")
         assert r.status_code in (200, 201), r.text
-        asset = (
+        png = b"\x89PNG" + os.urandom(2048)
+        asset, same = (
             w.c["owner"]
-            .post(
-                "/api/uploads",
-                data={"document_id": doc["id"]},
-                files={"file": ("a.png", io.BytesIO(b"\x89PNG" + os.urandom(2048)), "image/png")},
-            )
+            .post("/api/uploads", data={"document_id": doc["id"]}, files={"file": (name, io.BytesIO(png), "image/png")})
             .json()
-        )
+            for name in ("a.png", "again.png")
+        )  # the same bytes twice: two rows, one blob (openkb/assets.py)
         link = w.c["owner"].post(f"/api/objects/document/{doc['id']}/share-links", json={}).json()
         _wait_indexed(engine, doc["id"])
-        before = _snapshot(live_server, w, doc, asset, link, word)
+        before = _snapshot(live_server, w, doc, asset, same, link, word)
         assert before["search"] and before["member_reads"] == 200 and before["outsider_reads"] == 404
         assert before["share"] == 200 and len(before["versions"]) >= 2
 
@@ -153,6 +152,8 @@ def test_backup_then_restore_into_an_empty_home(
         with tarfile.open(archive) as tar:
             names = set(tar.getnames())
         assert {"manifest.json", "postgresql.dump", f"blobs/tenant/{w.tenant.id}/{asset['id']}"} <= names
+        assert f"blobs/tenant/{w.tenant.id}/{same['id']}" not in names  # the shared blob is archived once
+        assert before["same"] == before["asset"] == png
         assert_one_line_error(cli(["backup", str(archive)], src_env), 65, "already exists")
 
         # the target: a new home (its own Milvus Lite and blob folder) and an empty database
@@ -211,7 +212,7 @@ def test_backup_then_restore_into_an_empty_home(
             )
             base, server, thread = _serve(ctx)
             try:
-                after = _snapshot(base, w, doc, asset, link, word)
+                after = _snapshot(base, w, doc, asset, same, link, word)
             finally:
                 server.should_exit = True
                 thread.join(10)

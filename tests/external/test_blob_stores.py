@@ -47,8 +47,9 @@ def test_put_read_delete_and_check(blobs):
 
     assert digest == hashlib.sha256(data).hexdigest()
     assert blobs.check()
+    assert blobs.exists(key) and not blobs.exists(key + "-other")
     blobs.delete(key)
-    assert not _exists(blobs, key)
+    assert not _exists(blobs, key) and not blobs.exists(key)
     with pytest.raises(NotFound):
         blobs.open(key)
     blobs.delete(key)  # deleting what is gone is not an error (a retried cleanup)
@@ -103,6 +104,39 @@ def test_upload_is_read_through_the_permission_check_and_removed_on_rollback(eng
     assert _exists(blobs, kept[1])
     with session_scope(engine) as s:
         assert s.get(DocumentAsset, lost[0]) is None
+
+
+def test_the_same_bytes_share_one_object_until_the_last_row_goes(engine, world, blobs):
+    """Both stores: a second upload of the same bytes points at the first one's object, which
+    stays while any row uses it (openkb/assets.py)."""
+    from openkb.assets import delete_asset
+
+    data = b"\x89PNG shared " + uuid.uuid4().bytes
+    actor = Actor.of(world["owner"])
+    rows = []
+    for name in ("a.png", "b.png"):
+        with session_scope(engine) as s:
+            a = upload_asset(
+                s,
+                actor,
+                blobs,
+                io.BytesIO(data),
+                size=len(data),
+                filename=name,
+                content_type="image/png",
+                document_id=world["doc_id"],
+            )
+            rows.append((a.id, a.object_key))
+    (first, key), (second, key2) = rows
+    assert key2 == key and first != second
+    assert not blobs.exists(f"tenant/{world['owner'].tenant_id}/{second}")  # its own copy was not kept
+    with session_scope(engine) as s:
+        delete_asset(s, actor, blobs, first)
+    assert blobs.exists(key)
+    with session_scope(engine) as s:
+        assert b"".join(blobs.open(access_asset(s, world["owner"], second).object_key)) == data
+        delete_asset(s, actor, blobs, second)
+    assert not blobs.exists(key)
 
 
 _FULL_DISK = """

@@ -147,7 +147,8 @@ def test_changed_file_updates_removed_file_is_pruned_and_revert_undoes(world, va
 def test_dry_run_writes_nothing_and_revert_removes_pages_and_assets(world, tmp_path):
     kb = world.new_kb()
     (tmp_path / "img").mkdir()
-    (tmp_path / "img" / "a.png").write_bytes(png("blue"))
+    # bytes no other row of the tenant holds: the blob goes with its last row (openkb/assets.py)
+    (tmp_path / "img" / "a.png").write_bytes(png("orange"))
     (tmp_path / "page.md").write_text("# Page\n\n![a](img/a.png)\n")
     dry = world.run(tmp_path, kb=kb, dry_run=True)
     assert {f.path: f.status for f in dry.files} == {
@@ -201,3 +202,27 @@ def test_a_folder_of_shown_images_only_is_not_made_an_empty_folder(world, tmp_pa
     (tmp_path / "notes" / "img" / "c.png").unlink()
     pruned = {f.path: f.status for f in world.run(tmp_path, kb=kb, prune=True).files}
     assert pruned["notes/img"] == "unchanged" and pruned["notes/img/c.png"] == "trashed"
+
+
+def test_pages_showing_one_image_keep_one_blob(world, tmp_path):
+    """A site's logo shown by every page: each page gets its own asset row (readable with the
+    page), and the rows share one blob, also across batches and re-runs (openkb/assets.py)."""
+    kb = world.new_kb()
+    logo = png("teal")
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "logo.png").write_bytes(logo)
+    for i in range(60):  # more than one batch of pages
+        (tmp_path / f"p{i:02d}.md").write_text(f"# Page {i}\n\n![logo](img/logo.png)\n")
+    run = world.run(tmp_path, kb=kb)
+    assert not run.failed, [(f.path, f.error) for f in run.failed]
+    pages = [f.document_id for f in run.files if f.path.endswith(".md")]
+    with Session(world.engine) as s:
+        rows = s.exec(select(DocumentAsset).where(col(DocumentAsset.document_id).in_(pages))).all()
+    assert len(rows) == 60 and {str(a.document_id) for a in rows} == {str(p) for p in pages}
+    assert len({a.object_key for a in rows}) == 1
+    assert [p for p in world.blobs.root.rglob("*") if p.is_file() and p.read_bytes() == logo] == [
+        world.blobs.root / rows[0].object_key
+    ]
+    again = world.run(tmp_path, kb=kb)
+    assert {f.status for f in again.files if f.path.endswith(".md")} == {"unchanged"}
+    assert len([p for p in world.blobs.root.rglob("*") if p.is_file() and p.read_bytes() == logo]) == 1
