@@ -39,6 +39,7 @@ import io
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -337,6 +338,8 @@ def main() -> None:
         print(json.dumps(summary))
     finally:
         svc.stop()
+        shutil.rmtree(work, ignore_errors=True)  # ~150 MB of blobs and database per run
+        shutil.rmtree(_HOME, ignore_errors=True)
 
 
 if __name__ == "__main__":

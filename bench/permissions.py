@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -397,6 +398,7 @@ def main() -> None:
     finally:
         if svc is not None:
             svc.stop()  # type: ignore[attr-defined]
+            shutil.rmtree(os.environ["OPENKB_HOME"], ignore_errors=True)  # the one _start_database made
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -110,6 +111,7 @@ def main() -> None:
     finally:
         for s in sides.values():
             s["consumer"].stop(graceful=True)
+        shutil.rmtree(folder, ignore_errors=True)
     out: dict[str, object] = {"idle_s": args.idle, "rounds": args.rounds, "idle_poll_max_s": IDLE_POLL_MAX_S}
     for n, s in sides.items():
         waits = [w for w in s["waits"] if w is not None]

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -541,6 +542,7 @@ def main() -> int:
     finally:
         dispose_engines()
         svc.stop()
+        shutil.rmtree(_HOME, ignore_errors=True)
     return 0
 
 

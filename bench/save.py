@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -299,6 +300,7 @@ def main() -> None:
 
         dispose_engines()
         svc.stop()
+        shutil.rmtree(_HOME, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -256,6 +257,7 @@ def main() -> None:
         server.should_exit = True  # type: ignore[attr-defined]
     finally:
         svc.stop()
+        shutil.rmtree(_HOME, ignore_errors=True)
 
     print(f"document page, {len(holder[0].encode())} bytes of Markdown, {args.loads} loads each (warm HTTP cache):")
     print(fmt("app: navigation -> editor", app_ms))
