@@ -61,6 +61,7 @@ from openkb.importing.prepare import Prepared, prepare_bytes
 from openkb.importing.sniff import sniff
 from openkb.importing.sources import Entry, Source
 from openkb.importing.worker import Workers
+from openkb.markdown import outline
 from openkb.models import Document, DocumentAsset
 from openkb.permissions import Action, KbAction, Principal, access_knowledge_base
 from openkb.storage import BlobStore
@@ -357,9 +358,24 @@ class _Run:
         return hits[0] if len(set(hits)) == 1 else None
 
 
-def _title_of(rel: str) -> str:
+_LANDING = frozenset({"readme", "index", "_index"})  # a folder's landing page, by the names sites and repositories use
+
+
+def _title_of(rel: str, markdown: str | None = None) -> str:
+    """A page's title when its file names none (front matter, HTML ``<title>``, an Office
+    document's own title): the file name without its extension. A landing page (``README.md``,
+    ``index.md``) is named by where it stands, not by its file name, which every folder repeats: its
+    first level-1 heading, or else its folder's name (docs/importing.md#what-becomes-what)."""
     base = posixpath.basename(rel)
     stem = base.rsplit(".", 1)[0] if "." in base else base
+    if stem.strip().lower() in _LANDING:
+        if markdown:
+            heading = next((h.text for h in outline(markdown) if h.level == 1 and h.text.strip()), None)
+            if heading:
+                return " ".join(heading.split())[:200]  # a heading, not a paragraph
+        folder = posixpath.basename(posixpath.dirname(rel))
+        if folder:
+            return folder
     return stem.strip() or base
 
 
@@ -670,7 +686,7 @@ def _write_batch(
                     up = batch.upsert(
                         KeyedItem(
                             prefix + p.rel,
-                            p.title or _title_of(p.rel),
+                            p.title or _title_of(p.rel, p.markdown),
                             body,
                             parent_id=folder_ids[parent_rel],
                             metadata=meta,
@@ -749,7 +765,7 @@ def _write_page(
                 run.actor,
                 kb_id,
                 key,
-                title=p.title or _title_of(p.rel),
+                title=p.title or _title_of(p.rel, p.markdown),
                 markdown=body,
                 parent_id=folder_ids[parent_rel],
                 metadata=meta,
