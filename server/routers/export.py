@@ -16,6 +16,7 @@ handing it to the browser's own download, so one click is one audited ``GET`` (a
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -49,9 +50,14 @@ IncludeDrafts = Annotated[
 ]
 
 
+# a name a client that reads only ``filename=`` (curl -OJ, wget) can take as it is
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()+-]*")
+
+
 def _headers(plan: ExportPlan) -> dict[str, str]:
+    plain = plan.filename if _PLAIN_NAME.fullmatch(plan.filename) else "export.zip"
     return {
-        "Content-Disposition": f"attachment; filename=\"export.zip\"; filename*=UTF-8''{quote(plan.filename)}",
+        "Content-Disposition": f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(plan.filename)}",
         "X-Export-Bytes": str(plan.total_bytes),
         "Cache-Control": "no-store",
         "X-Content-Type-Options": "nosniff",

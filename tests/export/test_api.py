@@ -52,6 +52,21 @@ def test_knowledge_base_export_streams_a_zip(w, content):
     assert w.c["owner"].get(f"/api/knowledge-bases/{kb['id']}/export").content == data  # byte-identical
 
 
+def test_the_download_is_named_after_what_it_exports(w, content):
+    """``filename*`` carries the title (any script); ``filename``, what clients reading only it
+    (curl -OJ, wget) save as, is the title when it is plain ASCII, else ``export.zip``."""
+    kb = w.new_kb(visibility="private", title="Team Docs (v2)")
+    r = w.c["owner"].get(f"/api/knowledge-bases/{kb['id']}/export")
+    assert r.headers["content-disposition"] == (
+        "attachment; filename=\"Team Docs (v2).zip\"; filename*=UTF-8''Team%20Docs%20%28v2%29.zip"
+    )
+    _kb, folder, _page = content
+    r = w.c["owner"].get(f"/api/documents/{folder['id']}/export")
+    assert r.headers["content-disposition"] == (
+        "attachment; filename=\"export.zip\"; filename*=UTF-8''%E8%B5%84%E6%96%99%20Folder.zip"
+    )
+
+
 def test_folder_export_is_its_subtree(w, content):
     _kb, folder, _page = content
     r = w.c["owner"].get(f"/api/documents/{folder['id']}/export")
