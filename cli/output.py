@@ -23,6 +23,11 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 asset``, ``3 assets``, ``0 assets``: a count with its noun in the right number."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
     t = Table(title=title, show_lines=False, header_style="bold")
     for c in columns:

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.context import appliance
-from cli.output import JsonOpt, console, emit_json, err_console
+from cli.output import JsonOpt, console, counted, emit_json, err_console
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +53,7 @@ def backup(
     counts = ", ".join(f"{k} {v}" for k, v in out["counts"].items())
     console.print(
         f"backup written: {out['path']} ({out['bytes']:,} bytes, schema {out['schema_revision']}, "
-        f"{out['assets']} assets)",
+        f"{counted(out['assets'], 'asset')})",
         highlight=False,
     )
     console.print(f"  {counts}", highlight=False)

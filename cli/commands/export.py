@@ -18,7 +18,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from cli.context import appliance, unit_of_work
-from cli.output import JsonOpt, console, emit_json, err_console
+from cli.output import JsonOpt, console, counted, emit_json, err_console
 from openkb.errors import ValidationError
 
 
@@ -78,7 +78,8 @@ def export_cmd(
         return
     left = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in plan.left_out.items() if v)
     console.print(
-        f"exported {summary['pages']} pages, {summary['folders']} folders and {summary['assets']} assets "
+        f"exported {counted(summary['pages'], 'page')}, {counted(summary['folders'], 'folder')} and "
+        f"{counted(summary['assets'], 'asset')} "
         f"to {out} ({plan.written:,} bytes)" + (f"; left out: {left}" if left else ""),
         highlight=False,
     )

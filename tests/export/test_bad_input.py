@@ -157,6 +157,12 @@ def test_cli_export_then_import(world, source, env, tmp_path):
     summary = json.loads(p.stdout)
     assert summary["pages"] == 2 and summary["left_out"]["drafts"] == 1 and summary["path"] == str(out)
     assert out.read_bytes() == data  # the same bytes as the service's export
+    p = cli(["export", str(kb.id), "--out", str(tmp_path / "again.zip")], env)
+    assert p.returncode == 0, p.stderr
+    line = " ".join(p.stdout.split())
+    assert line.startswith("exported 2 pages, 1 folder and 0 assets to ") and line.endswith("; left out: drafts 1"), (
+        line
+    )
     empty = world.new_kb()
     p = cli(["import", str(out), "--kb", str(empty.id), "--json"], env)
     assert p.returncode == 0, p.stderr
