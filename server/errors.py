@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -143,7 +143,11 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and _browser_navigation(request):
+            page = _not_found_page(request)
+            if page is not None:
+                return page
         code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
         detail = str(exc.detail)
         if exc.status_code == 400 and detail == _FASTAPI_BODY_PARSE_ERROR:
@@ -164,6 +168,44 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse({"error": "INTERNAL_ERROR", "detail": "internal error (see server log)"}, status_code=500)
+
+
+# --- a browser that asked for a page we do not have ---------------------------------------------
+
+# paths whose callers are programs: they keep the JSON 404 whatever they accept
+_PROGRAM_PREFIXES = (
+    "/api/",
+    "/api",
+    "/mcp",
+    "/retrieval",
+    "/oauth/",
+    "/.well-known/",
+    "/assets/",
+    "/healthz",
+    "/readyz",
+)
+
+
+def _browser_navigation(request: Request) -> bool:
+    """A person's browser opening a URL (a typo, an old bookmark): a GET for a page, asking for
+    HTML first, outside the routes programs call."""
+    if request.method != "GET" or request.url.path.startswith(_PROGRAM_PREFIXES):
+        return False
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept.split(",", 1)[0]
+
+
+def _not_found_page(request: Request) -> Response | None:
+    """The web app's own not-found page (its router matches no route: a link home), still with
+    status 404; None when the app is not built (the JSON answer then)."""
+    from server.web import index_page
+
+    try:
+        page = index_page(request)
+    except OpenKBError:
+        return None
+    page.status_code = 404
+    return page
 
 
 # --- request validation: what the client sent wrong, in words --------------------------------------

@@ -991,6 +991,17 @@ def test_pages_under_a_page_show_in_the_tree_and_are_made_from_its_menu(contexts
         assert c.get(f"/api/documents/{two}").json()["parent_id"] == parent["id"]
 
 
+def test_a_mistyped_url_opens_the_app_s_not_found_page(contexts, live_server):
+    """A URL outside the app's routes, opened in the browser: the app's page saying so, with a
+    way home, not the API's JSON (the answer is still a 404)."""
+    page = contexts.page()
+    response = page.goto("/knowledge-base/typo")
+    assert response is not None and response.status == 404
+    expect(page.get_by_text("This page does not exist.")).to_be_visible()
+    expect(page.get_by_role("link", name="Home")).to_be_visible()
+    expect(page.get_by_text('"NOT_FOUND"')).to_have_count(0)
+
+
 def test_an_outsider_opening_a_knowledge_base_link_sees_not_found_and_nothing_of_it(
     contexts, live_server, owner, committed
 ):

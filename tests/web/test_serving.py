@@ -84,6 +84,26 @@ def test_anything_else_keeps_the_json_404(http, path):
     assert r.json()["error"] == "NOT_FOUND"
 
 
+_BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+@pytest.mark.parametrize("path", ["/nope", "/kb/x", "/app-x", "/share", "/docs/a/b"])
+def test_a_browser_opening_an_unknown_url_gets_the_app_s_not_found_page(http, path):
+    """A typo or an old bookmark, opened in a browser: the app's own page (its router matches
+    no route and shows a link home), still answered 404 and under the app's policy."""
+    r = http.get(path, headers=_BROWSER)
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert '<div id="app"></div>' in r.text
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize("path", ["/api/nope", "/api", "/mcp/x", "/retrieval/x", "/oauth/nope", "/assets/nope.js"])
+def test_programs_paths_keep_the_json_404_even_for_a_browser(http, path):
+    r = http.get(path, headers=_BROWSER)
+    assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND"
+    assert http.post("/nope", headers=_BROWSER).json()["error"] == "NOT_FOUND"  # not a page visit
+
+
 @pytest.mark.parametrize("page", ["index.html", "diagram.html"])
 def test_the_built_index_references_only_hashed_same_origin_files(page):
     html = (DIST / page).read_text(encoding="utf-8")
