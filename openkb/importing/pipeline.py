@@ -59,7 +59,7 @@ from openkb.errors import OpenKBError, PermissionDenied
 from openkb.importing.links import fill, rewrite
 from openkb.importing.prepare import Prepared, prepare_bytes
 from openkb.importing.sniff import sniff
-from openkb.importing.sources import Entry, Source
+from openkb.importing.sources import LANDING_STEMS, Entry, Source
 from openkb.importing.worker import Workers
 from openkb.markdown import outline
 from openkb.models import Document, DocumentAsset
@@ -358,9 +358,6 @@ class _Run:
         return hits[0] if len(set(hits)) == 1 else None
 
 
-_LANDING = frozenset({"readme", "index", "_index"})  # a folder's landing page, by the names sites and repositories use
-
-
 def _title_of(rel: str, markdown: str | None = None) -> str:
     """A page's title when its file names none (front matter, HTML ``<title>``, an Office
     document's own title): the file name without its extension. A landing page (``README.md``,
@@ -368,7 +365,7 @@ def _title_of(rel: str, markdown: str | None = None) -> str:
     first level-1 heading, or else its folder's name (docs/importing.md#what-becomes-what)."""
     base = posixpath.basename(rel)
     stem = base.rsplit(".", 1)[0] if "." in base else base
-    if stem.strip().lower() in _LANDING:
+    if stem.strip().casefold() in LANDING_STEMS:
         if markdown:
             heading = next((h.text for h in outline(markdown) if h.level == 1 and h.text.strip()), None)
             if heading:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import os
 import posixpath
+import re
 import stat
 import unicodedata
 import zipfile
@@ -33,6 +34,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from openkb.errors import ConversionFailed
 from openkb.importing.converters import MAX_ZIP_ENTRIES, MAX_ZIP_RATIO, MAX_ZIP_TOTAL
@@ -65,6 +67,29 @@ class Source:
     def close(self) -> None:
         if self._zip is not None:
             self._zip.close()
+
+
+_DIGITS = re.compile(r"(\d+)")
+LANDING_STEMS = frozenset({"readme", "index", "_index"})  # a folder's landing page, as sites and repositories name it
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    """A name's place as a file manager shows it: case-insensitive, numbers by value (``2 setup``
+    before ``10 faq``), the exact name last to keep equal-looking names in a fixed order."""
+    parts = _DIGITS.split(name.casefold())  # text, number, text, ...: the kinds alternate
+    return (tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name)
+
+
+def import_order(e: Entry) -> tuple[Any, ...]:
+    """The order things are created in, which is their order in the tree: folders first (a parent
+    before its children), then the files; within a folder its landing page (``README.md``,
+    ``index.md``) first, then by name as a file manager sorts them (docs/importing.md#what-becomes-what)."""
+    parts = e.rel.split("/")
+    if e.is_dir:
+        return (0, len(parts), *(_natural(p) for p in parts))
+    *folders, name = parts
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return (1, *((1, _natural(p)) for p in folders), (0 if stem.casefold() in LANDING_STEMS else 1, _natural(name)))
 
 
 def _nfc(s: str) -> str:
@@ -234,6 +259,7 @@ def _folder(root: Path, max_file_bytes: int) -> Source:
                 )
                 continue
             src.entries.append(Entry(rel, size=st.st_size, read=_read_file(target)))
+    src.entries.sort(key=import_order)
     return src
 
 
@@ -496,7 +522,7 @@ def _zip(z: zipfile.ZipFile, name: str, max_file_bytes: int) -> Source:
             )
             continue
         src.entries.append(Entry(rel, size=info.file_size, read=_zip_reader(z, info)))
-    src.entries.sort(key=lambda e: (e.rel.count("/"), e.rel) if e.is_dir else (99, e.rel))
+    src.entries.sort(key=import_order)
     return src
 
 
