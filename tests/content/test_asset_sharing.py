@@ -82,12 +82,17 @@ def test_the_same_bytes_share_one_blob_and_each_row_stays_its_own(engine, world,
             assert _bytes(blobs, access_asset(s, world["a"]["actor"].principal, a.id)) == data
 
 
-def test_a_blob_outlives_all_but_its_last_row(engine, world, blobs):
-    data = b"\x89PNG kept " + os.urandom(64)
+def _two_rows(engine, world, blobs, data: bytes):
+    """Two committed rows of two pages sharing one blob."""
     with session_scope(engine) as s:
         first = _up(s, world["a"], blobs, data, 0)
         s.commit()
-        second = _up(s, world["a"], blobs, data, 1)
+        return first, _up(s, world["a"], blobs, data, 1)
+
+
+def test_a_blob_outlives_all_but_its_last_row(engine, world, blobs):
+    data = b"\x89PNG kept " + os.urandom(64)
+    first, second = _two_rows(engine, world, blobs, data)
     with session_scope(engine) as s:
         delete_asset(s, world["a"]["actor"], blobs, first.id)
     assert _files(blobs) == [second.object_key]
@@ -156,32 +161,41 @@ def test_a_row_whose_blob_is_gone_is_not_shared(engine, world, blobs):
     assert _bytes(blobs, fresh) == data
 
 
+def _waiting_delete(engine, world, blobs, asset_id, why: str):
+    """Start ``delete_asset(asset_id)`` in its own transaction on another thread and check it is
+    still waiting a second later (on a lock the caller's open transaction holds); returns what
+    joins it once the caller has committed, raising what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with session_scope(engine) as s:
+                delete_asset(s, world["a"]["actor"], blobs, asset_id)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failed.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(1.0)
+    assert t.is_alive(), why
+
+    def finish() -> None:
+        t.join(10)
+        assert not t.is_alive() and not failed, failed
+
+    return finish
+
+
 def test_two_deletes_of_the_last_two_rows_at_once_remove_the_blob(engine, world, blobs):
     """Each delete alone would see the other row still there and keep the blob for it; the rows
     sharing a blob are locked first, so the second delete waits for the first and sees it was
     the last."""
     data = b"\x89PNG race " + os.urandom(64)
-    with session_scope(engine) as s:
-        first = _up(s, world["a"], blobs, data, 0)
-        s.commit()
-        second = _up(s, world["a"], blobs, data, 1)
-    failed: list[BaseException] = []
-
-    def other() -> None:
-        try:
-            with session_scope(engine) as s2:
-                delete_asset(s2, world["a"]["actor"], blobs, second.id)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            failed.append(exc)
-
+    first, second = _two_rows(engine, world, blobs, data)
     with session_scope(engine) as s:
         delete_asset(s, world["a"]["actor"], blobs, first.id)
-        t = threading.Thread(target=other)
-        t.start()
-        t.join(1.0)
-        assert t.is_alive(), "the second delete must wait for the first"
-    t.join(10)
-    assert not t.is_alive() and not failed, failed
+        finish = _waiting_delete(engine, world, blobs, second.id, "the second delete must wait for the first")
+    finish()
     assert _files(blobs) == []
 
 
@@ -191,23 +205,10 @@ def test_an_upload_sharing_a_blob_holds_its_row_against_a_delete(engine, world, 
     data = b"\x89PNG hold " + os.urandom(64)
     with session_scope(engine) as s:
         first = _up(s, world["a"], blobs, data, 0)
-    failed: list[BaseException] = []
-
-    def remove() -> None:
-        try:
-            with session_scope(engine) as s2:
-                delete_asset(s2, world["a"]["actor"], blobs, first.id)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            failed.append(exc)
-
     with session_scope(engine) as s:
         again = _up(s, world["a"], blobs, data, 1)
-        t = threading.Thread(target=remove)
-        t.start()
-        t.join(1.0)
-        assert t.is_alive(), "the delete must wait for the upload that shares the blob"
-    t.join(10)
-    assert not t.is_alive() and not failed, failed
+        finish = _waiting_delete(engine, world, blobs, first.id, "the delete must wait for the upload sharing the blob")
+    finish()
     assert _files(blobs) == [again.object_key]
     with session_scope(engine) as s:
         assert s.get(DocumentAsset, first.id) is None
