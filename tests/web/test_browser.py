@@ -1048,6 +1048,25 @@ def test_asset_images_load_through_the_permission_checked_route(contexts, live_s
     expect(img).to_have_js_property("naturalWidth", 1)  # loaded with the session, under the CSP
 
 
+def test_an_image_that_cannot_load_is_a_labelled_box_and_the_page_is_unchanged(contexts, live_server, owner):
+    """An image whose asset is gone shows as a box saying so (a broken image with the image
+    block's empty alt took no space at all); the page's Markdown does not change for it."""
+    with api(live_server, owner) as c:
+        gone = uuid.uuid4()
+        doc = new_page(c, owner["kb"]["id"], "Lost picture", f"Before\n\n![a chart](asset://{gone})\n\nAfter\n")
+        before = c.get(f"/api/documents/{doc['id']}").json()["current_version_id"]
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    img = editor(page).locator(f"img[src='/api/assets/{gone}']")
+    expect(img).to_have_class(re.compile(r"\bimage-missing\b"))
+    expect(img).to_have_attribute("title", "Image not available")
+    box = img.bounding_box()
+    assert box is not None and box["width"] >= 150 and box["height"] >= 30, box
+    page.wait_for_timeout(1500)  # an autosave would have come by now
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/documents/{doc['id']}").json()["current_version_id"] == before
+
+
 def test_a_screenshot_pasted_on_a_new_line_goes_above_the_cursor(contexts, live_server, owner):
     """New line, paste a screenshot, type on: the words go below the picture and no empty line is
     left above it (the image used to land below the line, the cursor above it)."""

@@ -69,6 +69,7 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
       options.onChange?.(markdown)
     })
   })
+  markMissingImages(el) // before create: an image may fail while the editor is still being built
   await crepe.create()
   // The serialized form of what was loaded is the baseline: loading must not look like an edit.
   last = crepe.getMarkdown()
@@ -83,4 +84,37 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
       await crepe.destroy()
     },
   }
+}
+
+/**
+ * An image that cannot load (its asset was deleted, a link an import could not resolve, a page
+ * the reader may see but whose image sits on a page they may not) is shown as a labelled box
+ * instead of nothing: the image block writes `alt=""` (its caption), and a broken image without
+ * alt text takes no space at all, so the reader could not tell anything was there. Only the
+ * `<img>` element changes, never the document: ProseMirror ignores changes inside leaf nodes.
+ * Image events do not bubble, so both are caught on the way down.
+ */
+function markMissingImages(root: HTMLElement): void {
+  root.addEventListener(
+    'error',
+    (e) => {
+      const img = e.target
+      if (!(img instanceof HTMLImageElement) || !img.getAttribute('src')) return
+      img.classList.add('image-missing')
+      img.title = t('imageUnavailable')
+      if (!img.alt) img.alt = t('imageUnavailable')
+    },
+    true,
+  )
+  root.addEventListener(
+    'load',
+    (e) => {
+      const img = e.target
+      if (img instanceof HTMLImageElement && img.classList.contains('image-missing')) {
+        img.classList.remove('image-missing')
+        img.removeAttribute('title')
+      }
+    },
+    true,
+  )
 }
