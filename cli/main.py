@@ -21,6 +21,7 @@ import typer
 
 from cli.commands import (
     apps,
+    assets,
     backup,
     dify,
     export,
@@ -61,7 +62,22 @@ def _root(
     """OpenKB: self-hosted Markdown knowledge base."""
 
 
-for _module in (system, users, groups, profiles, index, search, dify, importing, export, tokens, backup, apps, facts):
+for _module in (
+    system,
+    users,
+    groups,
+    profiles,
+    index,
+    search,
+    dify,
+    importing,
+    export,
+    assets,
+    tokens,
+    backup,
+    apps,
+    facts,
+):
     _module.register(app)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, BinaryIO
 
 from sqlalchemy import text
@@ -256,3 +258,94 @@ def _remember(session: Session, content: tuple[uuid.UUID, str, int], key: str) -
         after_commit(session, lambda: session.info.pop(_SAME_BYTES, None))
         after_rollback(session, lambda: session.info.pop(_SAME_BYTES, None))
     seen[content] = key
+
+
+# -- merging the copies written before blobs were shared -------------------------------------------
+
+_COPIES = text(
+    "SELECT tenant_id, sha256, size_bytes, count(DISTINCT object_key) FROM document_assets "
+    "WHERE sha256 IS NOT NULL GROUP BY tenant_id, sha256, size_bytes HAVING count(DISTINCT object_key) > 1 "
+    "ORDER BY tenant_id, sha256, size_bytes"
+)
+_GROUP = text(
+    "SELECT id, object_key FROM document_assets WHERE tenant_id = :t AND sha256 = :h AND size_bytes = :n "
+    "ORDER BY created_at, id FOR UPDATE"
+)
+_POINT = text(
+    "UPDATE document_assets SET object_key = :keep WHERE tenant_id = :t AND sha256 = :h AND size_bytes = :n "
+    "AND object_key <> :keep"
+)
+
+
+def _holds(blobs: BlobStore, key: str, digest: str, size: int) -> bool:
+    """Whether the blob under ``key`` is there and holds exactly these bytes (read whole: a blob
+    every row of the group will point at must be the right one)."""
+    import hashlib
+
+    h, n = hashlib.sha256(), 0
+    try:
+        for chunk in blobs.open(key):
+            h.update(chunk)
+            n += len(chunk)
+    except NotFound:
+        return False
+    return n == size and h.hexdigest() == digest
+
+
+def merge_copies(
+    units: Callable[[], AbstractContextManager[Session]],
+    blobs: BlobStore,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Point the rows of each tenant that hold the same bytes at one blob and delete the other
+    copies: the blobs uploads wrote before they were shared (migration 0015,
+    docs/data-model.md#assets). An operator's maintenance step (``openkb assets dedupe``).
+
+    One transaction per group of rows with the same bytes, whose rows are locked first (an upload
+    sharing one of them, or a delete, waits); the blob kept is the oldest row's whose bytes check
+    out (read and hashed), else the next one's; a group with no intact copy is left as it is and
+    counted. Copies are deleted after the commit, each only if no row points at it any more.
+    Safe to re-run: a second run finds nothing to merge. ``dry_run``: count, change nothing."""
+    with units() as s:
+        groups = s.execute(_COPIES).all()
+    out = {"groups": len(groups), "rows": 0, "blobs_removed": 0, "bytes_freed": 0, "groups_without_intact_copy": 0}
+    for i, (tenant_id, digest, size, _n) in enumerate(groups, 1):
+        gone: list[str] = []
+        with units() as s:
+            rows = s.execute(_GROUP, {"t": tenant_id, "h": digest, "n": size}).all()
+            keys = list(dict.fromkeys(key for _id, key in rows))  # distinct, oldest row's first
+            keep = next((k for k in keys if _holds(blobs, k, digest, size)), None)
+            if keep is None:
+                out["groups_without_intact_copy"] += 1
+            else:
+                gone = [k for k in keys if k != keep]
+                out["rows"] += sum(1 for _id, key in rows if key != keep)
+                out["blobs_removed"] += len(gone)
+                out["bytes_freed"] += size * len(gone)
+                if not dry_run:
+                    s.execute(_POINT, {"keep": keep, "t": tenant_id, "h": digest, "n": size})
+            if dry_run:
+                s.rollback()
+        if not dry_run:
+            for key in gone:
+                with units() as s:
+                    if s.execute(_SHARER, {"k": key}).first() is None:
+                        blobs.delete(key)
+        if progress is not None:
+            progress(i, len(groups))
+    if out["blobs_removed"] and not dry_run:
+        from openkb.audit import record_audit
+
+        with units() as s:
+            record_audit(
+                s,
+                tenant_id=None,
+                actor=None,
+                action="assets.copies_merged",
+                object_type=None,
+                object_id=None,
+                metadata=out,
+            )
+    return out

@@ -7,7 +7,7 @@ Create Date: 2026-12-04 16:00:00
 An upload whose bytes a row of the same tenant already stores points at that row's blob instead
 of writing a second copy (``openkb.assets``), and a blob is deleted with its last row. Two
 indexes serve those two lookups: by content (tenant, sha256) at upload, by ``object_key`` at
-delete. Existing rows keep their own blobs.
+delete. Existing rows keep their own blobs until ``openkb assets dedupe`` merges them.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import threading
 import uuid
@@ -11,12 +12,13 @@ import uuid
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
+from sqlmodel import col, select
 
 from openkb.assets import access_asset, delete_asset, upload_asset
 from openkb.content import Actor
 from openkb.db import session_scope
 from openkb.errors import NotFound
-from openkb.models import DocumentAsset
+from openkb.models import AuditLog, DocumentAsset
 from openkb.permissions import Principal
 from openkb.storage import LocalBlobStore
 from tests.factories import make_doc, make_kb, make_tenant, make_user, make_workspace
@@ -228,3 +230,109 @@ def test_an_outsider_reads_no_shared_asset(engine, world, blobs):
             access_asset(s, world["a"]["actor"].principal, b.id)
         with pytest.raises(NotFound):
             access_asset(s, world["a"]["actor"].principal, uuid.uuid4())
+
+
+# -- openkb assets dedupe: the copies written before blobs were shared ---------------------------
+
+
+def _old_copies(engine, who, blobs, data: bytes, n: int) -> list[DocumentAsset]:
+    """``n`` rows with the same bytes, each with a blob of its own, as uploads wrote them before
+    migration 0015."""
+    rows = []
+    with session_scope(engine) as s:
+        for i in range(n):
+            aid = uuid.uuid4()
+            key = f"tenant/{who['tenant']}/{aid}"
+            size, digest = blobs.put(key, io.BytesIO(data), "image/png")
+            a = DocumentAsset(
+                id=aid,
+                tenant_id=who["tenant"],
+                document_id=who["docs"][i % 2],
+                object_key=key,
+                filename=f"copy{i}.png",
+                mime_type="image/png",
+                size_bytes=size,
+                sha256=digest,
+                created_by=who["actor"].principal.user_id,
+            )
+            s.add(a)
+            s.flush()
+            rows.append(a)
+    return rows
+
+
+def _units(engine):
+    return lambda: session_scope(engine)
+
+
+def _mine(out_keys, world):
+    return [k for k in out_keys if k.startswith(f"tenant/{world['a']['tenant']}/")]
+
+
+def test_dedupe_points_every_row_at_one_copy_and_deletes_the_others(engine, world, blobs):
+    from openkb.assets import merge_copies
+
+    data = b"\x89PNG old " + os.urandom(64)
+    rows = _old_copies(engine, world["a"], blobs, data, 3)
+    other = _old_copies(engine, world["b"], blobs, data, 1)  # another tenant's: never merged with these
+    assert len(_files(blobs)) == 4
+    dry = merge_copies(_units(engine), blobs, dry_run=True)
+    assert dry["groups"] >= 1 and len(_files(blobs)) == 4
+    with session_scope(engine) as s:
+        assert len({s.get(DocumentAsset, a.id).object_key for a in rows}) == 3  # the dry run changed nothing
+    seen: list[tuple[int, int]] = []
+    out = merge_copies(_units(engine), blobs, progress=lambda n, t: seen.append((n, t)))
+    assert out["blobs_removed"] >= 2 and out["bytes_freed"] >= 2 * len(data) and seen and seen[-1][0] == seen[-1][1]
+    with session_scope(engine) as s:
+        keys = {s.get(DocumentAsset, a.id).object_key for a in rows}
+        assert keys == {rows[0].object_key}  # the oldest row's copy is kept
+        for a in rows:
+            assert _bytes(blobs, access_asset(s, world["a"]["actor"].principal, a.id)) == data
+    assert sorted(_files(blobs)) == sorted([rows[0].object_key, other[0].object_key])
+    again = merge_copies(_units(engine), blobs)
+    assert again["blobs_removed"] == 0 and len(_files(blobs)) == 2  # nothing left to merge
+
+
+def test_dedupe_keeps_a_copy_whose_bytes_check_out(engine, world, blobs):
+    """The oldest row's blob is gone and the next one's was changed outside OpenKB: the third,
+    intact one is kept; a set with no intact copy is left alone and counted."""
+    from openkb.assets import merge_copies
+
+    data = b"\x89PNG damaged " + os.urandom(64)
+    rows = _old_copies(engine, world["a"], blobs, data, 3)
+    blobs.delete(rows[0].object_key)
+    blobs.put(rows[1].object_key, io.BytesIO(data[:-1] + b"!"), "image/png")
+    lost = _old_copies(engine, world["a"], blobs, b"\x89PNG lost " + os.urandom(64), 2)
+    for a in lost:
+        blobs.put(a.object_key, io.BytesIO(b"changed"), "image/png")
+    out = merge_copies(_units(engine), blobs)
+    assert out["groups_without_intact_copy"] >= 1
+    with session_scope(engine) as s:
+        assert {s.get(DocumentAsset, a.id).object_key for a in rows} == {rows[2].object_key}
+        assert _bytes(blobs, access_asset(s, world["a"]["actor"].principal, rows[0].id)) == data
+        assert {s.get(DocumentAsset, a.id).object_key for a in lost} == {a.object_key for a in lost}
+    assert sorted(_mine(_files(blobs), world)) == sorted([rows[2].object_key] + [a.object_key for a in lost])
+
+
+def test_openkb_assets_dedupe_on_the_command_line(engine, world, test_home, database_url):
+    """As an operator runs it: a dry run, the run, a re-run; one line each, --json for scripts."""
+    from tests.test_cli import run
+
+    env = {"DATABASE_URL": database_url, "OPENKB_HOME": str(test_home)}
+    store = LocalBlobStore(test_home / "blobs")
+    data = b"\x89PNG cli " + os.urandom(64)
+    rows = _old_copies(engine, world["a"], store, data, 2)
+    p = run(["assets", "dedupe", "--dry-run", "--json"], env)
+    assert p.returncode == 0, p.stderr
+    dry = json.loads(p.stdout)
+    assert dry["dry_run"] is True and dry["blobs_removed"] >= 1
+    p = run(["assets", "dedupe"], env)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "now point at the copy kept" in " ".join(p.stdout.split()), p.stdout
+    with session_scope(engine) as s:
+        assert {s.get(DocumentAsset, a.id).object_key for a in rows} == {rows[0].object_key}
+    assert not store.exists(rows[1].object_key) and store.exists(rows[0].object_key)
+    p = run(["assets", "dedupe", "--json"], env)
+    assert p.returncode == 0 and json.loads(p.stdout)["blobs_removed"] == 0
+    with session_scope(engine) as s:  # the run is audited
+        assert s.exec(select(AuditLog).where(col(AuditLog.action) == "assets.copies_merged")).first() is not None
