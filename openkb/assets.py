@@ -11,6 +11,7 @@ sent as an attachment, so an uploaded page cannot run script in the app's origin
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 import uuid
@@ -280,8 +281,6 @@ _POINT = text(
 def _holds(blobs: BlobStore, key: str, digest: str, size: int) -> bool:
     """Whether the blob under ``key`` is there and holds exactly these bytes (read whole: a blob
     every row of the group will point at must be the right one)."""
-    import hashlib
-
     h, n = hashlib.sha256(), 0
     try:
         for chunk in blobs.open(key):
@@ -326,8 +325,6 @@ def merge_copies(
                 out["bytes_freed"] += size * len(gone)
                 if not dry_run:
                     s.execute(_POINT, {"keep": keep, "t": tenant_id, "h": digest, "n": size})
-            if dry_run:
-                s.rollback()
         if not dry_run:
             for key in gone:
                 with units() as s:

@@ -174,7 +174,6 @@ def install(app: FastAPI) -> None:
 
 # paths whose callers are programs: they keep the JSON 404 whatever they accept
 _PROGRAM_PREFIXES = (
-    "/api/",
     "/api",
     "/mcp",
     "/retrieval",
