@@ -17,6 +17,7 @@ import unicodedata
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
 from sqlalchemy import text
@@ -29,6 +30,7 @@ from openkb.content.changes import record_change
 from openkb.db import after_commit, after_rollback
 from openkb.errors import NotFound, PermissionDenied
 from openkb.models import Document, DocumentAsset
+from openkb.models._base import utcnow
 from openkb.permissions import Action, Principal, access_document, can_read_document
 from openkb.storage import BlobStore
 
@@ -126,6 +128,7 @@ def upload_asset(
         id=asset_id,
         tenant_id=actor.tenant_id,
         document_id=doc.id if doc else None,
+        detached_at=None if doc else utcnow(),  # never attached: kept ASSET_RETENTION_DAYS (prune_detached)
         object_key=key,
         filename=clean_filename(filename),
         mime_type=clean_mime(content_type),
@@ -188,15 +191,30 @@ def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uui
         after={},
         reverts=reverts,
     )
-    key = a.object_key
-    # every row sharing the blob, locked first: two deletes of its last two rows then run one
-    # after the other, and the second sees it is the last (else each would see the other and
-    # the blob would outlive both); an upload reusing it holds its row FOR SHARE (_stored_copy)
-    session.execute(_LOCK_SHARERS, {"k": key}).all()
-    session.delete(a)
-    session.flush()
-    if session.execute(_SHARER, {"k": key}).first() is None:
-        after_commit(session, lambda: blobs.delete(key))
+    _delete_rows(session, blobs, [a.id], [a.object_key])
+
+
+def _delete_rows(
+    session: Session, blobs: BlobStore, ids: list[uuid.UUID], keys: list[str], *, dry_run: bool = False
+) -> list[str]:
+    """Delete these asset rows (``keys``: their blobs), and after the commit each of their blobs
+    no other row shares; returns those blobs' keys (``dry_run``: only that). Every row sharing one
+    of the blobs is locked first: two deletes of its last two rows then run one after the other,
+    and the second sees it is the last (else each would see the other and the blob would outlive
+    both); an upload reusing a blob holds its row FOR SHARE (``_stored_copy``)."""
+    keys = sorted(set(keys))
+    session.execute(_LOCK_SHARERS, {"k": keys}).all()
+    kept = {k for (k,) in session.execute(_OTHER_SHARERS, {"k": keys, "ids": ids}).all()}
+    gone = [k for k in keys if k not in kept]
+    if dry_run:
+        return gone
+    session.execute(text("DELETE FROM document_assets WHERE id = ANY(:ids)"), {"ids": ids})
+    dropped = set(ids)
+    for obj in [o for o in session.identity_map.values() if isinstance(o, DocumentAsset) and o.id in dropped]:
+        session.expunge(obj)
+    if gone:
+        after_commit(session, lambda: [blobs.delete(k) for k in gone])
+    return gone
 
 
 def disposition(a: DocumentAsset, download: bool = False) -> tuple[str, str]:
@@ -228,8 +246,11 @@ _COPY = text(
     "SELECT object_key FROM document_assets WHERE tenant_id = :t AND sha256 = :h AND size_bytes = :n "
     "ORDER BY created_at, id LIMIT 1 FOR SHARE"
 )
-_LOCK_SHARERS = text("SELECT id FROM document_assets WHERE object_key = :k ORDER BY id FOR UPDATE")
+_LOCK_SHARERS = text("SELECT id FROM document_assets WHERE object_key = ANY(:k) ORDER BY id FOR UPDATE")
 _SHARER = text("SELECT 1 FROM document_assets WHERE object_key = :k LIMIT 1")
+_OTHER_SHARERS = text(
+    "SELECT DISTINCT object_key FROM document_assets WHERE object_key = ANY(:k) AND NOT id = ANY(:ids)"
+)
 
 
 def _stored_copy(session: Session, blobs: BlobStore, tenant_id: uuid.UUID, digest: str, size: int) -> str | None:
@@ -346,3 +367,95 @@ def merge_copies(
                 metadata=out,
             )
     return out
+
+
+# -- retention of detached rows (docs/data-model.md#assets) -----------------------------------------
+# A row without a document is an upload nobody reads any more, or soon will not: a purged page's
+# image (kept so that reverting the purge gets it back), an import's uploaded source, an upload
+# never attached. ``detached_at`` says since when; after the retention the row goes, and its blob
+# with its last row.
+
+_DETACHED = (
+    "FROM document_assets a WHERE a.document_id IS NULL AND a.detached_at < :cutoff "
+    # the source of an import that has not finished yet is still needed
+    "AND NOT EXISTS (SELECT 1 FROM import_jobs j WHERE j.source_asset_id = a.id "
+    "AND j.status IN ('pending', 'running'))"
+)
+_DETACHED_BATCH = text(f"SELECT a.id, a.object_key {_DETACHED} AND a.id > :after ORDER BY a.id LIMIT :n")  # noqa: S608
+_DETACHED_COUNT = text(f"SELECT count(*) {_DETACHED}")  # noqa: S608
+_STILL_DETACHED = text(f"SELECT a.id, a.object_key, a.size_bytes {_DETACHED} AND a.id = ANY(:ids)")  # noqa: S608
+
+
+def prune_detached(
+    units: Callable[[], AbstractContextManager[Session]],
+    blobs: BlobStore,
+    *,
+    older_than: timedelta,
+    dry_run: bool = False,
+    batch: int = 500,
+    now: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Delete the asset rows that have had no document for longer than ``older_than``, and each of
+    their blobs no remaining row shares: what ``openkb assets prune`` and the worker's daily pass
+    (``ASSET_RETENTION_DAYS``) do. Until then a revert of the purge re-attaches them.
+
+    One transaction per batch of rows (by id): the rows sharing their blobs are locked, then the
+    batch is read again under the locks, so a row re-attached meanwhile (a revert) or now the
+    source of a running import stays. An import job whose source goes keeps its row
+    (``source_asset_id`` becomes NULL). Safe to interrupt and to re-run. ``dry_run``: count,
+    change nothing (bytes freed counts the blobs no other row shares)."""
+    cutoff = (now or utcnow()) - older_than
+    with units() as s:
+        total = s.execute(_DETACHED_COUNT, {"cutoff": cutoff}).scalar_one()
+    out: dict[str, Any] = {"rows": 0, "row_bytes": 0, "blobs_removed": 0, "bytes_freed": 0}
+    after = uuid.UUID(int=0)
+    while True:
+        with units() as s:
+            found = s.execute(_DETACHED_BATCH, {"cutoff": cutoff, "after": after, "n": batch}).all()
+            if not found:
+                break
+            after = found[-1][0]
+            s.execute(_LOCK_SHARERS, {"k": sorted({k for _id, k in found})}).all()
+            # read again under the locks: a revert may have re-attached a row, an import started
+            rows = s.execute(_STILL_DETACHED, {"cutoff": cutoff, "ids": [i for i, _k in found]}).all()
+            if rows:
+                keys = [k for _i, k, _n in rows]
+                gone = _delete_rows(s, blobs, [i for i, _k, _n in rows], keys, dry_run=dry_run)
+                sizes = {k: n for _i, k, n in rows}
+                out["rows"] += len(rows)
+                out["row_bytes"] += sum(n for _i, _k, n in rows)
+                out["blobs_removed"] += len(gone)
+                out["bytes_freed"] += sum(sizes[k] for k in gone)
+            if dry_run:
+                s.rollback()  # the locks go now
+        if progress is not None:
+            progress(min(out["rows"], total), total)
+    if out["rows"] and not dry_run:
+        from openkb.audit import record_audit
+
+        with units() as s:
+            record_audit(
+                s,
+                tenant_id=None,
+                actor=None,
+                action="assets.detached_pruned",
+                object_type=None,
+                object_id=None,
+                metadata=out | {"older_than_days": older_than / timedelta(days=1), "cutoff": cutoff.isoformat()},
+            )
+    return out
+
+
+def _handle_prune(ctx: Any, _session: Session, **_: Any) -> dict[str, Any]:
+    """The worker's daily pass (``assets_prune``): ``prune_detached`` with ``ASSET_RETENTION_DAYS``
+    (0: nothing is pruned). Its own units of work, one per batch, on the context's engine."""
+    days = ctx.settings.asset_retention_days
+    if days <= 0:
+        return {"skipped": "ASSET_RETENTION_DAYS is 0"}
+    from openkb.db import session_scope
+
+    return prune_detached(lambda: session_scope(ctx.engine), ctx.blobs, older_than=timedelta(days=days))
+
+
+JOB_HANDLERS = {"assets_prune": _handle_prune}

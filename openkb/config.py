@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = 64 * 1024
     max_folder_depth: int = 10
     max_upload_bytes: int = 50 * 1024 * 1024
+    asset_retention_days: int = Field(
+        30,
+        ge=0,
+        description="days an asset without a document (its page purged, an import's source, an upload never "
+        "attached) is kept before the worker prunes it (docs/data-model.md#assets); 0 = keep them",
+    )
     max_export_bytes: int = Field(
         4 * 1024 * 1024 * 1024, ge=1, description="largest export (pages and assets before compression; docs/export.md)"
     )

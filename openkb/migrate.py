@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 #: the newest migration under migrations/versions (tests/test_migrate_head.py keeps it in step):
 #: a database already there needs no Alembic at all (``upgrade_if_behind``)
-HEAD = "0015"
+HEAD = "0016"
 
 
 def alembic_config(database_url: str) -> Config:

@@ -13,6 +13,7 @@ from typing import Any
 
 from huey import Huey, crontab
 
+from openkb.assets import JOB_HANDLERS as ASSET_JOB_HANDLERS
 from openkb.context import AppContext
 from openkb.db import session_scope
 from openkb.errors import OpenKBError
@@ -72,6 +73,7 @@ def ping(ctx: AppContext, session: Any, *, note: str = "") -> str:
 JOBS.update(INDEX_JOB_HANDLERS)
 JOBS.update(IMPORT_JOB_HANDLERS)
 JOBS.update(VERIFY_JOB_HANDLERS)
+JOBS.update(ASSET_JOB_HANDLERS)
 
 
 def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
@@ -86,6 +88,8 @@ def dispatch(name: str, kwargs: dict[str, Any]) -> Any:
 # How often the reconciler runs (openkb.indexing.reconcile): it re-enqueues index work a lost or
 # exhausted job left behind, so transient failures are retried for as long as an outage lasts.
 RECONCILE_EVERY_MINUTES = 2
+# Once a day (UTC hour), detached assets past ASSET_RETENTION_DAYS are deleted (openkb.assets).
+PRUNE_AT_HOUR = 3
 # At worker start, pages pending this long are re-enqueued at once: the jobs a killed worker had
 # dequeued are gone (a duplicate of one still queued is harmless: jobs are idempotent).
 RECONCILE_AT_START_DEADLINE_S = 30
@@ -117,6 +121,14 @@ def register(huey: Huey) -> None:
             return dispatch("index_reconcile", {})
         except OpenKBError as exc:  # PostgreSQL down: the next period tries again
             throttled(log, "reconcile", logging.WARNING, "reconcile skipped: %s %s", exc.code, exc.detail)
+            return None
+
+    @huey.periodic_task(crontab(hour=str(PRUNE_AT_HOUR), minute="17"), name="openkb.assets_prune")
+    def _prune_assets() -> Any:
+        try:
+            return dispatch("assets_prune", {})
+        except OpenKBError as exc:  # PostgreSQL down: tomorrow's pass catches up
+            throttled(log, "assets_prune", logging.WARNING, "asset prune skipped: %s %s", exc.code, exc.detail)
             return None
 
     run_job = _run_job

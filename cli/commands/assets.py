@@ -1,5 +1,6 @@
-"""``openkb assets dedupe``: one blob for the same bytes, also for what was uploaded before blobs
-were shared (docs/operations.md#assets). Parses, calls ``openkb.assets.merge_copies``, prints."""
+"""``openkb assets dedupe`` (one blob for the same bytes, also for what was uploaded before blobs
+were shared) and ``openkb assets prune`` (assets without a document, past the retention):
+docs/operations.md#assets. Parse, call ``openkb.assets``, print."""
 
 from __future__ import annotations
 
@@ -65,3 +66,69 @@ def dedupe(
             "their rows record (a blob lost or changed outside OpenKB)",
             highlight=False,
         )
+
+
+@assets_app.command("prune")
+def prune(
+    older_than: Annotated[
+        int | None,
+        typer.Option(
+            "--older-than",
+            min=0,
+            metavar="DAYS",
+            help="Prune what has had no document for more than DAYS days (default: ASSET_RETENTION_DAYS).",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be pruned; change nothing.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete assets without a document (purged pages' images, finished imports' uploads) past the retention; safe to re-run."""
+    from datetime import timedelta
+
+    from openkb.assets import prune_detached
+    from openkb.config import get_settings
+    from openkb.db import session_scope
+    from openkb.errors import ValidationError
+
+    days = older_than if older_than is not None else get_settings().asset_retention_days
+    if older_than is None and days == 0:
+        raise ValidationError(
+            "ASSET_RETENTION_DAYS is 0 (keep them): pass --older-than DAYS to prune anyway", field="--older-than"
+        )
+    with appliance(components=("postgresql",)) as ctx:
+
+        def units():  # noqa: ANN202 - a unit of work per call
+            return session_scope(ctx.engine)
+
+        if json_out:
+            out = prune_detached(units, ctx.blobs, older_than=timedelta(days=days), dry_run=dry_run)
+        else:
+            with Progress(
+                TextColumn("[bold]pruning detached assets"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=err_console,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("prune", total=None)
+                out = prune_detached(
+                    units,
+                    ctx.blobs,
+                    older_than=timedelta(days=days),
+                    dry_run=dry_run,
+                    progress=lambda n, t: bar.update(task, completed=n, total=t),
+                )
+    if json_out:
+        emit_json(out | {"older_than_days": days, "dry_run": dry_run})
+        return
+    if not out["rows"]:
+        console.print(f"nothing to prune: no asset has been without a document for over {counted(days, 'day')}")
+        return
+    verb = "would delete" if dry_run else "deleted"
+    console.print(
+        f"{verb} {counted(out['rows'], 'asset')} without a document for over {counted(days, 'day')} "
+        f"({out['row_bytes']:,} bytes); {counted(out['blobs_removed'], 'blob')} "
+        f"{'would be' if dry_run else 'were'} removed ({out['bytes_freed']:,} bytes freed), "
+        "the rest shared with assets still in use",
+        highlight=False,
+    )

@@ -13,7 +13,9 @@ Decisions:
   the document to the knowledge-base root.
 * Purge is only for documents in the trash. It removes the subtree for good (versions cascade)
   but records one ``document.purge`` change per removed document with a full snapshot (fields +
-  current body + asset ids), so a revert re-creates them (history beyond the body is gone).
+  current body + asset ids), so a revert re-creates them (history beyond the body is gone). Their
+  assets are detached, not deleted: a revert within ``ASSET_RETENTION_DAYS`` gets them back, after
+  that ``openkb.assets.prune_detached`` deletes them (docs/data-model.md#assets).
 * Documents move only within their knowledge base.
 """
 
@@ -527,6 +529,11 @@ def remove_subtree(
             reverts=reverts if nid == doc.id else None,
         )
         removed.append(d.id)
+    # their assets stay (a revert re-attaches them) until the retention prunes them (openkb.assets)
+    session.execute(
+        text("UPDATE document_assets SET document_id = NULL, detached_at = now() WHERE document_id = ANY(:ids)"),
+        {"ids": removed},
+    )
     session.execute(text("UPDATE documents SET current_version_id = NULL WHERE id = ANY(:ids)"), {"ids": removed})
     session.execute(text("DELETE FROM documents WHERE id = ANY(:ids)"), {"ids": removed})
     gone = set(removed)
@@ -603,7 +610,10 @@ def recreate_from_snapshot(
     asset_ids = [uuid.UUID(a) for a in snap.get("asset_ids") or ()]
     if asset_ids:
         session.execute(
-            text("UPDATE document_assets SET document_id = :d WHERE id = ANY(:ids) AND document_id IS NULL"),
+            text(
+                "UPDATE document_assets SET document_id = :d, detached_at = NULL "
+                "WHERE id = ANY(:ids) AND document_id IS NULL"
+            ),
             {"d": doc.id, "ids": asset_ids},
         )
     session.add(doc)

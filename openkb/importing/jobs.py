@@ -174,7 +174,7 @@ def run_import_job(
             return job.status
         job.status, job.updated_at = "running", utcnow()
         s.add(job)
-        asset = s.get(DocumentAsset, job.source_asset_id)
+        asset = s.get(DocumentAsset, job.source_asset_id) if job.source_asset_id else None  # pruned
         key = asset.object_key if asset else None
         name = asset.filename if asset and asset.filename else "upload"
         actor = Actor.of(

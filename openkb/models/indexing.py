@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, CheckConstraint, Column, ForeignKey, Index, UniqueConstraint
+from sqlalchemy import BigInteger, CheckConstraint, Column, ForeignKey, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from openkb.models._base import check_in, fk, id_field, jsonb, text_array, ts
@@ -26,6 +26,8 @@ class DocumentAsset(SQLModel, table=True):
         Index("ix_document_assets_document", "document_id"),
         Index("ix_document_assets_content", "tenant_id", "sha256"),  # an upload finds its bytes' blob
         Index("ix_document_assets_object_key", "object_key"),  # a delete finds the blob's other rows
+        # the prune's scan (openkb.assets.prune_detached): detached rows only
+        Index("ix_document_assets_detached", "detached_at", postgresql_where=text("document_id IS NULL")),
     )
 
     id: uuid.UUID = id_field()
@@ -38,6 +40,9 @@ class DocumentAsset(SQLModel, table=True):
     sha256: str | None = None
     created_by: uuid.UUID = fk("users.id")
     created_at: datetime = ts()
+    # since when the row has had no document (page purged, import source, never attached): pruned
+    # after ASSET_RETENTION_DAYS (docs/data-model.md#assets); NULL while attached
+    detached_at: datetime | None = ts(nullable=True)
 
 
 class ImportJob(SQLModel, table=True):
@@ -48,7 +53,9 @@ class ImportJob(SQLModel, table=True):
     tenant_id: uuid.UUID = fk("tenants.id", ondelete="CASCADE")
     workspace_id: uuid.UUID = fk("workspaces.id", ondelete="CASCADE")
     knowledge_base_id: uuid.UUID = fk("knowledge_bases.id", ondelete="CASCADE")
-    source_asset_id: uuid.UUID = fk("document_assets.id")
+    source_asset_id: uuid.UUID | None = fk(
+        "document_assets.id", nullable=True, ondelete="SET NULL"
+    )  # pruned after the job
     status: str
     converter: str
     error: str | None = None

@@ -23,6 +23,17 @@ def test_the_reconciler_is_a_periodic_task_and_runs_at_worker_start():
     assert "periodic=True" in src and "reconcile_at_start()" in src
 
 
+def test_detached_assets_are_pruned_once_a_day():
+    """The retention of assets without a document (openkb.assets.prune_detached) runs daily."""
+    periodic = {t.__name__: t for t in get_huey()._registry._periodic_tasks}
+    task = periodic["openkb.assets_prune"]()
+    at = tasks.PRUNE_AT_HOUR
+    assert task.validate_datetime(datetime.datetime(2026, 1, 1, at, 17))
+    assert not task.validate_datetime(datetime.datetime(2026, 1, 1, at, 18))
+    assert not task.validate_datetime(datetime.datetime(2026, 1, 1, (at + 1) % 24, 17))
+    assert "assets_prune" in tasks.JOBS
+
+
 class _Waits:
     """Stands in for a huey worker's stop flag: records how long each idle pause would be."""
 
