@@ -1067,6 +1067,38 @@ def test_an_image_that_cannot_load_is_a_labelled_box_and_the_page_is_unchanged(c
         assert c.get(f"/api/documents/{doc['id']}").json()["current_version_id"] == before
 
 
+def test_an_image_block_tells_screen_readers_its_alt_text(contexts, live_server, owner):
+    """The image block's view wrote its caption into ``<img alt>``: ``![Architecture diagram](...)``
+    reached a screen reader as an image without a name. It gets the Markdown's alt text now (the
+    caption when there is none), in the editor and read-only, and the page does not change."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Diagrams", "placeholder\n")
+        r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")}, data={"document_id": doc["id"]})
+        assert r.status_code == 201, r.text
+        ref = f"asset://{r.json()['id']}"
+        md = f'![Architecture diagram]({ref} "Figure 1")\n\n![]({ref} "Only a caption")\n'
+        r = c.post(
+            f"/api/documents/{doc['id']}/versions",
+            json={
+                "base_version_id": doc["current_version_id"],
+                "markdown": md,
+                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
+            },
+        )
+        assert r.status_code == 201, r.text
+        before = c.get(f"/api/documents/{doc['id']}").json()["current_version_id"]
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    images = editor(page).locator("img[src^='/api/assets/']")
+    expect(images).to_have_count(2)
+    expect(images.nth(0)).to_have_attribute("alt", "Architecture diagram")
+    expect(images.nth(1)).to_have_attribute("alt", "Only a caption")
+    expect(page.get_by_role("img", name="Architecture diagram")).to_have_count(1)
+    page.wait_for_timeout(1500)  # an autosave would have come by now
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/documents/{doc['id']}").json()["current_version_id"] == before
+
+
 def test_a_screenshot_pasted_on_a_new_line_goes_above_the_cursor(contexts, live_server, owner):
     """New line, paste a screenshot, type on: the words go below the picture and no empty line is
     left above it (the image used to land below the line, the cursor above it)."""

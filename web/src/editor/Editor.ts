@@ -89,7 +89,7 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
 /**
  * An image that cannot load (its asset was deleted, a link an import could not resolve, a page
  * the reader may see but whose image sits on a page they may not) is shown as a labelled box
- * instead of nothing: the image block writes `alt=""` (its caption), and a broken image without
+ * instead of nothing: an image block without alt text or caption has `alt=""`, and a broken image without
  * alt text takes no space at all, so the reader could not tell anything was there. Only the
  * `<img>` element changes, never the document: ProseMirror ignores changes inside leaf nodes.
  * Image events do not bubble, so both are caught on the way down.

@@ -4,9 +4,13 @@
 import type { Editor } from '@milkdown/kit/core'
 import type { Mark, Node as PMNode } from '@milkdown/kit/prose/model'
 
+import type { EditorView } from '@milkdown/kit/prose/view'
+
 import { imageBlockSchema } from '@milkdown/kit/component/image-block'
 import { remarkStringifyOptionsCtx } from '@milkdown/kit/core'
 import { linkSchema } from '@milkdown/kit/preset/commonmark'
+import { Plugin } from '@milkdown/kit/prose/state'
+import { $prose } from '@milkdown/kit/utils'
 
 import type { Handle } from 'mdast-util-to-markdown'
 
@@ -105,6 +109,48 @@ export function keepImageAlt(editor: Editor): void {
         },
       }
     })
+  })
+}
+
+/**
+ * The image block's view writes its caption into `<img alt>`, so a screen reader got nothing for
+ * `![Architecture diagram](asset://...)` (most images have alt text and no caption). The rendered
+ * `<img>` gets the node's alt text (kept by keepImageAlt), else the caption as before. Only the
+ * element changes, never the document. The view is a Vue component that re-renders the
+ * attribute when the caption changes, in a microtask after the update: the text is set again
+ * after it.
+ */
+export function imageAltText(editor: Editor): void {
+  if (!pluginOn('image_alt')) return
+  editor.use(
+    $prose(
+      () =>
+        new Plugin({
+          view: (view) => {
+            syncImageAlt(view)
+            queueMicrotask(() => syncImageAlt(view))
+            return {
+              update: (v, prev) => {
+                if (v.state.doc !== prev.doc) queueMicrotask(() => syncImageAlt(v))
+              },
+            }
+          },
+        }),
+    ),
+  )
+}
+
+function syncImageAlt(view: EditorView): void {
+  if (view.isDestroyed) return
+  view.state.doc.descendants((node, pos) => {
+    if (node.type.name === 'image-block') {
+      const dom = view.nodeDOM(pos)
+      const img = dom instanceof HTMLElement ? dom.querySelector('img') : null
+      const want = String(node.attrs.alt || node.attrs.caption || '')
+      if (img && want && img.getAttribute('alt') !== want) img.setAttribute('alt', want)
+      return false
+    }
+    return !node.isTextblock && !node.isAtom // image blocks sit in blocks, never in text
   })
 }
 
