@@ -125,10 +125,13 @@ def prune(
         console.print(f"nothing to prune: no asset has been without a document for over {counted(days, 'day')}")
         return
     verb = "would delete" if dry_run else "deleted"
+    shared = (
+        " (the rest of their bytes is shared with assets in use and stays)"
+        if out["row_bytes"] > out["bytes_freed"]
+        else ""
+    )
     console.print(
-        f"{verb} {counted(out['rows'], 'asset')} without a document for over {counted(days, 'day')} "
-        f"({out['row_bytes']:,} bytes); {counted(out['blobs_removed'], 'blob')} "
-        f"{'would be' if dry_run else 'were'} removed ({out['bytes_freed']:,} bytes freed), "
-        "the rest shared with assets still in use",
+        f"{verb} {counted(out['rows'], 'asset')} without a document for over {counted(days, 'day')}: "
+        f"{counted(out['blobs_removed'], 'blob')}, {out['bytes_freed']:,} bytes {'to free' if dry_run else 'freed'}{shared}",
         highlight=False,
     )

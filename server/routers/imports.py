@@ -62,7 +62,8 @@ class ImportJobOut(BaseModel):
     knowledge_base_id: uuid.UUID
     target_id: uuid.UUID | None
     run_id: uuid.UUID | None
-    source_asset_id: uuid.UUID
+    # the uploaded file; null once pruned after the retention (docs/operations.md#assets-without-a-document)
+    source_asset_id: uuid.UUID | None
     error: str | None
     warnings: list[str]
     progress: ImportProgressOut | None = None  # while running; updated about twice a second

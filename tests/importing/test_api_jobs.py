@@ -121,3 +121,39 @@ def test_a_zip_that_is_not_one_is_refused_with_the_upload(w):
     assert "export.zip is not a zip archive" in r.json()["detail"]
     after = w.c["owner"].get("/api/import-jobs", params={"knowledge_base_id": w.kb["id"]}).json()
     assert after == before  # no job, nothing stored
+
+
+def test_a_job_whose_upload_was_pruned_still_reads(w, worker, engine, test_home):
+    """After the retention the job's uploaded file goes (openkb.assets.prune_detached); the job's
+    record stays, listed and read with ``source_asset_id: null``."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import text
+
+    from openkb.assets import prune_detached
+    from openkb.db import session_scope
+    from openkb.storage import LocalBlobStore
+
+    r = post(w.c["owner"], w.kb["id"], [("kept.md", b"# Kept\n\nafter its upload is gone\n")])
+    job = wait_job(w.c["owner"], r.json()["id"])
+    assert job["status"] == "succeeded" and job["source_asset_id"]
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)
+    with session_scope(engine) as s:
+        s.execute(
+            text("UPDATE document_assets SET detached_at = :w WHERE id = :a"),
+            {"w": long_ago, "a": job["source_asset_id"]},
+        )
+    out = prune_detached(
+        lambda: session_scope(engine),
+        LocalBlobStore(test_home / "blobs"),
+        older_than=timedelta(days=30),
+        now=long_ago + timedelta(days=45),
+    )
+    assert out["rows"] == 1
+    again = w.c["owner"].get(f"/api/import-jobs/{job['id']}")
+    assert again.status_code == 200 and again.json()["source_asset_id"] is None, again.text
+    assert again.json()["document_ids"] == job["document_ids"]
+    listed = w.c["owner"].get("/api/import-jobs", params={"knowledge_base_id": w.kb["id"]})
+    assert listed.status_code == 200, listed.text
+    assert {j["id"]: j["source_asset_id"] for j in listed.json()["items"]}[job["id"]] is None
+    assert w.c["owner"].get(f"/api/assets/{job['source_asset_id']}").status_code == 404

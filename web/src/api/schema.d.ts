@@ -4327,11 +4327,8 @@ export interface components {
             progress?: components["schemas"]["ImportProgressOut"] | null;
             /** Run Id */
             run_id: string | null;
-            /**
-             * Source Asset Id
-             * Format: uuid
-             */
-            source_asset_id: string;
+            /** Source Asset Id */
+            source_asset_id: string | null;
             /** Status */
             status: string;
             /** Target Id */
