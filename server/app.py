@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from openkb import __version__
@@ -28,7 +27,7 @@ from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.head import HeadAsGet
-from server.logs import configure_logging, request_id_var
+from server.logs import RequestIdMiddleware, configure_logging
 from server.mcp import mount as mount_mcp
 from server.mcp import openapi_path as mcp_openapi_path
 from server.retry import RetryOnConflict
@@ -141,24 +140,12 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     # A write PostgreSQL rolled back to break a deadlock is run again (server/retry.py). Inside the
     # body limit, which has read (and bounded in size and time) the body it replays.
     app.add_middleware(RetryOnConflict)
-    # Before request_id below, so that middleware wraps this one and a 413 still gets X-Request-Id.
+    # Before RequestIdMiddleware below, so that it wraps this one and a 413 still gets X-Request-Id.
     app.add_middleware(BodyLimitMiddleware, limit=lambda: ctx.settings.json_body_limit)
 
-    @app.middleware("http")
-    async def request_id(request: Request, call_next: Any) -> Any:
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
-        token = request_id_var.set(rid)
-        t = time.perf_counter()
-        try:
-            response = await call_next(request)
-        finally:
-            request_id_var.reset(token)
-        response.headers["X-Request-Id"] = rid
-        log.debug(
-            "%s %s %s %.1fms", request.method, request.url.path, response.status_code, (time.perf_counter() - t) * 1000
-        )
-        return response
-
+    # an unexpected exception from any layer below is one 500 and one log record (server/errors.py)
+    app.add_middleware(errors.CatchUnexpected)
+    app.add_middleware(RequestIdMiddleware)  # outside CatchUnexpected: its 500 has an X-Request-Id too
     app.add_middleware(
         HeadAsGet, routes=lambda: app.router.routes
     )  # outermost: every layer below sees the GET it answers (server/head.py)

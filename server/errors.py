@@ -164,10 +164,47 @@ def install(app: FastAPI) -> None:
         first = str(exc.orig).splitlines()[0] if exc.orig else "invalid value"
         return JSONResponse({"error": "VALIDATION_ERROR", "detail": f"invalid value: {first}"}, status_code=422)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse({"error": "INTERNAL_ERROR", "detail": "internal error (see server log)"}, status_code=500)
+    # Unexpected exceptions: CatchUnexpected below, added by create_app as the outermost layer.
+
+
+class CatchUnexpected:
+    """An exception no handler knows becomes ``500 INTERNAL_ERROR``, logged once with its traceback.
+
+    Why not ``app.exception_handler(Exception)``: Starlette runs that handler and then raises the
+    exception again for the server to log, and uvicorn, seeing an exception after the response
+    had started, logs a second traceback and closes the connection; the client's next request on
+    that kept-alive connection then failed with "connection reset". Here nothing escapes once the
+    500 is sent. A failure after the response had started (a stream cut short) cannot become a
+    500: it is logged and the response is left incomplete, so the server closes the connection
+    and the client sees the truncation."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception(
+                "unhandled error on %s %s%s",
+                scope.get("method"),
+                scope.get("path"),
+                " (after the response had started: it is cut short)" if started else "",
+            )
+            if not started:
+                body = {"error": "INTERNAL_ERROR", "detail": "internal error (see server log)"}
+                await JSONResponse(body, status_code=500)(scope, receive, send)
 
 
 # --- a browser that asked for a page we do not have ---------------------------------------------
