@@ -35,15 +35,24 @@ def _check(status: str | None, limit: int, offset: int) -> None:
 
 
 def list_my_import_jobs(
-    session: Session, principal: Principal, *, status: str | None = None, limit: int = 20, offset: int = 0
+    session: Session,
+    principal: Principal,
+    *,
+    status: str | None = None,
+    knowledge_base_id: uuid.UUID | None = None,
+    limit: int = 20,
+    offset: int = 0,
 ) -> tuple[list[ImportJob], int]:
-    """The caller's jobs in their tenant (a job is visible to its creator only)."""
+    """The caller's jobs in their tenant (a job is visible to its creator only), optionally those
+    into one knowledge base: the creator's own records, so no other permission is asked."""
     _check(status, limit, offset)
     if principal.kind != "user" or principal.user_id is None:
         raise Unauthenticated("sign in to list your imports")
     q = select(ImportJob).where(ImportJob.created_by == principal.user_id, ImportJob.tenant_id == principal.tenant_id)
     if status:
         q = q.where(ImportJob.status == status)
+    if knowledge_base_id is not None:
+        q = q.where(ImportJob.knowledge_base_id == knowledge_base_id)
     total = session.exec(select(func.count()).select_from(q.subquery())).one()
     rows = session.exec(
         q.order_by(col(ImportJob.created_at).desc(), col(ImportJob.id).desc()).limit(limit).offset(offset)

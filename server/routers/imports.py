@@ -173,9 +173,12 @@ def list_import_jobs(
     session: SessionDep,
     principal: PrincipalDep,
     status_: Annotated[Literal["pending", "running", "succeeded", "failed"] | None, Query(alias="status")] = None,
+    knowledge_base_id: Annotated[uuid.UUID | None, Query(description="only the jobs into this knowledge base")] = None,
     limit: Annotated[int, Query(ge=1, le=job_list.MAX_PAGE)] = 20,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """The caller's own import jobs, newest first (a job is its creator's only)."""
-    rows, total = job_list.list_my_import_jobs(session, principal, status=status_, limit=limit, offset=offset)
+    rows, total = job_list.list_my_import_jobs(
+        session, principal, status=status_, knowledge_base_id=knowledge_base_id, limit=limit, offset=offset
+    )
     return {"items": [import_jobs.job_out(j) for j in rows], "total": total}

@@ -157,3 +157,21 @@ def test_a_job_whose_upload_was_pruned_still_reads(w, worker, engine, test_home)
     assert listed.status_code == 200, listed.text
     assert {j["id"]: j["source_asset_id"] for j in listed.json()["items"]}[job["id"]] is None
     assert w.c["owner"].get(f"/api/assets/{job['source_asset_id']}").status_code == 404
+
+
+def test_jobs_are_listed_per_knowledge_base(w, worker):
+    other = w.new_kb(visibility="workspace")
+    here = wait_job(w.c["owner"], post(w.c["owner"], w.kb["id"], [("here.md", b"# Here\n")]).json()["id"])
+    there = wait_job(w.c["owner"], post(w.c["owner"], other["id"], [("there.md", b"# There\n")]).json()["id"])
+
+    def listed(kb_id: str) -> set[str]:
+        r = w.c["owner"].get("/api/import-jobs", params={"knowledge_base_id": kb_id, "limit": 100})
+        assert r.status_code == 200, r.text
+        assert r.json()["total"] == len(r.json()["items"])
+        return {j["id"] for j in r.json()["items"]}
+
+    assert here["id"] in listed(w.kb["id"]) and there["id"] not in listed(w.kb["id"])
+    assert listed(other["id"]) == {there["id"]}
+    assert w.c["member"].get("/api/import-jobs", params={"knowledge_base_id": other["id"]}).json()["items"] == []
+    r = w.c["owner"].get("/api/import-jobs", params={"knowledge_base_id": "nope"})
+    assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"

@@ -16028,6 +16028,8 @@ export interface operations {
         parameters: {
             query?: {
                 status?: ("pending" | "running" | "succeeded" | "failed") | null;
+                /** @description only the jobs into this knowledge base */
+                knowledge_base_id?: string | null;
                 limit?: number;
                 offset?: number;
             };
