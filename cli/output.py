@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 # The --json flag of every list/status command.
@@ -29,12 +30,27 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
+    """A table of ``rows``. Ids are never cut (they are what one copies into the next command);
+    piped or redirected, the table takes its natural width instead of 80 columns, so a
+    ``| grep`` sees whole titles and ids."""
     t = Table(title=title, show_lines=False, header_style="bold")
     for c in columns:
-        t.add_column(c)
+        if c == "id" or c.endswith(" id"):
+            t.add_column(c, no_wrap=True, min_width=36)
+        else:
+            t.add_column(c)
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
-    console.print(t)
+    if console.is_terminal:
+        console.print(t)
+    else:
+        natural = Measurement.get(console, console.options.update(max_width=10_000), t).maximum
+        narrow = console.width
+        console.width = max(narrow, natural)  # print(width=) can only narrow
+        try:
+            console.print(t)
+        finally:
+            console.width = narrow
 
 
 def fail(message: str, code: int = 1) -> None:

@@ -24,7 +24,7 @@ from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.changes import jsonable, record_change
 from openkb.content.workspaces import check_slug, choose_slug, slugify, unique_slug
-from openkb.errors import AlreadyExists, ModelSettingsForbidden, RevertConflict, ValidationError
+from openkb.errors import AlreadyExists, Conflict, ModelSettingsForbidden, NotFound, RevertConflict, ValidationError
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Document, KnowledgeBase
 from openkb.models._base import utcnow
@@ -339,3 +339,77 @@ def recreate_knowledge_base(
         reverts=reverts,
     )
     return kb
+
+
+# -- the operator's references to a knowledge base (CLI: import, export, dify, kb list) -------------
+
+
+def find_knowledge_base(session: Session, ref: str, tenant_id: uuid.UUID | None = None) -> KnowledgeBase:
+    """A knowledge base by what an operator types: its id, its slug (any case: slugs are lower
+    case, people type ``Handbook``), or its title when exactly one has it (any case). Within
+    ``tenant_id`` when given (another tenant's is NOT_FOUND: nothing leaks); else any tenant (the
+    operator administers them all). Slugs and titles are unique per workspace at most, so one
+    that names several is a CONFLICT listing them, to be given by id; an unknown one says where
+    to look (``openkb kb list``)."""
+    ref = (ref or "").strip()
+    if not ref:
+        raise ValidationError("empty knowledge base reference", field="kb")
+    where = "" if tenant_id is None else " in this tenant"
+    try:
+        kb = session.get(KnowledgeBase, uuid.UUID(ref))
+    except ValueError:
+        kb = None
+    else:
+        if kb is None or (tenant_id is not None and kb.tenant_id != tenant_id):
+            raise NotFound(f"no knowledge base {ref!r}{where} (list them: openkb kb list)")
+        return kb
+    q = select(KnowledgeBase)
+    if tenant_id is not None:
+        q = q.where(col(KnowledgeBase.tenant_id) == tenant_id)
+    for column, what in ((KnowledgeBase.slug, "slug"), (KnowledgeBase.title, "title")):
+        found = session.exec(
+            q.where(func.lower(col(column)) == ref.lower()).order_by(col(KnowledgeBase.created_at))
+        ).all()
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            names = "; ".join(f"{k.title} ({k.id})" for k in found[:5])
+            raise Conflict(
+                f"{len(found)} knowledge bases have the {what} {ref!r}: give the id of one ({names})",
+                ids=[str(k.id) for k in found],
+            )
+    raise NotFound(f"no knowledge base {ref!r}{where} (list them: openkb kb list)")
+
+
+def operator_list(session: Session, *, tenant_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    """Every knowledge base (of one tenant, or all) with its workspace and how many pages and
+    folders it holds outside the trash: what ``openkb kb list`` shows an operator, who
+    administers the instance (no per-user permission applies: nothing here is content)."""
+    rows = session.execute(
+        text(
+            "SELECT k.id, k.title, k.slug, k.status, k.visibility, k.created_at, w.name, w.slug, t.slug, "
+            "count(d.id) FILTER (WHERE d.type = 'page' AND d.status <> 'deleted'), "
+            "count(d.id) FILTER (WHERE d.type = 'folder' AND d.status <> 'deleted') "
+            "FROM knowledge_bases k JOIN workspaces w ON w.id = k.workspace_id JOIN tenants t ON t.id = k.tenant_id "
+            "LEFT JOIN documents d ON d.knowledge_base_id = k.id "
+            "WHERE CAST(:t AS uuid) IS NULL OR k.tenant_id = :t "
+            "GROUP BY k.id, w.id, t.id ORDER BY t.slug, w.name, k.title, k.id"
+        ),
+        {"t": tenant_id},
+    ).all()
+    return [
+        {
+            "id": str(r[0]),
+            "title": r[1],
+            "slug": r[2],
+            "status": r[3],
+            "visibility": r[4],
+            "created_at": r[5].isoformat(),
+            "workspace": r[6],
+            "workspace_slug": r[7],
+            "tenant": r[8],
+            "pages": int(r[9]),
+            "folders": int(r[10]),
+        }
+        for r in rows
+    ]

@@ -62,31 +62,12 @@ def looks_like_key(value: str) -> bool:
 
 
 def resolve_kb(session: Session, tenant_id: uuid.UUID, ref: str) -> KnowledgeBase:
-    """A knowledge base of ``tenant_id`` by id or slug; another tenant's is NOT_FOUND (no leak).
+    """A knowledge base of ``tenant_id`` by id, slug or unique title; another tenant's is
+    NOT_FOUND (no leak). One shared by two workspaces must be given by id
+    (``openkb.content.knowledge_bases.find_knowledge_base``)."""
+    from openkb.content.knowledge_bases import find_knowledge_base
 
-    A slug is unique per workspace only, so one shared by two workspaces must be given by id.
-    """
-    ref = (ref or "").strip()
-    if not ref:
-        raise ValidationError("empty knowledge base reference", field="kb")
-    try:
-        kb = session.get(KnowledgeBase, uuid.UUID(ref))
-        if kb is None or kb.tenant_id != tenant_id:
-            raise NotFound(f"no knowledge base {ref!r} in this tenant")
-        return kb
-    except ValueError:
-        pass
-    found = session.exec(
-        select(KnowledgeBase).where(KnowledgeBase.tenant_id == tenant_id, KnowledgeBase.slug == ref)
-    ).all()
-    if not found:
-        raise NotFound(f"no knowledge base {ref!r} in this tenant")
-    if len(found) > 1:
-        raise Conflict(
-            f"knowledge base slug {ref!r} is used in {len(found)} workspaces; give its id instead",
-            ids=[str(k.id) for k in found],
-        )
-    return found[0]
+    return find_knowledge_base(session, ref, tenant_id)
 
 
 def resolve_kbs(session: Session, tenant_id: uuid.UUID, refs: Iterable[str | uuid.UUID]) -> list[uuid.UUID]:

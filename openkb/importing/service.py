@@ -17,8 +17,9 @@ from sqlmodel import Session, col, select
 from openkb.accounts.users import find_user
 from openkb.config import Settings, get_settings
 from openkb.content.actor import Actor
+from openkb.content.knowledge_bases import find_knowledge_base
 from openkb.content.revert import revert
-from openkb.errors import Conflict, NotFound
+from openkb.errors import NotFound
 from openkb.importing.openkb_export import run_any
 from openkb.importing.pipeline import ImportReport, Progress, Units
 from openkb.importing.sources import open_source
@@ -27,22 +28,6 @@ from openkb.permissions import Principal
 from openkb.storage import BlobStore
 
 __all__ = ["find_knowledge_base", "import_path", "operator_actor", "revert_import"]
-
-
-def find_knowledge_base(session: Session, ref: str) -> KnowledgeBase:
-    """By id, or by slug when exactly one knowledge base has it (slugs are unique per workspace)."""
-    try:
-        kb = session.get(KnowledgeBase, uuid.UUID(ref))
-        if kb is not None:
-            return kb
-    except ValueError:
-        pass
-    found = session.exec(select(KnowledgeBase).where(col(KnowledgeBase.slug) == ref.strip())).all()
-    if not found:
-        raise NotFound(f"no knowledge base {ref!r}")
-    if len(found) > 1:
-        raise Conflict(f"knowledge base slug {ref!r} is used {len(found)} times; give its id instead")
-    return found[0]
 
 
 def operator_actor(session: Session, kb: KnowledgeBase, as_user: str | None, run_id: str | None) -> Actor:
