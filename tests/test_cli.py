@@ -489,3 +489,16 @@ def test_a_stop_signal_landing_in_an_import_exits_without_a_traceback(monkeypatc
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
     assert said in out.err if said else out.err == ""  # a signal's exit says nothing more
+
+
+def test_backup_and_restore_refuse_in_one_line(db_env, tmp_path):
+    """A file that is no archive (tarfile lists each compression it tried, one per line) and a
+    folder the backup cannot be written in: one line each, exit 65."""
+    junk = tmp_path / "photo.tar.gz"
+    junk.write_bytes(os.urandom(3000))
+    p = run(["restore", str(junk)], db_env)
+    assert_one_line_error(p, 65, "is not an OpenKB backup archive")
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = run(["backup", "/proc/openkb.tar"], db_env)  # no file can be created in /proc
+    assert_one_line_error(p, 65, "cannot write the backup in /proc")
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -103,7 +103,10 @@ def create_backup(
         raise BackupInvalid(f"{dest} already exists: choose a new file name")
     if not dest.parent.is_dir():
         raise BackupInvalid(f"{dest.parent} is not a directory")
-    work = Path(tempfile.mkdtemp(prefix=".openkb-backup-", dir=dest.parent))
+    try:
+        work = Path(tempfile.mkdtemp(prefix=".openkb-backup-", dir=dest.parent))
+    except OSError as exc:  # read-only, not ours, a pseudo file system
+        raise BackupInvalid(f"cannot write the backup in {dest.parent}: {exc.strerror or exc}") from None
     url = libpq_url(ctx.endpoints.database_url)
     try:
         step("snapshot")
@@ -200,7 +203,9 @@ def read_archive(src: Path, into: Path) -> dict[str, Any]:
                     raise BackupInvalid(f"{src}: member {m.name!r} is not a plain file inside the archive")
             tar.extractall(into, filter="data")
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise BackupInvalid(f"{src} is not an OpenKB backup archive ({exc})") from None
+        # tarfile's message for a file of no known compression is one line per method tried
+        why = str(exc).splitlines()[0].rstrip(" :(") if str(exc).strip() else type(exc).__name__
+        raise BackupInvalid(f"{src} is not an OpenKB backup archive ({why})") from None
     try:
         manifest = json.loads((into / MANIFEST).read_text())
     except (OSError, ValueError):
