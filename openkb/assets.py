@@ -376,7 +376,8 @@ def merge_copies(
 # with its last row.
 
 _DETACHED = (
-    "FROM document_assets a WHERE a.document_id IS NULL AND a.detached_at < :cutoff "
+    # a row that lost its document by another way than a purge (a cascade) counts from its upload
+    "FROM document_assets a WHERE a.document_id IS NULL AND coalesce(a.detached_at, a.created_at) < :cutoff "
     # the source of an import that has not finished yet is still needed
     "AND NOT EXISTS (SELECT 1 FROM import_jobs j WHERE j.source_asset_id = a.id "
     "AND j.status IN ('pending', 'running'))"

@@ -27,7 +27,7 @@ from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.head import HeadAsGet
-from server.logs import RequestIdMiddleware, configure_logging
+from server.logs import configure_logging
 from server.mcp import mount as mount_mcp
 from server.mcp import openapi_path as mcp_openapi_path
 from server.retry import RetryOnConflict
@@ -140,12 +140,11 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     # A write PostgreSQL rolled back to break a deadlock is run again (server/retry.py). Inside the
     # body limit, which has read (and bounded in size and time) the body it replays.
     app.add_middleware(RetryOnConflict)
-    # Before RequestIdMiddleware below, so that it wraps this one and a 413 still gets X-Request-Id.
+    # Before RequestFrame below, so that it wraps this one and a 413 still gets X-Request-Id.
     app.add_middleware(BodyLimitMiddleware, limit=lambda: ctx.settings.json_body_limit)
 
-    # an unexpected exception from any layer below is one 500 and one log record (server/errors.py)
-    app.add_middleware(errors.CatchUnexpected)
-    app.add_middleware(RequestIdMiddleware)  # outside CatchUnexpected: its 500 has an X-Request-Id too
+    # the request's id, and one 500 for an unexpected exception from any layer below (server/errors.py)
+    app.add_middleware(errors.RequestFrame)
     app.add_middleware(
         HeadAsGet, routes=lambda: app.router.routes
     )  # outermost: every layer below sees the GET it answers (server/head.py)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import typing
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from openkb.db import database_error
 from openkb.errors import DatabaseUnavailable, OpenKBError, TransactionConflict
 from openkb.logthrottle import throttled
+from server.logs import request_id_var
 from server.retry import RETRYABLE_HEADER
 
 log = logging.getLogger("openkb.server")
@@ -164,19 +167,27 @@ def install(app: FastAPI) -> None:
         first = str(exc.orig).splitlines()[0] if exc.orig else "invalid value"
         return JSONResponse({"error": "VALIDATION_ERROR", "detail": f"invalid value: {first}"}, status_code=422)
 
-    # Unexpected exceptions: CatchUnexpected below, added by create_app as the outermost layer.
+    # Unexpected exceptions: RequestFrame below, added by create_app around every other layer.
 
 
-class CatchUnexpected:
-    """An exception no handler knows becomes ``500 INTERNAL_ERROR``, logged once with its traceback.
+class RequestFrame:
+    """What every HTTP request runs inside, outside every other layer but HEAD's: its id, and one
+    500 for an exception no handler knows.
 
-    Why not ``app.exception_handler(Exception)``: Starlette runs that handler and then raises the
-    exception again for the server to log, and uvicorn, seeing an exception after the response
-    had started, logs a second traceback and closes the connection; the client's next request on
-    that kept-alive connection then failed with "connection reset". Here nothing escapes once the
-    500 is sent. A failure after the response had started (a stream cut short) cannot become a
-    500: it is logged and the response is left incomplete, so the server closes the connection
-    and the client sees the truncation."""
+    * The id is the caller's ``X-Request-Id`` or a new one: in every log line written while the
+      request runs (``server/logs.py``) and in its response's ``X-Request-Id``.
+    * An unexpected exception becomes ``500 INTERNAL_ERROR``, logged once with its traceback. Not
+      ``app.exception_handler(Exception)``: Starlette runs that handler and then raises the
+      exception again for the server to log, and uvicorn, seeing an exception after the response
+      had started, logged a second traceback and closed the connection; the client's next request
+      on that kept-alive connection failed with "connection reset". Here nothing escapes once the
+      500 is sent. A failure after the response had started (a stream cut short) cannot become a
+      500: it is logged and the response is left incomplete, so the server closes the connection
+      and the client sees the truncation.
+
+    Plain ASGI, not Starlette's ``BaseHTTPMiddleware`` (``@app.middleware("http")``, which the id
+    was): that one re-sends the app's response from a second task, and when a streamed body failed
+    half-way it still ended the body properly, so a cut export looked complete to the client."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -185,26 +196,38 @@ class CatchUnexpected:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        rid = ""
+        for name, value in scope.get("headers", ()):
+            if name == b"x-request-id":
+                rid = value.decode("latin-1")[:128]
+                break
+        rid = rid or uuid.uuid4().hex[:16]
+        token = request_id_var.set(rid)
+        t = time.perf_counter()
+        status = 0
 
-        async def tracked(message: Any) -> None:
-            nonlocal started
+        async def framed(message: Any) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", rid.encode("latin-1"))]
             await send(message)
 
         try:
-            await self.app(scope, receive, tracked)
+            await self.app(scope, receive, framed)
         except Exception:
             log.exception(
                 "unhandled error on %s %s%s",
                 scope.get("method"),
                 scope.get("path"),
-                " (after the response had started: it is cut short)" if started else "",
+                " (after the response had started: it is cut short)" if status else "",
             )
-            if not started:
+            if not status:
                 body = {"error": "INTERNAL_ERROR", "detail": "internal error (see server log)"}
-                await JSONResponse(body, status_code=500)(scope, receive, send)
+                await JSONResponse(body, status_code=500)(scope, receive, framed)
+        finally:
+            log.debug("%s %s %s %.1fms", scope["method"], scope["path"], status, (time.perf_counter() - t) * 1000)
+            request_id_var.reset(token)
 
 
 # --- a browser that asked for a page we do not have ---------------------------------------------

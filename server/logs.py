@@ -19,54 +19,11 @@ import logging
 import os
 import stat
 import sys
-import time
-import uuid
 from typing import Any
 
 from openkb.runtime.logfiles import log_limits, rotate_if_over
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
-_access = logging.getLogger("openkb.server")
-
-
-class RequestIdMiddleware:
-    """Every request gets an id (the caller's ``X-Request-Id`` or a new one): in every log line
-    written while it runs and in its response's ``X-Request-Id``.
-
-    Plain ASGI, not Starlette's ``BaseHTTPMiddleware`` (``@app.middleware("http")``), which it
-    was: that one re-sends the app's response from a second task, and when a streamed body failed
-    half-way it still ended the body properly, so a cut export looked complete to the client.
-    Here the app's messages go straight through."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        rid = ""
-        for name, value in scope.get("headers", ()):
-            if name == b"x-request-id":
-                rid = value.decode("latin-1")[:128]
-                break
-        rid = rid or uuid.uuid4().hex[:16]
-        token = request_id_var.set(rid)
-        t = time.perf_counter()
-        status = 0
-
-        async def send_with_id(message: Any) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", rid.encode("latin-1"))]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            _access.debug("%s %s %s %.1fms", scope["method"], scope["path"], status, (time.perf_counter() - t) * 1000)
-            request_id_var.reset(token)
 
 
 class RequestIdFilter(logging.Filter):

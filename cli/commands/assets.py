@@ -4,7 +4,8 @@ docs/operations.md#assets. Parse, call ``openkb.assets``, print."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -19,13 +20,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(assets_app, name="assets")
 
 
-@assets_app.command("dedupe")
-def dedupe(
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be merged; change nothing.")] = False,
-    json_out: JsonOpt = False,
-) -> None:
-    """Merge copies of the same bytes into one blob per tenant (uploads from before blobs were shared); safe to re-run."""
-    from openkb.assets import merge_copies
+def _run(label: str, json_out: bool, job: Callable[..., dict[str, Any]], **kw: Any) -> dict[str, Any]:
+    """``job(units, blobs, progress=..., **kw)`` on the appliance's database and blob store, with a
+    progress bar on stderr unless the output is ``--json``."""
     from openkb.db import session_scope
 
     with appliance(components=("postgresql",)) as ctx:
@@ -34,19 +31,23 @@ def dedupe(
             return session_scope(ctx.engine)
 
         if json_out:
-            out = merge_copies(units, ctx.blobs, dry_run=dry_run)
-        else:
-            with Progress(
-                TextColumn("[bold]merging copies"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=err_console,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("merge", total=None)
-                out = merge_copies(
-                    units, ctx.blobs, dry_run=dry_run, progress=lambda n, t: bar.update(task, completed=n, total=t)
-                )
+            return job(units, ctx.blobs, **kw)
+        with Progress(
+            TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True
+        ) as bar:
+            task = bar.add_task(label, total=None)
+            return job(units, ctx.blobs, progress=lambda n, t: bar.update(task, completed=n, total=t), **kw)
+
+
+@assets_app.command("dedupe")
+def dedupe(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be merged; change nothing.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Merge copies of the same bytes into one blob per tenant (uploads from before blobs were shared); safe to re-run."""
+    from openkb.assets import merge_copies
+
+    out = _run("merging copies", json_out, merge_copies, dry_run=dry_run)
     if json_out:
         emit_json(out | {"dry_run": dry_run})
         return
@@ -87,7 +88,6 @@ def prune(
 
     from openkb.assets import prune_detached
     from openkb.config import get_settings
-    from openkb.db import session_scope
     from openkb.errors import ValidationError
 
     days = older_than if older_than is not None else get_settings().asset_retention_days
@@ -95,29 +95,7 @@ def prune(
         raise ValidationError(
             "ASSET_RETENTION_DAYS is 0 (keep them): pass --older-than DAYS to prune anyway", field="--older-than"
         )
-    with appliance(components=("postgresql",)) as ctx:
-
-        def units():  # noqa: ANN202 - a unit of work per call
-            return session_scope(ctx.engine)
-
-        if json_out:
-            out = prune_detached(units, ctx.blobs, older_than=timedelta(days=days), dry_run=dry_run)
-        else:
-            with Progress(
-                TextColumn("[bold]pruning detached assets"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=err_console,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("prune", total=None)
-                out = prune_detached(
-                    units,
-                    ctx.blobs,
-                    older_than=timedelta(days=days),
-                    dry_run=dry_run,
-                    progress=lambda n, t: bar.update(task, completed=n, total=t),
-                )
+    out = _run("pruning detached assets", json_out, prune_detached, older_than=timedelta(days=days), dry_run=dry_run)
     if json_out:
         emit_json(out | {"older_than_days": days, "dry_run": dry_run})
         return

@@ -1,5 +1,5 @@
 """An exception no handler knows is one ``500 INTERNAL_ERROR`` and one log record, and the
-connection stays usable (server/errors.py ``CatchUnexpected``). Served by uvicorn, as in
+connection stays usable (server/errors.py ``RequestFrame``). Served by uvicorn, as in
 production: the connection reset came from uvicorn closing it after Starlette re-raised."""
 
 from __future__ import annotations

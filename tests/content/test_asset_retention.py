@@ -270,3 +270,16 @@ def test_a_pruned_asset_is_gone_for_its_reverted_page(engine, world, blobs):
     with session_scope(engine) as s:
         with pytest.raises(NotFound):
             access_asset(s, world.actor.principal, a.id)
+
+
+def test_a_row_detached_by_a_cascade_counts_from_its_upload(engine, world, blobs):
+    """A row whose document went by another way than a purge (the foreign key's SET NULL) has no
+    ``detached_at``: it is pruned by its upload's age, not kept for ever."""
+    a = _up(engine, world, blobs, b"\x89PNG cascade " + os.urandom(64), 2)
+    with session_scope(engine) as s:
+        s.execute(
+            text("UPDATE document_assets SET document_id = NULL, detached_at = NULL, created_at = :w WHERE id = :a"),
+            {"w": LONG_AGO, "a": a.id},
+        )
+    assert prune_detached(_units(engine), blobs, older_than=MONTH, now=THEN)["rows"] == 1
+    assert _row(engine, a.id) is None and not blobs.exists(a.object_key)

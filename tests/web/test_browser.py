@@ -1025,22 +1025,28 @@ PNG_1X1 = bytes.fromhex(  # a 1x1 transparent PNG
 )
 
 
+def _page_showing_a_dot(c, owner, title: str, markdown_of) -> tuple[dict, str]:
+    """A page whose body is ``markdown_of("asset://<id>")`` of a 1x1 PNG uploaded to it; (page, asset id)."""
+    doc = new_page(c, owner["kb"]["id"], title, "placeholder\n")
+    r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")}, data={"document_id": doc["id"]})
+    assert r.status_code == 201, r.text
+    asset_id = r.json()["id"]
+    md = markdown_of(f"asset://{asset_id}")
+    r = c.post(
+        f"/api/documents/{doc['id']}/versions",
+        json={
+            "base_version_id": doc["current_version_id"],
+            "markdown": md,
+            "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
+        },
+    )
+    assert r.status_code == 201, r.text
+    return doc, asset_id
+
+
 def test_asset_images_load_through_the_permission_checked_route(contexts, live_server, owner):
     with api(live_server, owner) as c:
-        doc = new_page(c, owner["kb"]["id"], "Pictures", "placeholder\n")
-        r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")}, data={"document_id": doc["id"]})
-        assert r.status_code == 201, r.text
-        asset_id = r.json()["id"]
-        md = f"![a dot](asset://{asset_id})\n"
-        r = c.post(
-            f"/api/documents/{doc['id']}/versions",
-            json={
-                "base_version_id": doc["current_version_id"],
-                "markdown": md,
-                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
-            },
-        )
-        assert r.status_code == 201, r.text
+        doc, asset_id = _page_showing_a_dot(c, owner, "Pictures", lambda ref: f"![a dot]({ref})\n")
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
     img = editor(page).locator(f"img[src='/api/assets/{asset_id}']")
@@ -1072,20 +1078,12 @@ def test_an_image_block_tells_screen_readers_its_alt_text(contexts, live_server,
     reached a screen reader as an image without a name. It gets the Markdown's alt text now (the
     caption when there is none), in the editor and read-only, and the page does not change."""
     with api(live_server, owner) as c:
-        doc = new_page(c, owner["kb"]["id"], "Diagrams", "placeholder\n")
-        r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")}, data={"document_id": doc["id"]})
-        assert r.status_code == 201, r.text
-        ref = f"asset://{r.json()['id']}"
-        md = f'![Architecture diagram]({ref} "Figure 1")\n\n![]({ref} "Only a caption")\n'
-        r = c.post(
-            f"/api/documents/{doc['id']}/versions",
-            json={
-                "base_version_id": doc["current_version_id"],
-                "markdown": md,
-                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
-            },
+        doc, _ = _page_showing_a_dot(
+            c,
+            owner,
+            "Diagrams",
+            lambda ref: f'![Architecture diagram]({ref} "Figure 1")\n\n![]({ref} "Only a caption")\n',
         )
-        assert r.status_code == 201, r.text
         before = c.get(f"/api/documents/{doc['id']}").json()["current_version_id"]
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
