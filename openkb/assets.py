@@ -460,3 +460,37 @@ def _handle_prune(ctx: Any, _session: Session, **_: Any) -> dict[str, Any]:
 
 
 JOB_HANDLERS = {"assets_prune": _handle_prune}
+
+
+_SUMMARY = text(
+    "SELECT count(*), count(DISTINCT object_key), "
+    "count(*) FILTER (WHERE document_id IS NULL), "
+    "coalesce(sum(size_bytes) FILTER (WHERE document_id IS NULL), 0), "
+    "count(*) FILTER (WHERE document_id IS NULL AND coalesce(detached_at, created_at) < :cutoff), "
+    "min(coalesce(detached_at, created_at)) FILTER (WHERE document_id IS NULL) "
+    "FROM document_assets"
+)
+_STORED = text(
+    "SELECT coalesce(sum(n), 0) FROM (SELECT max(size_bytes) AS n FROM document_assets GROUP BY object_key) b"
+)
+
+
+def storage_summary(session: Session, *, retention_days: int, now: datetime | None = None) -> dict[str, Any]:
+    """What the blob store holds for OpenKB and what the retention will free: rows, distinct blobs
+    and their bytes; rows without a document, their bytes, how many are past ``retention_days``
+    now and since when the oldest has waited. ``openkb assets status``."""
+    now = now or utcnow()
+    cutoff = now - timedelta(days=retention_days) if retention_days > 0 else None
+    rows, blobs, detached, detached_bytes, due, oldest = session.execute(
+        _SUMMARY, {"cutoff": cutoff or datetime.min.replace(tzinfo=now.tzinfo)}
+    ).one()
+    return {
+        "assets": rows,
+        "blobs": blobs,
+        "stored_bytes": int(session.execute(_STORED).scalar_one()),
+        "detached": detached,
+        "detached_bytes": int(detached_bytes),
+        "retention_days": retention_days,
+        "due_for_pruning": due if cutoff is not None else 0,
+        "oldest_detached_at": oldest.isoformat() if oldest else None,
+    }

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from cli.context import appliance
+from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, counted, emit_json, err_console
 
 assets_app = typer.Typer(help="Uploaded images and attachments in the blob store.", no_args_is_help=True)
@@ -111,5 +111,29 @@ def prune(
     console.print(
         f"{verb} {counted(out['rows'], 'asset')} without a document for over {counted(days, 'day')}: "
         f"{counted(out['blobs_removed'], 'blob')}, {out['bytes_freed']:,} bytes {'to free' if dry_run else 'freed'}{shared}",
+        highlight=False,
+    )
+
+
+@assets_app.command("status")
+def status(json_out: JsonOpt = False) -> None:
+    """What the blob store holds: assets, blobs, bytes; and those without a document, due for pruning."""
+    from openkb.assets import storage_summary
+    from openkb.config import get_settings
+
+    with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
+        out = storage_summary(s, retention_days=get_settings().asset_retention_days)
+    if json_out:
+        emit_json(out)
+        return
+    console.print(
+        f"{counted(out['assets'], 'asset')} in {counted(out['blobs'], 'blob')}, {out['stored_bytes']:,} bytes stored",
+        highlight=False,
+    )
+    days = out["retention_days"]
+    keep = f"kept {counted(days, 'day')} after they lose it" if days else "kept (ASSET_RETENTION_DAYS=0)"
+    console.print(
+        f"{counted(out['detached'], 'asset')} without a document ({out['detached_bytes']:,} bytes), {keep}; "
+        f"{out['due_for_pruning']:,} due for pruning now (openkb assets prune)",
         highlight=False,
     )

@@ -240,6 +240,8 @@ def test_openkb_assets_prune_on_the_command_line(engine, world, test_home, datab
     _age(engine, a.id)
     days = (datetime.now(UTC) - LONG_AGO).days - 10  # only rows detached around 2000 are older
     env = {"DATABASE_URL": database_url, "OPENKB_HOME": str(test_home), "ASSET_RETENTION_DAYS": str(days)}
+    p = run(["assets", "status"], env)
+    assert p.returncode == 0 and "due for pruning now" in " ".join(p.stdout.split()), p.stderr
     p = run(["assets", "prune", "--dry-run", "--json"], env)
     assert p.returncode == 0, p.stderr
     dry = json.loads(p.stdout)
@@ -249,6 +251,8 @@ def test_openkb_assets_prune_on_the_command_line(engine, world, test_home, datab
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert "deleted 1 asset without a document" in " ".join(p.stdout.split()), p.stdout
     assert _row(engine, a.id) is None and not store.exists(a.object_key)
+    p = run(["assets", "status", "--json"], env)
+    assert p.returncode == 0 and json.loads(p.stdout)["due_for_pruning"] == 0, p.stderr
     p = run(["assets", "prune"], env)
     assert p.returncode == 0 and "nothing to prune" in p.stdout
     p = run(["assets", "prune"], env | {"ASSET_RETENTION_DAYS": "0"})
@@ -283,3 +287,29 @@ def test_a_row_detached_by_a_cascade_counts_from_its_upload(engine, world, blobs
         )
     assert prune_detached(_units(engine), blobs, older_than=MONTH, now=THEN)["rows"] == 1
     assert _row(engine, a.id) is None and not blobs.exists(a.object_key)
+
+
+def test_the_storage_summary_counts_blobs_once_and_what_is_due(engine, world, blobs):
+    from openkb.assets import storage_summary
+
+    with session_scope(engine) as s:
+        before = storage_summary(s, retention_days=30)
+    shared = b"\x89PNG summary " + os.urandom(64)
+    loose = b"loose summary " + os.urandom(40)
+    _up(engine, world, blobs, shared, 1)
+    _up(engine, world, blobs, shared, 2)  # the same bytes: one more row, no more blob
+    gone = _up(engine, world, blobs, loose, None)
+    _age(engine, gone.id)
+    with session_scope(engine) as s:
+        after = storage_summary(s, retention_days=30)
+        off = storage_summary(s, retention_days=0)
+    delta = {k: after[k] - before[k] for k in ("assets", "blobs", "stored_bytes", "detached", "detached_bytes")}
+    assert delta == {
+        "assets": 3,
+        "blobs": 2,
+        "stored_bytes": len(shared) + len(loose),
+        "detached": 1,
+        "detached_bytes": len(loose),
+    }
+    assert after["due_for_pruning"] == before["due_for_pruning"] + 1 and off["due_for_pruning"] == 0
+    assert datetime.fromisoformat(after["oldest_detached_at"]) <= LONG_AGO
