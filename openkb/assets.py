@@ -466,7 +466,6 @@ _SUMMARY = text(
     "SELECT count(*), count(DISTINCT object_key), "
     "count(*) FILTER (WHERE document_id IS NULL), "
     "coalesce(sum(size_bytes) FILTER (WHERE document_id IS NULL), 0), "
-    "count(*) FILTER (WHERE document_id IS NULL AND coalesce(detached_at, created_at) < :cutoff), "
     "min(coalesce(detached_at, created_at)) FILTER (WHERE document_id IS NULL) "
     "FROM document_assets"
 )
@@ -481,9 +480,9 @@ def storage_summary(session: Session, *, retention_days: int, now: datetime | No
     now and since when the oldest has waited. ``openkb assets status``."""
     now = now or utcnow()
     cutoff = now - timedelta(days=retention_days) if retention_days > 0 else None
-    rows, blobs, detached, detached_bytes, due, oldest = session.execute(
-        _SUMMARY, {"cutoff": cutoff or datetime.min.replace(tzinfo=now.tzinfo)}
-    ).one()
+    rows, blobs, detached, detached_bytes, oldest = session.execute(_SUMMARY).one()
+    # what prune_detached would take now: the same condition (an unfinished import keeps its upload)
+    due = session.execute(_DETACHED_COUNT, {"cutoff": cutoff}).scalar_one() if cutoff is not None else 0
     return {
         "assets": rows,
         "blobs": blobs,
@@ -491,6 +490,6 @@ def storage_summary(session: Session, *, retention_days: int, now: datetime | No
         "detached": detached,
         "detached_bytes": int(detached_bytes),
         "retention_days": retention_days,
-        "due_for_pruning": due if cutoff is not None else 0,
+        "due_for_pruning": due,
         "oldest_detached_at": oldest.isoformat() if oldest else None,
     }
