@@ -7,6 +7,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlmodel import Session, select
 
 from openkb.db import session_scope
@@ -113,3 +115,40 @@ def test_highlights_mark_the_query_words(world, app_ctx, engine):
 )
 def test_highlight_spans(query, text, want):
     assert [text[a:b] for a, b in highlight_spans(query, text)] == want
+
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_MIXED = st.lists(
+    st.sampled_from(list("runindexabcXYZé _-.,\n0123") + list("量子检索データ") + ["run", "Index", "索引"]), max_size=60
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=_MIXED,
+    words=st.lists(st.sampled_from(["run", "index", "abc", "é", "量子", "检索", "データ", "re"]), max_size=4),
+)
+def test_highlight_spans_match_words_where_they_start(text, words):
+    """The Latin words of a query match where a word starts (after anything but a letter or digit of
+    a Latin-script word: CJK counts as a start) and run to the word's end; spans are those of the
+    plain definition, a look-behind regex, which highlight_spans avoids for speed."""
+    import re
+
+    from openkb.retrieval.highlight import query_terms
+
+    query = " ".join(words)
+    latin, cjk = query_terms(query.strip())
+    want: list[tuple[int, int]] = []
+    if latin:
+        alts = "|".join(re.escape(w) for w in sorted(latin, key=len, reverse=True))
+        plain = re.compile(rf"(?<![^\W{_CJK}])(?:{alts})[^\W{_CJK}]*", re.IGNORECASE)
+        want += [m.span() for m in plain.finditer(text)]
+    for w in cjk:
+        want += [(m.start(), m.start() + len(w)) for m in re.finditer(re.escape(w), text)]
+    merged: list[list[int]] = []
+    for s, e in sorted(want):
+        if merged and s < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    assert highlight_spans(query, text) == merged
