@@ -49,7 +49,9 @@ def test_pat_from_the_account_page_works_on_mcp_until_revoked(contexts, live_ser
     # address is the server's (APP_BASE_URL), so the test sends the request to the live server
     dialog.get_by_text("Connect an MCP client with this token").click()
     cursor = json.loads(dialog.get_by_label("Cursor (mcp.json)", exact=True).input_value())["mcpServers"]["openkb"]
-    vscode = json.loads(dialog.get_by_label("VS Code (.vscode/mcp.json)", exact=True).input_value())["servers"]["openkb"]
+    vscode = json.loads(dialog.get_by_label("VS Code (.vscode/mcp.json)", exact=True).input_value())["servers"][
+        "openkb"
+    ]
     base_url = get_settings().app_base_url.rstrip("/")
     assert cursor["url"] == vscode["url"] == base_url + "/mcp"
     assert cursor["headers"] == vscode["headers"] == {"Authorization": f"Bearer {token}"}

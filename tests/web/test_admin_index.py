@@ -81,7 +81,7 @@ def test_tenant_admin_rebuilds_switches_and_rolls_back(contexts, app_ctx, commit
 
 
 def test_a_new_profile_can_take_the_functions_of_an_existing_one(contexts, app_ctx, committed, hueyqueue):
-    """"Same functions as": the new profile gets the chosen one's embedding (no service address to
+    """ "Same functions as": the new profile gets the chosen one's embedding (no service address to
     restate) and the latest lexical transform, which the profiles table names."""
     from openkb.indexing.lexical import LEXICAL_V2
     from openkb.indexing.profiles import spec_of

@@ -98,6 +98,19 @@ def new_page(c: httpx.Client, kb_id: str, title: str, markdown: str, **kw) -> di
     return r.json()
 
 
+def save_body(c: httpx.Client, doc: dict, markdown: str) -> None:
+    """A new version of ``doc`` (its body as created) with ``markdown``."""
+    r = c.post(
+        f"/api/documents/{doc['id']}/versions",
+        json={
+            "base_version_id": doc["current_version_id"],
+            "markdown": markdown,
+            "markdown_hash": hashlib.sha256(markdown.encode()).hexdigest(),
+        },
+    )
+    assert r.status_code == 201, r.text
+
+
 def test_register_verify_create_and_autosave(contexts, live_server, committed, test_home):
     email = unique_email("web")
     with auth_settings_override(committed, email_verification_required=True, default_signup_status="active"):
@@ -682,16 +695,7 @@ def test_invitation_link_with_approval_from_the_knowledge_base_panel(contexts, l
 def test_version_history_view_and_restore(contexts, live_server, owner):
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Versioned", "first words\n")
-        md = "second words\n"
-        r = c.post(
-            f"/api/documents/{doc['id']}/versions",
-            json={
-                "base_version_id": doc["current_version_id"],
-                "markdown": md,
-                "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
-            },
-        )
-        assert r.status_code == 201, r.text
+        save_body(c, doc, "second words\n")
         name = c.get("/api/auth/me").json()["user"]["display_name"]
     page = contexts.page()
     sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
@@ -1031,16 +1035,7 @@ def _page_showing_a_dot(c, owner, title: str, markdown_of) -> tuple[dict, str]:
     r = c.post("/api/uploads", files={"file": ("dot.png", PNG_1X1, "image/png")}, data={"document_id": doc["id"]})
     assert r.status_code == 201, r.text
     asset_id = r.json()["id"]
-    md = markdown_of(f"asset://{asset_id}")
-    r = c.post(
-        f"/api/documents/{doc['id']}/versions",
-        json={
-            "base_version_id": doc["current_version_id"],
-            "markdown": md,
-            "markdown_hash": hashlib.sha256(md.encode()).hexdigest(),
-        },
-    )
-    assert r.status_code == 201, r.text
+    save_body(c, doc, markdown_of(f"asset://{asset_id}"))
     return doc, asset_id
 
 
