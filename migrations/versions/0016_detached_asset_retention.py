@@ -30,11 +30,11 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.add_column("document_assets", sa.Column("detached_at", sa.DateTime(timezone=True), nullable=True))
     op.execute("UPDATE document_assets SET detached_at = now() WHERE document_id IS NULL")
-    # the prune's scan: only detached rows are in it
+    # the prune walks the detached rows by id, a batch at a time: only they are in this index
     op.create_index(
         "ix_document_assets_detached",
         "document_assets",
-        ["detached_at"],
+        ["id"],
         postgresql_where=sa.text("document_id IS NULL"),
     )
     op.alter_column("import_jobs", "source_asset_id", nullable=True)

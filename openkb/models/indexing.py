@@ -26,8 +26,8 @@ class DocumentAsset(SQLModel, table=True):
         Index("ix_document_assets_document", "document_id"),
         Index("ix_document_assets_content", "tenant_id", "sha256"),  # an upload finds its bytes' blob
         Index("ix_document_assets_object_key", "object_key"),  # a delete finds the blob's other rows
-        # the prune's scan (openkb.assets.prune_detached): detached rows only
-        Index("ix_document_assets_detached", "detached_at", postgresql_where=text("document_id IS NULL")),
+        # the prune walks the detached rows by id (openkb.assets.prune_detached): only they are in it
+        Index("ix_document_assets_detached", "id", postgresql_where=text("document_id IS NULL")),
     )
 
     id: uuid.UUID = id_field()
