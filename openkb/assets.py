@@ -354,19 +354,17 @@ def merge_copies(
         if progress is not None:
             progress(i, len(groups))
     if out["blobs_removed"] and not dry_run:
-        from openkb.audit import record_audit
-
-        with units() as s:
-            record_audit(
-                s,
-                tenant_id=None,
-                actor=None,
-                action="assets.copies_merged",
-                object_type=None,
-                object_id=None,
-                metadata=out,
-            )
+        _audit_maintenance(units, "assets.copies_merged", out)
     return out
+
+
+def _audit_maintenance(units: Callable[[], AbstractContextManager[Session]], action: str, what: dict[str, Any]) -> None:
+    """One audit record of an instance-wide maintenance pass (no tenant, no acting user: the
+    operator's command or the worker's schedule), in its own unit of work after the pass."""
+    from openkb.audit import record_audit
+
+    with units() as s:
+        record_audit(s, tenant_id=None, actor=None, action=action, object_type=None, object_id=None, metadata=what)
 
 
 # -- retention of detached rows (docs/data-model.md#assets) -----------------------------------------
@@ -433,18 +431,10 @@ def prune_detached(
         if progress is not None:
             progress(min(out["rows"], total), total)
     if out["rows"] and not dry_run:
-        from openkb.audit import record_audit
-
-        with units() as s:
-            record_audit(
-                s,
-                tenant_id=None,
-                actor=None,
-                action="assets.detached_pruned",
-                object_type=None,
-                object_id=None,
-                metadata=out | {"older_than_days": older_than / timedelta(days=1), "cutoff": cutoff.isoformat()},
-            )
+        days = older_than / timedelta(days=1)
+        _audit_maintenance(
+            units, "assets.detached_pruned", out | {"older_than_days": days, "cutoff": cutoff.isoformat()}
+        )
     return out
 
 

@@ -45,6 +45,7 @@ from sqlmodel import Session, col, select
 
 from openkb.audit import record_audit
 from openkb.config import Settings, get_settings
+from openkb.content.knowledge_bases import find_knowledge_base
 from openkb.errors import ExportTooLarge, NotFound, PermissionDenied, ValidationError
 from openkb.exporting.ahead import ahead
 from openkb.exporting.format import ASSETS_DIR, FORMAT, FORMAT_VERSION, MANIFEST
@@ -60,7 +61,7 @@ from openkb.exporting.names import (
     units,
 )
 from openkb.exporting.zipwriter import Deflated, ZipStream
-from openkb.importing.service import find_knowledge_base, operator_actor
+from openkb.importing.service import operator_actor
 from openkb.markdown._inline import destination
 from openkb.models import Document, KnowledgeBase
 from openkb.permissions import Action, Principal, access_knowledge_base, access_subtree, access_tree
