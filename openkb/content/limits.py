@@ -13,6 +13,7 @@ write stores goes through :func:`check_text` first.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from openkb.config import Settings, get_settings
@@ -29,6 +30,10 @@ from openkb.errors import (
 )
 
 MAX_TAGS = 256
+
+# A title is one line (docs/api.md#body-limits): line and paragraph separators, with the spaces
+# around them, become one space, so a title pasted from a multi-line source reads as typed.
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -48,9 +53,9 @@ def check_text(value: str, field: str) -> str:
 
 
 def check_title(title: str, field: str = "title", settings: Settings | None = None) -> str:
-    """Strip, require non-empty, enforce ``max_title_chars``."""
+    """Strip, join its lines, require non-empty, enforce ``max_title_chars``."""
     check_text(title, field)
-    t = title.strip()
+    t = _LINE_BREAKS.sub(" ", title.strip())
     limit = _settings(settings).max_title_chars
     if len(t) > limit:
         raise TitleTooLong(

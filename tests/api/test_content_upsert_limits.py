@@ -91,3 +91,29 @@ def test_limits_each_with_its_code(w, settings):
         parent = w.doc(f"L{i}", type="folder", **({"parent_id": parent["id"]} if parent else {}))
     r = o.post("/api/documents", json={"knowledge_base_id": kb, "title": "too deep", "parent_id": parent["id"]})
     assert r.status_code == 422 and r.json()["error"] == "FOLDER_DEPTH_EXCEEDED"
+
+
+def test_a_title_is_one_line(w):
+    """Line breaks in a title (pasted from a multi-line source, sent by a client) become one
+    space on every write path, so lists, exports and file names never get a title in pieces."""
+    o = w.c["owner"]
+    kb = w.kb["id"]
+    r = o.post(
+        "/api/documents", json={"knowledge_base_id": kb, "title": " Q3 \r\n  plan\u2028draft ", "markdown": "x\n"}
+    )
+    assert r.status_code == 201 and r.json()["title"] == "Q3 plan draft", r.text
+    doc = r.json()
+    r = o.put(f"/api/documents/{doc['id']}", json={"title": "two\n\nparagraphs"})
+    assert r.status_code == 200 and r.json()["title"] == "two paragraphs"
+    assert o.get(f"/api/documents/{doc['id']}").json()["title"] == "two paragraphs"
+    r = o.put(f"/api/knowledge-bases/{kb}", json={"title": "Hand\nbook"})
+    assert r.status_code == 200 and r.json()["title"] == "Hand book"
+    # a keyed upsert sending the same multi-line title again changes nothing
+    url = f"/api/knowledge-bases/{kb}/documents/by-key/one-line"
+    body = {"title": "日报\n2026-12-04", "markdown": "a\n"}
+    first = o.put(url, json=body).json()
+    assert o.get(url).json()["title"] == "日报 2026-12-04"
+    assert o.put(url, json=body).json()["status"] == "unchanged", first
+    # only breaks: still empty
+    r = o.post("/api/documents", json={"knowledge_base_id": kb, "title": "\n\r\n"})
+    assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"

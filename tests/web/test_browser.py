@@ -923,13 +923,46 @@ def test_a_page_that_writes_as_it_opens_waits_for_the_session_token(contexts, li
 
 def test_a_long_unbroken_title_wraps_instead_of_widening_the_page(contexts, live_server, owner):
     """A title with no space in it (a pasted identifier, a URL) in the home page's recent
-    documents wraps; the page never scrolls sideways."""
+    documents takes one line, cut with an ellipsis (the full title is the link's tooltip); the
+    page never scrolls sideways."""
     with api(live_server, owner) as c:
         new_page(c, owner["kb"]["id"], "x" * 300, "long\n")
     page = contexts.page()
     sign_in(page, owner["email"])
-    expect(page.get_by_role("link", name="x" * 300).first).to_be_visible()
+    link = page.get_by_role("link", name="x" * 300).first
+    expect(link).to_be_visible()
+    expect(link).to_have_attribute("title", "x" * 300)
     assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    line = page.evaluate("parseFloat(getComputedStyle(document.body).lineHeight) || 24")
+    assert link.bounding_box()["height"] < 2 * line
+
+
+def test_the_title_box_grows_with_a_long_title_and_keeps_it_one_line(contexts, live_server, owner):
+    """Editing a long title: the box wraps and grows so all of it shows (it used to be a one-line
+    box that scrolled the title out of sight); Enter goes on into the body, and a line break
+    pasted into the title is saved as a space."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "z" * 300, "body\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    editor(page)
+    box = page.get_by_label("Title")
+    expect(box).to_have_value("z" * 300)
+    fits = "el => el.scrollWidth <= el.clientWidth && el.scrollHeight <= el.clientHeight + 1"
+    assert box.evaluate(fits)  # nothing hidden on either axis
+    assert box.bounding_box()["height"] > 2 * 30  # several lines of the 30px title
+    box.click()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    expect(page.locator(".editor .ProseMirror")).to_be_focused()
+    expect(box).to_have_value("z" * 300)
+    before = int(page.get_by_role("status").get_attribute("data-saves"))
+    box.fill("Release\nnotes")
+    expect(box).to_have_value("Release notes")
+    assert box.bounding_box()["height"] < 2 * 40  # shrinks back to one line
+    autosaved(page, before)
+    with api(live_server, owner) as c:
+        assert c.get(f"/api/documents/{doc['id']}").json()["title"] == "Release notes"
 
 
 def test_on_a_phone_the_tree_opens_from_its_button(contexts, live_server, owner):

@@ -141,6 +141,42 @@ function loadEditor(): Promise<EditorModule> {
  * OpenKB when an app sends `text` + `sourceUri`), or null for an ordinary page. `href` only for
  * an http(s) URL: anything else is shown as text, never made a link (no `javascript:`).
  */
+/**
+ * The title while editing: one line of text that wraps and grows with what it holds, so a long
+ * title stays readable instead of scrolling out of a one-line box. A title is one line
+ * (docs/api.md#body-limits): Enter goes on into the body, and pasted line breaks become spaces.
+ */
+function TitleInput(props: { value: string; onChange: (v: string) => void; onEnter: () => void }) {
+  const el = useRef<HTMLTextAreaElement>(null)
+  useLayoutEffect(() => {
+    const ta = el.current
+    if (!ta) return
+    ta.style.height = 'auto'
+    ta.style.height = `${ta.scrollHeight}px`
+  }, [props.value])
+  return (
+    <textarea
+      ref={el}
+      class="doc-title-input"
+      aria-label={t('title')}
+      rows={1}
+      value={props.value}
+      onKeyDown={(e) => {
+        if (e.key === 'Enter' && !e.isComposing) {
+          e.preventDefault()
+          props.onEnter()
+        }
+      }}
+      onInput={(e) => {
+        const ta = e.target as HTMLTextAreaElement
+        const v = ta.value.replace(/\s*[\r\n]+\s*/g, ' ')
+        if (v !== ta.value) ta.value = v
+        props.onChange(v)
+      }}
+    />
+  )
+}
+
 export function indexOnlySource(doc: S['DocumentOut']): { text: string; href: string | null } | null {
   const meta = doc.metadata as Record<string, unknown> | undefined
   if (meta?.indexOnly !== true || typeof meta.sourceUri !== 'string') return null
@@ -546,15 +582,13 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             </p>
           ) : null}
           {canEdit && mode !== 'read' ? (
-            <input
-              class="doc-title-input"
-              aria-label={t('title')}
+            <TitleInput
               value={title}
-              onInput={(e) => {
-                const v = (e.target as HTMLInputElement).value
+              onChange={(v) => {
                 setTitle(v)
                 changed({ title: v })
               }}
+              onEnter={() => editorEl.current?.querySelector<HTMLElement>('[contenteditable="true"]')?.focus()}
             />
           ) : (
             <h1 class="doc-title">{title}</h1>

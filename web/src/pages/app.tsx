@@ -73,7 +73,7 @@ export function HomePage() {
           <ul class="list">
             {recent.data?.items.map((d) => (
               <li key={d.id}>
-                <a href={paths.doc(d.knowledge_base_id, d.id)}>{d.title}</a>{' '}
+                <a href={paths.doc(d.knowledge_base_id, d.id)} title={d.title}>{d.title}</a>{' '}
                 <span class="muted">{d.knowledge_base_title}</span>
               </li>
             ))}
@@ -87,7 +87,7 @@ export function HomePage() {
           <ul class="list">
             {ws.data?.items.map((w) => (
               <li key={w.id}>
-                <a href={paths.workspace(w.id)}>{w.name}</a> <span class="muted">{t(`role_${w.role}` as MessageKey)}</span>
+                <a href={paths.workspace(w.id)} title={w.name}>{w.name}</a> <span class="muted">{t(`role_${w.role}` as MessageKey)}</span>
               </li>
             ))}
           </ul>
@@ -99,7 +99,7 @@ export function HomePage() {
             <ul class="list">
               {outside.map((k) => (
                 <li key={k.id}>
-                  <a href={paths.kb(k.id)}>{k.title}</a> {k.description ? <span class="muted">{k.description}</span> : null}
+                  <a href={paths.kb(k.id)} title={k.title}>{k.title}</a> {k.description ? <span class="muted">{k.description}</span> : null}
                 </li>
               ))}
             </ul>
@@ -182,7 +182,7 @@ export function WorkspacePage({ route }: { route: Route }) {
         <ul class="list">
           {kbs.data?.items.map((kb) => (
             <li key={kb.id}>
-              <a href={paths.kb(kb.id)}>{kb.title}</a> <span class="muted">{t(`visibility_${kb.visibility}` as MessageKey)}</span>
+              <a href={paths.kb(kb.id)} title={kb.title}>{kb.title}</a> <span class="muted">{t(`visibility_${kb.visibility}` as MessageKey)}</span>
               {kb.description ? <p class="muted">{kb.description}</p> : null}
             </li>
           ))}
@@ -269,7 +269,7 @@ function KbRecent({ kbId }: { kbId: string }) {
       <ul class="list">
         {items.map((r) => (
           <li key={r.document_id}>
-            <a href={paths.doc(kbId, r.document_id)}>{r.title}</a>{' '}
+            <a href={paths.doc(kbId, r.document_id)} title={r.title}>{r.title}</a>{' '}
             {r.updated_at ? <span class="muted">{new Date(r.updated_at).toLocaleString()}</span> : null}
           </li>
         ))}
@@ -456,7 +456,7 @@ export function SearchPage({ route }: { route: Route }) {
           {found.map((doc) => (
             <li key={doc.document_id} data-ranking={doc.ranking || undefined}>
               <h2>
-                <a href={paths.doc(doc.knowledge_base_id, doc.document_id)}>{doc.title}</a>
+                <a href={paths.doc(doc.knowledge_base_id, doc.document_id)} title={doc.title}>{doc.title}</a>
               </h2>
               <p class="muted">{[doc.knowledge_base_title, doc.path].filter(Boolean).join(' / ')}</p>
               {doc.index_status === 'pending' ? (
