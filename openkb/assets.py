@@ -194,11 +194,9 @@ def delete_asset(session: Session, actor: Actor, blobs: BlobStore, asset_id: uui
     _delete_rows(session, blobs, [a.id], [a.object_key])
 
 
-def _delete_rows(
-    session: Session, blobs: BlobStore, ids: list[uuid.UUID], keys: list[str], *, dry_run: bool = False
-) -> list[str]:
+def _delete_rows(session: Session, blobs: BlobStore, ids: list[uuid.UUID], keys: list[str]) -> list[str]:
     """Delete these asset rows (``keys``: their blobs), and after the commit each of their blobs
-    no other row shares; returns those blobs' keys (``dry_run``: only that). Every row sharing one
+    no other row shares; returns those blobs' keys. Every row sharing one
     of the blobs is locked first: two deletes of its last two rows then run one after the other,
     and the second sees it is the last (else each would see the other and the blob would outlive
     both); an upload reusing a blob holds its row FOR SHARE (``_stored_copy``)."""
@@ -206,8 +204,6 @@ def _delete_rows(
     session.execute(_LOCK_SHARERS, {"k": keys}).all()
     kept = {k for (k,) in session.execute(_OTHER_SHARERS, {"k": keys, "ids": ids}).all()}
     gone = [k for k in keys if k not in kept]
-    if dry_run:
-        return gone
     session.execute(text("DELETE FROM document_assets WHERE id = ANY(:ids)"), {"ids": ids})
     dropped = set(ids)
     for obj in [o for o in session.identity_map.values() if isinstance(o, DocumentAsset) and o.id in dropped]:
@@ -383,6 +379,14 @@ _DETACHED = (
 _DETACHED_BATCH = text(f"SELECT a.id, a.object_key {_DETACHED} AND a.id > :after ORDER BY a.id LIMIT :n")  # noqa: S608
 _DETACHED_COUNT = text(f"SELECT count(*) {_DETACHED}")  # noqa: S608
 _STILL_DETACHED = text(f"SELECT a.id, a.object_key, a.size_bytes {_DETACHED} AND a.id = ANY(:ids)")  # noqa: S608
+# what a prune would do, in one read: the rows due, and the blobs every row of which is due
+_DRY_RUN = text(
+    f"WITH due AS (SELECT a.id, a.object_key, a.size_bytes {_DETACHED}) "  # noqa: S608
+    "SELECT (SELECT count(*) FROM due), (SELECT coalesce(sum(size_bytes), 0) FROM due), "
+    "count(*), coalesce(sum(n), 0) FROM (SELECT max(b.size_bytes) AS n FROM document_assets b "
+    "WHERE b.object_key IN (SELECT object_key FROM due) GROUP BY b.object_key "
+    "HAVING bool_and(b.id IN (SELECT id FROM due))) g"
+)
 
 
 def prune_detached(
@@ -403,8 +407,16 @@ def prune_detached(
     batch is read again under the locks, so a row re-attached meanwhile (a revert) or now the
     source of a running import stays. An import job whose source goes keeps its row
     (``source_asset_id`` becomes NULL). Safe to interrupt and to re-run. ``dry_run``: count,
-    change nothing (bytes freed counts the blobs no other row shares)."""
+    change nothing: one read of what the prune would take now, the blobs all of whose rows are
+    due counted as freed (a blob two due rows share is counted once, whichever batches they fall
+    in)."""
     cutoff = (now or utcnow()) - older_than
+    if dry_run:
+        with units() as s:
+            rows, row_bytes, blobs_removed, freed = s.execute(_DRY_RUN, {"cutoff": cutoff}).one()
+        if progress is not None:
+            progress(rows, rows)
+        return {"rows": rows, "row_bytes": int(row_bytes), "blobs_removed": blobs_removed, "bytes_freed": int(freed)}
     with units() as s:
         total = s.execute(_DETACHED_COUNT, {"cutoff": cutoff}).scalar_one()
     out: dict[str, Any] = {"rows": 0, "row_bytes": 0, "blobs_removed": 0, "bytes_freed": 0}
@@ -420,17 +432,15 @@ def prune_detached(
             rows = s.execute(_STILL_DETACHED, {"cutoff": cutoff, "ids": [i for i, _k in found]}).all()
             if rows:
                 keys = [k for _i, k, _n in rows]
-                gone = _delete_rows(s, blobs, [i for i, _k, _n in rows], keys, dry_run=dry_run)
+                gone = _delete_rows(s, blobs, [i for i, _k, _n in rows], keys)
                 sizes = {k: n for _i, k, n in rows}
                 out["rows"] += len(rows)
                 out["row_bytes"] += sum(n for _i, _k, n in rows)
                 out["blobs_removed"] += len(gone)
                 out["bytes_freed"] += sum(sizes[k] for k in gone)
-            if dry_run:
-                s.rollback()  # the locks go now
         if progress is not None:
             progress(min(out["rows"], total), total)
-    if out["rows"] and not dry_run:
+    if out["rows"]:
         days = older_than / timedelta(days=1)
         _audit_maintenance(
             units, "assets.detached_pruned", out | {"older_than_days": days, "cutoff": cutoff.isoformat()}

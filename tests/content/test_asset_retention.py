@@ -155,6 +155,36 @@ def test_a_blob_a_live_page_shares_is_kept(engine, world, blobs):
         assert b"".join(blobs.open(access_asset(s, world.actor.principal, live.id).object_key)) == data
 
 
+def test_a_dry_run_counts_a_blob_two_due_rows_share_as_freed(engine, world, blobs):
+    """Two purged pages showing the same image: the real prune frees the blob with the second row
+    whichever batch that row falls in, and the dry run says so (it used to count the blob as kept
+    when the rows fell in different batches: each batch saw the other's row still there)."""
+    data = b"\x89PNG twice " + os.urandom(64)
+    one = _up(engine, world, blobs, data, 0)
+    two = _up(engine, world, blobs, data, 1)
+    assert one.object_key == two.object_key
+    _purge(engine, world, 0)
+    _purge(engine, world, 1)
+    _age(engine, one.id)
+    _age(engine, two.id)
+    seen: list[tuple[int, int]] = []
+    dry = prune_detached(
+        _units(engine),
+        blobs,
+        older_than=MONTH,
+        now=THEN,
+        dry_run=True,
+        batch=1,
+        progress=lambda n, t: seen.append((n, t)),
+    )
+    assert dry == {"rows": 2, "row_bytes": 2 * len(data), "blobs_removed": 1, "bytes_freed": len(data)}
+    assert seen[-1] == (2, 2)
+    assert _row(engine, one.id) is not None and _row(engine, two.id) is not None and blobs.exists(one.object_key)
+    out = prune_detached(_units(engine), blobs, older_than=MONTH, now=THEN, batch=1)
+    assert out == dry
+    assert _row(engine, one.id) is None and _row(engine, two.id) is None and not blobs.exists(one.object_key)
+
+
 def test_an_upload_never_attached_counts_from_its_upload(engine, world, blobs):
     a = _up(engine, world, blobs, b"loose " + os.urandom(32), None)
     row = _row(engine, a.id)
