@@ -34,13 +34,20 @@ def alembic_config(database_url: str) -> Config:
     return cfg
 
 
+def _unreachable(exc: OperationalError) -> ServiceUnavailable:
+    """The driver's first line only: its hint on the next lines ("Is the server running...")
+    would break the one line the CLI prints."""
+    first = str(exc.orig or exc).strip().splitlines()[0]
+    return ServiceUnavailable(f"PostgreSQL is unreachable at DATABASE_URL: {first}")
+
+
 def upgrade(database_url: str, revision: str = "head") -> None:
     from alembic import command
 
     try:
         command.upgrade(alembic_config(database_url), revision)
     except OperationalError as exc:
-        raise ServiceUnavailable(f"PostgreSQL is unreachable at DATABASE_URL: {exc.orig}") from None
+        raise _unreachable(exc) from None
 
 
 def upgrade_if_behind(database_url: str) -> bool:
@@ -58,7 +65,7 @@ def upgrade_if_behind(database_url: str) -> bool:
     except ProgrammingError:  # no alembic_version yet: a new database
         current = []
     except OperationalError as exc:
-        raise ServiceUnavailable(f"PostgreSQL is unreachable at DATABASE_URL: {exc.orig}") from None
+        raise _unreachable(exc) from None
     if current == [HEAD]:
         return False
     upgrade(database_url)

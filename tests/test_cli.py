@@ -43,6 +43,7 @@ def assert_one_line_error(proc, code: int, *needles: str) -> None:
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     assert proc.stderr.strip().startswith("error:")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     for n in needles:
         assert n in proc.stderr.replace("\n", " "), proc.stderr
 
@@ -132,6 +133,25 @@ def test_malformed_database_url(test_home):
 def test_unreachable_database(test_home):
     p = run(["migrate"], env={"DATABASE_URL": "postgresql://u:p@127.0.0.1:1/x", "OPENKB_HOME": str(test_home)})
     assert_one_line_error(p, 69, "PostgreSQL")
+
+
+def test_unreachable_database_for_any_command(test_home):
+    """Every command checks the schema first: the driver's hint on its next lines ("Is the server
+    running...") used to follow the error line."""
+    p = run(["user", "list"], env={"DATABASE_URL": "postgresql://u:p@127.0.0.1:1/x", "OPENKB_HOME": str(test_home)})
+    assert_one_line_error(p, 69, "PostgreSQL", "DATABASE_URL")
+
+
+def test_index_status_when_milvus_cannot_be_asked(db_env):
+    """What it knows, sync "unknown" (not "differs"), and exit 69 for scripts."""
+    env = {**db_env, "MILVUS_URI": "http://127.0.0.1:1", "OPENKB_EMBEDDER_URL": "off"}
+    p = run(["index", "status", "--json"], env=env)
+    assert p.returncode == 69, (p.stdout, p.stderr)
+    out = json.loads(p.stdout)
+    assert out["milvus"].startswith("unreachable") and out["in_sync"] is None and out["pg_chunks"] >= 0
+    p = run(["index", "status"], env=env)
+    assert p.returncode == 69 and "Traceback" not in p.stderr
+    assert "not checked" in p.stdout and "differs" not in p.stdout
 
 
 def test_malformed_milvus_uri(db_env):

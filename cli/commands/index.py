@@ -54,11 +54,18 @@ def register(app: typer.Typer) -> None:
 
 
 def index_status(json_out: JsonOpt = False) -> None:
-    """Alias -> collection, profile, functions, Milvus rows vs PostgreSQL chunks, last rebuild."""
+    """Alias -> collection, profile, functions, Milvus rows vs PostgreSQL chunks, last rebuild.
+    Exits 69 (after printing what it knows) when Milvus cannot be asked."""
     from openkb.indexing.service import index_status as status
 
     with appliance() as ctx, unit_of_work(ctx) as s:
         out = status(ctx, s)
+    _print_status(out, json_out)
+    if out["milvus"] != "ok":
+        raise typer.Exit(69)
+
+
+def _print_status(out: dict[str, Any], json_out: bool) -> None:
     if json_out:
         emit_json(out)
         return
@@ -80,8 +87,15 @@ def index_status(json_out: JsonOpt = False) -> None:
             highlight=False,
         )
         console.print(f"  search      {out['search_mode']}", highlight=False)
-    sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index verify`[/]"
-    console.print(f"  rows        Milvus {out['milvus_rows']} / PostgreSQL chunks {out['pg_chunks']}  {sync}")
+    if out["in_sync"] is None:
+        rows, sync = "unknown", "[yellow]not checked: Milvus cannot be asked[/]"
+    elif out["collection"] is None:
+        rows = "none (no collection yet)"
+        sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index rebuild`[/]"
+    else:
+        rows = str(out["milvus_rows"])
+        sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index verify`[/]"
+    console.print(f"  rows        Milvus {rows} / PostgreSQL chunks {out['pg_chunks']}  {sync}", highlight=False)
     docs = out.get("documents") or {}
     console.print(
         "  documents   "

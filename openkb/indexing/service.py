@@ -856,7 +856,8 @@ def classify(exc: BaseException, what: str) -> OpenKBError:
 
 
 def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
-    """What ``openkb index status`` and ``GET /api/admin/milvus/status`` show."""
+    """What ``openkb index status`` and ``GET /api/admin/milvus/status`` show. ``in_sync``: Milvus
+    holds as many rows as PostgreSQL has chunks (None when Milvus cannot be asked)."""
     from openkb.indexing.profiles import describe
 
     client, alias = ctx.milvus, ctx.settings.milvus_active_alias
@@ -878,7 +879,15 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
             out["milvus_rows"] = mv.count_rows(client, target)
         except OpenKBError as exc:
             out["milvus_rows_error"] = exc.detail
-    out["in_sync"] = out["milvus_rows"] == out["pg_chunks"]
+    # None: not known (Milvus unreachable or its count failed), not "differs"; no collection yet
+    # (a fresh install: the appliance makes it when it starts, an index job when it first writes)
+    # is in sync while PostgreSQL has no chunk either
+    if out["milvus"] != "ok" or "milvus_rows_error" in out:
+        out["in_sync"] = None
+    elif target is None:
+        out["in_sync"] = out["pg_chunks"] == 0
+    else:
+        out["in_sync"] = out["milvus_rows"] == out["pg_chunks"]
     out["embedder"] = ctx.endpoints.embedder_url
     out["search_mode"] = (
         None

@@ -537,7 +537,7 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
           <dd>{String(s.search_mode ?? '—')}</dd>
           <dt>{t('chunksIndexed')}</dt>
           <dd>
-            {String(s.milvus_rows ?? '—')} / {String(s.pg_chunks)} {s.in_sync ? t('inSync') : t('outOfSync')}
+            {String(s.milvus_rows ?? '—')} / {String(s.pg_chunks)} {s.in_sync == null ? t('syncUnknown') : s.in_sync ? t('inSync') : t('outOfSync')}
           </dd>
           <dt>{t('documents')}</dt>
           <dd>{Object.entries(docs).map(([k, v]) => `${k}: ${v}`).join(', ') || '—'}</dd>
