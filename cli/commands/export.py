@@ -55,23 +55,28 @@ def export_cmd(
         raise ValidationError("--out must name a .zip file", field="--out")
     if out.is_dir():
         raise ValidationError(f"{out} is a folder; give a file name ending in .zip", field="--out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with appliance(components=("postgresql",)) as ctx:
-        with unit_of_work(ctx) as s:
-            tgt, principal = service.operator_target(s, target, as_user)
-            plan = service.plan_export(
-                s, principal, tgt, include_drafts=include_drafts, max_bytes=max_bytes, settings=ctx.settings
-            )
+    # the file first: an export that cannot be written is refused before it is planned (and
+    # audited), naming the path asked for, not the temporary file beside it
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".export-", suffix=".zip")
-        try:
-            with os.fdopen(fd, "wb") as f, unit_of_work(ctx) as s, _progress(json_out) as progress:
+    except OSError as exc:  # read-only, not ours, a pseudo file system
+        raise ValidationError(f"cannot write {out}: {exc.strerror or exc}", field="--out") from None
+    try:
+        with os.fdopen(fd, "wb") as f, appliance(components=("postgresql",)) as ctx:
+            with unit_of_work(ctx) as s:
+                tgt, principal = service.operator_target(s, target, as_user)
+                plan = service.plan_export(
+                    s, principal, tgt, include_drafts=include_drafts, max_bytes=max_bytes, settings=ctx.settings
+                )
+            with unit_of_work(ctx) as s, _progress(json_out) as progress:
                 for chunk in service.iter_export(s, plan, ctx.blobs, progress=progress):
                     f.write(chunk)
                     plan.written += len(chunk)
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     summary = plan.summary() | {"path": str(out), "zip_bytes": plan.written}
     if json_out:
         emit_json(summary)

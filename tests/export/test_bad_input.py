@@ -13,12 +13,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from openkb.config import Settings
 from openkb.errors import ExportFormatUnsupported, ExportTooLarge, ValidationError
 from openkb.exporting.service import Target
-from openkb.models import Document, DocumentAsset
+from openkb.models import AuditLog, Document, DocumentAsset
 from tests.export.conftest import Node, kb_target, members, png
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,3 +179,21 @@ def test_cli_export_then_import(world, source, env, tmp_path):
     newer.write_bytes(rezip(data, {"openkb-export.json": json.dumps(m).encode()}))
     p = cli(["import", str(newer), "--kb", str(world.new_kb().id)], env)
     assert p.returncode == 65 and "format version 7" in p.stderr, p.stderr
+
+
+def test_cli_export_to_a_place_it_cannot_write(world, source, env, tmp_path):
+    """One line naming the path asked for (it named the temporary file beside it), and nothing
+    planned: no export is audited that was never written."""
+    kb, _ids, _data = source
+    with Session(world.engine) as s:
+        before = s.exec(select(func.count()).select_from(AuditLog).where(AuditLog.action == "content.exported")).one()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for out in (blocker / "kb.zip", Path("/proc/openkb-test/kb.zip")):  # under a file; a pseudo file system
+        p = cli(["export", str(kb.id), "--out", str(out)], env)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert p.stderr.strip().startswith(f"error: cannot write {out}: ") and len(p.stderr.strip().splitlines()) == 1
+        assert ".export-" not in p.stderr
+    with Session(world.engine) as s:
+        after = s.exec(select(func.count()).select_from(AuditLog).where(AuditLog.action == "content.exported")).one()
+    assert after == before
