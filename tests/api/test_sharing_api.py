@@ -172,6 +172,8 @@ def test_share_link_password_and_kb_link(w):
         assert page["id"] in {i["id"] for i in r.json()["tree"]}
     r = w.anon.get(f"/api/share/{link['token']}/documents/{page['id']}", headers={"X-Share-Access": access})
     assert r.status_code == 200 and r.json()["markdown"] == "# p\n"
-    other = o.post(f"/api/objects/knowledge_base/{w.kb['id']}/share-links", json={"password": "x"}).json()
+    r = o.post(f"/api/objects/knowledge_base/{w.kb['id']}/share-links", json={"password": "abc"})
+    assert r.status_code == 422 and r.json()["field"] == "password"  # three characters fall to guessing
+    other = o.post(f"/api/objects/knowledge_base/{w.kb['id']}/share-links", json={"password": "four"}).json()
     r = w.anon.get(f"/api/share/{other['token']}", headers={"X-Share-Access": access})
     assert r.status_code == 401  # an access token opens only its own link

@@ -402,7 +402,7 @@ export function ShareDialog(props: {
               .catch(setError)
           }}
         >
-          <Field label={t('linkPassword')} name="link-password" type="password" value={password} onInput={setPassword} autoComplete="new-password" />
+          <Field label={t('linkPassword')} name="link-password" type="password" value={password} onInput={setPassword} autoComplete="new-password" minLength={4} />
           <Field label={t('linkExpires')} name="link-expires" type="datetime-local" value={expires} onInput={setExpires} />
           <div class="field check">
             <input id="link-members" type="checkbox" checked={membersOnly} onChange={(e) => setMembersOnly((e.target as HTMLInputElement).checked)} />
