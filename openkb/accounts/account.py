@@ -115,7 +115,7 @@ def change_password(
             lambda s: ratelimit.hit(s, key, PASSWORD_CHANGE_FAILURES_PER_HOUR, 3600),
             ValidationError("the current password is wrong", field="current_password"),
         )
-    check_password(new_password)
+    check_password(new_password, user.email, user.display_name)
     user.password_hash = hash_password(new_password)
     user.updated_at = utcnow()
     session.add(user)

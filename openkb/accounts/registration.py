@@ -192,7 +192,7 @@ def register(
     from openkb.bootstrap import default_tenant
 
     email_n = normalize_email(email)
-    check_password(password)
+    check_password(password, email_n, display_name)
     invitation = _lookup_invitation(session, invitation_token, email_n) if invitation_token else None
     tenant = session.get(Tenant, invitation.tenant_id) if invitation else default_tenant(session)
     assert tenant is not None

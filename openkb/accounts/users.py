@@ -38,11 +38,37 @@ def normalize_email(email: str) -> str:
     return e
 
 
-def check_password(password: str) -> None:
+def check_password(password: str, *context: str | None) -> None:
+    """Length, then guessability: a password among the most common ones (``password1``,
+    ``12345678``, a keyboard row) or made of the account's own email or name is refused, as
+    NIST SP 800-63B asks of a blocklist. zxcvbn's score 0 (fewer than ~1,000 guesses); its
+    dictionaries ship with the package (nothing is fetched). ``context``: the account's email
+    and display name. Scored on the first 72 characters (zxcvbn's limit; a longer password is
+    not short of guesses unless its start is)."""
     if password is None or len(password) < MIN_PASSWORD:
         raise ValidationError(f"password must be at least {MIN_PASSWORD} characters", field="password")
     if len(password) > 1024:
         raise ValidationError("password is too long (1024 characters at most)", field="password")
+    from zxcvbn import zxcvbn  # its dictionaries load on first use (~0.2 s), not at every import
+
+    words = {w.lower() for c in (*context, "openkb") if c for w in (c, *re.split(r"[@._\s-]+", c)) if len(w) >= 3}
+    verdict = zxcvbn(password[:72], user_inputs=sorted(words))
+    why = verdict["feedback"].get("warning") or "It is too easy to guess."
+    if verdict["score"] > 0 and words:
+        # zxcvbn counts "janedoe2024" as two words and a year; with the account's own words taken
+        # out, what is left must stand on its own (~100,000 guesses: "2024" or "x7qp" do not)
+        low = rest = password.lower()
+        for w in sorted(words, key=len, reverse=True):
+            rest = rest.replace(w, "")
+        # (the spaces that joined them add nothing)
+        if rest != low and (not (rest := "".join(rest.split())) or zxcvbn(rest[:72])["guesses_log10"] < 5):
+            verdict, why = {"score": 0}, "It is mostly the account's own email address or name."
+    if verdict["score"] == 0:
+        raise ValidationError(
+            f"password is too easy to guess: {why.rstrip('.')}. A few unrelated words make a strong one",
+            field="password",
+            reason="too_guessable",
+        )
 
 
 def get_tenant(session: Session, slug_or_id: str) -> Tenant:
@@ -137,7 +163,7 @@ def create_user(
     if status not in USER_STATUSES:
         raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
     if password is not None:
-        check_password(password)
+        check_password(password, email, display_name)
     if session.exec(select(User).where(User.email == email)).first() is not None:
         raise AlreadyExists(f"a user with email {email} already exists")
     name = (display_name or email.split("@")[0]).strip()

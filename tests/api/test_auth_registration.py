@@ -227,6 +227,10 @@ def test_instance_default_applies_without_override(http, committed):
         ({"email": "not-an-email", "password": PASSWORD}, "email"),
         ({"email": "a" * 330 + "@example.com", "password": PASSWORD}, "email"),
         ({"email": "x@example.com", "password": "p" * 1025}, "password"),
+        ({"email": "x@example.com", "password": "password1"}, "password"),  # among the most common
+        ({"email": "x@example.com", "password": "qwertyuiop"}, "password"),  # a keyboard row
+        ({"email": "jane.doe@example.com", "password": "janedoe2024"}, "password"),  # the address itself
+        ({"email": "x@example.com", "password": "a" * 100}, "password"),  # one character repeated
         ({"email": "x@example.com", "password": PASSWORD, "display_name": "n" * 1001}, "display_name"),
         ({"email": "x@example.com", "password": PASSWORD, "display_name": ""}, "display_name"),
         ({"password": PASSWORD}, "email"),

@@ -299,6 +299,10 @@ def test_password_reset_flow(live_server, http, committed, test_home):
 
     r = http.post("/api/auth/password-reset/confirm", json={"token": token, "password": "short"})
     assert r.status_code == 422 and r.json()["error"] == "VALIDATION_ERROR"
+    # the account's own address as its password: refused, and the link still works after it
+    own = a.email.split("@")[0] + "!"
+    r = http.post("/api/auth/password-reset/confirm", json={"token": token, "password": own})
+    assert r.status_code == 422 and r.json()["reason"] == "too_guessable", (own, r.text)
     new_pw = "a brand new password"
     r = http.post("/api/auth/password-reset/confirm", json={"token": token, "password": new_pw})
     assert r.status_code == 200, r.text
