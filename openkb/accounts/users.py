@@ -65,7 +65,7 @@ def check_password(password: str, *context: str | None) -> None:
             verdict, why = {"score": 0}, "It is mostly the account's own email address or name."
     if verdict["score"] == 0:
         raise ValidationError(
-            f"password is too easy to guess: {why.rstrip('.')}. A few unrelated words make a strong one",
+            f"password is too easy to guess ({why[0].lower()}{why[1:].rstrip('.')}); a few unrelated words make a strong one",
             field="password",
             reason="too_guessable",
         )
