@@ -169,6 +169,26 @@ def test_register_verify_create_and_autosave(contexts, live_server, committed, t
     expect(workspaces.get_by_role("listitem").filter(has_text="Browser team")).to_contain_text("Owner")  # not "owner"
 
 
+def test_sign_up_says_what_a_password_needs_and_why_one_is_refused(contexts, committed):
+    """The rule is under the field (and read out with it); a common password is refused with the
+    reason, before any account exists."""
+    email = unique_email("weak")
+    with auth_settings_override(committed, email_verification_required=True, default_signup_status="active"):
+        page = contexts.page()
+        page.goto("/register")
+        field = page.get_by_label("Password")
+        expect(field).to_have_accessible_description(re.compile(r"^At least 8 characters\. Common passwords"))
+        page.get_by_label("Email").fill(email)
+        field.fill("password1")
+        page.get_by_role("button", name="Create account").click()
+        expect(page.get_by_role("alert")).to_contain_text(
+            "password is too easy to guess (this is a very common password)"
+        )
+        field.fill(PASSWORD)
+        page.get_by_role("button", name="Create account").click()
+        expect(page.get_by_role("status")).to_contain_text("Check your mailbox")
+
+
 def test_language_follows_the_browser_and_can_be_switched(contexts):
     page = contexts.page(locale="zh-CN")
     page.goto("/login")

@@ -25,6 +25,8 @@ export function Field(props: {
   required?: boolean
   autoComplete?: string
   minLength?: number
+  /** A line under the field saying what it accepts (read out with it: aria-describedby). */
+  hint?: string
 }) {
   const id = `f-${props.name}`
   // Preact's input typings narrow by `type`; a variable type needs one cast
@@ -36,12 +38,18 @@ export function Field(props: {
     required: props.required,
     minLength: props.minLength,
     autoComplete: props.autoComplete,
+    'aria-describedby': props.hint ? `${id}-hint` : undefined,
     onInput: (e: Event) => props.onInput((e.target as HTMLInputElement).value),
   } as unknown as JSX.IntrinsicElements['input']
   return (
     <div class="field">
       <label for={id}>{props.label}</label>
       <input {...inputAttrs} />
+      {props.hint ? (
+        <p id={`${id}-hint`} class="muted small field-hint">
+          {props.hint}
+        </p>
+      ) : null}
     </div>
   )
 }

@@ -87,7 +87,7 @@ function PasswordSection() {
         }}
       >
         <Field label={t('currentPassword')} name="current-password" type="password" value={current} onInput={setCurrent} autoComplete="current-password" required />
-        <Field label={t('newPassword')} name="new-password" type="password" value={next} onInput={setNext} autoComplete="new-password" minLength={8} required />
+        <Field label={t('newPassword')} name="new-password" type="password" value={next} onInput={setNext} autoComplete="new-password" minLength={8} required hint={t('passwordHint')} />
         <ErrorNote error={error} />
         <button type="submit" class="primary">
           {t('changePassword')}

@@ -84,7 +84,7 @@ export function RegisterPage({ route }: { route: Route }) {
       >
         <Field label={t('displayName')} name="display_name" value={name} onInput={setName} autoComplete="name" />
         <Field label={t('email')} name="email" type="email" value={email} onInput={setEmail} required autoComplete="email" />
-        <Field label={t('password')} name="password" type="password" value={password} onInput={setPassword} required minLength={8} autoComplete="new-password" />
+        <Field label={t('password')} name="password" type="password" value={password} onInput={setPassword} required minLength={8} autoComplete="new-password" hint={t('passwordHint')} />
         <ErrorNote error={error} />
         <button type="submit" class="primary">
           {t('register')}
@@ -172,7 +172,7 @@ export function ResetPasswordPage({ route }: { route: Route }) {
         }}
       >
         {token ? (
-          <Field label={t('newPassword')} name="password" type="password" value={password} onInput={setPassword} required minLength={8} autoComplete="new-password" />
+          <Field label={t('newPassword')} name="password" type="password" value={password} onInput={setPassword} required minLength={8} autoComplete="new-password" hint={t('passwordHint')} />
         ) : (
           <Field label={t('email')} name="email" type="email" value={email} onInput={setEmail} required autoComplete="email" />
         )}
