@@ -77,6 +77,18 @@ def test_big5_names_from_windows_in_traditional_chinese_are_read_as_big5():
     assert names(data) == {"專案", "專案/會議紀錄（第一次）.md", "專案/使用者手冊.md", "週報‧草稿.md"}
 
 
+@pytest.mark.parametrize(
+    "name", ["プロジェクト.md", "仕様書.md", "お客様.md", "テスト.md", "年度計画.md", "セキュリティ.md", "東京.md"]
+)
+def test_a_japanese_name_alone_is_read_as_shift_jis(name):
+    """Katakana and many kanji have an ASCII letter for a second byte (``プロジェクト`` is
+    ``âvâìâWâFâNâg`` in code page 437), which looked like a Western name's accented letters: such
+    a name alone was imported in code page 437. Three or more two-byte characters in a row are
+    a word of their own (no Western name alternates accented letters with single letters three
+    times over)."""
+    assert names(legacy_zip({name.encode("cp932"): b"# a\n"})) == {name}
+
+
 @pytest.mark.parametrize("name", ["臺灣.md", "台灣.md", "臺北.md", "資料.md"])
 def test_a_short_big5_name_alone_is_read_as_big5(name):
     """One short name is little evidence: ``臺灣`` (BB 4F C6 57) has a letter for every trail
@@ -119,6 +131,10 @@ def test_shift_jis_names_from_windows_in_japanese_are_read_as_shift_jis():
         "Größe.md",
         "Grüße aus Zürich.md",
         "Müller Größe.md",
+        "théâtre.md",
+        "créée.md",
+        "éléphant.md",
+        "Ñoño Sénégal.md",
     ],
 )
 def test_a_western_windows_zip_stays_code_page_437(name):
