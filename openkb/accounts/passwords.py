@@ -60,10 +60,9 @@ def confirm_reset(
 ) -> User:
     from openkb.security import hash_password
 
-    check_password(password)
     et = email_tokens.consume(session, token, "password_reset")
     user = session.exec(select(User).where(User.id == et.user_id).with_for_update()).one()
-    # now that the account is known: not its own email or name (a refusal rolls the token back)
+    # once the account is known (not its own email or name); a refusal rolls the token back
     check_password(password, user.email, user.display_name)
     user.password_hash = hash_password(password)
     user.updated_at = utcnow()

@@ -92,7 +92,7 @@ def create_share_link(
     ref = content_ref(obj)
     if expires_at is not None and (expires_at.tzinfo is None or expires_at <= _now()):
         raise ValidationError("expires_at must be a future, timezone-aware time")
-    if password is not None and password != "" and len(password) < MIN_LINK_PASSWORD:
+    if password and len(password) < MIN_LINK_PASSWORD:
         # guesses are limited (50 per link per hour), which only protects a password with room
         # in it: one character falls in two hours, four in decades (docs/permissions.md#share-links)
         raise ValidationError(

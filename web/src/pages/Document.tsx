@@ -137,11 +137,6 @@ function loadEditor(): Promise<EditorModule> {
 }
 
 /**
- * The original of an index-only document (`metadata.indexOnly` and `metadata.sourceUri`, set by
- * OpenKB when an app sends `text` + `sourceUri`), or null for an ordinary page. `href` only for
- * an http(s) URL: anything else is shown as text, never made a link (no `javascript:`).
- */
-/**
  * The title while editing: one line of text that wraps and grows with what it holds, so a long
  * title stays readable instead of scrolling out of a one-line box. A title is one line
  * (docs/api.md#body-limits): Enter goes on into the body, and pasted line breaks become spaces.
@@ -177,6 +172,11 @@ function TitleInput(props: { value: string; onChange: (v: string) => void; onEnt
   )
 }
 
+/**
+ * The original of an index-only document (`metadata.indexOnly` and `metadata.sourceUri`, set by
+ * OpenKB when an app sends `text` + `sourceUri`), or null for an ordinary page. `href` only for
+ * an http(s) URL: anything else is shown as text, never made a link (no `javascript:`).
+ */
 export function indexOnlySource(doc: S['DocumentOut']): { text: string; href: string | null } | null {
   const meta = doc.metadata as Record<string, unknown> | undefined
   if (meta?.indexOnly !== true || typeof meta.sourceUri !== 'string') return null
