@@ -8,6 +8,7 @@ embedded database and an external PostgreSQL 15/16; ``OPENKB_PG_BIN`` (a directo
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -22,12 +23,11 @@ def _candidates(name: str) -> list[str]:
     env_dir = os.environ.get("OPENKB_PG_BIN")
     if env_dir:
         out.append(str(Path(env_dir) / name))
-    try:
-        import pgserver
-
-        out.append(str(Path(pgserver.__file__).parent / "pginstall" / "bin" / name))
-    except ImportError:  # pragma: no cover - pgserver is a dependency
-        pass
+    # Found, not imported: importing pgserver runs platformdirs, which warns on stderr wherever
+    # XDG_RUNTIME_DIR is unset (cron, sudo, containers), and a backup's output must stay its own.
+    spec = importlib.util.find_spec("pgserver")
+    if spec is not None and spec.submodule_search_locations:
+        out.append(str(Path(spec.submodule_search_locations[0]) / "pginstall" / "bin" / name))
     found = shutil.which(name)
     if found:
         out.append(found)
