@@ -245,7 +245,12 @@ export const api = {
   updateDocument: (id: string, body: S['DocumentUpdate']) => request<S['DocumentOut']>('PUT', `/api/documents/${enc(id)}`, body),
   deleteDocument: (id: string) => request<void>('DELETE', `/api/documents/${enc(id)}`),
   saveVersion: (id: string, body: S['VersionIn']) => request<S['SaveOut']>('POST', `/api/documents/${enc(id)}/versions`, body),
-  versions: (id: string) => request<S['VersionList']>('GET', `/api/documents/${enc(id)}/versions`),
+  /** Newest first; `before_no` pages on to older versions, `limit` (1-500) caps a page. */
+  versions: (id: string, page: { before_no?: number; limit?: number } = {}) =>
+    request<S['VersionList']>(
+      'GET',
+      `/api/documents/${enc(id)}/versions?${qs({ before_no: page.before_no?.toString(), limit: page.limit?.toString() })}`,
+    ),
   version: (id: string, versionId: string) =>
     request<S['VersionDetail']>('GET', `/api/documents/${enc(id)}/versions/${enc(versionId)}`),
   restoreVersion: (id: string, versionId: string) =>

@@ -1,23 +1,70 @@
 /** Dialogs of the document page: version history, share links and collaborators (docs/permissions.md). */
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { api, type Candidate, type ObjectType, type S } from '../api/client'
 import { t, type MessageKey } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
+import { Changes } from './Changes'
 import { CopyButton, Dialog, ErrorNote, Field, Loading } from './ui'
 
+/** Versions a page of the history loads at a time (the API's default page). */
+const HISTORY_PAGE = 50
+
+type Compare = 'previous' | 'current' | 'text'
+
+/**
+ * The page's versions, newest first, a page at a time (autosave makes many), and one of them shown
+ * as what changed from the version before it, what changed since it (up to the current version),
+ * or its full text (docs/web.md#version-history).
+ */
 export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolean; onClose: () => void; onRestored: () => void }) {
   const versions = useQuery(`versions:${props.doc.id}:${props.doc.current_version_id}`, () => api.versions(props.doc.id))
+  const [older, setOlder] = useState<S['VersionSummary'][]>([])
+  const [lastPage, setLastPage] = useState<number | null>(null) // size of the last page of older ones
   const [shown, setShown] = useState<S['VersionDetail'] | null>(null)
+  const [compare, setCompare] = useState<Compare>('text')
+  const [other, setOther] = useState<{ key: string; version: S['VersionDetail'] | null } | null>(null)
   const [error, setError] = useState<unknown>(null)
+  const items = [...(versions.data?.items ?? []), ...older]
+  const more = (lastPage ?? versions.data?.items.length ?? 0) === HISTORY_PAGE
+
+  const otherKey = shown && compare !== 'text' ? `${shown.id}:${compare}` : null
+  useEffect(() => {
+    if (!shown || otherKey === null || other?.key === otherKey) return
+    let live = true
+    const load =
+      compare === 'current'
+        ? api.version(props.doc.id, props.doc.current_version_id!)
+        : api
+            .versions(props.doc.id, { before_no: shown.version_no, limit: 1 })
+            .then((page) => (page.items[0] ? api.version(props.doc.id, page.items[0].id) : null))
+    load.then((version) => live && setOther({ key: otherKey, version })).catch((e) => live && setError(e))
+    return () => {
+      live = false
+    }
+  }, [otherKey])
+
+  function view(id: string) {
+    setError(null)
+    api
+      .version(props.doc.id, id)
+      .then((v) => {
+        setOther(null)
+        setShown(v)
+        setCompare(v.version_no > 1 ? 'previous' : 'text')
+      })
+      .catch(setError)
+  }
+
+  const loaded = other && other.key === otherKey ? other.version : undefined
   return (
     <Dialog title={t('history')} onClose={props.onClose} wide>
       {versions.loading ? <Loading /> : null}
       <ErrorNote error={versions.error ?? error} />
-      {versions.data && versions.data.items.length === 0 ? <p>{t('historyEmpty')}</p> : null}
+      {versions.data && items.length === 0 ? <p>{t('historyEmpty')}</p> : null}
       <div class="history">
         <ul class="list">
-          {versions.data?.items.map((v) => (
-            <li key={v.id}>
+          {items.map((v) => (
+            <li key={v.id} aria-current={shown?.id === v.id ? 'true' : undefined}>
               <span>{t('versionLabel', { no: v.version_no })}</span>
               {v.id === props.doc.current_version_id ? <strong> · {t('versionCurrent')}</strong> : null}{' '}
               <span class="muted">
@@ -30,7 +77,7 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
                   .filter(Boolean)
                   .join(' · ')}
               </span>{' '}
-              <button type="button" onClick={() => api.version(props.doc.id, v.id).then(setShown).catch(setError)}>
+              <button type="button" onClick={() => view(v.id)}>
                 {t('view')}
               </button>
               {props.canRestore && v.id !== props.doc.current_version_id ? (
@@ -52,10 +99,59 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
             </li>
           ))}
         </ul>
+        {more && items.length ? (
+          <button
+            type="button"
+            onClick={() =>
+              api
+                .versions(props.doc.id, { before_no: items[items.length - 1].version_no, limit: HISTORY_PAGE })
+                .then((page) => {
+                  setOlder((o) => [...o, ...page.items])
+                  setLastPage(page.items.length)
+                })
+                .catch(setError)
+            }
+          >
+            {t('historyOlder')}
+          </button>
+        ) : null}
         {shown ? (
           <section aria-label={t('versionLabel', { no: shown.version_no })}>
             <h3>{shown.title}</h3>
-            <pre>{shown.markdown}</pre>
+            <div class="modes" role="group" aria-label={t('changesShow')}>
+              {shown.version_no > 1 ? (
+                <button type="button" aria-pressed={compare === 'previous'} onClick={() => setCompare('previous')}>
+                  {t('changesFromPrevious')}
+                </button>
+              ) : null}
+              {shown.id !== props.doc.current_version_id ? (
+                <button type="button" aria-pressed={compare === 'current'} onClick={() => setCompare('current')}>
+                  {t('changesSince')}
+                </button>
+              ) : null}
+              <button type="button" aria-pressed={compare === 'text'} onClick={() => setCompare('text')}>
+                {t('changesFullText')}
+              </button>
+            </div>
+            {compare === 'text' ? (
+              <pre>{shown.markdown}</pre>
+            ) : loaded === undefined ? (
+              <Loading />
+            ) : loaded === null ? (
+              <p class="muted">{t('changesNoPrevious')}</p>
+            ) : compare === 'previous' ? (
+              <Changes
+                label={t('changesFromVersion', { from: loaded.version_no, to: shown.version_no })}
+                before={{ title: loaded.title, markdown: loaded.markdown ?? '' }}
+                after={{ title: shown.title, markdown: shown.markdown ?? '' }}
+              />
+            ) : (
+              <Changes
+                label={t('changesFromVersion', { from: shown.version_no, to: loaded.version_no })}
+                before={{ title: shown.title, markdown: shown.markdown ?? '' }}
+                after={{ title: loaded.title, markdown: loaded.markdown ?? '' }}
+              />
+            )}
           </section>
         ) : null}
       </div>

@@ -17,6 +17,7 @@ import { api, ApiError, sha256Hex, type S } from '../api/client'
 import { exportLabel, exportZip } from '../components/ExportDownload'
 import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../components/MarkdownView'
 import { Outline } from '../components/Outline'
+import { Changes } from '../components/Changes'
 import { HistoryDialog, ShareDialog } from '../components/panels'
 import { Tree } from '../components/Tree'
 import { Dialog, ErrorNote, ErrorPage, Loading, TopBar, TreeToggle } from '../components/ui'
@@ -633,6 +634,14 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
               <pre aria-labelledby="theirs-h">{conflict.markdown ?? ''}</pre>
             </div>
           </div>
+          <details class="conflict-changes">
+            <summary>{t('conflictDiff')}</summary>
+            <Changes
+              label={t('conflictDiff')}
+              before={{ title: conflict.title, markdown: conflict.markdown ?? '' }}
+              after={{ title: latest.current.title, markdown: latest.current.markdown }}
+            />
+          </details>
           <div class="actions">
             <button
               type="button"

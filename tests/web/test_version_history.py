@@ -1,0 +1,118 @@
+"""Version history in the web app (docs/web.md#version-history): a version shows what changed
+from the one before it (the changed words marked inside a changed line, unchanged stretches
+folded), what changed since it up to the current version, or its full text; older versions load a
+page at a time; the conflict dialog shows what differs between their text and yours."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.web.test_browser import api, autosaved, editor, new_page, owner, sign_in, type_at_end  # noqa: F401 - owner is a fixture
+
+pytestmark = pytest.mark.slow
+
+
+def _save(c, doc_id: str, markdown: str, title: str | None = None) -> None:
+    base = c.get(f"/api/documents/{doc_id}").json()["current_version_id"]
+    body = {"base_version_id": base, "markdown": markdown, "markdown_hash": hashlib.sha256(markdown.encode()).hexdigest()}
+    if title is not None:
+        body["title"] = title
+    r = c.post(f"/api/documents/{doc_id}/versions", json=body)
+    assert r.status_code == 201, r.text
+
+
+def _history(page):
+    page.get_by_role("button", name="More").click()
+    page.get_by_role("menuitem", name="Version history").click()
+    return page.get_by_role("dialog", name="Version history")
+
+
+def test_a_version_shows_what_changed_word_by_word(contexts, live_server, owner):  # noqa: F811
+    filler = "".join(f"Unchanged line {n}.\n\n" for n in range(1, 13))
+    first = f"# Plan\n\nWe ship the release on Monday after the review.\n\n{filler}Last words.\n"
+    second = first.replace("on Monday", "on Thursday")
+    third = second.replace("Last words.\n", "Last words.\n\n新的一段 added at the end.\n")
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Release plan", first)
+        _save(c, doc["id"], second)
+        _save(c, doc["id"], third, title="Release plan v2")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    expect(editor(page)).to_contain_text("新的一段")
+    dialog = _history(page)
+    dialog.get_by_role("listitem").filter(has_text="Version 2").get_by_role("button", name="View").click()
+
+    shown = dialog.get_by_role("region", name="Version 2")
+    # from the version before: the paragraph is one line, and only its changed word is marked
+    changes = shown.get_by_role("region", name="Changes from version 1 to version 2")
+    expect(changes).to_contain_text("1 line added, 1 removed")
+    expect(changes.locator("tr.del mark")).to_have_text(["Monday"])
+    expect(changes.locator("tr.add mark")).to_have_text(["Thursday"])
+    expect(changes.locator("tr.del td.line")).to_have_text(["removed: We ship the release on Monday after the review."])
+    # three unchanged lines kept on each side, the rest folded into one row
+    expect(changes.locator("tr.skip")).to_have_text(["23 unchanged lines"])
+    expect(changes.locator("tr.same")).to_have_count(5)  # two above (the first lines), three below
+    expect(shown.get_by_role("button", name="Changes from the version before")).to_have_attribute("aria-pressed", "true")
+
+    # since this version, up to the current one: the title change and the added paragraph
+    shown.get_by_role("button", name="Changes since, up to the current version").click()
+    since = shown.get_by_role("region", name="Changes from version 2 to version 3")
+    expect(since.locator(".title-change")).to_have_text("Title: Release plan → Release plan v2")
+    expect(since).to_contain_text("2 lines added, 0 removed")
+    expect(since.locator("tr.add td.line")).to_have_text(["added:", "added: 新的一段 added at the end."])
+
+    shown.get_by_role("button", name="Full text").click()
+    expect(shown.locator("pre")).to_contain_text("on Thursday after the review")
+    expect(shown.locator("table")).to_have_count(0)
+
+    # the first version has no version before it: its full text, and no such choice
+    dialog.get_by_role("listitem").filter(has_text="Version 1").get_by_role("button", name="View").click()
+    first_shown = dialog.get_by_role("region", name="Version 1")
+    expect(first_shown.locator("pre")).to_contain_text("on Monday")
+    expect(first_shown.get_by_role("button", name="Changes from the version before")).to_have_count(0)
+
+
+def test_older_versions_load_a_page_at_a_time(contexts, live_server, owner):  # noqa: F811
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Busy page", "edit 1\n")
+        for n in range(2, 56):
+            _save(c, doc["id"], f"edit {n}\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    expect(editor(page)).to_contain_text("edit 55")
+    dialog = _history(page)
+    items = dialog.get_by_role("listitem")
+    expect(items).to_have_count(50)
+    expect(items.last).to_contain_text("Version 6")
+    dialog.get_by_role("button", name="Show older versions").click()
+    expect(items).to_have_count(55)
+    expect(items.last).to_contain_text("Version 1")
+    expect(dialog.get_by_role("button", name="Show older versions")).to_have_count(0)
+    # an older version loaded this way compares with the one before it like any other
+    items.filter(has_text=re.compile(r"^Version 3(?!\d)")).get_by_role("button", name="View").click()
+    changes = dialog.get_by_role("region", name="Changes from version 2 to version 3")
+    expect(changes.locator("tr.del td.line")).to_have_text(["removed: edit 2"])
+    expect(changes.locator("tr.add td.line")).to_have_text(["added: edit 3"])
+
+
+def test_the_conflict_dialog_shows_what_differs(contexts, live_server, owner):  # noqa: F811
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Contested", "Start\n")
+    url = f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}"
+    mine = contexts.page()
+    sign_in(mine, owner["email"], next_path=url)
+    editor(mine)
+    theirs = contexts.page()
+    sign_in(theirs, owner["email"], next_path=url)
+    autosaved(theirs, type_at_end(theirs, " theirs"))
+
+    type_at_end(mine, " mine")
+    dialog = mine.get_by_role("dialog", name="Someone else saved this document")
+    dialog.get_by_text("What differs: their text to yours").click()
+    differs = dialog.get_by_role("region", name="What differs: their text to yours")
+    expect(differs.locator("tr.del mark")).to_have_text(["theirs"])
+    expect(differs.locator("tr.add mark")).to_have_text(["mine"])
