@@ -99,6 +99,21 @@ def test_older_versions_load_a_page_at_a_time(contexts, live_server, owner):  # 
     expect(changes.locator("tr.add td.line")).to_have_text(["added: edit 3"])
 
 
+def test_too_many_changes_show_the_full_text(contexts, live_server, owner):  # noqa: F811
+    """Past 5,000 changed lines the comparison gives up at once and says so (docs/web.md#version-history)."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Rewritten", "".join(f"old line {n}\n\n" for n in range(3000)))
+        _save(c, doc["id"], "".join(f"new line {n}\n\n" for n in range(3000)))
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    expect(editor(page)).to_contain_text("new line 0")
+    dialog = _history(page)
+    dialog.get_by_role("listitem").filter(has_text="Version 2").get_by_role("button", name="View").click()
+    changes = dialog.get_by_role("region", name="Changes from version 1 to version 2")
+    expect(changes).to_contain_text("Too many changes to show line by line; the full text follows.")
+    expect(changes.locator("pre")).to_contain_text("new line 2999")
+    expect(changes.locator("table")).to_have_count(0)
+
 def test_the_conflict_dialog_shows_what_differs(contexts, live_server, owner):  # noqa: F811
     with api(live_server, owner) as c:
         doc = new_page(c, owner["kb"]["id"], "Contested", "Start\n")

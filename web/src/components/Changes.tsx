@@ -6,15 +6,18 @@
  * paragraph removed and added again; the marked words are what the reader looks for. Why the
  * bounds: the editor saves after every pause, so a history holds many versions, and comparing two
  * of them must stay instant in the browser: the line diff gives up past MAX_EDITS changed lines
- * (the dialog then says so and shows the full text), and word marks are left out of long lines.
+ * or MAX_MS of work (the dialog then says so and shows the full text), and word marks are left out of long lines.
  */
 import { diffLines, diffWordsWithSpace } from 'diff'
+import { useMemo } from 'preact/hooks'
 import { t } from '../lib/i18n'
 
 /** Unchanged lines kept around each change; longer unchanged runs fold into one "n unchanged lines" row. */
 const CONTEXT = 3
 /** Past this many changed lines the comparison is not worth reading line by line (and costs time). */
 const MAX_EDITS = 5000
+/** Nor past this much work (ms) on the browser's main thread: 2,000 changes in 20,000 lines take 2 s. */
+const MAX_MS = 1000
 /** Word marks only in lines up to this length (the word diff is quadratic in the worst case). */
 const MAX_WORD_LINE = 4000
 
@@ -50,7 +53,7 @@ function markWords(before: string, after: string): [Part[], Part[]] {
  * around them, and folds; `null` when there are too many changes to show line by line.
  */
 export function lineChanges(before: string, after: string): LineChanges | null {
-  const changes = diffLines(before, after, { maxEditLength: MAX_EDITS })
+  const changes = diffLines(before, after, { maxEditLength: MAX_EDITS, timeout: MAX_MS })
   if (changes === undefined) return null
   const all: Extract<Row, { parts: Part[] }>[] = []
   let oldNo = 0
@@ -109,7 +112,7 @@ const SIGN = { same: ' ', add: '+', del: '−' } as const
  * changed line says whether it was added or removed, and the summary counts them.
  */
 export function Changes(props: { label: string; before: { title: string; markdown: string }; after: { title: string; markdown: string } }) {
-  const result = lineChanges(props.before.markdown, props.after.markdown)
+  const result = useMemo(() => lineChanges(props.before.markdown, props.after.markdown), [props.before.markdown, props.after.markdown])
   const titleChanged = props.before.title !== props.after.title
   return (
     <section class="changes" aria-label={props.label}>
