@@ -11,31 +11,82 @@ const HISTORY_PAGE = 50
 
 type Compare = 'previous' | 'current' | 'text'
 
+/** Saves by one person less than this apart are one sitting (one row of the history). */
+const SITTING_GAP_MS = 10 * 60 * 1000
+
+/**
+ * The versions (newest first) cut into sittings: consecutive saves by the same person, the same
+ * way (typed, imported, through the API), each less than SITTING_GAP_MS after the one before.
+ * Why: the editor saves after every pause, so an hour of typing is dozens of versions; a sitting
+ * is what a reader of the history means by "a version".
+ */
+export function sittings(items: S['VersionSummary'][]): S['VersionSummary'][][] {
+  const out: S['VersionSummary'][][] = []
+  for (const v of items) {
+    const group = out[out.length - 1]
+    const newer = group?.[group.length - 1]
+    if (
+      newer &&
+      newer.created_by === v.created_by &&
+      newer.source_type === v.source_type &&
+      Date.parse(newer.created_at) - Date.parse(v.created_at) < SITTING_GAP_MS
+    )
+      group.push(v)
+    else out.push([v])
+  }
+  return out
+}
+
+function when(v: S['VersionSummary']): string {
+  return new Date(v.created_at).toLocaleString()
+}
+
+/** "12/4/2026, 10:02:11 AM – 10:14:40 AM": the day once when the sitting is within one day. */
+function span(oldest: S['VersionSummary'], newest: S['VersionSummary']): string {
+  const a = new Date(oldest.created_at)
+  const b = new Date(newest.created_at)
+  return `${a.toLocaleString()} – ${a.toDateString() === b.toDateString() ? b.toLocaleTimeString() : b.toLocaleString()}`
+}
+
 /**
  * The page's versions, newest first, a page at a time (autosave makes many), and one of them shown
  * as what changed from the version before it, what changed since it (up to the current version),
  * or its full text (docs/web.md#version-history).
  */
-export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolean; onClose: () => void; onRestored: () => void }) {
-  const versions = useQuery(`versions:${props.doc.id}:${props.doc.current_version_id}`, () => api.versions(props.doc.id))
+export function HistoryDialog(props: {
+  doc: S['DocumentOut']
+  /** The version the editor last saved or loaded (`doc` is the page as it was opened). */
+  currentVersionId: string | null
+  canRestore: boolean
+  onClose: () => void
+  onRestored: () => void
+}) {
+  const versions = useQuery(`versions:${props.doc.id}:${props.currentVersionId}`, () => api.versions(props.doc.id))
   const [older, setOlder] = useState<S['VersionSummary'][]>([])
   const [lastPage, setLastPage] = useState<number | null>(null) // size of the last page of older ones
   const [shown, setShown] = useState<S['VersionDetail'] | null>(null)
   const [compare, setCompare] = useState<Compare>('text')
+  // what 'previous' compares with: the version before `base.no` (the shown one's own number, or
+  // the first of its sitting when the sitting's row was viewed, `base.saves` its versions)
+  const [base, setBase] = useState<{ no: number; saves: number }>({ no: 1, saves: 1 })
+  const [open, setOpen] = useState<Set<string>>(new Set())
   const [other, setOther] = useState<{ key: string; version: S['VersionDetail'] | null } | null>(null)
   const [error, setError] = useState<unknown>(null)
   const items = [...(versions.data?.items ?? []), ...older]
+  // every save and restore makes a new version the current one: the newest is current (someone
+  // else's save since the editor's included)
+  const currentId = items[0]?.id ?? props.currentVersionId
   const more = (lastPage ?? versions.data?.items.length ?? 0) === HISTORY_PAGE
 
-  const otherKey = shown && compare !== 'text' ? `${shown.id}:${compare}` : null
+  const otherKey = shown && compare !== 'text' ? `${shown.id}:${compare}:${compare === 'previous' ? base.no : currentId}` : null
   useEffect(() => {
     if (!shown || otherKey === null || other?.key === otherKey) return
     let live = true
     const load =
       compare === 'current'
-        ? api.version(props.doc.id, props.doc.current_version_id!)
+        ? api.version(props.doc.id, currentId!)
         : api
-            .versions(props.doc.id, { before_no: shown.version_no, limit: 1 })
+            .versions(props.doc.id, { before_no: base.no, limit: 1 })
             .then((page) => (page.items[0] ? api.version(props.doc.id, page.items[0].id) : null))
     load.then((version) => live && setOther({ key: otherKey, version })).catch((e) => live && setError(e))
     return () => {
@@ -43,16 +94,97 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
     }
   }, [otherKey])
 
-  function view(id: string) {
+  /** Show version `id`; from a sitting's row, `from` is its first version (and `saves` its count). */
+  function view(id: string, from?: { no: number; saves: number }) {
     setError(null)
     api
       .version(props.doc.id, id)
       .then((v) => {
+        const b = from ?? { no: v.version_no, saves: 1 }
         setOther(null)
         setShown(v)
-        setCompare(v.version_no > 1 ? 'previous' : 'text')
+        setBase(b)
+        setCompare(b.no > 1 ? 'previous' : 'text')
       })
       .catch(setError)
+  }
+
+  function restoreButton(v: S['VersionSummary']) {
+    return props.canRestore && v.id !== currentId ? (
+      <button
+        type="button"
+        onClick={() =>
+          api
+            .restoreVersion(props.doc.id, v.id)
+            .then(() => {
+              invalidate(`versions:${props.doc.id}`)
+              props.onRestored()
+            })
+            .catch(setError)
+        }
+      >
+        {t('restore')}
+      </button>
+    ) : null
+  }
+
+  const source = (v: S['VersionSummary']) => (v.source_type !== 'manual' ? t(`versionSource_${v.source_type}` as MessageKey) : null)
+  const current = (v: S['VersionSummary']) => (v.id === currentId ? <strong> · {t('versionCurrent')}</strong> : null)
+
+  function row(v: S['VersionSummary']) {
+    return (
+      <li key={v.id} aria-current={shown?.id === v.id && base.saves === 1 ? 'true' : undefined}>
+        <span>{t('versionLabel', { no: v.version_no })}</span>
+        {current(v)}{' '}
+        <span class="muted">
+          {[v.created_by_name, when(v), source(v), v.chars != null ? t('versionChars', { n: v.chars }) : null].filter(Boolean).join(' · ')}
+        </span>{' '}
+        <button type="button" onClick={() => view(v.id)}>
+          {t('view')}
+        </button>
+        {restoreButton(v)}
+      </li>
+    )
+  }
+
+  function sitting(group: S['VersionSummary'][]) {
+    const newest = group[0]
+    const oldest = group[group.length - 1]
+    const range = { from: oldest.version_no, to: newest.version_no }
+    const isOpen = open.has(newest.id)
+    return (
+      <li key={newest.id} class="sitting" aria-current={shown?.id === newest.id && base.no === oldest.version_no && base.saves > 1 ? 'true' : undefined}>
+        <span>{t('versionRange', range)}</span>
+        {current(newest)}{' '}
+        <span class="muted">
+          {[newest.created_by_name, span(oldest, newest), source(newest), t('versionSaves', { n: group.length })].filter(Boolean).join(' · ')}
+        </span>{' '}
+        <button type="button" onClick={() => view(newest.id, { no: oldest.version_no, saves: group.length })}>
+          {t('view')}
+        </button>
+        {restoreButton(newest)}{' '}
+        <button
+          type="button"
+          class="link-button"
+          aria-expanded={isOpen}
+          onClick={() =>
+            setOpen((o) => {
+              const n = new Set(o)
+              if (isOpen) n.delete(newest.id)
+              else n.add(newest.id)
+              return n
+            })
+          }
+        >
+          {t('versionEachSave')}
+        </button>
+        {isOpen ? (
+          <ul class="list" aria-label={t('versionRangeSaves', range)}>
+            {group.map(row)}
+          </ul>
+        ) : null}
+      </li>
+    )
   }
 
   const loaded = other && other.key === otherKey ? other.version : undefined
@@ -63,41 +195,7 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
       {versions.data && items.length === 0 ? <p>{t('historyEmpty')}</p> : null}
       <div class="history">
         <ul class="list">
-          {items.map((v) => (
-            <li key={v.id} aria-current={shown?.id === v.id ? 'true' : undefined}>
-              <span>{t('versionLabel', { no: v.version_no })}</span>
-              {v.id === props.doc.current_version_id ? <strong> · {t('versionCurrent')}</strong> : null}{' '}
-              <span class="muted">
-                {[
-                  v.created_by_name,
-                  new Date(v.created_at).toLocaleString(),
-                  v.source_type !== 'manual' ? t(`versionSource_${v.source_type}` as MessageKey) : null,
-                  v.chars != null ? t('versionChars', { n: v.chars }) : null,
-                ]
-                  .filter(Boolean)
-                  .join(' · ')}
-              </span>{' '}
-              <button type="button" onClick={() => view(v.id)}>
-                {t('view')}
-              </button>
-              {props.canRestore && v.id !== props.doc.current_version_id ? (
-                <button
-                  type="button"
-                  onClick={() =>
-                    api
-                      .restoreVersion(props.doc.id, v.id)
-                      .then(() => {
-                        invalidate(`versions:${props.doc.id}`)
-                        props.onRestored()
-                      })
-                      .catch(setError)
-                  }
-                >
-                  {t('restore')}
-                </button>
-              ) : null}
-            </li>
-          ))}
+          {sittings(items).map((group) => (group.length === 1 ? row(group[0]) : sitting(group)))}
         </ul>
         {more && items.length ? (
           <button
@@ -119,12 +217,12 @@ export function HistoryDialog(props: { doc: S['DocumentOut']; canRestore: boolea
           <section aria-label={t('versionLabel', { no: shown.version_no })}>
             <h3>{shown.title}</h3>
             <div class="modes" role="group" aria-label={t('changesShow')}>
-              {shown.version_no > 1 ? (
+              {base.no > 1 ? (
                 <button type="button" aria-pressed={compare === 'previous'} onClick={() => setCompare('previous')}>
-                  {t('changesFromPrevious')}
+                  {base.saves > 1 ? t('changesInSitting', { n: base.saves }) : t('changesFromPrevious')}
                 </button>
               ) : null}
-              {shown.id !== props.doc.current_version_id ? (
+              {shown.id !== currentId ? (
                 <button type="button" aria-pressed={compare === 'current'} onClick={() => setCompare('current')}>
                   {t('changesSince')}
                 </button>

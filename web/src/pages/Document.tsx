@@ -671,6 +671,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       {panel === 'history' ? (
         <HistoryDialog
           doc={doc}
+          currentVersionId={base.current.versionId}
           canRestore={canEdit}
           onClose={() => setPanel(null)}
           onRestored={async () => {
