@@ -341,6 +341,14 @@ class NotAPage(ValidationError):
     code = "NOT_A_PAGE"
 
 
+class TooManyChanges(ValidationError):
+    """Two versions compared (``GET /api/documents/{id}/diff``, MCP ``kb_get_document_changes``)
+    whose changed stretches are too long to compare line by line within the server's bound."""
+
+    code = "TOO_MANY_CHANGES"
+    surfaces = frozenset({HTTP})
+
+
 class DocumentInTrash(Conflict):
     """A keyed upsert whose key names a document in the trash (restore or purge it first)."""
 

@@ -35,6 +35,7 @@ TOOL_SCOPES = {
     "kb_get_document": "doc:read",
     "kb_get_document_markdown": "doc:read",
     "kb_get_toc": "doc:read",
+    "kb_get_document_changes": "doc:read",
     "kb_list_workspaces": "kb:read",
     "kb_list_knowledge_bases": "kb:read",
     "kb_list_documents": "kb:read",

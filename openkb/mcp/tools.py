@@ -25,9 +25,10 @@ from openkb.content import knowledge_bases as kb_service
 from openkb.content import tree as tree_service
 from openkb.content import upsert as upsert_service
 from openkb.content import workspaces as ws_service
+from openkb.content.compare import compare_versions
 from openkb.context import AppContext
 from openkb.dify.service import document_url
-from openkb.errors import NotFound, ValidationError
+from openkb.errors import NotFound, OpenKBError, ValidationError
 from openkb.markdown.extract import outline
 from openkb.mcp import pages
 from openkb.mcp.audit import audited
@@ -228,6 +229,65 @@ def get_markdown(
 
     return audited(
         session, caller, tool, run, document_id=document_id, uri=uri, extra={"offset": offset, "max_chars": max_chars}
+    )
+
+
+def document_changes(
+    session: Session,
+    caller: McpCaller,
+    settings: Settings,
+    *,
+    document_id: uuid.UUID,
+    from_version: int | None = None,
+    to_version: int | None = None,
+    offset: int = 0,
+    max_chars: int | None = None,
+    tool: str = "kb_get_document_changes",
+) -> dict[str, Any]:
+    """What changed between two versions of a page (``openkb.content.compare``): who saved them,
+    the line counts and the unified diff, one character range at a time like the Markdown."""
+    cap = settings.mcp_max_response_chars
+
+    def run() -> tuple[dict[str, Any], list[str]]:
+        caller.require("doc:read")
+        if max_chars is not None and (max_chars < 1 or max_chars > cap):
+            raise ValidationError(f"max_chars must be between 1 and {cap}", field="max_chars")
+        try:
+            out = compare_versions(session, caller.principal, document_id, from_no=from_version, to_no=to_version)
+        except OpenKBError as exc:  # name the tool's arguments, not the REST parameters
+            if exc.extra.get("field") in ("from_no", "to_no"):
+                exc.extra["field"] = {"from_no": "from_version", "to_no": "to_version"}[exc.extra["field"]]
+            raise
+        diff = out["diff"]
+        if offset < 0 or offset > len(diff):
+            raise ValidationError(f"offset must be between 0 and {len(diff)} (the diff's length)", field="offset")
+        part = diff[offset : offset + (max_chars or cap)]
+        end = offset + len(part)
+        return {
+            "document_id": str(document_id),
+            "title": out["title"],
+            "from_version": {k: _s(v) for k, v in out["from_version"].items()} if out["from_version"] else None,
+            "to_version": {k: _s(v) for k, v in out["to_version"].items()},
+            "saves": out["saves"],
+            "authors": out["authors"],
+            "title_changed": out["title_changed"],
+            "added_lines": out["added_lines"],
+            "removed_lines": out["removed_lines"],
+            "offset": offset,
+            "diff": part,
+            "returned_chars": len(part),
+            "total_chars": len(diff),
+            "next_offset": end if end < len(diff) else None,
+            "url": doc_url(settings, out["knowledge_base_id"], document_id),
+        }, [str(document_id)]
+
+    return audited(
+        session,
+        caller,
+        tool,
+        run,
+        document_id=document_id,
+        extra={"from_version": from_version, "to_version": to_version, "offset": offset},
     )
 
 

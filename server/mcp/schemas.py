@@ -75,6 +75,32 @@ class MarkdownOut(_Out):
     url: str
 
 
+class ChangedVersion(_Out):
+    id: str
+    version_no: int
+    title: str
+    created_by_name: str | None = Field(description="who saved it")
+    created_at: str
+
+
+class ChangesOut(_Out):
+    document_id: str
+    title: str = Field(description="the page's title at the newer version")
+    from_version: ChangedVersion | None = Field(description="null: version 1 against an empty page")
+    to_version: ChangedVersion
+    saves: int = Field(description="versions saved after from_version up to to_version")
+    authors: list[str] = Field(description="who saved them, first saver first")
+    title_changed: bool
+    added_lines: int
+    removed_lines: int
+    offset: int
+    diff: str = Field(description="this range of the unified diff (diff -u, 3 lines of context); empty when equal")
+    returned_chars: int
+    total_chars: int = Field(description="the whole diff's length")
+    next_offset: int | None = Field(description="offset of the next range; null at the end")
+    url: str
+
+
 class Heading(_Out):
     level: int
     text: str

@@ -205,6 +205,39 @@ def build(ctx: AppContext) -> OpenKBMCP:
             S.TocOut,
         )
 
+    @tool(name="kb_get_document_changes", title="What changed in a document", annotations=READ_ONLY)
+    def kb_get_document_changes(
+        document_id: DocId,
+        from_version: Annotated[
+            int | None,
+            Field(ge=0, description="the older version_no (default: the one before to_version; 0: an empty page)"),
+        ] = None,
+        to_version: Annotated[
+            int | None, Field(ge=1, description="the newer version_no (default: the current one)")
+        ] = None,
+        offset: Annotated[int, Field(ge=0, description="first character of the diff to return")] = 0,
+        max_chars: Annotated[
+            int | None, Field(ge=1, description=f"characters to return (default and cap {st.mcp_max_response_chars})")
+        ] = None,
+    ) -> S.ChangesOut:
+        """What changed between two versions of a document (default: the latest save): who saved the
+        versions in between, lines added and removed, whether the title changed, and a unified diff
+        of the Markdown (lines starting with - were removed, + added), one character range at a time
+        (follow next_offset). kb_get_document gives the current version_no."""
+        return call(
+            lambda s, c: tools.document_changes(
+                s,
+                c,
+                ctx.settings,
+                document_id=document_id,
+                from_version=from_version,
+                to_version=to_version,
+                offset=offset,
+                max_chars=max_chars,
+            ),
+            S.ChangesOut,
+        )
+
     @tool(name="kb_list_workspaces", title="List workspaces", annotations=READ_ONLY)
     def kb_list_workspaces(cursor: Cursor = None, limit: Limit = None) -> S.WorkspacesOut:
         """The workspaces this user belongs to, with the user's role. Paged: pass next_cursor back."""

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response, 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openkb.content import Actor
+from openkb.content import compare as compare_service
 from openkb.content import documents as doc_service
 from openkb.content import knowledge_bases as kb_service
 from openkb.content import recent as recent_service
@@ -39,6 +40,7 @@ from openkb.errors import (
     NotAPage,
     NotInTrash,
     TitleTooLong,
+    TooManyChanges,
     TooManyTags,
     ValueOutOfRange,
     VersionConflict,
@@ -481,6 +483,28 @@ class VersionDetail(VersionSummary):
     markdown: str
 
 
+class ComparedVersion(BaseModel):
+    id: uuid.UUID
+    version_no: int
+    title: str
+    created_by_name: str | None = Field(None, description="the author's display name")
+    created_at: datetime
+
+
+class VersionDiff(BaseModel):
+    document_id: uuid.UUID
+    knowledge_base_id: uuid.UUID
+    title: str = Field(description="the page's title at to_no")
+    from_version: ComparedVersion | None = Field(description="null: version 1 compared with an empty page")
+    to_version: ComparedVersion
+    saves: int = Field(description="versions saved after from_version up to to_version")
+    authors: list[str] = Field(description="who saved them (display names), first saver first")
+    title_changed: bool
+    added_lines: int
+    removed_lines: int
+    diff: str = Field(description="unified diff (`diff -u`, 3 lines of context) of the Markdown; empty when equal")
+
+
 class RestoreIn(RequestModel):
     base_version_id: uuid.UUID | None = Field(None, description="optional optimistic lock")
 
@@ -618,6 +642,26 @@ def get_version(
     doc_id: uuid.UUID, version_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 ) -> dict[str, Any]:
     return version_service.get_version(session, principal, doc_id, version_id)
+
+
+@router.get(
+    "/api/documents/{doc_id}/diff",
+    response_model=VersionDiff,
+    responses=errors_for(_READ, NotAPage, TooManyChanges),
+)
+def compare_versions(
+    doc_id: uuid.UUID,
+    session: SessionDep,
+    principal: PrincipalDep,
+    from_no: Annotated[
+        int | None, Query(ge=0, le=2_147_483_647, description="default: the version before to_no; 0: an empty page")
+    ] = None,
+    to_no: Annotated[int | None, Query(ge=1, le=2_147_483_647, description="default: the current version")] = None,
+) -> dict[str, Any]:
+    """What changed from one version of a page to another, as a unified diff of the Markdown
+    (docs/api.md#comparing-versions): 404 for a page the caller may not read or a version it
+    lacks, ``TOO_MANY_CHANGES`` past the server's bound."""
+    return compare_service.compare_versions(session, principal, doc_id, from_no=from_no, to_no=to_no)
 
 
 @router.post(

@@ -40,6 +40,7 @@ def test_outsiders_see_nothing(w):
         f"/api/documents/{trashed['id']}",
         f"/api/documents/{page['id']}/versions",
         f"/api/documents/{page['id']}/versions/{vid}",
+        f"/api/documents/{page['id']}/diff",
         f"/api/assets/{asset['id']}",
         f"/api/assets/{asset['id']}/info",
         f"/api/objects/knowledge_base/{kb['id']}/collaborators",

@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from sqlalchemy import text
 from sqlmodel import Session, select
 
+from openkb.content.versions import sha256_hex as sha256
 from openkb.db import session_scope
 from openkb.indexing import service as indexing
 from openkb.retrieval import forget_active_profile
@@ -33,6 +34,7 @@ TOOLS = {
     "kb_get_document",
     "kb_get_document_markdown",
     "kb_get_toc",
+    "kb_get_document_changes",
     "kb_list_workspaces",
     "kb_list_knowledge_bases",
     "kb_list_documents",
@@ -263,7 +265,7 @@ def test_another_users_document_is_not_found_in_every_tool_and_resource(w: World
     async def go(c: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for doc_id in (hidden, missing):
-            for name in ("kb_get_document", "kb_get_document_markdown", "kb_get_toc"):
+            for name in ("kb_get_document", "kb_get_document_markdown", "kb_get_toc", "kb_get_document_changes"):
                 out[(name, doc_id)] = error_text(await c.call_tool(name, {"document_id": doc_id}))
             for kb in (w.private_kb["id"], w.kb["id"]) if doc_id == hidden else (missing,):
                 out[("list", kb)] = error_text(await c.call_tool("kb_list_documents", {"knowledge_base_id": kb}))
@@ -280,7 +282,7 @@ def test_another_users_document_is_not_found_in_every_tool_and_resource(w: World
         return out
 
     out = run(w.base, w.tokens[who], go)
-    for name in ("kb_get_document", "kb_get_document_markdown", "kb_get_toc"):
+    for name in ("kb_get_document", "kb_get_document_markdown", "kb_get_toc", "kb_get_document_changes"):
         assert out[(name, hidden)] == out[(name, missing)] and "NOT_FOUND: document not found" in out[(name, hidden)]
     assert out[("list", w.private_kb["id"])] == out[("list", missing)] == out[("list", w.kb["id"])]
     for suffix in ("", "/markdown", "/toc"):
@@ -290,6 +292,50 @@ def test_another_users_document_is_not_found_in_every_tool_and_resource(w: World
     assert out[("res", f"kb://workspace/{w.ws['id']}")] == -32002
     assert all(r["document_id"] != hidden for r in out["search"]["results"])
     assert out["kbs"]["knowledge_bases"] == []
+
+
+# --- what changed ---------------------------------------------------------------------------------
+
+
+def test_document_changes_between_versions_one_range_at_a_time(w: World) -> None:
+    own = w.http["owner"]
+    page = w.doc("Changing", markdown="# Changing\n\nfirst words.\n")
+    for md, title in (("# Changing\n\nsecond words.\n", None), ("# Changing\n\nsecond words.\n\nmore.\n", "Changed")):
+        cur = own.get(f"/api/documents/{page['id']}").json()
+        body = {"base_version_id": cur["current_version_id"], "markdown": md, "markdown_hash": sha256(md)}
+        r = own.post(f"/api/documents/{page['id']}/versions", json=body | ({"title": title} if title else {}))
+        assert r.status_code == 201, r.text
+
+    async def go(c: Any) -> list[Any]:
+        return [
+            await c.call_tool("kb_get_document_changes", {"document_id": page["id"]}),
+            await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "from_version": 1}),
+            await c.call_tool(
+                "kb_get_document_changes", {"document_id": page["id"], "from_version": 1, "offset": 10, "max_chars": 12}
+            ),
+            await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "from_version": 3}),
+            await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "to_version": 9}),
+        ]
+
+    latest, since_first, part, backwards, missing = run(w.base, w.tokens["reader"], go)
+    latest = ok(latest)
+    assert latest["from_version"]["version_no"] == 2 and latest["to_version"]["version_no"] == 3
+    assert latest["title_changed"] is True and latest["title"] == "Changed"
+    assert (latest["added_lines"], latest["removed_lines"], latest["saves"]) == (2, 0, 1)
+    assert latest["diff"] == (
+        "--- version 2\n+++ version 3\n@@ -1,3 +1,5 @@\n # Changing\n \n second words.\n+\n+more.\n"
+    )
+    assert latest["next_offset"] is None and latest["total_chars"] == len(latest["diff"])
+    assert latest["url"].endswith(f"/docs/{page['id']}")
+    whole = ok(since_first)
+    assert whole["saves"] == 2 and whole["authors"] == [latest["to_version"]["created_by_name"]]
+    assert "-first words.\n+second words.\n" in whole["diff"]
+    part = ok(part)
+    assert part["diff"] == whole["diff"][10:22] and part["next_offset"] == 22
+    assert "VALIDATION_ERROR" in error_text(backwards) and "version 3 is not older than version 3" in error_text(
+        backwards
+    )
+    assert "NOT_FOUND: version 9 of this page not found" in error_text(missing)
 
 
 # --- the write tool -------------------------------------------------------------------------------

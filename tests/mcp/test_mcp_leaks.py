@@ -4,7 +4,7 @@ The worlds and the oracle are the permission tests' (tests/permissions/worlds.py
 indexed like tests/retrieval/test_leak_recall.py does. Every person of a world calls the MCP
 services (``openkb.mcp.tools``) the way ``/mcp`` calls them, with a read-scoped token principal:
 ``kb_search`` finds exactly what the oracle lets them find; ``kb_get_document`` opens exactly
-what they may read (or restore from the trash) and says ``document not found`` otherwise, the
+what they may read (``kb_get_document_changes`` compares exactly the pages they may read) (or restore from the trash) and says ``document not found`` otherwise, the
 same words as for a missing id; ``kb_list_documents`` lists exactly the readable documents of a
 readable knowledge base and ``knowledge base not found`` for any other. In-process on the
 rolled-back ``db`` session (the live server could not see its uncommitted rows); the HTTP path
@@ -18,7 +18,7 @@ import uuid
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from openkb.errors import NotFound
+from openkb.errors import NotFound, PermissionDenied
 from openkb.indexing import milvus as mv
 from openkb.indexing import service
 from openkb.mcp import tools
@@ -80,6 +80,16 @@ def test_mcp_tools_never_leak_and_miss_nothing(db, app_ctx, target, w: World, sa
                 except NotFound as exc:
                     assert not visible, f"get_document MISS d{d.n}{ctx}"
                     assert exc.detail == "document not found"
+                if d.n in words:  # a page with a version: what changed in it, as the oracle allows
+                    readable = oracle.allows(who, d.n, "read")
+                    try:
+                        changes = tools.document_changes(db, caller, st_, document_id=uid("doc", d.n), from_version=0)
+                        assert readable and changes["added_lines"] > 0, f"document_changes LEAK d{d.n}{ctx}"
+                    except NotFound as exc:
+                        assert not readable and not oracle.allows(who, d.n, "trash"), f"changes MISS d{d.n}{ctx}"
+                        assert exc.detail == "document not found"
+                    except PermissionDenied:  # seen in the trash (to restore it), not readable
+                        assert not readable and oracle.allows(who, d.n, "trash"), f"changes MISS d{d.n}{ctx}"
             for kb in w.kbs:
                 try:
                     listed = tools.list_documents(

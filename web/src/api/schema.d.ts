@@ -1856,6 +1856,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/documents/{doc_id}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compare Versions
+         * @description What changed from one version of a page to another, as a unified diff of the Markdown
+         *     (docs/api.md#comparing-versions): 404 for a page the caller may not read or a version it
+         *     lacks, ``TOO_MANY_CHANGES`` past the server's bound.
+         */
+        get: operations["compare_versions_api_documents__doc_id__diff_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/documents/{doc_id}/restore/{version_id}": {
         parameters: {
             query?: never;
@@ -3727,6 +3749,28 @@ export interface components {
             parent: string | null;
             /** Ref */
             ref: string;
+        };
+        /** ComparedVersion */
+        ComparedVersion: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Created By Name
+             * @description the author's display name
+             */
+            created_by_name?: string | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Title */
+            title: string;
+            /** Version No */
+            version_no: number;
         };
         /** CoveredList */
         CoveredList: {
@@ -6355,6 +6399,48 @@ export interface components {
             version_no: number;
         } & {
             [key: string]: unknown;
+        };
+        /** VersionDiff */
+        VersionDiff: {
+            /** Added Lines */
+            added_lines: number;
+            /**
+             * Authors
+             * @description who saved them (display names), first saver first
+             */
+            authors: string[];
+            /**
+             * Diff
+             * @description unified diff (`diff -u`, 3 lines of context) of the Markdown; empty when equal
+             */
+            diff: string;
+            /**
+             * Document Id
+             * Format: uuid
+             */
+            document_id: string;
+            /** @description null: version 1 compared with an empty page */
+            from_version: components["schemas"]["ComparedVersion"] | null;
+            /**
+             * Knowledge Base Id
+             * Format: uuid
+             */
+            knowledge_base_id: string;
+            /** Removed Lines */
+            removed_lines: number;
+            /**
+             * Saves
+             * @description versions saved after from_version up to to_version
+             */
+            saves: number;
+            /**
+             * Title
+             * @description the page's title at to_no
+             */
+            title: string;
+            /** Title Changed */
+            title_changed: boolean;
+            to_version: components["schemas"]["ComparedVersion"];
         };
         /** VersionIn */
         VersionIn: {
@@ -15534,6 +15620,69 @@ export interface operations {
             };
             /** @description TRANSACTION_CONFLICT */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    compare_versions_api_documents__doc_id__diff_get: {
+        parameters: {
+            query?: {
+                /** @description default: the version before to_no; 0: an empty page */
+                from_no?: number | null;
+                /** @description default: the current version */
+                to_no?: number | null;
+            };
+            header?: never;
+            path: {
+                doc_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VersionDiff"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, NOT_A_PAGE, TOO_MANY_CHANGES */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

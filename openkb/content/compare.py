@@ -1,0 +1,196 @@
+"""What changed between two versions of a page: a unified diff of their Markdown, line by line
+(docs/api.md#comparing-versions).
+
+Why on the server (the web app compares in the browser): an AI tool asking "what changed in this
+page since Monday?" should get the changed lines, not two whole bodies to compare itself; and a
+script gets the same answer as MCP.
+
+Why ``rapidfuzz`` for the line matching: ``difflib`` takes 8 s on a 20,000-line page with 2,000
+changed lines (Python loops), rapidfuzz's Indel (longest common subsequence, bit-parallel C++)
+0.15 s, and its result is exact (no give-up heuristics). Its cost is a bit matrix of the two
+changed stretches (the common first and last lines are cut off first): ``MAX_LINE_PAIRS`` bounds
+it (1e8 pairs: 12.5 MB, about 0.2 s), past which the comparison is refused with
+``TOO_MANY_CHANGES`` rather than run. The hunks are grouped by ``difflib`` (``n`` lines of
+context, as ``diff -u``) over rapidfuzz's opcodes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import uuid
+from typing import Any
+
+from rapidfuzz.distance import Indel
+from sqlmodel import Session, col, select
+
+from openkb.errors import NotAPage, NotFound, TooManyChanges, ValidationError
+from openkb.models import Document, DocumentVersion, User
+from openkb.permissions import Action, Principal, access_document
+
+MAX_LINE_PAIRS = 100_000_000
+CONTEXT_LINES = 3
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline ends the last line, it does not start one
+    return lines
+
+
+class _Matched(difflib.SequenceMatcher):  # type: ignore[type-arg]
+    """difflib's hunk grouping over opcodes computed elsewhere."""
+
+    def __init__(self, opcodes: list[tuple[str, int, int, int, int]]) -> None:
+        super().__init__(None, (), (), autojunk=False)
+        self.opcodes = opcodes
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    head = 0
+    shortest = min(len(a), len(b))
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if len(mid_a) * len(mid_b) > MAX_LINE_PAIRS:
+        raise TooManyChanges(
+            f"the two versions differ over {len(mid_a):,} and {len(mid_b):,} lines: too many to compare "
+            f"line by line here (at most {MAX_LINE_PAIRS:,} line pairs); compare nearer versions",
+            lines=[len(mid_a), len(mid_b)],
+        )
+    ops: list[tuple[str, int, int, int, int]] = []
+    if head:
+        ops.append(("equal", 0, head, 0, head))
+    if mid_a and mid_b:
+        for op in Indel.opcodes(mid_a, mid_b):
+            ops.append((op.tag, op.src_start + head, op.src_end + head, op.dest_start + head, op.dest_end + head))
+    elif mid_a:
+        ops.append(("delete", head, head + len(mid_a), head, head))
+    elif mid_b:
+        ops.append(("insert", head, head, head, head + len(mid_b)))
+    if tail:
+        ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return _merged(ops)
+
+
+def _merged(ops: list[tuple[str, int, int, int, int]]) -> list[tuple[str, int, int, int, int]]:
+    """Each run of changes between two equal stretches as one operation, so a diff shows what was
+    removed before what was added (Indel may list an insertion before the deletion it replaces)."""
+    out: list[tuple[str, int, int, int, int]] = []
+    for op in ops:
+        last = out[-1] if out else None
+        if last and last[0] != "equal" and op[0] != "equal":
+            i1, j1 = last[1], last[3]
+            i2, j2 = op[2], op[4]
+            tag = "replace" if i2 > i1 and j2 > j1 else ("delete" if i2 > i1 else "insert")
+            out[-1] = (tag, i1, i2, j1, j2)
+        else:
+            out.append(op)
+    return out
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range as ``diff -u`` writes it (1-based; an empty range names the line before)."""
+    length = stop - start
+    first = start + 1 if length else start
+    return str(first) if length == 1 else f"{first},{length}"
+
+
+def unified_diff(
+    before: str, after: str, *, from_label: str, to_label: str, context: int = CONTEXT_LINES
+) -> dict[str, Any]:
+    """``{"diff", "added_lines", "removed_lines"}``: the lines of ``after`` not in ``before`` and
+    the reverse, as a ``diff -u`` text ("" when the bodies are equal)."""
+    a, b = _lines(before), _lines(after)
+    ops = _opcodes(a, b)
+    added = sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag in ("insert", "replace"))
+    removed = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag in ("delete", "replace"))
+    out: list[str] = []
+    if added or removed:
+        out += [f"--- {from_label}", f"+++ {to_label}"]
+        for group in _Matched(ops).get_grouped_opcodes(context):
+            out.append(f"@@ -{_range(group[0][1], group[-1][2])} +{_range(group[0][3], group[-1][4])} @@")
+            for tag, i1, i2, j1, j2 in group:
+                if tag == "equal":
+                    out += [" " + line for line in a[i1:i2]]
+                    continue
+                out += ["-" + line for line in a[i1:i2]]
+                out += ["+" + line for line in b[j1:j2]]
+    return {"diff": "".join(line + "\n" for line in out), "added_lines": added, "removed_lines": removed}
+
+
+def _summary(v: DocumentVersion, author: str | None) -> dict[str, Any]:
+    return {
+        "id": v.id,
+        "version_no": v.version_no,
+        "title": v.title,
+        "created_by_name": author,
+        "created_at": v.created_at,
+    }
+
+
+def _author(session: Session, v: DocumentVersion) -> str | None:
+    user = session.get(User, v.created_by) if v.created_by else None
+    return user.display_name if user else None
+
+
+def compare_versions(
+    session: Session, principal: Principal, doc_id: uuid.UUID, *, from_no: int | None = None, to_no: int | None = None
+) -> dict[str, Any]:
+    """What changed from version ``from_no`` to version ``to_no`` of a page the caller may read
+    (defaults: ``to_no`` the current version, ``from_no`` the one before it; version 1 alone is
+    compared with an empty page), with who saved the versions in between."""
+    doc: Document = access_document(session, principal, doc_id, Action.READ).document
+    if doc.type != "page":
+        raise NotAPage("a folder has no versions to compare", field="document_id")
+    current = session.get(DocumentVersion, doc.current_version_id) if doc.current_version_id else None
+    if current is None:
+        raise NotFound("this page has no version yet")
+    to_no = current.version_no if to_no is None else to_no
+    from_no = to_no - 1 if from_no is None else from_no
+    if from_no < 0 or to_no < 1:
+        raise ValidationError("version numbers start at 1 (0 as the older one: an empty page)", field="from_no")
+    if from_no >= to_no:
+        raise ValidationError(f"version {from_no} is not older than version {to_no}", field="from_no")
+    pair = {
+        v.version_no: v
+        for v in session.exec(
+            select(DocumentVersion)
+            .where(col(DocumentVersion.document_id) == doc_id)
+            .where(col(DocumentVersion.version_no).in_([from_no, to_no]))
+        ).all()
+    }
+    for no, field in ((to_no, "to_no"), (from_no, "from_no")):
+        if no and no not in pair:
+            raise NotFound(f"version {no} of this page not found", field=field)
+    # who saved the versions after from_no up to to_no (names only: the bodies between are not read)
+    saved = session.exec(
+        select(DocumentVersion.version_no, User.display_name)  # type: ignore[call-overload]
+        .outerjoin(User, col(User.id) == col(DocumentVersion.created_by))
+        .where(col(DocumentVersion.document_id) == doc_id)
+        .where(col(DocumentVersion.version_no) > from_no, col(DocumentVersion.version_no) <= to_no)
+        .order_by(col(DocumentVersion.version_no))
+    ).all()
+    names = dict(saved)
+    new, old = pair[to_no], pair.get(from_no)
+    authors = list(dict.fromkeys(name for _, name in saved if name))
+    changes = unified_diff(
+        old.markdown if old else "",
+        new.markdown,
+        from_label=f"version {from_no}" if old else "(empty)",
+        to_label=f"version {to_no}",
+    )
+    return {
+        "document_id": doc_id,
+        "knowledge_base_id": doc.knowledge_base_id,
+        "title": new.title,
+        "from_version": _summary(old, _author(session, old)) if old else None,
+        "to_version": _summary(new, names.get(to_no)),
+        "saves": len(saved),
+        "authors": authors,
+        "title_changed": (old.title if old else None) != new.title,
+        **changes,
+    }
