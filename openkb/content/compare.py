@@ -7,17 +7,22 @@ script gets the same answer as MCP.
 
 Why ``rapidfuzz`` for the line matching: ``difflib`` takes 8 s on a 20,000-line page with 2,000
 changed lines (Python loops), rapidfuzz's Indel (longest common subsequence, bit-parallel C++)
-0.15 s, and its result is exact (no give-up heuristics). Its cost is a bit matrix of the two
-changed stretches (the common first and last lines are cut off first): ``MAX_LINE_PAIRS`` bounds
-it (1e8 pairs: 12.5 MB, about 0.2 s), past which the comparison is refused with
-``TOO_MANY_CHANGES`` rather than run. The hunks are grouped by ``difflib`` (``n`` lines of
-context, as ``diff -u``) over rapidfuzz's opcodes.
+0.15 s, and its result is the smallest diff there is. Its cost is a bit matrix of the changed
+stretch (the lines both versions start and end with are set aside first), so it runs only up to
+``MAX_LINE_PAIRS`` (1e8 pairs: 12.5 MB, about 0.15 s). A longer stretch (edits spread over a long
+page, 20,000 x 20,000 lines) is cut at its *anchors*, the lines found once in each version in the
+same order (patience diff's idea: in Markdown most non-blank lines are unique), and each piece
+compared the same way; only a stretch past the bound with no such line (long runs of repeated
+lines) is refused with ``TOO_MANY_CHANGES``. The hunks are grouped by ``difflib`` (``n`` lines of
+context, as ``diff -u``) over the resulting opcodes.
 """
 
 from __future__ import annotations
 
 import difflib
 import uuid
+from bisect import bisect_left
+from collections import Counter
 from typing import Any
 
 from rapidfuzz.distance import Indel
@@ -41,12 +46,15 @@ def _lines(text: str) -> list[str]:
 class _Matched(difflib.SequenceMatcher):  # type: ignore[type-arg]
     """difflib's hunk grouping over opcodes computed elsewhere."""
 
-    def __init__(self, opcodes: list[tuple[str, int, int, int, int]]) -> None:
+    def __init__(self, opcodes: list[Op]) -> None:
         super().__init__(None, (), (), autojunk=False)
         self.opcodes = opcodes
 
 
-def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+Op = tuple[str, int, int, int, int]
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[Op]:
     head = 0
     shortest = min(len(a), len(b))
     while head < shortest and a[head] == b[head]:
@@ -54,38 +62,82 @@ def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]
     tail = 0
     while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
-    if len(mid_a) * len(mid_b) > MAX_LINE_PAIRS:
-        raise TooManyChanges(
-            f"the two versions differ over {len(mid_a):,} and {len(mid_b):,} lines: too many to compare "
-            f"line by line here (at most {MAX_LINE_PAIRS:,} line pairs); compare nearer versions",
-            lines=[len(mid_a), len(mid_b)],
-        )
-    ops: list[tuple[str, int, int, int, int]] = []
-    if head:
-        ops.append(("equal", 0, head, 0, head))
-    if mid_a and mid_b:
-        for op in Indel.opcodes(mid_a, mid_b):
-            ops.append((op.tag, op.src_start + head, op.src_end + head, op.dest_start + head, op.dest_end + head))
-    elif mid_a:
-        ops.append(("delete", head, head + len(mid_a), head, head))
-    elif mid_b:
-        ops.append(("insert", head, head, head, head + len(mid_b)))
+    ops: list[Op] = [("equal", 0, head, 0, head)] if head else []
+    ops += _stretch(a, b, head, len(a) - tail, head, len(b) - tail)
     if tail:
         ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
     return _merged(ops)
 
 
-def _merged(ops: list[tuple[str, int, int, int, int]]) -> list[tuple[str, int, int, int, int]]:
-    """Each run of changes between two equal stretches as one operation, so a diff shows what was
-    removed before what was added (Indel may list an insertion before the deletion it replaces)."""
-    out: list[tuple[str, int, int, int, int]] = []
+def _stretch(a: list[str], b: list[str], i1: int, i2: int, j1: int, j2: int) -> list[Op]:
+    """The operations turning ``a[i1:i2]`` into ``b[j1:j2]``: a longest common subsequence when
+    its bit matrix fits MAX_LINE_PAIRS; past that, cut at the lines found once in each (in the
+    same order: patience diff's anchors) and each piece compared the same way."""
+    if i1 == i2 or j1 == j2:
+        return [("delete", i1, i2, j1, j1)] if i1 < i2 else [("insert", i1, i1, j1, j2)] if j1 < j2 else []
+    if (i2 - i1) * (j2 - j1) <= MAX_LINE_PAIRS:
+        return [
+            (op.tag, op.src_start + i1, op.src_end + i1, op.dest_start + j1, op.dest_end + j1)
+            for op in Indel.opcodes(a[i1:i2], b[j1:j2])
+        ]
+    if not set(a[i1:i2]).intersection(b[j1:j2]):  # nothing in common: all of it replaced
+        return [("replace", i1, i2, j1, j2)]
+    anchors = _anchors(a, b, i1, i2, j1, j2)
+    if not anchors:
+        raise TooManyChanges(
+            f"the two versions differ over {i2 - i1:,} and {j2 - j1:,} lines with no line of their own to "
+            f"match them by: too many to compare line by line here (at most {MAX_LINE_PAIRS:,} line pairs); "
+            "compare nearer versions",
+            lines=[i2 - i1, j2 - j1],
+        )
+    ops: list[Op] = []
+    for ia, jb in [*anchors, (i2, j2)]:
+        ops += _stretch(a, b, i1, ia, j1, jb)
+        if ia < i2:
+            ops.append(("equal", ia, ia + 1, jb, jb + 1))
+        i1, j1 = ia + 1, jb + 1
+    return ops
+
+
+def _anchors(a: list[str], b: list[str], i1: int, i2: int, j1: int, j2: int) -> list[tuple[int, int]]:
+    """Lines found exactly once in ``a[i1:i2]`` and once in ``b[j1:j2]``, the longest run of them
+    in the same order in both (a longest increasing subsequence, by patience sorting)."""
+    once_a = {k for k, n in Counter(a[i1:i2]).items() if n == 1}
+    count_b = Counter(b[j1:j2])
+    at_b = {b[j]: j for j in range(j1, j2) if count_b[b[j]] == 1 and b[j] in once_a}
+    pairs = [(i, at_b[a[i]]) for i in range(i1, i2) if a[i] in at_b]
+    tails: list[int] = []  # tails[k]: smallest b position ending an increasing run of length k + 1
+    ends: list[int] = []  # index in pairs of that run's last pair
+    before = [-1] * len(pairs)
+    for k, (_, j) in enumerate(pairs):
+        at = bisect_left(tails, j)
+        before[k] = ends[at - 1] if at else -1
+        if at == len(tails):
+            tails.append(j)
+            ends.append(k)
+        else:
+            tails[at], ends[at] = j, k
+    run: list[tuple[int, int]] = []
+    k = ends[-1] if ends else -1
+    while k >= 0:
+        run.append(pairs[k])
+        k = before[k]
+    return run[::-1]
+
+
+def _merged(ops: list[Op]) -> list[Op]:
+    """Runs of changes between two equal stretches as one operation, so a diff shows what was
+    removed before what was added (Indel may list an insertion before the deletion it replaces),
+    and runs of equal lines as one."""
+    out: list[Op] = []
     for op in ops:
         last = out[-1] if out else None
-        if last and last[0] != "equal" and op[0] != "equal":
+        if last and (last[0] == "equal") == (op[0] == "equal"):
             i1, j1 = last[1], last[3]
             i2, j2 = op[2], op[4]
-            tag = "replace" if i2 > i1 and j2 > j1 else ("delete" if i2 > i1 else "insert")
+            tag = (
+                "equal" if op[0] == "equal" else "replace" if i2 > i1 and j2 > j1 else "delete" if i2 > i1 else "insert"
+            )
             out[-1] = (tag, i1, i2, j1, j2)
         else:
             out.append(op)

@@ -105,18 +105,47 @@ def test_a_page_without_a_final_newline_compares_by_its_lines() -> None:
     assert got == {"diff": "", "added_lines": 0, "removed_lines": 0}
 
 
+@settings(max_examples=200, deadline=None)
+@given(lines, lines)
+def test_past_the_bound_stretches_are_cut_at_lines_found_once_and_still_rebuild(a: list[str], b: list[str]) -> None:
+    """Anchored on the lines found once in each version (patience diff), the diff is no longer
+    always the smallest, but it still turns one text into the other, removals first."""
+    previous = compare.MAX_LINE_PAIRS
+    compare.MAX_LINE_PAIRS = 4
+    try:
+        got = unified_diff(text_of(a), text_of(b), from_label="a", to_label="b")
+    except TooManyChanges:
+        return  # a long stretch with no line of its own: refused, never guessed
+    finally:
+        compare.MAX_LINE_PAIRS = previous
+    if a != b:
+        assert apply(a, got["diff"]) == b
+        assert got["added_lines"] - got["removed_lines"] == len(b) - len(a)
+        assert not re.search(r"^\+.*\n-", got["diff"], re.M)
+
+
+def test_a_long_page_edited_all_over_is_compared_piece_by_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compare, "MAX_LINE_PAIRS", 10_000)
+    a = [x for i in range(2_000) for x in (f"Paragraph {i}.", "")]
+    b = [x for i in range(2_000) for x in (f"Paragraph {i}{' (changed)' if i % 10 == 0 else ''}.", "")]
+    got = unified_diff(text_of(a), text_of(b), from_label="a", to_label="b")
+    assert (got["added_lines"], got["removed_lines"]) == (200, 200)  # the smallest diff, here
+    assert apply(a, got["diff"]) == b
+
+
 def test_too_many_changed_lines_are_refused_not_compared(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compare, "MAX_LINE_PAIRS", 100)
     same = [f"same {i}" for i in range(5_000)]
     # the lines both versions start and end with do not count: one change in a long page is fine
     got = unified_diff(text_of([*same, "old", *same]), text_of([*same, "new", *same]), from_label="a", to_label="b")
     assert (got["added_lines"], got["removed_lines"]) == (1, 1)
+    # nothing in common in the stretch: all of it replaced, however long
+    got = unified_diff(
+        text_of([f"x{i}" for i in range(50)]), text_of([f"y{i}" for i in range(40)]), from_label="a", to_label="b"
+    )
+    assert (got["added_lines"], got["removed_lines"]) == (40, 50)
+    # repeated lines only, past the bound: no line to cut at
     with pytest.raises(TooManyChanges) as e:
-        unified_diff(
-            text_of([*same, *(f"x{i}" for i in range(11)), *same]),
-            text_of([*same, *(f"y{i}" for i in range(10)), *same]),
-            from_label="a",
-            to_label="b",
-        )
-    assert e.value.code == "TOO_MANY_CHANGES" and e.value.extra["lines"] == [11, 10]
-    assert "differ over 11 and 10 lines" in e.value.detail
+        unified_diff(text_of(["x", "y"] * 10), text_of(["y", "x", "x"] * 7), from_label="a", to_label="b")
+    assert e.value.code == "TOO_MANY_CHANGES" and e.value.extra["lines"] == [20, 21]
+    assert "differ over 20 and 21 lines with no line of their own" in e.value.detail
