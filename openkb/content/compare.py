@@ -35,6 +35,9 @@ from openkb.permissions import Action, Principal, access_document
 MAX_LINE_PAIRS = 100_000_000
 CONTEXT_LINES = 3
 
+# difflib's opcode: (tag, a from, a to, b from, b to)
+Op = tuple[str, int, int, int, int]
+
 
 def _lines(text: str) -> list[str]:
     lines = text.split("\n")
@@ -49,9 +52,6 @@ class _Matched(difflib.SequenceMatcher):  # type: ignore[type-arg]
     def __init__(self, opcodes: list[Op]) -> None:
         super().__init__(None, (), (), autojunk=False)
         self.opcodes = opcodes
-
-
-Op = tuple[str, int, int, int, int]
 
 
 def _opcodes(a: list[str], b: list[str]) -> list[Op]:
@@ -198,10 +198,12 @@ def compare_versions(
     doc: Document = access_document(session, principal, doc_id, Action.READ).document
     if doc.type != "page":
         raise NotAPage("a folder has no versions to compare", field="document_id")
-    current = session.get(DocumentVersion, doc.current_version_id) if doc.current_version_id else None
-    if current is None:
-        raise NotFound("this page has no version yet")
-    to_no = current.version_no if to_no is None else to_no
+    if to_no is None:
+        to_no = session.exec(
+            select(DocumentVersion.version_no).where(col(DocumentVersion.id) == doc.current_version_id)  # type: ignore[call-overload]
+        ).first()
+        if to_no is None:
+            raise NotFound("this page has no version yet")
     from_no = to_no - 1 if from_no is None else from_no
     if from_no < 0 or to_no < 1:
         raise ValidationError("version numbers start at 1 (0 as the older one: an empty page)", field="from_no")

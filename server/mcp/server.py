@@ -49,7 +49,8 @@ INSTRUCTIONS = (
     "OpenKB knowledge base of the signed-in user: everything returned is what this user may read on the web. "
     "Start with kb_search (hybrid keyword + semantic search) or browse with kb_list_workspaces -> "
     "kb_list_knowledge_bases -> kb_list_documents. Read a page with kb_get_toc and kb_get_document_markdown "
-    "(character ranges; follow next_offset). Lists are paged: pass next_cursor back as cursor."
+    "(character ranges; follow next_offset); kb_get_document_changes says what changed between two of its "
+    "versions. Lists are paged: pass next_cursor back as cursor."
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
