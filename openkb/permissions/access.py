@@ -13,9 +13,10 @@ one of these (``tests/permissions/test_access_guard.py`` fails on a hand-written
 Each decision is one statement (``loader.load_snapshot``) plus the primary-key fetch (which the
 session's identity map answers without a query when the row is already loaded). The decision
 comes first and the fetch second: a caller that may not see the object never loads its row.
-Trap: ``for_update=True`` fetches with ``SELECT ... FOR UPDATE`` (the row a save or a trash is
-about to write), so the lock is held from the access on; ``populate_existing`` then refreshes an
-already-loaded row instead of trusting the identity map.
+Trap: ``for_update=True`` fetches with ``SELECT ... FOR UPDATE`` (the row a trash or a purge is
+about to write), ``for_update="no key"`` with ``FOR NO KEY UPDATE`` (a save: see
+``access_document``), so the lock is held from the access on; ``populate_existing`` then
+refreshes an already-loaded row instead of trusting the identity map.
 
 ``check_*`` are the decisions alone (no fetch) for services that need only ids and the tenant
 (``guards.authorize``); ``access_tree`` is the knowledge-base-wide form of the tree and trash.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sqlmodel import Session, col, select
 
@@ -140,11 +141,17 @@ def check_document(
 # -- fetch + decide ------------------------------------------------------------------------------
 
 
-def _fetch(session: Session, model: Any, oid: uuid.UUID, for_update: bool) -> Any:
+Lock = bool | Literal["no key"]
+
+
+def _fetch(session: Session, model: Any, oid: uuid.UUID, for_update: Lock) -> Any:
     if not for_update:
         return session.get(model, oid)
     return session.exec(
-        select(model).where(col(model.id) == oid).with_for_update().execution_options(populate_existing=True)
+        select(model)
+        .where(col(model.id) == oid)
+        .with_for_update(key_share=for_update == "no key")
+        .execution_options(populate_existing=True)
     ).first()
 
 
@@ -238,10 +245,14 @@ def access_document(
     document_id: IdLike,
     action: Action | str | None = Action.READ,
     *,
-    for_update: bool = False,
+    for_update: Lock = False,
 ) -> DocumentAccess:
     """The document for ``action``. A trashed document is visible to those who may restore it
-    (``Action.TRASH``), so they get PermissionDenied, not NotFound, for anything else."""
+    (``Action.TRASH``), so they get PermissionDenied, not NotFound, for anything else.
+    ``for_update="no key"`` locks ``FOR NO KEY UPDATE``: for a write that updates the row but
+    neither deletes it nor changes its id (a save), so it does not wait for transactions that
+    only reference the row (an index job holds ``FOR KEY SHARE`` from inserting its chunks until
+    it commits, seconds for a long page)."""
     d = check_document(session, principal, document_id, action)
     doc = _fetch(session, Document, uuid.UUID(d.placement.doc.id), for_update)
     if doc is None:

@@ -8,7 +8,7 @@ from sqlmodel import select
 from openkb.content import documents, versions
 from openkb.content.versions import sha256_hex
 from openkb.errors import HashMismatch, MarkdownDialectError, NotFound, PermissionDenied, VersionConflict
-from openkb.models import Change, DocumentVersion
+from openkb.models import Change, Document, DocumentVersion
 
 
 def _page(world, md="# Hello\n\nworld\n"):
@@ -147,3 +147,58 @@ def test_restore_version(world):
     assert again.status == "unchanged"
     listed = versions.list_versions(world.db, world.principal(world.p.member), doc.id)
     assert [v["version_no"] for v in listed] == [3, 2, 1]
+
+
+def test_a_save_does_not_wait_for_an_index_job_of_the_page(committed, queue):
+    """An index job inserts the page's chunks early and commits after Milvus has them (seconds
+    for a long page): the chunks' foreign key holds FOR KEY SHARE on the document row all that
+    time. Saves, restores and renames lock the row FOR NO KEY UPDATE, which does not wait for it
+    (FOR UPDATE did: a save of a 320,000-character page waited 12 s for the previous save's job)."""
+    from sqlalchemy import text
+
+    from openkb.content import Actor
+    from openkb.models import DocumentChunk
+    from openkb.permissions import Principal
+    from tests.factories import make_kb, make_personas
+
+    with committed() as s:
+        p = make_personas(s)
+        kb = make_kb(s, p.workspace, p.owner, visibility="workspace")
+        s.commit()
+        actor = Actor.of(Principal.user(p.owner, p.tenant.id), None)
+        doc, v1 = documents.create_document(s, actor, knowledge_base_id=kb.id, title="Long page", markdown="one\n")
+        s.commit()
+    job = committed()  # the index job, between its chunk insert and its commit
+    job.add(
+        DocumentChunk(
+            tenant_id=doc.tenant_id,
+            workspace_id=doc.workspace_id,
+            knowledge_base_id=doc.knowledge_base_id,
+            document_id=doc.id,
+            version_id=v1.id,
+            ordinal=0,
+            heading_path=[],
+            content_text="one",
+            content_markdown="one\n",
+            token_count=1,
+            meta={},
+        )
+    )
+    job.flush()
+    try:
+        with committed() as s:
+            s.execute(text("SET LOCAL lock_timeout = '3s'"))  # waiting for the job fails here, not hangs
+            md = "two\n"
+            res = versions.save_version(
+                s, actor, doc.id, base_version_id=v1.id, markdown=md, markdown_hash=sha256_hex(md)
+            )
+            assert res.status == "created"
+            restored = versions.restore_version(s, actor, doc.id, v1.id)
+            assert restored.status == "created"
+            documents.update_document(s, actor, doc.id, {"title": "Long page, renamed"})
+            s.commit()
+    finally:
+        job.rollback()
+        job.close()
+    with committed() as s:
+        assert s.get(Document, doc.id).title == "Long page, renamed"
