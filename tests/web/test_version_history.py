@@ -73,7 +73,8 @@ def test_a_version_shows_what_changed_word_by_word(contexts, live_server, owner)
     expect(changes.locator("tr.add mark")).to_have_text(["Thursday"])
     expect(changes.locator("tr.del td.line")).to_have_text(["removed: We ship the release on Monday after the review."])
     # three unchanged lines kept on each side, the rest folded into one row
-    expect(changes.locator("tr.skip")).to_have_text(["23 unchanged lines"])
+    expect(changes.locator("tr.fold")).to_have_text(["23 unchanged lines"])
+    expect(changes.locator("tr.fold")).to_be_in_viewport()  # a row of the table, not moved off screen
     expect(changes.locator("tr.same")).to_have_count(5)  # two above (the first lines), three below
     expect(shown.get_by_role("button", name="Changes from the version before")).to_have_attribute(
         "aria-pressed", "true"

@@ -24,7 +24,7 @@ const MAX_WORD_LINE = 4000
 type Part = { text: string; changed: boolean }
 export type Row =
   | { kind: 'same' | 'add' | 'del'; parts: Part[]; oldNo: number | null; newNo: number | null }
-  | { kind: 'skip'; count: number }
+  | { kind: 'fold'; count: number }
 
 export type LineChanges = { rows: Row[]; added: number; removed: number }
 
@@ -96,12 +96,12 @@ export function lineChanges(before: string, after: string): LineChanges | null {
   let folded = 0
   all.forEach((r, k) => {
     if (keep[k]) {
-      if (folded) rows.push({ kind: 'skip', count: folded })
+      if (folded) rows.push({ kind: 'fold', count: folded })
       folded = 0
       rows.push(r)
     } else folded++
   })
-  if (folded && rows.length) rows.push({ kind: 'skip', count: folded })
+  if (folded && rows.length) rows.push({ kind: 'fold', count: folded })
   return { rows, added, removed }
 }
 
@@ -134,8 +134,8 @@ export function Changes(props: { label: string; before: { title: string; markdow
           <table class="diff">
             <tbody>
               {result.rows.map((r, k) =>
-                r.kind === 'skip' ? (
-                  <tr key={k} class="skip">
+                r.kind === 'fold' ? (
+                  <tr key={k} class="fold">
                     <td colSpan={4}>{t('changesFolded', { n: r.count })}</td>
                   </tr>
                 ) : (
