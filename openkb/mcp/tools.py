@@ -190,6 +190,29 @@ def get_document(
     return audited(session, caller, tool, run, document_id=document_id, uri=uri)
 
 
+def _max_chars(max_chars: int | None, cap: int) -> int:
+    if max_chars is not None and (max_chars < 1 or max_chars > cap):
+        raise ValidationError(f"max_chars must be between 1 and {cap}", field="max_chars")
+    return max_chars or cap
+
+
+def char_range(text: str, offset: int, size: int, what: str) -> dict[str, Any]:
+    """``text[offset:offset + size]`` with where it sits: how MCP hands out a long text (a body,
+    a diff) one range at a time, ``next_offset`` null at the end."""
+    if offset < 0 or offset > len(text):
+        raise ValidationError(f"offset must be between 0 and {len(text)} ({what} length)", field="offset")
+    part = text[offset : offset + size]
+    end = offset + len(part)
+    return {
+        "offset": offset,
+        "part": part,
+        "returned_chars": len(part),
+        "total_chars": len(text),
+        "remaining_chars": len(text) - end,
+        "next_offset": end if end < len(text) else None,
+    }
+
+
 def get_markdown(
     session: Session,
     caller: McpCaller,
@@ -206,24 +229,15 @@ def get_markdown(
     cap = settings.mcp_max_response_chars
 
     def run() -> tuple[dict[str, Any], list[str]]:
-        if max_chars is not None and (max_chars < 1 or max_chars > cap):
-            raise ValidationError(f"max_chars must be between 1 and {cap}", field="max_chars")
+        size = _max_chars(max_chars, cap)
         d = _document(session, caller, document_id)
-        md = d.get("markdown") or ""
-        if offset < 0 or offset > len(md):
-            raise ValidationError(f"offset must be between 0 and {len(md)} (the body's length)", field="offset")
-        part = md[offset : offset + (max_chars or cap)]
-        end = offset + len(part)
+        rng = char_range(d.get("markdown") or "", offset, size, "the body's")
         return {
             "document_id": str(document_id),
             "title": d["title"],
             "version_no": d["version_no"],
-            "offset": offset,
-            "markdown": part,
-            "returned_chars": len(part),
-            "total_chars": len(md),
-            "remaining_chars": len(md) - end,
-            "next_offset": end if end < len(md) else None,
+            "markdown": rng.pop("part"),
+            **rng,
             "url": doc_url(settings, d["knowledge_base_id"], d["id"]),
         }, [str(document_id)]
 
@@ -250,19 +264,14 @@ def document_changes(
 
     def run() -> tuple[dict[str, Any], list[str]]:
         caller.require("doc:read")
-        if max_chars is not None and (max_chars < 1 or max_chars > cap):
-            raise ValidationError(f"max_chars must be between 1 and {cap}", field="max_chars")
+        size = _max_chars(max_chars, cap)
         try:
             out = compare_versions(session, caller.principal, document_id, from_no=from_version, to_no=to_version)
         except OpenKBError as exc:  # name the tool's arguments, not the REST parameters
             if exc.extra.get("field") in ("from_no", "to_no"):
                 exc.extra["field"] = {"from_no": "from_version", "to_no": "to_version"}[exc.extra["field"]]
             raise
-        diff = out["diff"]
-        if offset < 0 or offset > len(diff):
-            raise ValidationError(f"offset must be between 0 and {len(diff)} (the diff's length)", field="offset")
-        part = diff[offset : offset + (max_chars or cap)]
-        end = offset + len(part)
+        rng = char_range(out["diff"], offset, size, "the diff's")
         return {
             "document_id": str(document_id),
             "title": out["title"],
@@ -273,11 +282,8 @@ def document_changes(
             "title_changed": out["title_changed"],
             "added_lines": out["added_lines"],
             "removed_lines": out["removed_lines"],
-            "offset": offset,
-            "diff": part,
-            "returned_chars": len(part),
-            "total_chars": len(diff),
-            "next_offset": end if end < len(diff) else None,
+            "diff": rng.pop("part"),
+            **rng,
             "url": doc_url(settings, out["knowledge_base_id"], document_id),
         }, [str(document_id)]
 

@@ -97,6 +97,7 @@ class ChangesOut(_Out):
     diff: str = Field(description="this range of the unified diff (diff -u, 3 lines of context); empty when equal")
     returned_chars: int
     total_chars: int = Field(description="the whole diff's length")
+    remaining_chars: int = Field(description="characters after this range")
     next_offset: int | None = Field(description="offset of the next range; null at the end")
     url: str
 

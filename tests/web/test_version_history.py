@@ -1,7 +1,7 @@
 """Version history in the web app (docs/web.md#version-history): a version shows what changed
 from the one before it (the changed words marked inside a changed line, unchanged stretches
 folded), what changed since it up to the current version, or its full text; older versions load a
-page at a time; the conflict dialog shows what differs between their text and yours."""
+page at a time (the conflict dialog's differences: tests/web/test_browser.py)."""
 
 from __future__ import annotations
 
@@ -203,21 +203,3 @@ def test_too_many_changes_show_the_full_text(contexts, live_server, owner):  # n
     expect(changes.locator("pre")).to_contain_text("new line 2999")
     expect(changes.locator("table")).to_have_count(0)
 
-
-def test_the_conflict_dialog_shows_what_differs(contexts, live_server, owner):  # noqa: F811
-    with api(live_server, owner) as c:
-        doc = new_page(c, owner["kb"]["id"], "Contested", "Start\n")
-    url = f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}"
-    mine = contexts.page()
-    sign_in(mine, owner["email"], next_path=url)
-    editor(mine)
-    theirs = contexts.page()
-    sign_in(theirs, owner["email"], next_path=url)
-    autosaved(theirs, type_at_end(theirs, " theirs"))
-
-    type_at_end(mine, " mine")
-    dialog = mine.get_by_role("dialog", name="Someone else saved this document")
-    dialog.get_by_text("What differs: their text to yours").click()
-    differs = dialog.get_by_role("region", name="What differs: their text to yours")
-    expect(differs.locator("tr.del mark")).to_have_text(["theirs"])
-    expect(differs.locator("tr.add mark")).to_have_text(["mine"])
