@@ -23,10 +23,11 @@ import difflib
 import uuid
 from bisect import bisect_left
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from rapidfuzz.distance import Indel
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from openkb.errors import NotAPage, NotFound, TooManyChanges, ValidationError
 from openkb.models import Document, DocumentVersion, User
@@ -190,11 +191,21 @@ def _author(session: Session, v: DocumentVersion) -> str | None:
 
 
 def compare_versions(
-    session: Session, principal: Principal, doc_id: uuid.UUID, *, from_no: int | None = None, to_no: int | None = None
+    session: Session,
+    principal: Principal,
+    doc_id: uuid.UUID,
+    *,
+    from_no: int | None = None,
+    to_no: int | None = None,
+    since: datetime | None = None,
 ) -> dict[str, Any]:
     """What changed from version ``from_no`` to version ``to_no`` of a page the caller may read
     (defaults: ``to_no`` the current version, ``from_no`` the one before it; version 1 alone is
-    compared with an empty page), with who saved the versions in between."""
+    compared with an empty page), with who saved the versions in between.
+
+    ``since`` (instead of ``from_no``): from the version that was current at that time (an empty
+    page if it did not exist yet), so "what changed since Monday" needs no version numbers; no
+    save since then is an empty answer (``saves`` 0), not an error. A time without a zone is UTC."""
     doc: Document = access_document(session, principal, doc_id, Action.READ).document
     if doc.type != "page":
         raise NotAPage("a folder has no versions to compare", field="document_id")
@@ -204,10 +215,23 @@ def compare_versions(
         ).first()
         if to_no is None:
             raise NotFound("this page has no version yet")
+    if since is not None:
+        if from_no is not None:
+            raise ValidationError("give the older version or since, not both", field="since")
+        at = since if since.tzinfo else since.replace(tzinfo=UTC)
+        from_no = (
+            session.exec(
+                select(func.max(DocumentVersion.version_no))
+                .where(col(DocumentVersion.document_id) == doc_id)
+                .where(col(DocumentVersion.created_at) <= at)
+            ).first()
+            or 0
+        )
+        from_no = min(from_no, to_no)  # nothing saved since then, up to to_no: the same version twice
     from_no = to_no - 1 if from_no is None else from_no
     if from_no < 0 or to_no < 1:
         raise ValidationError("version numbers start at 1 (0 as the older one: an empty page)", field="from_no")
-    if from_no >= to_no:
+    if from_no > to_no or (from_no == to_no and since is None):
         raise ValidationError(f"version {from_no} is not older than version {to_no}", field="from_no")
     pair = {
         v.version_no: v

@@ -14,6 +14,7 @@ Services never commit (the adapter in ``server/mcp`` owns the unit of work).
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session
@@ -254,6 +255,7 @@ def document_changes(
     document_id: uuid.UUID,
     from_version: int | None = None,
     to_version: int | None = None,
+    since: datetime | None = None,
     offset: int = 0,
     max_chars: int | None = None,
     tool: str = "kb_get_document_changes",
@@ -266,7 +268,9 @@ def document_changes(
         caller.require("doc:read")
         size = _max_chars(max_chars, cap)
         try:
-            out = compare_versions(session, caller.principal, document_id, from_no=from_version, to_no=to_version)
+            out = compare_versions(
+                session, caller.principal, document_id, from_no=from_version, to_no=to_version, since=since
+            )
         except OpenKBError as exc:  # name the tool's arguments, not the REST parameters
             if exc.extra.get("field") in ("from_no", "to_no"):
                 exc.extra["field"] = {"from_no": "from_version", "to_no": "to_version"}[exc.extra["field"]]
@@ -293,7 +297,12 @@ def document_changes(
         tool,
         run,
         document_id=document_id,
-        extra={"from_version": from_version, "to_version": to_version, "offset": offset},
+        extra={
+            "from_version": from_version,
+            "to_version": to_version,
+            "since": since.isoformat() if since else None,
+            "offset": offset,
+        },
     )
 
 

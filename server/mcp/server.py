@@ -19,6 +19,7 @@ annotations name aliases local to ``build``.
 import json
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
@@ -216,13 +217,20 @@ def build(ctx: AppContext) -> OpenKBMCP:
         to_version: Annotated[
             int | None, Field(ge=1, description="the newer version_no (default: the current one)")
         ] = None,
+        since: Annotated[
+            datetime | None,
+            Field(
+                description="instead of from_version: what changed since this time (ISO 8601, e.g. "
+                "2026-11-30T00:00:00Z; UTC without a zone), from the version current then"
+            ),
+        ] = None,
         offset: Annotated[int, Field(ge=0, description="first character of the diff to return")] = 0,
         max_chars: Annotated[
             int | None, Field(ge=1, description=f"characters to return (default and cap {st.mcp_max_response_chars})")
         ] = None,
     ) -> S.ChangesOut:
-        """What changed between two versions of a document (default: the latest save): who saved the
-        versions in between, lines added and removed, whether the title changed, and a unified diff
+        """What changed between two versions of a document (default: the latest save) or since a time
+        (since: no version numbers needed): who saved the versions in between, lines added and removed, whether the title changed, and a unified diff
         of the Markdown (lines starting with - were removed, + added), one character range at a time
         (follow next_offset). kb_get_document gives the current version_no."""
         return call(
@@ -233,6 +241,7 @@ def build(ctx: AppContext) -> OpenKBMCP:
                 document_id=document_id,
                 from_version=from_version,
                 to_version=to_version,
+                since=since,
                 offset=offset,
                 max_chars=max_chars,
             ),

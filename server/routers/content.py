@@ -657,11 +657,15 @@ def compare_versions(
         int | None, Query(ge=0, le=2_147_483_647, description="default: the version before to_no; 0: an empty page")
     ] = None,
     to_no: Annotated[int | None, Query(ge=1, le=2_147_483_647, description="default: the current version")] = None,
+    since: Annotated[
+        datetime | None,
+        Query(description="instead of from_no: from the version current at this time (ISO 8601; UTC without a zone)"),
+    ] = None,
 ) -> dict[str, Any]:
     """What changed from one version of a page to another, as a unified diff of the Markdown
     (docs/api.md#comparing-versions): 404 for a page the caller may not read or a version it
     lacks, ``TOO_MANY_CHANGES`` past the server's bound."""
-    return compare_service.compare_versions(session, principal, doc_id, from_no=from_no, to_no=to_no)
+    return compare_service.compare_versions(session, principal, doc_id, from_no=from_no, to_no=to_no, since=since)
 
 
 @router.post(

@@ -4,6 +4,7 @@ versions of a page, for anyone who may read it; refused with a code for everythi
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 from openkb.content import compare
 from tests.content.http_world import OUTSIDERS
@@ -47,6 +48,41 @@ def test_a_reader_sees_what_changed_and_who_saved_it(w):
     same = _diff(w.c["member"], page, from_no=2, to_no=2)
     assert same.status_code == 422 and same.json()["error"] == "VALIDATION_ERROR"
     assert same.json()["detail"] == "version 2 is not older than version 2"
+
+
+def test_since_a_time_needs_no_version_numbers(w, committed):
+    page = w.doc("Weekly notes", markdown="Monday.\n")
+    for md in ("Monday.\n\nTuesday.\n", "Monday.\n\nTuesday.\n\nWednesday.\n"):
+        cur = w.c["owner"].get(f"/api/documents/{page['id']}").json()
+        assert w.save(cur, md).status_code == 201
+    with committed() as s:  # saved on three days
+        s.execute(
+            text(
+                "UPDATE document_versions SET created_at = TIMESTAMPTZ '2026-11-30 09:00:00+00' + (version_no - 1) "
+                "* interval '1 day' WHERE document_id = :d"
+            ),
+            {"d": page["id"]},
+        )
+        s.commit()
+    owner = w.c["owner"]
+    got = _diff(owner, page, since="2026-11-30T12:00:00Z").json()  # the version of that moment: 1
+    assert got["from_version"]["version_no"] == 1 and got["saves"] == 2
+    assert got["diff"] == "--- version 1\n+++ version 3\n@@ -1 +1,5 @@\n Monday.\n+\n+Tuesday.\n+\n+Wednesday.\n"
+    got = _diff(owner, page, since="2026-12-01T09:00:00").json()  # no zone: UTC; version 2 saved then
+    assert got["from_version"]["version_no"] == 2 and got["saves"] == 1
+    got = _diff(owner, page, since="2026-11-01T00:00:00Z").json()  # before the page: from an empty page
+    assert got["from_version"] is None and got["saves"] == 3 and got["added_lines"] == 5
+    got = _diff(owner, page, since="2026-12-03T00:00:00Z").json()  # nothing saved since
+    assert (got["saves"], got["diff"], got["from_version"]["version_no"], got["to_version"]["version_no"]) == (
+        0,
+        "",
+        3,
+        3,
+    )
+    r = _diff(owner, page, since="2026-11-30T12:00:00Z", from_no=1)
+    assert (r.status_code, r.json()["error"], r.json()["field"]) == (422, "VALIDATION_ERROR", "since")
+    r = _diff(owner, page, since="last monday")
+    assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR")
 
 
 @pytest.mark.parametrize(

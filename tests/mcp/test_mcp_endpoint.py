@@ -315,9 +315,11 @@ def test_document_changes_between_versions_one_range_at_a_time(w: World) -> None
             ),
             await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "from_version": 3}),
             await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "to_version": 9}),
+            await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "since": "2000-01-01T00:00:00Z"}),
+            await c.call_tool("kb_get_document_changes", {"document_id": page["id"], "since": "2999-01-01T00:00:00Z"}),
         ]
 
-    latest, since_first, part, backwards, missing = run(w.base, w.tokens["reader"], go)
+    latest, since_first, part, backwards, missing, since_ever, since_future = run(w.base, w.tokens["reader"], go)
     latest = ok(latest)
     assert latest["from_version"]["version_no"] == 2 and latest["to_version"]["version_no"] == 3
     assert latest["title_changed"] is True and latest["title"] == "Changed"
@@ -336,6 +338,11 @@ def test_document_changes_between_versions_one_range_at_a_time(w: World) -> None
         backwards
     )
     assert "NOT_FOUND: version 9 of this page not found" in error_text(missing)
+    # since a time: from the version current then (none yet: an empty page); nothing since: empty
+    ever = ok(since_ever)
+    assert ever["from_version"] is None and ever["saves"] == 3 and ever["removed_lines"] == 0
+    future = ok(since_future)
+    assert (future["saves"], future["diff"], future["to_version"]["version_no"]) == (0, "", 3)
 
 
 # --- the write tool -------------------------------------------------------------------------------

@@ -15636,6 +15636,8 @@ export interface operations {
                 from_no?: number | null;
                 /** @description default: the current version */
                 to_no?: number | null;
+                /** @description instead of from_no: from the version current at this time (ISO 8601; UTC without a zone) */
+                since?: string | null;
             };
             header?: never;
             path: {
