@@ -224,6 +224,23 @@ class Supervisor:
         fh.close()
         self.supervision.extra_owned = {self.watchdog.pid}
 
+    def _stop_watchdogs(self) -> None:
+        """Stop the PostgreSQL watchdog, and any other one this process started: a SIGTERM that
+        lands while ``_start_watchdog`` runs leaves a watchdog whose Popen never returned (so
+        ``self.watchdog`` does not name it). Left alone it would outlive ``up`` until its next
+        look at its parent (a CI run caught one alive after ``up`` had exited)."""
+        import psutil
+
+        if self.watchdog is not None:
+            stop_process(self.watchdog, timeout=5)
+        for child in psutil.Process().children():
+            try:
+                if "openkb.runtime.pgwatch" in " ".join(child.cmdline()):
+                    child.terminate()
+                    child.wait(5)
+            except psutil.Error:
+                continue
+
     def _ensure_default_profile(self, endpoints) -> None:  # type: ignore[no-untyped-def]
         from openkb.context import AppContext
         from openkb.indexing.lexical import upgrade_hint
@@ -296,8 +313,7 @@ class Supervisor:
         if self.services is not None:
             self.services.stop()
         self.supervision.stop_all(["milvus", "embedder", "postgresql"])
-        if self.watchdog is not None:
-            stop_process(self.watchdog, timeout=5)
+        self._stop_watchdogs()
         reap_orphans(self.supervision.owned_pids())
         if self.lock.held:
             self.lock.release()

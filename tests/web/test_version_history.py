@@ -202,4 +202,3 @@ def test_too_many_changes_show_the_full_text(contexts, live_server, owner):  # n
     expect(changes).to_contain_text("Too many changes to show line by line; the full text follows.")
     expect(changes.locator("pre")).to_contain_text("new line 2999")
     expect(changes.locator("table")).to_have_count(0)
-
