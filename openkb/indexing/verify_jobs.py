@@ -166,7 +166,10 @@ def run_verify_job(ctx: AppContext, session: Session, *, job_id: str | uuid.UUID
         return {"job_id": str(jid), "status": "failed"}
     except Exception as exc:  # noqa: BLE001 - recorded on the job for the console, then logged
         log.exception("verify job %s failed", jid)
-        _set(ctx, jid, status="failed", phase=None, error=str(exc)[:1000], finished_at=utcnow())
+        # The type first: many exceptions carry no message (TimeoutError()), and a bare "failed"
+        # told the console nothing.
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        _set(ctx, jid, status="failed", phase=None, error=error[:1000], finished_at=utcnow())
         return {"job_id": str(jid), "status": "failed"}
     report = {k: (sorted(v) if isinstance(v, set) else v) for k, v in report.items()}
     _set(

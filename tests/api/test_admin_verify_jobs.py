@@ -146,3 +146,24 @@ def test_a_job_that_lost_its_worker_stops_blocking(live_server, committed):
         items = a.get("/api/admin/milvus/verify-jobs", params={"limit": 50}).json()["items"]
         row = next(j for j in items if j["id"] == lost_id)
         assert row["status"] == "failed" and row["error"].startswith("lost"), row
+
+
+def test_a_failure_without_a_message_still_says_what_failed(app_ctx, committed, monkeypatch):
+    """Regression: an exception with no text (``TimeoutError()``) left the job ``failed`` with no
+    reason for the console to show."""
+    from openkb.indexing import verify_jobs
+
+    def times_out(*_a, **_k):
+        raise TimeoutError()
+
+    monkeypatch.setattr(verify_jobs, "verify", times_out)
+    with committed() as s:
+        job = IndexVerifyJob(status="pending")
+        s.add(job)
+        s.commit()
+        job_id = job.id
+    with session_scope(app_ctx.engine) as s:
+        assert verify_jobs.run_verify_job(app_ctx, s, job_id=job_id)["status"] == "failed"
+    with committed() as s:
+        row = s.get(IndexVerifyJob, job_id)
+        assert (row.status, row.error) == ("failed", "TimeoutError")
