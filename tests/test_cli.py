@@ -522,13 +522,17 @@ def test_backup_and_restore_refuse_in_one_line(db_env, tmp_path):
     p = run(["backup", "/proc/openkb.tar"], db_env)  # no file can be created in /proc
     assert_one_line_error(p, 65, "cannot write the backup in /proc")
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    for args in ([], [str(tmp_path / "a.tar"), "--out", str(tmp_path / "b.tar")]):  # none, or two
+        p = run(["backup", *args], db_env)
+        assert_one_line_error(p, 2, "name the archive to write once")
+    assert list(tmp_path.glob("*.tar")) == []
 
 
 def test_backup_says_nothing_on_stderr_without_xdg_runtime_dir(db_env, tmp_path, monkeypatch):
     """Cron, sudo and containers have no XDG_RUNTIME_DIR; finding pgserver's pg_dump must not run
     the code that warns about it, or every scheduled backup mails a warning."""
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    p = run(["backup", str(tmp_path / "nightly.tar"), "--json"], db_env)
+    p = run(["backup", "--out", str(tmp_path / "nightly.tar"), "--json"], db_env)  # as export spells it
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     assert json.loads(p.stdout)["path"].endswith("nightly.tar")

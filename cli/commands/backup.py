@@ -29,11 +29,22 @@ def _bar() -> Progress:
 
 
 def backup(
-    dest: Annotated[Path, typer.Argument(help="Archive file to write (a new .tar file).")],
+    dest: Annotated[Path | None, typer.Argument(help="Archive file to write (a new .tar file).")] = None,
+    out_opt: Annotated[
+        Path | None, typer.Option("--out", help="The same, spelled as `openkb export` spells it.")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Back up the database, the asset blobs and the index state into one archive."""
     from openkb.backup import create_backup
+    from openkb.errors import ValidationError
+
+    if (dest is None) == (out_opt is None):
+        raise ValidationError(
+            "name the archive to write once: openkb backup PATH.tar (or --out PATH.tar)", field="--out"
+        )
+    dest = dest or out_opt
+    assert dest is not None
 
     with appliance(components=("postgresql",)) as ctx:
         if json_out:
