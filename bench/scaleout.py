@@ -287,7 +287,7 @@ def main() -> None:
     stack = Stack(home)
     try:
         email = f"bench-{uuid.uuid4().hex[:6]}@example.com"
-        stack.cli("init", "--email", email, "--password-stdin", "--json", stdin="bench password 123\n")
+        stack.cli("init", "--email", email, "--password-stdin", "--json", stdin="amber lantern quietly 42\n")
         token = stack.cli(
             "token",
             "create",

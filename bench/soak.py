@@ -157,8 +157,10 @@ class Stack:
             input=stdin,
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
         )
+        if out.returncode != 0:  # say why (a refused password read as exit status 2 and nothing else)
+            raise SystemExit(f"openkb {' '.join(args)} failed: {out.stderr.strip()}")
         return json.loads(out.stdout)
 
     def down(self) -> None:
@@ -549,7 +551,7 @@ def main() -> None:
         ready_s = stack.up()
         print(f"openkb up ready in {ready_s:.1f}s ({stack.home})", file=sys.stderr)
         email = f"soak-{uuid.uuid4().hex[:6]}@example.com"
-        stack.cli("init", "--email", email, "--password-stdin", "--json", stdin="soak password 123\n")
+        stack.cli("init", "--email", email, "--password-stdin", "--json", stdin="amber lantern quietly 42\n")
         scopes = [x for s in ("kb:read", "kb:search", "kb:write", "doc:read", "doc:write") for x in ("--scope", s)]
         token = stack.cli("token", "create", "--user", email, "--name", "soak", *scopes, "--json")["token"]
         auth = {"Authorization": f"Bearer {token}"}
