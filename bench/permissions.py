@@ -110,7 +110,7 @@ def build_world(session, n_docs: int, n_users: int, rng: random.Random) -> dict:
     rows.append(
         (Group, [{"id": g, "tenant_id": tid, "name": f"g{i}", "created_by": users[0]} for i, g in enumerate(groups)])
     )
-    gm = {(g, u) for g in groups for u in rng.sample(users, 30)}
+    gm = {(g, u) for g in groups for u in rng.sample(users, min(30, len(users)))}
     rows.append((GroupMember, [{"id": uuid.uuid4(), "tenant_id": tid, "group_id": g, "user_id": u} for g, u in gm]))
     rows.append(
         (
