@@ -125,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             from openkb.db import session_scope
             from openkb.indexing.rebuild import drop
+            from openkb.permissions.principal import Principal
 
             with session_scope(b.ctx.engine) as s:
-                drop(b.ctx, s, f"openkb{run}")
+                drop(b.ctx, s, Principal.system(), f"openkb{run}")
         raw_rate, ours = statistics.median(raw_rates), statistics.median(ours_rates)
         job_rate = statistics.median(j["chunks"] / j["job_s"] for j in jobs)
         out.update(
