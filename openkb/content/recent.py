@@ -1,8 +1,14 @@
-"""Recent documents of a user: the pages they saved most recently, still readable to them.
+"""The home page's lists of documents: a user's recent documents (the pages they saved most
+recently) and the documents shared with them, each still readable to them.
 
-The home page of the web app lists them (``GET /api/me/recent-documents``). "Recent" is the
-caller's own saves (document versions they created, docs/data-model.md), not views: OpenKB
-records no reads.
+``GET /api/me/recent-documents``: "recent" is the caller's own saves (document versions they
+created, docs/data-model.md), not views: OpenKB records no reads.
+
+``GET /api/me/shared-documents``: pages and folders on which the caller, or a group they belong
+to, is a collaborator of the document itself, granted by someone else (a custom document: rows
+left on one switched back to inherit are dormant, docs/permissions.md#permission-mode). Why: someone
+invited to one document outside their workspaces had no way back to it but the link; knowledge
+bases shared with them are on the home page already (``GET /api/knowledge-bases``).
 
 Trap: access changes after a save (a document moved under a custom-permission folder, a role
 removed, the document trashed) must hide it. The statement applies the read rule itself
@@ -47,6 +53,41 @@ rp_candidates AS (SELECT id FROM mine),
 )
 
 
+_SHARED = text(f"""
+WITH RECURSIVE grants AS (
+    SELECT c.object_id AS id, c.role, c.created_at, c.created_by
+      FROM collaborators c
+     WHERE c.object_type = 'document' AND c.tenant_id = :tenant_id
+       AND c.created_by IS DISTINCT FROM :user_id  -- added by oneself: not shared with one
+       AND ((c.subject_type = 'user' AND c.subject_id = :user_id)
+         OR (c.subject_type = 'group' AND c.subject_id IN (
+                SELECT gm.group_id FROM group_members gm WHERE gm.user_id = :user_id AND gm.tenant_id = :tenant_id)))
+),
+shared AS (  -- one row per document: the newest grant says when and by whom, the strongest its role
+    SELECT DISTINCT ON (g.id) g.id, g.created_at AS shared_at, g.created_by,
+           (SELECT g2.role FROM grants g2 WHERE g2.id = g.id
+             ORDER BY array_position(ARRAY['owner', 'manager', 'editor', 'viewer'], g2.role) LIMIT 1) AS role
+      FROM grants g
+  ORDER BY g.id, g.created_at DESC
+),
+rp_candidates AS (SELECT id FROM shared),
+{READABLE_CTES}
+    SELECT d.id, d.knowledge_base_id, d.title, d.type, kb.title AS knowledge_base_title, s.shared_at, s.role,
+           u.id AS shared_by_id, u.display_name AS shared_by_name
+      FROM shared s
+      JOIN rp_readable r ON r.id = s.id
+      JOIN documents d ON d.id = s.id
+      JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
+ LEFT JOIN users u ON u.id = s.created_by
+     WHERE d.deleted_at IS NULL AND kb.status = 'active'
+       AND d.permission_mode = 'custom'  -- rows left on an inherit document are dormant
+  ORDER BY s.shared_at DESC, d.id
+     LIMIT :n
+""").bindparams(
+    bindparam("user_id", type_=UUID(as_uuid=False)), bindparam("tenant_id", type_=UUID(as_uuid=False)), *READABLE_BINDS
+)
+
+
 def recent_documents(session: Session, principal: Principal, *, limit: int = 20) -> list[dict[str, Any]]:
     """Newest first; at most ``limit`` (1-100)."""
     if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
@@ -62,6 +103,31 @@ def recent_documents(session: Session, principal: Principal, *, limit: int = 20)
             "title": r.title,
             "type": r.type,
             "edited_at": r.edited_at,
+        }
+        for r in rows
+    ]
+
+
+def shared_documents(session: Session, principal: Principal, *, limit: int = 20) -> list[dict[str, Any]]:
+    """Documents shared with the caller (or a group of theirs) as a collaborator, newest share
+    first, each with the strongest role granted and who granted the newest one; at most ``limit``
+    (1-100). The read rule is applied in the statement, as for recent documents: a document the
+    caller can no longer read (trashed, behind a closed folder) is left out."""
+    if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated("sign in to list the documents shared with you")
+    limit = max(1, min(limit, MAX_LIMIT))
+    params = {"user_id": str(principal.user_id), "tenant_id": str(principal.tenant_id), "n": limit}
+    rows = session.execute(_SHARED, {**params, **readable_params(principal)}).all()
+    return [
+        {
+            "id": r.id,
+            "knowledge_base_id": r.knowledge_base_id,
+            "knowledge_base_title": r.knowledge_base_title,
+            "title": r.title,
+            "type": r.type,
+            "role": r.role,
+            "shared_at": r.shared_at,
+            "shared_by": {"id": r.shared_by_id, "display_name": r.shared_by_name} if r.shared_by_id else None,
         }
         for r in rows
     ]

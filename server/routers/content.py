@@ -757,6 +757,35 @@ def recent_documents(
     return {"items": recent_service.recent_documents(session, principal, limit=limit)}
 
 
+class SharedBy(BaseModel):
+    id: uuid.UUID
+    display_name: str
+
+
+class SharedDocument(BaseModel):
+    id: uuid.UUID
+    knowledge_base_id: uuid.UUID
+    knowledge_base_title: str
+    title: str
+    type: str
+    role: str = Field(description="the strongest role granted on it, to the caller or a group of theirs")
+    shared_at: datetime = Field(description="when the newest of those grants was made")
+    shared_by: SharedBy | None = Field(description="who made it (null: an account since deleted)")
+
+
+class SharedList(BaseModel):
+    items: list[SharedDocument]
+
+
+@router.get("/api/me/shared-documents", response_model=SharedList, responses=error_responses(401, 422))
+def shared_documents(
+    session: SessionDep, principal: UserDep, limit: Annotated[int, Query(ge=1, le=recent_service.MAX_LIMIT)] = 20
+) -> dict[str, Any]:
+    """Documents shared with the caller as a collaborator (directly or through a group) that they
+    can still read, newest share first (the web app's home page)."""
+    return {"items": recent_service.shared_documents(session, principal, limit=limit)}
+
+
 @router.post("/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=errors_for(_WRITE, NotInTrash))
 def restore_from_trash(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
     """Back to its previous status (to the root if its parent is still in the trash)."""

@@ -103,3 +103,28 @@ def test_public_kb_is_readable_anonymously_but_drafts_are_not(w):
     assert w.anon.get(f"/api/documents/{published['id']}").json()["markdown"] == "# open\n"
     assert w.anon.get(f"/api/documents/{draft['id']}").status_code == 404
     assert w.c["other_tenant"].get(f"/api/documents/{draft['id']}").status_code == 404
+
+
+def test_a_shared_page_is_listed_for_the_one_it_was_shared_with_only(w):
+    """GET /api/me/shared-documents: the member the owner shared a private page with finds it
+    there; every outsider gets an empty list (the anonymous visitor: sign in first)."""
+    o = w.c["owner"]
+    page = w.doc("Shared plan", markdown="# plan\n")
+    r = o.put(f"/api/documents/{page['id']}", json={"permission_mode": "custom", "visibility": "private"})
+    assert r.status_code == 200, r.text
+    r = o.post(
+        f"/api/objects/document/{page['id']}/collaborators",
+        json={"subject_id": str(w.users["member"]), "role": "viewer"},
+    )
+    assert r.status_code == 201, r.text
+    got = w.c["member"].get("/api/me/shared-documents").json()["items"]
+    assert [(d["id"], d["title"], d["role"]) for d in got] == [(page["id"], "Shared plan", "viewer")]
+    assert got[0]["shared_by"]["id"] == str(w.users["owner"]) and got[0]["knowledge_base_id"] == w.kb["id"]
+    for name in OUTSIDERS:
+        r = w.by_name(name).get("/api/me/shared-documents")
+        if name == "anon":
+            assert r.status_code == 401 and r.json()["error"] == "UNAUTHENTICATED"
+        else:
+            assert r.status_code == 200 and r.json()["items"] == [], (name, r.text)
+    assert o.get("/api/me/shared-documents").json()["items"] == []
+    assert w.c["member"].get("/api/me/shared-documents", params={"limit": 0}).status_code == 422

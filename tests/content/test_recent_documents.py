@@ -93,3 +93,79 @@ def test_the_first_n_readable_even_when_many_newer_saves_are_hidden(world):
     world.db.flush()
     assert _ids(world, p.member, limit=1) == [made[0].id]
     assert _ids(world, p.member) == [made[0].id]
+
+
+def _shared(world, user, **kw):
+    return recent.shared_documents(world.db, world.principal(user), **kw)
+
+
+def _custom_page(world, title, **kw):
+    doc, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title=title, markdown="x\n", **kw
+    )
+    documents.update_document(world.db, world.actor(), doc.id, {"permission_mode": "custom", "visibility": "private"})
+    return doc
+
+
+def test_documents_shared_with_one_directly_or_through_a_group_newest_first(world):
+    """An outsider (no workspace) invited to single pages finds them on their home page: the
+    strongest role of their grants, the newest grant's time and author; nothing for the others."""
+    from tests.factories import make_group
+
+    p = world.p
+    owner = world.principal(p.owner)
+    a, b = _custom_page(world, "A"), _custom_page(world, "B")
+    group = make_group(world.db, p.tenant, p.owner, members=[p.outsider])
+    add_collaborator(world.db, owner, a, subject_type="user", subject_id=p.outsider.id, role="viewer")
+    add_collaborator(world.db, owner, b, subject_type="group", subject_id=group.id, role="viewer")
+    add_collaborator(world.db, owner, b, subject_type="user", subject_id=p.outsider.id, role="editor")
+    add_collaborator(world.db, owner, a, subject_type="user", subject_id=p.owner.id, role="editor")  # to oneself
+    world.db.flush()
+    world.db.execute(  # distinct grant times: a's older than b's
+        text("UPDATE collaborators SET created_at = created_at - interval '1 minute' WHERE object_id = :d"),
+        {"d": a.id},
+    )
+    got = _shared(world, p.outsider)
+    assert [d["id"] for d in got] == [b.id, a.id]
+    assert (got[0]["role"], got[1]["role"]) == ("editor", "viewer")  # b: the group's viewer and own editor
+    assert got[0]["shared_by"]["id"] == p.owner.id and got[0]["knowledge_base_title"] == world.kb.title
+    assert [d["id"] for d in _shared(world, p.outsider, limit=1)] == [b.id]
+    assert _shared(world, p.owner) == []  # they shared them (one with themselves): nothing was shared with them
+    assert _shared(world, p.member) == []  # a member of the workspace, not a collaborator of these pages
+    assert _shared(world, p.other_tenant_user) == []
+
+
+def test_a_shared_document_one_can_no_longer_read_is_left_out(world):
+    """Trashed, closed by a folder above it (the folder-gate rule), or switched back to inherit
+    (its rows are dormant): gone from the list; the grant itself is not what is checked."""
+    p = world.p
+    owner = world.principal(p.owner)
+    folder, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title="F", type="folder"
+    )
+    trashed, gated, dormant = (
+        _custom_page(world, "T"),
+        _custom_page(world, "G", parent_id=folder.id),
+        _custom_page(world, "D"),
+    )
+    for d in (trashed, gated, dormant):
+        add_collaborator(world.db, owner, d, subject_type="user", subject_id=p.outsider.id, role="viewer")
+    add_collaborator(world.db, owner, dormant, subject_type="user", subject_id=p.member.id, role="editor")
+    world.db.flush()
+    assert {d["id"] for d in _shared(world, p.outsider)} == {trashed.id, gated.id, dormant.id}
+    assert [d["id"] for d in _shared(world, p.member)] == [dormant.id]
+    documents.trash_document(world.db, world.actor(), trashed.id)
+    documents.update_document(
+        world.db, world.actor(), folder.id, {"permission_mode": "custom", "visibility": "private"}
+    )
+    documents.update_document(world.db, world.actor(), dormant.id, {"permission_mode": "inherit"})
+    world.db.flush()
+    assert _shared(world, p.outsider) == []
+    # the member still reads the inherit page (the workspace may), but nobody shares it with them now
+    assert documents.get_document(world.db, world.principal(p.member), dormant.id)["id"] == dormant.id
+    assert _shared(world, p.member) == []
+
+
+def test_anonymous_has_no_shared_documents(world):
+    with pytest.raises(Unauthenticated):
+        recent.shared_documents(world.db, Principal.anonymous(world.p.tenant.id))

@@ -506,6 +506,16 @@ def test_an_invitation_to_a_page_leads_to_it_after_verification(contexts, live_s
     kb_api = f"/api/knowledge-bases/{owner['kb']['id']}"
     assert {urlsplit(u).path for u in missing} <= {kb_api, kb_api + "/tree"}  # asked, refused: nothing else
 
+    # their home page leads back to it: no workspace, no knowledge base, one shared document
+    page.get_by_role("link", name="OpenKB").click()
+    expect(page.get_by_text("You are not in any workspace yet.")).to_be_visible()
+    shared = page.get_by_role("region", name="Documents shared with you")
+    expect(shared.get_by_role("listitem")).to_have_count(1)
+    expect(shared.get_by_role("listitem")).to_contain_text(re.compile(r"Handbook · Viewer · shared by \S"))
+    shared.get_by_role("link", name="Shared plan").click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{owner['kb']['id']}/docs/{doc['id']}$"))
+    expect(page.get_by_role("heading", name="Shared plan", level=1)).to_be_visible()
+
 
 def test_an_invitation_to_a_knowledge_base_leads_there_after_verification(contexts, live_server, test_home, owner):
     """Someone who signs up through a knowledge base's invitation link confirms the address, signs

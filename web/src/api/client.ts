@@ -210,6 +210,7 @@ export const api = {
   groupMembers: (id: string) => request<S['server__routers__groups__MemberList']>('GET', `/api/admin/groups/${enc(id)}/members`),
 
   recentDocuments: (limit = 20) => request<S['RecentList']>('GET', `/api/me/recent-documents?limit=${limit}`),
+  sharedDocuments: (limit = 20) => request<S['SharedList']>('GET', `/api/me/shared-documents?limit=${limit}`),
 
   // workspaces and knowledge bases
   workspaces: () => request<S['WorkspaceList']>('GET', '/api/workspaces'),

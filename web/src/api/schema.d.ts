@@ -2512,6 +2512,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/me/shared-documents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Shared Documents
+         * @description Documents shared with the caller as a collaborator (directly or through a group) that they
+         *     can still read, newest share first (the web app's home page).
+         */
+        get: operations["shared_documents_api_me_shared_documents_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/me/tokens": {
         parameters: {
             query?: never;
@@ -5902,6 +5923,53 @@ export interface components {
             revoked_at: string | null;
         } & {
             [key: string]: unknown;
+        };
+        /** SharedBy */
+        SharedBy: {
+            /** Display Name */
+            display_name: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+        };
+        /** SharedDocument */
+        SharedDocument: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Knowledge Base Id
+             * Format: uuid
+             */
+            knowledge_base_id: string;
+            /** Knowledge Base Title */
+            knowledge_base_title: string;
+            /**
+             * Role
+             * @description the strongest role granted on it, to the caller or a group of theirs
+             */
+            role: string;
+            /**
+             * Shared At
+             * Format: date-time
+             * @description when the newest of those grants was made
+             */
+            shared_at: string;
+            /** @description who made it (null: an account since deleted) */
+            shared_by: components["schemas"]["SharedBy"] | null;
+            /** Title */
+            title: string;
+            /** Type */
+            type: string;
+        };
+        /** SharedList */
+        SharedList: {
+            /** Items */
+            items: components["schemas"]["SharedDocument"][];
         };
         /** SharedOut */
         SharedOut: {
@@ -18631,6 +18699,46 @@ export interface operations {
             };
             /** @description TRANSACTION_CONFLICT */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    shared_documents_api_me_shared_documents_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedList"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

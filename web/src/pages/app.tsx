@@ -54,6 +54,9 @@ function NewWorkspaceButton() {
 export function HomePage() {
   const ws = useQuery('workspaces', api.workspaces)
   const recent = useQuery('recent', () => api.recentDocuments())
+  // pages and folders shared with one as a collaborator of the document itself: an invitation to
+  // one document outside one's workspaces left no way back to it but the link
+  const shared = useQuery('shared', () => api.sharedDocuments())
   // knowledge bases readable outside one's workspaces: shared with one as a collaborator (an
   // invitation to one knowledge base makes no workspace member) or public ones; without this
   // list the home page of someone invited to a knowledge base showed no way to it
@@ -79,6 +82,25 @@ export function HomePage() {
             ))}
           </ul>
         </section>
+        {shared.data?.items.length ? (
+          <section aria-labelledby="shared-h">
+            <h2 id="shared-h">{t('sharedDocuments')}</h2>
+            <ul class="list">
+              {shared.data.items.map((d) => {
+                const role = t(`role_${d.role}` as MessageKey)
+                return (
+                  <li key={d.id}>
+                    <a href={paths.doc(d.knowledge_base_id, d.id)} title={d.title}>{d.title}</a>{' '}
+                    <span class="muted">
+                      {d.knowledge_base_title} ·{' '}
+                      {d.shared_by ? t('sharedByRole', { role, name: d.shared_by.display_name }) : role}
+                    </span>
+                  </li>
+                )
+              })}
+            </ul>
+          </section>
+        ) : null}
         <section aria-labelledby="ws-h">
           <h2 id="ws-h">{t('myWorkspaces')}</h2>
           {ws.loading ? <Loading /> : null}
