@@ -30,7 +30,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PGUUID
 from sqlmodel import Session, col, select
 
-from openkb.config import Settings
+from openkb.audit import record_audit
+from openkb.config import Settings, get_settings
 from openkb.content import limits, tree
 from openkb.content.actor import Actor
 from openkb.content.changes import jsonable, record_change
@@ -43,7 +44,7 @@ from openkb.content.versions import (
 )
 from openkb.errors import NotFound, NotInTrash, PermissionDenied, ValidationError
 from openkb.jobs import enqueue_after_commit
-from openkb.models import Change, Document, DocumentAsset, DocumentVersion
+from openkb.models import Change, Collaborator, Document, DocumentAsset, DocumentVersion
 from openkb.models._base import utcnow
 from openkb.models.enums import DOC_TYPES, PERMISSION_MODES, VISIBILITIES
 from openkb.permissions import (
@@ -128,8 +129,12 @@ def create_document(
     document_id: uuid.UUID | None = None,
     on_unsupported: str = "reject",
     warnings: list[str] | None = None,
+    permission_mode: str = "inherit",
+    visibility: str | None = None,
 ) -> tuple[Document, DocumentVersion | None]:
     """``document_id``: an id chosen beforehand (an import links pages to each other before they exist).
+    ``permission_mode``/``visibility``: for a duplicate of a custom page (``duplicate_document``,
+    whose caller authorized them), never from a request.
     ``on_unsupported="convert"``: Markdown the editor cannot keep is repaired as an import would
     (docs/importing.md#api-writers) instead of refused; the repairs are appended to ``warnings``."""
     p = actor.principal
@@ -180,6 +185,8 @@ def create_document(
         meta=meta,
         tags=tag_list,
         index_status="pending" if type == "page" else "indexed",
+        permission_mode=permission_mode,
+        visibility=visibility,
         created_by=uid,
         updated_by=uid,
         **({"id": document_id} if document_id is not None else {}),
@@ -205,6 +212,109 @@ def create_document(
             after_version_id=version.id if version else None,
         )
     return doc, version
+
+
+COPY_SUFFIX = " (copy)"
+_BODY_ASSET = "asset://{}"
+
+
+def duplicate_document(
+    session: Session, actor: Actor, doc_id: uuid.UUID, *, title: str | None = None, settings: Settings | None = None
+) -> tuple[Document, DocumentVersion | None]:
+    """A copy of a page, placed right after it: its current body, metadata and tags, its status
+    (an archived page's copy is a draft), titled "<title> (copy)" unless ``title`` is given.
+
+    Why the rules (docs/api.md#duplicating-a-page):
+
+    * Reading the page is what makes it copyable (404 otherwise, as for any read); creating
+      beside it is checked as any create (403).
+    * Nobody may read the copy who could not read the page: a custom page's copy is custom too,
+      with the same visibility and the same collaborator rows (granted by the one who copied),
+      so its readers and roles are the page's; an inherit page's copy inherits the same region.
+    * The images and attachments the body shows get rows of their own on the copy (an asset is
+      readable with its page, docs/data-model.md#assets) that share the page's blobs: nothing is
+      stored twice, and deleting either page leaves the other's files alone.
+    """
+    from openkb.permissions.collaborators import do_grant
+    from openkb.permissions.service import ObjectRef
+
+    src = access_document(session, actor.principal, doc_id, Action.READ).document
+    if src.type != "page":
+        raise ValidationError("only pages can be duplicated; duplicate the pages inside the folder", field="id")
+    version = current_version(session, src)
+    body = version.markdown if version is not None else ""
+    new_id = uuid.uuid4()
+    assets = list(
+        session.exec(
+            select(DocumentAsset)
+            .where(col(DocumentAsset.document_id) == src.id)
+            .order_by(col(DocumentAsset.created_at))
+        ).all()
+    )
+    copies: list[DocumentAsset] = []
+    for a in assets:
+        ref = _BODY_ASSET.format(a.id)
+        if ref not in body:  # an attachment the body no longer shows stays with its page
+            continue
+        twin = DocumentAsset(
+            tenant_id=a.tenant_id,
+            document_id=new_id,
+            object_key=a.object_key,
+            filename=a.filename,
+            mime_type=a.mime_type,
+            size_bytes=a.size_bytes,
+            sha256=a.sha256,
+            created_by=actor.user_id,
+        )
+        body = body.replace(ref, _BODY_ASSET.format(twin.id))
+        copies.append(twin)
+    if title is None:
+        limit = (settings or get_settings()).max_title_chars
+        title = src.title[: limit - len(COPY_SUFFIX)] + COPY_SUFFIX
+    doc, new_version = create_document(
+        session,
+        actor,
+        knowledge_base_id=src.knowledge_base_id,
+        parent_id=src.parent_id,
+        title=title,
+        markdown=body,
+        status=src.status if src.status in CREATE_STATUSES else "draft",
+        metadata=dict(src.meta or {}),
+        tags=list(src.tags or []),
+        sort_order=src.sort_order + 1,
+        document_id=new_id,
+        settings=settings,
+        permission_mode=src.permission_mode,
+        visibility=src.visibility if src.permission_mode == "custom" else None,
+    )
+    for twin in copies:
+        session.add(twin)
+    if src.permission_mode == "custom":
+        rows = session.exec(
+            select(Collaborator).where(Collaborator.object_type == "document", Collaborator.object_id == src.id)
+        ).all()
+        for r in rows:
+            do_grant(
+                session,
+                tenant_id=r.tenant_id,
+                ref=ObjectRef("document", doc.id),
+                subject_type=r.subject_type,
+                subject_id=r.subject_id,
+                role=r.role,
+                source="direct",
+                created_by=actor.user_id,
+            )
+    session.flush()
+    record_audit(
+        session,
+        tenant_id=doc.tenant_id,
+        actor=actor.principal,
+        action="document.duplicate",
+        object_type="document",
+        object_id=doc.id,
+        metadata={"source_id": str(src.id), "assets": len(copies)},
+    )
+    return doc, new_version
 
 
 _PATH = text("SELECT id, title, type FROM documents WHERE id = ANY(:ids)").bindparams(

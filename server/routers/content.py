@@ -572,6 +572,25 @@ def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) 
     return {**out, "warnings": warnings} if body.on_unsupported == "convert" else out
 
 
+class DuplicateIn(BaseModel):
+    title: str | None = Field(None, description='the copy\'s title; default "<title> (copy)"')
+
+
+@router.post(
+    "/api/documents/{doc_id}/duplicate",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DocumentOut,
+    responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS),
+)
+def duplicate_document(
+    doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, body: DuplicateIn | None = None
+) -> dict[str, Any]:
+    """A copy of a page right after it: body, metadata, tags, status, its images (sharing their
+    files) and, for a custom page, its permissions (docs/api.md#duplicating-a-page)."""
+    doc, _ = doc_service.duplicate_document(session, actor, doc_id, title=body.title if body else None)
+    return doc_service.get_document(session, actor.principal, doc.id)
+
+
 @router.get("/api/documents/{doc_id}", response_model=DocumentOut, responses=_READ)
 def get_document(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     return doc_service.get_document(session, principal, doc_id)

@@ -90,8 +90,15 @@ def test_write_routes_hide_existence_from_outsiders(w):
         assert c.post("/api/documents", json={"knowledge_base_id": w.kb["id"], "title": "x"}).status_code == 404
         assert c.put(f"/api/knowledge-bases/{w.kb['id']}", json={"title": "x"}).status_code == 404
         assert c.post(f"/api/objects/document/{page['id']}/share-links", json={}).status_code == 404
+        assert c.post(f"/api/documents/{page['id']}/duplicate").status_code == 404
     r = w.anon.put(f"/api/documents/{page['id']}", json={"title": "x"})
     assert r.status_code == 401 and r.json()["error"] == "UNAUTHENTICATED"
+    assert w.anon.post(f"/api/documents/{page['id']}/duplicate").status_code == 401
+    # the owner's copy: right after it, same body; a reader of the knowledge base may not copy
+    r = w.c["owner"].post(f"/api/documents/{page['id']}/duplicate", json={"title": "P, again"})
+    assert r.status_code == 201 and r.json()["title"] == "P, again" and r.json()["markdown"] == "p\n", r.text
+    r = w.c["member"].post(f"/api/documents/{page['id']}/duplicate")
+    assert r.status_code == 403 and r.json()["error"] == "PERMISSION_DENIED", r.text
 
 
 def test_public_kb_is_readable_anonymously_but_drafts_are_not(w):

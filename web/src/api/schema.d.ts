@@ -1878,6 +1878,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/documents/{doc_id}/duplicate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Duplicate Document
+         * @description A copy of a page right after it: body, metadata, tags, status, its images (sharing their
+         *     files) and, for a custom page, its permissions (docs/api.md#duplicating-a-page).
+         */
+        post: operations["duplicate_document_api_documents__doc_id__duplicate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/documents/{doc_id}/restore/{version_id}": {
         parameters: {
             query?: never;
@@ -4134,6 +4155,14 @@ export interface components {
             title?: string | null;
             /** Visibility */
             visibility?: ("private" | "workspace" | "public") | null;
+        };
+        /** DuplicateIn */
+        DuplicateIn: {
+            /**
+             * Title
+             * @description the copy's title; default "<title> (copy)"
+             */
+            title?: string | null;
         };
         /**
          * EmptyIn
@@ -15753,6 +15782,116 @@ export interface operations {
             };
             /** @description VALIDATION_ERROR, NOT_A_PAGE, TOO_MANY_CHANGES */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    duplicate_document_api_documents__doc_id__duplicate_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Groups this request's writes into a run (UUID or short name) for listing and revert */
+                "x-run-id"?: string | null;
+            };
+            path: {
+                doc_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DuplicateIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentOut"];
+                };
+            };
+            /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED, CSRF_FAILED, INSUFFICIENT_SCOPE */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE, TITLE_TOO_LONG, METADATA_TOO_LARGE, MARKDOWN_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description TRANSACTION_CONFLICT */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -172,6 +172,18 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     invalidate(`doc:${id}`)
   }
 
+  // the copy lands right after the page (POST /api/documents/{id}/duplicate) and opens
+  async function duplicate(id: string) {
+    setError(null)
+    try {
+      const copy = await api.duplicateDocument(id)
+      invalidate(`tree:${kbId}`)
+      navigate(paths.doc(kbId, copy.id))
+    } catch (e) {
+      setError(e)
+    }
+  }
+
   const carriesFiles = (e: DragEvent) => !dragRef.current && !!e.dataTransfer?.types?.includes('Files')
 
   function dropFiles(e: DragEvent, parentId: string | null) {
@@ -297,9 +309,14 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                       </>
                     ) : null}
                     {!isFolder && props.canCreate ? (
-                      <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'page', parentId: it.id }) }}>
-                        {t('newSubpage')}
-                      </button>
+                      <>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'new', type: 'page', parentId: it.id }) }}>
+                          {t('newSubpage')}
+                        </button>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void duplicate(it.id) }}>
+                          {t('duplicate')}
+                        </button>
+                      </>
                     ) : null}
                     {props.canCreate ? (
                       <>

@@ -244,6 +244,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const [mode, setMode] = useState<Mode>(canEdit ? 'edit' : 'read')
   const [treeOpen, setTreeOpen] = useState(false) // narrow screens only (TreeToggle); closed on each document (keyed)
   const [state, setState] = useState<SaveState>('saved')
+  const [dupError, setDupError] = useState<unknown>(null)
   const [saveError, setSaveError] = useState<unknown>(null)
   const [title, setTitle] = useState(doc.title)
   const [markdown, setMarkdown] = useState(doc.markdown ?? '')
@@ -465,6 +466,18 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     }
   }
 
+  // a copy of the saved page (the menu item waits for "Saved"), right after it; then it opens
+  async function duplicate() {
+    setDupError(null)
+    try {
+      const copy = await api.duplicateDocument(doc.id)
+      invalidate(`tree:${kbId}`)
+      navigate(paths.doc(kbId, copy.id))
+    } catch (e) {
+      setDupError(e)
+    }
+  }
+
   function exportMarkdown() {
     const blob = new Blob([latest.current.markdown], { type: 'text/markdown;charset=utf-8' })
     const a = document.createElement('a')
@@ -554,6 +567,17 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
                   <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); setPanel('history') }}>
                     {t('history')}
                   </button>
+                  {doc.type === 'page' && (props.kb?.capabilities?.includes('create') || canEdit) ? (
+                    <button
+                      type="button"
+                      role="menuitem"
+                      disabled={state !== 'saved'}
+                      title={state !== 'saved' ? t('duplicateSaveFirst') : undefined}
+                      onClick={() => { setMoreOpen(false); void duplicate() }}
+                    >
+                      {t('duplicate')}
+                    </button>
+                  ) : null}
                   <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); exportMarkdown() }}>
                     {t('exportMarkdown')}
                   </button>
@@ -570,6 +594,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             </span>
           </div>
           {saveError && state === 'failed' ? <ErrorNote error={saveError} /> : null}
+          <ErrorNote error={dupError} />
           {original !== null ? (
             <p class="index-only-note" data-index-only="true">
               {t('indexOnlyFrom')}{' '}
