@@ -88,24 +88,31 @@ rp_candidates AS (SELECT id FROM shared),
 )
 
 
+def _readable_rows(session: Session, principal: Principal, statement: Any, limit: int, what: str) -> list[Any]:
+    """Run one of the statements above for a signed-in user: ``limit`` clamped to 1-100, the read
+    rule's binds added."""
+    if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
+        raise Unauthenticated(f"sign in to list {what}")
+    params = {"user_id": str(principal.user_id), "tenant_id": str(principal.tenant_id)}
+    return list(
+        session.execute(statement, {**params, "n": max(1, min(limit, MAX_LIMIT)), **readable_params(principal)}).all()
+    )
+
+
+def _doc(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "knowledge_base_id": r.knowledge_base_id,
+        "knowledge_base_title": r.knowledge_base_title,
+        "title": r.title,
+        "type": r.type,
+    }
+
+
 def recent_documents(session: Session, principal: Principal, *, limit: int = 20) -> list[dict[str, Any]]:
     """Newest first; at most ``limit`` (1-100)."""
-    if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
-        raise Unauthenticated("sign in to list your recent documents")
-    limit = max(1, min(limit, MAX_LIMIT))
-    params = {"user_id": str(principal.user_id), "tenant_id": str(principal.tenant_id), "n": limit}
-    rows = session.execute(_RECENT, {**params, **readable_params(principal)}).all()
-    return [
-        {
-            "id": r.id,
-            "knowledge_base_id": r.knowledge_base_id,
-            "knowledge_base_title": r.knowledge_base_title,
-            "title": r.title,
-            "type": r.type,
-            "edited_at": r.edited_at,
-        }
-        for r in rows
-    ]
+    rows = _readable_rows(session, principal, _RECENT, limit, "your recent documents")
+    return [{**_doc(r), "edited_at": r.edited_at} for r in rows]
 
 
 def shared_documents(session: Session, principal: Principal, *, limit: int = 20) -> list[dict[str, Any]]:
@@ -113,18 +120,10 @@ def shared_documents(session: Session, principal: Principal, *, limit: int = 20)
     first, each with the strongest role granted and who granted the newest one; at most ``limit``
     (1-100). The read rule is applied in the statement, as for recent documents: a document the
     caller can no longer read (trashed, behind a closed folder) is left out."""
-    if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
-        raise Unauthenticated("sign in to list the documents shared with you")
-    limit = max(1, min(limit, MAX_LIMIT))
-    params = {"user_id": str(principal.user_id), "tenant_id": str(principal.tenant_id), "n": limit}
-    rows = session.execute(_SHARED, {**params, **readable_params(principal)}).all()
+    rows = _readable_rows(session, principal, _SHARED, limit, "the documents shared with you")
     return [
         {
-            "id": r.id,
-            "knowledge_base_id": r.knowledge_base_id,
-            "knowledge_base_title": r.knowledge_base_title,
-            "title": r.title,
-            "type": r.type,
+            **_doc(r),
             "role": r.role,
             "shared_at": r.shared_at,
             "shared_by": {"id": r.shared_by_id, "display_name": r.shared_by_name} if r.shared_by_id else None,
