@@ -572,7 +572,7 @@ def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) 
     return {**out, "warnings": warnings} if body.on_unsupported == "convert" else out
 
 
-class DuplicateIn(BaseModel):
+class DuplicateIn(RequestModel):
     title: str | None = Field(None, description='the copy\'s title; default "<title> (copy)"')
 
 
