@@ -16,7 +16,7 @@ import katex from 'katex'
 
 import { DIAGRAM_LANGUAGE, renderDiagram } from './diagram'
 import { FEATURES, type Lang } from './features'
-import { imageAltText, internalDocumentHref, internalLinks, keepImageAlt, serializerOptions } from './plugins'
+import { imageAltText, internalDocumentHref, internalLinks, keepImageAlt, keepSelectionLaidOut, serializerOptions } from './plugins'
 
 type FeatureConfigs = NonNullable<CrepeConfig['featureConfigs']>
 type BlockEditConfig = NonNullable<FeatureConfigs['block-edit']>
@@ -218,6 +218,7 @@ export function createCrepe(opts: CrepeOptions): Crepe {
   serializerOptions(crepe.editor)
   keepImageAlt(crepe.editor)
   imageAltText(crepe.editor)
+  keepSelectionLaidOut(crepe.editor)
   internalLinks(crepe.editor, opts.resolveLink ?? internalDocumentHref)
   return crepe
 }

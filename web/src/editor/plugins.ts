@@ -4,12 +4,12 @@
 import type { Editor } from '@milkdown/kit/core'
 import type { Mark, Node as PMNode } from '@milkdown/kit/prose/model'
 
-import type { EditorView } from '@milkdown/kit/prose/view'
+import { Decoration, DecorationSet, type EditorView } from '@milkdown/kit/prose/view'
 
 import { imageBlockSchema } from '@milkdown/kit/component/image-block'
 import { remarkStringifyOptionsCtx } from '@milkdown/kit/core'
 import { linkSchema } from '@milkdown/kit/preset/commonmark'
-import { Plugin } from '@milkdown/kit/prose/state'
+import { Plugin, Selection, TextSelection } from '@milkdown/kit/prose/state'
 import { $prose } from '@milkdown/kit/utils'
 
 import type { Handle } from 'mdast-util-to-markdown'
@@ -204,4 +204,52 @@ export function internalLinks(editor: Editor, resolve: (href: string) => string 
       }
     })
   })
+}
+
+/**
+ * Long pages: the stylesheet lets the browser skip laying out a paragraph or heading outside the
+ * viewport (`content-visibility`, web/src/styles.css), so a keystroke lays out the blocks on
+ * screen, not thousands. The blocks around the selection are marked `pm-near` and always laid
+ * out: the slash menu and the caret read the block being edited, and a skipped block answered
+ * them before the browser had placed it (the menu failed to open in 3 of 8 tries). The keys that
+ * jump to the start or end of the document (Ctrl+Home/End, on a Mac Cmd+Up/Down; with Shift they
+ * select) are done here: the browser placed the caret by the skipped last block's layout, at its
+ * start instead of its end.
+ */
+export function keepSelectionLaidOut(editor: Editor): void {
+  editor.use(
+    $prose(
+      () =>
+        new Plugin({
+          props: {
+            handleKeyDown(view, e) {
+              const mod = e.ctrlKey || e.metaKey
+              const toEnd = mod && !e.altKey && (e.key === 'End' || (e.metaKey && e.key === 'ArrowDown'))
+              const toStart = mod && !e.altKey && (e.key === 'Home' || (e.metaKey && e.key === 'ArrowUp'))
+              if (!toEnd && !toStart) return false
+              const { doc, selection } = view.state
+              const target = toEnd ? Selection.atEnd(doc) : Selection.atStart(doc)
+              const next = e.shiftKey ? TextSelection.between(selection.$anchor, target.$head) : target
+              view.dispatch(view.state.tr.setSelection(next).scrollIntoView())
+              return true
+            },
+            decorations(state) {
+              const { doc, selection } = state
+              const last = doc.childCount - 1
+              if (last < 0) return null
+              const from = Math.max(0, selection.$from.index(0) - 2)
+              const to = Math.min(last, selection.$to.index(0) + 2)
+              const decos: Decoration[] = []
+              let pos = selection.$from.posAtIndex(from, 0)
+              for (let i = from; i <= to; i++) {
+                const size = doc.child(i).nodeSize
+                decos.push(Decoration.node(pos, pos + size, { class: 'pm-near' }))
+                pos += size
+              }
+              return DecorationSet.create(doc, decos)
+            },
+          },
+        }),
+    ),
+  )
 }
