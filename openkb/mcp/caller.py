@@ -39,6 +39,7 @@ TOOL_SCOPES = {
     "kb_list_workspaces": "kb:read",
     "kb_list_knowledge_bases": "kb:read",
     "kb_list_documents": "kb:read",
+    "kb_list_shared_documents": "kb:read",
     "kb_upsert_document": "doc:write",
     # the user's facts and entities (docs/facts.md#mcp): never a default scope
     "kb_facts_lookup": "facts:read",

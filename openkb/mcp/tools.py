@@ -23,6 +23,7 @@ from openkb.config import Settings
 from openkb.content import Actor
 from openkb.content import documents as doc_service
 from openkb.content import knowledge_bases as kb_service
+from openkb.content import recent as recent_service
 from openkb.content import tree as tree_service
 from openkb.content import upsert as upsert_service
 from openkb.content import workspaces as ws_service
@@ -384,6 +385,36 @@ def list_workspaces(
         return {"workspaces": items, "total": pg.total, "next_cursor": pg.next_cursor}, []
 
     return audited(session, caller, "kb_list_workspaces", run)
+
+
+def list_shared_documents(
+    session: Session, caller: McpCaller, settings: Settings, *, cursor: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """The pages and folders someone shared with this user (``recent.shared_documents``: the
+    same list and read rule as the web app's home page), newest share first, at most 100."""
+
+    def run() -> tuple[dict[str, Any], list[str]]:
+        caller.require("kb:read")
+        n = pages.check_limit(limit, settings.mcp_page_size, settings.mcp_max_page_size)
+        rows = recent_service.shared_documents(session, caller.principal, limit=recent_service.MAX_LIMIT)
+        pg = pages.page(rows, tool="kb_list_shared_documents", args={}, cursor=cursor, limit=n)
+        items = [
+            {
+                "id": _s(d["id"]),
+                "knowledge_base_id": _s(d["knowledge_base_id"]),
+                "knowledge_base_title": d["knowledge_base_title"],
+                "type": d["type"],
+                "title": d["title"],
+                "role": d["role"],
+                "shared_at": _s(d["shared_at"]),
+                "shared_by": d["shared_by"]["display_name"] if d["shared_by"] else None,
+                "url": doc_url(settings, d["knowledge_base_id"], d["id"]),
+            }
+            for d in pg.items
+        ]
+        return {"documents": items, "total": pg.total, "next_cursor": pg.next_cursor}, [i["id"] for i in items]
+
+    return audited(session, caller, "kb_list_shared_documents", run)
 
 
 def _kb_item(settings: Settings, k: dict[str, Any]) -> dict[str, Any]:

@@ -168,6 +168,24 @@ class DocumentsOut(_Out):
     next_cursor: str | None
 
 
+class SharedDocumentItem(_Out):
+    id: str
+    knowledge_base_id: str
+    knowledge_base_title: str
+    type: str
+    title: str
+    role: str = Field(description="the strongest role granted: viewer | editor | manager | owner")
+    shared_at: str
+    shared_by: str | None = Field(description="who shared it (null: an account since deleted)")
+    url: str
+
+
+class SharedDocumentsOut(_Out):
+    documents: list[SharedDocumentItem]
+    total: int
+    next_cursor: str | None = Field(description="pass as cursor for the next page; null on the last page")
+
+
 class UpsertOut(_Out):
     status: str = Field(description="created | updated | unchanged")
     document_id: str

@@ -253,6 +253,16 @@ def build(ctx: AppContext) -> OpenKBMCP:
         """The workspaces this user belongs to, with the user's role. Paged: pass next_cursor back."""
         return call(lambda s, c: tools.list_workspaces(s, c, ctx.settings, cursor=cursor, limit=limit), S.WorkspacesOut)
 
+    @tool(name="kb_list_shared_documents", title="List documents shared with me", annotations=READ_ONLY)
+    def kb_list_shared_documents(cursor: Cursor = None, limit: Limit = None) -> S.SharedDocumentsOut:
+        """Pages and folders other people shared with this user as a collaborator (directly or
+        through a group), newest share first, with the user's role and who shared each. Read one
+        with kb_get_document. Paged: pass next_cursor back."""
+        return call(
+            lambda s, c: tools.list_shared_documents(s, c, ctx.settings, cursor=cursor, limit=limit),
+            S.SharedDocumentsOut,
+        )
+
     @tool(name="kb_list_knowledge_bases", title="List knowledge bases", annotations=READ_ONLY)
     def kb_list_knowledge_bases(
         workspace_id: Annotated[uuid.UUID | None, Field(description="only this workspace's")] = None,

@@ -38,6 +38,7 @@ TOOLS = {
     "kb_list_workspaces",
     "kb_list_knowledge_bases",
     "kb_list_documents",
+    "kb_list_shared_documents",
 }
 LONG_MD = (
     "# Intro\n\nzebrafinch opening words.\n\n"
@@ -556,3 +557,25 @@ def test_an_oauth_token_for_this_resource_works_until_its_grant_is_revoked(w: Wo
         )
         s.commit()
     assert rpc(w, token, "tools/list", {}).status_code == 401
+
+
+def test_documents_shared_with_the_user(w: World) -> None:
+    """kb_list_shared_documents: the page the owner shared with the outsider (a private knowledge
+    base, a custom page) for the outsider alone, with role and sharer; readable through
+    kb_get_document; nothing for the reader or another tenant's user."""
+    own = w.http["owner"]
+    page = w.secret
+    assert own.put(f"/api/documents/{page['id']}", json={"permission_mode": "custom"}).status_code == 200
+    r = own.post(
+        f"/api/objects/document/{page['id']}/collaborators",
+        json={"subject_id": str(w.users["outsider"]), "role": "viewer"},
+    )
+    assert r.status_code == 201, r.text
+    got = ok(call(w, "outsider", "kb_list_shared_documents", {}))
+    assert got["total"] == 1 and got["next_cursor"] is None
+    (item,) = got["documents"]
+    assert (item["id"], item["title"], item["role"], item["type"]) == (page["id"], "Secret plan", "viewer", "page")
+    assert item["knowledge_base_id"] == w.private_kb["id"] and item["shared_by"] and item["url"].endswith(page["id"])
+    assert ok(call(w, "outsider", "kb_get_document", {"document_id": page["id"]}))["title"] == "Secret plan"
+    for who in ("reader", "other", "owner"):
+        assert ok(call(w, who, "kb_list_shared_documents", {}))["documents"] == [], who
