@@ -6,7 +6,8 @@ services (``openkb.mcp.tools``) the way ``/mcp`` calls them, with a read-scoped 
 ``kb_search`` finds exactly what the oracle lets them find; ``kb_get_document`` opens exactly
 what they may read (``kb_get_document_changes`` compares exactly the pages they may read) (or restore from the trash) and says ``document not found`` otherwise, the
 same words as for a missing id; ``kb_list_documents`` lists exactly the readable documents of a
-readable knowledge base and ``knowledge base not found`` for any other. In-process on the
+readable knowledge base and ``knowledge base not found`` for any other; ``kb_list_shared_documents``
+lists nothing they may not read. In-process on the
 rolled-back ``db`` session (the live server could not see its uncommitted rows); the HTTP path
 in front of these services is tests/mcp/test_mcp_endpoint.py's.
 """
@@ -72,6 +73,9 @@ def test_mcp_tools_never_leak_and_miss_nothing(db, app_ctx, target, w: World, sa
             got = {by_id.get(r["document_id"], -1) for r in found["results"]}
             expected = {n for n in words if oracle.allows(who, n, "search")}
             assert got == expected, f"search LEAK {sorted(got - expected)} MISS {sorted(expected - got)}{ctx}"
+            shared = tools.list_shared_documents(db, caller, st_, limit=100)["documents"]
+            leaked = {by_id.get(x["id"], -1) for x in shared} - {d.n for d in w.docs if oracle.allows(who, d.n, "read")}
+            assert not leaked, f"list_shared_documents LEAK {sorted(leaked)}{ctx}"
             for d in w.docs:
                 visible = oracle.allows(who, d.n, "read") or oracle.allows(who, d.n, "trash")
                 try:
