@@ -22,10 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.dialects.postgresql import ARRAY, TEXT, UUID
 from sqlmodel import Session
 
 from openkb.errors import Unauthenticated
+from openkb.models.enums import ROLE_RANK
 from openkb.permissions import Principal
 from openkb.permissions.sql import READABLE_BINDS, READABLE_CTES, readable_params
 
@@ -66,7 +67,7 @@ WITH RECURSIVE grants AS (
 shared AS (  -- one row per document: the newest grant says when and by whom, the strongest its role
     SELECT DISTINCT ON (g.id) g.id, g.created_at AS shared_at, g.created_by,
            (SELECT g2.role FROM grants g2 WHERE g2.id = g.id
-             ORDER BY array_position(ARRAY['owner', 'manager', 'editor', 'viewer'], g2.role) LIMIT 1) AS role
+             ORDER BY array_position(:roles_best_first, g2.role) LIMIT 1) AS role
       FROM grants g
   ORDER BY g.id, g.created_at DESC
 ),
@@ -84,7 +85,10 @@ rp_candidates AS (SELECT id FROM shared),
   ORDER BY s.shared_at DESC, d.id
      LIMIT :n
 """).bindparams(
-    bindparam("user_id", type_=UUID(as_uuid=False)), bindparam("tenant_id", type_=UUID(as_uuid=False)), *READABLE_BINDS
+    bindparam("user_id", type_=UUID(as_uuid=False)),
+    bindparam("tenant_id", type_=UUID(as_uuid=False)),
+    bindparam("roles_best_first", value=sorted(ROLE_RANK, key=ROLE_RANK.__getitem__, reverse=True), type_=ARRAY(TEXT)),
+    *READABLE_BINDS,
 )
 
 
