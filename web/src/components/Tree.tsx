@@ -34,6 +34,14 @@ function loadCollapsed(kbId: string): Set<string> {
 
 type Action = { kind: 'rename' | 'delete' | 'move'; item: TreeItem } | { kind: 'new'; type: 'page' | 'folder'; parentId: string | null }
 
+/** Duplicate a page (POST /api/documents/{id}/duplicate): the copy lands right after it in the
+ * tree, which is read again, and opens. For the tree's item menu and the document's More menu. */
+export async function duplicatePage(kbId: string, id: string): Promise<void> {
+  const copy = await api.duplicateDocument(id)
+  invalidate(`tree:${kbId}`)
+  navigate(paths.doc(kbId, copy.id))
+}
+
 export function Tree(props: { kbId: string; currentId: string | null; canCreate: boolean; currentTitle?: string }) {
   const { kbId, currentId } = props
   const tree = useQuery(`tree:${kbId}`, () => api.tree(kbId))
@@ -172,16 +180,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     invalidate(`doc:${id}`)
   }
 
-  // the copy lands right after the page (POST /api/documents/{id}/duplicate) and opens
   async function duplicate(id: string) {
     setError(null)
-    try {
-      const copy = await api.duplicateDocument(id)
-      invalidate(`tree:${kbId}`)
-      navigate(paths.doc(kbId, copy.id))
-    } catch (e) {
-      setError(e)
-    }
+    await duplicatePage(kbId, id).catch(setError)
   }
 
   const carriesFiles = (e: DragEvent) => !dragRef.current && !!e.dataTransfer?.types?.includes('Files')

@@ -19,7 +19,7 @@ import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../componen
 import { Outline } from '../components/Outline'
 import { Changes } from '../components/Changes'
 import { HistoryDialog, ShareDialog } from '../components/panels'
-import { Tree } from '../components/Tree'
+import { duplicatePage, Tree } from '../components/Tree'
 import { Dialog, ErrorNote, ErrorPage, Loading, TopBar, TreeToggle } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
@@ -469,13 +469,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   // a copy of the saved page (the menu item waits for "Saved"), right after it; then it opens
   async function duplicate() {
     setDupError(null)
-    try {
-      const copy = await api.duplicateDocument(doc.id)
-      invalidate(`tree:${kbId}`)
-      navigate(paths.doc(kbId, copy.id))
-    } catch (e) {
-      setDupError(e)
-    }
+    await duplicatePage(kbId, doc.id).catch(setDupError)
   }
 
   function exportMarkdown() {
