@@ -140,7 +140,8 @@ def reindex_subtree(
     **_: Any,
 ) -> dict[str, Any]:
     """Re-sync a document and everything under it (or a whole knowledge base). Access fields of
-    existing rows change by partial update (no re-embedding); big subtrees commit per batch."""
+    existing rows change by partial update (Milvus embeds them again all the same:
+    docs/retrieval.md#what-a-change-costs); big subtrees commit per batch."""
     if (document_id is None) == (knowledge_base_id is None):
         raise ValidationError("reindex_subtree takes document_id or knowledge_base_id")
     if document_id is not None:

@@ -9,7 +9,8 @@ collection holds, and then writes only the difference:
 * a chunk missing from Milvus (or whose title changed: the title is part of the embedded text)
   -> full upsert, which makes Milvus call the TEXTEMBEDDING function;
 * a chunk whose scalar fields changed (move, permission mode, visibility, status, metadata)
-  -> partial upsert of the scalars only, no re-embedding;
+  -> partial upsert of the scalars only (less to send; Milvus still runs its functions on the
+  merged row, so the chunk is embedded again: docs/retrieval.md#what-a-change-costs);
 * a Milvus row no longer wanted (an old version, a deleted document) -> delete.
 
 Running it twice changes nothing the second time, which is what makes the huey jobs idempotent
