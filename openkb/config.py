@@ -77,6 +77,7 @@ class Settings(BaseSettings):
     max_name_chars: int = 1_000
     max_metadata_bytes: int = 64 * 1024
     max_folder_depth: int = 10
+    max_duplicate_documents: int = 1_000
     max_upload_bytes: int = 50 * 1024 * 1024
     asset_retention_days: int = Field(
         30,

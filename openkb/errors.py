@@ -560,6 +560,15 @@ class ImportIncomplete(OpenKBError):
 # --- export (docs/export.md) -----------------------------------------------------------------------
 
 
+class DuplicateTooLarge(LimitExceeded):
+    """A duplicate with its sub-pages (``POST /api/documents/{id}/duplicate``) that would copy more
+    documents than ``MAX_DUPLICATE_DOCUMENTS``: refused before anything is copied; the detail
+    names the limit and says to duplicate a folder further down."""
+
+    code = "DUPLICATE_TOO_LARGE"
+    surfaces = frozenset({HTTP})
+
+
 class ExportTooLarge(LimitExceeded):
     """An export (``openkb export``, ``GET .../export``) whose pages and assets add up to more than
     the export cap: refused before anything is written; the detail names the cap and says to

@@ -42,7 +42,8 @@ from openkb.content.versions import (
     prepare_markdown,
     scope_of,
 )
-from openkb.errors import NotFound, NotInTrash, PermissionDenied, ValidationError
+from openkb.errors import DuplicateTooLarge, NotFound, NotInTrash, PermissionDenied, ValidationError
+from openkb.exporting.links import rewrite_links
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Collaborator, Document, DocumentAsset, DocumentVersion
 from openkb.models._base import utcnow
@@ -54,6 +55,7 @@ from openkb.permissions import (
     access_document,
     access_knowledge_base,
     can_move_document,
+    filter_readable_documents,
 )
 from openkb.permissions import settings as access_settings
 from openkb.permissions.access import DOC_NOT_FOUND
@@ -219,102 +221,185 @@ _BODY_ASSET = "asset://{}"
 
 
 def duplicate_document(
-    session: Session, actor: Actor, doc_id: uuid.UUID, *, title: str | None = None, settings: Settings | None = None
+    session: Session,
+    actor: Actor,
+    doc_id: uuid.UUID,
+    *,
+    title: str | None = None,
+    with_children: bool = False,
+    settings: Settings | None = None,
 ) -> tuple[Document, DocumentVersion | None]:
     """A copy of a page, placed right after it: its current body, metadata and tags, its status
     (an archived page's copy is a draft), titled "<title> (copy)" unless ``title`` is given.
+    ``with_children``: the pages and folders under it are copied too, under the copy, in their
+    order (a folder is only copied so: a folder without what it holds is not a copy of it).
+    Returns the top copy.
 
     Why the rules (docs/api.md#duplicating-a-page):
 
     * Reading the page is what makes it copyable (404 otherwise, as for any read); creating
-      beside it is checked as any create (403).
-    * Nobody may read the copy who could not read the page: a custom page's copy is custom too,
-      with the same visibility and the same collaborator rows (granted by the one who copied),
-      so its readers and roles are the page's; an inherit page's copy inherits the same region.
-    * The images and attachments the body shows get rows of their own on the copy (an asset is
+      beside it is checked as any create (403), and so is each copy made under the copy.
+    * Nobody may read a copy who could not read what it copies: a custom page's copy is custom
+      too, with the same visibility and the same collaborator rows (granted by the one who
+      copied), so its readers and roles are the page's; an inherit page's copy inherits the same
+      region. Under the page, only what the caller may read is copied: a page or folder hidden
+      from them is left out with everything under it, and never named.
+    * The images and attachments a body shows get rows of their own on the copy (an asset is
       readable with its page, docs/data-model.md#assets) that share the page's blobs: nothing is
       stored twice, and deleting either page leaves the other's files alone.
+    * A link from one copied page to another points at the other's copy, so a duplicated set
+      of pages (a template folder) links within itself; links to pages not copied stay.
     """
-    from openkb.permissions.collaborators import do_grant
-    from openkb.permissions.service import ObjectRef
-
+    cfg = settings or get_settings()
     src = access_document(session, actor.principal, doc_id, Action.READ).document
-    if src.type != "page":
-        raise ValidationError("only pages can be duplicated; duplicate the pages inside the folder", field="id")
-    version = current_version(session, src)
-    body = version.markdown if version is not None else ""
-    new_id = uuid.uuid4()
-    assets = list(
-        session.exec(
-            select(DocumentAsset)
-            .where(col(DocumentAsset.document_id) == src.id)
-            .order_by(col(DocumentAsset.created_at))
-        ).all()
-    )
-    copies: list[DocumentAsset] = []
-    for a in assets:
-        ref = _BODY_ASSET.format(a.id)
-        if ref not in body:  # an attachment the body no longer shows stays with its page
-            continue
-        twin = DocumentAsset(
-            tenant_id=a.tenant_id,
-            document_id=new_id,
-            object_key=a.object_key,
-            filename=a.filename,
-            mime_type=a.mime_type,
-            size_bytes=a.size_bytes,
-            sha256=a.sha256,
-            created_by=actor.user_id,
+    if src.type != "page" and not with_children:
+        raise ValidationError("a folder is duplicated with what it holds: ask for with_children", field="with_children")
+    members = [src] + (_readable_descendants(session, actor.principal, src) if with_children else [])
+    if len(members) > cfg.max_duplicate_documents:
+        raise DuplicateTooLarge(
+            f"{len(members)} documents to copy, more than the limit of {cfg.max_duplicate_documents}; "
+            "duplicate a folder further down",
+            limit="max_duplicate_documents",
+            max=cfg.max_duplicate_documents,
         )
-        body = body.replace(ref, _BODY_ASSET.format(twin.id))
-        copies.append(twin)
-    if title is None:
-        limit = (settings or get_settings()).max_title_chars
-        title = src.title[: limit - len(COPY_SUFFIX)] + COPY_SUFFIX
-    doc, new_version = create_document(
-        session,
-        actor,
-        knowledge_base_id=src.knowledge_base_id,
-        parent_id=src.parent_id,
-        title=title,
-        markdown=body,
-        status=src.status if src.status in CREATE_STATUSES else "draft",
-        metadata=dict(src.meta or {}),
-        tags=list(src.tags or []),
-        sort_order=src.sort_order + 1,
-        document_id=new_id,
-        settings=settings,
-        permission_mode=src.permission_mode,
-        visibility=src.visibility if src.permission_mode == "custom" else None,
+    new_ids = {m.id: uuid.uuid4() for m in members}
+    vids = [m.current_version_id for m in members if m.type == "page" and m.current_version_id]
+    bodies = (
+        dict(
+            session.exec(
+                select(DocumentVersion.id, DocumentVersion.markdown).where(col(DocumentVersion.id).in_(vids))
+            ).all()
+        )
+        if vids
+        else {}
     )
-    for twin in copies:
-        session.add(twin)
-    if src.permission_mode == "custom":
-        rows = session.exec(
-            select(Collaborator).where(Collaborator.object_type == "document", Collaborator.object_id == src.id)
-        ).all()
-        for r in rows:
-            do_grant(
-                session,
-                tenant_id=r.tenant_id,
-                ref=ObjectRef("document", doc.id),
-                subject_type=r.subject_type,
-                subject_id=r.subject_id,
-                role=r.role,
-                source="direct",
-                created_by=actor.user_id,
-            )
+    assets_of: dict[uuid.UUID, list[DocumentAsset]] = {}
+    for a in session.exec(
+        select(DocumentAsset)
+        .where(col(DocumentAsset.document_id).in_([m.id for m in members if m.type == "page"]))
+        .order_by(col(DocumentAsset.created_at))
+    ).all():
+        assets_of.setdefault(a.document_id, []).append(a)
+    by_text = {str(k): str(v) for k, v in new_ids.items()}
+
+    def to_copy(url: str) -> str | None:  # a link to a copied page -> the link to its copy
+        ref, hash_, frag = url[len(_DOC_LINK) :].partition("#") if url.startswith(_DOC_LINK) else ("", "", "")
+        new = by_text.get(ref.strip("/").lower())
+        return None if new is None else f"{_DOC_LINK}{new}{hash_}{frag}"
+
+    top: tuple[Document, DocumentVersion | None] | None = None
+    n_assets = 0
+    for m in members:
+        body = bodies.get(m.current_version_id, "") if m.type == "page" and m.current_version_id else None
+        copies: list[DocumentAsset] = []
+        if body is not None:
+            for a in assets_of.get(m.id, []):
+                ref = _BODY_ASSET.format(a.id)
+                if ref not in body:  # an attachment the body no longer shows stays with its page
+                    continue
+                twin = DocumentAsset(
+                    tenant_id=a.tenant_id,
+                    document_id=new_ids[m.id],
+                    object_key=a.object_key,
+                    filename=a.filename,
+                    mime_type=a.mime_type,
+                    size_bytes=a.size_bytes,
+                    sha256=a.sha256,
+                    created_by=actor.user_id,
+                )
+                body = body.replace(ref, _BODY_ASSET.format(twin.id))
+                copies.append(twin)
+            if len(members) > 1:
+                body = rewrite_links(body, to_copy)
+        is_top = m is src
+        name = m.title
+        if is_top:
+            name = title if title is not None else src.title[: cfg.max_title_chars - len(COPY_SUFFIX)] + COPY_SUFFIX
+        doc, version = create_document(
+            session,
+            actor,
+            knowledge_base_id=src.knowledge_base_id,
+            parent_id=src.parent_id if is_top else new_ids[m.parent_id],  # type: ignore[index]
+            type=m.type,
+            title=name,
+            markdown=body,
+            status=m.status if m.status in CREATE_STATUSES else "draft",
+            metadata=dict(m.meta or {}),
+            tags=list(m.tags or []),
+            sort_order=src.sort_order + 1 if is_top else None,  # children: appended in their order
+            document_id=new_ids[m.id],
+            settings=settings,
+            permission_mode=m.permission_mode,
+            visibility=m.visibility if m.permission_mode == "custom" else None,
+        )
+        for twin in copies:
+            session.add(twin)
+        n_assets += len(copies)
+        if m.permission_mode == "custom":
+            _copy_collaborators(session, actor, m.id, doc.id)
+        if top is None:
+            top = (doc, version)
     session.flush()
+    assert top is not None
     record_audit(
         session,
-        tenant_id=doc.tenant_id,
+        tenant_id=top[0].tenant_id,
         actor=actor.principal,
         action="document.duplicate",
         object_type="document",
-        object_id=doc.id,
-        metadata={"source_id": str(src.id), "assets": len(copies)},
+        object_id=top[0].id,
+        metadata={"source_id": str(src.id), "documents": len(members), "assets": n_assets},
     )
-    return doc, new_version
+    return top
+
+
+_DOC_LINK = "openkb://document/"
+
+
+def _readable_descendants(session: Session, principal: Principal, src: Document) -> list[Document]:
+    """The live documents under ``src`` that ``principal`` may read, parents before children and
+    siblings in their order; a hidden one is left out with everything under it."""
+    ids = [i for i, lvl in tree.subtree(session, src.id, src.knowledge_base_id) if lvl > 0]
+    if not ids:
+        return []
+    docs = session.exec(
+        select(Document).where(
+            col(Document.id).in_(ids), col(Document.status) != "deleted", col(Document.deleted_at).is_(None)
+        )
+    ).all()
+    readable = filter_readable_documents(session, principal, [d.id for d in docs])
+    children: dict[uuid.UUID, list[Document]] = {}
+    for d in docs:
+        if d.id in readable and d.parent_id is not None:
+            children.setdefault(d.parent_id, []).append(d)
+    out: list[Document] = []
+    stack = [src.id]
+    while stack:  # parents first: each folder's copy exists before what goes under it
+        kids = sorted(children.get(stack.pop(), []), key=lambda d: (d.sort_order, d.created_at, str(d.id)))
+        out.extend(kids)
+        stack.extend(k.id for k in reversed(kids))
+    return out
+
+
+def _copy_collaborators(session: Session, actor: Actor, source_id: uuid.UUID, copy_id: uuid.UUID) -> None:
+    """The collaborator rows of a custom document, granted again on its copy by ``actor``."""
+    from openkb.permissions.collaborators import do_grant
+    from openkb.permissions.service import ObjectRef
+
+    rows = session.exec(
+        select(Collaborator).where(Collaborator.object_type == "document", Collaborator.object_id == source_id)
+    ).all()
+    for r in rows:
+        do_grant(
+            session,
+            tenant_id=r.tenant_id,
+            ref=ObjectRef("document", copy_id),
+            subject_type=r.subject_type,
+            subject_id=r.subject_id,
+            role=r.role,
+            source="direct",
+            created_by=actor.user_id,
+        )
 
 
 _PATH = text("SELECT id, title, type FROM documents WHERE id = ANY(:ids)").bindparams(

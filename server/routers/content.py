@@ -29,6 +29,7 @@ from openkb.content import workspaces as ws_service
 from openkb.errors import (
     AlreadyExists,
     DocumentInTrash,
+    DuplicateTooLarge,
     FolderDepthExceeded,
     HashMismatch,
     InvalidMove,
@@ -574,20 +575,30 @@ def create_document(body: DocumentIn, session: SessionDep, actor: DocWriterDep) 
 
 class DuplicateIn(RequestModel):
     title: str | None = Field(None, description='the copy\'s title; default "<title> (copy)"')
+    with_children: bool = Field(
+        False, description="copy the pages and folders under it too (what the caller may read); required for a folder"
+    )
 
 
 @router.post(
     "/api/documents/{doc_id}/duplicate",
     status_code=status.HTTP_201_CREATED,
     response_model=DocumentOut,
-    responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS),
+    responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS, DuplicateTooLarge),
 )
 def duplicate_document(
     doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, body: DuplicateIn | None = None
 ) -> dict[str, Any]:
     """A copy of a page right after it: body, metadata, tags, status, its images (sharing their
-    files) and, for a custom page, its permissions (docs/api.md#duplicating-a-page)."""
-    doc, _ = doc_service.duplicate_document(session, actor, doc_id, title=body.title if body else None)
+    files) and, for a custom page, its permissions; with ``with_children``, what is under it too
+    (docs/api.md#duplicating-a-page)."""
+    doc, _ = doc_service.duplicate_document(
+        session,
+        actor,
+        doc_id,
+        title=body.title if body else None,
+        with_children=body.with_children if body else False,
+    )
     return doc_service.get_document(session, actor.principal, doc.id)
 
 

@@ -99,6 +99,19 @@ def test_write_routes_hide_existence_from_outsiders(w):
     assert r.status_code == 201 and r.json()["title"] == "P, again" and r.json()["markdown"] == "p\n", r.text
     r = w.c["member"].post(f"/api/documents/{page['id']}/duplicate")
     assert r.status_code == 403 and r.json()["error"] == "PERMISSION_DENIED", r.text
+    # a folder is copied with what it holds, or not at all
+    folder = w.doc("F", type="folder")
+    w.doc("Inside", parent_id=folder["id"], markdown="i\n")
+    r = w.c["owner"].post(f"/api/documents/{folder['id']}/duplicate")
+    assert r.status_code == 422 and r.json()["field"] == "with_children", r.text
+    for name in ("other_tenant", "guest", "outsider"):
+        assert (
+            w.c[name].post(f"/api/documents/{folder['id']}/duplicate", json={"with_children": True}).status_code == 404
+        )
+    r = w.c["owner"].post(f"/api/documents/{folder['id']}/duplicate", json={"with_children": True})
+    assert r.status_code == 201 and (r.json()["title"], r.json()["type"]) == ("F (copy)", "folder"), r.text
+    tree = w.c["owner"].get(f"/api/knowledge-bases/{w.kb['id']}/tree").json()["items"]
+    assert [i["title"] for i in tree if i["parent_id"] == r.json()["id"]] == ["Inside"]
 
 
 def test_public_kb_is_readable_anonymously_but_drafts_are_not(w):

@@ -6,15 +6,17 @@ reads the copy who could not read the page."""
 from __future__ import annotations
 
 import io
+import uuid
 
 import pytest
 from sqlmodel import col, select
 
 from openkb.assets import delete_asset, upload_asset
+from openkb.config import Settings
 from openkb.content import documents
 from openkb.content.versions import current_version, save_version, sha256_hex
-from openkb.errors import NotFound, PermissionDenied, ValidationError
-from openkb.models import Collaborator, Document, DocumentAsset
+from openkb.errors import DuplicateTooLarge, NotFound, PermissionDenied, ValidationError
+from openkb.models import AuditLog, Collaborator, Document, DocumentAsset
 from openkb.permissions.collaborators import add_collaborator
 from openkb.storage import LocalBlobStore
 
@@ -137,3 +139,117 @@ def test_an_archived_page_copies_as_a_draft_and_a_long_title_is_cut(world):
     assert copy.status == "draft" and len(copy.title) == 1000 and copy.title.endswith("x (copy)")
     named, _ = documents.duplicate_document(world.db, world.actor(), long.id, title="  Template  ")
     assert named.title == "Template"
+
+
+def _folder(world, title, parent=None):
+    doc, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=world.kb.id, title=title, type="folder", parent_id=parent
+    )
+    return doc
+
+
+def _under(world, parent_id, who=None):
+    """(title, type) of the documents under ``parent_id`` in their order, recursively: [(t, type, [...])]."""
+    kids = world.db.exec(
+        select(Document).where(Document.parent_id == parent_id).order_by(col(Document.sort_order))
+    ).all()
+    return [(k.title, k.type, _under(world, k.id)) for k in kids]
+
+
+def test_a_folder_copies_with_what_it_holds_in_order_and_its_links_point_within_the_copy(world):
+    outside = _page(world, "Outside")
+    folder = _folder(world, "Template 模板")
+    b_id = uuid.uuid4()
+    a = _page(
+        world,
+        "A",
+        f"See [B](openkb://document/{b_id}) and [out](openkb://document/{outside.id}).\n",
+        parent_id=folder.id,
+    )
+    b = _page(world, "B", "# B\n", parent_id=folder.id, document_id=b_id, status="draft")
+    sub = _folder(world, "Sub", folder.id)
+    _page(world, "C", f"Back to [A](openkb://document/{a.id}#part).\n", parent_id=sub.id)
+    after = _page(world, "After")
+    with pytest.raises(ValidationError) as e:  # a folder alone is no copy of it
+        documents.duplicate_document(world.db, world.actor(), folder.id)
+    assert e.value.extra["field"] == "with_children"
+    copy, version = documents.duplicate_document(world.db, world.actor(), folder.id, with_children=True)
+    world.db.flush()
+    assert version is None and (copy.title, copy.type, copy.parent_id) == ("Template 模板 (copy)", "folder", None)
+    top = world.db.exec(
+        select(Document.id)
+        .where(Document.parent_id.is_(None), Document.knowledge_base_id == world.kb.id)
+        .order_by(col(Document.sort_order))
+    ).all()
+    assert top == [outside.id, folder.id, copy.id, after.id]
+    assert _under(world, copy.id) == [("A", "page", []), ("B", "page", []), ("Sub", "folder", [("C", "page", [])])]
+    assert _under(world, copy.id) == _under(world, folder.id)
+    under = {d.title: d for d in world.db.exec(select(Document).where(Document.parent_id == copy.id)).all()}
+    a2, b2 = under["A"], under["B"]
+    c2 = world.db.exec(select(Document).where(Document.parent_id == under["Sub"].id)).one()
+    assert b2.status == "draft"
+    # A's copy links to B's copy; the link out of the folder stays; C's copy keeps the fragment
+    assert _body(world, a2) == f"See [B](openkb://document/{b2.id}) and [out](openkb://document/{outside.id}).\n"
+    assert _body(world, c2) == f"Back to [A](openkb://document/{a2.id}#part).\n"
+    assert _body(world, a) == f"See [B](openkb://document/{b.id}) and [out](openkb://document/{outside.id}).\n"
+    audit = world.db.exec(
+        select(AuditLog).where(AuditLog.action == "document.duplicate", AuditLog.object_id == copy.id)
+    ).one()
+    assert audit.meta["documents"] == 5 and audit.meta["source_id"] == str(folder.id)
+
+
+def test_a_page_copies_its_sub_pages_only_when_asked(world):
+    page = _page(world, "Parent")
+    _page(world, "Child", parent_id=page.id)
+    alone, _ = documents.duplicate_document(world.db, world.actor(), page.id)
+    world.db.flush()
+    assert _under(world, alone.id) == []
+    whole, _ = documents.duplicate_document(world.db, world.actor(), page.id, with_children=True)
+    world.db.flush()
+    assert whole.title == "Parent (copy)" and _under(world, whole.id) == [("Child", "page", [])]
+
+
+def test_what_the_caller_cannot_read_under_it_is_not_copied(world):
+    p = world.p
+    add_collaborator(
+        world.db, world.principal(p.owner), world.kb, subject_type="user", subject_id=p.member.id, role="editor"
+    )
+    folder = _folder(world, "Team")
+    _page(world, "Open", parent_id=folder.id)
+    hidden = _page(world, "Salaries", parent_id=folder.id)
+    documents.update_document(
+        world.db, world.actor(), hidden.id, {"permission_mode": "custom", "visibility": "private"}
+    )
+    _page(world, "Under the hidden one", parent_id=hidden.id)
+    trashed = _page(world, "Trashed", parent_id=folder.id)
+    documents.trash_document(world.db, world.actor(), trashed.id)
+    world.db.flush()
+    copy, _ = documents.duplicate_document(world.db, world.actor(p.member), folder.id, with_children=True)
+    world.db.flush()
+    assert _under(world, copy.id) == [
+        ("Open", "page", [])
+    ]  # the hidden page, what is under it and the trash: not copied
+    mine, _ = documents.duplicate_document(world.db, world.actor(), folder.id, with_children=True)
+    world.db.flush()
+    assert _under(world, mine.id) == [
+        ("Open", "page", []),
+        ("Salaries", "page", [("Under the hidden one", "page", [])]),
+    ]
+    salaries = world.db.exec(select(Document).where(Document.parent_id == mine.id, Document.title == "Salaries")).one()
+    assert (salaries.permission_mode, salaries.visibility) == ("custom", "private")
+    with pytest.raises(NotFound):  # still hidden from the member in its copy
+        documents.get_document(world.db, world.principal(p.member), salaries.id)
+
+
+def test_a_duplicate_past_the_limit_is_refused_before_anything_is_copied(world):
+    folder = _folder(world, "Big")
+    for k in range(3):
+        _page(world, f"P{k}", parent_id=folder.id)
+    world.db.flush()
+    before = len(world.db.exec(select(Document.id)).all())
+    with pytest.raises(DuplicateTooLarge) as e:
+        documents.duplicate_document(
+            world.db, world.actor(), folder.id, with_children=True, settings=Settings(max_duplicate_documents=3)
+        )
+    assert "limit of 3" in str(e.value) and e.value.code == "DUPLICATE_TOO_LARGE"
+    assert len(world.db.exec(select(Document.id)).all()) == before

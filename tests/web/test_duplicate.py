@@ -44,3 +44,51 @@ def test_duplicate_from_the_more_menu_and_from_the_tree(contexts, live_server, o
         assert c.get(f"/api/documents/{copy['id']}").json()["markdown"] == body  # as stored, byte for byte
         assert len(c.get(f"/api/documents/{copy['id']}/versions").json()["items"]) == 1  # opening it saved nothing
     assert re.search(rf"/app/kb/{kb['id']}/docs/{copy['id']}$", copy_url)
+
+
+def test_a_folder_and_a_page_with_sub_pages_are_duplicated_with_what_they_hold(contexts, live_server, owner):  # noqa: F811
+    with api(live_server, owner) as c:
+        kb = new_kb(c, owner, "Projects")
+        r = c.post("/api/documents", json={"knowledge_base_id": kb["id"], "type": "folder", "title": "Template"})
+        folder = r.json()
+        brief = new_page(c, kb["id"], "Brief", "# Brief\n", parent_id=folder["id"])
+        new_page(c, kb["id"], "Budget", f"See the [brief](openkb://document/{brief['id']}).\n", parent_id=brief["id"])
+        lone = new_page(c, kb["id"], "Notes", "Notes.\n")
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{kb['id']}/docs/{lone['id']}")
+    tree = page.get_by_role("tree")
+    # a page with nothing under it offers the plain copy only
+    tree.get_by_role("treeitem", name="Notes").hover()
+    page.get_by_role("button", name="Actions for Notes").click()
+    expect(page.get_by_role("menuitem", name="Duplicate", exact=True)).to_be_visible()
+    expect(page.get_by_role("menuitem", name="Duplicate with sub-pages")).to_have_count(0)
+    page.get_by_role("button", name="Actions for Notes").click()  # closes it
+    # the folder: copied whole, right after it, and the page stays open
+    tree.get_by_role("treeitem", name="Template", exact=True).locator(".row").first.hover()  # not its children
+    page.get_by_role("button", name="Actions for Template", exact=True).click()
+    page.get_by_role("menuitem", name="Duplicate").click()
+    copy = tree.get_by_role("treeitem", name="Template (copy)")
+    expect(copy).to_be_visible()
+    expect(page.get_by_role("textbox", name="Title")).to_have_value("Notes")
+    with api(live_server, owner) as c:
+        items = c.get(f"/api/knowledge-bases/{kb['id']}/tree").json()["items"]
+    top = [i["title"] for i in sorted((i for i in items if i["parent_id"] is None), key=lambda i: i["sort_order"])]
+    assert top == ["Template", "Template (copy)", "Notes"]
+    folder_copy = next(i for i in items if i["title"] == "Template (copy)")
+    brief_copy = next(i for i in items if i["parent_id"] == folder_copy["id"])
+    budget_copy = next(i for i in items if i["parent_id"] == brief_copy["id"])
+    assert (brief_copy["title"], budget_copy["title"]) == ("Brief", "Budget")
+    # a page with sub-pages: both choices; with them, the copy opens with its own sub-page
+    tree.get_by_role("treeitem", name="Brief").first.locator(".row").first.hover()
+    page.get_by_role("button", name="Actions for Brief").first.click()
+    page.get_by_role("menuitem", name="Duplicate with sub-pages").click()
+    expect(page.get_by_role("textbox", name="Title")).to_have_value("Brief (copy)")
+    with api(live_server, owner) as c:
+        items = c.get(f"/api/knowledge-bases/{kb['id']}/tree").json()["items"]
+        again = next(i for i in items if i["title"] == "Brief (copy)")
+        sub = next(i for i in items if i["parent_id"] == again["id"])
+        # the copied sub-page links to its own copied parent, not the original
+        assert c.get(f"/api/documents/{sub['id']}").json()["markdown"] == (
+            f"See the [brief](openkb://document/{again['id']}).\n"
+        )
+    assert page.url.endswith(f"/docs/{again['id']}")

@@ -1890,7 +1890,8 @@ export interface paths {
         /**
          * Duplicate Document
          * @description A copy of a page right after it: body, metadata, tags, status, its images (sharing their
-         *     files) and, for a custom page, its permissions (docs/api.md#duplicating-a-page).
+         *     files) and, for a custom page, its permissions; with ``with_children``, what is under it too
+         *     (docs/api.md#duplicating-a-page).
          */
         post: operations["duplicate_document_api_documents__doc_id__duplicate_post"];
         delete?: never;
@@ -4163,6 +4164,12 @@ export interface components {
              * @description the copy's title; default "<title> (copy)"
              */
             title?: string | null;
+            /**
+             * With Children
+             * @description copy the pages and folders under it too (what the caller may read); required for a folder
+             * @default false
+             */
+            with_children?: boolean;
         };
         /**
          * EmptyIn
@@ -15881,7 +15888,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, JSON_TOO_DEEP */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, DUPLICATE_TOO_LARGE, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;

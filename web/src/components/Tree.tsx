@@ -35,11 +35,12 @@ function loadCollapsed(kbId: string): Set<string> {
 type Action = { kind: 'rename' | 'delete' | 'move'; item: TreeItem } | { kind: 'new'; type: 'page' | 'folder'; parentId: string | null }
 
 /** Duplicate a page (POST /api/documents/{id}/duplicate): the copy lands right after it in the
- * tree, which is read again, and opens. For the tree's item menu and the document's More menu. */
-export async function duplicatePage(kbId: string, id: string): Promise<void> {
-  const copy = await api.duplicateDocument(id)
+ * tree, which is read again, and a page's copy opens. `withChildren`: what is under it is copied
+ * too (a folder is copied only so). For the tree's item menu and the document's More menu. */
+export async function duplicatePage(kbId: string, id: string, withChildren = false): Promise<void> {
+  const copy = await api.duplicateDocument(id, withChildren)
   invalidate(`tree:${kbId}`)
-  navigate(paths.doc(kbId, copy.id))
+  if (copy.type === 'page') navigate(paths.doc(kbId, copy.id)) // a folder's copy shows in the tree, right after it
 }
 
 export function Tree(props: { kbId: string; currentId: string | null; canCreate: boolean; currentTitle?: string }) {
@@ -180,9 +181,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     invalidate(`doc:${id}`)
   }
 
-  async function duplicate(id: string) {
+  async function duplicate(id: string, withChildren = false) {
     setError(null)
-    await duplicatePage(kbId, id).catch(setError)
+    await duplicatePage(kbId, id, withChildren).catch(setError)
   }
 
   const carriesFiles = (e: DragEvent) => !dragRef.current && !!e.dataTransfer?.types?.includes('Files')
@@ -307,6 +308,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setImporting({ parentId: it.id }) }}>
                           {t('importAction')}
                         </button>
+                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void duplicate(it.id, true) }}>
+                          {t('duplicate')}
+                        </button>
                       </>
                     ) : null}
                     {!isFolder && props.canCreate ? (
@@ -317,6 +321,11 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void duplicate(it.id) }}>
                           {t('duplicate')}
                         </button>
+                        {n.children.length ? (
+                          <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void duplicate(it.id, true) }}>
+                            {t('duplicateWithChildren')}
+                          </button>
+                        ) : null}
                       </>
                     ) : null}
                     {props.canCreate ? (
