@@ -227,18 +227,24 @@ def duplicate_document(
     *,
     title: str | None = None,
     with_children: bool = False,
+    knowledge_base_id: uuid.UUID | None = None,
+    parent_id: uuid.UUID | None = None,
     settings: Settings | None = None,
 ) -> tuple[Document, DocumentVersion | None]:
     """A copy of a page, placed right after it: its current body, metadata and tags, its status
     (an archived page's copy is a draft), titled "<title> (copy)" unless ``title`` is given.
     ``with_children``: the pages and folders under it are copied too, under the copy, in their
     order (a folder is only copied so: a folder without what it holds is not a copy of it).
-    Returns the top copy.
+    ``knowledge_base_id``/``parent_id``: the copy goes there instead, last among what is there
+    (``parent_id`` None: the knowledge base's top; ``knowledge_base_id`` None: the parent's),
+    keeping its title unless it lands beside the original. Returns the top copy.
 
     Why the rules (docs/api.md#duplicating-a-page):
 
     * Reading the page is what makes it copyable (404 otherwise, as for any read); creating
-      beside it is checked as any create (403), and so is each copy made under the copy.
+      beside it, or where it is sent, is checked as any create (404 for a place the caller cannot
+      see, 403 for one they only read), and so is each copy made under the copy. Copying into
+      another knowledge base publishes there what the caller could already read and paste.
     * Nobody may read a copy who could not read what it copies: a custom page's copy is custom
       too, with the same visibility and the same collaborator rows (granted by the one who
       copied), so its readers and roles are the page's; an inherit page's copy inherits the same
@@ -262,6 +268,17 @@ def duplicate_document(
             limit="max_duplicate_documents",
             max=cfg.max_duplicate_documents,
         )
+    beside = knowledge_base_id is None and parent_id is None
+    if beside:
+        into_kb, into_parent = src.knowledge_base_id, src.parent_id
+    else:
+        if knowledge_base_id is None:  # the parent's knowledge base (create_document checks the parent)
+            parent = session.get(Document, parent_id)
+            if parent is None or parent.tenant_id != src.tenant_id:
+                raise NotFound(DOC_NOT_FOUND)
+            knowledge_base_id = parent.knowledge_base_id
+        into_kb, into_parent = knowledge_base_id, parent_id
+    renamed = into_kb == src.knowledge_base_id and into_parent == src.parent_id  # among the original's siblings
     new_ids = {m.id: uuid.uuid4() for m in members}
     vids = [m.current_version_id for m in members if m.type == "page" and m.current_version_id]
     bodies = (
@@ -313,20 +330,22 @@ def duplicate_document(
                 body = rewrite_links(body, to_copy)
         is_top = m is src
         name = m.title
-        if is_top:
-            name = title if title is not None else src.title[: cfg.max_title_chars - len(COPY_SUFFIX)] + COPY_SUFFIX
+        if is_top and title is not None:
+            name = title
+        elif is_top and renamed:
+            name = src.title[: cfg.max_title_chars - len(COPY_SUFFIX)] + COPY_SUFFIX
         doc, version = create_document(
             session,
             actor,
-            knowledge_base_id=src.knowledge_base_id,
-            parent_id=src.parent_id if is_top else new_ids[m.parent_id],  # type: ignore[index]
+            knowledge_base_id=into_kb,
+            parent_id=into_parent if is_top else new_ids[m.parent_id],  # type: ignore[index]
             type=m.type,
             title=name,
             markdown=body,
             status=m.status if m.status in CREATE_STATUSES else "draft",
             metadata=dict(m.meta or {}),
             tags=list(m.tags or []),
-            sort_order=src.sort_order + 1 if is_top else None,  # children: appended in their order
+            sort_order=src.sort_order + 1 if is_top and beside else None,  # else appended, in their order
             document_id=new_ids[m.id],
             settings=settings,
             permission_mode=m.permission_mode,
@@ -348,7 +367,12 @@ def duplicate_document(
         action="document.duplicate",
         object_type="document",
         object_id=top[0].id,
-        metadata={"source_id": str(src.id), "documents": len(members), "assets": n_assets},
+        metadata={
+            "source_id": str(src.id),
+            "documents": len(members),
+            "assets": n_assets,
+            "knowledge_base_id": str(into_kb),
+        },
     )
     return top
 

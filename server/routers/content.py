@@ -578,6 +578,12 @@ class DuplicateIn(RequestModel):
     with_children: bool = Field(
         False, description="copy the pages and folders under it too (what the caller may read); required for a folder"
     )
+    knowledge_base_id: uuid.UUID | None = Field(
+        None, description="copy into this knowledge base (at its top, or under parent_id) instead of beside the page"
+    )
+    parent_id: uuid.UUID | None = Field(
+        None, description="copy under this folder or page (last among what is there) instead of beside the page"
+    )
 
 
 @router.post(
@@ -590,14 +596,16 @@ def duplicate_document(
     doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, body: DuplicateIn | None = None
 ) -> dict[str, Any]:
     """A copy of a page right after it: body, metadata, tags, status, its images (sharing their
-    files) and, for a custom page, its permissions; with ``with_children``, what is under it too
-    (docs/api.md#duplicating-a-page)."""
+    files) and, for a custom page, its permissions; with ``with_children``, what is under it too;
+    elsewhere with ``knowledge_base_id``/``parent_id`` (docs/api.md#duplicating-a-page)."""
     doc, _ = doc_service.duplicate_document(
         session,
         actor,
         doc_id,
         title=body.title if body else None,
         with_children=body.with_children if body else False,
+        knowledge_base_id=body.knowledge_base_id if body else None,
+        parent_id=body.parent_id if body else None,
     )
     return doc_service.get_document(session, actor.principal, doc.id)
 

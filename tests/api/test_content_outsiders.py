@@ -112,6 +112,12 @@ def test_write_routes_hide_existence_from_outsiders(w):
     assert r.status_code == 201 and (r.json()["title"], r.json()["type"]) == ("F (copy)", "folder"), r.text
     tree = w.c["owner"].get(f"/api/knowledge-bases/{w.kb['id']}/tree").json()["items"]
     assert [i["title"] for i in tree if i["parent_id"] == r.json()["id"]] == ["Inside"]
+    # into another knowledge base: there, with its own title; a place an outsider cannot see is 404
+    elsewhere = w.new_kb(visibility="private")
+    r = w.c["owner"].post(f"/api/documents/{page['id']}/duplicate", json={"knowledge_base_id": elsewhere["id"]})
+    assert r.status_code == 201 and (r.json()["knowledge_base_id"], r.json()["title"]) == (elsewhere["id"], "P"), r.text
+    r = w.c["member"].post(f"/api/documents/{page['id']}/duplicate", json={"knowledge_base_id": elsewhere["id"]})
+    assert r.status_code == 404, r.text
 
 
 def test_public_kb_is_readable_anonymously_but_drafts_are_not(w):

@@ -15,10 +15,11 @@ from openkb.assets import delete_asset, upload_asset
 from openkb.config import Settings
 from openkb.content import documents
 from openkb.content.versions import current_version, save_version, sha256_hex
-from openkb.errors import DuplicateTooLarge, NotFound, PermissionDenied, ValidationError
+from openkb.errors import DuplicateTooLarge, InvalidMove, NotFound, PermissionDenied, ValidationError
 from openkb.models import AuditLog, Collaborator, Document, DocumentAsset
 from openkb.permissions.collaborators import add_collaborator
 from openkb.storage import LocalBlobStore
+from tests.factories import make_kb, make_workspace
 
 
 def _page(world, title="Plan", markdown="# Plan\n", **kw):
@@ -253,3 +254,54 @@ def test_a_duplicate_past_the_limit_is_refused_before_anything_is_copied(world):
         )
     assert "limit of 3" in str(e.value) and e.value.code == "DUPLICATE_TOO_LARGE"
     assert len(world.db.exec(select(Document.id)).all()) == before
+
+
+def test_a_copy_sent_to_another_knowledge_base_or_folder(world):
+    p = world.p
+    other = make_kb(world.db, p.workspace, p.owner, visibility="workspace")
+    hidden = make_kb(world.db, p.workspace, p.owner, visibility="private")
+    foreign = make_kb(world.db, make_workspace(world.db, p.other_tenant, p.other_tenant_user), p.other_tenant_user)
+    there, _ = documents.create_document(world.db, world.actor(), knowledge_base_id=other.id, title="Already there")
+    shelf, _ = documents.create_document(
+        world.db, world.actor(), knowledge_base_id=other.id, title="Shelf", type="folder"
+    )
+    folder = _folder(world, "Kit")
+    a = _page(world, "A", "# A\n", parent_id=folder.id)
+    _page(world, "B", f"[A](openkb://document/{a.id})\n", parent_id=folder.id)
+    # into another knowledge base's top: last there, its own title, links within the copy
+    copy, _ = documents.duplicate_document(
+        world.db, world.actor(), folder.id, with_children=True, knowledge_base_id=other.id
+    )
+    world.db.flush()
+    assert (copy.knowledge_base_id, copy.parent_id, copy.title) == (other.id, None, "Kit")
+    top = world.db.exec(
+        select(Document.id)
+        .where(Document.knowledge_base_id == other.id, Document.parent_id.is_(None))
+        .order_by(col(Document.sort_order))
+    ).all()
+    assert top == [there.id, shelf.id, copy.id]
+    kids = {d.title: d for d in world.db.exec(select(Document).where(Document.parent_id == copy.id)).all()}
+    assert {d.knowledge_base_id for d in kids.values()} == {other.id}
+    assert _body(world, kids["B"]) == f"[A](openkb://document/{kids['A'].id})\n"
+    # under a folder, given by itself: its knowledge base is the folder's
+    sent, _ = documents.duplicate_document(world.db, world.actor(), a.id, parent_id=shelf.id)
+    world.db.flush()
+    assert (sent.knowledge_base_id, sent.parent_id, sent.title) == (other.id, shelf.id, "A")
+    # beside the original, asked for explicitly: renamed, as a copy among the same pages is
+    again, _ = documents.duplicate_document(
+        world.db, world.actor(), a.id, knowledge_base_id=world.kb.id, parent_id=folder.id
+    )
+    assert again.title == "A (copy)"
+    # where the caller cannot see: as if nothing were there; where they only read: refused
+    add_collaborator(
+        world.db, world.principal(p.owner), world.kb, subject_type="user", subject_id=p.member.id, role="editor"
+    )
+    for kb_id in (hidden.id, foreign.id):
+        with pytest.raises(NotFound):
+            documents.duplicate_document(world.db, world.actor(p.member), a.id, knowledge_base_id=kb_id)
+    with pytest.raises(NotFound):
+        documents.duplicate_document(world.db, world.actor(p.member), a.id, parent_id=uuid.uuid4())
+    with pytest.raises(PermissionDenied):  # a workspace member reads the other knowledge base only
+        documents.duplicate_document(world.db, world.actor(p.member), a.id, knowledge_base_id=other.id)
+    with pytest.raises(InvalidMove):  # a parent from another knowledge base than the one named
+        documents.duplicate_document(world.db, world.actor(), a.id, knowledge_base_id=world.kb.id, parent_id=shelf.id)

@@ -7,7 +7,9 @@ import re
 
 import pytest
 from playwright.sync_api import expect
+from sqlmodel import Session
 
+from tests.api.helpers import make_login_user
 from tests.web.test_browser import api, editor, new_kb, new_page, owner, sign_in  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
@@ -92,3 +94,63 @@ def test_a_folder_and_a_page_with_sub_pages_are_duplicated_with_what_they_hold(c
             f"See the [brief](openkb://document/{again['id']}).\n"
         )
     assert page.url.endswith(f"/docs/{again['id']}")
+
+
+def test_copy_to_another_knowledge_base(contexts, live_server, owner):  # noqa: F811
+    with api(live_server, owner) as c:
+        src = new_kb(c, owner, "Drafts")
+        dst = new_kb(c, owner, "Handbook for copies")  # a title of its own: the owner is shared by the tests
+        r = c.post("/api/documents", json={"knowledge_base_id": dst["id"], "type": "folder", "title": "Archive"})
+        archive = r.json()
+        page_ = new_page(c, src["id"], "Onboarding", "# Onboarding\n\nWelcome.\n")
+        new_page(c, src["id"], "Day one", "First day.\n", parent_id=page_["id"])
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{src['id']}/docs/{page_['id']}")
+    tree = page.get_by_role("tree")
+    tree.get_by_role("treeitem", name="Onboarding").locator(".row").first.hover()
+    page.get_by_role("button", name="Actions for Onboarding").click()
+    page.get_by_role("menuitem", name="Copy to…").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Copy “Onboarding” to the knowledge base").select_option(label="Handbook for copies")
+    dialog.get_by_label("Inside").select_option(label="Archive")
+    dialog.get_by_label("With its sub-pages").check()
+    dialog.get_by_role("button", name="Copy", exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{dst['id']}/docs/[0-9a-f-]+$"))
+    expect(page.get_by_role("textbox", name="Title")).to_have_value("Onboarding")
+    expect(editor(page)).to_contain_text("Welcome.")
+    with api(live_server, owner) as c:
+        items = c.get(f"/api/knowledge-bases/{dst['id']}/tree").json()["items"]
+        copy = next(i for i in items if i["title"] == "Onboarding")
+        assert copy["parent_id"] == archive["id"]
+        assert [i["title"] for i in items if i["parent_id"] == copy["id"]] == ["Day one"]
+        assert len(c.get(f"/api/knowledge-bases/{src['id']}/tree").json()["items"]) == 2  # the original stays
+
+
+def test_a_reader_here_copies_to_where_they_may_write(contexts, live_server, owner, engine):  # noqa: F811
+    """Copy to… is offered to a reader of the page since they may create somewhere; the page's own
+    knowledge base, where they only read, is not among the places offered."""
+    reader = make_login_user(lambda: Session(engine, expire_on_commit=False))
+    with api(live_server, owner) as c:
+        src = new_kb(c, owner, "Company policies")
+        own = new_kb(c, owner, "Reader's team space")
+        doc = new_page(c, src["id"], "Travel policy", "Book early.\n")
+        r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"email": reader.email, "role": "member"})
+        assert r.status_code == 201, r.text
+        r = c.post(
+            f"/api/objects/knowledge_base/{own['id']}/collaborators",
+            json={"subject_type": "user", "subject_id": str(reader.user_id), "role": "editor"},
+        )
+        assert r.status_code == 201, r.text
+    page = contexts.page()
+    sign_in(page, reader.email, next_path=f"/app/kb/{src['id']}/docs/{doc['id']}")
+    item = page.get_by_role("tree").get_by_role("treeitem", name="Travel policy")
+    item.locator(".row").first.hover()
+    item.get_by_role("button", name="Actions for Travel policy").click()
+    item.get_by_role("menuitem", name="Copy to…").click()
+    kb_select = page.get_by_role("dialog").get_by_label("Copy “Travel policy” to the knowledge base")
+    expect(kb_select.locator("option", has_text="Reader's team space")).to_have_count(1)
+    assert "Company policies" not in kb_select.inner_text()  # where they only read: not offered
+    kb_select.select_option(own["id"])
+    page.get_by_role("dialog").get_by_role("button", name="Copy", exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{own['id']}/docs/[0-9a-f-]+$"))
+    expect(page.get_by_role("textbox", name="Title")).to_have_value("Travel policy")

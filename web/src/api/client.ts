@@ -243,8 +243,9 @@ export const api = {
   // documents and versions
   document: (id: string) => request<S['DocumentOut']>('GET', `/api/documents/${enc(id)}`),
   createDocument: (body: S['DocumentIn']) => request<S['DocumentOut']>('POST', '/api/documents', body),
-  duplicateDocument: (id: string, withChildren = false) =>
-    request<S['DocumentOut']>('POST', `/api/documents/${enc(id)}/duplicate`, withChildren ? { with_children: true } : {}),
+  /** A copy beside the page, or where `knowledge_base_id`/`parent_id` say; `with_children`: what is under it too. */
+  duplicateDocument: (id: string, body: S['DuplicateIn'] = {}) =>
+    request<S['DocumentOut']>('POST', `/api/documents/${enc(id)}/duplicate`, body),
   updateDocument: (id: string, body: S['DocumentUpdate']) => request<S['DocumentOut']>('PUT', `/api/documents/${enc(id)}`, body),
   deleteDocument: (id: string) => request<void>('DELETE', `/api/documents/${enc(id)}`),
   saveVersion: (id: string, body: S['VersionIn']) => request<S['SaveOut']>('POST', `/api/documents/${enc(id)}/versions`, body),

@@ -1890,8 +1890,8 @@ export interface paths {
         /**
          * Duplicate Document
          * @description A copy of a page right after it: body, metadata, tags, status, its images (sharing their
-         *     files) and, for a custom page, its permissions; with ``with_children``, what is under it too
-         *     (docs/api.md#duplicating-a-page).
+         *     files) and, for a custom page, its permissions; with ``with_children``, what is under it too;
+         *     elsewhere with ``knowledge_base_id``/``parent_id`` (docs/api.md#duplicating-a-page).
          */
         post: operations["duplicate_document_api_documents__doc_id__duplicate_post"];
         delete?: never;
@@ -4159,6 +4159,16 @@ export interface components {
         };
         /** DuplicateIn */
         DuplicateIn: {
+            /**
+             * Knowledge Base Id
+             * @description copy into this knowledge base (at its top, or under parent_id) instead of beside the page
+             */
+            knowledge_base_id?: string | null;
+            /**
+             * Parent Id
+             * @description copy under this folder or page (last among what is there) instead of beside the page
+             */
+            parent_id?: string | null;
             /**
              * Title
              * @description the copy's title; default "<title> (copy)"

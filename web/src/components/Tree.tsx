@@ -32,13 +32,16 @@ function loadCollapsed(kbId: string): Set<string> {
   }
 }
 
-type Action = { kind: 'rename' | 'delete' | 'move'; item: TreeItem } | { kind: 'new'; type: 'page' | 'folder'; parentId: string | null }
+type Action =
+  | { kind: 'rename' | 'delete' | 'move'; item: TreeItem }
+  | { kind: 'copy'; item: TreeItem; hasChildren: boolean }
+  | { kind: 'new'; type: 'page' | 'folder'; parentId: string | null }
 
 /** Duplicate a page (POST /api/documents/{id}/duplicate): the copy lands right after it in the
  * tree, which is read again, and a page's copy opens. `withChildren`: what is under it is copied
  * too (a folder is copied only so). For the tree's item menu and the document's More menu. */
 export async function duplicatePage(kbId: string, id: string, withChildren = false): Promise<void> {
-  const copy = await api.duplicateDocument(id, withChildren)
+  const copy = await api.duplicateDocument(id, withChildren ? { with_children: true } : {})
   invalidate(`tree:${kbId}`)
   if (copy.type === 'page') navigate(paths.doc(kbId, copy.id)) // a folder's copy shows in the tree, right after it
 }
@@ -55,6 +58,10 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
   const dragRef = useRef<string | null>(null)
   const [dropTarget, setDropTarget] = useState<string | null>(null)
   const [menuFor, setMenuFor] = useState<string | null>(null)
+  // Copy to… needs a knowledge base to create in: this one, or (asked when a menu opens, for a
+  // reader here) another
+  const kbsForCopy = useQuery(menuFor && !props.canCreate ? 'kbs:all' : null, () => api.knowledgeBases())
+  const mayCopy = props.canCreate || !!kbsForCopy.data?.items.some((k) => k.capabilities?.includes('create'))
   // import (docs/importing.md#the-web-app): from a menu, or files/folders dropped from outside
   const [importing, setImporting] = useState<{ parentId: string | null; files?: PickedFile[] } | null>(null)
   const [filesOver, setFilesOver] = useState(false)
@@ -341,7 +348,12 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         </button>
                       </>
                     ) : null}
-                    {/* every reader may export what they can read (docs/export.md) */}
+                    {/* a reader may copy what they can read to where they may create, and export it (docs/export.md) */}
+                    {mayCopy ? (
+                      <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'copy', item: it, hasChildren: n.children.length > 0 }) }}>
+                        {t('copyTo')}
+                      </button>
+                    ) : null}
                     <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void exportZip(`/api/documents/${it.id}/export`) }}>
                       {exportLabel()}
                     </button>
@@ -466,6 +478,9 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
       </Dialog>
     )
   }
+  if (action.kind === 'copy') {
+    return <CopyDialog kbId={kbId} item={action.item} hasChildren={action.hasChildren} onDone={props.onDone} />
+  }
   if (action.kind === 'move') {
     const blocked = descendants(props.items, action.item.id)
     const folders = props.items.filter((i) => i.type === 'folder' && !blocked.has(i.id))
@@ -535,6 +550,94 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
           </button>
           <button type="submit" class="primary">
             {isNew ? t('create') : t('save')}
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  )
+}
+
+
+/** Copy to… (docs/web.md), for every reader: a knowledge base the caller may create in, then a
+ * folder of it (or its top); a page with pages under it may take them along, a folder always
+ * does. The copy keeps its title there; a page's copy opens, a folder's shows in that knowledge
+ * base's tree. */
+function CopyDialog(props: { kbId: string; item: TreeItem; hasChildren: boolean; onDone: () => void }) {
+  const { item } = props
+  const kbs = useQuery('kbs:all', () => api.knowledgeBases())
+  const [picked, setPicked] = useState(props.kbId)
+  const [parent, setParent] = useState('')
+  const [withChildren, setWithChildren] = useState(item.type === 'folder')
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  const writable = (kbs.data?.items ?? []).filter((k) => k.capabilities?.includes('create'))
+  // this knowledge base first, when one may create in it; else the first that allows it
+  const kbId = writable.some((k) => k.id === picked) ? picked : (writable[0]?.id ?? '')
+  const tree = useQuery(kbId ? `tree:${kbId}` : null, () => api.tree(kbId))
+  const folders = (tree.data?.items ?? []).filter((i) => i.type === 'folder')
+  const nowhere = !!kbs.data && writable.length === 0
+  return (
+    <Dialog title={t('copyTo')} onClose={props.onDone}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault()
+          setBusy(true)
+          setError(null)
+          api
+            .duplicateDocument(item.id, { knowledge_base_id: kbId, parent_id: parent || null, with_children: withChildren })
+            .then((copy) => {
+              invalidate(`tree:${kbId}`)
+              props.onDone()
+              if (copy.type === 'page') navigate(paths.doc(kbId, copy.id))
+              else if (kbId !== props.kbId) navigate(paths.kb(kbId))
+            })
+            .catch((err) => {
+              setError(err)
+              setBusy(false)
+            })
+        }}
+      >
+        <div class="field">
+          <label for="copy-kb">{t('copyKb', { title: item.title })}</label>
+          <select
+            id="copy-kb"
+            value={kbId}
+            onChange={(e) => {
+              setPicked((e.target as HTMLSelectElement).value)
+              setParent('')
+            }}
+          >
+            {writable.map((k) => (
+              <option key={k.id} value={k.id}>
+                {k.title}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div class="field">
+          <label for="copy-parent">{t('copyPlace')}</label>
+          <select id="copy-parent" value={parent} onChange={(e) => setParent((e.target as HTMLSelectElement).value)}>
+            <option value="">{t('moveRoot')}</option>
+            {folders.map((f) => (
+              <option key={f.id} value={f.id}>
+                {f.title}
+              </option>
+            ))}
+          </select>
+        </div>
+        {item.type === 'page' && props.hasChildren ? (
+          <label class="check">
+            <input type="checkbox" checked={withChildren} onChange={(e) => setWithChildren((e.target as HTMLInputElement).checked)} /> {t('withSubpages')}
+          </label>
+        ) : null}
+        {nowhere ? <p class="muted">{t('copyNowhere')}</p> : null}
+        <ErrorNote error={kbs.error ?? tree.error ?? error} />
+        <div class="actions">
+          <button type="button" onClick={props.onDone}>
+            {t('cancel')}
+          </button>
+          <button type="submit" class="primary" disabled={busy || !kbId}>
+            {t('copyAction')}
           </button>
         </div>
       </form>
