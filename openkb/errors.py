@@ -350,7 +350,8 @@ class TooManyChanges(ValidationError):
 
 
 class DocumentInTrash(Conflict):
-    """A keyed upsert whose key names a document in the trash (restore or purge it first)."""
+    """A keyed upsert whose key names a document in the trash, or a create, move or copy under a
+    parent in the trash (restore or purge it first)."""
 
     code = "DOCUMENT_IN_TRASH"
 

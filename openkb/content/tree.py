@@ -23,7 +23,8 @@ from sqlmodel import Session
 
 from openkb.config import Settings
 from openkb.content import limits
-from openkb.errors import InvalidMove, NotFound
+from openkb.errors import DocumentInTrash, InvalidMove, NotFound, PermissionDenied
+from openkb.models import Document
 from openkb.permissions import (
     Action,
     DocumentAccess,
@@ -175,11 +176,22 @@ def check_move(
 def target_parent(
     session: Session, principal: Principal, kb_id: uuid.UUID, parent_id: uuid.UUID | None
 ) -> DocumentAccess | None:
-    """The target parent must exist in ``kb_id`` and be readable, else 404 (never 403); its access
-    (None for the knowledge-base root) answers the create-child question without another query."""
+    """The target parent must exist in ``kb_id`` and be readable, else 404; one in the trash is
+    ``DOCUMENT_IN_TRASH`` for those who see it there (who may restore it), 404 for others. Its
+    access (None for the knowledge-base root) answers the create-child question without another
+    query."""
     if parent_id is None:
         return None
-    acc = access_document(session, principal, parent_id, Action.READ)
+    try:
+        acc = access_document(session, principal, parent_id, Action.READ)
+    except PermissionDenied:
+        # denied, not hidden: the caller may restore it (access_document), so it may be named
+        parent = session.get(Document, parent_id)
+        if parent is not None and (parent.status == "deleted" or parent.deleted_at is not None):
+            raise DocumentInTrash(
+                f"the parent {parent.title!r} is in the trash; restore it first", field="parent_id"
+            ) from None
+        raise
     if acc.document.knowledge_base_id != kb_id:
         raise InvalidMove("the parent belongs to another knowledge base", field="parent_id")
     return acc

@@ -539,7 +539,15 @@ _UNCHANGED: dict[int | str, dict[str, Any]] = {
     200: {"model": SaveOut, "description": "unchanged: identical to the current version"}
 }
 _BODY_CHECKS = (MarkdownTooLarge, MarkdownDialectError, HashMismatch)
-_DOC_FIELDS = (TitleTooLong, MetadataTooLarge, ValueOutOfRange, TooManyTags, InvalidMove, FolderDepthExceeded)
+_DOC_FIELDS = (
+    TitleTooLong,
+    MetadataTooLarge,
+    ValueOutOfRange,
+    TooManyTags,
+    InvalidMove,
+    FolderDepthExceeded,
+    DocumentInTrash,  # a parent in the trash
+)
 _SAVE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage, TitleTooLong, *_BODY_CHECKS), **_UNCHANGED}
 _RESTORE_RESPONSES = {**errors_for(_WRITE, VersionConflict, NotAPage), **_UNCHANGED}
 

@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from openkb.content import limits
-from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.errors import DocumentInTrash, NotFound, PermissionDenied, ValidationError
 from openkb.importing import job_list
 from openkb.importing import jobs as import_jobs
 from server.auth import PrincipalDep
@@ -116,7 +116,9 @@ def _uuid(form: Any, name: str, required: bool) -> uuid.UUID | None:
     status_code=status.HTTP_202_ACCEPTED,
     response_model=ImportJobOut,
     openapi_extra=_BODY,
-    responses=errors_for(401, NotFound, PermissionDenied, limits.UploadTooLarge, UnsupportedMedia, ValidationError),
+    responses=errors_for(
+        401, NotFound, PermissionDenied, DocumentInTrash, limits.UploadTooLarge, UnsupportedMedia, ValidationError
+    ),
 )
 async def create_import_job(request: Request, session: SessionDep, actor: DocWriterDep, ctx: CtxDep) -> dict[str, Any]:
     """Queue an import; the caller must be able to create documents in the target."""

@@ -118,6 +118,13 @@ def test_write_routes_hide_existence_from_outsiders(w):
     assert r.status_code == 201 and (r.json()["knowledge_base_id"], r.json()["title"]) == (elsewhere["id"], "P"), r.text
     r = w.c["member"].post(f"/api/documents/{page['id']}/duplicate", json={"knowledge_base_id": elsewhere["id"]})
     assert r.status_code == 404, r.text
+    # under a folder in the trash: named for the owner, who sees it there; 404 for a reader
+    binned = w.doc("Binned", type="folder")
+    assert w.c["owner"].delete(f"/api/documents/{binned['id']}").status_code == 204
+    body = {"knowledge_base_id": w.kb["id"], "title": "x", "parent_id": binned["id"]}
+    r = w.c["owner"].post("/api/documents", json=body)
+    assert r.status_code == 409 and r.json()["error"] == "DOCUMENT_IN_TRASH" and "Binned" in r.json()["detail"], r.text
+    assert w.c["member"].post("/api/documents", json=body).status_code == 404
 
 
 def test_public_kb_is_readable_anonymously_but_drafts_are_not(w):

@@ -11,7 +11,7 @@ from openkb.config import Settings
 from openkb.content import documents, tree
 from openkb.content.limits import FolderDepthExceeded, MetadataTooLarge, TitleTooLong
 from openkb.content.tree import InvalidMove
-from openkb.errors import NotFound, PermissionDenied, ValidationError
+from openkb.errors import DocumentInTrash, NotFound, PermissionDenied, ValidationError
 from openkb.models import Document
 from tests.factories import grant, make_doc, make_kb, make_workspace
 
@@ -166,6 +166,27 @@ def test_restore_under_trashed_parent_goes_to_root(world):
     documents.trash_document(world.db, world.actor(), f.id)
     documents.restore_from_trash(world.db, world.actor(), p.id)
     assert world.db.get(Document, p.id).parent_id is None
+
+
+def test_nothing_goes_under_a_parent_in_the_trash(world):
+    """Create, move and copy under a trashed folder: DOCUMENT_IN_TRASH (with the folder's name)
+    for those who see it in the trash, as for any missing parent (404) for those who do not."""
+    f = _mk(world, "Old stuff")
+    page = _mk(world, "Loose", type="page")
+    documents.trash_document(world.db, world.actor(), f.id)
+    tries = {
+        "create": lambda who: documents.create_document(
+            world.db, world.actor(who), knowledge_base_id=world.kb.id, title="X", parent_id=f.id
+        ),
+        "move": lambda who: documents.update_document(world.db, world.actor(who), page.id, {"parent_id": f.id}),
+        "copy": lambda who: documents.duplicate_document(world.db, world.actor(who), page.id, parent_id=f.id),
+    }
+    for name, attempt in tries.items():
+        with pytest.raises(DocumentInTrash) as e:
+            attempt(world.p.owner)
+        assert "'Old stuff' is in the trash" in str(e.value) and e.value.extra["field"] == "parent_id", name
+        with pytest.raises(NotFound):  # a reader of the knowledge base, who cannot see the trash, learns nothing
+            attempt(world.p.member)
 
 
 def test_purge_only_from_trash(world):

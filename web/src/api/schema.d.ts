@@ -15451,7 +15451,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, DOCUMENT_IN_TRASH */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15619,7 +15619,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, DOCUMENT_IN_TRASH */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15880,7 +15880,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, DOCUMENT_IN_TRASH */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -16507,6 +16507,15 @@ export interface operations {
             };
             /** @description REQUEST_TIMEOUT (the body arrived too slowly) */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description DOCUMENT_IN_TRASH */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
