@@ -343,9 +343,6 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'move', item: it }) }}>
                           {t('move')}
                         </button>
-                        <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'delete', item: it }) }}>
-                          {t('delete')}
-                        </button>
                       </>
                     ) : null}
                     {/* a reader may copy what they can read to where they may create, and export it (docs/export.md) */}
@@ -357,6 +354,11 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                     <button type="button" role="menuitem" onClick={() => { setMenuFor(null); void exportZip(`/api/documents/${it.id}/export`) }}>
                       {exportLabel()}
                     </button>
+                    {props.canCreate ? (
+                      <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'delete', item: it }) }}>
+                        {t('delete')}
+                      </button>
+                    ) : null}
                   </span>
                 ) : null}
               </span>
