@@ -497,17 +497,7 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
               .catch(setError)
           }}
         >
-          <div class="field">
-            <label for="move-target">{t('moveTo', { title: action.item.title })}</label>
-            <select id="move-target" value={target} onChange={(e) => setTarget((e.target as HTMLSelectElement).value)}>
-              <option value="">{t('moveRoot')}</option>
-              {folders.map((f) => (
-                <option key={f.id} value={f.id}>
-                  {f.title}
-                </option>
-              ))}
-            </select>
-          </div>
+          <FolderSelect id="move-target" label={t('moveTo', { title: action.item.title })} value={target} folders={folders} onChange={setTarget} />
           <ErrorNote error={error} />
           <div class="actions">
             <button type="button" onClick={props.onDone}>
@@ -616,17 +606,7 @@ function CopyDialog(props: { kbId: string; item: TreeItem; hasChildren: boolean;
             ))}
           </select>
         </div>
-        <div class="field">
-          <label for="copy-parent">{t('copyPlace')}</label>
-          <select id="copy-parent" value={parent} onChange={(e) => setParent((e.target as HTMLSelectElement).value)}>
-            <option value="">{t('moveRoot')}</option>
-            {folders.map((f) => (
-              <option key={f.id} value={f.id}>
-                {f.title}
-              </option>
-            ))}
-          </select>
-        </div>
+        <FolderSelect id="copy-parent" label={t('copyPlace')} value={parent} folders={folders} onChange={setParent} />
         {item.type === 'page' && props.hasChildren ? (
           <label class="check">
             <input type="checkbox" checked={withChildren} onChange={(e) => setWithChildren((e.target as HTMLInputElement).checked)} /> {t('withSubpages')}
@@ -644,5 +624,22 @@ function CopyDialog(props: { kbId: string; item: TreeItem; hasChildren: boolean;
         </div>
       </form>
     </Dialog>
+  )
+}
+
+/** A place in a knowledge base: its top ("") or one of ``folders`` (the Move and Copy to… dialogs). */
+function FolderSelect(props: { id: string; label: string; value: string; folders: TreeItem[]; onChange: (id: string) => void }) {
+  return (
+    <div class="field">
+      <label for={props.id}>{props.label}</label>
+      <select id={props.id} value={props.value} onChange={(e) => props.onChange((e.target as HTMLSelectElement).value)}>
+        <option value="">{t('moveRoot')}</option>
+        {props.folders.map((f) => (
+          <option key={f.id} value={f.id}>
+            {f.title}
+          </option>
+        ))}
+      </select>
+    </div>
   )
 }
