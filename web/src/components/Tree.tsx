@@ -58,6 +58,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
   const dragRef = useRef<string | null>(null)
   const [dropTarget, setDropTarget] = useState<string | null>(null)
   const [menuFor, setMenuFor] = useState<string | null>(null)
+  const [copying, setCopying] = useState(false)
   // Copy to… needs a knowledge base to create in: this one, or (asked when a menu opens, for a
   // reader here) another
   const kbsForCopy = useQuery(menuFor && !props.canCreate ? 'kbs:all' : null, () => api.knowledgeBases())
@@ -190,7 +191,9 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
 
   async function duplicate(id: string, withChildren = false) {
     setError(null)
+    setCopying(true) // a folder of hundreds of pages takes seconds (docs/api.md#duplicating-a-page)
     await duplicatePage(kbId, id, withChildren).catch(setError)
+    setCopying(false)
   }
 
   const carriesFiles = (e: DragEvent) => !dragRef.current && !!e.dataTransfer?.types?.includes('Files')
@@ -422,6 +425,11 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
         ) : null}
       </div>
       <ErrorNote error={tree.error ?? error} />
+      {copying ? (
+        <p class="muted" role="status">
+          {t('copying')}
+        </p>
+      ) : null}
       {tree.data && nodes.length === 0 ? <p class="muted">{t('emptyTree')}</p> : null}
       <ul role="tree" aria-label={t('tree')} ref={rootRef}>
         {renderNodes(nodes, 1)}
@@ -619,7 +627,7 @@ function CopyDialog(props: { kbId: string; item: TreeItem; hasChildren: boolean;
             {t('cancel')}
           </button>
           <button type="submit" class="primary" disabled={busy || !kbId}>
-            {t('copyAction')}
+            {busy ? t('copying') : t('copyAction')}
           </button>
         </div>
       </form>
