@@ -133,8 +133,13 @@ def create_document(
     warnings: list[str] | None = None,
     permission_mode: str = "inherit",
     visibility: str | None = None,
+    stored_body: bool = False,
 ) -> tuple[Document, DocumentVersion | None]:
     """``document_id``: an id chosen beforehand (an import links pages to each other before they exist).
+    ``stored_body``: ``markdown`` is a stored version's body (``duplicate_document``: checked and
+    normalized when it was saved, ids of links swapped since), kept byte for byte: only its size
+    is checked, not parsed again (a third of a copy's time), and a page saved before a stricter
+    dialect rule still copies.
     ``permission_mode``/``visibility``: for a duplicate of a custom page (``duplicate_document``,
     whose caller authorized them), never from a request.
     ``on_unsupported="convert"``: Markdown the editor cannot keep is repaired as an import would
@@ -169,7 +174,11 @@ def create_document(
         if markdown:
             raise ValidationError("folders have no body; create a page for content", field="markdown")
     else:
-        body = prepare_markdown(markdown or "", markdown_hash, settings)
+        body = (
+            limits.check_markdown(markdown or "", settings=settings)
+            if stored_body
+            else prepare_markdown(markdown or "", markdown_hash, settings)
+        )
     tree.lock_tree(session, kb.id)
     limits.check_depth(tree.depth_of(session, parent_id) + 1, settings)
     uid = actor.user_id
@@ -350,6 +359,7 @@ def duplicate_document(
             settings=settings,
             permission_mode=m.permission_mode,
             visibility=m.visibility if m.permission_mode == "custom" else None,
+            stored_body=True,
         )
         for twin in copies:
             session.add(twin)

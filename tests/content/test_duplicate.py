@@ -305,3 +305,16 @@ def test_a_copy_sent_to_another_knowledge_base_or_folder(world):
         documents.duplicate_document(world.db, world.actor(p.member), a.id, knowledge_base_id=other.id)
     with pytest.raises(InvalidMove):  # a parent from another knowledge base than the one named
         documents.duplicate_document(world.db, world.actor(), a.id, knowledge_base_id=world.kb.id, parent_id=shelf.id)
+
+
+def test_a_stored_body_is_copied_as_stored_without_a_second_parse(world):
+    """The copy's body is the stored version's, byte for byte: a page saved before a stricter
+    dialect rule (here raw HTML, refused by today's editor) still copies, unchanged."""
+    page = _page(world, "Old page", "# Old\n")
+    v = current_version(world.db, page)
+    v.markdown = "<div>kept from an older release</div>\n\n* a\n"  # as an older release stored it
+    world.db.add(v)
+    world.db.flush()
+    copy, version = documents.duplicate_document(world.db, world.actor(), page.id)
+    assert version.markdown == "<div>kept from an older release</div>\n\n* a\n"
+    assert version.markdown_hash == sha256_hex(version.markdown)
