@@ -335,8 +335,7 @@ def duplicate_document(
                 )
                 body = body.replace(ref, _BODY_ASSET.format(twin.id))
                 copies.append(twin)
-            if len(members) > 1:
-                body = rewrite_links(body, to_copy)
+            body = rewrite_links(body, to_copy)  # a page's link to itself, too, is to its copy
         is_top = m is src
         name = m.title
         if is_top and title is not None:

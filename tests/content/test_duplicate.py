@@ -318,3 +318,12 @@ def test_a_stored_body_is_copied_as_stored_without_a_second_parse(world):
     copy, version = documents.duplicate_document(world.db, world.actor(), page.id)
     assert version.markdown == "<div>kept from an older release</div>\n\n* a\n"
     assert version.markdown_hash == sha256_hex(version.markdown)
+
+
+def test_a_page_linking_to_itself_links_to_itself_in_its_copy(world):
+    page = _page(world, "Self", "# Self\n")
+    body = f"# Self\n\nBack to [the top](openkb://document/{page.id}#self).\n"
+    v = current_version(world.db, page)
+    save_version(world.db, world.actor(), page.id, base_version_id=v.id, markdown=body, markdown_hash=sha256_hex(body))
+    copy, version = documents.duplicate_document(world.db, world.actor(), page.id)
+    assert version.markdown == body.replace(str(page.id), str(copy.id))
