@@ -154,3 +154,27 @@ def test_a_reader_here_copies_to_where_they_may_write(contexts, live_server, own
     page.get_by_role("dialog").get_by_role("button", name="Copy", exact=True).click()
     expect(page).to_have_url(re.compile(rf"/app/kb/{own['id']}/docs/[0-9a-f-]+$"))
     expect(page.get_by_role("textbox", name="Title")).to_have_value("Travel policy")
+
+
+def test_copy_to_from_the_document_more_menu(contexts, live_server, owner):  # noqa: F811
+    with api(live_server, owner) as c:
+        src = new_kb(c, owner, "Scratch")
+        dst = new_kb(c, owner, "Published notes")
+        doc = new_page(c, src["id"], "Release checklist", "- [ ] tag\n- [ ] announce\n")
+        new_page(c, src["id"], "Tagging", "git tag\n", parent_id=doc["id"])
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{src['id']}/docs/{doc['id']}")
+    editor(page)
+    expect(page.get_by_role("status")).to_have_text("Saved")
+    page.get_by_role("button", name="More").click()
+    page.get_by_role("menuitem", name="Copy to…").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Copy “Release checklist” to the knowledge base").select_option(dst["id"])
+    dialog.get_by_label("With its sub-pages").check()  # offered: the page has one
+    dialog.get_by_role("button", name="Copy", exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/app/kb/{dst['id']}/docs/[0-9a-f-]+$"))
+    expect(page.get_by_role("textbox", name="Title")).to_have_value("Release checklist")
+    tree = page.get_by_role("tree")
+    expect(
+        tree.get_by_role("treeitem", name="Release checklist").get_by_role("treeitem", name="Tagging")
+    ).to_be_visible()

@@ -34,7 +34,7 @@ function loadCollapsed(kbId: string): Set<string> {
 
 type Action =
   | { kind: 'rename' | 'delete' | 'move'; item: TreeItem }
-  | { kind: 'copy'; item: TreeItem; hasChildren: boolean }
+  | { kind: 'copy'; item: TreeItem }
   | { kind: 'new'; type: 'page' | 'folder'; parentId: string | null }
 
 /** Duplicate a page (POST /api/documents/{id}/duplicate): the copy lands right after it in the
@@ -350,7 +350,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                     ) : null}
                     {/* a reader may copy what they can read to where they may create, and export it (docs/export.md) */}
                     {mayCopy ? (
-                      <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'copy', item: it, hasChildren: n.children.length > 0 }) }}>
+                      <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'copy', item: it }) }}>
                         {t('copyTo')}
                       </button>
                     ) : null}
@@ -489,7 +489,7 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
     )
   }
   if (action.kind === 'copy') {
-    return <CopyDialog kbId={kbId} item={action.item} hasChildren={action.hasChildren} onDone={props.onDone} />
+    return <CopyDialog kbId={kbId} item={action.item} onDone={props.onDone} />
   }
   if (action.kind === 'move') {
     const blocked = descendants(props.items, action.item.id)
@@ -558,13 +558,17 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
 }
 
 
-/** Copy to… (docs/web.md), for every reader: a knowledge base the caller may create in, then a
- * folder of it (or its top); a page with pages under it may take them along, a folder always
- * does. The copy keeps its title there; a page's copy opens, a folder's shows in that knowledge
- * base's tree. */
-function CopyDialog(props: { kbId: string; item: TreeItem; hasChildren: boolean; onDone: () => void }) {
+/** Copy to… (docs/web.md), for every reader, from the tree's item menu and the document's More
+ * menu: a knowledge base the caller may create in, then a folder of it (or its top); a page with
+ * pages under it may take them along, a folder always does. The copy keeps its title there; a
+ * page's copy opens, a folder's shows in that knowledge base's tree. */
+export function CopyDialog(props: { kbId: string; item: { id: string; title: string; type: string }; onDone: () => void }) {
   const { item } = props
   const kbs = useQuery('kbs:all', () => api.knowledgeBases())
+  // whether there are pages under it: from the tree of its own knowledge base (read already by
+  // the tree beside it, so usually no request)
+  const here = useQuery(`tree:${props.kbId}`, () => api.tree(props.kbId))
+  const hasChildren = !!here.data?.items.some((i) => i.parent_id === item.id)
   const [picked, setPicked] = useState(props.kbId)
   const [parent, setParent] = useState('')
   const [withChildren, setWithChildren] = useState(item.type === 'folder')
@@ -615,7 +619,7 @@ function CopyDialog(props: { kbId: string; item: TreeItem; hasChildren: boolean;
           </select>
         </div>
         <FolderSelect id="copy-parent" label={t('copyPlace')} value={parent} folders={folders} onChange={setParent} />
-        {item.type === 'page' && props.hasChildren ? (
+        {item.type === 'page' && hasChildren ? (
           <label class="check">
             <input type="checkbox" checked={withChildren} onChange={(e) => setWithChildren((e.target as HTMLInputElement).checked)} /> {t('withSubpages')}
           </label>

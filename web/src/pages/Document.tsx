@@ -19,7 +19,7 @@ import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../componen
 import { Outline } from '../components/Outline'
 import { Changes } from '../components/Changes'
 import { HistoryDialog, ShareDialog } from '../components/panels'
-import { duplicatePage, Tree } from '../components/Tree'
+import { CopyDialog, duplicatePage, Tree } from '../components/Tree'
 import { Dialog, ErrorNote, ErrorPage, Loading, TopBar, TreeToggle } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
@@ -252,7 +252,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const [conflict, setConflict] = useState<S['DocumentOut'] | null>(null)
   const [source, setSource] = useState('')
   const [sourceError, setSourceError] = useState<ApiError | null>(null)
-  const [panel, setPanel] = useState<'history' | 'share' | 'delete' | null>(null)
+  const [panel, setPanel] = useState<'history' | 'share' | 'delete' | 'copy' | null>(null)
   const [moreOpen, setMoreOpen] = useState(false)
   const [saves, setSaves] = useState(0) // successful saves on this page (data-saves: tests and scripts wait on it)
   // The tree and the outline render once the editor is up (or failed, or there is none): they
@@ -572,6 +572,15 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
                       {t('duplicate')}
                     </button>
                   ) : null}
+                  <button
+                    type="button"
+                    role="menuitem"
+                    disabled={state !== 'saved'}
+                    title={state !== 'saved' ? t('duplicateSaveFirst') : undefined}
+                    onClick={() => { setMoreOpen(false); setPanel('copy') }}
+                  >
+                    {t('copyTo')}
+                  </button>
                   <button type="button" role="menuitem" onClick={() => { setMoreOpen(false); exportMarkdown() }}>
                     {t('exportMarkdown')}
                   </button>
@@ -687,6 +696,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
           </div>
         </Dialog>
       ) : null}
+      {panel === 'copy' ? <CopyDialog kbId={kbId} item={doc} onDone={() => setPanel(null)} /> : null}
       {panel === 'history' ? (
         <HistoryDialog
           doc={doc}
