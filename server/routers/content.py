@@ -598,7 +598,8 @@ class DuplicateIn(RequestModel):
     "/api/documents/{doc_id}/duplicate",
     status_code=status.HTTP_201_CREATED,
     response_model=DocumentOut,
-    responses=errors_for(_WRITE, *_DOC_FIELDS, *_BODY_CHECKS, DuplicateTooLarge),
+    # bodies are copied as stored: only their size is checked again, never their dialect or hash
+    responses=errors_for(_WRITE, *_DOC_FIELDS, MarkdownTooLarge, DuplicateTooLarge),
 )
 def duplicate_document(
     doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep, body: DuplicateIn | None = None
@@ -606,14 +607,15 @@ def duplicate_document(
     """A copy of a page right after it: body, metadata, tags, status, its images (sharing their
     files) and, for a custom page, its permissions; with ``with_children``, what is under it too;
     elsewhere with ``knowledge_base_id``/``parent_id`` (docs/api.md#duplicating-a-page)."""
+    b = body or DuplicateIn()
     doc, _ = doc_service.duplicate_document(
         session,
         actor,
         doc_id,
-        title=body.title if body else None,
-        with_children=body.with_children if body else False,
-        knowledge_base_id=body.knowledge_base_id if body else None,
-        parent_id=body.parent_id if body else None,
+        title=b.title,
+        with_children=b.with_children,
+        knowledge_base_id=b.knowledge_base_id,
+        parent_id=b.parent_id,
     )
     return doc_service.get_document(session, actor.principal, doc.id)
 

@@ -38,26 +38,21 @@ def test_a_copy_right_after_the_page_with_its_body_fields_and_images(world, tmp_
     first = _page(world, "First")
     page = _page(world, "计划 Plan", metadata={"team": "ops", "n": 3}, tags=["q3"], status="draft")
     last = _page(world, "Last")
-    png = upload_asset(
-        world.db,
-        world.actor(),
-        blobs,
-        io.BytesIO(b"\x89PNG fake image"),
-        size=None,
-        filename="a.png",
-        content_type="image/png",
-        document_id=page.id,
-    )
-    unshown = upload_asset(
-        world.db,
-        world.actor(),
-        blobs,
-        io.BytesIO(b"%PDF not shown"),
-        size=None,
-        filename="b.pdf",
-        content_type="application/pdf",
-        document_id=page.id,
-    )
+
+    def upload(data: bytes, filename: str, content_type: str):
+        return upload_asset(
+            world.db,
+            world.actor(),
+            blobs,
+            io.BytesIO(data),
+            size=None,
+            filename=filename,
+            content_type=content_type,
+            document_id=page.id,
+        )
+
+    png = upload(b"\x89PNG fake image", "a.png", "image/png")
+    unshown = upload(b"%PDF not shown", "b.pdf", "application/pdf")
     body = f"# Plan\n\n![chart](asset://{png.id})\n\nSee [first](openkb://document/{first.id}).\n"
     v = current_version(world.db, page)
     save_version(world.db, world.actor(), page.id, base_version_id=v.id, markdown=body, markdown_hash=sha256_hex(body))

@@ -15898,7 +15898,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, MARKDOWN_DIALECT_ERROR, MARKDOWN_HASH_MISMATCH, DUPLICATE_TOO_LARGE, JSON_TOO_DEEP */
+            /** @description VALIDATION_ERROR, VALUE_OUT_OF_RANGE, TOO_MANY_TAGS, INVALID_MOVE, FOLDER_DEPTH_EXCEEDED, DUPLICATE_TOO_LARGE, JSON_TOO_DEEP */
             422: {
                 headers: {
                     [name: string]: unknown;
