@@ -102,6 +102,7 @@ def test_copy_to_another_knowledge_base(contexts, live_server, owner):  # noqa: 
         dst = new_kb(c, owner, "Handbook for copies")  # a title of its own: the owner is shared by the tests
         r = c.post("/api/documents", json={"knowledge_base_id": dst["id"], "type": "folder", "title": "Archive"})
         archive = r.json()
+        new_page(c, dst["id"], "Manual", "The manual.\n")
         page_ = new_page(c, src["id"], "Onboarding", "# Onboarding\n\nWelcome.\n")
         new_page(c, src["id"], "Day one", "First day.\n", parent_id=page_["id"])
     page = contexts.page()
@@ -112,7 +113,9 @@ def test_copy_to_another_knowledge_base(contexts, live_server, owner):  # noqa: 
     page.get_by_role("menuitem", name="Copy to…").click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_label("Copy “Onboarding” to the knowledge base").select_option(label="Handbook for copies")
-    dialog.get_by_label("Inside").select_option(label="Archive")
+    inside = dialog.get_by_label("Inside")
+    expect(inside.locator("option")).to_have_text(["(top level)", "Archive (folder)", "Manual"])  # pages hold pages too
+    inside.select_option(archive["id"])
     dialog.get_by_label("With its sub-pages").check()
     dialog.get_by_role("button", name="Copy", exact=True).click()
     expect(page).to_have_url(re.compile(rf"/app/kb/{dst['id']}/docs/[0-9a-f-]+$"))

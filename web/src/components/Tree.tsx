@@ -15,7 +15,7 @@ import { api, ApiError } from '../api/client'
 import { t } from '../lib/i18n'
 import { invalidate, useQuery } from '../lib/query'
 import { navigate, paths } from '../lib/router'
-import { buildTree, descendants, type TreeItem, type TreeNode } from '../lib/tree'
+import { buildTree, descendants, places, type TreeItem, type TreeNode } from '../lib/tree'
 import { droppedFiles, ImportDialog, type PickedFile } from './ImportDialog'
 import { exportKbLabel, exportLabel, exportZip } from './ExportDownload'
 import { Dialog, ErrorNote, Field } from './ui'
@@ -463,7 +463,7 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
   if (action.kind === 'delete') {
     return (
       <Dialog title={t('delete')} onClose={props.onDone}>
-        <p>{t('deleteConfirm', { title: action.item.title })}</p>
+        <DeleteQuestion kbId={kbId} id={action.item.id} title={action.item.title} />
         <ErrorNote error={error} />
         <div class="actions">
           <button type="button" onClick={props.onDone}>
@@ -492,8 +492,6 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
     return <CopyDialog kbId={kbId} item={action.item} onDone={props.onDone} />
   }
   if (action.kind === 'move') {
-    const blocked = descendants(props.items, action.item.id)
-    const folders = props.items.filter((i) => i.type === 'folder' && !blocked.has(i.id))
     return (
       <Dialog title={t('move')} onClose={props.onDone}>
         <form
@@ -505,7 +503,14 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
               .catch(setError)
           }}
         >
-          <FolderSelect id="move-target" label={t('moveTo', { title: action.item.title })} value={target} folders={folders} onChange={setTarget} />
+          <PlaceSelect
+            id="move-target"
+            label={t('moveTo', { title: action.item.title })}
+            value={target}
+            items={props.items}
+            exclude={action.item.id}
+            onChange={setTarget}
+          />
           <ErrorNote error={error} />
           <div class="actions">
             <button type="button" onClick={props.onDone}>
@@ -558,6 +563,15 @@ function TreeActionDialog(props: { kbId: string; action: Action; items: TreeItem
 }
 
 
+/** The trash question of the tree's item menu and the document's More menu: what is under a
+ * document goes to the trash with it (docs/web.md), so the question says how much, as far as
+ * the caller sees (their tree, read already by the tree beside it). */
+export function DeleteQuestion(props: { kbId: string; id: string; title: string }) {
+  const tree = useQuery(`tree:${props.kbId}`, () => api.tree(props.kbId))
+  const under = tree.data ? descendants(tree.data.items, props.id).size - 1 : 0
+  return <p>{under > 0 ? t('deleteConfirmUnder', { title: props.title, count: under }) : t('deleteConfirm', { title: props.title })}</p>
+}
+
 /** Copy to… (docs/web.md), for every reader, from the tree's item menu and the document's More
  * menu: a knowledge base the caller may create in, then a folder of it (or its top); a page with
  * pages under it may take them along, a folder always does. The copy keeps its title there; a
@@ -578,7 +592,6 @@ export function CopyDialog(props: { kbId: string; item: { id: string; title: str
   // this knowledge base first, when one may create in it; else the first that allows it
   const kbId = writable.some((k) => k.id === picked) ? picked : (writable[0]?.id ?? '')
   const tree = useQuery(kbId ? `tree:${kbId}` : null, () => api.tree(kbId))
-  const folders = (tree.data?.items ?? []).filter((i) => i.type === 'folder')
   const nowhere = !!kbs.data && writable.length === 0
   return (
     <Dialog title={t('copyTo')} onClose={props.onDone}>
@@ -618,7 +631,7 @@ export function CopyDialog(props: { kbId: string; item: { id: string; title: str
             ))}
           </select>
         </div>
-        <FolderSelect id="copy-parent" label={t('copyPlace')} value={parent} folders={folders} onChange={setParent} />
+        <PlaceSelect id="copy-parent" label={t('copyPlace')} value={parent} items={tree.data?.items ?? []} exclude={null} onChange={setParent} />
         {item.type === 'page' && hasChildren ? (
           <label class="check">
             <input type="checkbox" checked={withChildren} onChange={(e) => setWithChildren((e.target as HTMLInputElement).checked)} /> {t('withSubpages')}
@@ -639,16 +652,18 @@ export function CopyDialog(props: { kbId: string; item: { id: string; title: str
   )
 }
 
-/** A place in a knowledge base: its top ("") or one of ``folders`` (the Move and Copy to… dialogs). */
-function FolderSelect(props: { id: string; label: string; value: string; folders: TreeItem[]; onChange: (id: string) => void }) {
+/** A place in a knowledge base (the Move and Copy to… dialogs): its top ("") or any folder or
+ * page of ``items`` but ``exclude``'s subtree, in tree order, indented by depth as in the tree;
+ * a folder is marked as one (a page and a folder may share a title). */
+function PlaceSelect(props: { id: string; label: string; value: string; items: TreeItem[]; exclude: string | null; onChange: (id: string) => void }) {
   return (
     <div class="field">
       <label for={props.id}>{props.label}</label>
       <select id={props.id} value={props.value} onChange={(e) => props.onChange((e.target as HTMLSelectElement).value)}>
         <option value="">{t('moveRoot')}</option>
-        {props.folders.map((f) => (
-          <option key={f.id} value={f.id}>
-            {f.title}
+        {places(props.items, props.exclude).map(({ item, depth }) => (
+          <option key={item.id} value={item.id}>
+            {'\u00a0\u00a0\u00a0'.repeat(depth + 1) + (item.type === 'folder' ? t('placeFolder', { title: item.title }) : item.title)}
           </option>
         ))}
       </select>

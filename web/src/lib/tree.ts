@@ -26,6 +26,22 @@ export function buildTree(items: TreeItem[]): TreeNode[] {
   return make(null, 0)
 }
 
+/** Where a document can go (the Move and Copy to… dialogs): every folder and page in tree
+ * order with its depth (a page can hold pages too), leaving out `exclude` and everything under
+ * it (a moved document's own subtree). */
+export function places(items: TreeItem[], exclude: string | null = null): { item: TreeItem; depth: number }[] {
+  const out: { item: TreeItem; depth: number }[] = []
+  const walk = (ns: TreeNode[]) => {
+    for (const n of ns) {
+      if (n.item.id === exclude) continue
+      out.push({ item: n.item, depth: n.depth })
+      walk(n.children)
+    }
+  }
+  walk(buildTree(items))
+  return out
+}
+
 /** Ids of `id` and everything under it. */
 export function descendants(items: TreeItem[], id: string): Set<string> {
   const out = new Set([id])

@@ -19,7 +19,7 @@ import { handleLinkClick, resolveStoredUrl, type LinkTargets } from '../componen
 import { Outline } from '../components/Outline'
 import { Changes } from '../components/Changes'
 import { HistoryDialog, ShareDialog } from '../components/panels'
-import { CopyDialog, duplicatePage, Tree } from '../components/Tree'
+import { CopyDialog, DeleteQuestion, duplicatePage, Tree } from '../components/Tree'
 import { Dialog, ErrorNote, ErrorPage, Loading, TopBar, TreeToggle } from '../components/ui'
 import type { EditorHandle } from '../editor/Editor'
 import { t } from '../lib/i18n'
@@ -713,7 +713,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       ) : null}
       {panel === 'delete' ? (
         <Dialog title={t('delete')} onClose={() => setPanel(null)}>
-          <p>{t('deleteConfirm', { title })}</p>
+          <DeleteQuestion kbId={kbId} id={doc.id} title={title} />
           <ErrorNote error={saveError} />
           <div class="actions">
             <button type="button" onClick={() => setPanel(null)}>
