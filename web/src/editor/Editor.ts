@@ -12,6 +12,7 @@
 import '@milkdown/crepe/theme/common/style.css'
 import '@milkdown/crepe/theme/frame.css'
 
+import { editorViewCtx } from '@milkdown/kit/core'
 import { styleNonce } from '../lib/nonce'
 import { t } from '../lib/i18n'
 import { createCrepe } from './crepe'
@@ -72,6 +73,15 @@ export async function mountEditor(el: HTMLElement, options: EditorOptions): Prom
   markMissingImages(el) // before create: an image may fail while the editor is still being built
   await crepe.create()
   // The serialized form of what was loaded is the baseline: loading must not look like an edit.
+  // Plugins that complete a document (the empty paragraph after a final list or table, which
+  // the server's normalized text already ends with) act on its first transaction, which came a
+  // moment later from a node view: the text changed by itself after the baseline was taken, the
+  // page saved for nothing, and leaving it then asked about unsaved changes. An empty
+  // transaction now (kept out of the undo history) settles the document first.
+  crepe.editor.action((ctx) => {
+    const view = ctx.get(editorViewCtx)
+    view.dispatch(view.state.tr.setMeta('addToHistory', false))
+  })
   last = crepe.getMarkdown()
   crepe.setReadonly(!!options.readonly)
   return {

@@ -340,6 +340,17 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     latest.current = { ...latest.current, ...next }
     if (next.markdown !== undefined) setMarkdown(next.markdown)
     if (stateRef.current === 'conflict') return // the dialog decides
+    if (
+      !inFlight.current &&
+      latest.current.markdown === base.current.markdown &&
+      (latest.current.title.trim() || t('untitled')) === base.current.title
+    ) {
+      // back to what is saved (an edit undone): nothing to save, nothing to warn about on leaving
+      window.clearTimeout(timer.current)
+      setSaveError(null)
+      setSave('saved')
+      return
+    }
     setSave('dirty')
     schedule()
   }
