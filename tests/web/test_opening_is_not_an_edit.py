@@ -9,7 +9,9 @@ import re
 
 import pytest
 from playwright.sync_api import expect
+from sqlmodel import Session
 
+from tests.api.helpers import make_login_user
 from tests.web.test_browser import api, editor, new_kb, new_page, owner, sign_in  # noqa: F401 - owner is a fixture
 
 pytestmark = pytest.mark.slow
@@ -53,3 +55,26 @@ def test_a_page_that_ends_in_a_block_opens_without_a_save(contexts, live_server,
     assert asked == [] and saves == []
     with api(live_server, owner) as c:
         assert all(c.get(f"/api/documents/{d['id']}").json()["version_no"] == 1 for d in docs.values())
+
+
+def test_a_reader_opens_and_leaves_a_page_without_a_save_or_a_question(contexts, live_server, owner, engine):  # noqa: F811
+    """A reader's editor is read-only: nothing it reports is theirs to save (a save would be
+    refused, and leaving would ask about unsaved changes they never made)."""
+    reader = make_login_user(lambda: Session(engine, expire_on_commit=False))
+    with api(live_server, owner) as c:
+        kb = new_kb(c, owner, "Read only endings")
+        doc = new_page(c, kb["id"], "Checklist", "Steps:\n\n- [ ] one\n- [x] two\n")
+        other = new_page(c, kb["id"], "Next", "Next page.\n")
+        r = c.post(f"/api/workspaces/{owner['ws']['id']}/members", json={"email": reader.email, "role": "member"})
+        assert r.status_code in (200, 201), r.text
+    page = contexts.page()
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method != "GET" and "/api/documents/" in r.url else None)
+    asked: list[str] = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    sign_in(page, reader.email, next_path=f"/app/kb/{kb['id']}/docs/{doc['id']}")
+    expect(page.locator(".editor[data-ready='true']")).to_contain_text("two")
+    page.wait_for_timeout(1500)
+    page.get_by_role("tree").get_by_role("link", name="Next", exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/docs/{other['id']}$"))
+    assert posts == [] and asked == []

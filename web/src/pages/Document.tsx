@@ -337,6 +337,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   }
 
   function changed(next: { markdown?: string; title?: string }) {
+    if (!canEdit) return // a read-only editor: whatever it reports is not the reader's to save
     latest.current = { ...latest.current, ...next }
     if (next.markdown !== undefined) setMarkdown(next.markdown)
     if (stateRef.current === 'conflict') return // the dialog decides
