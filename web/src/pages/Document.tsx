@@ -266,6 +266,8 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   const timer = useRef<number | undefined>(undefined)
   const inFlight = useRef(false)
   const stateRef = useRef<SaveState>('saved')
+  // the source textarea's text while in source mode (null otherwise): unsaved until *Save*
+  const sourceText = useRef<string | null>(null)
   const editorEl = useRef<HTMLDivElement>(null)
   const scroller = useRef<HTMLElement>(null)
   const handle = useRef<EditorHandle | null>(null)
@@ -424,6 +426,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
   // never leave unsaved work silently
   useEffect(() => {
     const unsafe = () => {
+      if (sourceText.current !== null && sourceText.current !== latest.current.markdown) return true
       // the editor reports changes after a short debounce: ask it directly too
       const now = handle.current?.getMarkdown()
       if (now !== undefined && now !== latest.current.markdown) changed({ markdown: now })
@@ -448,9 +451,22 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     base.current = { versionId, markdown: md, title: newTitle }
     latest.current = { markdown: md, title: newTitle }
     setMarkdown(md)
+    if (sourceText.current !== null) {
+      // in source mode: the textarea shows the new text too
+      sourceText.current = md
+      setSource(md)
+    }
     setTitle(newTitle)
     setEditorKey((k) => k + 1)
     setSave('saved')
+  }
+
+  // Leaving source mode without saving drops its text (the editor shows what is saved): ask first.
+  function switchMode(next: Mode) {
+    if (sourceText.current !== null && sourceText.current !== latest.current.markdown && !window.confirm(t('sourceDiscard'))) return
+    sourceText.current = null
+    setSourceError(null)
+    setMode(next)
   }
 
   async function saveSource() {
@@ -468,6 +484,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       invalidate('recent')
       replaceText(fresh.markdown ?? '', res.version_id, fresh.title)
       setIdx({ status: fresh.index_status, error: fresh.index_error })
+      sourceText.current = null
       setMode('edit')
     } catch (e) {
       if (e instanceof ApiError && e.code === 'VERSION_CONFLICT') {
@@ -518,12 +535,12 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
             <TreeToggle open={treeOpen} onToggle={() => setTreeOpen(!treeOpen)} />
             {doc.type === 'page' ? (
               <div role="group" aria-label={t('mode')} class="modes">
-                <button type="button" aria-pressed={mode === 'read'} onClick={() => setMode('read')}>
+                <button type="button" aria-pressed={mode === 'read'} onClick={() => switchMode('read')}>
                   {t('modeRead')}
                 </button>
                 {canEdit ? (
                   <>
-                    <button type="button" aria-pressed={mode === 'edit'} onClick={() => setMode('edit')}>
+                    <button type="button" aria-pressed={mode === 'edit'} onClick={() => switchMode('edit')}>
                       {t('modeEdit')}
                     </button>
                     <button
@@ -532,6 +549,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
                       onClick={() => {
                         if (handle.current) latest.current.markdown = handle.current.getMarkdown()
                         setSource(latest.current.markdown)
+                        sourceText.current = latest.current.markdown
                         setSourceError(null)
                         setMode('source')
                       }}
@@ -639,7 +657,16 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
               <label for="source-text" class="sr-only">
                 {t('sourceLabel')}
               </label>
-              <textarea id="source-text" spellcheck={false} value={source} onInput={(e) => setSource((e.target as HTMLTextAreaElement).value)} />
+              <textarea
+                id="source-text"
+                spellcheck={false}
+                value={source}
+                onInput={(e) => {
+                  const v = (e.target as HTMLTextAreaElement).value
+                  setSource(v)
+                  sourceText.current = v
+                }}
+              />
               {sourceError ? (
                 <p class="error" role="alert">
                   {sourceError.code === 'MARKDOWN_DIALECT_ERROR' && typeof sourceError.body.line === 'number'
