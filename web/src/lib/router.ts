@@ -55,14 +55,29 @@ export function setLeaveGuard(guard: (() => boolean) | null): void {
   leaveGuard = guard
 }
 
+// the address shown now: where Back or Forward came from, to go back to when the guard says stay
+let here = location.href
+
 export function navigate(url: string, opts: { replace?: boolean } = {}): void {
   if (leaveGuard && !leaveGuard()) return
   if (opts.replace) history.replaceState(null, '', url)
   else history.pushState(null, '', url)
+  here = location.href
   listeners.forEach((l) => l())
 }
 
-window.addEventListener('popstate', () => listeners.forEach((l) => l()))
+// Back and Forward ask the same question as a link: the browser has already moved, so staying
+// puts the address back. A move within the page (a #fragment) is not leaving it.
+window.addEventListener('popstate', () => {
+  const from = new URL(here)
+  const leaving = from.pathname !== location.pathname || from.search !== location.search
+  if (leaving && leaveGuard && !leaveGuard()) {
+    history.pushState(null, '', here)
+    return
+  }
+  here = location.href
+  listeners.forEach((l) => l())
+})
 
 export function useRoute(): Route {
   const [, setTick] = useState(0)
