@@ -41,6 +41,11 @@ log = logging.getLogger("openkb.indexing.client")
 RECONNECT_INTERVAL_S = 1.0
 CALL_TIMEOUT_S = 30.0
 RETRY_AFTER_S = 5
+# Pauses before each attempt to load a released collection. Milvus Lite refused a load now and
+# then with "Not an Arrow file" right after the collection's flush (one fresh-clone CI run in
+# many, under load; the same load a moment later succeeds), so a refused load is tried again
+# twice before the caller gets 503: under a second in all, on a path taken only after a restart.
+RELOAD_PAUSES_S = (0.0, 0.3, 0.7)
 
 # What a MilvusException says when pymilvus could not talk to Milvus at all (as opposed to Milvus
 # refusing the request). Trap: keep these narrow. A dense search whose *embedder* is down fails
@@ -229,12 +234,19 @@ class ResilientMilvus:
             "collection %s was not loaded (Milvus restarted?); loading it",
             collection,
         )
-        try:
-            client.load_collection(collection)
-        except Exception as exc:  # noqa: BLE001
-            if is_connection_error(exc):
-                self._drop(client, _short(exc))
-            raise self._unavailable(f"loading {collection}: {_short(exc)}") from None
+        failed: Exception | None = None
+        for pause in RELOAD_PAUSES_S:
+            time.sleep(pause)
+            try:
+                client.load_collection(collection)
+                break
+            except Exception as exc:  # noqa: BLE001
+                if is_connection_error(exc):
+                    self._drop(client, _short(exc))
+                    raise self._unavailable(f"loading {collection}: {_short(exc)}") from None
+                failed = exc
+        else:
+            raise self._unavailable(f"loading {collection}: {_short(failed)}") from None
         with self._lock:
             self._reloaded.add(collection)
 

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pymilvus import MilvusClient
+from pymilvus.exceptions import MilvusException
 
 from openkb.errors import ConfigError, ServiceUnavailable, ValidationError
 from openkb.indexing import milvus as mv
@@ -451,6 +452,46 @@ def test_a_released_collection_is_loaded_again_with_one_warning_and_no_error_lin
     finally:
         pymilvus_log.removeHandler(kept)
         pymilvus_log.setLevel(quiet)
+        client.close()
+        mv.drop_collection(mc, spec.collection_name)
+
+
+def test_a_refused_reload_is_tried_again_before_the_caller_gets_503(mc: MilvusClient, lite_uri: str) -> None:
+    """Milvus Lite refused a load now and then right after a flush ("Not an Arrow file"); the same
+    load a moment later succeeded. The reload is tried again (``RELOAD_PAUSES_S``), and only a load
+    refused every time reaches the caller, as 503 with Retry-After. The refusals are made by a
+    client that fails its first loads over the real Lite server."""
+    from openkb.errors import IndexUnavailable
+    from openkb.indexing.client import RELOAD_PAUSES_S, ResilientMilvus
+
+    spec = make_profile(model_name=None, dim=0, version=10)
+    mv.ensure_collection(mc, spec)
+    mv.upsert_rows(mc, spec.collection_name, [_row("c-two", "zyxquartzfrob twice")])
+    mc.flush(spec.collection_name)
+    refusals = {"left": 0, "made": 0}
+
+    class Refusing(MilvusClient):
+        def load_collection(self, *args, **kwargs):
+            if refusals["left"] > 0:
+                refusals["left"] -= 1
+                refusals["made"] += 1
+                raise MilvusException(message="Not an Arrow file")
+            return super().load_collection(*args, **kwargs)
+
+    client = ResilientMilvus(lambda: Refusing(uri=lite_uri), uri=lite_uri)
+    try:
+        mc.release_collection(spec.collection_name)
+        refusals["left"] = len(RELOAD_PAUSES_S) - 1  # refused on all but the last attempt
+        rows = client.query(spec.collection_name, filter='id == "c-two"', output_fields=["id"])
+        assert [r["id"] for r in rows] == ["c-two"]
+        assert refusals == {"left": 0, "made": len(RELOAD_PAUSES_S) - 1}
+
+        mc.release_collection(spec.collection_name)
+        refusals.update(left=len(RELOAD_PAUSES_S), made=0)  # refused every time
+        with pytest.raises(IndexUnavailable, match="Not an Arrow file") as err:
+            client.query(spec.collection_name, filter='id == "c-two"', output_fields=["id"])
+        assert err.value.extra["retry_after"] > 0 and refusals["made"] == len(RELOAD_PAUSES_S)
+    finally:
         client.close()
         mv.drop_collection(mc, spec.collection_name)
 
