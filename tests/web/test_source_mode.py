@@ -50,13 +50,22 @@ def test_unsaved_source_text_is_not_dropped_without_asking(contexts, live_server
     expect(page).to_have_url(re.compile(rf"/docs/{doc['id']}$"))
     expect(source).to_have_value("Saved text.\n\nTyped in source.\n")
 
+    # a text the server refuses stays unsaved: leaving source mode still asks about it
+    source.fill("Saved text.\n\nbad<br>line\n")
+    page.get_by_role("button", name="Save source").click()
+    expect(page.get_by_role("alert")).to_contain_text("Line 3, column 4")
+    page.get_by_role("button", name="Edit", exact=True).click()
+    assert len(asked) == 4 and asked[-1].startswith("Leave the source without saving it?")
+    expect(source).to_have_value("Saved text.\n\nbad<br>line\n")
+
     answer["accept"] = True
     page.get_by_role("button", name="Edit", exact=True).click()
     expect(editor(page)).to_contain_text("Saved text.")
     expect(editor(page)).not_to_contain_text("Typed in source.")
+    expect(editor(page)).not_to_contain_text("bad")
     page.get_by_role("tree").get_by_role("link", name="Another page", exact=True).click()
     expect(page).to_have_url(re.compile(rf"/docs/{other['id']}$"))
-    assert len(asked) == 4  # the last link was followed without a question: nothing was unsaved
+    assert len(asked) == 5  # the last link was followed without a question: nothing was unsaved
     with api(live_server, owner) as c:
         got = c.get(f"/api/documents/{doc['id']}").json()
         assert got["markdown"] == "Saved text.\n" and got["version_no"] == 1

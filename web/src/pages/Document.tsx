@@ -471,6 +471,9 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
 
   async function saveSource() {
     setSourceError(null)
+    // the text a conflict's "keep mine" saves; a refused text is not the page's (leaving source
+    // mode then still asks about it)
+    const before = latest.current.markdown
     latest.current = { ...latest.current, markdown: source }
     try {
       const res = await api.saveVersion(doc.id, {
@@ -490,8 +493,10 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
       if (e instanceof ApiError && e.code === 'VERSION_CONFLICT') {
         setSave('conflict')
         setConflict(await api.document(doc.id))
-      } else if (e instanceof ApiError) setSourceError(e)
-      else setSourceError(new ApiError(0, { error: 'NETWORK', detail: String(e) }))
+      } else {
+        latest.current = { ...latest.current, markdown: before }
+        setSourceError(e instanceof ApiError ? e : new ApiError(0, { error: 'NETWORK', detail: String(e) }))
+      }
     }
   }
 
