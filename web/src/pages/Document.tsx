@@ -423,6 +423,30 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     return () => el.removeEventListener('click', onClick)
   }, [mode])
 
+  // Ctrl+S / Cmd+S saves now (in source mode: Save source) instead of the browser's "Save page
+  // as"; for a reader it stays the browser's. A ref: the listener is added once, the handler
+  // must see this render's mode and source text.
+  const saveKey = useRef<() => void>(() => {})
+  saveKey.current = () => {
+    if (mode === 'source') {
+      void saveSource()
+      return
+    }
+    const now = handle.current?.getMarkdown()
+    if (now !== undefined && now !== latest.current.markdown) changed({ markdown: now })
+    if (stateRef.current === 'dirty' || stateRef.current === 'failed') void saveNow()
+  }
+  useEffect(() => {
+    if (!canEdit) return
+    const onKey = (e: KeyboardEvent) => {
+      if (!(e.ctrlKey || e.metaKey) || e.altKey || e.shiftKey || e.key.toLowerCase() !== 's') return
+      e.preventDefault()
+      saveKey.current()
+    }
+    window.addEventListener('keydown', onKey)
+    return () => window.removeEventListener('keydown', onKey)
+  }, [])
+
   // never leave unsaved work silently
   useEffect(() => {
     const unsafe = () => {
