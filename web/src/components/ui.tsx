@@ -136,7 +136,23 @@ export function CopyButton(props: { text: string; label?: string; name?: string 
   )
 }
 
-export function TopBar(props: { children?: ComponentChildren }) {
+/** The browser tab's title, and so its history entries and bookmarks: the page's own title, then
+ * the product's name (several documents open in tabs read apart). */
+export function useTabTitle(title?: string | null): void {
+  useEffect(() => {
+    document.title = title ? `${title} · ${t('appName')}` : t('appName')
+  }, [title])
+}
+
+/** ``useTabTitle`` where a hook cannot go (after a page's early returns). */
+export function TabTitle(props: { title?: string | null }) {
+  useTabTitle(props.title)
+  return null
+}
+
+/** The app pages' top bar; ``title`` names the page in the browser's tab (``useTabTitle``). */
+export function TopBar(props: { children?: ComponentChildren; title?: string | null }) {
+  useTabTitle(props.title)
   const s = useSession()
   const [q, setQ] = useState('')
   return (
@@ -188,6 +204,7 @@ export function TopBar(props: { children?: ComponentChildren }) {
 }
 
 export function PublicFrame(props: { title: string; children: ComponentChildren }) {
+  useTabTitle(props.title)
   return (
     <div class="public">
       <div class="public-top">

@@ -545,7 +545,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
 
   return (
     <>
-      <TopBar>
+      <TopBar title={title.trim() || t('untitled')}>
         {props.ws ? <a href={paths.workspace(props.ws.id)}>{props.ws.name}</a> : null}
         {props.kb ? <a href={paths.kb(kbId)}>{props.kb.title}</a> : null}
         {(doc.path ?? []).filter((p) => p.id !== doc.id).map((p) => (

@@ -378,7 +378,7 @@ export function AccountPage() {
   const s = useSession()
   return (
     <>
-      <TopBar>
+      <TopBar title={t('myAccount')}>
         <span>{t('myAccount')}</span>
       </TopBar>
       <main id="main" class="page">

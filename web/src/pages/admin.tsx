@@ -1159,7 +1159,7 @@ export function AdminPage({ route }: { route: Route }) {
   const tab = (TABS as readonly string[]).includes(named) ? (named as Tab) : 'users'
   return (
     <>
-      <TopBar>
+      <TopBar title={t('adminConsole')}>
         <a href={paths.admin()}>{t('adminConsole')}</a>
       </TopBar>
       <main id="main" class="page">

@@ -65,7 +65,7 @@ export function HomePage() {
   const outside = ws.data && kbs.data ? kbs.data.items.filter((k) => !mine.has(k.workspace_id)) : []
   return (
     <>
-      <TopBar />
+      <TopBar title={t('homeTitle')} />
       <main id="main" class="page">
         <h1>{t('homeTitle')}</h1>
         <section aria-labelledby="recent-h">
@@ -193,7 +193,7 @@ export function WorkspacePage({ route }: { route: Route }) {
   const kbs = useQuery(`kbs:${id}`, () => api.knowledgeBases(id))
   return (
     <>
-      <TopBar>{ws.data ? <span>{ws.data.name}</span> : null}</TopBar>
+      <TopBar title={ws.data?.name}>{ws.data ? <span>{ws.data.name}</span> : null}</TopBar>
       <main id="main" class="page">
         <ErrorNote error={ws.error} />
         <h1>{ws.data?.name ?? ''}</h1>
@@ -230,7 +230,7 @@ export function KnowledgeBasePage({ route }: { route: Route }) {
   if (kb.error) return <ErrorPage error={kb.error} back={{ href: paths.home(), label: t('homeTitle') }} />
   return (
     <>
-      <TopBar>
+      <TopBar title={kb.data?.title}>
         {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
         {kb.data ? <span>{kb.data.title}</span> : null}
       </TopBar>
@@ -439,7 +439,7 @@ export function SearchPage({ route }: { route: Route }) {
     navigate(`${paths.search(query)}${kb ? `${query ? '&' : '?'}kb=${encodeURIComponent(kb)}` : ''}`)
   return (
     <>
-      <TopBar />
+      <TopBar title={q ? `${q} · ${t('search')}` : t('search')} />
       <main id="main" class="page">
         <h1>{t('search')}</h1>
         <form

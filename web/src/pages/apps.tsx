@@ -387,7 +387,7 @@ export function AppsPage() {
   const items = list.data?.items ?? []
   return (
     <>
-      <TopBar>
+      <TopBar title={t('apps_title')}>
         <a href={paths.account()}>{t('myAccount')}</a>
         <span>{t('apps_title')}</span>
       </TopBar>

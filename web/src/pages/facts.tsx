@@ -116,7 +116,7 @@ export function EntitiesPage() {
   const done = () => invalidate('facts:')
   return (
     <>
-      <TopBar>
+      <TopBar title={t('entities_title')}>
         <a href={paths.account()}>{t('myAccount')}</a>
         <span>{t('entities_title')}</span>
       </TopBar>

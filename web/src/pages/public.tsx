@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, ApiError, type S } from '../api/client'
 import { MarkdownView } from '../components/MarkdownView'
-import { ErrorNote, Field, Loading, PublicFrame, LanguageSwitch, TreeToggle } from '../components/ui'
+import { ErrorNote, Field, Loading, PublicFrame, LanguageSwitch, TabTitle, TreeToggle } from '../components/ui'
 import { t } from '../lib/i18n'
 import { navigate, paths, type Route } from '../lib/router'
 import { useSession } from '../lib/session'
@@ -203,6 +203,7 @@ export function SharePage({ route }: { route: Route }) {
   }
   return (
     <div class="share-layout">
+      <TabTitle title={heading} />
       <header class="topbar">
         <span class="brand">{t('appName')}</span>
         <span class="crumbs">{kb?.title ?? (shared.document as { title?: string } | null)?.title}</span>

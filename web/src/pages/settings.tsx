@@ -215,7 +215,7 @@ export function KbSettingsPage({ route }: { route: Route }) {
   const caps = kb.data?.capabilities ?? []
   return (
     <>
-      <TopBar>
+      <TopBar title={kb.data ? `${t('settings')} · ${kb.data.title}` : t('settings')}>
         {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
         {kb.data ? <a href={paths.kb(kb.data.id)}>{kb.data.title}</a> : null}
         <span>{t('settings')}</span>
@@ -435,7 +435,7 @@ export function WorkspaceSettingsPage({ route }: { route: Route }) {
   const canManage = ws.data?.role === 'owner' || ws.data?.role === 'admin'
   return (
     <>
-      <TopBar>
+      <TopBar title={ws.data ? `${t('settings')} · ${ws.data.name}` : t('settings')}>
         {ws.data ? <a href={paths.workspace(ws.data.id)}>{ws.data.name}</a> : null}
         <span>{t('settings')}</span>
       </TopBar>
