@@ -90,14 +90,18 @@ def test_index_jobs_within_the_interval_share_one_flush(app_ctx, target, flushes
 
 
 def test_the_trailing_flush_runs_at_the_end_of_the_interval(app_ctx, target, flushes, monkeypatch):
+    """The first job flushes at once; the others' flush runs when its timer ends, with nobody
+    asking again. On a loaded machine the third job can come after that trailing flush and get
+    one of its own (three flushes instead of two): what is checked is that none is left waiting."""
     monkeypatch.setattr(service, "FLUSH_INTERVAL_S", 0.2)
     _saves(app_ctx, target, str(uuid.uuid4()), 3)
     assert flushes[:1] == [target.collection]
+    gate = service._gate(app_ctx, target.collection)
     deadline = time.monotonic() + 60
-    while len(flushes) < 2:  # the timer's flush, without anyone asking again
+    while len(flushes) < 2 or gate.timer is not None:  # the timers' flushes, without anyone asking
         assert time.monotonic() < deadline, flushes
         time.sleep(0.05)
-    assert flushes == [target.collection] * 2
+    assert set(flushes) == {target.collection} and len(flushes) in (2, 3), flushes
     assert service.flush_pending(app_ctx) == []
 
 
