@@ -1,6 +1,7 @@
 """The browser tab names the page (docs/web.md): a document's title (kept up to date while it is
 renamed), a knowledge base's, the search's query, the account and sign-in pages, a share link's
-document; then the product's name. Tabs, history entries and bookmarks read apart."""
+document; then the product's name. Tabs, history entries and bookmarks read apart. The
+breadcrumb's separators are drawn, not read."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_each_page_names_itself_in_the_tab(contexts, live_server, owner):  # noq
     title.fill("Birds of the shore")
     expect(page).to_have_title("Birds of the shore · OpenKB")
     expect(page.get_by_role("status")).to_have_text("Saved")
-    page.goto(f"/app/kb/{kb['id']}")
+    # the breadcrumb's links are named by their titles alone (its "/" separators are not read)
+    page.get_by_role("navigation", name="Breadcrumb").get_by_role("link", name="Field guide", exact=True).click()
     expect(page).to_have_title("Field guide · OpenKB")
     page.goto("/app/search?q=gulls")
     expect(page).to_have_title("gulls · Search · OpenKB")
