@@ -27,6 +27,13 @@ class Mailer:
     def outbox(self) -> Path:
         return self.settings.openkb_home / "outbox"
 
+    @property
+    def to_outbox(self) -> bool:
+        """True when mail is written to the outbox folder instead of sent (no SMTP_HOST): whoever
+        waits for a link must then get it from the operator, and the web app says so instead of
+        "check your mailbox" (docs/accounts.md#mail)."""
+        return not self.settings.smtp_host
+
     def send(self, to: str, subject: str, body: str) -> str:
         msg = EmailMessage()
         msg["From"] = self.settings.smtp_from
@@ -34,7 +41,7 @@ class Mailer:
         msg["Subject"] = subject
         msg["Message-ID"] = f"<{uuid.uuid4()}@openkb>"
         msg.set_content(body)
-        if not self.settings.smtp_host:
+        if self.to_outbox:
             self.outbox.mkdir(parents=True, exist_ok=True)
             path = self.outbox / f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}.eml"
             path.write_bytes(bytes(msg))

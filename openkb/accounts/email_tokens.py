@@ -16,7 +16,7 @@ from sqlalchemy import update
 from sqlmodel import Session, select
 
 from openkb.db import after_commit
-from openkb.errors import InvalidToken
+from openkb.errors import InvalidToken, ServiceUnavailable
 from openkb.models import EmailToken, User
 from openkb.models._base import utcnow
 
@@ -93,6 +93,8 @@ def mail_after_commit(session: Session, ctx, to: str, subject: str, body: str) -
     def send() -> None:
         try:
             ctx.mailer.send(to, subject, body)
+        except ServiceUnavailable as exc:  # the relay is down or refused: one line says which
+            log.error("could not send %r to %s: %s", subject, to, exc)
         except Exception:  # noqa: BLE001
             log.exception("could not send %r to %s", subject, to)
 

@@ -67,6 +67,9 @@ class Registration:
     became_system_admin: bool
     invitation: dict[str, Any] | None = None  # what happened to the invitation, if one was used
     address_taken: bool = False
+    # the link went to the server's outbox folder, not to the address (no SMTP_HOST): an
+    # instance-wide fact, the same for a taken address, so it tells nothing about accounts
+    mail_to_outbox: bool = False
 
 
 def status_after_verification(settings: AuthSettings, *, invited: bool) -> str:
@@ -275,6 +278,7 @@ def register(
         verification_sent=verify,
         became_system_admin=became_admin,
         invitation=inv_result,
+        mail_to_outbox=verify and ctx.mailer.to_outbox,
     )
 
 
@@ -355,6 +359,7 @@ def _address_taken(
         became_system_admin=False,
         invitation=inv_result,
         address_taken=True,
+        mail_to_outbox=settings.email_verification_required and ctx.mailer.to_outbox,
     )
 
 

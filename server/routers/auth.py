@@ -86,6 +86,20 @@ class RegisterOut(BaseModel):
     user: UserOut
     verification_required: bool
     invitation: dict | None = None
+    mail_to_outbox: bool = Field(
+        False,
+        description="the verification link was written to the server's outbox folder, not mailed "
+        "(no SMTP server is configured): the operator reads it there or runs `openkb user activate`",
+    )
+
+
+class ResetRequestOut(BaseModel):
+    status: str = "accepted"
+    detail: str
+    mail_to_outbox: bool = Field(
+        description="a link goes to the server's outbox folder, not to the address (no SMTP server "
+        "is configured); the same answer for every address"
+    )
 
 
 class LoginIn(Body):
@@ -218,7 +232,12 @@ def register(body: RegisterIn, request: Request, session: SessionDep, ctx: CtxDe
         ip=client_ip(request),
         user_agent=user_agent(request),
     )
-    return RegisterOut(user=UserOut.of(r.user), verification_required=r.verification_sent, invitation=r.invitation)
+    return RegisterOut(
+        user=UserOut.of(r.user),
+        verification_required=r.verification_sent,
+        invitation=r.invitation,
+        mail_to_outbox=r.mail_to_outbox,
+    )
 
 
 @router.post("/api/auth/verify-email", response_model=VerifyOut, responses=errors_for(400, 422, InvalidToken))
@@ -236,11 +255,20 @@ def verify_email(body: VerifyIn, request: Request, session: SessionDep, ctx: Ctx
     return VerifyOut(user=UserOut.of(v.user), invitation=v.invitation)
 
 
-@router.post("/api/auth/password-reset/request", status_code=status.HTTP_202_ACCEPTED, responses=error_responses(422))
-def password_reset_request(body: ResetRequestIn, request: Request, session: SessionDep, ctx: CtxDep) -> dict:
-    """Always 202, whether or not the address has an account (no account enumeration)."""
+@router.post(
+    "/api/auth/password-reset/request",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=ResetRequestOut,
+    responses=error_responses(422),
+)
+def password_reset_request(body: ResetRequestIn, request: Request, session: SessionDep, ctx: CtxDep) -> ResetRequestOut:
+    """Always 202, whether or not the address has an account (no account enumeration).
+    ``mail_to_outbox`` (the same for every address) says a link would go to the server's outbox
+    folder, not to the address."""
     passwords.request_reset(session, ctx, body.email, ip=client_ip(request), user_agent=user_agent(request))
-    return {"status": "accepted", "detail": "if the address has an account, a reset link is on its way"}
+    return ResetRequestOut(
+        detail="if the address has an account, a reset link is on its way", mail_to_outbox=ctx.mailer.to_outbox
+    )
 
 
 @router.post("/api/auth/password-reset/confirm", response_model=VerifyOut, responses=errors_for(400, 422, InvalidToken))

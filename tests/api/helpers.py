@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import email
 import re
+import socketserver
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from sqlmodel import Session, select
 
 from openkb.accounts.tokens import issue_pat
 from openkb.bootstrap import default_tenant
+from openkb.mail import Mailer
 from openkb.models import AuthSettings, Tenant, TenantMembership, User
 from openkb.security import hash_password
 
@@ -191,6 +194,59 @@ def mailed_token(home: Path, to: str, path: str = "/verify-email", timeout: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"no mail to {to} with a {path} link in {home / 'outbox'}")
         time.sleep(0.05)
+
+
+class SmtpSink(socketserver.ThreadingTCPServer):
+    """A minimal SMTP server (RFC 5321's commands a client sends for one plain message) that
+    keeps what it receives in ``messages``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _SmtpSession)
+        self.messages: list[email.message.EmailMessage] = []
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+
+class _SmtpSession(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        self.wfile.write(b"220 sink ready\r\n")
+        while line := self.rfile.readline():
+            verb = line[:4].upper()
+            if verb == b"EHLO":
+                self.wfile.write(b"250-sink\r\n250 8BITMIME\r\n")
+            elif verb == b"DATA":
+                self.wfile.write(b"354 end with .\r\n")
+                data = bytearray()
+                while (chunk := self.rfile.readline()) not in (b".\r\n", b""):
+                    data += chunk[1:] if chunk.startswith(b"..") else chunk
+                self.server.messages.append(email.message_from_bytes(bytes(data), policy=policy.default))
+                self.wfile.write(b"250 queued\r\n")
+            elif verb == b"QUIT":
+                self.wfile.write(b"221 bye\r\n")
+                return
+            else:  # HELO, MAIL, RCPT, RSET, NOOP
+                self.wfile.write(b"250 ok\r\n")
+
+
+@contextlib.contextmanager
+def smtp_delivery(app_ctx) -> Iterator[SmtpSink]:
+    """The live server's mail goes to an SMTP server on loopback for the block."""
+    sink = SmtpSink()
+    thread = threading.Thread(target=sink.serve_forever, daemon=True)
+    thread.start()
+    before = app_ctx.mailer
+    app_ctx.mailer = Mailer(app_ctx.settings.model_copy(update={"smtp_host": "127.0.0.1", "smtp_port": sink.port}))
+    try:
+        yield sink
+    finally:
+        app_ctx.mailer = before
+        sink.shutdown()
+        sink.server_close()
 
 
 # --- auth settings -------------------------------------------------------------------------------

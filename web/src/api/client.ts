@@ -139,7 +139,7 @@ export const api = {
   logout: () => request<void>('POST', '/api/auth/logout'),
   register: (body: S['RegisterIn']) => request<S['RegisterOut']>('POST', '/api/auth/register', body),
   verifyEmail: (body: S['VerifyIn']) => request<S['VerifyOut']>('POST', '/api/auth/verify-email', body),
-  resetRequest: (body: S['ResetRequestIn']) => request<unknown>('POST', '/api/auth/password-reset/request', body),
+  resetRequest: (body: S['ResetRequestIn']) => request<S['ResetRequestOut']>('POST', '/api/auth/password-reset/request', body),
   resetConfirm: (body: S['ResetConfirmIn']) => request<S['VerifyOut']>('POST', '/api/auth/password-reset/confirm', body),
 
   // my account (docs/web.md#my-account)

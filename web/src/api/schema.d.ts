@@ -1676,6 +1676,8 @@ export interface paths {
         /**
          * Password Reset Request
          * @description Always 202, whether or not the address has an account (no account enumeration).
+         *     ``mail_to_outbox`` (the same for every address) says a link would go to the server's outbox
+         *     folder, not to the address.
          */
         post: operations["password_reset_request_api_auth_password_reset_request_post"];
         delete?: never;
@@ -5551,6 +5553,12 @@ export interface components {
             invitation?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Mail To Outbox
+             * @description the verification link was written to the server's outbox folder, not mailed (no SMTP server is configured): the operator reads it there or runs `openkb user activate`
+             * @default false
+             */
+            mail_to_outbox?: boolean;
             user: components["schemas"]["UserOut"];
             /** Verification Required */
             verification_required: boolean;
@@ -5598,6 +5606,21 @@ export interface components {
         ResetRequestIn: {
             /** Email */
             email: string;
+        };
+        /** ResetRequestOut */
+        ResetRequestOut: {
+            /** Detail */
+            detail: string;
+            /**
+             * Mail To Outbox
+             * @description a link goes to the server's outbox folder, not to the address (no SMTP server is configured); the same answer for every address
+             */
+            mail_to_outbox: boolean;
+            /**
+             * Status
+             * @default accepted
+             */
+            status?: string;
         };
         /** ResolveIn */
         ResolveIn: {
@@ -14765,9 +14788,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["ResetRequestOut"];
                 };
             };
             /** @description INVALID_JSON (the body is not valid JSON: detail names line and column) */

@@ -30,6 +30,8 @@ const en = {
   noAccount: 'No account yet?',
   haveAccount: 'Already have an account?',
   checkMailbox: 'Check your mailbox: we sent a link to confirm {email}.',
+  verifyInOutbox:
+    "This OpenKB sends no mail (no mail server is set up): the link to confirm {email} was written to the server's outbox folder. Whoever runs the server can open it there, or confirm the account with this command:",
   accountCreated: 'Your account is ready. You can sign in now.',
   awaitingActivation: 'Your account waits for an administrator to activate it.',
   verifyingEmail: 'Confirming your email address…',
@@ -40,6 +42,8 @@ const en = {
   continueToSignIn: 'Continue to sign in',
   resetTitle: 'Reset your password',
   resetSent: 'If the address has an account, a reset link is on its way.',
+  resetInOutbox:
+    "This OpenKB sends no mail (no mail server is set up): if the address has an account, a reset link was written to the server's outbox folder. Ask whoever runs the server for it.",
   resetSend: 'Send reset link',
   resetDone: 'Your password was changed. Sign in with the new one.',
   setPassword: 'Set new password',
@@ -652,6 +656,7 @@ const zhCN: Record<MessageKey, string> = {
   noAccount: '还没有账号？',
   haveAccount: '已有账号？',
   checkMailbox: '请查收邮件：我们已向 {email} 发送确认链接。',
+  verifyInOutbox: '此 OpenKB 不发送邮件（未配置邮件服务器）：确认 {email} 的链接已写入服务器的 outbox 文件夹。服务器的运维者可在那里打开它，或用下面的命令确认该账号：',
   accountCreated: '账号已创建，现在可以登录。',
   awaitingActivation: '账号正在等待管理员激活。',
   verifyingEmail: '正在确认邮箱…',
@@ -662,6 +667,7 @@ const zhCN: Record<MessageKey, string> = {
   continueToSignIn: '前往登录',
   resetTitle: '重置密码',
   resetSent: '如果该邮箱有账号，重置链接已发出。',
+  resetInOutbox: '此 OpenKB 不发送邮件（未配置邮件服务器）：如果该邮箱有账号，重置链接已写入服务器的 outbox 文件夹。请向服务器的运维者索取。',
   resetSend: '发送重置链接',
   resetDone: '密码已修改，请用新密码登录。',
   setPassword: '设置新密码',

@@ -59,11 +59,19 @@ export function RegisterPage({ route }: { route: Route }) {
       <PublicFrame title={t('register')}>
         <p role="status">
           {done.verification_required
-            ? t('checkMailbox', { email: done.user.email })
+            ? done.mail_to_outbox
+              ? t('verifyInOutbox', { email: done.user.email })
+              : t('checkMailbox', { email: done.user.email })
             : done.user.status === 'pending_activation'
               ? t('awaitingActivation')
               : t('accountCreated')}
         </p>
+        {done.verification_required && done.mail_to_outbox ? (
+          // no mail server: the operator confirms the account from the shell (docs/accounts.md#mail)
+          <pre>
+            <code>openkb user activate {done.user.email}</code>
+          </pre>
+        ) : null}
         <p>
           <a href={paths.login(next ?? undefined)}>{t('continueToSignIn')}</a>
         </p>
@@ -150,11 +158,12 @@ export function ResetPasswordPage({ route }: { route: Route }) {
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
   const [error, setError] = useState<unknown>(null)
-  const [done, setDone] = useState(false)
+  // what the request answered (its mail_to_outbox), or true once a new password is set
+  const [done, setDone] = useState<{ mail_to_outbox?: boolean } | null>(null)
   if (done) {
     return (
       <PublicFrame title={t('resetTitle')}>
-        <p role="status">{token ? t('resetDone') : t('resetSent')}</p>
+        <p role="status">{token ? t('resetDone') : done.mail_to_outbox ? t('resetInOutbox') : t('resetSent')}</p>
         <p>
           <a href={paths.login()}>{t('continueToSignIn')}</a>
         </p>
@@ -168,7 +177,7 @@ export function ResetPasswordPage({ route }: { route: Route }) {
           e.preventDefault()
           setError(null)
           const call = token ? api.resetConfirm({ token, password }) : api.resetRequest({ email })
-          call.then(() => setDone(true)).catch(setError)
+          call.then((r) => setDone(token ? {} : (r as S['ResetRequestOut']))).catch(setError)
         }}
       >
         {token ? (
