@@ -22,10 +22,12 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PGUUID
 from sqlmodel import Session, col, select
 
 from openkb.apps import plaintext, quotas
@@ -40,19 +42,28 @@ from openkb.content.knowledge_bases import create_knowledge_base
 from openkb.content.upsert import UNSET, upsert_by_key
 from openkb.content.versions import INDEX_ONLY, current_version, is_index_only, save_version, sha256_hex
 from openkb.context import AppContext
-from openkb.errors import CollectionNotNestable, KnowledgePermissionMissing, NotFound, PermissionDenied, ValidationError
+from openkb.errors import (
+    CollectionNotNestable,
+    DocumentInTrash,
+    KnowledgePermissionMissing,
+    NotFound,
+    PermissionDenied,
+    ValidationError,
+)
 from openkb.models import AppCollection, AppDocument, DocumentChunk, KnowledgeBase
 from openkb.permissions import (
     Action,
     access_document,
     access_knowledge_base,
+    filter_documents,
     filter_readable_documents,
     knowledge_base_capabilities,
 )
 from openkb.permissions.rules import KbAction
+from openkb.permissions.sql import READABLE_BINDS, READABLE_CTES, readable_params
 
 MAX_COLLECTION_DEPTH = 5  # the top-level collection is level 1
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")  # ASCII digits; \Z: ``$`` also matches before a final newline
 
 
 # --- actors and runs --------------------------------------------------------------------------
@@ -143,6 +154,9 @@ def collections_list(session: Session, caller: AppCaller) -> list[dict[str, Any]
     ).all()
     readable = {d for d in filter_readable_documents(session, caller.principal, [r.id for r in rows])}
     locs = RC.locate(session, [r.id for r in rows if r.id in readable])
+    # ``canWrite`` of a folder: the app's write reach *and* the user may create documents in it
+    # (a folder of a knowledge base the user only reads is not writable, whatever the switches)
+    creatable = filter_documents(session, caller.principal, list(locs), Action.CREATE_CHILD)
     out: list[dict[str, Any]] = []
     listed: set[tuple[uuid.UUID, uuid.UUID | None]] = set()
     for kb in kbs.values():
@@ -156,7 +170,7 @@ def collections_list(session: Session, caller: AppCaller) -> list[dict[str, Any]
             continue
         can_r, can_w = (
             RC.reaches(caller, "read", loc.knowledge_base_id, loc.chain),
-            RC.reaches(caller, "write", loc.knowledge_base_id, loc.chain),
+            RC.reaches(caller, "write", loc.knowledge_base_id, loc.chain) and loc.id in creatable,
         )
         if can_r or can_w:
             listed.add((loc.knowledge_base_id, loc.id))
@@ -265,13 +279,21 @@ def _require_own_or_manage(caller: AppCaller, loc: RC.Loc) -> None:
 
 
 def _meta_date(meta: dict[str, Any] | None, key: str | None, builtin: str | None) -> dict[str, Any] | None:
-    """Diary documents are keyed by date and carry ``meta.date`` (the key when not given)."""
+    """Diary documents are keyed by a real date and carry ``meta.date`` (the key when not
+    given). The key is taken stripped, as the keyed write stores it (``limits.check_name``), so
+    ``meta.date`` is the stored key; shaped like a date is not enough (``2026-02-31``,
+    ``0000-01-01`` are refused)."""
     if builtin != "diary":
         return meta
-    if key is None or not _DATE.match(key):
-        raise ValidationError("diary documents are keyed by their date (YYYY-MM-DD)", field="key")
+    day = key.strip() if isinstance(key, str) else None
+    try:
+        if day is None or not _DATE.match(day):
+            raise ValueError(day)
+        date.fromisoformat(day)
+    except ValueError:
+        raise ValidationError("diary documents are keyed by their date (YYYY-MM-DD)", field="key") from None
     m = dict(meta or {})
-    m.setdefault("date", key)
+    m.setdefault("date", day)
     return m
 
 
@@ -345,6 +367,12 @@ def documents_upsert(
         access_document(session, caller.principal, existing.id, None)
         RC.check(caller, "write", existing.knowledge_base_id, existing.chain)
 
+    if existing is not None and existing.ancestors and _below_trash(session, existing):
+        # the user's right to see it first (NotFound), then the answer the content service
+        # gives for a keyed document in the trash (docs/apps.md#api)
+        access_document(session, caller.principal, existing.id, None)
+        raise DocumentInTrash("the document with this key is in the trash (a folder above it is); restore it first")
+
     def write() -> Any:
         return upsert_by_key(
             session, actor, coll.knowledge_base_id, key, title=title, markdown=body or "", metadata=meta,
@@ -372,6 +400,17 @@ def documents_upsert(
 
 
 _UNKNOWN: Any = object()
+
+
+def _below_trash(session: Session, loc: RC.Loc) -> bool:
+    """Whether a folder above the document is in the trash (its own status is ``loc.status``,
+    which ``upsert_by_key`` answers for). Only asked for a document in a folder."""
+    return bool(
+        session.execute(
+            text("SELECT EXISTS (SELECT 1 FROM documents WHERE id = ANY(:ids) AND status = 'deleted')"),
+            {"ids": list(loc.ancestors)},
+        ).scalar()
+    )
 
 
 def _appeared(session: Session, caller: AppCaller, coll: Coll, key: str, status: str) -> None:
@@ -541,7 +580,8 @@ def documents_get_by_key(session: Session, caller: AppCaller, collection: str, k
         return None
     try:
         doc = access_document(session, caller.principal, loc.id, Action.READ).document
-    except NotFound:
+    except (NotFound, PermissionDenied):
+        # seen but not readable: below a folder in the trash (as ``_access_page``: not found)
         return None
     if not RC.reaches(caller, "read", loc.knowledge_base_id, loc.chain):
         return None
@@ -566,11 +606,9 @@ def parse_time(value: Any, end: bool, field: str) -> datetime | None:
                 d = date.fromisoformat(v)
             except ValueError:  # shaped like a date, not one (2026-13-45)
                 raise ValidationError(f"{field} is not a date: {v!r}", field=field) from None
-            return (
-                datetime.combine(d + timedelta(days=1), time.min, UTC) - timedelta(microseconds=1)
-                if end
-                else (datetime.combine(d, time.min, UTC))
-            )
+            # the end of the day is its last microsecond, not the next day's start minus one:
+            # 9999-12-31 has no next day (OverflowError)
+            return datetime.combine(d, time.max if end else time.min, UTC)
         try:
             dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
         except ValueError:
@@ -580,6 +618,7 @@ def parse_time(value: Any, end: bool, field: str) -> datetime | None:
 
 
 def time_range(raw: dict[str, Any] | None) -> tuple[datetime | None, datetime | None]:
+    """``from``/``to`` as given: a bound that is present counts, ``0`` (the epoch) included."""
     if not raw:
         return None, None
     unknown = set(raw) - {"from", "to"}
@@ -621,7 +660,7 @@ def documents_list(
     """Pages directly in the collection (not in its sub-collections), newest first, each with
     ``updatedAt``. A named collection that is not granted is a single-object failure."""
     coll = resolve_collection(session, caller, collection, "read")
-    lo, hi = time_range({"from": time_from, "to": time_to} if (time_from or time_to) else None)
+    lo, hi = time_range({"from": time_from, "to": time_to})
     limit = max(1, min(int(limit), 1000))
     conds = ["d.knowledge_base_id = :kb", "d.type = 'page'", "d.status <> 'deleted'"]
     params: dict[str, Any] = {"kb": coll.knowledge_base_id, "lim": limit}
@@ -631,14 +670,17 @@ def documents_list(
         conds.append("d.parent_id = :parent")
         params["parent"] = coll.folder_id
     _time_range_conds(conds, params, lo, hi)
+    # the read rule inside the statement (``openkb.permissions.sql``), so LIMIT counts readable
+    # pages only: newer pages the user may not read do not crowd out the ones they may
     rows = session.execute(
         text(
+            f"WITH RECURSIVE rp_candidates AS (SELECT d.id FROM documents d WHERE {' AND '.join(conds)}),\n"
+            f"{READABLE_CTES}\n"
             f"SELECT d.id, d.title, d.external_key, d.metadata, d.updated_at, d.created_at FROM documents d "
-            f"WHERE {' AND '.join(conds)} ORDER BY ({DOC_TIME}) DESC, d.id LIMIT :lim"
-        ),
-        params,
+            f"JOIN rp_readable r ON r.id = d.id ORDER BY ({DOC_TIME}) DESC, d.id LIMIT :lim"
+        ).bindparams(*READABLE_BINDS),
+        params | readable_params(caller.principal),
     ).all()
-    ok = set(filter_readable_documents(session, caller.principal, [r.id for r in rows]))
     cref = coll_ref(caller, coll.knowledge_base_id, coll.folder_id)
     return [
         {
@@ -651,7 +693,6 @@ def documents_list(
             "createdAt": r.created_at,
         }
         for r in rows
-        if r.id in ok
     ]
 
 
@@ -709,7 +750,7 @@ def search(
 
     if not isinstance(limit, int) or not 1 <= limit <= 100:
         raise ValidationError("limit must be between 1 and 100", field="limit")
-    lo, hi = time_range({"from": time_from, "to": time_to} if (time_from or time_to) else None)
+    lo, hi = time_range({"from": time_from, "to": time_to})
     roots = granted_read_roots(session, caller, collections)
     if not roots:
         return []
@@ -781,38 +822,66 @@ def _recent(
     hi: datetime | None,
     limit: int,
 ) -> list[dict[str, Any]]:
-    conds = ["d.knowledge_base_id = ANY(:kbs)", "d.type = 'page'", "d.status IN ('published', 'draft')"]
-    params: dict[str, Any] = {"kbs": kb_ids, "lim": limit * 10}
+    """An empty query: the newest pages inside the roots the user may read. The roots (a whole
+    knowledge base, or everything below a folder) and the read rule (``openkb.permissions.sql``)
+    are conditions of the statement, so pages elsewhere in the knowledge base or unreadable do
+    not use up ``limit``. The search check (``for_search``: also no archived knowledge base) and
+    ``inside_roots`` still decide last; whatever they drop is made up by the next batch, read
+    after the last row of the one before."""
+    whole = [kb for kb, f in roots if f is None]
+    folders = [f for _, f in roots if f is not None]
+    conds = [
+        "d.knowledge_base_id = ANY(:kbs)", "d.type = 'page'", "d.status IN ('published', 'draft')",
+        "(d.knowledge_base_id = ANY(:whole) OR d.parent_id IN (SELECT id FROM below))",
+    ]  # fmt: skip
+    params: dict[str, Any] = {"kbs": kb_ids, "whole": whole, "folders": folders, "lim": limit}
     _time_range_conds(conds, params, lo, hi)
-    rows = session.execute(
-        text(
-            f"SELECT d.id, d.title, d.metadata, v.markdown FROM documents d "
-            f"LEFT JOIN document_versions v ON v.id = d.current_version_id "
-            f"WHERE {' AND '.join(conds)} ORDER BY ({DOC_TIME}) DESC, d.updated_at DESC LIMIT :lim"
-        ),
-        params,
-    ).all()
-    ids = [r.id for r in rows]
-    readable = set(filter_readable_documents(session, caller.principal, ids, for_search=True))
-    inside = inside_roots(session, caller, roots, [i for i in ids if i in readable], None, None)
-    out = []
-    for r in rows:
-        loc = inside.get(r.id)
-        if loc is None:
-            continue
-        kb_id, folder = loc.collection()
-        out.append(
-            {
-                "document": caller.ref(R.DOCUMENT, r.id),
-                "title": r.title,
-                "collection": coll_ref(caller, kb_id, folder),
-                "text": (plaintext.from_markdown(r.markdown or "") if is_index_only(r.metadata) else r.markdown or "")[
-                    :1000
-                ],
-                "locator": None,
-                "meta": r.metadata or {},
-            }
-        )
-        if len(out) >= limit:
+    out: list[dict[str, Any]] = []
+    after: tuple[datetime, datetime, uuid.UUID] | None = None
+    while len(out) < limit:
+        where = list(conds)
+        if after is not None:
+            where.append(f"(({DOC_TIME}), d.updated_at, d.id) < (:at, :au, :ai)")
+            params |= {"at": after[0], "au": after[1], "ai": after[2]}
+        rows = session.execute(_recent_statement(" AND ".join(where)), params | readable_params(caller.principal)).all()
+        ids = [r.id for r in rows]
+        readable = set(filter_readable_documents(session, caller.principal, ids, for_search=True))
+        inside = inside_roots(session, caller, roots, [i for i in ids if i in readable], None, None)
+        for r in rows:
+            loc = inside.get(r.id)
+            if loc is None:
+                continue
+            kb_id, folder = loc.collection()
+            text_ = plaintext.from_markdown(r.markdown or "") if is_index_only(r.metadata) else r.markdown or ""
+            out.append(
+                {
+                    "document": caller.ref(R.DOCUMENT, r.id),
+                    "title": r.title,
+                    "collection": coll_ref(caller, kb_id, folder),
+                    "text": text_[:1000],
+                    "locator": None,
+                    "meta": r.metadata or {},
+                }
+            )
+        if len(rows) < limit:
             break
-    return out
+        after = (rows[-1].doc_time, rows[-1].updated_at, rows[-1].id)
+    return out[:limit]
+
+
+def _recent_statement(where: str) -> Any:
+    """``_recent``'s statement for one set of conditions (they vary with the time range and the
+    batch): ``below`` is every document under a granted folder root."""
+    return text(
+        "WITH RECURSIVE below(id) AS (SELECT unnest(CAST(:folders AS uuid[])) UNION "
+        "SELECT c.id FROM documents c JOIN below b ON c.parent_id = b.id),\n"
+        f"rp_candidates AS (SELECT d.id FROM documents d WHERE {where}),\n{READABLE_CTES}\n"
+        f"SELECT d.id, d.title, d.metadata, v.markdown, ({DOC_TIME}) AS doc_time, d.updated_at FROM documents d "
+        "JOIN rp_readable r ON r.id = d.id LEFT JOIN document_versions v ON v.id = d.current_version_id "
+        "ORDER BY doc_time DESC, d.updated_at DESC, d.id DESC LIMIT :lim"
+    ).bindparams(
+        bindparam("kbs", type_=ARRAY(PGUUID(as_uuid=True))),
+        bindparam("whole", type_=ARRAY(PGUUID(as_uuid=True))),
+        bindparam("folders", type_=ARRAY(PGUUID(as_uuid=True))),
+        *READABLE_BINDS,
+    )

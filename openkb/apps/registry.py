@@ -342,19 +342,31 @@ def set_selected_collections(
     session: Session, principal: Principal, installation_id: uuid.UUID, items: list[dict[str, Any]]
 ) -> list[AppSelectedCollection]:
     """Replace the ``user-selected`` collections: knowledge bases (``document_id`` absent) or
-    folders the user can read. Each includes everything below it, present and future."""
+    folders the user can read. Each includes everything below it, present and future.
+
+    An item names a folder (``document_id``; a ``knowledge_base_id`` beside it, as the web app
+    sends, must be the folder's) or a knowledge base (``knowledge_base_id`` alone); an item
+    naming neither is a ``ValidationError``, checked before anything is looked up."""
     inst = access_installation(session, principal, installation_id)
     _live(inst)
+    for it in items:
+        if not isinstance(it, dict) or (it.get("document_id") is None and it.get("knowledge_base_id") is None):
+            raise ValidationError(
+                "each collection names a knowledge base (knowledge_base_id) or a folder (document_id)",
+                field="collections",
+            )
     wanted: list[tuple[uuid.UUID, uuid.UUID | None]] = []
     for it in items:
-        doc_id = it.get("document_id")
+        doc_id, kb_id = it.get("document_id"), it.get("knowledge_base_id")
         if doc_id is not None:
             doc = access_document(session, principal, doc_id).document
             if doc.type != "folder":
                 raise ValidationError("only knowledge bases and folders are collections", field="document_id")
+            if kb_id is not None and str(kb_id) != str(doc.knowledge_base_id):
+                raise ValidationError("the folder is not in this knowledge base", field="knowledge_base_id")
             wanted.append((doc.knowledge_base_id, doc.id))
         else:
-            kb = access_knowledge_base(session, principal, it["knowledge_base_id"]).knowledge_base
+            kb = access_knowledge_base(session, principal, kb_id).knowledge_base
             wanted.append((kb.id, None))
     before: set[uuid.UUID] = set()
     for old in session.exec(
@@ -453,7 +465,8 @@ _CALLER_SQL_T = """
        ps.diary_kb_id, ps.keep_kb_id, {tz} AS time_zone{cols}
 FROM {source}
 JOIN apps a ON a.id = i.app_id AND a.status = 'active'
-JOIN users u ON u.id = i.user_id
+JOIN users u ON u.id = i.user_id AND u.status = 'active'
+JOIN tenant_memberships tmm ON tmm.user_id = i.user_id AND tmm.tenant_id = i.tenant_id
 LEFT JOIN app_personal_spaces ps ON ps.tenant_id = i.tenant_id AND ps.user_id = i.user_id{joins}
 WHERE {where}
 """
@@ -531,8 +544,11 @@ def resolve_caller(
     session: Session, token: str, secret: str, *, keyed: tuple[str | None, str | None] | None = None
 ) -> AppCaller:
     """The installation behind a ``kbapp_...`` credential, with its switches as of now (one
-    statement). Unknown, revoked, uninstalled or disabled: ``Unauthenticated``. Whether the
-    user is still active and a member is the permission service's question on every access.
+    statement). Unknown, revoked, uninstalled or disabled, or a user no longer active (e.g.
+    suspended) or no longer a member of the installation's tenant: ``Unauthenticated``, as the
+    OAuth path answers. Trap: this is checked here, not left to the permission service, because
+    facts and entities are the user's own rows and go through no ``access_*`` check that would
+    notice the user's status.
 
     ``keyed=(collection, key)``: the call is a keyed ``documents.upsert``; when the collection
     is ``diary`` or ``keep`` the same statement also finds the document with that key and takes
@@ -600,15 +616,20 @@ def caller_for_installation(session: Session, installation_id: uuid.UUID, secret
 
 
 def check_source_uri(caller: AppCaller, uri: str) -> str:
+    """An http(s) URL on one of the installation's hosts, else ``SourceUriNotAllowed``
+    (docs/apps.md#api). Trap: ``urlsplit`` and ``.hostname`` raise ``ValueError`` on a malformed
+    bracketed host (``http://[::1``, ``http://[example.org]/x``): that is the same refusal."""
     from openkb.errors import SourceUriNotAllowed
 
-    parts = urlsplit(uri.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(uri.strip())
+        host = parts.hostname
+    except ValueError:
+        raise SourceUriNotAllowed("sourceUri must be an http(s) URL", field="sourceUri") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise SourceUriNotAllowed("sourceUri must be an http(s) URL", field="sourceUri")
-    if parts.hostname.lower() not in caller.allowed_hosts:
-        raise SourceUriNotAllowed(
-            f"sourceUri host {parts.hostname!r} is not among the app's network hosts", field="sourceUri"
-        )
+    if host.lower() not in caller.allowed_hosts:
+        raise SourceUriNotAllowed(f"sourceUri host {host!r} is not among the app's network hosts", field="sourceUri")
     return uri.strip()
 
 

@@ -34,8 +34,8 @@ NO_SCOPE = ("collections.create", "collections.bulk", "changes.manage", "origin.
 MAX_STRING = 200
 MAX_PERMISSIONS = 100
 
-_SEGMENT = re.compile(r"^[a-z][a-z0-9_]*$")
-_KIND = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_SEGMENT = re.compile(r"[a-z][a-z0-9_]*\Z")  # \Z, not ``$``: that also matches before a final newline
+_KIND = re.compile(r"[a-z][a-z0-9_-]{0,39}\Z")
 
 
 @dataclass(frozen=True, slots=True)

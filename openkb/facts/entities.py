@@ -42,7 +42,7 @@ from openkb.models._base import utcnow
 from openkb.permissions import Principal
 
 ENTITY_REF = "e"
-_KIND = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_KIND = re.compile(r"[a-z][a-z0-9_-]{0,39}\Z")  # \Z, not ``$``: that also matches before a final newline
 MAX_HOPS = 8
 
 

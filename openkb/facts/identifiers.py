@@ -44,7 +44,7 @@ def normalize(kind: str, value: str) -> str:
             raise ValidationError(f"not a phone number: {value!r}", field="phone")
         return ("+" if plus else "") + digits
     if kind == "url":
-        m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]+)(.*)$", v)
+        m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]+)(.*)\Z", v)
         if not m:
             raise ValidationError(f"not a URL: {value!r}", field="url")
         rest = m.group(3).rstrip("/")

@@ -7,7 +7,9 @@ current again, as a new ``fact.revert`` change that names the same two lists the
 round, so a revert can itself be reverted. Nothing is deleted: facts only expire.
 
 Trap: a cardinality-``one`` predicate keeps one current value — an old value is not brought
-back while another current value (written since) holds the predicate; it stays expired.
+back while another current value (written since) holds the predicate; it stays expired. Nor is
+a value brought back that is current already (the same value written again since), whatever the
+cardinality: one value is never current twice.
 """
 
 from __future__ import annotations
@@ -30,9 +32,21 @@ def _ids(values: Any) -> list[uuid.UUID]:
     return [uuid.UUID(str(v)) for v in values or []]
 
 
+# a current fact equal to the expired one (same subject, predicate, value as JSON and object,
+# as a write's ``_SAME`` compares): bringing the expired one back would make one value current twice
+_EQUAL_CURRENT = text(
+    "SELECT 1 FROM facts o JOIN facts f ON f.id = :i "
+    "WHERE o.subject_id = f.subject_id AND o.predicate = f.predicate AND o.valid_to IS NULL "
+    "AND NOT o.inferred AND o.id <> f.id "
+    "AND coalesce(o.value, 'null') = coalesce(f.value, 'null') AND o.object_id IS NOT DISTINCT FROM f.object_id"
+)
+
+
 def _bring_back(session: Session, actor: Actor, ids: list[uuid.UUID]) -> list[uuid.UUID]:
     """Make expired facts current again, except a cardinality-``one`` value whose predicate holds
-    another current value now (the module's trap). Returns the ones brought back."""
+    another current value now (the module's trap), and a value that is current again already
+    (written anew since it expired: a ``many`` predicate would list it twice). Returns the ones
+    brought back."""
     restored: list[uuid.UUID] = []
     for fid in ids:
         f = session.get(Fact, fid)
@@ -41,6 +55,8 @@ def _bring_back(session: Session, actor: Actor, ids: list[uuid.UUID]) -> list[uu
         # the subject locked as fact writers lock it: a put about it that has not committed yet
         # (its new value invisible to this check) finishes first, and the check then sees it
         E.lock_subject(session, f.subject_id)
+        if session.execute(_EQUAL_CURRENT, {"i": f.id}).first() is not None:
+            continue
         card = session.execute(
             text("SELECT cardinality FROM fact_predicates WHERE tenant_id = :t AND predicate = :p"),
             {"t": f.tenant_id, "p": f.predicate},

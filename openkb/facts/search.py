@@ -59,7 +59,7 @@ def search(
     if not isinstance(limit, int) or not 1 <= limit <= 100:
         raise ValidationError("limit must be between 1 and 100", field="limit")
     ents = sorted({E.entity_of_ref(session, caller, r).id for r in entities}, key=str)
-    lo, hi = K.time_range({"from": time_from, "to": time_to} if (time_from or time_to) else None)
+    lo, hi = K.time_range({"from": time_from, "to": time_to})
     roots = K.granted_read_roots(session, caller, collections)
     if not roots:
         return []

@@ -74,7 +74,7 @@ CORE: tuple[tuple[str, str], ...] = (
 )
 MAX_DESCRIPTION = 200
 MAX_ALIASES = 20
-_SEG = re.compile(r"^[a-z][a-z0-9_]*$")
+_SEG = re.compile(r"[a-z][a-z0-9_]*\Z")  # \Z, not ``$``: that also matches before a final newline
 
 
 def is_predicate(name: str) -> bool:

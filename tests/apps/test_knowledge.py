@@ -11,10 +11,11 @@ from openkb.apps import changes as C
 from openkb.apps import knowledge as K
 from openkb.apps import quotas, registry, uninstall
 from openkb.content.actor import Actor
-from openkb.content.documents import create_document, update_document
+from openkb.content.documents import create_document, trash_document, update_document
 from openkb.errors import (
     AppQuotaExceeded,
     CollectionNotNestable,
+    DocumentInTrash,
     InvalidPermissionString,
     KnowledgePermissionMissing,
     NotFound,
@@ -22,9 +23,10 @@ from openkb.errors import (
     Unauthenticated,
     ValidationError,
 )
-from openkb.models import AppGrant, Document, Tenant, User
+from openkb.models import AppGrant, AppInstallation, Document, Tenant, User
+from openkb.permissions import Principal
 from tests.apps.conftest import ALL, AppWorld
-from tests.factories import make_kb, make_workspace
+from tests.factories import add_member, make_kb, make_user, make_workspace
 
 
 def lacks(perm: str):
@@ -124,6 +126,24 @@ def test_keyed_diary_upsert_created_unchanged_updated(aw: AppWorld) -> None:
         K.documents_upsert(aw.db, c, collection="diary", key="not-a-date", title="x", body="x")
 
 
+@pytest.mark.parametrize("key", ["2026-02-31", "2026-13-45", "0000-01-01", "2026-9-29", "２０２６-09-29"])
+def test_a_diary_key_is_a_real_date(aw: AppWorld, key: str) -> None:
+    c = aw.grant("collections.write:diary")
+    with pytest.raises(ValidationError) as err:
+        K.documents_upsert(aw.db, c, collection="diary", key=key, title=key, body="x")
+    assert err.value.extra.get("field") == "key"
+
+
+def test_a_diary_key_is_taken_stripped_and_its_date_has_no_newline(aw: AppWorld) -> None:
+    c = aw.grant("collections.write:diary", "collections.read:diary")
+    first = K.documents_upsert(aw.db, c, collection="diary", key="2026-09-29\n", title="t", body="x")
+    doc = K.documents_get_by_key(aw.db, c, "diary", "2026-09-29")
+    assert doc is not None and doc["ref"] == first["ref"]
+    assert doc["key"] == "2026-09-29" and doc["meta"]["date"] == "2026-09-29"
+    again = K.documents_upsert(aw.db, c, collection="diary", key="2026-09-29", title="t", body="x")
+    assert again == {**first, "status": "unchanged", "runId": again["runId"]}
+
+
 def test_unchanged_writes_nothing_and_costs_no_quota(aw: AppWorld) -> None:
     c = aw.grant("collections.write:diary")
     diary(aw, caller=c)
@@ -184,6 +204,14 @@ def test_source_uri_must_be_http_on_an_allowed_host(aw: AppWorld) -> None:
     assert ok["status"] == "created"
 
 
+@pytest.mark.parametrize("bad", ["http://[::1", "http://[example.org]/x", "https://[", "http://[::1]]/"])
+def test_a_malformed_source_uri_is_refused_like_any_other(aw: AppWorld, bad: str) -> None:
+    c = aw.grant("collections.write:keep")
+    with pytest.raises(SourceUriNotAllowed) as err:
+        K.documents_upsert(aw.db, c, collection="keep", title="t", text_="imported", source_uri=bad)
+    assert err.value.extra.get("field") == "sourceUri"
+
+
 # --- collections -----------------------------------------------------------------------------------
 
 
@@ -229,6 +257,85 @@ def _team(aw: AppWorld):
     b, _ = create_document(aw.db, owner_actor, knowledge_base_id=kb.id, title="B", type="folder")
     page, _ = create_document(aw.db, owner_actor, knowledge_base_id=kb.id, parent_id=b.id, title="P", markdown="hi")
     return kb, a, b, page, owner_actor
+
+
+def _colleagues_kb(aw: AppWorld):
+    """A knowledge base of a colleague's workspace the user is a member of: the user reads its
+    published pages and neither reads its drafts nor writes anywhere in it."""
+    t = aw.db.get(Tenant, aw.tenant_id)
+    colleague = make_user(aw.db, t)
+    ws = make_workspace(aw.db, t, colleague)
+    add_member(aw.db, ws, aw.db.get(User, aw.user.user_id), "member")
+    kb = make_kb(aw.db, ws, colleague, visibility="workspace")
+    return kb, Actor.of(Principal.user(colleague.id, aw.tenant_id))
+
+
+def test_documents_list_counts_only_pages_the_user_may_read(aw: AppWorld) -> None:
+    kb, colleague = _colleagues_kb(aw)
+    create_document(aw.db, colleague, knowledge_base_id=kb.id, title="published", markdown="x")
+    for i in range(3):  # newer drafts the user may not read
+        create_document(aw.db, colleague, knowledge_base_id=kb.id, title=f"draft {i}", markdown="x", status="draft")
+    registry.set_selected_collections(aw.db, aw.user, aw.installation_id, [{"knowledge_base_id": kb.id}])
+    c = aw.grant("collections.read:user-selected")
+    [coll] = K.collections_list(aw.db, c)
+    assert [d["title"] for d in K.documents_list(aw.db, c, coll["ref"], limit=1)] == ["published"]
+    assert [d["title"] for d in K.documents_list(aw.db, c, coll["ref"])] == ["published"]
+
+
+def test_a_folder_the_user_only_reads_is_not_writable_for_the_app(aw: AppWorld) -> None:
+    kb, colleague = _colleagues_kb(aw)
+    folder, _ = create_document(aw.db, colleague, knowledge_base_id=kb.id, title="shared", type="folder")
+    registry.set_selected_collections(aw.db, aw.user, aw.installation_id, [{"document_id": folder.id}])
+    c = aw.grant("collections.read:user-selected", "collections.write:user-selected")
+    [coll] = K.collections_list(aw.db, c)
+    assert (coll["name"], coll["canWrite"]) == ("shared", False)
+
+
+def test_a_keyed_page_below_a_folder_in_the_trash(aw: AppWorld) -> None:
+    """``getByKey`` finds nothing there (as ``documents.get`` does), and writing the key again
+    answers that it is in the trash."""
+    c = aw.grant("collections.read:keep", "collections.write:keep", "collections.create")
+    folder = K.collections_create(aw.db, c, "notes", parent="keep")
+    K.documents_upsert(aw.db, c, collection=folder["ref"], key="k", title="k", body="x")
+    assert K.documents_get_by_key(aw.db, c, "keep", "k")["title"] == "k"
+    _, folder_id = c.read_ref(folder["ref"], "f", "collection")
+    trash_document(aw.db, Actor.of(aw.user), folder_id)
+    assert K.documents_get_by_key(aw.db, c, "keep", "k") is None
+    with pytest.raises(DocumentInTrash):
+        K.documents_upsert(aw.db, c, collection="keep", key="k", title="k", body="y")
+
+
+def test_an_empty_search_finds_a_granted_folders_page_behind_newer_pages_elsewhere(aw: AppWorld) -> None:
+    kb, a, _b, _page, owner = _team(aw)
+    create_document(aw.db, owner, knowledge_base_id=kb.id, parent_id=a.id, title="in A", markdown="x")
+    for i in range(12):  # newer pages of the same knowledge base, outside the granted folder
+        create_document(aw.db, owner, knowledge_base_id=kb.id, title=f"elsewhere {i}", markdown="x")
+    registry.set_selected_collections(aw.db, aw.user, aw.installation_id, [{"document_id": a.id}])
+    c = aw.grant("collections.read:user-selected")
+    assert [h["title"] for h in K.search(None, aw.db, c, "", limit=1)] == ["in A"]  # type: ignore[arg-type]
+    assert [h["title"] for h in K.search(None, aw.db, c, "", limit=5)] == ["in A"]  # type: ignore[arg-type]
+
+
+def test_a_selected_collection_names_a_knowledge_base_or_a_folder(aw: AppWorld) -> None:
+    kb, a, _b, _page, _owner = _team(aw)
+    registry.set_selected_collections(aw.db, aw.user, aw.installation_id, [{"knowledge_base_id": kb.id}])
+    for bad in ([{}], [{"knowledge_base_id": None, "document_id": None}], [{"document_id": a.id}, {}]):
+        with pytest.raises(ValidationError) as err:
+            registry.set_selected_collections(aw.db, aw.user, aw.installation_id, bad)
+        assert err.value.extra.get("field") == "collections"
+    other_kb, *_ = _team(aw)
+    with pytest.raises(ValidationError):
+        registry.set_selected_collections(
+            aw.db, aw.user, aw.installation_id, [{"knowledge_base_id": other_kb.id, "document_id": a.id}]
+        )
+    out = registry.installation_out(aw.db, aw.db.get(AppInstallation, aw.installation_id))
+    assert out["selected_collections"] == [{"knowledge_base_id": kb.id, "document_id": None}]  # unchanged
+    # the web app sends both for a folder
+    registry.set_selected_collections(
+        aw.db, aw.user, aw.installation_id, [{"knowledge_base_id": kb.id, "document_id": a.id}]
+    )
+    out = registry.installation_out(aw.db, aw.db.get(AppInstallation, aw.installation_id))
+    assert out["selected_collections"] == [{"knowledge_base_id": kb.id, "document_id": a.id}]
 
 
 def test_user_selected_follows_location_including_future_subcollections(aw: AppWorld) -> None:
@@ -299,6 +406,43 @@ def test_changes_carry_the_run_and_revert_by_run(aw: AppWorld) -> None:
         C.changes_revert(aw.db, oc, ref=ch[0]["ref"])
     oc = other.grant("changes.manage")
     assert {x["op"] for x in C.changes_list(aw.db, oc)} >= {"document.create", "document.upsert"}
+
+
+@pytest.mark.parametrize("batch", [100, 1])
+def test_changes_manage_lists_the_apps_own_change_behind_newer_ones_out_of_reach(
+    aw: AppWorld, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    monkeypatch.setattr(C, "MIN_BATCH", batch, raising=False)
+    c = aw.grant("collections.write:keep", "collections.read:keep")
+    K.documents_upsert(aw.db, c, collection="keep", key="mine", title="mine", body="1")
+    kb, _a, _b, _page, owner = _team(aw)  # the user's newer changes, outside the app's reach
+    for i in range(4):
+        create_document(aw.db, owner, knowledge_base_id=kb.id, title=f"n{i}", markdown="x")
+    [own] = C.changes_list(aw.db, c, limit=1)
+    assert own["own"] and own["op"] == "document.create"
+    c = aw.grant("changes.manage")
+    assert C.changes_list(aw.db, c, limit=1) == [own]
+    # the user's own changes inside the reach (creating keep) follow; the team's never show
+    listed = C.changes_list(aw.db, c, limit=50)
+    assert listed[0] == own and all(x["op"] != "document.create" for x in listed[1:])
+
+
+def test_a_revert_is_a_write_and_needs_the_switches_the_app_has_now(aw: AppWorld) -> None:
+    c = aw.grant("collections.write:diary", "collections.read:diary")
+    d = diary(aw, caller=c)
+    [ch] = C.changes_list(aw.db, c)
+    c = aw.grant("collections.write:diary", "collections.read:diary", on=False)
+    with lacks("collections.write:diary"):
+        C.changes_revert(aw.db, c, run_id=ch["runId"])
+    with lacks("collections.write:diary"):
+        C.changes_revert(aw.db, c, ref=ch["ref"])
+    assert [x["status"] for x in C.changes_list(aw.db, c)] == ["applied"]  # nothing was reverted
+    c = aw.grant("collections.read:diary")
+    assert K.documents_get(aw.db, c, d["ref"])["title"] == "2026-09-29"
+    c = aw.grant("collections.write:diary")
+    assert len(C.changes_revert(aw.db, c, ref=ch["ref"])["reverted"]) == 1
+    with pytest.raises(NotFound):
+        K.documents_get(aw.db, c, d["ref"])
 
 
 # --- quotas ---------------------------------------------------------------------------------------
@@ -442,6 +586,20 @@ def test_an_impossible_meta_date_does_not_break_time_filters(aw: AppWorld) -> No
     assert [d["ref"] for d in day] == [good["ref"]]
     recent = K.search(None, aw.db, c, "", time_from="2000-01-01")  # type: ignore[arg-type]
     assert {h["document"] for h in recent} == {bad["ref"], good["ref"]}  # the odd one counts by its update time
+
+
+def test_time_range_bounds_at_the_ends_of_time(aw: AppWorld) -> None:
+    """``to`` on the last day there is covers that whole day; ``0`` (the epoch) is a bound like any
+    other, not a missing one."""
+    c = aw.grant("collections.write:keep", "collections.read:keep")
+    doc = K.documents_upsert(aw.db, c, collection="keep", title="t", body="x")
+    end = K.parse_time("9999-12-31", True, "timeRange.to")
+    assert (end.year, end.month, end.day, end.hour, end.minute, end.second) == (9999, 12, 31, 23, 59, 59)
+    assert [d["ref"] for d in K.documents_list(aw.db, c, "keep", time_to="9999-12-31")] == [doc["ref"]]
+    assert [h["document"] for h in K.search(None, aw.db, c, "", time_to="9999-12-31")] == [doc["ref"]]  # type: ignore[arg-type]
+    assert K.documents_list(aw.db, c, "keep", time_to=0) == []
+    assert K.search(None, aw.db, c, "", time_to=0) == []  # type: ignore[arg-type]
+    assert [d["ref"] for d in K.documents_list(aw.db, c, "keep", time_from=0)] == [doc["ref"]]
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,24 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
+from openkb.accounts import admin
 from openkb.apps import changes as C
 from openkb.apps import knowledge as K
-from openkb.apps import quotas, uninstall
-from openkb.errors import AlreadyExists, AppQuotaExceeded, InvalidPermissionString, KnowledgePermissionMissing, NotFound
+from openkb.apps import quotas, registry, uninstall
+from openkb.errors import (
+    AlreadyExists,
+    AppQuotaExceeded,
+    InvalidPermissionString,
+    KnowledgePermissionMissing,
+    NotFound,
+    Unauthenticated,
+    ValidationError,
+)
 from openkb.facts import entities as E
 from openkb.facts import service as F
 from openkb.facts import vocabulary as V
+from openkb.models import TenantMembership
+from openkb.permissions import Principal
 from tests.facts.conftest import Person
 
 RECIPES = ["facts.read:self:pref.food.*", "facts.write:self:pref.food.*", "collections.create"]
@@ -487,6 +498,21 @@ def test_an_apps_run_of_fact_writes_reverts_as_a_whole(me: Person) -> None:
     assert [(f["predicate"], f["value"]) for f in F.lookup(me.db, c)] == [("location.home.city", "Utrecht")]
 
 
+def test_reverting_a_fact_write_needs_facts_write_as_it_is_now(me: Person) -> None:
+    c = me.install("recipes", RECIPES)
+    F.put(me.db, c, predicate_hint="pref.food.like", value="饺子", run_id="nightly")
+    c = me.switch("recipes", "facts.write:self:pref.food.*", False)
+    with lacks("facts.write:self:pref.food.*"):
+        C.changes_revert(me.db, c, run_id="nightly")
+    [ch] = C.changes_list(me.db, c)
+    with lacks("facts.write:self:pref.food.*"):
+        C.changes_revert(me.db, c, ref=ch["ref"])
+    assert [f["value"] for f in F.lookup(me.db, c, "self", "pref.food")] == ["饺子"]  # still current
+    c = me.switch("recipes", "facts.write:self:pref.food.*", True)
+    assert len(C.changes_revert(me.db, c, run_id="nightly")["reverted"]) == 1
+    assert F.lookup(me.db, c, "self", "pref.food") == []
+
+
 def test_the_app_lists_its_conflicts(me: Person) -> None:
     F.user_put(me.db, me.user, predicate="location.home.city", value="Utrecht")
     c = me.install("loc", ["facts.read:self:location.home.*", "facts.write:self:location.home.*"])
@@ -494,6 +520,8 @@ def test_the_app_lists_its_conflicts(me: Person) -> None:
     assert F.put(me.db, c, predicate_hint="location.home.address", value="Markt 1")["status"] == "applied"
     got = C.changes_list(me.db, c, status="conflict")
     assert [(x["op"], x["status"], x["own"]) for x in got] == [("fact.put", "conflict", True)]
+    assert got[0]["proposed"] == "Delft"  # the value that was refused
+    assert {x["proposed"] for x in C.changes_list(me.db, c, status="applied")} == {None}
 
 
 def test_the_users_page_lists_what_an_app_covers_with_current_values(me: Person) -> None:
@@ -594,3 +622,48 @@ def test_deleting_an_entity_reverts_by_change_and_by_run(me: Person) -> None:
     ).one()
     R.revert(me.db, Actor.of(me.user), run_id=again.run_id)
     assert whole() == (["ZhangSan@acme.nl", "张三"], ["Acme"], [zs["ref"]])
+
+
+def test_a_suspended_or_removed_users_app_credential_reads_and_writes_nothing(me: Person) -> None:
+    """An app acts as its user: once the user is suspended, or no longer a member of the tenant,
+    its credential is refused (401) for facts and entities as for documents."""
+    me.install("recipes", RECIPES + PEOPLE)
+    F.put(me.db, me.caller("recipes"), predicate_hint="pref.food.like", value="饺子")
+    assert me.user.user_id is not None
+    admin.suspend(me.db, Principal.system(), me.user.user_id)
+    with pytest.raises(Unauthenticated):
+        me.caller("recipes")
+    admin.activate(me.db, Principal.system(), me.user.user_id)
+    assert [f["value"] for f in F.lookup(me.db, me.caller("recipes"), "self", "pref.food")] == ["饺子"]
+    membership = me.db.exec(
+        select(TenantMembership).where(
+            TenantMembership.tenant_id == me.tenant_id, TenantMembership.user_id == me.user.user_id
+        )
+    ).one()
+    me.db.delete(membership)
+    me.db.flush()
+    with pytest.raises(Unauthenticated):
+        me.caller("recipes")
+
+
+@pytest.mark.parametrize("name", ["pref.food.like\n", "pref.food\n.like", "pref\n.food.like"])
+def test_a_predicate_with_a_line_break_is_no_predicate(me: Person, name: str) -> None:
+    assert not V.is_predicate(name)
+    with pytest.raises(ValidationError) as err:
+        F.user_put(me.db, me.user, predicate=name, value="饺子")
+    assert err.value.extra.get("field") == "predicate"
+
+
+@pytest.mark.parametrize("perm", ["facts.read:self:pref.food\n.*", "facts.read:person\n:pref.food.*"])
+def test_a_permission_string_with_a_line_break_inside_is_refused(me: Person, perm: str) -> None:
+    with pytest.raises(InvalidPermissionString):
+        registry.register_app(me.db, me.user, name="nl", permissions=[perm])
+
+
+def test_reverting_a_retraction_does_not_make_a_value_current_twice(me: Person) -> None:
+    c = me.install("recipes", RECIPES)
+    first = F.put(me.db, c, predicate_hint="pref.food.like", value="饺子")
+    F.retract(me.db, c, first["ref"], run_id="oops")
+    assert F.put(me.db, c, predicate_hint="pref.food.like", value="饺子")["status"] == "applied"
+    C.changes_revert(me.db, me.caller("recipes"), run_id="oops")
+    assert [f["value"] for f in F.lookup(me.db, c, "self", "pref.food")] == ["饺子"]

@@ -174,3 +174,13 @@ def test_team_pages_the_user_reads_and_the_app_reaches_are_matched_too(me: Perso
 
 def _texts_of(me: Person, c, refs: list[str]) -> list[str]:  # noqa: ANN001
     return [x["text"].strip() for x in S.search(None, me.db, c, "", entities=refs)]  # type: ignore[arg-type]
+
+
+def test_search_by_entity_takes_the_epoch_as_a_bound(me: Person) -> None:
+    """``timeRange {to: 0}`` ends at the epoch: nothing written since is found."""
+    me.install("diary-app", PERMS)
+    zs = E.resolve(me.db, me.caller("diary-app"), {"name": "张三"}, create=True)
+    _write_and_chunk(me, "2026-09-29", "# 周一\n\n今天和张三吃了番茄牛腩。")
+    c = me.caller("diary-app")
+    assert len(S.search(None, me.db, c, "", entities=[zs["ref"]], time_from=0)) == 1  # type: ignore[arg-type]
+    assert S.search(None, me.db, c, "", entities=[zs["ref"]], time_to=0) == []  # type: ignore[arg-type]
