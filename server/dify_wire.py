@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from openkb.content.limits import check_text
 from openkb.dify import conditions as cond
 from openkb.dify.service import RetrievalQuery
 from openkb.errors import (
@@ -215,6 +216,10 @@ def parse_body(raw: bytes) -> ParsedRequest:
         first = exc.errors()[0] if exc.errors() else {}
         loc = ".".join(str(p) for p in first.get("loc", ()))
         raise _bad_body(f"invalid request body: {loc}: {first.get('msg', 'invalid')}") from None
+    try:
+        check_text(body.knowledge_id, "knowledge_id")
+    except ValidationError as exc:  # a NUL or lone surrogate would reach identify's SQL: a 500
+        raise _bad_body(f"invalid request body: {exc.detail}") from None
     try:
         condition = cond.parse_condition(body.metadata_condition)
     except cond.ConditionError as exc:

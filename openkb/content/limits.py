@@ -101,16 +101,18 @@ def check_markdown(markdown: str, field: str = "markdown", settings: Settings | 
     return markdown
 
 
-def _no_nul(value: Any, field: str) -> None:
+def check_json_text(value: Any, field: str) -> None:
+    """Every string of a JSON value (object keys included, at any depth) through ``check_text``:
+    jsonb refuses ``\\u0000`` and psycopg cannot encode a lone surrogate."""
     if isinstance(value, str):
         check_text(value, field)
     elif isinstance(value, dict):
         for k, v in value.items():
             check_text(str(k), field)
-            _no_nul(v, field)
-    elif isinstance(value, list):
+            check_json_text(v, field)
+    elif isinstance(value, (list, tuple)):
         for v in value:
-            _no_nul(v, field)
+            check_json_text(v, field)
 
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -142,7 +144,7 @@ def check_metadata(meta: Any, field: str = "metadata", settings: Settings | None
         return {}
     if not isinstance(meta, dict):
         raise ValidationError(f"{field} must be a JSON object", field=field)
-    _no_nul(meta, field)
+    check_json_text(meta, field)
     _int64(meta, field)
     try:
         size = len(json.dumps(meta, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"))

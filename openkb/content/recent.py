@@ -8,7 +8,9 @@ created, docs/data-model.md), not views: OpenKB records no reads.
 to, is a collaborator of the document itself, granted by someone else (a custom document: rows
 left on one switched back to inherit are dormant, docs/permissions.md#permission-mode). Why: someone
 invited to one document outside their workspaces had no way back to it but the link; knowledge
-bases shared with them are on the home page already (``GET /api/knowledge-bases``).
+bases shared with them are on the home page already (``GET /api/knowledge-bases``). The home
+page shows the latest 100 at most; ``shared_documents_page`` pages through all of them with an
+exact count, for MCP's ``kb_list_shared_documents`` (docs/mcp.md#pagination).
 
 Trap: access changes after a save (a document moved under a custom-permission folder, a role
 removed, the document trashed) must hide it. The statement applies the read rule itself
@@ -25,12 +27,14 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, TEXT, UUID
 from sqlmodel import Session
 
-from openkb.errors import Unauthenticated
+from openkb.errors import Unauthenticated, ValidationError
 from openkb.models.enums import ROLE_RANK
 from openkb.permissions import Principal
 from openkb.permissions.sql import READABLE_BINDS, READABLE_CTES, readable_params
 
 MAX_LIMIT = 100
+MAX_PAGE = 1000  # one page of a paged listing (shared_documents_page)
+MAX_OFFSET = 2_147_483_647  # past any real list; keeps a crafted offset inside PostgreSQL's bigint
 
 _RECENT = text(f"""
 WITH RECURSIVE mine AS (
@@ -54,7 +58,7 @@ rp_candidates AS (SELECT id FROM mine),
 )
 
 
-_SHARED = text(f"""
+_SHARED_LISTED = f"""
 WITH RECURSIVE grants AS (
     SELECT c.object_id AS id, c.role, c.created_at, c.created_by
       FROM collaborators c
@@ -72,7 +76,8 @@ shared AS (  -- one row per document: the newest grant says when and by whom, th
   ORDER BY g.id, g.created_at DESC
 ),
 rp_candidates AS (SELECT id FROM shared),
-{READABLE_CTES}
+{READABLE_CTES},
+listed AS (
     SELECT d.id, d.knowledge_base_id, d.title, d.type, kb.title AS knowledge_base_title, s.shared_at, s.role,
            u.id AS shared_by_id, u.display_name AS shared_by_name
       FROM shared s
@@ -82,24 +87,36 @@ rp_candidates AS (SELECT id FROM shared),
  LEFT JOIN users u ON u.id = s.created_by
      WHERE d.deleted_at IS NULL AND kb.status = 'active'
        AND d.permission_mode = 'custom'  -- rows left on an inherit document are dormant
-  ORDER BY s.shared_at DESC, d.id
-     LIMIT :n
-""").bindparams(
+)
+"""
+_SHARED_BINDS = (
     bindparam("user_id", type_=UUID(as_uuid=False)),
     bindparam("tenant_id", type_=UUID(as_uuid=False)),
     bindparam("roles_best_first", value=sorted(ROLE_RANK, key=ROLE_RANK.__getitem__, reverse=True), type_=ARRAY(TEXT)),
     *READABLE_BINDS,
 )
+_SHARED = text(_SHARED_LISTED + "SELECT * FROM listed ORDER BY shared_at DESC, id LIMIT :n").bindparams(*_SHARED_BINDS)
+# One page and the exact count in one statement: the count comes from a one-row subquery, so a
+# page past the end still says how many there are (its only row has NULL document columns).
+_SHARED_PAGE = text(
+    _SHARED_LISTED
+    + """SELECT c.total, p.*
+      FROM (SELECT count(*) AS total FROM listed) c
+ LEFT JOIN LATERAL (SELECT * FROM listed ORDER BY shared_at DESC, id LIMIT :n OFFSET :o) p ON true
+  ORDER BY p.shared_at DESC, p.id"""
+).bindparams(*_SHARED_BINDS)
 
 
-def _readable_rows(session: Session, principal: Principal, statement: Any, limit: int, what: str) -> list[Any]:
-    """Run one of the statements above for a signed-in user: ``limit`` clamped to 1-100, the read
-    rule's binds added."""
+def _readable_rows(
+    session: Session, principal: Principal, statement: Any, limit: int, what: str, cap: int = MAX_LIMIT, **extra: Any
+) -> list[Any]:
+    """Run one of the statements above for a signed-in user: ``limit`` clamped to 1-``cap``, the
+    read rule's binds added."""
     if not principal.is_user or principal.user_id is None or principal.tenant_id is None:
         raise Unauthenticated(f"sign in to list {what}")
-    params = {"user_id": str(principal.user_id), "tenant_id": str(principal.tenant_id)}
+    params = {"user_id": str(principal.user_id), "tenant_id": str(principal.tenant_id), **extra}
     return list(
-        session.execute(statement, {**params, "n": max(1, min(limit, MAX_LIMIT)), **readable_params(principal)}).all()
+        session.execute(statement, {**params, "n": max(1, min(limit, cap)), **readable_params(principal)}).all()
     )
 
 
@@ -125,12 +142,26 @@ def shared_documents(session: Session, principal: Principal, *, limit: int = 20)
     (1-100). The read rule is applied in the statement, as for recent documents: a document the
     caller can no longer read (trashed, behind a closed folder) is left out."""
     rows = _readable_rows(session, principal, _SHARED, limit, "the documents shared with you")
-    return [
-        {
-            **_doc(r),
-            "role": r.role,
-            "shared_at": r.shared_at,
-            "shared_by": {"id": r.shared_by_id, "display_name": r.shared_by_name} if r.shared_by_id else None,
-        }
-        for r in rows
-    ]
+    return [_shared(r) for r in rows]
+
+
+def shared_documents_page(
+    session: Session, principal: Principal, *, offset: int = 0, limit: int = 20
+) -> tuple[list[dict[str, Any]], int]:
+    """``shared_documents`` one page at a time, with the exact number of them: the first list is
+    the home page's latest 100, but a client that pages (MCP, docs/mcp.md#pagination) must reach
+    every one. ``limit`` is clamped to 1-``MAX_PAGE``."""
+    if offset < 0 or offset > MAX_OFFSET:
+        raise ValidationError(f"offset must be between 0 and {MAX_OFFSET}", field="offset")
+    rows = _readable_rows(session, principal, _SHARED_PAGE, limit, "the documents shared with you", MAX_PAGE, o=offset)
+    total = int(rows[0].total) if rows else 0
+    return [_shared(r) for r in rows if r.id is not None], total
+
+
+def _shared(r: Any) -> dict[str, Any]:
+    return {
+        **_doc(r),
+        "role": r.role,
+        "shared_at": r.shared_at,
+        "shared_by": {"id": r.shared_by_id, "display_name": r.shared_by_name} if r.shared_by_id else None,
+    }

@@ -38,6 +38,8 @@ Semantics (DECISIONS, named because each one is a trap):
 
 Anything not understood raises ``ConditionError`` (an OpenKB ``ValidationError``): a filter we
 cannot read is refused, never silently dropped, because dropping it widens the result set.
+A name or string value with a NUL or a lone surrogate is refused the same way (PostgreSQL can
+take neither, and a pushed-down value or a stored key filter reaches it).
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from typing import Any, Literal
 
-from openkb.errors import ConditionError
+from openkb.content.limits import check_text
+from openkb.errors import ConditionError, ValidationError
+from openkb.retrieval.filters import MAX_TAGS as MAX_PUSHED_TAGS
 
 MAX_CONDITIONS = 100
 MAX_DEPTH = 4
@@ -129,10 +133,22 @@ def canonical_operator(raw: Any) -> str:
     return op
 
 
+def _storable(s: str, where: str) -> str:
+    """Refuse what PostgreSQL cannot take (a NUL, a lone surrogate): a value is pushed down into
+    the search's SQL and a key's filter is stored as jsonb, where either is a driver error (a 500,
+    which Dify retries three times), so it is a bad request here (``limits.check_text``)."""
+    try:
+        return check_text(s, where)
+    except ValidationError as exc:
+        raise ConditionError(exc.detail) from None
+
+
 def _scalar(v: Any, where: str) -> Scalar:
     if v is None or isinstance(v, (bool, int, str)):
-        if isinstance(v, str) and len(v) > MAX_TEXT:
-            raise ConditionError(f"{where}: value longer than {MAX_TEXT} characters")
+        if isinstance(v, str):
+            if len(v) > MAX_TEXT:
+                raise ConditionError(f"{where}: value longer than {MAX_TEXT} characters")
+            _storable(v, f"{where}: value")
         return v
     if isinstance(v, float):
         if not math.isfinite(v):
@@ -168,7 +184,7 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
     for n in names:
         if not isinstance(n, str) or not n.strip() or len(n) > 200:
             raise ConditionError(f"{where}: name must be a non-empty string of at most 200 characters")
-        out.append(n.strip())
+        out.append(_storable(n.strip(), f"{where}: name"))
     return tuple(out)
 
 
@@ -424,9 +440,11 @@ def pushdown_tags(node: Node | None) -> tuple[tuple[str, ...], bool] | None:
 
     Sound by construction: only a ``tags is|in`` condition that is AND-ed at the top (or through
     nested ANDs) with plain, non-numeric string values qualifies (a numeric-looking value would
-    also match ``"3.0"`` under ``is``, which an exact overlap would miss). Returns
-    ``(tags, exact)``; ``exact`` is true when that condition is the whole filter, so no
-    post-filtering is needed. ``None`` when nothing can be pushed.
+    also match ``"3.0"`` under ``is``, which an exact overlap would miss). A condition with more
+    distinct values than the retrieval filters take (``MAX_PUSHED_TAGS``, 50; a condition may
+    list 1000) is not pushed: the search would refuse it, and the Python evaluation is exact
+    without it. Returns ``(tags, exact)``; ``exact`` is true when that condition is the whole
+    filter, so no post-filtering is needed. ``None`` when nothing can be pushed.
     """
     if node is None:
         return None
@@ -436,7 +454,10 @@ def pushdown_tags(node: Node | None) -> tuple[tuple[str, ...], bool] | None:
         values = node.value if isinstance(node.value, tuple) else (node.value,)
         if not values or not all(isinstance(v, str) and v and _number(v) is None for v in values):
             return None
-        return tuple(dict.fromkeys(values)), True  # type: ignore[arg-type]
+        tags = tuple(dict.fromkeys(values))
+        if len(tags) > MAX_PUSHED_TAGS:
+            return None
+        return tags, True  # type: ignore[return-value]
     if node.logic != "and" and len(node.items) != 1:
         return None
     best: tuple[tuple[str, ...], bool] | None = None

@@ -36,8 +36,8 @@ equality, updated_at range), so it is evaluated here, exactly, in Python (``cond
 on each hit's document as the retrieval service read it from PostgreSQL for its final check
 (metadata, tags, title, updated_at: no extra query; ``created_at`` costs one when a condition
 names it). What the retrieval filters can express *soundly* is pushed down: a ``tags is|in``
-condition AND-ed at the top becomes ``filters={"tags": [...]}`` (property-tested never to
-hide a match). Otherwise the search over-fetches ``OVERFETCH x top_k`` (capped at the
+condition of at most 50 tags AND-ed at the top becomes ``filters={"tags": [...]}``
+(property-tested never to hide a match; a longer one is only evaluated here). Otherwise the search over-fetches ``OVERFETCH x top_k`` (capped at the
 service's MAX_TOP_K, 100) and filters that. Trade-off, named: a condition matching a small
 share of a large knowledge base can return fewer than top_k records. An exact fix needs the
 retrieval service to accept a document-id restriction (it already resolves tags/metadata to

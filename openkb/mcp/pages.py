@@ -6,7 +6,8 @@ another parent) is refused instead of silently paging the wrong list. It is not 
 nothing, because every page re-runs the permission-checked listing and only slices it. Trap: the
 offset indexes a listing taken again on each call, so an item added or removed meanwhile shifts
 the pages by one (the same as any offset paging); no item becomes visible that the caller may not
-read.
+read. A listing too long to load on every call pages in the database instead (``page_of``:
+``OFFSET``/``LIMIT`` and an exact count), with the same cursors.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from openkb.errors import ValidationError
 
 T = TypeVar("T")
+MAX_OFFSET = 2_147_483_647  # no list is longer; a crafted cursor past it is refused, not sent to SQL
 
 
 def _digest(tool: str, args: dict[str, Any]) -> str:
@@ -40,7 +42,7 @@ def decode(tool: str, args: dict[str, Any], cursor: str | None) -> int:
     try:
         raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         offset = int(raw["o"])
-        ok = raw["t"] == tool and raw["h"] == _digest(tool, args) and offset >= 0
+        ok = raw["t"] == tool and raw["h"] == _digest(tool, args) and 0 <= offset <= MAX_OFFSET
     except (ValueError, KeyError, TypeError):
         ok = False
     if not ok:
@@ -62,6 +64,22 @@ def page(items: Sequence[T], *, tool: str, args: dict[str, Any], cursor: str | N
     chunk = list(items[start : start + limit])
     end = start + len(chunk)
     return Page(chunk, encode(tool, args, end) if end < len(items) else None, len(items))
+
+
+def page_of(
+    fetch: Callable[[int, int], tuple[Sequence[T], int]],
+    *,
+    tool: str,
+    args: dict[str, Any],
+    cursor: str | None,
+    limit: int,
+) -> Page:
+    """``page`` for a listing the database pages itself: ``fetch(offset, limit)`` returns one
+    page and the exact total (for a list too long to load whole, or capped when loaded whole)."""
+    start = decode(tool, args, cursor)
+    items, total = fetch(start, limit)
+    end = start + len(items)
+    return Page(list(items), encode(tool, args, end) if end < total else None, total)
 
 
 def check_limit(limit: int | None, default: int, maximum: int) -> int:

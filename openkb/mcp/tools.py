@@ -35,7 +35,7 @@ from openkb.markdown.extract import outline
 from openkb.mcp import pages
 from openkb.mcp.audit import audited
 from openkb.mcp.caller import McpCaller
-from openkb.permissions.access import DOC_NOT_FOUND
+from openkb.permissions.access import DOC_NOT_FOUND, access_workspace
 from openkb.retrieval import search_documents as retrieval_search
 
 UNSET: Any = upsert_service.UNSET
@@ -390,14 +390,22 @@ def list_workspaces(
 def list_shared_documents(
     session: Session, caller: McpCaller, settings: Settings, *, cursor: str | None = None, limit: int | None = None
 ) -> dict[str, Any]:
-    """The pages and folders someone shared with this user (``recent.shared_documents``: the
-    same list and read rule as the web app's home page), newest share first, at most 100."""
+    """The pages and folders someone shared with this user (``recent.shared_documents_page``: the
+    same list and read rule as the web app's home page), newest share first. Paged in the
+    database with an exact ``total``: the home page's list stops at 100, this one reaches all."""
 
     def run() -> tuple[dict[str, Any], list[str]]:
         caller.require("kb:read")
         n = pages.check_limit(limit, settings.mcp_page_size, settings.mcp_max_page_size)
-        rows = recent_service.shared_documents(session, caller.principal, limit=recent_service.MAX_LIMIT)
-        pg = pages.page(rows, tool="kb_list_shared_documents", args={}, cursor=cursor, limit=n)
+        pg = pages.page_of(
+            lambda offset, size: recent_service.shared_documents_page(
+                session, caller.principal, offset=offset, limit=size
+            ),
+            tool="kb_list_shared_documents",
+            args={},
+            cursor=cursor,
+            limit=n,
+        )
         items = [
             {
                 "id": _s(d["id"]),
@@ -443,6 +451,12 @@ def knowledge_bases_page(
     caller.require("kb:read")
     n = pages.check_limit(limit, settings.mcp_page_size, settings.mcp_max_page_size)
     rows = kb_service.list_knowledge_bases(session, caller.principal, workspace_id=workspace_id)
+    if workspace_id is not None and not rows:
+        # Nothing readable in it: a workspace the caller cannot see, or none at all, is NOT_FOUND
+        # in the same words (docs/mcp.md#tools), not an empty list that reads "nothing there yet"
+        # for a mistyped id. Checked after the listing, not first: a knowledge base shared with a
+        # non-member is readable to them (docs/permissions.md) and names its workspace anyway.
+        access_workspace(session, caller.principal, workspace_id)
     pg = pages.page(
         rows,
         tool="kb_list_knowledge_bases",

@@ -4,7 +4,9 @@ Tags match when the document has *any* of them; ``metadata`` matches by containm
 given key equals the document's value); ``time_range`` bounds the document's ``updated_at``
 (``{"from": ISO, "to": ISO}``, either end optional; ``gte``/``lte`` and ``start``/``end`` are
 accepted as synonyms). Unknown keys are refused rather than ignored, so a typo never silently
-widens a search.
+widens a search. A tag, or a metadata key or string value at any depth, with a NUL or a lone
+surrogate is a ``VALIDATION_ERROR`` naming ``filters.tags``/``filters.metadata``, as a document
+write refuses it (``openkb.content.limits``), never a database error.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from openkb.content.limits import check_json_text, check_text
 from openkb.errors import ValidationError
 
 MAX_TAGS = 50
@@ -90,11 +93,14 @@ def parse_filters(raw: Mapping[str, Any] | SearchFilters | None) -> SearchFilter
         raise ValidationError("filters.tags must be a list of strings", field="filters.tags")
     if len(tags) > MAX_TAGS:
         raise ValidationError(f"at most {MAX_TAGS} tags", field="filters.tags")
+    for t in tags:  # both reach PostgreSQL, which cannot take a NUL (nor psycopg a lone surrogate)
+        check_text(t, "filters.tags")
     meta = raw.get("metadata") or {}
     if not isinstance(meta, Mapping):
         raise ValidationError("filters.metadata must be an object", field="filters.metadata")
     if len(json.dumps(meta, default=str)) > 8192:
         raise ValidationError("filters.metadata is too large", field="filters.metadata")
+    check_json_text(dict(meta), "filters.metadata")
     tr = raw.get("time_range") or {}
     if not isinstance(tr, Mapping):
         raise ValidationError(

@@ -212,10 +212,14 @@ def build(ctx: AppContext) -> OpenKBMCP:
         document_id: DocId,
         from_version: Annotated[
             int | None,
-            Field(ge=0, description="the older version_no (default: the one before to_version; 0: an empty page)"),
+            Field(
+                ge=0,
+                le=2_147_483_647,  # a version_no is a PostgreSQL integer (as GET /api/documents/{id}/diff)
+                description="the older version_no (default: the one before to_version; 0: an empty page)",
+            ),
         ] = None,
         to_version: Annotated[
-            int | None, Field(ge=1, description="the newer version_no (default: the current one)")
+            int | None, Field(ge=1, le=2_147_483_647, description="the newer version_no (default: the current one)")
         ] = None,
         since: Annotated[
             datetime | None,

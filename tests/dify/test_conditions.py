@@ -198,21 +198,28 @@ def test_all_of_combines_key_and_request():
 
 # --- properties ----------------------------------------------------------------------------------
 
+
+def text(max_size: int) -> st.SearchStrategy[str]:
+    """Any text a condition or a stored document can hold: no NUL (refused on both sides, as
+    PostgreSQL cannot store it; hypothesis' text never makes lone surrogates)."""
+    return st.text(st.characters(exclude_characters="\x00"), max_size=max_size)
+
+
 scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-1000, 1000),
     st.floats(-1e6, 1e6, allow_nan=False),
-    st.text(max_size=6),
+    text(6),
     st.sampled_from(["2024-01-01", "2023-12-31T10:00:00Z", "3", "4.5", "zh"]),
 )
-field_values = st.one_of(scalars, st.lists(st.one_of(st.text(max_size=4), st.integers(0, 5)), max_size=3))
+field_values = st.one_of(scalars, st.lists(st.one_of(text(4), st.integers(0, 5)), max_size=3))
 names = st.sampled_from(["a", "b", "tags", "title"])
 docs = st.builds(
     lambda m, t, title: DocFields(metadata=m, tags=t, builtins={"title": title}),
     st.dictionaries(st.sampled_from(["a", "b"]), field_values, max_size=2),
-    st.lists(st.text(max_size=4), max_size=3),
-    st.text(max_size=5),
+    st.lists(text(4), max_size=3),
+    text(5),
 )
 valued_ops = sorted(c.OPERATORS - c.NO_VALUE)
 
@@ -223,11 +230,11 @@ def condition_dicts(draw):
     if op in c.NO_VALUE:
         value = None
     elif op in ("in", "not in"):
-        value = draw(st.lists(st.one_of(st.text(max_size=4), st.integers(0, 5)), min_size=1, max_size=3))
+        value = draw(st.lists(st.one_of(text(4), st.integers(0, 5)), min_size=1, max_size=3))
     else:
         value = draw(
             st.one_of(
-                st.text(max_size=4),
+                text(4),
                 st.integers(-5, 5),
                 st.floats(-10, 10, allow_nan=False),
                 st.sampled_from(["2024-01-01", "3"]),
@@ -298,7 +305,7 @@ def test_before_after_are_strict_and_disjoint(t1, t2):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=8), st.text(max_size=3))
+@given(text(8), text(3))
 def test_ascii_and_unicode_forms_agree(value, probe):
     doc = DocFields(metadata={"x": value})
     for uni, ascii_ in (("≠", "!="), ("≥", ">="), ("≤", "<=")):
@@ -317,6 +324,32 @@ def test_pushdown_tags_cases():
     assert p({"conditions": [{"name": "tags", "comparison_operator": "is", "value": "3"}]}) is None
     assert p({"conditions": [{"name": "tags", "comparison_operator": "not in", "value": ["a"]}]}) is None
     assert c.pushdown_tags(None) is None
+
+
+def test_pushdown_tags_only_what_the_search_filter_takes():
+    """More distinct tags than the search's filter accepts (50) are not pushed down (the search
+    would refuse them); the condition is still evaluated exactly on the results."""
+    from openkb.retrieval.filters import MAX_TAGS, parse_filters
+
+    many = [f"t{i}" for i in range(MAX_TAGS + 1)]
+    big = {"name": "tags", "comparison_operator": "in", "value": many}
+    small = {"name": "tags", "comparison_operator": "is", "value": "mcp"}
+    assert c.pushdown_tags(parse_condition({"conditions": [big]})) is None
+    assert c.pushdown_tags(parse_condition({"conditions": [big, small]})) == (("mcp",), False)
+    at_limit = c.pushdown_tags(parse_condition({"conditions": [{**big, "value": many[:MAX_TAGS]}]}))
+    assert at_limit is not None and parse_filters({"tags": list(at_limit[0])}).tags == tuple(many[:MAX_TAGS])
+    assert evaluate(parse_condition({"conditions": [{**big, "value": [*many, "mcp"]}]}), DocFields({}, ["mcp"]))
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\ud83d", "\udc00x"])
+def test_a_name_or_string_value_postgres_cannot_take_is_refused(bad):
+    for cond in (
+        {"conditions": [{"name": "tags", "comparison_operator": "is", "value": bad}]},
+        {"conditions": [{"name": "lang", "comparison_operator": "in", "value": ["zh", bad]}]},
+        {"conditions": [{"name": bad, "comparison_operator": "empty"}]},
+    ):
+        with pytest.raises(ConditionError):
+            parse_condition(cond)
 
 
 tag_docs = st.builds(

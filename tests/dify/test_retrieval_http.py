@@ -513,6 +513,61 @@ def test_and_or_and_the_key_filter_combine(world, http):
     assert run(world.key_zh, {"logical_operator": "or", "conditions": [c_hi, c_zh]}) == {D1}
 
 
+def test_tags_condition_and_key_filter_with_more_than_50_tags_still_retrieve(world, http, committed):
+    """A condition may list 1000 values; one of more than 50 tags (more than the search's own
+    tag filter takes) is still evaluated exactly, and a key whose filter lists that many works
+    for every retrieval, not just the registration probe."""
+    many = [f"t{i}" for i in range(60)]
+    d1, d2 = str(world.d1.id), str(world.d2.id)
+    for op in ("in", "is"):
+        cond = {"conditions": [{"name": "tags", "comparison_operator": op, "value": [*many, "mcp"]}]}
+        records = assert_dify_shape(post(http, world.key_a, ask(world, metadata_condition=cond)), world.base_url)
+        assert doc_ids(records) == {d1}, op
+    with committed() as s:
+        _, key = keys.create_key(
+            s,
+            SYSTEM,
+            tenant_id=world.p.tenant.id,
+            name="many tags",
+            knowledge_base_ids=[world.kb_a.id],
+            metadata_filters={"tags": [*many, "dify"]},
+        )
+        s.commit()
+    assert post(http, key, PROBE).json() == {"records": []}
+    assert doc_ids(assert_dify_shape(post(http, key, ask(world)), world.base_url)) == {d2}
+    cond = {"conditions": [{"name": "tags", "comparison_operator": "in", "value": [*many, "mcp", "dify"]}]}
+    assert doc_ids(assert_dify_shape(post(http, key, ask(world, metadata_condition=cond)), world.base_url)) == {d2}
+
+
+def _tags_is(value: str) -> dict[str, Any]:
+    return {"conditions": [{"name": "tags", "comparison_operator": "is", "value": value}]}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"knowledge_id": "kb\x00a"},
+        {"knowledge_id": "\ud83d"},
+        {"metadata_condition": _tags_is("mc\x00p")},
+        {"metadata_condition": _tags_is("\ud83d")},
+        {
+            "metadata_condition": {
+                "conditions": [{"name": "lang", "comparison_operator": "in", "value": ["zh", "\x00"]}]
+            }
+        },
+        {"metadata_condition": {"conditions": [{"name": "la\x00ng", "comparison_operator": "empty"}]}},
+    ],
+    ids=["nul-knowledge-id", "surrogate-knowledge-id", "nul-tag", "surrogate-tag", "nul-in-value", "nul-name"],
+)
+def test_nul_or_lone_surrogate_is_2002_after_the_key_check(world, http, fields):
+    """PostgreSQL takes neither a NUL nor a lone surrogate: sent in knowledge_id or a condition
+    (as JSON escapes, \\u0000 and \\ud83d) they are a bad request (2002, which Dify does not
+    retry), and a stranger still meets the key check first (1002)."""
+    body = ask(world, **fields)
+    assert_error(post(http, world.key_a, body), 400, 2002)
+    assert_error(post(http, "okdify_" + "n" * 43, body), 403, 1002)
+
+
 # --- lifecycle, audit, rate limit ----------------------------------------------------------------
 
 

@@ -18,9 +18,14 @@ from mcp.shared.exceptions import MCPError
 from sqlalchemy import text
 from sqlmodel import Session, select
 
+from openkb.content import Actor
+from openkb.content.documents import create_document, update_document
 from openkb.content.versions import sha256_hex as sha256
 from openkb.db import session_scope
 from openkb.indexing import service as indexing
+from openkb.models import Tenant
+from openkb.permissions import Principal
+from openkb.permissions.collaborators import add_collaborator
 from openkb.retrieval import forget_active_profile
 from openkb.security import hash_token
 from tests.api.helpers import ALL_SCOPES, bearer_client, make_user_with_pat
@@ -579,3 +584,131 @@ def test_documents_shared_with_the_user(w: World) -> None:
     assert ok(call(w, "outsider", "kb_get_document", {"document_id": page["id"]}))["title"] == "Secret plan"
     for who in ("reader", "other", "owner"):
         assert ok(call(w, who, "kb_list_shared_documents", {}))["documents"] == [], who
+
+
+# --- inputs PostgreSQL cannot take, listings past their first hundred ----------------------------
+
+
+@pytest.mark.parametrize(
+    "filters,field",
+    [
+        ({"tags": ["ok", "bad\x00tag"]}, "filters.tags"),
+        ({"tags": ["\ud83d"]}, "filters.tags"),
+        ({"metadata": {"lang": "e\x00n"}}, "filters.metadata"),
+        ({"metadata": {"owner": {"team": ["ml", "x\x00"]}}}, "filters.metadata"),
+        ({"metadata": {"k\x00ey": 1}}, "filters.metadata"),
+        ({"metadata": {"lang": "\udc00"}}, "filters.metadata"),
+    ],
+    ids=["nul-tag", "surrogate-tag", "nul-value", "nul-nested", "nul-key", "surrogate-value"],
+)
+def test_search_filters_with_nul_or_lone_surrogate_are_a_validation_error(
+    w: World, filters: dict[str, Any], field: str, request: pytest.FixtureRequest
+) -> None:
+    """kb_search and POST /api/search share the filters: a NUL or a lone surrogate is the
+    caller's mistake (VALIDATION_ERROR naming the field, audited as such), not a server error."""
+    # sent as \u escapes (the SDK's client cannot encode a lone surrogate at all)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    body["params"] = {"name": "kb_search", "arguments": {"query": "plain", "filters": filters}}
+    r = httpx.post(
+        w.base + "/mcp",
+        content=json.dumps(body),
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {w.tokens['reader']}",
+        },
+        timeout=30,
+    )
+    if "surrogate" in request.node.callspec.id:  # MCP's JSON parser refuses these before any tool
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
+    else:
+        assert r.status_code == 200, r.text
+        result = r.json()["result"]
+        text_ = result["content"][0]["text"]
+        assert result["isError"] and text_.startswith("VALIDATION_ERROR") and f'"field": "{field}"' in text_, text_
+    r = w.http["reader"].post(
+        "/api/search",
+        content=json.dumps({"query": "plain", "filters": filters}),  # \u escapes, as a client sends them
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "VALIDATION_ERROR" and r.json()["field"] == field, r.json()
+    rows = (
+        w.http["admin"]
+        .get("/api/admin/audit-logs", params={"action": "mcp.", "limit": 20, "actor_user_id": str(w.users["reader"])})
+        .json()["items"]
+    )
+    if "surrogate" not in request.node.callspec.id:
+        last = next(x for x in rows if x["metadata"].get("tool") == "kb_search")
+        assert last["metadata"]["outcome"] == "VALIDATION_ERROR"
+
+
+def test_document_changes_version_past_postgres_integer_is_an_argument_error(w: World) -> None:
+    for arg in ("to_version", "from_version"):
+        text_ = error_text(call(w, "reader", "kb_get_document_changes", {"document_id": w.long["id"], arg: 2**31}))
+        assert f"invalid argument {arg}" in text_ and "2147483647" in text_, text_
+    # the largest one is an ordinary "no such version"
+    text_ = error_text(
+        call(w, "reader", "kb_get_document_changes", {"document_id": w.long["id"], "to_version": 2**31 - 1})
+    )
+    assert "INTERNAL" not in text_ and "out of range" not in text_, text_
+
+
+def test_knowledge_bases_of_a_hidden_or_missing_workspace_are_not_found(w: World, engine) -> None:
+    """workspace_id of a workspace the user cannot see answers exactly like one that does not
+    exist; a member of an empty workspace gets an empty list; a knowledge base shared with a
+    non-member is listed for them under its workspace."""
+    hidden = error_text(call(w, "outsider", "kb_list_knowledge_bases", {"workspace_id": w.ws["id"]}))
+    missing_id = str(uuid.uuid4())
+    missing = error_text(call(w, "outsider", "kb_list_knowledge_bases", {"workspace_id": missing_id}))
+    assert hidden.startswith("NOT_FOUND") and missing.replace(missing_id, w.ws["id"]) == hidden
+    assert error_text(call(w, "other", "kb_list_knowledge_bases", {"workspace_id": w.ws["id"]})) == hidden
+    empty = w.http["owner"].post("/api/workspaces", json={"name": "Empty space"}).json()
+    got = ok(call(w, "owner", "kb_list_knowledge_bases", {"workspace_id": empty["id"]}))
+    assert got["knowledge_bases"] == [] and got["total"] == 0
+    got = ok(call(w, "reader", "kb_list_knowledge_bases", {"workspace_id": w.ws["id"]}))
+    assert w.kb["id"] in {k["id"] for k in got["knowledge_bases"]}
+    shared = w.new_kb("private")
+    r = w.http["owner"].post(
+        f"/api/objects/knowledge_base/{shared['id']}/collaborators",
+        json={"subject_id": str(w.users["outsider"]), "role": "viewer"},
+    )
+    assert r.status_code == 201, r.text
+    got = ok(call(w, "outsider", "kb_list_knowledge_bases", {"workspace_id": w.ws["id"]}))
+    assert [k["id"] for k in got["knowledge_bases"]] == [shared["id"]]
+
+
+def test_shared_documents_page_past_the_first_hundred(w: World, engine) -> None:
+    """103 pages shared with one user: paging with limit 50 reaches all 103, total says 103."""
+
+    def committed() -> Session:
+        return Session(engine, expire_on_commit=False)
+
+    with committed() as s:
+        tenant_id = s.execute(
+            text("SELECT tenant_id FROM tenant_memberships WHERE user_id = :u"), {"u": w.users["owner"]}
+        ).scalar_one()
+        tenant = s.get(Tenant, tenant_id)
+    user, token = make_user_with_pat(committed, tenant, scopes=READ)
+    owner = Principal.user(w.users["owner"], tenant_id)
+    ids = []
+    with session_scope(engine) as s:
+        for i in range(103):
+            doc = create_document(
+                s, Actor.of(owner), knowledge_base_id=uuid.UUID(w.private_kb["id"]), title=f"Shared {i}", type="folder"
+            )[0]
+            update_document(s, Actor.of(owner), doc.id, {"permission_mode": "custom"})
+            add_collaborator(s, owner, doc, subject_type="user", subject_id=user.id, role="viewer")
+            ids.append(str(doc.id))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        args: dict[str, Any] = {"limit": 50, **({"cursor": cursor} if cursor else {})}
+        got = run(w.base, token, lambda c, a=args: c.call_tool("kb_list_shared_documents", a))
+        page = ok(got)
+        assert page["total"] == 103
+        seen += [d["id"] for d in page["documents"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == 103 and set(seen) == set(ids)

@@ -22,3 +22,19 @@ def test_time_bounds_as_iso_text_or_unix_seconds():
     f = parse_filters({"time_range": {"from": "2026-01-02T03:04:05Z", "to": 1_800_000_000}})
     assert f.updated_from == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert f.updated_to == datetime.fromtimestamp(1_800_000_000, UTC)
+
+
+@pytest.mark.parametrize(
+    "filters,field",
+    [
+        ({"tags": ["ok", "a\x00b"]}, "filters.tags"),
+        ({"tags": "\ud83d"}, "filters.tags"),
+        ({"metadata": {"k": "a\x00"}}, "filters.metadata"),
+        ({"metadata": {"k\x00": 1}}, "filters.metadata"),
+        ({"metadata": {"a": {"b": [1, "\udc00"]}}}, "filters.metadata"),
+    ],
+)
+def test_text_postgres_cannot_take_is_a_validation_error(filters, field):
+    with pytest.raises(ValidationError) as err:
+        parse_filters(filters)
+    assert err.value.extra.get("field") == field
