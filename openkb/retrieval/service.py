@@ -323,7 +323,7 @@ def _search_chunks(
     filters: Mapping[str, Any] | SearchFilters | None,
     degraded: list[str] | None = None,
 ) -> list[SearchResult]:
-    query = (query or "").strip()
+    query = _searchable(query)
     if len(query) > MAX_QUERY_CHARS:
         raise ValidationError(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
     f = parse_filters(filters)
@@ -339,6 +339,16 @@ def _search_chunks(
     finally:
         if ctx.milvus.take_reloaded():  # Milvus restarted: warm it again for the next users
             _warm_later(ctx, alias, p.spec)
+
+
+def _searchable(query: str | None) -> str:
+    """The query as the embedder and the analyzer can take it: a lone surrogate (half an emoji,
+    left by a client that cuts queries by length) cannot be encoded as UTF-8 and failed the
+    hybrid search, which then degraded to keywords; it becomes U+FFFD, and a NUL a space."""
+    q = (query or "").replace("\x00", " ")
+    if any("\ud800" <= ch <= "\udfff" for ch in q):
+        q = q.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return q.strip()
 
 
 _warming: set[str] = set()

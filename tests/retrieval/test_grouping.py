@@ -152,3 +152,15 @@ def test_highlight_spans_match_words_where_they_start(text, words):
         else:
             merged.append([s, e])
     assert highlight_spans(query, text) == merged
+
+
+@pytest.mark.parametrize("broken", ["\ud83d", "\x00", "\udc00\ud83d"], ids=["high surrogate", "nul", "reversed pair"])
+def test_a_query_with_half_an_emoji_or_a_nul_still_searches_every_route(app_ctx, engine, world, broken):
+    """A client that cuts a query by length can split an emoji in two (Dify caps queries), and a
+    NUL can come in JSON: the rest of the query is searched by both routes, nothing is reported
+    degraded (the embedder and the analyzer never see the broken character)."""
+    degraded: list[str] = []
+    with Session(engine) as s:
+        hits = search_documents(app_ctx, s, world["owner"], f"{world['word']} {broken}", top_k=5, degraded=degraded)
+    assert world["ids"]["a"] in {h.document_id for h in hits}
+    assert degraded == []
