@@ -202,3 +202,26 @@ def test_too_many_changes_show_the_full_text(contexts, live_server, owner):  # n
     expect(changes).to_contain_text("Too many changes to show line by line; the full text follows.")
     expect(changes.locator("pre")).to_contain_text("new line 2999")
     expect(changes.locator("table")).to_have_count(0)
+
+
+def test_restoring_right_after_typing_keeps_the_typed_words_in_the_history(contexts, live_server, owner):  # noqa: F811
+    """Words typed less than the autosave pause before *Restore* are saved first (the history
+    keeps them under the restored version); before, the restore replaced them unsaved."""
+    with api(live_server, owner) as c:
+        doc = new_page(c, owner["kb"]["id"], "Restored soon", "First text.\n")
+        _save(c, doc["id"], "Second text.\n")
+    page = contexts.page()
+    asked: list[str] = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.accept()))
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}/docs/{doc['id']}")
+    expect(editor(page)).to_contain_text("Second text.")
+    type_at_end(page, " Typed just now.")
+    dialog = _history(page)
+    _version(_saves(dialog, 1, 2), 1).get_by_role("button", name="Restore").click()
+    expect(dialog).to_have_count(0)
+    expect(editor(page)).to_have_text("First text.")
+    assert asked == []  # saved, nothing to ask
+    with api(live_server, owner) as c:
+        items = c.get(f"/api/documents/{doc['id']}/versions").json()["items"]
+        texts = [c.get(f"/api/documents/{doc['id']}/versions/{v['id']}").json()["markdown"] for v in items]
+    assert texts == ["First text.\n", "Second text. Typed just now.\n", "Second text.\n", "First text.\n"]

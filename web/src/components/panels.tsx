@@ -58,6 +58,8 @@ export function HistoryDialog(props: {
   /** The version the editor last saved or loaded (`doc` is the page as it was opened). */
   currentVersionId: string | null
   canRestore: boolean
+  /** Settles the page's unsaved edits before a restore; false: the restore is not made. */
+  beforeRestore?: () => Promise<boolean>
   onClose: () => void
   onRestored: () => void
 }) {
@@ -113,7 +115,8 @@ export function HistoryDialog(props: {
     return props.canRestore && v.id !== currentId ? (
       <button
         type="button"
-        onClick={() =>
+        onClick={async () => {
+          if (props.beforeRestore && !(await props.beforeRestore())) return
           api
             .restoreVersion(props.doc.id, v.id)
             .then(() => {
@@ -121,7 +124,7 @@ export function HistoryDialog(props: {
               props.onRestored()
             })
             .catch(setError)
-        }
+        }}
       >
         {t('restore')}
       </button>

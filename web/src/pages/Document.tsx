@@ -485,6 +485,18 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
     setSave('saved')
   }
 
+  // Restoring a version replaces the text. What was typed since the last save (within the
+  // autosave pause) is saved first, so the history keeps it under the restored version; unsaved
+  // source text, or a save that fails or conflicts, is asked about (docs/web.md#version-history).
+  async function settleBeforeRestore(): Promise<boolean> {
+    if (sourceText.current !== null && sourceText.current !== latest.current.markdown) return window.confirm(t('restoreDropsUnsaved'))
+    const now = handle.current?.getMarkdown()
+    if (now !== undefined && now !== latest.current.markdown) changed({ markdown: now })
+    for (let i = 0; i < 200 && inFlight.current; i++) await new Promise((r) => window.setTimeout(r, 50))
+    if (stateRef.current === 'dirty' || stateRef.current === 'failed') await saveNow()
+    return stateRef.current === 'saved' || window.confirm(t('restoreDropsUnsaved'))
+  }
+
   // Leaving source mode without saving drops its text (the editor shows what is saved): ask first.
   function switchMode(next: Mode) {
     if (sourceText.current !== null && sourceText.current !== latest.current.markdown && !window.confirm(t('sourceDiscard'))) return
@@ -770,6 +782,7 @@ function DocumentEditor(props: { doc: S['DocumentOut']; kb?: S['KnowledgeBaseOut
           doc={doc}
           currentVersionId={base.current.versionId}
           canRestore={canEdit}
+          beforeRestore={settleBeforeRestore}
           onClose={() => setPanel(null)}
           onRestored={async () => {
             const fresh = await api.document(doc.id)
