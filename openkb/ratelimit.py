@@ -7,7 +7,9 @@ database clock (``clock_timestamp()``), not the replica's, so skewed app servers
 Trap: the counter is written through the session it is given. A failed attempt must be
 committed to count although the request then fails, so a service hits the counter with
 ``openkb.db.record_then_refuse`` (a transaction of its own) and then raises (see
-``share_links.open_share_link``).
+``share_links.open_share_link``). Where parallel attempts must not all pass a peek (``count``)
+before any is counted, book the attempt first with ``hit`` in a transaction of its own
+(``openkb.db.commit_apart``) and ``give_back`` what turned out fine (``accounts.sessions.login``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,23 @@ def enforce(session: Session, key: str, limit: int, window_s: int, *, now: datet
     """Count one event and raise ``RateLimited`` once the window is over ``limit``."""
     if not hit(session, key, limit, window_s, now=now):
         raise RateLimited("too many attempts, try again later", retry_after=window_s)
+
+
+_GIVE_BACK_SQL = text(
+    """
+UPDATE rate_limit_buckets SET count = count - 1
+WHERE key = :key AND count > 0
+  AND window_start >= to_timestamp(floor(extract(epoch FROM coalesce(CAST(:now AS timestamptz), clock_timestamp()))
+                                         / :window) * :window)
+"""
+)
+
+
+def give_back(session: Session, key: str, window_s: int, *, now: datetime | None = None) -> None:
+    """Un-count one event of the current window (an attempt booked with ``hit`` before it was
+    checked, which turned out fine). Nothing when the window has moved on since."""
+    _check(1, window_s)
+    session.execute(_GIVE_BACK_SQL, {"key": key, "window": window_s, "now": now})
 
 
 def count(session: Session, key: str, window_s: int, *, now: datetime | None = None) -> int:

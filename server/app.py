@@ -27,6 +27,7 @@ from server import docs_ui, errors
 from server.auth import SAFE_METHODS, check_scopes, get_auth
 from server.body_limit import BodyLimitMiddleware, document_413
 from server.head import HeadAsGet
+from server.hsts import StrictTransportSecurity
 from server.logs import configure_logging
 from server.mcp import mount as mount_mcp
 from server.mcp import openapi_path as mcp_openapi_path
@@ -147,7 +148,9 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     app.add_middleware(errors.RequestFrame)
     app.add_middleware(
         HeadAsGet, routes=lambda: app.router.routes
-    )  # outermost: every layer below sees the GET it answers (server/head.py)
+    )  # every layer below sees the GET it answers (server/head.py)
+    # outermost: HSTS on every answer when APP_BASE_URL is https (server/hsts.py, docs/web.md#security)
+    app.add_middleware(StrictTransportSecurity, base_url=lambda: ctx.settings.app_base_url)
 
     # before the routers: the web app's catch-all pages come last among them
     if ctx.settings.openkb_mcp_enabled:  # OPENKB_MCP_ENABLED=false switches the endpoint off

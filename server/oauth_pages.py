@@ -134,9 +134,26 @@ def consent_page(
     return _page("Authorize", body, redirect_to=redirect_uri)
 
 
-def error_page(message: str, *, status: int = 400) -> HTMLResponse:
-    body = (
-        f'<h1>This authorization request cannot be completed</h1><p class="err">{e(message)}</p>'
-        f'<p class="muted">Return to the application and try connecting again.</p>'
-    )
+def error_page(
+    message: str,
+    *,
+    status: int = 400,
+    continue_to: str | None = None,
+    title: str = "This authorization request cannot be completed",
+) -> HTMLResponse:
+    """The server's own page for a request that is not redirected. ``continue_to``: the
+    client's redirect URI with the error, offered as a link only (RFC 9700 §4.11.2): the server
+    does not trust that URI enough to send the browser there by itself (``grants.redirect_trusted``),
+    so the user sees where it leads and decides."""
+    if continue_to:
+        parts = urlsplit(continue_to)
+        host = parts.netloc or f"{parts.scheme}:"
+        after = (
+            f'<p class="muted">The application asked to be told at <code>{e(host)}</code>. Go there only if you '
+            f'started this connection yourself:</p><p><a href="{e(continue_to)}" rel="noreferrer noopener">'
+            f"Continue to {e(host)}</a></p>"
+        )
+    else:
+        after = '<p class="muted">Return to the application and try connecting again.</p>'
+    body = f'<h1>{e(title)}</h1><p class="err">{e(message)}</p>{after}'
     return _page("Authorization error", body, status=status)

@@ -20,7 +20,7 @@ from openkb import ratelimit
 from openkb.accounts.sessions import revoke_user_sessions
 from openkb.accounts.users import check_password
 from openkb.audit import record_audit
-from openkb.db import record_then_refuse
+from openkb.db import commit_apart
 from openkb.errors import NotFound, RateLimited, Unauthenticated, ValidationError
 from openkb.models import User, UserSession
 from openkb.models._base import utcnow
@@ -101,20 +101,20 @@ def change_password(
 
     Returns how many sessions were revoked. A wrong current password is a 422 on the field
     (not 401: the caller *is* signed in) and counts toward a per-user hourly limit, so a stolen
-    session can't be used to guess the password."""
+    session can't be used to guess the password; every attempt is counted before the check, so
+    parallel ones see each other (docs/accounts.md#login-and-sessions)."""
     from openkb.security import hash_password, verify_password
 
     user = _me(session, principal, lock=True)
     key = f"pwchange:{user.id}"
-    if ratelimit.exceeded(session, key, PASSWORD_CHANGE_FAILURES_PER_HOUR, 3600):
+    # Booked before the check and committed at once (as a login is, sessions._book_attempt): the
+    # count must not depend on the user row lock above serialising concurrent changes, and it
+    # outlives this request's rollback, or guessing would be free. A right password gives it back.
+    if not commit_apart(session, lambda s: ratelimit.hit(s, key, PASSWORD_CHANGE_FAILURES_PER_HOUR, 3600)):
         raise RateLimited("too many wrong passwords; try again later", retry_after=3600)
     if not verify_password(user.password_hash, current_password):
-        # the failure must outlive this request's rollback, or guessing would be free
-        record_then_refuse(
-            session,
-            lambda s: ratelimit.hit(s, key, PASSWORD_CHANGE_FAILURES_PER_HOUR, 3600),
-            ValidationError("the current password is wrong", field="current_password"),
-        )
+        raise ValidationError("the current password is wrong", field="current_password")
+    commit_apart(session, lambda s: ratelimit.give_back(s, key, 3600))
     check_password(new_password, user.email, user.display_name)
     user.password_hash = hash_password(new_password)
     user.updated_at = utcnow()

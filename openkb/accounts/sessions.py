@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 
 from openkb.accounts.users import normalize_email
 from openkb.audit import record_audit
-from openkb.db import record_then_refuse
+from openkb.db import commit_apart, record_then_refuse
 from openkb.errors import (
     AccountPendingActivation,
     AccountSuspended,
@@ -39,7 +39,9 @@ SESSION_TOKEN_PREFIX = "kbsess"
 LAST_SEEN_EVERY = timedelta(minutes=1)
 
 # Login throttling (docs/accounts.md#login-and-sessions): failed attempts per account and per client IP, in a
-# fixed one-minute window stored in PostgreSQL so every API replica shares the count.
+# fixed one-minute window stored in PostgreSQL so every API replica shares the count. Every attempt
+# is booked before its password is checked (parallel guesses see each other) and a right one is
+# given back.
 # Module-level so an operator (or a test) can tune them; the window is in seconds.
 LOGIN_WINDOW_SECONDS = 60
 LOGIN_LIMIT_PER_ACCOUNT = 10
@@ -116,25 +118,46 @@ def _throttle_keys(email: str, ip: str | None) -> list[tuple[str, int]]:
     return keys
 
 
-def _check_throttle(session: Session, email: str, ip: str | None) -> None:
-    """Refuse when either bucket is already full (read only: a refused attempt isn't counted)."""
+def _book_attempt(session: Session, email: str, ip: str | None) -> None:
+    """Count this attempt in both buckets *before* the password is checked, committed at once,
+    and refuse it when either is over its limit.
+
+    Why before: the count must be what every concurrent attempt sees. Peeking, checking the
+    password (argon2, tens of milliseconds) and counting a failure afterwards let a burst of
+    parallel guesses all pass the peek before any of them was counted, so 25 at once were all
+    checked against a limit of 10 (docs/accounts.md#login-and-sessions). ``ratelimit.hit`` is one
+    atomic upsert: concurrent attempts serialise on the bucket row and each sees its own count.
+    Committed apart (``commit_apart``) so the count stands whatever becomes of the request, and
+    so this request holds no lock on a bucket afterwards. A refused attempt stays counted too
+    (the window is a fixed minute, so that changes nothing but the number stored)."""
     from openkb import ratelimit
 
-    for key, limit in _throttle_keys(email, ip):
-        if ratelimit.exceeded(session, key, limit, LOGIN_WINDOW_SECONDS):
-            raise RateLimited("too many login attempts; wait a minute and try again", retry_after=LOGIN_WINDOW_SECONDS)
+    def book(s: Session) -> bool:
+        return all([ratelimit.hit(s, key, limit, LOGIN_WINDOW_SECONDS) for key, limit in _throttle_keys(email, ip)])
+
+    if not commit_apart(session, book):
+        raise RateLimited("too many login attempts; wait a minute and try again", retry_after=LOGIN_WINDOW_SECONDS)
+
+
+def _give_back(session: Session, email: str, ip: str | None) -> None:
+    """The password was right: un-count the attempt ``_book_attempt`` booked, so only failures
+    count toward the limits and a user may sign in as often as they like."""
+    from openkb import ratelimit
+
+    def give(s: Session) -> None:
+        for key, _limit in _throttle_keys(email, ip):
+            ratelimit.give_back(s, key, LOGIN_WINDOW_SECONDS)
+
+    commit_apart(session, give)
 
 
 def _refuse_login(session: Session, email: str, user: User | None, ip: str | None, user_agent: str | None) -> NoReturn:
-    """Count and audit a failed attempt, then raise INVALID_CREDENTIALS.
+    """Audit a failed attempt, then raise INVALID_CREDENTIALS.
 
-    Both records are committed apart (``openkb.db.record_then_refuse``): the request's unit of
-    work is rolled back by the error, and the count must survive that or guessing is free. The
-    request only peeked at the buckets (``_check_throttle``), so the separate transaction never
-    waits on a lock of ours.
+    The audit row is committed apart (``openkb.db.record_then_refuse``): the request's unit of
+    work is rolled back by the error. The attempt itself was counted before the password was
+    checked (``_book_attempt``) and simply stays counted.
     """
-    from openkb import ratelimit
-
     tenant_id = None
     if user is not None:
         tenant_id = session.exec(
@@ -144,8 +167,6 @@ def _refuse_login(session: Session, email: str, user: User | None, ip: str | Non
         ).first()
 
     def record(s: Session) -> None:
-        for key, limit in _throttle_keys(email, ip):
-            ratelimit.hit(s, key, limit, LOGIN_WINDOW_SECONDS)
         record_audit(
             s,
             tenant_id=tenant_id,
@@ -171,7 +192,8 @@ def login(
     user_agent: str | None = None,
     tenant: str | None = None,
 ) -> LoginResult:
-    """Check the password, then the status; open a session row. Failed attempts are throttled.
+    """Check the password, then the status; open a session row. Failed attempts are throttled:
+    each attempt is booked before the password is checked and given back when it was right.
 
     Status is checked *after* the password so the status codes don't reveal which emails exist.
     """
@@ -183,7 +205,7 @@ def login(
         # A malformed address can't have an account: a wrong login, answered in the same time.
         verify_password(_dummy_hash(), password)
         raise InvalidCredentials("wrong email or password") from None
-    _check_throttle(session, email_n, ip)
+    _book_attempt(session, email_n, ip)
     user = session.exec(select(User).where(User.email == email_n)).first()
     ok = False
     if user is None or not user.password_hash:
@@ -192,6 +214,7 @@ def login(
         ok = verify_password(user.password_hash, password)
     if not ok or user is None or user.status == "deleted":
         _refuse_login(session, email_n, user, ip, user_agent)
+    _give_back(session, email_n, ip)
     err = status_error(user)
     if err is not None:
         raise err

@@ -61,6 +61,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 # Schemes that can run code or read files in a browser or OS: never a redirect target.
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss"})
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,18 @@ Fetcher = Callable[[str], FetchedDocument]
 def is_loopback_uri(uri: str) -> bool:
     parts = urlsplit(uri)
     return parts.scheme == "http" and (parts.hostname or "") in ("127.0.0.1", "localhost", "::1")
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two http(s) URLs share scheme, host and port (RFC 6454), default ports filled in."""
+    pa, pb = urlsplit(a), urlsplit(b)
+    if pa.scheme.lower() not in ("http", "https") or not pa.hostname or not pb.hostname:
+        return False
+    try:
+        ports = (pa.port or _DEFAULT_PORTS[pa.scheme.lower()], pb.port or _DEFAULT_PORTS.get(pb.scheme.lower()))
+    except ValueError:  # a malformed port
+        return False
+    return pa.scheme.lower() == pb.scheme.lower() and pa.hostname == pb.hostname and ports[0] == ports[1]
 
 
 def validate_redirect_uri(uri: Any) -> str:

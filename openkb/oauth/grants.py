@@ -40,6 +40,7 @@ from openkb.models import (
     User,
 )
 from openkb.models._base import utcnow
+from openkb.oauth.clients import same_origin
 from openkb.oauth.tokens import (
     ACCESS_TOKEN_PREFIX,
     CODE_PREFIX,
@@ -156,6 +157,29 @@ def _active_grant(
     if lock:
         q = q.with_for_update()
     return session.exec(q).first()
+
+
+def redirect_trusted(session: Session, client: McpOAuthClient, redirect_uri: str, principal: Principal | None) -> bool:
+    """Whether an error or a denial of an authorization request may be sent to ``redirect_uri``
+    without the user clicking anything (RFC 9700 §4.11.2; docs/oauth.md#the-authorize-page).
+
+    Registration is open to anyone (``POST /oauth/register`` is unauthenticated) and takes any
+    https or private-scheme redirect URI, so a registered URI proves nothing: redirecting to it
+    at once would make ``/oauth/authorize`` an open redirect on the knowledge base's own domain
+    (a link there lands on the attacker's page, or launches an OS handler, with no sign-in). It
+    is trusted only when
+
+    * the client is a Client ID Metadata Document whose redirect URI is on the document's own
+      origin: whoever serves the client_id URL controls where it redirects; or
+    * the signed-in user already authorized this client (an active grant): they chose to trust it.
+
+    Otherwise the caller shows its own page with a link the user may follow.
+    """
+    if client.registration == "cimd" and same_origin(client.client_id, redirect_uri):
+        return True
+    if principal is None or principal.user_id is None or principal.tenant_id is None:
+        return False
+    return _active_grant(session, principal.user_id, principal.tenant_id, client) is not None
 
 
 def remembered_grant(

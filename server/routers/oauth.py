@@ -9,9 +9,10 @@
 * ``/api/me/oauth-grants``: the user's connected applications, revocable.
 
 The OAuth endpoints answer errors in OAuth's wire shape (``{"error": "invalid_grant",
-"error_description": ...}``), not OpenKB's; the authorize endpoint shows an error page when the
-client or redirect URI can't be trusted and otherwise redirects with the error (RFC 6749
-§4.1.2.1). Token, registration, revocation and metadata answers carry CORS headers (browser
+"error_description": ...}``), not OpenKB's. The authorize endpoint shows an error page when the
+client or redirect URI is unknown; for a known client it redirects with the error (RFC 6749
+§4.1.2.1) only when it trusts the redirect URI (``grants.redirect_trusted``: RFC 9700 §4.11.2,
+since anyone may register any URI), else its page offers a link; Deny likewise. Token, registration, revocation and metadata answers carry CORS headers (browser
 clients) and ``Cache-Control: no-store``. Forms are parsed by hand (urlencoded only):
 duplicate parameters are refused, as RFC 6749 §3.1 requires.
 """
@@ -275,17 +276,46 @@ def _check_rest(ctx: AppContext, client: McpOAuthClient, params: dict[str, str])
     return scopes, challenge, resource
 
 
-def _redirect(
-    ctx: AppContext, redirect_uri: str, params: dict[str, str], status_code: int = 302, **extra: str
-) -> Response:
+def _redirect_url(ctx: AppContext, redirect_uri: str, params: dict[str, str], **extra: str) -> str:
     query = {**extra}
     if params.get("state"):
         query["state"] = params["state"]
     query["iss"] = base_url(ctx)
     sep = "&" if urlsplit(redirect_uri).query else "?"
+    return redirect_uri + sep + urlencode(query)
+
+
+def _redirect(
+    ctx: AppContext, redirect_uri: str, params: dict[str, str], status_code: int = 302, **extra: str
+) -> Response:
     return RedirectResponse(
-        redirect_uri + sep + urlencode(query), status_code=status_code, headers={"Cache-Control": "no-store"}
+        _redirect_url(ctx, redirect_uri, params, **extra),
+        status_code=status_code,
+        headers={"Cache-Control": "no-store"},
     )
+
+
+def _send_back(
+    session: Session,
+    ctx: AppContext,
+    client: McpOAuthClient,
+    redirect_uri: str,
+    params: dict[str, str],
+    principal: Principal | None,
+    *,
+    error: str,
+    error_description: str,
+    status_code: int = 302,
+    page_status: int = 400,
+    title: str | None = None,
+) -> Response:
+    """An error (or a denial) for the client: redirected only when the server trusts the
+    redirect URI (``grants.redirect_trusted``), else the server's page with a link to it."""
+    if grants.redirect_trusted(session, client, redirect_uri, principal):
+        return _redirect(ctx, redirect_uri, params, status_code, error=error, error_description=error_description)
+    link = _redirect_url(ctx, redirect_uri, params, error=error, error_description=error_description)
+    extra = {"title": title} if title else {}
+    return oauth_pages.error_page(error_description, status=page_status, continue_to=link, **extra)
 
 
 def _signed_in(session: Session, request: Request) -> tuple[Principal, Any] | None:
@@ -380,12 +410,21 @@ def _authorize(
         client, redirect_uri = _validate(session, ctx, params)
     except _PageError as exc:
         return oauth_pages.error_page(str(exc))
+    signed = _signed_in(session, request)
     try:
         scopes, challenge, resource = _check_rest(ctx, client, params)
     except OAuthProtocolError as exc:
-        return _redirect(ctx, redirect_uri, params, error=exc.oauth_error, error_description=exc.detail)
+        return _send_back(
+            session,
+            ctx,
+            client,
+            redirect_uri,
+            params,
+            signed[0] if signed else None,
+            error=exc.oauth_error,
+            error_description=exc.detail,
+        )
     carried = {k: params[k] for k in AUTHORIZE_PARAMS if params.get(k)}
-    signed = _signed_in(session, request)
     action = (form or {}).get("action")
     if form is not None and action == "login":
         sent = form.get("csrf_token", "")
@@ -435,8 +474,18 @@ def _authorize(
         if not secrets.compare_digest(sent.encode(), live.row.csrf_token.encode()):
             return oauth_pages.error_page("The form expired or did not come from this page; start again.", status=403)
         if action == "deny":
-            return _redirect(
-                ctx, redirect_uri, params, 303, error="access_denied", error_description="the user denied the request"
+            return _send_back(
+                session,
+                ctx,
+                client,
+                redirect_uri,
+                params,
+                principal,
+                error="access_denied",
+                error_description="the user denied the request",
+                status_code=303,
+                page_status=200,
+                title="You denied the request",
             )
         refused = _not_the_installation_user(session, client, principal)
         if refused is not None:

@@ -80,3 +80,25 @@ def test_wrong_current_passwords_are_limited(http, committed):
             assert me.post("/api/me/password", json=body).status_code == 422
         r = me.post("/api/me/password", json={"current_password": PASSWORD, "new_password": "another long pw"})
         assert r.status_code == 429 and r.json()["error"] == "RATE_LIMITED"
+
+
+def test_parallel_wrong_current_passwords_check_at_most_the_limit(http, committed):
+    """Booked before the check (docs/accounts.md#login-and-sessions): a burst of wrong current
+    passwords sent at once gets at most the limit checked, the rest 429."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = make_login_user(committed)
+    n = PASSWORD_CHANGE_FAILURES_PER_HOUR + 10
+    body = {"current_password": "not the password", "new_password": "another long pw"}
+    with login(http, a.email) as me:
+        gate = threading.Barrier(n)
+
+        def one(_i: int) -> int:
+            gate.wait(timeout=30)
+            return me.post("/api/me/password", json=body).status_code
+
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            codes = list(pool.map(one, range(n)))
+    assert sorted(set(codes)) == [422, 429], codes
+    assert codes.count(422) <= PASSWORD_CHANGE_FAILURES_PER_HOUR, codes

@@ -359,3 +359,55 @@ def test_a_remembered_default_tenant_that_does_not_exist_is_looked_up_again(comm
     finally:
         if saved is not None:
             auth._default_tenant_ids[key] = saved
+
+
+def _burst(n: int, call) -> list[int]:
+    """``n`` calls at once from ``n`` threads (a barrier lines them up); their status codes."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    gate = threading.Barrier(n)
+
+    def one(_i: int) -> int:
+        gate.wait(timeout=30)
+        return call()
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_parallel_wrong_logins_check_at_most_the_limit(live_server, committed):
+    """The attempt is booked before the password is checked (docs/accounts.md#login-and-sessions):
+    25 wrong passwords sent at once must not all reach argon2 because none saw the others' count."""
+    import time as _time
+
+    window = sessions_svc.LOGIN_WINDOW_SECONDS
+    if _time.time() % window > window - 20:  # keep the burst inside one fixed window
+        _time.sleep(window + 1 - _time.time() % window)
+    a = make_login_user(committed)
+    key = f"login:acct:{a.email}"
+    try:
+        codes = _burst(
+            25,
+            lambda: (
+                httpx.post(
+                    live_server + "/api/auth/login", json={"email": a.email, "password": "wrong password"}, timeout=60
+                ).status_code
+            ),
+        )
+        assert sorted(set(codes)) == [401, 429], codes
+        assert codes.count(401) <= sessions_svc.LOGIN_LIMIT_PER_ACCOUNT, codes
+    finally:
+        _clear_bucket(committed, key)
+        _clear_bucket(committed, "login:ip:127.0.0.1")
+
+
+def test_a_successful_login_gives_its_booked_attempt_back(http, committed):
+    """Only failures count toward the limit: signing in more often than the limit is fine."""
+    a = make_login_user(committed)
+    key = f"login:acct:{a.email}"
+    try:
+        for _ in range(sessions_svc.LOGIN_LIMIT_PER_ACCOUNT + 2):
+            assert http.post("/api/auth/login", json={"email": a.email, "password": PASSWORD}).status_code == 200
+    finally:
+        _clear_bucket(committed, key)

@@ -209,6 +209,8 @@ def test_tokens_do_not_cross_between_mcp_and_the_apps_api(world) -> None:
         mcp.close()
     c = app_client(world)
     try:  # and the installation's client can't ask for /mcp, nor for MCP scopes
+        # (errors are redirected to a client its user authorized: docs/oauth.md#the-authorize-page)
+        c.tokens(world["owner"].email, PASSWORD)
         verifier = secrets.token_urlsafe(48)
         q = redirect_params(c.start(verifier, resource=base + "/mcp"))
         assert q["error"] == "invalid_target", q

@@ -160,7 +160,10 @@ def test_full_flow_login_consent_pkce_refresh_reuse(oauth_client, user, committe
 
 
 def test_pkce_and_request_errors_redirect_back(oauth_client, user):
+    """To a client the user authorized (an active grant); anyone else's get a page with a link
+    (tests/oauth/test_oauth_redirect_trust.py)."""
     oauth_client.register()
+    oauth_client.tokens(user.email, user.password)
     v = secrets.token_urlsafe(48)
     plain = redirect_params(oauth_client.start(v, code_challenge=v, code_challenge_method="plain"))
     assert plain["error"] == "invalid_request" and "S256" in plain["error_description"]
@@ -177,8 +180,8 @@ def test_pkce_and_request_errors_redirect_back(oauth_client, user):
     assert page.status_code == 400 and "not registered" in page.text
     page = oauth_client.start(v, client_id="kbcl_unknown")
     assert page.status_code == 400
-    # deny
-    consent = oauth_client.submit(oauth_client.start(v), email=user.email, password=user.password)
+    # deny (a new scope: consent is asked again)
+    consent = oauth_client.start(v, scope="kb:read doc:write")
     denied = redirect_params(oauth_client.submit(consent, action="deny"))
     assert denied["error"] == "access_denied"
 
