@@ -10,7 +10,8 @@ Decisions:
 * Trash marks only the deleted document (``status = 'deleted'``, ``deleted_at``); its subtree
   is hidden because the effective status of a path is its most hidden one. Restoring puts the
   status back (taken from the trash change) and, when an ancestor is itself in the trash, moves
-  the document to the knowledge-base root.
+  the document to the knowledge-base root, for those who may create there (a move needs the
+  create right at its target); others restore the ancestor first (``DOCUMENT_IN_TRASH``).
 * Purge is only for documents in the trash. It removes the subtree for good (versions cascade)
   but records one ``document.purge`` change per removed document with a full snapshot (fields +
   current body + asset ids), so a revert re-creates them (history beyond the body is gone). Their
@@ -42,7 +43,14 @@ from openkb.content.versions import (
     prepare_markdown,
     scope_of,
 )
-from openkb.errors import DuplicateTooLarge, NotFound, NotInTrash, PermissionDenied, ValidationError
+from openkb.errors import (
+    DocumentInTrash,
+    DuplicateTooLarge,
+    NotFound,
+    NotInTrash,
+    PermissionDenied,
+    ValidationError,
+)
 from openkb.exporting.links import rewrite_links
 from openkb.jobs import enqueue_after_commit
 from openkb.models import Change, Collaborator, Document, DocumentAsset, DocumentVersion
@@ -54,7 +62,9 @@ from openkb.permissions import (
     Principal,
     access_document,
     access_knowledge_base,
+    can_create_document,
     can_move_document,
+    filter_documents,
     filter_readable_documents,
 )
 from openkb.permissions import settings as access_settings
@@ -282,8 +292,11 @@ def duplicate_document(
         into_kb, into_parent = src.knowledge_base_id, src.parent_id
     else:
         if knowledge_base_id is None:  # the parent's knowledge base (create_document checks the parent)
-            parent = session.get(Document, parent_id)
-            if parent is None or parent.tenant_id != src.tenant_id:
+            # seen first: a parent the caller cannot see is the same 404 as a missing one, never
+            # its knowledge base's (docs/permissions.md#outsiders-get-404). Any visible parent
+            # (a trashed one for those who may restore it) goes on to create_document's answer.
+            parent = access_document(session, actor.principal, parent_id, None).document
+            if parent.tenant_id != src.tenant_id:
                 raise NotFound(DOC_NOT_FOUND)
             knowledge_base_id = parent.knowledge_base_id
         into_kb, into_parent = knowledge_base_id, parent_id
@@ -676,10 +689,16 @@ def restore_from_trash(
     )
     if status is not None:
         _check_status(status, UPDATE_STATUSES)
+    binned = _trashed_ancestor(session, actor.principal, doc) if doc.parent_id is not None else None
+    if binned is not None and not can_create_document(session, actor.principal, doc.knowledge_base_id):
+        # going to the root is a move there, which needs the right to create there
+        # (docs/permissions.md#capability-matrix): a folder manager must not expose a page of a
+        # private folder to the whole knowledge base. The same answer as a create under it.
+        raise DocumentInTrash(f"{binned} is in the trash; restore it first", field="parent_id")
     before = doc_state(doc, ["status", "deleted_at", "parent_id", "sort_order"])
     doc.status = status or _status_before_trash(session, doc.id)
     doc.deleted_at = None
-    if doc.parent_id is not None and _ancestor_trashed(session, doc):
+    if binned is not None:
         tree.lock_tree(session, doc.knowledge_base_id)
         doc.parent_id = None
         doc.sort_order = tree.next_sort_order(session, doc.knowledge_base_id, None)
@@ -705,23 +724,37 @@ def restore_from_trash(
 
 def _access_trashed(session: Session, principal: Principal, doc_id: uuid.UUID, not_in_trash: str) -> Document:
     """The document, locked: visible (404 otherwise), itself in the trash (NOT_IN_TRASH), and
-    trash rights (403), in that order."""
+    trash rights (403), in that order. ``Action.TRASH`` is also what shows it in the trash, which
+    an archived knowledge base keeps listing; restoring and purging are writes, refused there as
+    every other write (403: an archived knowledge base is read-only, docs/permissions.md#status)."""
     acc = access_document(session, principal, doc_id, None, for_update=True)
     if acc.document.status != "deleted":
         raise NotInTrash(not_in_trash)
     acc.require(Action.TRASH, message="only managers can restore or purge documents from the trash")
+    if not acc.knowledge_base_active:
+        raise PermissionDenied("the knowledge base is archived (read-only); make it active to restore or purge")
     return acc.document
 
 
-def _ancestor_trashed(session: Session, doc: Document) -> bool:
+def _trashed_ancestor(session: Session, principal: Principal, doc: Document) -> str | None:
+    """The nearest ancestor in the trash as a refusal names it ("the parent 'X'"), or None.
+    Named only to those who see it in the trash (who may restore it, as ``tree.target_parent``);
+    for anyone else it stays "a folder above it", never its title."""
     chain = tree.ancestors(session, doc.id)
     ids = [r["id"] for r in chain[1:]]
     if not ids:
-        return False
-    n = session.execute(
-        text("SELECT count(*) FROM documents WHERE id = ANY(:ids) AND status = 'deleted'"), {"ids": ids}
-    ).scalar_one()
-    return bool(n)
+        return None
+    binned = set(
+        session.execute(
+            text("SELECT id FROM documents WHERE id = ANY(:ids) AND status = 'deleted'"), {"ids": ids}
+        ).scalars()
+    )
+    row = next((r for r in chain[1:] if r["id"] in binned), None)
+    if row is None:
+        return None
+    if filter_documents(session, principal, [row["id"]], Action.TRASH):
+        return f"the parent {row['title']!r}"
+    return "a folder above it"
 
 
 def purge_document(session: Session, actor: Actor, doc_id: uuid.UUID) -> list[uuid.UUID]:

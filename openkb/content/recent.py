@@ -29,7 +29,7 @@ from sqlmodel import Session
 
 from openkb.errors import Unauthenticated, ValidationError
 from openkb.models.enums import ROLE_RANK
-from openkb.permissions import Principal
+from openkb.permissions import KbAction, Principal, knowledge_base_capabilities
 from openkb.permissions.sql import READABLE_BINDS, READABLE_CTES, readable_params
 
 MAX_LIMIT = 100
@@ -120,11 +120,23 @@ def _readable_rows(
     )
 
 
-def _doc(r: Any) -> dict[str, Any]:
+def _readable_kbs(session: Session, principal: Principal, rows: list[Any]) -> set[str]:
+    """The knowledge bases of ``rows`` the caller may open, as ids in text. A page readable on its
+    own (a custom page shared from a private knowledge base) does not open its knowledge base,
+    whose title is then not the caller's to learn: that knowledge base answers 404 to them
+    (docs/permissions.md#outsiders-get-404), so the lists give ``knowledge_base_title`` null."""
+    kb_ids = {str(r.knowledge_base_id) for r in rows if r.knowledge_base_id is not None}
+    if not kb_ids:
+        return set()
+    caps = knowledge_base_capabilities(session, principal, kb_ids)
+    return {str(k) for k, acts in caps.items() if KbAction.READ in acts}
+
+
+def _doc(r: Any, readable_kbs: set[str]) -> dict[str, Any]:
     return {
         "id": r.id,
         "knowledge_base_id": r.knowledge_base_id,
-        "knowledge_base_title": r.knowledge_base_title,
+        "knowledge_base_title": r.knowledge_base_title if str(r.knowledge_base_id) in readable_kbs else None,
         "title": r.title,
         "type": r.type,
     }
@@ -133,7 +145,8 @@ def _doc(r: Any) -> dict[str, Any]:
 def recent_documents(session: Session, principal: Principal, *, limit: int = 20) -> list[dict[str, Any]]:
     """Newest first; at most ``limit`` (1-100)."""
     rows = _readable_rows(session, principal, _RECENT, limit, "your recent documents")
-    return [{**_doc(r), "edited_at": r.edited_at} for r in rows]
+    kbs = _readable_kbs(session, principal, rows)
+    return [{**_doc(r, kbs), "edited_at": r.edited_at} for r in rows]
 
 
 def shared_documents(session: Session, principal: Principal, *, limit: int = 20) -> list[dict[str, Any]]:
@@ -142,7 +155,8 @@ def shared_documents(session: Session, principal: Principal, *, limit: int = 20)
     (1-100). The read rule is applied in the statement, as for recent documents: a document the
     caller can no longer read (trashed, behind a closed folder) is left out."""
     rows = _readable_rows(session, principal, _SHARED, limit, "the documents shared with you")
-    return [_shared(r) for r in rows]
+    kbs = _readable_kbs(session, principal, rows)
+    return [_shared(r, kbs) for r in rows]
 
 
 def shared_documents_page(
@@ -155,12 +169,14 @@ def shared_documents_page(
         raise ValidationError(f"offset must be between 0 and {MAX_OFFSET}", field="offset")
     rows = _readable_rows(session, principal, _SHARED_PAGE, limit, "the documents shared with you", MAX_PAGE, o=offset)
     total = int(rows[0].total) if rows else 0
-    return [_shared(r) for r in rows if r.id is not None], total
+    rows = [r for r in rows if r.id is not None]
+    kbs = _readable_kbs(session, principal, rows)
+    return [_shared(r, kbs) for r in rows], total
 
 
-def _shared(r: Any) -> dict[str, Any]:
+def _shared(r: Any, readable_kbs: set[str]) -> dict[str, Any]:
     return {
-        **_doc(r),
+        **_doc(r, readable_kbs),
         "role": r.role,
         "shared_at": r.shared_at,
         "shared_by": {"id": r.shared_by_id, "display_name": r.shared_by_name} if r.shared_by_id else None,

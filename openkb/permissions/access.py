@@ -197,6 +197,12 @@ class DocumentAccess:
         if not any(a in self.actions for a in actions):
             raise _denied("document", actions, message)
 
+    @property
+    def knowledge_base_active(self) -> bool:
+        """False in an archived knowledge base, which is read-only (docs/permissions.md#status):
+        what ``actions`` allows there is reading, including seeing its trash."""
+        return self._decision.placement.kb.status == "active"
+
     def readable_ancestors(self) -> list[uuid.UUID]:
         """Ancestors the caller may read, root first, decided from the snapshot the access was
         decided on (the loader fetched the whole chain): the breadcrumb costs no query."""

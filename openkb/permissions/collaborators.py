@@ -9,13 +9,14 @@ permission mode, so adding them to an inherit-mode document is refused.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session
 
 from openkb.audit import record_audit
-from openkb.errors import NotFound, ValidationError
+from openkb.errors import NotFound, PermissionDenied, ValidationError
 from openkb.models import Collaborator, Group, TenantMembership, User, WorkspaceMember
 from openkb.models.enums import CONTENT_INVITE_ROLES, SUBJECT_TYPES, WORKSPACE_INVITE_ROLES
 from openkb.permissions import rules
@@ -137,10 +138,36 @@ def _audit(
     )
 
 
-def list_collaborators(session: Session, principal: Principal, obj: Any) -> list[Collaborator]:
+@dataclass(frozen=True)
+class CollaboratorListing:
+    rows: list[Collaborator]
+    with_emails: bool  # the subjects' email addresses may be shown (managers only)
+
+
+def list_collaborators(session: Session, principal: Principal, obj: Any) -> CollaboratorListing:
+    """The object's collaborators, for those who manage them (docs/permissions.md#collaborators,
+    #capability-matrix): reading an object is not a reason to learn who else holds it and their
+    email addresses (a public knowledge base is read by anonymous visitors and other tenants).
+
+    One exception, without emails: a signed-in user of the object's tenant who may create share
+    links on it (an editor when ``editor_can_create_share_links``) opens the same share dialog,
+    which shows who already has access. Everyone else gets the usual answers: ``NotFound`` when
+    they cannot see the object, ``PermissionDenied`` when they only read it."""
     ref = content_ref(obj)
-    authorize(session, principal, ref, "read")
-    return list(
+    try:
+        authorize(session, principal, ref, "manage")
+        with_emails = True
+    except PermissionDenied:
+        if principal.kind != "user":
+            raise
+        try:
+            auth = authorize(session, principal, ref, "share")
+        except PermissionDenied:
+            raise PermissionDenied("only managers can list the collaborators") from None
+        if auth.tenant_id != principal.tenant_id:  # roles never cross tenants; kept explicit
+            raise PermissionDenied("only managers can list the collaborators") from None
+        with_emails = False
+    rows = list(
         session.execute(
             select(Collaborator)
             .where(
@@ -150,6 +177,7 @@ def list_collaborators(session: Session, principal: Principal, obj: Any) -> list
             .order_by(Collaborator.created_at)
         ).scalars()
     )
+    return CollaboratorListing(rows, with_emails)
 
 
 def add_collaborator(
@@ -166,23 +194,21 @@ def add_collaborator(
     existing = _row(session, ref, subject_type, subject_id)
     if existing is not None and existing.role == "owner":
         raise ValidationError("the owner's role changes only by transfer_owner")
-    if existing is not None:
-        before = existing.role
-        existing.role = role
-        session.add(existing)
-        session.flush()
-        row = existing
-    else:
-        row, before = do_grant(
-            session,
-            tenant_id=auth.tenant_id,
-            ref=ref,
-            subject_type=subject_type,
-            subject_id=subject_id,
-            role=role,
-            source="direct",
-            created_by=principal.user_id,
-        )
+    # a grant raises a role or leaves it (docs/permissions.md#collaborators): granting "viewer"
+    # to a manager, as a picker or a script may, must not demote them; lowering a role is
+    # ``update_collaborator`` (PUT /api/collaborators/{id}, the share panel's role select)
+    row, before = do_grant(
+        session,
+        tenant_id=auth.tenant_id,
+        ref=ref,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        role=role,
+        source="direct",
+        created_by=principal.user_id,
+    )
+    if before == row.role:
+        return row  # nothing changed: nothing to audit
     _audit(
         session,
         principal,

@@ -212,6 +212,18 @@ def get_invitation(session: Session, token: str) -> Invitation:
     return inv
 
 
+def landing_title(session: Session, inv: Invitation) -> str | None:
+    """The object's title for the landing page, or None once nobody new can accept the
+    invitation (used up, or past its expiry): its link is then only a forwarded or stale one,
+    and whoever holds it learns nothing of what it was for. The page still answers (status, role)
+    so the invitee who follows it again can sign in and be told it is theirs already
+    (``accept_invitation`` answers a prior acceptance first). docs/permissions.md#invitations"""
+    expired = inv.status == "expired" or (inv.expires_at is not None and inv.expires_at <= _now())
+    if inv.status != "pending" or expired:
+        return None
+    return object_title(session, inv.object_type, inv.object_id)
+
+
 def _user_for(session: Session, principal: Principal) -> User:
     if principal.kind != "user" or principal.user_id is None:
         raise Unauthenticated("log in to accept an invitation")

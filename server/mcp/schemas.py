@@ -171,7 +171,7 @@ class DocumentsOut(_Out):
 class SharedDocumentItem(_Out):
     id: str
     knowledge_base_id: str
-    knowledge_base_title: str
+    knowledge_base_title: str | None = Field(description="null when the caller cannot open the knowledge base")
     type: str
     title: str
     role: str = Field(description="the strongest role granted: viewer | editor | manager | owner")

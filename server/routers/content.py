@@ -786,7 +786,7 @@ def get_by_key(kb_id: uuid.UUID, key: KeyPath, session: SessionDep, principal: P
 class RecentDocument(BaseModel):
     id: uuid.UUID
     knowledge_base_id: uuid.UUID
-    knowledge_base_title: str
+    knowledge_base_title: str | None = Field(description="null when the caller cannot open the knowledge base")
     title: str
     type: str
     edited_at: datetime = Field(description="the caller's latest save of it")
@@ -813,7 +813,7 @@ class SharedBy(BaseModel):
 class SharedDocument(BaseModel):
     id: uuid.UUID
     knowledge_base_id: uuid.UUID
-    knowledge_base_title: str
+    knowledge_base_title: str | None = Field(description="null when the caller cannot open the knowledge base")
     title: str
     type: str
     role: str = Field(description="the strongest role granted on it, to the caller or a group of theirs")
@@ -834,9 +834,12 @@ def shared_documents(
     return {"items": recent_service.shared_documents(session, principal, limit=limit)}
 
 
-@router.post("/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=errors_for(_WRITE, NotInTrash))
+@router.post(
+    "/api/trash/{doc_id}/restore", response_model=DocumentOut, responses=errors_for(_WRITE, NotInTrash, DocumentInTrash)
+)
 def restore_from_trash(doc_id: uuid.UUID, session: SessionDep, actor: DocWriterDep) -> dict[str, Any]:
-    """Back to its previous status (to the root if its parent is still in the trash)."""
+    """Back to its previous status (to the root if its parent is still in the trash, for those who
+    may create there; others get 409 ``DOCUMENT_IN_TRASH``: restore the folder first)."""
     doc_service.restore_from_trash(session, actor, doc_id)
     return doc_service.get_document(session, actor.principal, doc_id)
 

@@ -82,7 +82,9 @@ class CollaboratorOut(Out):
     source: str
     created_at: datetime
     subject_name: str | None = Field(None, description="the user's display name or the group's name")
-    subject_email: str | None = Field(None, description="the user's email (null for a group)")
+    subject_email: str | None = Field(
+        None, description="the user's email (null for a group, and in lists for callers who do not manage the object)"
+    )
 
 
 class CollaboratorList(BaseModel):
@@ -93,11 +95,13 @@ class TransferIn(RequestModel):
     user_id: uuid.UUID
 
 
-def _collab(c: Any, labels: dict[tuple[str, uuid.UUID], SubjectLabel] | None = None) -> dict[str, Any]:
+def _collab(
+    c: Any, labels: dict[tuple[str, uuid.UUID], SubjectLabel] | None = None, *, with_email: bool = True
+) -> dict[str, Any]:
     label = (labels or {}).get((c.subject_type, c.subject_id))
     return {
         "subject_name": label.name if label else None,
-        "subject_email": label.email if label else None,
+        "subject_email": label.email if label and with_email else None,
         "id": c.id,
         "object_type": c.object_type,
         "object_id": c.object_id,
@@ -114,9 +118,11 @@ def _collab(c: Any, labels: dict[tuple[str, uuid.UUID], SubjectLabel] | None = N
 def list_collaborators(
     object_type: ContentType, object_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 ) -> dict[str, Any]:
-    rows = collab_service.list_collaborators(session, principal, ObjectRef(object_type, object_id))
-    labels = subject_labels(session, ((c.subject_type, c.subject_id) for c in rows))
-    return {"items": [_collab(c, labels) for c in rows]}
+    """For the object's managers; an editor who may create share links gets the names without
+    emails (openkb/permissions/collaborators.py ``list_collaborators``)."""
+    listing = collab_service.list_collaborators(session, principal, ObjectRef(object_type, object_id))
+    labels = subject_labels(session, ((c.subject_type, c.subject_id) for c in listing.rows))
+    return {"items": [_collab(c, labels, with_email=listing.with_emails) for c in listing.rows]}
 
 
 class CandidateOut(BaseModel):
@@ -156,7 +162,8 @@ def add_collaborator(
     object_type: ContentType, object_id: uuid.UUID, body: CollaboratorIn, session: SessionDep, actor: ActorDep
 ) -> dict[str, Any]:
     """manager/editor/viewer only (owner comes from creation or transfer). A document must be in
-    custom permission mode to have its own collaborators."""
+    custom permission mode to have its own collaborators. For an existing collaborator this raises
+    the role or leaves it (a grant never demotes); ``PUT /api/collaborators/{id}`` lowers one."""
     row = recorded.add_collaborator(
         session,
         actor,
@@ -236,7 +243,7 @@ class CreatedInvitationOut(InvitationOut):
 class InvitationView(Out):
     object_type: str
     object_id: uuid.UUID
-    object_title: str | None
+    object_title: str | None = Field(description="null once the invitation is used up or expired")
     role: str
     status: str
     require_approval: bool
@@ -382,12 +389,13 @@ def list_invitations(
 
 @router.get("/api/invitations/{token}", response_model=InvitationView, responses=_ERR)
 def get_invitation(token: TokenPath, session: SessionDep) -> dict[str, Any]:
-    """The landing page of an invitation link (what it grants). Dead links are 404."""
+    """The landing page of an invitation link (what it grants). Dead links are 404; a used-up or
+    expired one answers without ``object_title``."""
     inv = invite_service.get_invitation(session, token)
     return {
         "object_type": inv.object_type,
         "object_id": inv.object_id,
-        "object_title": invite_service.object_title(session, inv.object_type, inv.object_id),
+        "object_title": invite_service.landing_title(session, inv),
         "role": inv.role,
         "status": inv.status,
         "require_approval": inv.require_approval,

@@ -40,7 +40,10 @@ def test_add_update_remove_collaborator(db, w, P):
     update_collaborator(db, P(w.owner), c.id, role="editor")
     assert can_edit_document(db, P(w.member), doc.id)
     assert _audit(db, "collaborator.update").meta["before"] == {"role": "viewer"}
-    assert [x.subject_id for x in list_collaborators(db, P(w.member), kb)] == [w.owner.id, w.member.id]
+    listed = list_collaborators(db, P(w.owner), kb)
+    assert [x.subject_id for x in listed.rows] == [w.owner.id, w.member.id] and listed.with_emails
+    with pytest.raises(PermissionDenied):  # listing them is managing them (docs/permissions.md#collaborators)
+        list_collaborators(db, P(w.member), kb)
     with pytest.raises(PermissionDenied):  # editors do not manage collaborators
         add_collaborator(db, P(w.member), kb, subject_type="user", subject_id=w.guest.id, role="viewer")
     with pytest.raises(NotFound):

@@ -2133,7 +2133,8 @@ export interface paths {
         };
         /**
          * Get Invitation
-         * @description The landing page of an invitation link (what it grants). Dead links are 404.
+         * @description The landing page of an invitation link (what it grants). Dead links are 404; a used-up or
+         *     expired one answers without ``object_title``.
          */
         get: operations["get_invitation_api_invitations__token__get"];
         put?: never;
@@ -2627,13 +2628,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List Collaborators */
+        /**
+         * List Collaborators
+         * @description For the object's managers; an editor who may create share links gets the names without
+         *     emails (openkb/permissions/collaborators.py ``list_collaborators``).
+         */
         get: operations["list_collaborators_api_objects__object_type___object_id__collaborators_get"];
         put?: never;
         /**
          * Add Collaborator
          * @description manager/editor/viewer only (owner comes from creation or transfer). A document must be in
-         *     custom permission mode to have its own collaborators.
+         *     custom permission mode to have its own collaborators. For an existing collaborator this raises
+         *     the role or leaves it (a grant never demotes); ``PUT /api/collaborators/{id}`` lowers one.
          */
         post: operations["add_collaborator_api_objects__object_type___object_id__collaborators_post"];
         delete?: never;
@@ -2856,7 +2862,8 @@ export interface paths {
         put?: never;
         /**
          * Restore From Trash
-         * @description Back to its previous status (to the root if its parent is still in the trash).
+         * @description Back to its previous status (to the root if its parent is still in the trash, for those who
+         *     may create there; others get 409 ``DOCUMENT_IN_TRASH``: restore the folder first).
          */
         post: operations["restore_from_trash_api_trash__doc_id__restore_post"];
         delete?: never;
@@ -3737,7 +3744,7 @@ export interface components {
             source: string;
             /**
              * Subject Email
-             * @description the user's email (null for a group)
+             * @description the user's email (null for a group, and in lists for callers who do not manage the object)
              */
             subject_email?: string | null;
             /**
@@ -4629,7 +4636,10 @@ export interface components {
              * Format: uuid
              */
             object_id: string;
-            /** Object Title */
+            /**
+             * Object Title
+             * @description null once the invitation is used up or expired
+             */
             object_title: string | null;
             /** Object Type */
             object_type: string;
@@ -5510,8 +5520,11 @@ export interface components {
              * Format: uuid
              */
             knowledge_base_id: string;
-            /** Knowledge Base Title */
-            knowledge_base_title: string;
+            /**
+             * Knowledge Base Title
+             * @description null when the caller cannot open the knowledge base
+             */
+            knowledge_base_title: string | null;
             /** Title */
             title: string;
             /** Type */
@@ -6015,8 +6028,11 @@ export interface components {
              * Format: uuid
              */
             knowledge_base_id: string;
-            /** Knowledge Base Title */
-            knowledge_base_title: string;
+            /**
+             * Knowledge Base Title
+             * @description null when the caller cannot open the knowledge base
+             */
+            knowledge_base_title: string | null;
             /**
              * Role
              * @description the strongest role granted on it, to the caller or a group of theirs
@@ -20702,7 +20718,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description CONFLICT */
+            /** @description CONFLICT, DOCUMENT_IN_TRASH */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -92,7 +92,8 @@ export function HomePage() {
                   <li key={d.id}>
                     <a href={paths.doc(d.knowledge_base_id, d.id)} title={d.title}>{d.title}</a>{' '}
                     <span class="muted">
-                      {d.knowledge_base_title} ·{' '}
+                      {/* no title: a knowledge base the user cannot open (only this page was shared) */}
+                      {d.knowledge_base_title ? `${d.knowledge_base_title} · ` : null}
                       {d.shared_by ? t('sharedByRole', { role, name: d.shared_by.display_name }) : role}
                     </span>
                   </li>
