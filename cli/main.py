@@ -118,7 +118,7 @@ def _error(message: str) -> None:
 
     from cli.output import err_console
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
 
 
 def _stop_signal(exc: BaseException) -> BaseException | None:
@@ -147,6 +147,8 @@ def _interrupted() -> NoReturn:
 def run() -> None:
     try:
         rc = app(prog_name="openkb", standalone_mode=False)
+        if rc == 130:  # typer turns a Ctrl-C into Exit(130) itself: the handler below never sees it
+            _interrupted()
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except OpenKBError as exc:

@@ -309,16 +309,30 @@ def record_then_refuse(session: Session, record: Callable[[Session], Any], error
 
 @contextlib.contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
-    """One unit of work: commit on success, rollback on any exception."""
+    """One unit of work: commit on success, rollback on any exception.
+
+    The exception that ended the unit is the one raised, even when the rollback fails too: a
+    Ctrl-C landing in an after-commit hook (inside ``session.commit()``) made the rollback raise
+    "a commit is in progress", and that error replaced the KeyboardInterrupt, so the import's
+    per-file error handling swallowed the interrupt and went on."""
     session = Session(engine, expire_on_commit=False)
     try:
         yield session
         session.commit()
     except OperationalError as exc:
-        session.rollback()
+        _rollback_quietly(session)
         raise database_error(exc) from None
     except BaseException:
-        session.rollback()
+        _rollback_quietly(session)
         raise
     finally:
         session.close()
+
+
+def _rollback_quietly(session: Session) -> None:
+    """Roll back for a unit that already failed; a rollback that fails as well is logged, never
+    raised over the original error (``close()`` then discards the transaction)."""
+    try:
+        session.rollback()
+    except Exception:  # noqa: BLE001 - the original exception is the one the caller must see
+        log.warning("rollback after a failed unit of work failed too", exc_info=True)

@@ -602,6 +602,17 @@ class BackupInvalid(ValidationError):
     surfaces = frozenset({CLI})
 
 
+class BackupFileUnavailable(ValidationError):
+    """``openkb backup`` cannot create its archive where it was told (no such folder, a
+    read-only or pseudo file system, no permission), or ``openkb restore`` cannot read the
+    file it was given (missing, a folder, no permission): the file, not its content, is the
+    problem, so the exit is the I/O error's, not the damaged archive's."""
+
+    code = "BACKUP_FILE_UNAVAILABLE"
+    exit_code = 74  # EX_IOERR
+    surfaces = frozenset({CLI})
+
+
 class BackupChecksumMismatch(ValidationError):
     """A file in a backup archive does not have the size or SHA-256 its manifest records
     (a truncated or altered archive): nothing is restored."""

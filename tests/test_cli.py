@@ -512,16 +512,20 @@ def test_a_stop_signal_landing_in_an_import_exits_without_a_traceback(monkeypatc
 
 
 def test_backup_and_restore_refuse_in_one_line(db_env, tmp_path):
-    """A file that is no archive (tarfile lists each compression it tried, one per line) and a
-    folder the backup cannot be written in: one line each, exit 65."""
+    """A file that is no archive (tarfile lists each compression it tried, one per line): one
+    line, exit 65. A folder the backup cannot be written in, or an archive that is not there, is
+    the I/O error's 74 (docs/operations.md#exit-codes), not the damaged archive's 65."""
     junk = tmp_path / "photo.tar.gz"
     junk.write_bytes(os.urandom(3000))
     p = run(["restore", str(junk)], db_env)
     assert_one_line_error(p, 65, "is not an OpenKB backup archive")
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
     p = run(["backup", "/proc/openkb.tar"], db_env)  # no file can be created in /proc
-    assert_one_line_error(p, 65, "cannot write the backup in /proc")
-    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert_one_line_error(p, 74, "cannot write the backup in /proc")
+    p = run(["backup", str(tmp_path / "no-such-dir" / "x.tar")], db_env)
+    assert_one_line_error(p, 74, "cannot write the backup in", "no-such-dir")
+    p = run(["restore", str(tmp_path / "missing.tar")], db_env)
+    assert_one_line_error(p, 74, "cannot read", "missing.tar")
     for args in ([], [str(tmp_path / "a.tar"), "--out", str(tmp_path / "b.tar")]):  # none, or two
         p = run(["backup", *args], db_env)
         assert_one_line_error(p, 2, "name the archive to write once")
@@ -536,3 +540,63 @@ def test_backup_says_nothing_on_stderr_without_xdg_runtime_dir(db_env, tmp_path,
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     assert json.loads(p.stdout)["path"].endswith("nightly.tar")
+
+
+def test_ctrl_c_in_a_command_says_interrupted(monkeypatch, capsys):
+    """typer turns a KeyboardInterrupt into exit 130 before cli.main sees it: the operator who
+    pressed Ctrl-C got no word that the command stopped."""
+    import typer
+
+    import cli.main
+
+    interrupted_app = typer.Typer()
+
+    @interrupted_app.command()
+    def slow() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.main, "app", interrupted_app)
+    monkeypatch.setattr(sys, "argv", ["openkb"])
+    with pytest.raises(SystemExit) as e:
+        cli.main.run()
+    assert e.value.code == 130
+    out = capsys.readouterr()
+    assert out.err.strip() == "interrupted" and out.out == ""
+
+
+def test_backup_is_private_and_says_only_its_result_when_redirected(db_env, tmp_path):
+    """The archive holds every page and the password and token hashes: readable by its owner
+    only, as an export is. Redirected (cron), no progress bar: its empty line was the first
+    thing in every log."""
+    archive = tmp_path / "nightly.tar"
+    p = run(["backup", str(archive)], db_env)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    assert p.stdout.startswith(f"backup written: {archive} (")
+    assert archive.stat().st_mode & 0o777 == 0o600
+    assert list(tmp_path.iterdir()) == [archive]
+
+
+def test_an_interrupted_backup_leaves_no_partial_archive(db_env, tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the archive is written: nothing is left behind, and the re-run succeeds."""
+    import tarfile
+
+    import cli.main
+
+    archive = tmp_path / "x.tar"
+    real_add = tarfile.TarFile.add
+
+    def add(self, name, *a, **kw):
+        real_add(self, name, *a, **kw)
+        raise KeyboardInterrupt  # after the first member: the partial file exists by now
+
+    monkeypatch.setattr(tarfile.TarFile, "add", add)
+    monkeypatch.setattr(sys, "argv", ["openkb", "backup", str(archive)])
+    with pytest.raises(SystemExit) as e:
+        cli.main.run()
+    assert e.value.code == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(tarfile.TarFile, "add", real_add)
+    assert run(["backup", str(archive)], db_env).returncode == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["x.tar"]

@@ -115,3 +115,18 @@ def test_commit_apart_on_a_connection_bound_session_writes_into_it(db):
         db, lambda s: record_audit(s, tenant_id=None, actor=None, action=action, object_type=None, object_id=None)
     )
     assert db.execute(text("SELECT count(*) FROM audit_logs WHERE action = :a"), {"a": action}).scalar_one() == 1
+
+
+def test_an_interrupt_in_an_after_commit_hook_is_what_the_unit_of_work_raises(engine):
+    """Ctrl-C landing in an after-commit hook (a slow first import inside ``commit()``): the
+    rollback that follows fails ("commit in progress"); the caller must still see the
+    KeyboardInterrupt, or a per-file ``except Exception`` swallows the interrupt."""
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), session_scope(engine) as s:
+        s.execute(text("SELECT 1"))
+        after_commit(s, interrupted)
+    with session_scope(engine) as s:  # the engine's connections are still usable
+        assert s.execute(text("SELECT 1")).scalar_one() == 1

@@ -58,9 +58,9 @@ def app_register(
     json_out: JsonOpt = False,
 ) -> None:
     """Register an app; every permission string is checked (refusals are listed)."""
-    from openkb.apps.registry import app_out, register_app
+    from openkb.apps.registry import app_out, parse_manifest, register_app
 
-    m: dict[str, Any] = json.loads(manifest.read_text("utf-8")) if manifest else {}
+    m: dict[str, Any] = parse_manifest(manifest.read_bytes()) if manifest else {}
     k = m.get("knowledge") or {}
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         row = register_app(

@@ -33,7 +33,12 @@ def _run(label: str, json_out: bool, job: Callable[..., dict[str, Any]], **kw: A
         if json_out:
             return job(units, ctx.blobs, **kw)
         with Progress(
-            TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True
+            TextColumn(label, style="bold", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err_console,
+            transient=True,
+            disable=not err_console.is_terminal,  # redirected to a log: no bar, no empty line
         ) as bar:
             task = bar.add_task(label, total=None)
             return job(units, ctx.blobs, progress=lambda n, t: bar.update(task, completed=n, total=t), **kw)

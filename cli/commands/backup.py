@@ -23,8 +23,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _bar() -> Progress:
+    """A progress bar on a terminal only: redirected to a log (cron, a service), it printed an
+    empty line before the result and nothing useful."""
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True
+        TextColumn("{task.description}", style="bold", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
     )
 
 
@@ -70,7 +77,8 @@ def backup(
     console.print(f"  {counts}", highlight=False)
     if out["missing_assets"]:
         err_console.print(
-            f"[yellow]{len(out['missing_assets'])} asset blobs were deleted while the backup ran and are not in it[/]"
+            f"[yellow]{len(out['missing_assets'])} asset blobs were deleted while the backup ran and are not in it[/]",
+            markup=True,
         )
 
 

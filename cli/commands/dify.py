@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, table
@@ -54,14 +55,16 @@ def _operator() -> Any:
 
 def _print_key(view: dict[str, Any], plaintext: str | None = None) -> None:
     console.print(
-        f"[bold]{view['name']}[/] ({view['id']}): {view['status']}, top-k limit {view['top_k_limit']}, "
+        f"[bold]{escape(view['name'])}[/] ({view['id']}): {view['status']}, top-k limit {view['top_k_limit']}, "
         f"{len(view['knowledge_base_ids'])} knowledge base(s)",
+        markup=True,
         highlight=False,
     )
     if not view["knowledge_base_ids"]:
         console.print(
             "[yellow]warning:[/] this key lists no knowledge base: it will find nothing "
             "(add some with `openkb dify key update ID --kb KB`)",
+            markup=True,
             highlight=False,
         )
     if plaintext:
@@ -268,9 +271,20 @@ def map_create(
             )
         ctx.obj = {"tenant": tenant, "json": json_out}
         return
-    if not knowledge_id or not kb:
-        console.print(ctx.get_help())
+    if not knowledge_id and not kb:  # `openkb dify map`: what the group does, on stderr (stdout is for results)
+        import contextlib
+        import sys
+
+        with contextlib.redirect_stdout(sys.stderr):  # typer's rich help prints itself, to stdout
+            help_text = ctx.get_help()
+        if help_text:
+            typer.echo(help_text, err=True)
         raise typer.Exit(2)
+    if not knowledge_id or not kb:  # half a mapping: say which half is missing, in one line
+        from openkb.errors import ValidationError
+
+        missing = "--kb KB" if knowledge_id else "--knowledge-id ID"
+        raise ValidationError(f"missing {missing}: openkb dify map --knowledge-id ID --kb KB")
     from openkb.accounts.users import get_tenant
     from openkb.dify import mappings as svc
 
@@ -364,12 +378,12 @@ def info(json_out: JsonOpt = False) -> None:
         emit_json(data)
         return
     console.print("Dify -> Knowledge -> External Knowledge API -> Add", highlight=False)
-    console.print(f"  API Endpoint: [bold]{data['endpoint']}[/]", highlight=False, soft_wrap=True)
+    console.print(f"  API Endpoint: [bold]{escape(data['endpoint'])}[/]", markup=True, highlight=False, soft_wrap=True)
     console.print(
         f"  (Dify calls {data['retrieval_url']} itself: do not add /retrieval)", highlight=False, soft_wrap=True
     )
     for w in data["warnings"]:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
     console.print("Steps:", highlight=False)
     for i, step in enumerate(data["steps"], 1):
         console.print(f"  {i}. {step}", highlight=False, soft_wrap=True)

@@ -101,7 +101,7 @@ class _progress:
     def __enter__(self) -> _progress:
         if not self.quiet:
             self.bar = Progress(
-                TextColumn("[bold]export"),
+                TextColumn("export", style="bold"),
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),

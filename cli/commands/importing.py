@@ -131,7 +131,7 @@ def _summary(report: service.ImportReport) -> None:
         )
     c = report.counts()
     cols = (
-        ["would_create", "would_update", "would_trash"]
+        ["would_create", "would_update", "unchanged", "would_trash"]
         if report.dry_run
         else ["created", "updated", "unchanged", "trashed"]
     )
@@ -173,7 +173,7 @@ class _progress:
             TextColumn("{task.fields[rate]} files/s"),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
-            TextColumn("{task.fields[current]}"),
+            TextColumn("{task.fields[current]}", markup=False),  # a file name, shown as named
             console=err_console,
             transient=False,
         )
@@ -206,7 +206,7 @@ def _revert(run_id: str, kb: str | None, as_user: str | None, json_out: bool) ->
     with appliance(components=("postgresql",)) as ctx, unit_of_work(ctx) as s:
         kbase = service.find_knowledge_base(s, kb)
         actor = service.operator_actor(s, kbase, as_user, None)
-        out = service.revert_import(s, actor, run_id, ctx.blobs)
+        out = service.revert_import(s, actor, run_id, ctx.blobs, knowledge_base_id=kbase.id)
     if json_out:
         emit_json(out)
         return

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -73,7 +74,9 @@ def _print_status(out: dict[str, Any], json_out: bool) -> None:
     f = prof.get("functions") or {}
     emb, rr = f.get("embedding"), f.get("rerank")
     console.print(
-        f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}  ({out['backend']}, Milvus {out['milvus']})",
+        f"[bold]{escape(out['alias'])}[/] -> {escape(out['collection'] or '(not set)')}  "
+        f"({out['backend']}, Milvus {escape(str(out['milvus']))})",
+        markup=True,
         highlight=False,
     )
     if prof:
@@ -95,7 +98,9 @@ def _print_status(out: dict[str, Any], json_out: bool) -> None:
     else:
         rows = str(out["milvus_rows"])
         sync = "[green]in sync[/]" if out["in_sync"] else "[yellow]differs: run `openkb index verify`[/]"
-    console.print(f"  rows        Milvus {rows} / PostgreSQL chunks {out['pg_chunks']}  {sync}", highlight=False)
+    console.print(
+        f"  rows        Milvus {rows} / PostgreSQL chunks {out['pg_chunks']}  {sync}", markup=True, highlight=False
+    )
     docs = out.get("documents") or {}
     console.print(
         "  documents   "
@@ -150,7 +155,7 @@ def index_rebuild(
                     f"resuming rebuild {str(job_id)[:8]} of {job.target_collection} after {job.processed_chunks} chunks"
                 )
             with Progress(
-                TextColumn("[bold]{task.description}"),
+                TextColumn("{task.description}", style="bold", markup=False),
                 BarColumn(),
                 MofNCompleteColumn(),
                 _RateColumn(),
@@ -227,8 +232,9 @@ def index_history(
         emit_json(out)
         return
     console.print(
-        f"[bold]{out['alias']}[/] -> {out['collection'] or '(not set)'}; rollback goes to "
-        f"{out['rollback_target'] or '(nothing: ' + str(out['rollback_refused']) + ')'}",
+        f"[bold]{escape(out['alias'])}[/] -> {escape(out['collection'] or '(not set)')}; rollback goes to "
+        f"{escape(out['rollback_target'] or '(nothing: ' + str(out['rollback_refused']) + ')')}",
+        markup=True,
         highlight=False,
     )
     table(
@@ -282,9 +288,10 @@ def index_verify(
     else:
         state = "[green]ok[/]" if out["ok"] else ("[yellow]repaired[/]" if out["repaired"] else "[red]differs[/]")
         console.print(
-            f"{out['collection']}: {state} — Milvus rows {out['milvus_rows']}, expected {out['expected_rows']}; "
+            f"{escape(out['collection'])}: {state} — Milvus rows {out['milvus_rows']}, expected {out['expected_rows']}; "
             f"missing {out['missing']}, extra {out['extra']}, stale {out['stale']}, "
-            f"unchunked documents {out['unchunked_documents']}"
+            f"unchunked documents {out['unchunked_documents']}",
+            markup=True,
         )
         if out["repaired"]:
             r = out["repair"]

@@ -12,6 +12,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from cli.context import appliance, unit_of_work
 from cli.output import JsonOpt, console, emit_json, table
@@ -114,6 +115,8 @@ def profile_create(
         analyzer_params = json.loads(analyzer) if analyzer else None
     except ValueError as exc:  # JSONDecodeError, or a number past Python's 4,300 digits
         raise ValidationError(f"--analyzer is not JSON: {exc}", field="analyzer") from None
+    if analyzer_params is not None and not isinstance(analyzer_params, dict):  # before the services start
+        raise ValidationError('--analyzer takes a JSON object, e.g. \'{"tokenizer": "jieba"}\'', field="analyzer")
     inp = ProfileInput(
         name=name,
         model=model,
@@ -139,10 +142,11 @@ def _created(out: dict[str, object], json_out: bool) -> None:
     functions = out["functions"]
     assert isinstance(functions, dict)
     console.print(
-        f"created profile [bold]{out['name']}[/] -> collection {out['collection']} "
+        f"created profile [bold]{escape(str(out['name']))}[/] -> collection {out['collection']} "
         f"({'dense ' + str(out['vector_dim']) + 'd + ' if out['vector_dim'] else ''}BM25"
         f"{' + rerank' if functions['rerank'] else ''}); next: "
-        f"openkb index rebuild --profile {out['name']} --switch",
+        f"openkb index rebuild --profile {escape(str(out['name']))} --switch",
+        markup=True,
         highlight=False,
     )
 
@@ -190,7 +194,8 @@ def profile_show(
         return
     f = out["functions"]
     console.print(
-        f"[bold]{out['name']}[/] ({out['status']}{', the active alias points here' if out['active'] else ''})",
+        f"[bold]{escape(out['name'])}[/] ({out['status']}{', the active alias points here' if out['active'] else ''})",
+        markup=True,
         highlight=False,
     )
     console.print(f"  collection  {out['collection']}  (schema {out['schema_version']}, backend {out['backend']})")

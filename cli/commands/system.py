@@ -7,9 +7,11 @@ import time
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+from rich.text import Text
 
 from cli.context import appliance, unit_of_work
-from cli.output import console, emit_json, err_console, read_password, table
+from cli.output import console, emit_json, err_console, read_password, styled, table
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +40,9 @@ def up(
     sup = Supervisor(settings, host, port, say=lambda m: err_console.print(m, highlight=False), workers=workers)
     console.print(f"starting OpenKB in {settings.openkb_home} ...")
     sup.start()
-    console.print(f"[bold green]OpenKB is ready[/] at {sup.url}  (ready in {sup.timings['ready_s']:.1f}s)")
+    console.print(
+        f"[bold green]OpenKB is ready[/] at {escape(sup.url)}  (ready in {sup.timings['ready_s']:.1f}s)", markup=True
+    )
     if settings.app_base_url_source != "environment":
         console.print(
             f"Links in mail, shares and Dify citations use {settings.app_base_url} "
@@ -214,7 +218,7 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
             [
                 (
                     c.name,
-                    "[green]ok[/]" if c.ok else "[red]DOWN[/]",
+                    styled("[green]ok[/]" if c.ok else "[red]DOWN[/]"),
                     c.mode,
                     c.version,
                     c.detail,
@@ -230,7 +234,7 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
                 [
                     (
                         name,
-                        f"[green]{p['state']}[/]" if p["state"] == "running" else f"[red]{p['state']}[/]",
+                        Text(p["state"], style="green" if p["state"] == "running" else "red"),
                         str(p.get("pid") or "-"),
                         str(p.get("restarts", 0)),
                         _last_exit(p),

@@ -97,7 +97,9 @@ def user_create(
     display_name: Annotated[str | None, typer.Option(help="Display name.")] = None,
     password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
     no_password: Annotated[bool, typer.Option("--no-password", help="Create without a password (must reset).")] = False,
-    status: Annotated[str, typer.Option(help="Initial status.")] = "active",
+    status: Annotated[
+        str, typer.Option(help="Initial status: active, pending_email_verification, pending_activation or suspended.")
+    ] = "active",
     json_out: JsonOpt = False,
 ) -> None:
     """Create a user (active and verified unless --status says otherwise)."""

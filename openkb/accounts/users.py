@@ -144,6 +144,12 @@ def find_user(session: Session, email_or_id: str) -> User:
     return u
 
 
+# What a new user may start as. Not ``deleted``: that status is what ``delete_user`` leaves (the
+# address renamed, the row kept for the history); created that way, the row blocked its real
+# address for good, with nothing to undo it.
+CREATE_STATUSES = tuple(s for s in USER_STATUSES if s != "deleted")
+
+
 def create_user(
     session: Session,
     *,
@@ -160,8 +166,8 @@ def create_user(
     email = normalize_email(email)
     if role not in TENANT_ROLES:
         raise ValidationError(f"role must be one of {', '.join(TENANT_ROLES)}", field="role")
-    if status not in USER_STATUSES:
-        raise ValidationError(f"status must be one of {', '.join(USER_STATUSES)}", field="status")
+    if status not in CREATE_STATUSES:
+        raise ValidationError(f"a new user's status must be one of {', '.join(CREATE_STATUSES)}", field="status")
     if password is not None:
         check_password(password, email, display_name)
     if session.exec(select(User).where(User.email == email)).first() is not None:

@@ -76,6 +76,27 @@ def _hosts(value: Any) -> list[str]:
 # --- apps -------------------------------------------------------------------------------------
 
 
+def parse_manifest(raw: bytes) -> dict[str, Any]:
+    """A manifest file's bytes as the object ``register_app``'s arguments come from: UTF-8 JSON,
+    an object, its ``knowledge`` and ``network`` objects too. Anything else is the operator's
+    typo (a list, a truncated file, a Latin-1 export), refused in one line instead of a crash
+    deep in the registration."""
+    import json
+
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValidationError("the manifest is not UTF-8 text", field="manifest") from None
+    except ValueError as exc:  # JSONDecodeError, or a number past Python's digit limit
+        raise ValidationError(f"the manifest is not JSON: {exc}", field="manifest") from None
+    if not isinstance(data, dict):
+        raise ValidationError('the manifest must be a JSON object ({"name": ...})', field="manifest")
+    for key in ("knowledge", "network"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise ValidationError(f"the manifest's {key} must be a JSON object", field=f"manifest.{key}")
+    return data
+
+
 def register_app(
     session: Session,
     principal: Principal,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -38,7 +39,13 @@ from openkb import __version__
 from openkb.backup.pgtools import libpq_url, pg_tool
 from openkb.context import AppContext
 from openkb.db import session_scope
-from openkb.errors import BackupChecksumMismatch, BackupInvalid, OpenKBError, RestoreTargetNotEmpty
+from openkb.errors import (
+    BackupChecksumMismatch,
+    BackupFileUnavailable,
+    BackupInvalid,
+    OpenKBError,
+    RestoreTargetNotEmpty,
+)
 from openkb.models import IndexRebuildJob, MilvusIndexProfile
 
 FORMAT = "openkb-backup/1"
@@ -102,11 +109,11 @@ def create_backup(
     if dest.exists():
         raise BackupInvalid(f"{dest} already exists: choose a new file name")
     if not dest.parent.is_dir():
-        raise BackupInvalid(f"{dest.parent} is not a directory")
+        raise BackupFileUnavailable(f"cannot write the backup in {dest.parent}: no such directory")
     try:
         work = Path(tempfile.mkdtemp(prefix=".openkb-backup-", dir=dest.parent))
     except OSError as exc:  # read-only, not ours, a pseudo file system
-        raise BackupInvalid(f"cannot write the backup in {dest.parent}: {exc.strerror or exc}") from None
+        raise BackupFileUnavailable(f"cannot write the backup in {dest.parent}: {exc.strerror or exc}") from None
     url = libpq_url(ctx.endpoints.database_url)
     try:
         step("snapshot")
@@ -179,22 +186,36 @@ def create_backup(
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         step("archive")
-        partial = dest.with_name(dest.name + ".partial")
-        with tarfile.open(partial, "w") as tar:
-            tar.add(work / MANIFEST, arcname=MANIFEST)
-            for rel in files:
-                tar.add(work / rel, arcname=rel)
-        partial.replace(dest)
+        _write_archive(work, [MANIFEST, *files], dest)
         return {**manifest, "path": str(dest), "bytes": dest.stat().st_size}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_archive(work: Path, members: list[str], dest: Path) -> None:
+    """Tar ``members`` of ``work`` into ``dest`` through ``dest.partial``, readable by its owner
+    only: the archive holds every page and the password and token hashes (an export is 0600
+    too). Whatever stops the write, a Ctrl-C included, takes the partial file with it; a re-run
+    starts from nothing."""
+    partial = dest.with_name(dest.name + ".partial")
+    partial.unlink(missing_ok=True)  # a partial of a run killed with -9 (its mode may be older)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w") as tar:
+            for rel in members:
+                tar.add(work / rel, arcname=rel)
+        partial.replace(dest)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def read_archive(src: Path, into: Path) -> dict[str, Any]:
     """Unpack ``src`` into ``into`` and verify it against its manifest; returns the manifest."""
     src = src.expanduser()
     if not src.is_file():
-        raise BackupInvalid(f"{src} is not a file")
+        why = "no such file" if not src.exists() else "not a file"
+        raise BackupFileUnavailable(f"cannot read {src}: {why}")
     try:
         with tarfile.open(src, "r") as tar:
             for m in tar.getmembers():
@@ -202,6 +223,8 @@ def read_archive(src: Path, into: Path) -> dict[str, Any]:
                 if p.is_absolute() or ".." in p.parts or not (m.isfile() or m.isdir()):
                     raise BackupInvalid(f"{src}: member {m.name!r} is not a plain file inside the archive")
             tar.extractall(into, filter="data")
+    except PermissionError as exc:  # the file, not its content: no right to read it
+        raise BackupFileUnavailable(f"cannot read {src}: {exc.strerror or exc}") from None
     except (tarfile.TarError, OSError, EOFError) as exc:
         # tarfile's message for a file of no known compression is one line per method tried
         why = str(exc).splitlines()[0].rstrip(" :(") if str(exc).strip() else type(exc).__name__

@@ -80,7 +80,9 @@ _ID_NAMESPACE = uuid.UUID("0b7a4c1e-3f2d-5e6a-9b8c-7d6e5f4a3b2c")
 @dataclass
 class FileResult:
     path: str
-    status: str  # created | updated | unchanged | failed | trashed | would_create | would_update | would_trash
+    # created | updated | unchanged | failed | trashed | would_create | would_update | would_trash
+    # (a dry run says unchanged too: what the real run would)
+    status: str
     type: str = "page"  # page | folder | asset
     document_id: str | None = None
     converter: str | None = None
@@ -528,9 +530,12 @@ def run_import(
         if dry_run:
             row = existing.get(key)
             folder_ids[e.rel] = row[0] if row else None
-            report.files.append(
-                FileResult(e.rel, "would_update" if row else "would_create", "folder", str(row[0]) if row else None)
+            status = (
+                "would_create"
+                if row is None
+                else _dry_folder_status(units, row[0], _title_of(e.rel) or e.rel, folder_ids[parent_rel])
             )
+            report.files.append(FileResult(e.rel, status, "folder", str(row[0]) if row else None))
             continue
         try:
             with units() as s:
@@ -575,33 +580,130 @@ def run_import(
     for p in asset_only:
         report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
     if prune:
-        gone = [(k, row) for k, row in existing.items() if k not in set(keys) and row[1] != "deleted"]
-        for k, (doc_id, _status, dtype) in sorted(gone, key=lambda kv: kv[0], reverse=True):
-            rel = k[len(prefix) :].rstrip("/")
-            if dry_run:
-                report.files.append(FileResult(rel, "would_trash", dtype, str(doc_id)))
-                continue
-            try:
-                with units() as s:
-                    if _ancestor_gone(s, doc_id, {r[0] for _k, r in gone}):
-                        continue  # its folder goes to the trash and takes it along
-                    trash_document(s, actor, doc_id)
-                report.files.append(FileResult(rel, "trashed", dtype, str(doc_id)))
-            except OpenKBError as exc:
-                report.files.append(FileResult(rel, "failed", dtype, str(doc_id), error=exc.detail, code=exc.code))
+        _prune(units, actor, report, existing, set(keys), prefix, dry_run)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _ancestor_gone(s: Session, doc_id: uuid.UUID, gone: set[uuid.UUID]) -> bool:
+def _prune(
+    units: Units,
+    actor: Actor,
+    report: ImportReport,
+    existing: dict[str, tuple[uuid.UUID, str, str]],
+    keys: set[str],
+    prefix: str,
+    dry_run: bool,
+) -> None:
+    """Trash what an earlier import put here and whose file is gone. Only the topmost of them are
+    trashed (a folder takes what is inside along), but every one is reported, ``would_trash``
+    or ``trashed``: the dry run and the real run count the same pages (a dry run said 1,511 and
+    the real run 11 for the same folders, the 1,500 pages inside them left uncounted)."""
+    gone = [(k, row) for k, row in existing.items() if k not in keys and row[1] != "deleted"]
+    if not gone:
+        return
+    ids = {row[0] for _k, row in gone}
+    with units() as s:
+        top = {doc_id: _gone_ancestor(s, doc_id, ids) for doc_id in ids}  # doc -> topmost gone ancestor
+    gone = [(k, row) for k, row in gone if top[row[0]] is not False]  # in the trash with its folder already
+    failed: set[uuid.UUID] = set()
+    if not dry_run:
+        for k, (doc_id, _status, dtype) in sorted(gone, key=lambda kv: kv[0]):
+            if top[doc_id] is not None:
+                continue  # its folder goes to the trash and takes it along
+            try:
+                with units() as s:
+                    trash_document(s, actor, doc_id)
+            except OpenKBError as exc:
+                failed.add(doc_id)
+                rel = k[len(prefix) :].rstrip("/")
+                report.files.append(FileResult(rel, "failed", dtype, str(doc_id), error=exc.detail, code=exc.code))
+    for k, (doc_id, _status, dtype) in sorted(gone, key=lambda kv: kv[0], reverse=True):
+        if doc_id in failed or top[doc_id] in failed:
+            continue  # not trashed: reported as its own (or its folder's) failure
+        rel = k[len(prefix) :].rstrip("/")
+        report.files.append(FileResult(rel, "would_trash" if dry_run else "trashed", dtype, str(doc_id)))
+
+
+def _gone_ancestor(s: Session, doc_id: uuid.UUID, gone: set[uuid.UUID]) -> uuid.UUID | None | bool:
+    """The topmost ancestor of ``doc_id`` that is in ``gone`` (None: none is); False when an
+    ancestor is in the trash already: the page went there with it (a folder's trash does not
+    change what is inside), and trashing it on its own would keep it there when the folder is
+    restored."""
     parent = s.exec(select(Document.parent_id).where(col(Document.id) == doc_id)).first()
+    found: uuid.UUID | None = None
     seen = 0
     while parent is not None and seen < 100:
         if parent in gone:
-            return True
-        parent = s.exec(select(Document.parent_id).where(col(Document.id) == parent)).first()
+            found = parent
+        up = s.exec(select(Document.parent_id, Document.status).where(col(Document.id) == parent)).first()
+        if up is None:
+            break
+        if up[1] == "deleted":
+            return False
+        parent = up[0]
         seen += 1
-    return False
+    return found
+
+
+def _dry_status(
+    units: Units,
+    run: _Run,
+    p: Prepared,
+    row: tuple[uuid.UUID, str, str],
+    parent_id: uuid.UUID | None,
+    settings: Settings,
+) -> str:
+    """What the real run would answer for an existing page, ``unchanged`` or ``would_update``,
+    decided as the upsert decides it (body, title, metadata, tags, place) without writing: an
+    asset the page does not hold yet would be a new upload, so a change. A dry run used to say
+    ``would_update`` for every page already imported."""
+    from openkb.content.versions import current_version, prepare_markdown
+
+    doc_id = row[0]
+    if row[1] == "deleted":
+        return "would_update"  # the real run refuses it (DOCUMENT_IN_TRASH): not unchanged
+    try:
+        with units() as s:
+            r = _DryResolver(run, p, doc_id, True, s)
+            body, meta, _warnings = _page_body(run, p, r)
+            doc = s.get(Document, doc_id)
+            if r.new_upload or doc is None or doc.type != "page":
+                return "would_update"
+            cur = current_version(s, doc)
+            same = (
+                cur is not None
+                and cur.markdown == prepare_markdown(body, None, settings)
+                and (p.title or _title_of(p.rel, p.markdown)) == doc.title
+                and meta == doc.meta
+                and (p.tags is None or list(p.tags) == list(doc.tags or []))
+                and parent_id == doc.parent_id
+            )
+            s.rollback()
+    except OpenKBError:
+        return "would_update"
+    return "unchanged" if same else "would_update"
+
+
+def _dry_folder_status(units: Units, doc_id: uuid.UUID, title: str, parent_id: uuid.UUID | None) -> str:
+    with units() as s:
+        doc = s.get(Document, doc_id)
+        same = doc is not None and doc.status != "deleted" and doc.title == title and doc.parent_id == parent_id
+    return "unchanged" if same else "would_update"
+
+
+class _DryResolver(_Resolver):
+    """A resolver that uploads nothing: an asset the page already holds resolves to its id, any
+    other marks the page as changed (the real run would upload it)."""
+
+    new_upload = False
+
+    def asset(self, name: str, data: bytes, mime: str) -> str:
+        ref = f"{hashlib.sha256(data).hexdigest()}:{posixpath.basename(name)}"
+        aid = self.existing_assets.get(ref)
+        if aid is None:
+            self.new_upload = True
+            return f"asset://{uuid.uuid4()}"
+        return f"asset://{aid}"
 
 
 def _existing(s: Session, kb_id: uuid.UUID, prefix: str) -> dict[str, tuple[uuid.UUID, str, str]]:
@@ -705,9 +807,27 @@ def _write_batch(
                 a.document_id = uuid.UUID(res.document_id) if res.document_id else None
                 s.add(a)
             s.flush()
-    except Exception:  # noqa: BLE001 - whatever failed, nothing of the batch committed: page by page
+    except Exception as exc:  # noqa: BLE001 - whatever failed, nothing of the batch committed: page by page
+        stop = _stop_behind(exc)
+        if stop is not None:  # Ctrl-C wrapped by what it landed in: stop, not redo page by page
+            raise stop from None
         return None
     return results
+
+
+def _stop_behind(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or SystemExit in ``exc``'s chain, if any. An interrupt landing in
+    code that wraps what it raises (an import's ``__set_name__``, a commit) reaches the per-file
+    and per-batch handlers as an ordinary exception; taken for a failed file, it was swallowed and
+    the import went on to finish with exit 0."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _page_body(run: _Run, p: Prepared, r: _Resolver) -> tuple[str, dict[str, Any], list[str]]:
@@ -750,7 +870,9 @@ def _write_page(
     doc_id = run.page_ids[p.rel]
     res.document_id = str(doc_id)
     if dry_run:
-        res.status = "would_update" if row else "would_create"
+        res.status = (
+            "would_create" if row is None else _dry_status(units, run, p, row, folder_ids[parent_rel], settings)
+        )
         return res
     try:
         with units() as s:
@@ -778,6 +900,9 @@ def _write_page(
     except OpenKBError as exc:
         res.status, res.error, res.code = "failed", exc.detail, exc.code
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the batch
+        stop = _stop_behind(exc)
+        if stop is not None:  # ... but an interrupt must stop the run
+            raise stop from None
         res.status, res.error, res.code = "failed", f"{type(exc).__name__}: {str(exc)[:300]}", "INTERNAL_ERROR"
     return res
 

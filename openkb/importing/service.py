@@ -81,9 +81,13 @@ def import_path(
         source.close()
 
 
-def revert_import(session: Session, actor: Actor, run_id: str, blobs: BlobStore) -> dict[str, Any]:
-    """Undo every change of an import run (newest first), as new recorded writes."""
-    return revert(session, actor, run_id=run_id, blobs=blobs)
+def revert_import(
+    session: Session, actor: Actor, run_id: str, blobs: BlobStore, *, knowledge_base_id: uuid.UUID
+) -> dict[str, Any]:
+    """Undo an import run's changes in ``knowledge_base_id`` (newest first), as new recorded
+    writes. NotFound when the run changed nothing there: a run id pasted next to the wrong
+    ``--kb`` must not undo an import into another knowledge base."""
+    return revert(session, actor, run_id=run_id, blobs=blobs, knowledge_base_id=knowledge_base_id)
 
 
 __all__ += ["Progress"]

@@ -289,6 +289,10 @@ def input_like(
 def build_spec(ctx: AppContext, session: Session, inp: ProfileInput) -> ProfileSpec:
     """Validate ``inp`` (credentials refused first, before any other message) into a spec with the
     next free ``openkb_chunks_<model>_<dim>_v<n>`` collection name."""
+    for field, value in (("analyzer", inp.analyzer), ("params", inp.params), ("rerank_params", inp.rerank_params)):
+        # valid JSON that is not an object (``--analyzer '[1]'``) crashed in dict() below
+        if value is not None and not isinstance(value, Mapping):
+            raise ValidationError(f"{field} must be a JSON object ({{...}}), not {type(value).__name__}", field=field)
     refuse_secrets(
         {
             "params": dict(inp.params or {}),

@@ -248,3 +248,51 @@ def test_a_document_id_taken_in_the_batch_or_by_a_fetched_document_is_refused(wo
     with Session(world.engine) as s:
         keys = s.exec(select(Document.external_key).where(col(Document.knowledge_base_id) == kb.id)).all()
     assert sorted(keys) == ["n1", "old"]
+
+
+def _pages(tmp_path, n: int = 3):
+    for i in range(n):
+        (tmp_path / f"p{i}.md").write_text(_page(i))
+    return tmp_path
+
+
+def test_an_interrupt_wrapped_by_what_it_landed_in_stops_the_import(world, tmp_path, monkeypatch):
+    """Ctrl-C landing in code that wraps it (an import's ``__set_name__``) reached the batch's
+    ``except Exception``; the batch was redone page by page and the run finished with exit 0."""
+    import openkb.importing.pipeline as pipeline
+
+    def interrupted(*_a, **_kw):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__") from exc
+
+    monkeypatch.setattr(pipeline, "_page_body", interrupted)
+    kb = world.new_kb()
+    with pytest.raises(KeyboardInterrupt):
+        world.run(_pages(tmp_path), kb=kb)
+
+
+def test_an_interrupt_in_the_batch_commit_stops_the_import(world, tmp_path, monkeypatch):
+    """The interrupt lands in an after-commit hook (the job queue's first, slow import): the
+    import stops there instead of writing the batch again page by page and finishing."""
+    from openkb.db import after_commit
+
+    original = KeyedBatch.flush
+    written: list[int] = []
+
+    def flush(self):
+        out = original(self)
+        written.append(1)
+
+        def interrupted():
+            raise KeyboardInterrupt
+
+        after_commit(self.session, interrupted)
+        return out
+
+    monkeypatch.setattr(KeyedBatch, "flush", flush)
+    kb = world.new_kb()
+    with pytest.raises(KeyboardInterrupt):
+        world.run(_pages(tmp_path), kb=kb)
+    assert written == [1]

@@ -130,3 +130,19 @@ def test_a_single_file(world, env, tmp_path):
     again = cli(["import", str(path), "--kb", str(kb.id), "--json"], env)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["counts"] == {"unchanged": 1, "warnings": 0}
+
+
+def test_revert_undoes_only_what_the_run_wrote_in_the_named_knowledge_base(world, env, tmp_path):
+    """A run id pasted next to the wrong --kb reverted an import into another knowledge base."""
+    kb, other = world.new_kb(), world.new_kb()
+    (tmp_path / "page.md").write_text("# Page\n\ntext\n")
+    p = cli(["import", str(tmp_path), "--kb", str(kb.id), "--json"], env)
+    assert p.returncode == 0, p.stderr
+    run_id = json.loads(p.stdout)["run_id"]
+    r = cli(["import", "revert", run_id, "--kb", str(other.id)], env)
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert r.stderr.strip() == "error: this run changed nothing in this knowledge base"
+    assert keyed(world.engine, kb.id) == [("import:root:page.md", 1)]
+    r = cli(["import", "revert", run_id, "--kb", str(kb.id), "--json"], env)
+    assert r.returncode == 0, r.stderr
+    assert keyed(world.engine, kb.id) == []

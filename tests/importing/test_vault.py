@@ -226,3 +226,33 @@ def test_pages_showing_one_image_keep_one_blob(world, tmp_path):
     again = world.run(tmp_path, kb=kb)
     assert {f.status for f in again.files if f.path.endswith(".md")} == {"unchanged"}
     assert len([p for p in world.blobs.root.rglob("*") if p.is_file() and p.read_bytes() == logo]) == 1
+
+
+def test_dry_run_counts_what_the_real_run_does(world, tmp_path):
+    """Re-importing with --prune after a folder of pages was deleted: the dry run and the real
+    run report the same counts (every page inside the gone folder, not only the folder), and an
+    unchanged file is ``unchanged`` in the dry run too, never ``would_update``."""
+    kb = world.new_kb()
+    (tmp_path / "keep.md").write_text("# Keep\n\nSee [gone](old/p0.md) and ![img](pic.png).\n")
+    (tmp_path / "pic.png").write_bytes(png())
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "sub").mkdir()
+    for i in range(3):
+        (tmp_path / "old" / f"p{i}.md").write_text(f"# P{i}\n\nbody {i}\n")
+    (tmp_path / "old" / "sub" / "deep.md").write_text("# Deep\n\nbody\n")
+    first = world.run(tmp_path, kb=kb)
+    assert not [f for f in first.files if f.status == "failed"], first.files
+    shutil.rmtree(tmp_path / "old")
+    (tmp_path / "keep.md").write_text("# Keep\n\nSee ![img](pic.png).\n")
+    (tmp_path / "new.md").write_text("# New\n")
+    dry = world.run(tmp_path, kb=kb, dry_run=True, prune=True)
+    real = world.run(tmp_path, kb=kb, prune=True)
+    d, r = dry.counts(), real.counts()
+    assert d.get("would_trash") == r.get("trashed") == 6  # old, old/sub, 3 pages, deep.md
+    assert d.get("would_create") == r.get("created") == 1
+    assert d.get("would_update") == r.get("updated") == 1  # keep.md lost its link
+    again = world.run(tmp_path, kb=kb, dry_run=True, prune=True)
+    assert {f.path: f.status for f in again.files if f.type != "asset"} == {
+        "keep.md": "unchanged",
+        "new.md": "unchanged",
+    }
