@@ -18,14 +18,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from sqlalchemy import select
 from sqlmodel import Session
 
 from openkb import ratelimit
 from openkb.audit import record_audit
-from openkb.db import record_then_refuse
+from openkb.db import commit_apart, record_then_refuse
 from openkb.errors import (
     NotFound,
     PermissionDenied,
@@ -182,6 +182,20 @@ def open_share_link(
         "ip": ip,
         "user_agent": user_agent,
     }
+
+    def rate_limited() -> NoReturn:
+        record_then_refuse(
+            session,
+            lambda s: record_audit(
+                s,
+                actor=candidate,
+                action="share_link.password_rate_limited",
+                metadata={"share_link_id": link.id},
+                **audit_ctx,
+            ),
+            RateLimited("too many wrong passwords, try again later"),
+        )
+
     if link.password_hash:
         visitor = str(user_id) if user_id else (ip or "unknown")
         k_visitor = f"share-password:{link.id}:{visitor}"
@@ -189,35 +203,43 @@ def open_share_link(
         if ratelimit.exceeded(session, k_visitor, *PASSWORD_FAILURES_PER_VISITOR) or ratelimit.exceeded(
             session, k_link, *PASSWORD_FAILURES_PER_LINK
         ):
+            rate_limited()
+        if not password:
+            return ShareLinkAccess("password_required", link)
+
+        def book(s: Session) -> bool:
+            # Counted *before* the password is checked, committed apart: a burst of parallel
+            # guesses otherwise all passed the peek above before any failure was counted (the
+            # same race as sign-in's, docs/permissions.md#share-links). ``hit`` is one atomic
+            # upsert, so each concurrent attempt sees its own count.
+            return all(
+                [
+                    ratelimit.hit(s, k_visitor, *PASSWORD_FAILURES_PER_VISITOR),
+                    ratelimit.hit(s, k_link, *PASSWORD_FAILURES_PER_LINK),
+                ]
+            )
+
+        if not commit_apart(session, book):
+            rate_limited()
+        if not verify_password(link.password_hash, password):
+            # the attempt stays counted; the audit row is committed apart (the error rolls back)
             record_then_refuse(
                 session,
                 lambda s: record_audit(
                     s,
                     actor=candidate,
-                    action="share_link.password_rate_limited",
-                    metadata={"share_link_id": link.id},
-                    **audit_ctx,
-                ),
-                RateLimited("too many wrong passwords, try again later"),
-            )
-        if not password:
-            return ShareLinkAccess("password_required", link)
-        if not verify_password(link.password_hash, password):
-
-            def record_failure(s: Session) -> None:
-                # The request only peeked at these buckets (no row lock), so a separate
-                # transaction can hit them without waiting on it.
-                ratelimit.hit(s, k_visitor, *PASSWORD_FAILURES_PER_VISITOR)
-                ratelimit.hit(s, k_link, *PASSWORD_FAILURES_PER_LINK)
-                record_audit(
-                    s,
-                    actor=candidate,
                     action="share_link.password_failed",
                     metadata={"share_link_id": link.id},
                     **audit_ctx,
-                )
+                ),
+                SharePasswordIncorrect("wrong password"),
+            )
 
-            record_then_refuse(session, record_failure, SharePasswordIncorrect("wrong password"))
+        def give_back(s: Session) -> None:  # the right password: only failures count
+            ratelimit.give_back(s, k_visitor, PASSWORD_FAILURES_PER_VISITOR[1])
+            ratelimit.give_back(s, k_link, PASSWORD_FAILURES_PER_LINK[1])
+
+        commit_apart(session, give_back)
     record_audit(session, actor=candidate, action="share_link.open", metadata={"share_link_id": link.id}, **audit_ctx)
     return ShareLinkAccess("ok", link, candidate)
 

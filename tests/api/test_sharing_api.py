@@ -177,3 +177,31 @@ def test_share_link_password_and_kb_link(w):
     other = o.post(f"/api/objects/knowledge_base/{w.kb['id']}/share-links", json={"password": "four"}).json()
     r = w.anon.get(f"/api/share/{other['token']}", headers={"X-Share-Access": access})
     assert r.status_code == 401  # an access token opens only its own link
+
+
+def test_parallel_wrong_share_passwords_check_at_most_the_limit(w):
+    """A burst of guesses at once is held to the limit (5 per visitor): each attempt is counted
+    before its password is checked. A right password gives its count back, so opening the link
+    again and again never locks its visitor out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openkb.permissions.share_links import PASSWORD_FAILURES_PER_VISITOR
+
+    limit = PASSWORD_FAILURES_PER_VISITOR[0]
+    o = w.c["owner"]
+    kb = w.new_kb(visibility="private")
+    link = o.post(f"/api/objects/knowledge_base/{kb['id']}/share-links", json={"password": "open sesame"}).json()
+    url = f"/api/share/{link['token']}/verify-password"
+    with httpx.Client(base_url=w.base, timeout=30) as visitor:
+        for _ in range(limit + 2):
+            assert visitor.post(url, json={"password": "open sesame"}).status_code == 200
+
+        def guess(i: int) -> int:
+            with httpx.Client(base_url=w.base, timeout=30) as c:
+                return c.post(url, json={"password": f"wrong guess {i}"}).status_code
+
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            codes = list(pool.map(guess, range(20)))
+        assert codes.count(403) <= limit, codes
+        assert set(codes) <= {403, 429} and codes.count(429) >= 20 - limit
+        assert visitor.post(url, json={"password": "open sesame"}).status_code == 429
