@@ -14,9 +14,12 @@ changes. The flow, with its cost on the hot path:
 3. ``filter_readable_documents(..., for_search=True)`` (one SQL statement for all candidates):
    PostgreSQL is the permission truth; archived/deleted, other tenants, drafts for non-editors
    all drop out here even if the index were stale.
-4. One SQL statement for display fields (current title, folder path, metadata, tags).
+4. One SQL statement for display fields (current title, folder path, metadata, tags), and two
+   small ones for what of its surroundings the caller may be told: the folders on the path they
+   can read (only when a result has any) and the knowledge bases they can open
+   (``_readable_context``; a page shared on its own names neither).
 
-So a search costs three statements, whatever ``top_k`` is, plus one more when ``tags`` or
+So a search costs three statements plus those two, whatever ``top_k`` is, plus one more when ``tags`` or
 ``metadata`` filters are given (resolved to document ids so Milvus can filter on an indexed
 field). ``ctx.milvus`` is reused; the active profile is cached for a few seconds per process
 (``openkb.indexing.profiles.active_spec``; after an alias switch a stale entry only shapes the request: the alias itself is resolved by
@@ -44,7 +47,13 @@ from openkb.indexing.chunker import strip_index_text
 from openkb.indexing.milvus import FIELD_MAP  # row field names: owned by indexing, read here
 from openkb.indexing.profiles import active_spec, forget_active_profile  # noqa: F401 - re-exported
 from openkb.indexing.profiles_spec import ProfileSpec
-from openkb.permissions import Principal, filter_readable_documents, readable_scope
+from openkb.permissions import (
+    KbAction,
+    Principal,
+    filter_readable_documents,
+    knowledge_base_capabilities,
+    readable_scope,
+)
 from openkb.permissions import filters as F
 from openkb.retrieval.filters import SearchFilters, parse_filters
 from openkb.retrieval.highlight import highlight_spans
@@ -155,7 +164,8 @@ SELECT d.id::text AS id, d.title, d.knowledge_base_id::text AS kb_id, d.metadata
        d.index_status,
        k.title AS kb_title,
        (SELECT array_agg(a.title ORDER BY u.depth DESC) FROM up u JOIN documents a ON a.id = u.anc_id
-         WHERE u.doc_id = d.id) AS path
+         WHERE u.doc_id = d.id) AS path,
+       (SELECT array_agg(u.anc_id::text ORDER BY u.depth DESC) FROM up u WHERE u.doc_id = d.id) AS path_ids
 FROM documents d JOIN knowledge_bases k ON k.id = d.knowledge_base_id
 WHERE d.id = ANY(:ids)
 """).bindparams(bindparam("ids", type_=_UUIDS))
@@ -167,7 +177,36 @@ def _details(session: Session, doc_ids: Sequence[str]) -> dict[str, Mapping[str,
     return {r["id"]: r for r in session.execute(_DETAILS_SQL, {"ids": list(doc_ids)}).mappings().all()}
 
 
-def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any], ranking: str = "") -> SearchResult:
+@dataclass(frozen=True)
+class _Context:
+    """What of a result's surroundings the caller may be told: the folders above it they can read
+    and the knowledge bases they can open (ids as text)."""
+
+    folders: frozenset[str]
+    knowledge_bases: frozenset[str]
+
+
+def _readable_context(session: Session, principal: Principal, dets: Sequence[Mapping[str, Any]]) -> _Context:
+    """A result the caller may read can sit in a folder or a knowledge base they may not (a page
+    shared on its own, docs/permissions.md#permission-mode): the result then names neither, as
+    the document's breadcrumb leaves a hidden folder out and a knowledge base that answers them
+    404 is not named (docs/permissions.md#outsiders-get-404). One statement for the folders
+    (when any result has one) and one for the knowledge bases."""
+    if principal.kind == "system":
+        return _Context(
+            frozenset(i for d in dets for i in d.get("path_ids") or ()),
+            frozenset(str(d.get("kb_id")) for d in dets),
+        )
+    folders = list(dict.fromkeys(i for d in dets for i in d.get("path_ids") or ()))
+    readable = {str(i) for i in filter_readable_documents(session, principal, folders)} if folders else set()
+    kb_ids = list(dict.fromkeys(str(d.get("kb_id")) for d in dets if d.get("kb_id")))
+    caps = knowledge_base_capabilities(session, principal, kb_ids) if kb_ids else {}
+    return _Context(frozenset(readable), frozenset(str(k) for k, acts in caps.items() if KbAction.READ in acts))
+
+
+def _result(
+    hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any], ranking: str, seen: _Context
+) -> SearchResult:
     heading = list(hit_fields.get("heading_path") or [])
     content = strip_index_text(hit_fields.get("title") or "", heading, hit_fields.get("content_text") or "")
     upd = det.get("updated_at")
@@ -176,13 +215,13 @@ def _result(hit_fields: Mapping[str, Any], score: float, det: Mapping[str, Any],
         chunk_id=str(hit_fields.get("chunk_id")),
         knowledge_base_id=str(det.get("kb_id") or hit_fields.get("knowledge_base_id")),
         title=det.get("title") or "",
-        path=" / ".join(det.get("path") or []),
+        path=" / ".join(t for i, t in zip(det.get("path_ids") or (), det.get("path") or ()) if i in seen.folders),
         heading_path=heading,
         content=content,
         score=float(score),
         metadata=dict(det.get("meta") or {}),
         tags=list(det.get("tags") or []),
-        knowledge_base_title=det.get("kb_title") or "",
+        knowledge_base_title=(det.get("kb_title") or "") if str(det.get("kb_id")) in seen.knowledge_bases else "",
         updated_at=upd.isoformat() if isinstance(upd, datetime) else None,
         ranking=ranking,
         index_status=det.get("index_status") or "",
@@ -417,17 +456,20 @@ def _finish(
         return []
     allowed = {str(d) for d in filter_readable_documents(session, principal, doc_ids, for_search=True)}
     details = _details(session, [d for d in doc_ids if d in allowed])
-    out: list[SearchResult] = []
+    kept: list[tuple[mv.Hit, Mapping[str, Any]]] = []
     for h in hits:
         det = details.get(str(h.document_id))
         if det is None:
             continue
         if post is not None and not post.accepts(det.get("tags"), det.get("meta"), det.get("updated_at")):
             continue
-        out.append(_result(h.fields, h.score, det, h.ranking))
-        if len(out) >= top_k:
+        kept.append((h, det))
+        if len(kept) >= top_k:
             break
-    return out
+    seen = (
+        _readable_context(session, principal, [det for _, det in kept]) if kept else _Context(frozenset(), frozenset())
+    )
+    return [_result(h.fields, h.score, det, h.ranking, seen) for h, det in kept]
 
 
 def _recent(

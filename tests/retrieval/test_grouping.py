@@ -164,3 +164,36 @@ def test_a_query_with_half_an_emoji_or_a_nul_still_searches_every_route(app_ctx,
         hits = search_documents(app_ctx, s, world["owner"], f"{world['word']} {broken}", top_k=5, degraded=degraded)
     assert world["ids"]["a"] in {h.document_id for h in hits}
     assert degraded == []
+
+
+def test_a_page_shared_on_its_own_names_no_folder_or_knowledge_base_the_reader_cannot_open(app_ctx, engine):
+    """A page shared with someone from a private knowledge base, inside a folder they cannot
+    read: their search finds it but names neither the folder nor the knowledge base (they get 404
+    on both, and the page's own breadcrumb leaves the folder out); a folder shared with them is
+    named; the owner sees everything."""
+    from tests.factories import grant
+
+    word = f"ostracod{uuid.uuid4().hex[:6]}"
+    with session_scope(engine) as s:
+        p = make_personas(s)
+        kb = make_kb(s, p.workspace, p.owner, visibility="private", title="Layoffs 2027")
+        # not a gate (inherit): only the knowledge base's collaborators read it, the page below
+        # is readable on its own (docs/permissions.md#the-folder-gate-rule)
+        folder = make_doc(s, kb, p.owner, type="folder", title="Candidates")
+        open_folder = make_doc(s, kb, p.owner, type="folder", title="Open notes", permission_mode="custom")
+        page = make_doc(
+            s, kb, p.owner, parent=folder, title="Shared plan", permission_mode="custom", markdown=f"The {word} plan.\n"
+        )
+        other = make_doc(s, kb, p.owner, parent=open_folder, title="Other", markdown=f"Another {word} page.\n")
+        grant(s, "document", page.id, p.member, "viewer", tenant_id=p.tenant.id)
+        grant(s, "document", open_folder.id, p.member, "viewer", tenant_id=p.tenant.id)
+        service.sync_documents(app_ctx, s, [page.id, other.id])
+        member, owner, tenant = p.member.id, p.owner.id, p.tenant.id
+        ids = {"page": str(page.id), "other": str(other.id)}
+    with Session(engine) as s:
+        mine = {h.document_id: h for h in search_documents(app_ctx, s, Principal.user(member, tenant), word, top_k=5)}
+        theirs = {h.document_id: h for h in search_documents(app_ctx, s, Principal.user(owner, tenant), word, top_k=5)}
+    assert set(mine) == {ids["page"], ids["other"]}
+    assert (mine[ids["page"]].path, mine[ids["page"]].knowledge_base_title) == ("", "")
+    assert (mine[ids["other"]].path, mine[ids["other"]].knowledge_base_title) == ("Open notes", "")
+    assert (theirs[ids["page"]].path, theirs[ids["page"]].knowledge_base_title) == ("Candidates", "Layoffs 2027")
