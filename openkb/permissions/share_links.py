@@ -183,18 +183,16 @@ def open_share_link(
         "user_agent": user_agent,
     }
 
-    def rate_limited() -> NoReturn:
+    def refuse(action: str, error: Exception) -> NoReturn:
+        """Audit the refusal (committed apart: the error rolls the request back), then raise."""
         record_then_refuse(
             session,
-            lambda s: record_audit(
-                s,
-                actor=candidate,
-                action="share_link.password_rate_limited",
-                metadata={"share_link_id": link.id},
-                **audit_ctx,
-            ),
-            RateLimited("too many wrong passwords, try again later"),
+            lambda s: record_audit(s, actor=candidate, action=action, metadata={"share_link_id": link.id}, **audit_ctx),
+            error,
         )
+
+    def rate_limited() -> NoReturn:
+        refuse("share_link.password_rate_limited", RateLimited("too many wrong passwords, try again later"))
 
     if link.password_hash:
         visitor = str(user_id) if user_id else (ip or "unknown")
@@ -222,18 +220,7 @@ def open_share_link(
         if not commit_apart(session, book):
             rate_limited()
         if not verify_password(link.password_hash, password):
-            # the attempt stays counted; the audit row is committed apart (the error rolls back)
-            record_then_refuse(
-                session,
-                lambda s: record_audit(
-                    s,
-                    actor=candidate,
-                    action="share_link.password_failed",
-                    metadata={"share_link_id": link.id},
-                    **audit_ctx,
-                ),
-                SharePasswordIncorrect("wrong password"),
-            )
+            refuse("share_link.password_failed", SharePasswordIncorrect("wrong password"))  # stays counted
 
         def give_back(s: Session) -> None:  # the right password: only failures count
             ratelimit.give_back(s, k_visitor, PASSWORD_FAILURES_PER_VISITOR[1])
