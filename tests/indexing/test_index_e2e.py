@@ -472,5 +472,7 @@ def test_search_hot_path_issues_a_constant_number_of_sql_statements(env, count_q
             res = env.search(env.p.member, word, top_k=top_k)
         assert {r.document_id for r in res} >= ({str(d.id) for d in docs} if top_k >= 6 else set()) and res
         counts.append(box["n"])
-    # readable scope + final permission check + display fields, whatever top_k is
-    assert counts[0] == counts[1] == counts[2] <= 3, counts
+    # readable scope + final permission check + display fields + the knowledge bases the reader
+    # may open (results name no other), whatever top_k is; a result inside folders adds one more
+    # (the folders they may read, docs/retrieval.md#search-flow); these pages have none
+    assert counts[0] == counts[1] == counts[2] <= 4, counts
