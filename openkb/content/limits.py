@@ -120,9 +120,18 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 def _int64(value: Any, field: str, depth: int = 0) -> None:
     """Integers the search index can store: Milvus' JSON keeps signed 64-bit integers only, so
-    ``{"n": 10**40}`` was accepted, then failed indexing for ever (docs/retrieval.md#indexing)."""
+    ``{"n": 10**40}`` was accepted, then failed indexing for ever (docs/retrieval.md#indexing).
+    An integral float past that range (``5.97e24``) is one too: PostgreSQL's jsonb keeps it as
+    the number 5970000000000000000000000 and gives it back as an integer, so it was accepted
+    once, then refused at every later save and at the import of an export (docs/api.md#body-limits)."""
     if isinstance(value, bool):
         return
+    if isinstance(value, float) and value.is_integer() and not _INT64[0] <= value <= _INT64[1]:
+        raise ValueOutOfRange(
+            f"{field} holds the number {value!r}, a whole number outside the signed 64-bit range the index "
+            "stores; send it as a string",
+            field=field,
+        )
     if isinstance(value, int):
         if not _INT64[0] <= value <= _INT64[1]:
             raise ValueOutOfRange(

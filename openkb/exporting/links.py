@@ -52,7 +52,9 @@ def rewrite_links(body: str, resolve: Resolve) -> str:
     fast = fast_rewrite(body, resolve)
     if fast is not None:
         return fast
-    out, _unresolved = rewrite(body, lambda url, _img: resolve(url.strip()), lambda _t, _a, _e: None)
+    # an autolink to an exported page becomes [Page.md](<Page.md>), which the import turns back
+    # into an autolink (``edit_tokens``'s shown_url); it is never plain, so only the parse sees it
+    out, _unresolved = rewrite(body, lambda url, _img: resolve(url.strip()), lambda _t, _a, _e: None, shown_url=True)
     return out
 
 

@@ -8,8 +8,10 @@ the import refuses is replaced by ``_``:
 * ``#`` and ``%``: a relative link ``[x](a#b.md)`` would read as a fragment, ``%41`` as an escape;
 * a leading ``.`` (a hidden file, which the import skips: docs/importing.md#what-becomes-what);
 * trailing dots and spaces (Windows drops them, so ``a.`` and ``a`` would collide);
-* ``.`` and ``..`` themselves, and the Windows device names (``CON``, ``NUL``, ``COM1`` ... with
-  or without an extension), which get a ``_`` appended.
+* ``.`` and ``..`` themselves, and the Windows device names (``CON``, ``NUL``, ``COM1`` ...,
+  ``COM¹``-``COM³`` and ``LPT¹``-``LPT³`` too, with or without an extension), which get a ``_``
+  after the device part: ``CON_.png`` keeps its extension, ``nul_.txt.md`` is no device name
+  (``nul.txt_.md`` still was: Windows reads the part before the first dot).
 
 Unique: siblings are compared the way case-insensitive file systems do (NFC, case-folded), and a
 second ``Notes`` becomes ``Notes (2)``. A page and its children share one name (``Notes.md`` and
@@ -51,7 +53,10 @@ MIN_NAME_CHARS = 8  # the shortest a name is cut to: one character, "~" and the 
 _HASH = 6
 _BAD = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|#%]')
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_RESERVED = {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {f"lpt{i}" for i in range(10)}
+_RESERVED = (
+    {"con", "prn", "aux", "nul"}
+    | {f"{d}{i}" for d in ("com", "lpt") for i in [*range(10), "\u00b9", "\u00b2", "\u00b3"]}  # COM¹ too
+)
 
 
 def units(text: str) -> int:
@@ -74,7 +79,8 @@ def safe_name(title: str, *, keep_extension: bool = False) -> str:
         return "untitled"
     name = fit(name, MAX_NAME_CHARS, keep_extension=keep_extension)
     if _reserved(name):
-        name += "_"
+        stem, dot, rest = name.partition(".")
+        name = stem + "_" + dot + rest
     return name
 
 

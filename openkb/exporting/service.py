@@ -34,6 +34,7 @@ import hashlib
 import json
 import mimetypes
 import re
+import unicodedata
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -399,11 +400,12 @@ def _asset_file_name(filename: str | None, mime_type: str | None) -> str:
 
 
 # an asset row as the export needs it: id, document_id, object_key, filename, mime_type,
-# size_bytes, sha256 (ids as text); ordered so that shared paths list their ids the same way
+# size_bytes, sha256 (ids as text); ordered by content and name, so that names a case-insensitive
+# file system would confuse are numbered alike in every export of the same content (a copy too)
 _ASSET_COLS = "a.id::text, a.document_id::text, a.object_key, a.filename, a.mime_type, a.size_bytes, a.sha256"
 _ATTACHED_SQL = text(
     f"SELECT {_ASSET_COLS} FROM document_assets a JOIN documents d ON d.id = a.document_id "
-    "WHERE d.knowledge_base_id = CAST(:kb AS uuid) ORDER BY a.id"
+    "WHERE d.knowledge_base_id = CAST(:kb AS uuid) ORDER BY a.sha256, a.filename, a.id"
 )
 _BY_ID_SQL = text(
     f"SELECT {_ASSET_COLS}, a.created_by::text, a.tenant_id::text FROM document_assets a "
@@ -418,13 +420,51 @@ _TREE_SQL = (
 )
 
 
+class _Assets(dict[str, ExportAsset]):
+    """The export's assets by path, and each path case-folded (NFC, ``casefold``) -> the path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folded: dict[str, str] = {}
+
+
+def _fold(path: str) -> str:
+    return unicodedata.normalize("NFC", path).casefold()
+
+
+def _numbered(name: str, n: int) -> str:
+    """``logo (2).png``: the number before the extension, which the file keeps."""
+    stem, ext = name, ""
+    if "." in name[1:] and 1 < len(name) - name.rindex(".") <= 12:
+        stem, ext = name[: name.rindex(".")], name[name.rindex(".") :]
+    return fit(f"{stem} ({n}){ext}", MAX_NAME_CHARS, keep_extension=True)
+
+
 def _add_asset(assets: dict[str, ExportAsset], row: Any) -> ExportAsset:
+    """The asset's entry, ``assets/<sha256[:16]>/<name>``: one per content and file name (the
+    same image attached to several pages is one file). Names are unique as a case-insensitive
+    file system compares them: the same image attached as ``Logo.png`` and ``logo.png`` is
+    ``Logo.png`` and ``logo (2).png`` (unzipped on Windows or macOS, one would overwrite the
+    other); the manifest keeps each upload's own file name, which the import gives back."""
     aid, _doc, key, filename, mime, size, sha = row[:7]
     digest = sha or hashlib.sha256(aid.encode()).hexdigest()
-    path = f"{ASSETS_DIR}/{digest[:16]}/{_asset_file_name(filename, mime)}"
-    e = assets.get(path)
-    if e is None:
-        e = assets[path] = ExportAsset(path, sha or "", int(size), mime, filename, key)
+    folder = f"{ASSETS_DIR}/{digest[:16]}/"
+    name = _asset_file_name(filename, mime)
+    folded = getattr(assets, "folded", None)
+    if folded is None:  # a plain dict: index it now
+        folded = {_fold(p): p for p in assets}
+    n = 1
+    while True:
+        path = folder + (name if n == 1 else _numbered(name, n))
+        taken = folded.get(_fold(path))
+        if taken is None:
+            e = assets[path] = ExportAsset(path, sha or "", int(size), mime, filename, key)
+            folded[_fold(path)] = path
+            break
+        e = assets[taken]
+        if taken == path and e.filename == filename:
+            break
+        n += 1
     if aid not in e.ids:
         e.ids.append(aid)
         e.ids.sort()
@@ -434,7 +474,7 @@ def _add_asset(assets: dict[str, ExportAsset], row: Any) -> ExportAsset:
 def _plan_assets(session: Session, kb_id: uuid.UUID, docs: list[ExportDoc]) -> dict[str, ExportAsset]:
     """The assets attached to the exported pages (each goes with its page)."""
     pages = {d.id: d for d in docs if d.type == "page"}
-    out: dict[str, ExportAsset] = {}
+    out: dict[str, ExportAsset] = _Assets()
     for row in session.execute(_ATTACHED_SQL, {"kb": str(kb_id)}):
         page = pages.get(row[1])
         if page is not None:
@@ -596,8 +636,9 @@ def _resolver(doc: ExportDoc, plan: ExportPlan) -> Callable[[str], str | None]:
     def resolve(u: str) -> str | None:
         if u.startswith(_LINK):
             ref, hash_, frag = u[len(_LINK) :].partition("#")
+            ref, q, query = ref.partition("?")  # ?x=1 goes with the link, like #part (the import keeps it)
             path = plan.links.get(ref.strip("/").lower())
-            return None if path is None else _rel(path, here) + hash_ + frag
+            return None if path is None else _rel(path, here) + q + query + hash_ + frag
         if u.startswith("asset://"):
             ref = u[len("asset://") :].split("#", 1)[0].split("?", 1)[0].lower()
             path = plan.asset_paths.get(ref)

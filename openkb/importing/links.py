@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from urllib.parse import unquote
 
 from markdown_it.token import Token
 
@@ -82,29 +83,55 @@ def _wiki_tokens(content: str, wiki: ResolveWiki, unresolved: list[str]) -> list
     return out
 
 
-def rewrite(markdown: str, resolve: Resolve, wiki: ResolveWiki) -> tuple[str, list[str]]:
-    """The normalized Markdown with references replaced, and the wiki links left as text."""
+def rewrite(markdown: str, resolve: Resolve, wiki: ResolveWiki, *, shown_url: bool = False) -> tuple[str, list[str]]:
+    """The normalized Markdown with references replaced, and the wiki links left as text.
+    ``shown_url``: see :func:`edit_tokens`."""
     tokens, _env = parse_with_env(markdown)
-    unresolved = edit_tokens(tokens, resolve, wiki)
+    unresolved = edit_tokens(tokens, resolve, wiki, shown_url=shown_url)
     return normalize_tokens(markdown, tokens), unresolved
 
 
-def edit_tokens(tokens: list[Token], resolve: Resolve, wiki: ResolveWiki) -> list[str]:
-    """Replace references in parsed ``tokens`` (in place); returns the wiki links left as text."""
+def _shows(kids: list[Token], url: str) -> bool:
+    """Whether the link text ``kids`` is nothing but ``url`` (as written, or percent-decoded)."""
+    if not kids or any(k.type not in ("text", "text_special") for k in kids):
+        return False
+    text = "".join(k.content for k in kids)
+    return text in (url, unquote(url))
+
+
+def edit_tokens(tokens: list[Token], resolve: Resolve, wiki: ResolveWiki, *, shown_url: bool = False) -> list[str]:
+    """Replace references in parsed ``tokens`` (in place); returns the wiki links left as text.
+
+    ``shown_url`` (an export and its import, docs/export.md#the-zip): a link whose text is its own
+    destination gets the new destination as its text too. So an autolink
+    ``<openkb://document/<id>>`` exports as ``[Page.md](<Page.md>)`` (no id in the file: the
+    export of an imported copy is byte-identical) and imports back as an autolink to the new id,
+    instead of ``[openkb://document/<old id>](...)`` that named an id of another knowledge base."""
     unresolved: list[str] = []
     for tok in tokens:
         if tok.type != "inline" or not tok.children:
             continue
         kids: list[Token] = []
         in_link = 0
+        shown: tuple[int, str, str] | None = None  # (where the link's text starts in kids, old url, new url)
         for c in tok.children:
             if c.type == "link_open":
                 in_link += 1
-                new = resolve(str(c.attrs.get("href", "")), False)
+                old = str(c.attrs.get("href", ""))
+                new = resolve(old, False)
                 if new is not None:
                     c.attrSet("href", new)
+                    # an autolink, or a relative link (what the export wrote for one); a link
+                    # [openkb://...](openkb://...) is no autolink written another way: the stored
+                    # form of one is <...>, and the export's fast path leaves its text alone
+                    if shown_url and not c.attrs.get("title") and (c.markup == "autolink" or not _SKIP.match(old)):
+                        shown = (len(kids) + 1, old, new)
             elif c.type == "link_close":
                 in_link -= 1
+                if shown is not None and _shows(kids[shown[0] :], shown[1]):
+                    del kids[shown[0] :]
+                    kids.append(_text(shown[2]))
+                shown = None
             elif c.type == "image":
                 new = resolve(str(c.attrs.get("src", "")), True)
                 if new is not None:
@@ -150,10 +177,12 @@ def mark(markdown: str, nonce: str) -> tuple[str, list[tuple[str, bool]]]:
     return body, refs
 
 
-def marker(nonce: str) -> tuple[Callable[[list[Token]], None], list[tuple[str, bool]]]:
+def marker(nonce: str, wiki: list[str] | None = None) -> tuple[Callable[[list[Token]], None], list[tuple[str, bool]]]:
     """:func:`mark` for the parse that validates and normalizes the page anyway: an ``edit`` for
     ``validate_and_normalize`` and the list it fills with the references, in placeholder order.
-    One parse per page instead of two (the placeholders are what :func:`mark` writes)."""
+    One parse per page instead of two (the placeholders are what :func:`mark` writes).
+    ``wiki`` is filled with the page's wiki links as the write's parse will see them (``![[x]]``;
+    none inside code or a link's text): the import decides which images are assets by them."""
     refs: list[tuple[str, bool]] = []
 
     def resolve(url: str, is_image: bool) -> str | None:
@@ -165,7 +194,9 @@ def marker(nonce: str) -> tuple[Callable[[list[Token]], None], list[tuple[str, b
 
     def edit(tokens: list[Token]) -> None:
         refs.clear()  # only the last (successful) normalization counts
-        edit_tokens(tokens, resolve, lambda _t, _a, _e: None)
+        found = edit_tokens(tokens, resolve, lambda _t, _a, _e: None)
+        if wiki is not None:
+            wiki[:] = found
 
     return edit, refs
 

@@ -9,9 +9,11 @@ status, tags and metadata. Relative links between exported pages become
 (``asset://<id>``), attached to the page; links to what was not exported stay as they are.
 
 Nothing is added to the metadata (a plain import records ``import.path``; here that would make
-the round trip lossy). The keys are those of a plain import (``import:<target>:<path>``, folders
-ending in ``/``) and a new document's id derives from its key, so a re-run of the same zip is
-an upsert that answers ``unchanged``, and a killed run re-runs to the same tree.
+the round trip lossy). A document is keyed by its id in the source
+(``import:<target>:export:<source kb id>:<source doc id>``, see ``_key``) and a new document's
+id derives from its key, so a re-run of the same zip is an upsert that answers ``unchanged``, a
+killed run re-runs to the same tree, and a newer export of the same source updates (renames,
+moves) the copies it made. An export re-zipped under one top folder is read from that folder.
 
 A manifest written by a newer OpenKB (``format_version`` above :data:`FORMAT_VERSION`) is
 refused whole with ``EXPORT_FORMAT_UNSUPPORTED`` before anything is written: a newer format may
@@ -29,6 +31,7 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -38,6 +41,7 @@ from sqlmodel import Session, col, select
 
 from openkb.assets import upload_asset
 from openkb.config import Settings, get_settings
+from openkb.content import limits
 from openkb.content.actor import Actor
 from openkb.content.upsert import upsert_by_key
 from openkb.errors import ExportFormatUnsupported, OpenKBError
@@ -63,24 +67,65 @@ __all__ = ["import_export", "is_export", "read_manifest", "run_any", "split_fron
 _SCHEME = re.compile(r"\A[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
+def _export_top(source: Source) -> str | None:
+    """Where the export starts in ``source``: ``""`` when the manifest is at the top, ``"wiki/"``
+    when every entry is under one folder ``wiki`` that holds it (the export unzipped, then
+    compressed again by Finder or Windows, or an unpacked export given with its parent folder),
+    None when there is no manifest. A manifest anywhere else is refused whole
+    (``EXPORT_FORMAT_UNSUPPORTED``): imported as plain files, the export would lose its drafts,
+    its page-with-children tree and its metadata (docs/export.md#importing-an-export)."""
+    manifests = [e.rel for e in source.entries if not e.is_dir and posixpath.basename(e.rel) == MANIFEST]
+    if not manifests:
+        return None
+    if MANIFEST in manifests:
+        return ""
+    tops = {e.rel.split("/", 1)[0] for e in source.entries}
+    if len(tops) == 1:
+        top = tops.pop() + "/"
+        if top + MANIFEST in manifests and all(e.rel.startswith(top) or e.rel + "/" == top for e in source.entries):
+            return top
+    where = sorted(manifests)[0]
+    raise ExportFormatUnsupported(
+        f"{where} is not at the top of what was imported: an OpenKB export has {MANIFEST} at the top "
+        f"of the zip, or in the one folder the zip holds. Import the folder holding it (or a zip of "
+        f"that folder's contents); nothing was imported"
+    )
+
+
+def export_source(source: Source) -> Source | None:
+    """``source`` as an export whose paths start at the manifest's folder, or None when it is
+    not an export (see ``_export_top``)."""
+    top = _export_top(source)
+    if top is None:
+        return None
+    if not top:
+        return source
+    entries = [replace(e, rel=e.rel[len(top) :]) for e in source.entries if e.rel.startswith(top)]
+    return Source(source.name, entries)  # the caller closes ``source`` (and its zip)
+
+
 def is_export(source: Source) -> bool:
-    return any(e.rel == MANIFEST and not e.is_dir for e in source.entries)
+    return _export_top(source) is not None
 
 
 def run_any(
     units: Units, blobs: BlobStore, actor: Actor, knowledge_base_id: uuid.UUID, source: Source, **kw: Any
 ) -> ImportReport:
     """The import of ``source``: an OpenKB export by its manifest, anything else by the pipeline."""
-    if is_export(source):
+    export = export_source(source)
+    if export is not None:
         kw.pop("jobs", None)
         kw.pop("prune", None)
-        return import_export(units, blobs, actor, knowledge_base_id, source, **kw)
+        return import_export(units, blobs, actor, knowledge_base_id, export, **kw)
     return run_import(units, blobs, actor, knowledge_base_id, source, **kw)
 
 
 def read_manifest(source: Source) -> dict[str, Any]:
     """The manifest, checked: an export's, of a format version this OpenKB reads."""
-    entry = next(e for e in source.entries if e.rel == MANIFEST and not e.is_dir)
+    source = export_source(source) or source
+    entry = next((e for e in source.entries if e.rel == MANIFEST and not e.is_dir), None)
+    if entry is None:
+        raise ExportFormatUnsupported(f"no {MANIFEST}: this is not an OpenKB export")
     if entry.read is None:
         raise ExportFormatUnsupported(f"{MANIFEST} cannot be read: {entry.error}")
     try:
@@ -104,7 +149,13 @@ def read_manifest(source: Source) -> dict[str, Any]:
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
-    """(front matter or None when there is none or it does not parse, body)."""
+    """(front matter or None when there is none or it does not parse, body). A file whose first
+    line ends in CRLF or CR (saved again by a Windows or an old Mac editor) has its line endings
+    made ``\n`` first, as ``repair.import_markdown`` does for a plain import: it keeps its title,
+    tags and metadata. One the export wrote (``---\n``) is read as it is, a ``\r`` in its body
+    included."""
+    if text.startswith(("---\r\n", "---\r")):
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.startswith("---\n"):
         return None, text
     end = text.find("\n---\n", 3)
@@ -209,7 +260,7 @@ class _Import:
             if not u or _SCHEME.match(u) or u.startswith(("#", "//")):
                 return None
             base, hash_, frag = u.partition("#")
-            base = base.split("?", 1)[0]
+            base, q, query = base.partition("?")  # kept: the link said it (docs/export.md#the-zip)
             if not base:
                 return None
             target = posixpath.normpath(posixpath.join(here, unquote(base)))
@@ -223,7 +274,7 @@ class _Import:
                 return None
             for cand in (target, target + "/"):
                 if cand in self.ids:
-                    return f"openkb://document/{self.ids[cand]}{hash_}{frag}"
+                    return f"openkb://document/{self.ids[cand]}{q}{query}{hash_}{frag}"
             return None
 
         return resolve
@@ -268,8 +319,9 @@ def import_export(
 
     # plan: every listed document gets its id before anything is written, so a page can link to
     # a page written after it
-    plan: list[tuple[dict[str, Any], str]] = []
+    plan: list[tuple[dict[str, Any], str, str]] = []
     by_export_id: dict[str, str] = {}
+    keys: set[str] = set()
     for d in manifest["documents"]:
         path = _clean(d.get("path"))
         kind = d.get("type")
@@ -282,10 +334,18 @@ def import_export(
                 FileResult(path, "failed", kind, error="listed twice in the manifest", code="CONVERSION_FAILED")
             )
             continue
-        key = prefix + path
+        key = _key(prefix, manifest, d, path, existing)
+        if key in keys:
+            report.files.append(
+                FileResult(
+                    path, "failed", kind, error="its id is listed twice in the manifest", code="CONVERSION_FAILED"
+                )
+            )
+            continue
+        keys.add(key)
         imp.ids[path] = existing.get(key) or uuid.uuid5(_ID_NAMESPACE, f"{knowledge_base_id}:{key}")
         by_export_id[str(d.get("id"))] = path
-        plan.append((d, path))
+        plan.append((d, path, key))
     listed = set(imp.ids) | set(imp.assets) | {MANIFEST}
     for rel in sorted(imp.files):
         if rel not in listed:
@@ -299,10 +359,10 @@ def import_export(
                 )
             )
 
-    bytes_total = sum(imp.files[p].size for _d, p in plan if p in imp.files)
+    bytes_total = sum(imp.files[p].size for _d, p, _k in plan if p in imp.files)
     bytes_done = 0
     done_paths: dict[str, uuid.UUID | None] = {}
-    for n, (d, path) in enumerate(plan, 1):
+    for n, (d, path, key) in enumerate(plan, 1):
         entry = imp.files.get(path)
         if progress is not None:
             progress(Progress("write", n - 1, len(plan), bytes_done, bytes_total, path))
@@ -313,7 +373,7 @@ def import_export(
             report.files.append(FileResult(path, "failed", d["type"], error=why, code="CONVERSION_FAILED"))
             continue
         parent_id = done_paths[parent_path] if parent_path is not None else target_id
-        res = _write(units, imp, d, path, prefix + path, parent_id, existing.get(prefix + path), dry_run)
+        res = _write(units, imp, d, path, key, parent_id, existing.get(key), dry_run)
         report.files.append(res)
         if res.status != "failed":
             done_paths[path] = imp.ids[path]
@@ -321,6 +381,30 @@ def import_export(
         report.files.append(FileResult(p, "asset", "asset", bytes=int(a.get("bytes") or 0)))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _uuid(value: Any) -> str | None:
+    try:
+        return str(uuid.UUID(str(value))) if value else None
+    except ValueError:
+        return None
+
+
+def _key(prefix: str, manifest: dict[str, Any], d: dict[str, Any], path: str, existing: dict[str, uuid.UUID]) -> str:
+    """A document's key: ``import:<target>:export:<source kb id>:<source doc id>``, so that
+    importing a newer export of the same source updates each copy by what it *is*, not where it
+    was named. By path, a re-import after a same-titled sibling was trashed (``Notes (2).md``
+    becoming ``Notes.md``) overwrote the other page, and a page renamed or moved in the source
+    came back as a duplicate subtree. The path key (``import:<target>:<path>``) is kept for a
+    manifest without ids, and for a copy an earlier OpenKB imported by path (its documents keep
+    their keys: re-importing does not duplicate them)."""
+    src = manifest.get("source") if isinstance(manifest.get("source"), dict) else {}
+    kb, doc = _uuid(src.get("knowledge_base_id")), _uuid(d.get("id"))
+    by_path = prefix + path
+    if kb is None or doc is None:
+        return by_path
+    key = f"{prefix}export:{kb}:{doc}"
+    return by_path if key not in existing and by_path in existing else key
 
 
 def _write(
@@ -374,6 +458,11 @@ def _write(
         res.warnings.append("tags is not a list; left empty")
         tags = []
     meta, tags = _json(meta), [str(t) for t in tags]
+    try:  # refused metadata (an integer past int64, too large) must not take the subtree down
+        limits.check_metadata(meta, settings=imp.settings)
+    except OpenKBError as exc:
+        res.warnings.append(f"metadata refused ({exc.code}: {exc.detail}); imported without it")
+        meta = {}
     if dry_run:
         res.status = "would_update" if existing else "would_create"
         return res
@@ -384,7 +473,7 @@ def _write(
                 markdown = None
                 if body is not None:
                     markdown, _unresolved = rewrite(
-                        body, imp.resolver(page, posixpath.dirname(path)), lambda _t, _a, _e: None
+                        body, imp.resolver(page, posixpath.dirname(path)), lambda _t, _a, _e: None, shown_url=True
                     )
                     listed = d.get("assets") if isinstance(d.get("assets"), list) else []
                     for a in listed:  # attachments no link shows

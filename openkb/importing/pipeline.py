@@ -227,6 +227,7 @@ class _Resolver:
             self.existing_assets = _assets_of(session, [doc_id]).get(doc_id, {})
         self.new_assets: list[uuid.UUID] = []
         self.uploaded: list[DocumentAsset] = []
+        self.shown: set[str] = set()  # files of the import this page holds as assets
         self.cache: dict[str, str] = {}
         self.warnings: list[str] = []
 
@@ -293,14 +294,16 @@ class _Resolver:
             if data is None:
                 self.warnings.append(f"{shown!r}: the file could not be read; link kept as it is")
                 return None
-            return self.asset(rel, data, run.mime(rel, data))
+            url = self.asset(rel, data, run.mime(rel, data))
+            self.shown.add(rel)
+            return url
         if rel in run.page_ids:
             return f"openkb://document/{run.page_ids[rel]}{frag}"
         self.warnings.append(f"link {shown!r}: no such file in the import; kept as it is")
         return None
 
     def wiki(self, target: str, anchor: str, embed: bool) -> str | None:
-        rel = self.run.wiki_target(target, embed)
+        rel = self.run.wiki_target(target, embed, self.dir)
         if rel is None:
             return None
         return self._rel(rel, anchor if anchor and not embed else "", f"[[{target}]]", embed)
@@ -318,6 +321,7 @@ class _Run:
     _mimes: dict[str, str] = field(default_factory=dict)
     _stems: dict[str, list[str]] = field(default_factory=dict)
     _names: dict[str, list[str]] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)  # files some written page holds as its asset
 
     def read(self, rel: str) -> bytes | None:
         e = self.files.get(rel)
@@ -335,14 +339,23 @@ class _Run:
         return self._mimes[rel]
 
     def index_names(self) -> None:
-        for rel in set(self.files) | set(self.page_ids):
+        """File names and page stems, for wiki links (again once the pages are known)."""
+        self._names, self._stems = {}, {}
+        for rel in sorted(set(self.files) | set(self.page_ids)):
             base = posixpath.basename(rel).lower()
             self._names.setdefault(base, []).append(rel)
             if rel in self.page_ids:
                 stem = base.rsplit(".", 1)[0] if "." in base else base
                 self._stems.setdefault(stem, []).append(rel)
 
-    def wiki_target(self, target: str, embed: bool) -> str | None:
+    def wiki_target(self, target: str, embed: bool, here: str = "") -> str | None:
+        """The file ``[[target]]`` in a page of the folder ``here`` names, or None (unknown or
+        ambiguous). Several files of one name (``Projects/attachments/image.png`` and
+        ``Journal/attachments/image.png``) resolve as Obsidian resolves them: the one nearest the
+        note (its own folder first, then by the folders between them); a tie stays ambiguous.
+        A GitHub wiki's ``[[Getting Started]]`` names ``Getting-Started.md``: spaces read as
+        hyphens when nothing else matches, and only a single match counts
+        (docs/importing.md#what-becomes-what)."""
         t = target.strip().lower()
         if "/" in t:
             for cand in (t, t + ".md"):
@@ -351,13 +364,37 @@ class _Run:
                     for r in set(self.files) | set(self.page_ids)
                     if r.lower() == cand or r.lower().endswith("/" + cand)
                 ]
-                if len(hits) == 1:
-                    return hits[0]
+                if hits:
+                    return _nearest(hits, here)
             return None
         hits = self._names.get(t) or ([] if embed else self._stems.get(t)) or []
         if not hits and not embed:
             hits = self._stems.get(t.rsplit(".", 1)[0], [])
-        return hits[0] if len(set(hits)) == 1 else None
+        if not hits and " " in t:  # a GitHub wiki: [[Getting Started]] is Getting-Started.md
+            h = t.replace(" ", "-")
+            dashed = set(self._names.get(h) or ([] if embed else self._stems.get(h)) or [])
+            return dashed.pop() if len(dashed) == 1 else None
+        return _nearest(hits, here) if hits else None
+
+
+def _nearest(hits: list[str], here: str) -> str | None:
+    """Of the files ``hits``, the one nearest the folder ``here``: fewest folders to walk from one
+    to the other (its own folder is 0, ``attachments/`` beside the note 1); None on a tie."""
+    mine = here.split("/") if here else []
+
+    def distance(rel: str) -> int:
+        theirs = posixpath.dirname(rel).split("/") if posixpath.dirname(rel) else []
+        common = 0
+        for a, b in zip(mine, theirs):
+            if a != b:
+                break
+            common += 1
+        return len(mine) + len(theirs) - 2 * common
+
+    ranked = sorted((distance(r), r) for r in set(hits))
+    if len(ranked) > 1 and ranked[0][0] == ranked[1][0]:
+        return None
+    return ranked[0][1]
 
 
 def _title_of(rel: str, markdown: str | None = None) -> str:
@@ -471,12 +508,14 @@ def run_import(
     run.files = {e.rel: e for e in files if e.error is None and e.read is not None}
     by_rel = {p.rel: p for p in prepared}
     referenced: set[str] = set()
-    wiki_names: set[str] = set()
+    run.index_names()  # file names only: wiki links to images resolve as the write resolves them
     for p in prepared:
         if p.markdown is None:
             continue
         d = posixpath.dirname(p.rel)
-        wiki_names.update(p.wiki)
+        for t in p.wiki:
+            if (rel := run.wiki_target(t, True, d)) is not None:
+                referenced.add(rel)
         for url, _img in p.refs:
             if _SCHEME.match(url) or url.startswith(("#", "//")) or url in {a[0] for a in p.assets}:
                 continue
@@ -485,7 +524,7 @@ def run_import(
                 referenced.add(posixpath.normpath(posixpath.join(d, base)))
     for i, p in enumerate(prepared):
         if p.kind == "image" and p.markdown is None and p.error is None:
-            if p.rel in referenced or posixpath.basename(p.rel).lower() in wiki_names:
+            if p.rel in referenced:
                 continue  # an asset of the pages that show it
             data = run.read(p.rel)
             prepared[i] = (
@@ -578,7 +617,11 @@ def run_import(
                 tell("write", done + i, p.size, p.rel, len(pages))
         done += len(chunk)
     for p in asset_only:
-        report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
+        if dry_run or p.rel in run.shown:
+            report.files.append(FileResult(p.rel, "asset", "asset", bytes=p.size))
+        else:  # the page showing it failed: said, not reported as stored
+            why = "no page that shows it was written (see the pages' errors); it is not stored: import again"
+            report.files.append(FileResult(p.rel, "failed", "asset", bytes=p.size, error=why, code="CONVERSION_FAILED"))
     if prune:
         _prune(units, actor, report, existing, set(keys), prefix, dry_run)
     report.seconds = time.monotonic() - started
@@ -761,6 +804,7 @@ def _write_batch(
             batch = KeyedBatch(s, run.actor, kb_id, [prefix + p.rel for p in todo], settings=settings)
             known = _assets_of(s, [run.page_ids[p.rel] for p in todo if prefix + p.rel in existing])
             uploads: list[tuple[DocumentAsset, FileResult]] = []
+            shown: set[str] = set()
             for p in chunk:
                 res = FileResult(
                     p.rel, "failed", "page", converter=p.converter, bytes=p.size, warnings=list(p.warnings)
@@ -802,11 +846,13 @@ def _write_batch(
                     res.warnings.append("created concurrently by another writer; links to it resolve on the next run")
                 res.status, res.document_id = up.status, str(up.document.id)
                 uploads += [(a, res) for a in r.uploaded]
+                shown |= r.shown
             batch.flush()
             for a, res in uploads:  # attached now that their pages exist (see _attach)
                 a.document_id = uuid.UUID(res.document_id) if res.document_id else None
                 s.add(a)
             s.flush()
+        run.shown |= shown  # committed
     except Exception as exc:  # noqa: BLE001 - whatever failed, nothing of the batch committed: page by page
         stop = _stop_behind(exc)
         if stop is not None:  # Ctrl-C wrapped by what it landed in: stop, not redo page by page
@@ -897,6 +943,7 @@ def _write_page(
                 res.warnings.append("created concurrently by another writer; links to it resolve on the next run")
             _attach(s, r.new_assets, up.document.id)
             res.status, res.document_id = up.status, str(up.document.id)
+        run.shown |= r.shown  # committed
     except OpenKBError as exc:
         res.status, res.error, res.code = "failed", exc.detail, exc.code
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the batch

@@ -69,7 +69,8 @@ def prepare_bytes(
                 "MARKDOWN_TOO_LARGE",
             )
             return p
-        edit, refs = marker(nonce)  # the references become placeholders in the same parse
+        wiki: list[str] = []
+        edit, refs = marker(nonce, wiki)  # the references become placeholders in the same parse
         rep = import_markdown(out.markdown, edit=edit)
         p.markdown = rep.markdown
         p.title = rep.title or out.title
@@ -79,8 +80,8 @@ def prepare_bytes(
         p.confidence = out.confidence
         p.assets = [(a.name, a.data, a.mime) for a in out.assets]
         p.refs = list(refs)
-        # the normalizer escapes "[" in text: look for wiki links in the unescaped form
-        p.wiki = [m.group(2).strip().lower() for m in WIKI.finditer(p.markdown.replace("\\[", "["))]
+        # as the write's parse sees them: a ![[x]] in a code span is no embed
+        p.wiki = [m.group(2).strip().lower() for w in wiki if (m := WIKI.match(w))]
         if s.kind not in ("markdown", "text", "empty", "image"):
             p.source = data
     except OpenKBError as exc:

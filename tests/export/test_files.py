@@ -57,7 +57,7 @@ def test_names_are_safe_and_unique(titles):
 def test_names_keep_letters():
     assert safe_name("知识库 Notes") == "知识库 Notes"
     assert safe_name("a/b:c") == "a_b_c"
-    assert safe_name("CON") == "CON_" and safe_name("nul.txt") == "nul.txt_"
+    assert safe_name("CON") == "CON_" and safe_name("nul.txt") == "nul_.txt"
     assert safe_name("..") == "untitled" and safe_name(".env") == "_env"
 
 
@@ -188,3 +188,11 @@ def test_relative_links_are_posix_relpath(folder, parts, is_folder):
     path = parts + "/" if is_folder else parts + ".md"
     expected = posixpath.relpath(parts if is_folder else path, folder or ".") + ("/" if is_folder else "")
     assert _rel(path, folder) == expected
+
+
+def test_device_names_keep_their_extension_and_stop_being_device_names():
+    assert safe_name("CON.png", keep_extension=True) == "CON_.png"
+    assert Namer().take("nul.txt") + ".md" == "nul_.txt.md"
+    assert safe_name("aux.tar.gz", keep_extension=True) == "aux_.tar.gz"
+    for dev in ("COM¹", "COM²", "COM³", "LPT¹", "LPT²", "LPT³"):
+        assert safe_name(dev) == dev + "_" and safe_name(dev + ".txt") == dev + "_.txt"

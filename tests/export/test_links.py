@@ -29,7 +29,8 @@ def resolve(url: str) -> str | None:
 
 
 def reference(body: str) -> str:
-    out, _ = rewrite(body, lambda u, _i: resolve(u.strip()), lambda _t, _a, _e: None)
+    """The export's parse: an autolink's text follows its new destination (``shown_url``)."""
+    out, _ = rewrite(body, lambda u, _i: resolve(u.strip()), lambda _t, _a, _e: None, shown_url=True)
     return out
 
 
