@@ -128,6 +128,15 @@ def is_system_admin(session: Session, user_id: uuid.UUID) -> bool:
     )
 
 
+def _member_elsewhere(session: Session, user_id: uuid.UUID, tenant_id: uuid.UUID | None) -> bool:
+    """Whether the user has a membership in a tenant other than ``tenant_id``."""
+    return bool(
+        session.exec(
+            select(exists().where(TenantMembership.user_id == user_id, TenantMembership.tenant_id != tenant_id))
+        ).one()
+    )
+
+
 def _change_status(
     session: Session, principal: Principal, user_id: uuid.UUID, *, to: str, allowed_from: tuple[str, ...], action: str
 ) -> tuple[User, str, uuid.UUID]:
@@ -138,6 +147,10 @@ def _change_status(
         raise PermissionDenied("administrators cannot change their own status")
     if is_system_admin(session, user.id) and not scope.is_system_admin:
         raise PermissionDenied("only a system_admin can change the status of a system_admin")
+    if not scope.is_system_admin and _member_elsewhere(session, user.id, scope.tenant_id):
+        # A status is one for all the user's tenants: suspending them here would lock them out of
+        # a tenant this administrator does not manage (like deletion, accounts/deletion.py).
+        raise PermissionDenied("the user also belongs to another tenant: a system administrator's decision")
     before = user.status
     if before == to:
         return user, before, audit_tenant  # idempotent: nothing changed, nothing audited

@@ -5,7 +5,8 @@ The row stays (documents, versions, change runs and audit rows point at it by id
 new account) and its name by "Deleted user"; the password is dropped. Everything that lets the
 person act goes in the same transaction: sessions revoked, personal access tokens revoked, OAuth
 grants revoked (with their tokens), workspace/group/collaborator memberships removed, pending
-email links deleted, admin roles dropped to ``member``. What they wrote stays with the knowledge
+requests to join rejected and invitations addressed to them revoked (an approval or a use would
+bring the account back), pending email links deleted, admin roles dropped to ``member``. What they wrote stays with the knowledge
 base it was written in.
 
 Traps:
@@ -40,6 +41,8 @@ from openkb.models import (
     Collaborator,
     EmailToken,
     GroupMember,
+    Invitation,
+    InvitationAcceptance,
     McpOAuthGrant,
     McpPersonalAccessToken,
     TenantMembership,
@@ -215,6 +218,23 @@ def delete_user(
         delete(Collaborator).where(col(Collaborator.subject_type) == "user", col(Collaborator.subject_id) == user.id)
     )
     counts["collaborations_removed"] = int(res.rowcount or 0)  # type: ignore[attr-defined]
+    # A pending request to join, or an invitation addressed to them, would bring the account back
+    # as a member once someone approves or uses it: close both (docs/accounts.md#deleting-a-user).
+    res = session.execute(
+        update(InvitationAcceptance)
+        .where(col(InvitationAcceptance.user_id) == user.id, col(InvitationAcceptance.status) == "awaiting_approval")
+        .values(status="rejected", decided_by=principal.user_id, decided_at=now)
+    )
+    counts["invitation_requests_rejected"] = int(res.rowcount or 0)  # type: ignore[attr-defined]
+    res = session.execute(
+        update(Invitation)
+        .where(
+            col(Invitation.status) == "pending",
+            (col(Invitation.invited_user_id) == user.id) | (func.lower(col(Invitation.email)) == user.email.lower()),
+        )
+        .values(status="revoked")
+    )
+    counts["invitations_revoked"] = int(res.rowcount or 0)  # type: ignore[attr-defined]
     session.execute(delete(EmailToken).where(col(EmailToken.user_id) == user.id))
     session.execute(
         update(TenantMembership)

@@ -1,9 +1,9 @@
 """Make a user tenant administrator, or a plain member again (the admin console's users tab).
 
 Within the administrator's own tenant (``access_admin`` + ``access_user``), or any tenant for a
-system_admin. Traps: an
-administrator cannot change their own role (no locking oneself out), and only a system_admin
-touches a system_admin's membership. Administration grants no content access
+system_admin. Traps: an administrator cannot change their own role (no locking oneself out),
+and only a system_admin touches a system_admin's memberships (any of them: a system_admin in
+one tenant administers all). Administration grants no content access
 (docs/permissions.md#administrators), so this changes nothing anyone can read.
 """
 
@@ -13,7 +13,7 @@ import uuid
 
 from sqlmodel import Session, select
 
-from openkb.accounts.admin import access_user
+from openkb.accounts.admin import access_user, is_system_admin
 from openkb.accounts.users import access_admin
 from openkb.audit import record_audit
 from openkb.errors import NotFound, PermissionDenied, ValidationError
@@ -39,6 +39,10 @@ def set_tenant_role(
     tenant_id = tenant_id or default_tenant
     if user.id == scope.user_id:
         raise PermissionDenied("administrators cannot change their own role")
+    if not scope.is_system_admin and is_system_admin(session, user.id):
+        # A system_admin anywhere administers every tenant; a tenant_admin promoting or demoting
+        # their other memberships would still be managing someone above them.
+        raise PermissionDenied("only a system_admin changes a system_admin's memberships")
     row = session.exec(
         select(TenantMembership)
         .where(TenantMembership.user_id == user.id, TenantMembership.tenant_id == tenant_id)

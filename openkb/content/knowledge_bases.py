@@ -47,15 +47,37 @@ CAPABILITY_KEYS = access_settings.KB_SETTING_KEYS
 _MODEL_KEY = re.compile(r"model|embedding|rerank|provider|api_?key|endpoint", re.I)
 
 
+def _model_key(value: Any, path: str) -> str | None:
+    """The path of the first key naming a model or provider at any depth (``index.api_key``)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            here = f"{path}.{k}" if path else str(k)
+            if _MODEL_KEY.search(str(k)):
+                return here
+            found = _model_key(v, here)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _model_key(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def check_settings(value: Any, settings: Settings | None = None) -> dict[str, Any]:
+    """Models and providers are instance-level (docs/permissions.md: ``settings`` never holds
+    them), and settings are shown to every reader: a provider's API key nested anywhere, not
+    only at the top, would be stored and shown, so keys are checked at every depth."""
     s = limits.check_metadata(value, "settings", settings)
+    found = _model_key(s, "")
+    if found:
+        raise ModelSettingsForbidden(
+            f"knowledge-base settings cannot configure models ({found!r}); "
+            "embedding and rerank are instance-level (admin)",
+            field="settings",
+        )
     for k, v in s.items():
-        if _MODEL_KEY.search(k):
-            raise ModelSettingsForbidden(
-                f"knowledge-base settings cannot configure models ({k!r}); "
-                "embedding and rerank are instance-level (admin)",
-                field="settings",
-            )
         if k in CAPABILITY_KEYS and not isinstance(v, bool):
             raise ValidationError(f"settings.{k} must be true or false", field="settings")
     return s
@@ -346,13 +368,27 @@ def recreate_knowledge_base(
 # -- the operator's references to a knowledge base (CLI: import, export, dify, kb list) -------------
 
 
-def find_knowledge_base(session: Session, ref: str, tenant_id: uuid.UUID | None = None) -> KnowledgeBase:
+def _readable_only(session: Session, principal: Principal, kbs: list[KnowledgeBase]) -> list[KnowledgeBase]:
+    """The knowledge bases of a name lookup that ``principal`` may read (one batch decision)."""
+    caps = knowledge_base_capabilities(session, principal, [k.id for k in kbs])
+    return [k for k in kbs if KbAction.READ in caps.get(k.id, frozenset())]
+
+
+def find_knowledge_base(
+    session: Session, ref: str, tenant_id: uuid.UUID | None = None, *, readable_by: Principal | None = None
+) -> KnowledgeBase:
     """A knowledge base by what an operator types: its id, its slug (any case: slugs are lower
     case, people type ``Handbook``), or its title when exactly one has it (any case). Within
     ``tenant_id`` when given (another tenant's is NOT_FOUND: nothing leaks); else any tenant (the
     operator administers them all). Slugs and titles are unique per workspace at most, so one
     that names several is a CONFLICT listing them, to be given by id; an unknown one says where
-    to look (``openkb kb list``)."""
+    to look (``openkb kb list``).
+
+    ``readable_by``: a slug or title names only the knowledge bases this principal may read, so
+    an administrator typing a name learns nothing of a private knowledge base closed to them
+    (docs/permissions.md#administrators: administering grants no content access), neither by a
+    match nor in a conflict's list. An id is taken as given; the caller decides what it may do
+    with a knowledge base it cannot read."""
     ref = (ref or "").strip()
     if not ref:
         raise ValidationError("empty knowledge base reference", field="kb")
@@ -369,9 +405,11 @@ def find_knowledge_base(session: Session, ref: str, tenant_id: uuid.UUID | None 
     if tenant_id is not None:
         q = q.where(col(KnowledgeBase.tenant_id) == tenant_id)
     for column, what in ((KnowledgeBase.slug, "slug"), (KnowledgeBase.title, "title")):
-        found = session.exec(
-            q.where(func.lower(col(column)) == ref.lower()).order_by(col(KnowledgeBase.created_at))
-        ).all()
+        found = list(
+            session.exec(q.where(func.lower(col(column)) == ref.lower()).order_by(col(KnowledgeBase.created_at))).all()
+        )
+        if found and readable_by is not None:
+            found = _readable_only(session, readable_by, found)
         if len(found) == 1:
             return found[0]
         if len(found) > 1:

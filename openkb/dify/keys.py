@@ -61,23 +61,49 @@ def looks_like_key(value: str) -> bool:
 # --- knowledge-base references -------------------------------------------------------------------
 
 
-def resolve_kb(session: Session, tenant_id: uuid.UUID, ref: str) -> KnowledgeBase:
+def resolve_kb(session: Session, tenant_id: uuid.UUID, ref: str, principal: Principal | None = None) -> KnowledgeBase:
     """A knowledge base of ``tenant_id`` by id, slug or unique title; another tenant's is
     NOT_FOUND (no leak). One shared by two workspaces must be given by id
-    (``openkb.content.knowledge_bases.find_knowledge_base``)."""
+    (``openkb.content.knowledge_bases.find_knowledge_base``). With ``principal``, a slug or
+    title names only a knowledge base it may read: an administrator learns nothing of a private
+    one by its name (docs/permissions.md#administrators)."""
     from openkb.content.knowledge_bases import find_knowledge_base
 
-    return find_knowledge_base(session, ref, tenant_id)
+    return find_knowledge_base(session, ref, tenant_id, readable_by=principal)
 
 
-def resolve_kbs(session: Session, tenant_id: uuid.UUID, refs: Iterable[str | uuid.UUID]) -> list[uuid.UUID]:
+def resolve_kbs(
+    session: Session,
+    principal: Principal,
+    tenant_id: uuid.UUID,
+    refs: Iterable[str | uuid.UUID],
+    *,
+    already: Iterable[uuid.UUID] = (),
+) -> list[uuid.UUID]:
+    """A key's allow-list. The key reads these knowledge bases with no user behind it, so an
+    administrator may list only those they can read themselves: administering grants no content
+    access (docs/permissions.md#administrators, docs/dify.md#keys), and a key must not be a way
+    around a private knowledge base's 404. One the admin cannot read is NOT_FOUND, like an
+    unknown id. ``already``: the key's current list, whose entries may stay (another
+    administrator put them there; keeping them grants nothing new)."""
+    from openkb.permissions import access_knowledge_base
+
     out: list[uuid.UUID] = []
+    given: dict[uuid.UUID, str] = {}
     for ref in refs:
-        kb = resolve_kb(session, tenant_id, str(ref))
+        kb = resolve_kb(session, tenant_id, str(ref), principal)
         if kb.id not in out:
             out.append(kb.id)
+            given[kb.id] = str(ref)
     if len(out) > MAX_KBS_PER_KEY:
         raise ValidationError(f"a key may list at most {MAX_KBS_PER_KEY} knowledge bases", field="kb")
+    kept = set(already)
+    for k in out:
+        if k not in kept:
+            try:
+                access_knowledge_base(session, principal, k)
+            except NotFound:
+                raise NotFound(f"no knowledge base {given[k]!r} in this tenant that you can read") from None
     return out
 
 
@@ -234,7 +260,7 @@ def create_key(
         raise ValidationError(f"at most {MAX_KEYS_PER_TENANT} live Dify keys per tenant; revoke some first")
     row_kwargs = dict(
         name=_name(name),
-        allowed_knowledge_base_ids=resolve_kbs(session, tenant_id, knowledge_base_ids),
+        allowed_knowledge_base_ids=resolve_kbs(session, principal, tenant_id, knowledge_base_ids),
         retrieval_top_k_limit=_top_k_limit(top_k_limit),
         expires_at=_expires(expires_at),
         allowed_metadata_filters=normalize_metadata_filters(metadata_filters),
@@ -357,7 +383,9 @@ def do_update_key(
     if name is not None:
         row.name = _name(name)
     if knowledge_base_ids is not None:
-        row.allowed_knowledge_base_ids = resolve_kbs(session, tenant_id, knowledge_base_ids)
+        row.allowed_knowledge_base_ids = resolve_kbs(
+            session, principal, tenant_id, knowledge_base_ids, already=row.allowed_knowledge_base_ids
+        )
     if top_k_limit is not None:
         row.retrieval_top_k_limit = _top_k_limit(top_k_limit)
     if metadata_filters is not ...:

@@ -3,7 +3,9 @@
 The id Dify sends is an arbitrary string chosen in Dify's UI, so it is never trusted as a
 knowledge base id: it is looked up here (per tenant; another tenant's mapping is invisible)
 *before* the key's ``allowed_knowledge_base_ids`` is checked. Mapping a knowledge id grants
-nothing by itself; only a key's allow-list does.
+nothing by itself; only a key's allow-list does, so a mapping may name any knowledge base of the
+tenant by id, while a slug or title names only one the administrator can read (no private
+knowledge base's existence is revealed by its name, docs/dify.md#knowledge-mapping).
 
 ``do_map`` is an upsert: mapping an existing knowledge id again points it at the new knowledge
 base and re-activates it. Changes take the acting principal, check it administers the tenant
@@ -66,7 +68,7 @@ def do_map(
 ) -> MapResult:
     authorize_tenant(session, principal, tenant_id)
     kid = normalize_knowledge_id(knowledge_id)
-    target = resolve_kb(session, tenant_id, str(kb))
+    target = resolve_kb(session, tenant_id, str(kb), principal)
     row = session.exec(
         select(DifyKnowledgeMapping)
         .where(DifyKnowledgeMapping.tenant_id == tenant_id, DifyKnowledgeMapping.dify_knowledge_id == kid)

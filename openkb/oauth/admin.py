@@ -1,10 +1,18 @@
-"""The admin console's MCP view: a tenant's OAuth clients (disable / enable), its active grants
-(revoke) and how many access tokens are live, for tenant and system administrators.
+"""The admin console's MCP view: the OAuth clients a tenant's members use (disable / enable),
+the tenant's active grants (revoke) and how many access tokens are live, for tenant and system
+administrators.
 
-Authorization is ``access_admin`` + ``can_manage_tenant``: a client or grant of another tenant
-is NOT_FOUND, like an unknown id. Disabling a client refuses its tokens on their next use
+Authorization is ``access_admin`` + ``can_manage_tenant``: a grant of another tenant is
+NOT_FOUND, like an unknown id. A client registered by Dynamic Client Registration or a
+metadata document is ONE row for the whole instance (``/oauth/register`` stores it in the
+default tenant) while its grants belong to each consenting user's tenant, so a tenant's view
+lists the clients with a grant in that tenant and counts only that tenant's grants and tokens,
+and disabling or enabling such a client, which cuts off (or restores) every tenant's users at
+once, is a system administrator's decision: a tenant_admin gets PERMISSION_DENIED. An app
+installation's own client belongs to its tenant, whose administrator may switch it
+(docs/oauth.md#administration). Disabling a client refuses its tokens on their next use
 (``tokens`` checks the client's status on every call) without revoking the users' grants, so
-enabling it again restores them; revoking a grant is final (docs/oauth.md).
+enabling it again restores them; revoking a grant is final.
 """
 
 from __future__ import annotations
@@ -17,21 +25,29 @@ from sqlmodel import Session
 
 from openkb.accounts.users import access_admin
 from openkb.audit import record_audit
-from openkb.errors import NotFound
+from openkb.errors import NotFound, PermissionDenied
 from openkb.models import McpOAuthClient, McpOAuthGrant
 from openkb.oauth.grants import do_revoke_grant
 from openkb.permissions.principal import Principal
 
 MAX_ROWS = 500
 
+# :t is the tenant whose view this is, or NULL for a system administrator's instance-wide view.
 _CLIENTS_SQL = text(
     """
 SELECT c.id, c.client_id, c.client_name, c.registration, c.status, c.created_at,
-       (SELECT count(*) FROM mcp_oauth_grants g WHERE g.client_id = c.id AND g.status = 'active') AS active_grants,
+       (SELECT count(*) FROM mcp_oauth_grants g WHERE g.client_id = c.id AND g.status = 'active'
+         AND (CAST(:t AS uuid) IS NULL OR g.tenant_id = CAST(:t AS uuid))) AS active_grants,
        (SELECT count(*) FROM mcp_oauth_access_tokens t JOIN mcp_oauth_grants g ON g.id = t.grant_id
-         WHERE g.client_id = c.id AND g.status = 'active' AND t.expires_at > now()) AS live_tokens,
-       (SELECT max(g.last_used_at) FROM mcp_oauth_grants g WHERE g.client_id = c.id) AS last_used_at
-FROM mcp_oauth_clients c WHERE c.tenant_id = :t ORDER BY c.created_at DESC LIMIT :n
+         WHERE g.client_id = c.id AND g.status = 'active' AND t.expires_at > now()
+         AND (CAST(:t AS uuid) IS NULL OR g.tenant_id = CAST(:t AS uuid))) AS live_tokens,
+       (SELECT max(g.last_used_at) FROM mcp_oauth_grants g WHERE g.client_id = c.id
+         AND (CAST(:t AS uuid) IS NULL OR g.tenant_id = CAST(:t AS uuid))) AS last_used_at
+FROM mcp_oauth_clients c
+WHERE CAST(:t AS uuid) IS NULL
+   OR (c.installation_id IS NOT NULL AND c.tenant_id = CAST(:t AS uuid))
+   OR EXISTS (SELECT 1 FROM mcp_oauth_grants g WHERE g.client_id = c.id AND g.tenant_id = CAST(:t AS uuid))
+ORDER BY c.created_at DESC LIMIT :n
 """
 )
 
@@ -53,7 +69,11 @@ def _tenant(session: Session, principal: Principal, tenant_id: uuid.UUID | None)
 
 
 def list_clients(session: Session, principal: Principal, tenant_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
-    t = _tenant(session, principal, tenant_id)
+    """The clients with a grant in the tenant (or the tenant's app clients), with that tenant's
+    counts only: another tenant's use of a shared client is not theirs to see. A system
+    administrator naming no tenant sees every client with the instance's counts."""
+    scope = access_admin(session, principal)
+    t = None if scope.is_system_admin and tenant_id is None else _tenant(session, principal, tenant_id)
     return [dict(r._mapping) for r in session.execute(_CLIENTS_SQL, {"t": t, "n": MAX_ROWS})]
 
 
@@ -66,10 +86,16 @@ def list_grants(session: Session, principal: Principal, tenant_id: uuid.UUID | N
 def set_client_status(
     session: Session, principal: Principal, client_pk: uuid.UUID, status: str, tenant_id: uuid.UUID | None = None
 ) -> McpOAuthClient:
-    t = _tenant(session, principal, tenant_id)
+    """Disable or enable a client. A registered client serves every tenant, so only a system
+    administrator switches it; a tenant_admin may switch their tenant's app clients only."""
+    scope = access_admin(session, principal)
+    if tenant_id is not None:
+        _tenant(session, principal, tenant_id)
     row = session.get(McpOAuthClient, client_pk, with_for_update=True)
-    if row is None or row.tenant_id != t:
+    if row is None or (row.installation_id is not None and not scope.can_manage_tenant(row.tenant_id)):
         raise NotFound("no such client")
+    if row.installation_id is None and not scope.is_system_admin:
+        raise PermissionDenied("a registered client serves every tenant: only a system_admin disables or enables it")
     before = row.status
     if before != status:
         row.status = status

@@ -376,6 +376,13 @@ def _decide(
     inv = _managed_invitation(session, principal, acc.invitation_id)
     if acc.status != "awaiting_approval":
         raise ValidationError(f"this request is already {acc.status}")
+    if approve:
+        # Approval grants the role now: a suspended, unverified or deleted requester would get (or
+        # get back, docs/accounts.md#deleting-a-user) a membership nobody meant. It stays pending.
+        requester = session.get(User, acc.user_id)
+        if requester is None or requester.status != "active":
+            status = requester.status if requester is not None else "deleted"
+            raise ValidationError(f"the requester's account is {status}, not active: the request cannot be approved")
     acc.status = "accepted" if approve else "rejected"
     acc.decided_by = principal.user_id
     acc.decided_at = _now()

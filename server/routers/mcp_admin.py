@@ -1,6 +1,7 @@
-"""/api/admin/mcp/*: the tenant's MCP OAuth clients (disable / enable, grant and live-token
-counts) and active grants (revoke), for the admin console. Thin adapter over
-``openkb.oauth.admin``, which authorizes (tenant_admin / system_admin) and audits.
+"""/api/admin/mcp/*: the MCP OAuth clients the tenant's members use (the tenant's grant and
+live-token counts; disable / enable, a system_admin's action for a registered client, which
+serves every tenant: docs/oauth.md#administration) and the tenant's active grants (revoke), for
+the admin console. Thin adapter over ``openkb.oauth.admin``, which authorizes and audits.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def list_clients(session: SessionDep, principal: AdminDep, tenant_id: uuid.UUID 
 def disable_client(
     client_pk: uuid.UUID, session: SessionDep, principal: AdminDep, tenant_id: uuid.UUID | None = None
 ) -> McpStatusOut:
-    """The client's tokens are refused from their next use; its grants stay (enable restores them)."""
+    """The client's tokens are refused from their next use, in every tenant; its grants stay
+    (enable restores them). A tenant_admin gets 403 for a registered client."""
     row = oauth_admin.set_client_status(session, principal, client_pk, "disabled", tenant_id)
     return McpStatusOut(id=row.id, status=row.status)
 

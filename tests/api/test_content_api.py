@@ -69,6 +69,20 @@ def test_knowledge_bases(w, committed):
     assert r.status_code == 404
 
 
+def test_model_settings_are_refused_at_any_depth(w):
+    """Models and providers are instance-level (docs/permissions.md): a key nested in a dict
+    or a list is refused like a top-level one, so no API key is stored and shown to readers."""
+    o, kb = w.c["owner"], w.kb
+    for settings in (
+        {"index": {"embedding_model": "m", "api_key": "sk-123"}},
+        {"extra": [{"Provider": "x"}]},
+        {"a": {"b": [{"c": {"rerank": "on"}}]}},
+    ):
+        r = o.put(f"/api/knowledge-bases/{kb['id']}", json={"settings": settings})
+        assert r.status_code == 422 and r.json()["error"] == "MODEL_SETTINGS_FORBIDDEN", (settings, r.text)
+    assert "sk-123" not in o.get(f"/api/knowledge-bases/{kb['id']}").text
+
+
 def test_document_permission_settings_are_audited(w, committed):
     page = w.doc("P", markdown="p\n")
     r = w.c["member"].put(f"/api/documents/{page['id']}", json={"permission_mode": "custom"})

@@ -66,6 +66,7 @@ def _tools(base: str, token: str) -> int:
 
 def test_clients_and_grants_for_admins(live_server, committed, app_ctx):
     admin, user = make_login_user(committed, role="tenant_admin"), make_login_user(committed)
+    sysadmin = make_login_user(committed, role="system_admin")
     resource = app_ctx.settings.app_base_url.rstrip("/") + "/mcp"
     token, client_pk, grant_id = _oauth_token(committed, user.user_id, resource)
     assert _tools(live_server, token) == 200
@@ -78,13 +79,19 @@ def test_clients_and_grants_for_admins(live_server, committed, app_ctx):
         grants = [g for g in a.get("/api/admin/mcp/grants").json()["items"] if g["id"] == str(grant_id)]
         assert grants and grants[0]["email"] == user.email and "token" not in grants[0]
 
-        assert a.post(f"/api/admin/mcp/clients/{client_pk}/disable").json()["status"] == "disabled"
-        assert _tools(live_server, token) == 401
-        assert a.post(f"/api/admin/mcp/clients/{client_pk}/enable").json()["status"] == "active"
-        assert _tools(live_server, token) == 200
+        # A registered client serves every tenant: switching it is the system_admin's (docs/oauth.md).
+        assert a.post(f"/api/admin/mcp/clients/{client_pk}/disable").status_code == 403
+        with login(live_server, sysadmin.email) as sa:
+            assert sa.post(f"/api/admin/mcp/clients/{client_pk}/disable").json()["status"] == "disabled"
+            assert _tools(live_server, token) == 401
+            assert sa.post(f"/api/admin/mcp/clients/{client_pk}/enable").json()["status"] == "active"
+            assert _tools(live_server, token) == 200
         assert a.post(f"/api/admin/mcp/grants/{grant_id}/revoke").json()["status"] == "revoked"
         assert _tools(live_server, token) == 401
         assert a.post(f"/api/admin/mcp/clients/{uuid.uuid4()}/disable").status_code == 404
     with committed() as s:
-        acts = {r.action for r in s.exec(select(AuditLog).where(AuditLog.actor_user_id == admin.user_id))}
+        acts = {
+            r.action
+            for r in s.exec(select(AuditLog).where(AuditLog.actor_user_id.in_([admin.user_id, sysadmin.user_id])))  # type: ignore[attr-defined]
+        }
     assert {"oauth.client_disabled", "oauth.client_enabled", "oauth.grant_revoked"} <= acts

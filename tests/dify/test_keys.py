@@ -271,3 +271,50 @@ def test_mapping_changes_are_audited_by_the_service(db, world):
     assert [a for a, _, _ in got] == ["dify.mapping.create", "dify.mapping.update", "dify.mapping.disable"]
     assert got[1][2]["before"] == {"knowledge_base_id": str(kb_a.id), "status": "active"}
     assert got[1][2]["knowledge_base_id"] == str(kb_b.id) and got[0][2]["knowledge_id"] == "docs"
+
+
+def test_admin_scopes_keys_only_to_readable_kbs_and_names_resolve_among_them(db, world):
+    """Being an administrator grants no content access (docs/permissions.md#administrators,
+    docs/dify.md#keys): a key reads what its creator could, and a name never reveals a private
+    knowledge base the administrator cannot read."""
+    from tests.factories import make_workspace
+
+    p, kb_a, _ = world
+    admin = Principal.user(p.tenant_admin, p.tenant.id)  # a workspace admin: private KBs stay closed
+    secret = make_kb(db, p.workspace, p.owner, visibility="private", title="Secret plans")
+    elsewhere = make_workspace(db, p.tenant, p.owner)
+    twin = make_kb(db, elsewhere, p.owner, visibility="private", title="A")  # same title as kb_a
+
+    for refs in ([str(secret.id)], [secret.slug], ["Secret plans"]):
+        with pytest.raises(NotFound) as exc:
+            keys.create_key(db, admin, tenant_id=p.tenant.id, name="x", knowledge_base_ids=refs)
+        assert refs == [str(secret.id)] or str(secret.id) not in str(exc.value)
+    # kb_a's title is shared with a private KB: it resolves among what the admin reads, naming nothing else
+    row, _ = keys.create_key(db, admin, tenant_id=p.tenant.id, name="ok", knowledge_base_ids=["a"])
+    assert row.allowed_knowledge_base_ids == [kb_a.id]
+    with pytest.raises(NotFound):
+        keys.do_update_key(db, admin, p.tenant.id, row.id, knowledge_base_ids=[str(kb_a.id), str(twin.id)])
+    assert row.allowed_knowledge_base_ids == [kb_a.id]
+    # a mapping grants nothing: an id may name any KB of the tenant, a name only a readable one
+    assert mappings.do_map(db, admin, tenant_id=p.tenant.id, knowledge_id="s", kb=str(secret.id)).row
+    with pytest.raises(NotFound):
+        mappings.do_map(db, admin, tenant_id=p.tenant.id, knowledge_id="t", kb="Secret plans")
+    # the operator at the command line administers (and reads) everything
+    row, _ = keys.create_key(db, SYSTEM, tenant_id=p.tenant.id, name="op", knowledge_base_ids=[secret.slug])
+    assert row.allowed_knowledge_base_ids == [secret.id]
+
+
+def test_a_name_shared_by_several_kbs_names_only_readable_ones(db, world):
+    from tests.factories import add_member, make_workspace
+
+    p, kb_a, _ = world
+    admin = Principal.user(p.tenant_admin, p.tenant.id)
+    ws2, ws3 = make_workspace(db, p.tenant, p.owner), make_workspace(db, p.tenant, p.owner)
+    add_member(db, ws2, p.tenant_admin, "member")
+    seen = make_kb(db, ws2, p.owner, title="A")
+    hidden = make_kb(db, ws3, p.owner, visibility="private", title="A")
+    with pytest.raises(Conflict) as exc:
+        keys.create_key(db, admin, tenant_id=p.tenant.id, name="x", knowledge_base_ids=["A"])
+    message = str(exc.value)
+    assert str(kb_a.id) in message and str(seen.id) in message and str(hidden.id) not in message
+    assert "2 knowledge bases" in message

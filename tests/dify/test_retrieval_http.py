@@ -687,7 +687,9 @@ def test_rate_limit_is_per_key_with_retry_after(world, http, committed, monkeypa
 def test_admin_routes(world, http, live_server, committed):
     from tests.api.helpers import ALL_SCOPES, bearer_client, make_user_with_pat
 
-    _, admin_token = make_user_with_pat(committed, world.p.tenant, scopes=ALL_SCOPES, role="tenant_admin")
+    # a tenant_admin who reads the knowledge bases (workspace admin): a key may list only those
+    # its administrator can read (docs/dify.md#keys)
+    _, admin_token = make_user_with_pat(committed, world.p.tenant, user=world.p.tenant_admin, scopes=ALL_SCOPES)
     _, member_token = make_user_with_pat(committed, world.p.tenant, scopes=ALL_SCOPES, role="member")
     with bearer_client(live_server, admin_token) as admin, bearer_client(live_server, member_token) as member:
         assert member.get("/api/admin/dify/keys").status_code == 403

@@ -210,3 +210,36 @@ def test_accepting_brings_a_user_into_the_tenant_but_never_across(db, w, P):
             TenantMembership.user_id == stranger.id, TenantMembership.tenant_id == w.tenant.id
         )
     ).first()
+
+
+def test_a_deleted_or_inactive_requester_is_never_approved(db, w, P):
+    """Deleting a user closes their pending requests and the invitations addressed to them, and
+    only an active requester is approved (docs/accounts.md#deleting-a-user)."""
+    from openkb.accounts.deletion import delete_user
+    from openkb.models import InvitationAcceptance
+
+    link = create_invitation(db, P(w.owner), ("workspace", w.workspace.id), role="member", require_approval=True)
+    gone, idle = make_user(db, w.tenant), make_user(db, w.tenant)
+    gone_req = accept_invitation(db, link.token, P(gone)).acceptance
+    idle_req = accept_invitation(db, link.token, P(idle)).acceptance
+    targeted = create_invitation(db, P(w.owner), ("workspace", w.workspace.id), role="member", invited_user_id=gone.id)
+    by_mail = create_invitation(db, P(w.owner), ("workspace", w.workspace.id), role="member", email=gone.email)
+
+    delete_user(db, Principal.system(), gone.id)
+    db.refresh(gone_req)
+    assert gone_req.status == "rejected"
+    for inv in (targeted.invitation, by_mail.invitation):
+        db.refresh(inv)
+        assert inv.status == "revoked"
+    with pytest.raises(ValidationError):
+        approve_invitation_request(db, P(w.owner), gone_req.id)
+
+    idle.status = "suspended"
+    db.add(idle)
+    db.flush()
+    with pytest.raises(ValidationError):
+        approve_invitation_request(db, P(w.owner), idle_req.id)
+    db.refresh(db.get(InvitationAcceptance, idle_req.id))
+    assert db.get(InvitationAcceptance, idle_req.id).status == "awaiting_approval"  # decided once they are back
+    members = db.exec(select(WorkspaceMember.user_id).where(WorkspaceMember.workspace_id == w.workspace.id)).all()
+    assert gone.id not in {m for (m,) in members} and idle.id not in {m for (m,) in members}

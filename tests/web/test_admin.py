@@ -159,7 +159,8 @@ def test_a_dify_key_from_the_console_works_on_retrieval_until_revoked(contexts, 
 
 
 def test_admin_disables_an_mcp_client_and_revokes_a_grant(contexts, live_server, committed, app_ctx):
-    admin, user = make_login_user(committed, role="tenant_admin"), make_login_user(committed)
+    # A registered client serves every tenant: the system_admin switches it (docs/oauth.md#administration).
+    admin, user = make_login_user(committed, role="system_admin"), make_login_user(committed)
     token, _, _ = _oauth_token(committed, user.user_id, app_ctx.settings.app_base_url.rstrip("/") + "/mcp")
     page = contexts.page()
     sign_in(page, admin.email)

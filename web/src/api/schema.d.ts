@@ -464,7 +464,8 @@ export interface paths {
         put?: never;
         /**
          * Disable Client
-         * @description The client's tokens are refused from their next use; its grants stay (enable restores them).
+         * @description The client's tokens are refused from their next use, in every tenant; its grants stay
+         *     (enable restores them). A tenant_admin gets 403 for a registered client.
          */
         post: operations["disable_client_api_admin_mcp_clients__client_pk__disable_post"];
         delete?: never;

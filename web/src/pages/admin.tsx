@@ -966,6 +966,9 @@ function DifyTab() {
 }
 
 function McpTab() {
+  const session = useSession()
+  // A registered client serves every tenant: only a system_admin switches it (docs/oauth.md#administration).
+  const systemAdmin = session.status === 'signed-in' && session.me.tenant_roles.some((r) => r.role === 'system_admin')
   const clients = useQuery('admin:mcp:clients', api.mcpClients)
   const grants = useQuery('admin:mcp:grants', api.mcpGrants)
   const [error, setError] = useState<unknown>(null)
@@ -997,7 +1000,7 @@ function McpTab() {
               <td>{c.live_tokens}</td>
               <td>{when(c.last_used_at)}</td>
               <td>
-                {c.status === 'active' ? (
+                {!systemAdmin && c.registration !== 'app' ? null : c.status === 'active' ? (
                   <button type="button" aria-label={t('disableNamed', { name: c.client_name })} onClick={() => act(api.disableMcpClient(c.id))}>
                     {t('disable')}
                   </button>
