@@ -31,6 +31,7 @@ from server.hsts import StrictTransportSecurity
 from server.logs import configure_logging
 from server.mcp import mount as mount_mcp
 from server.mcp import openapi_path as mcp_openapi_path
+from server.nostore import NoStoreByDefault
 from server.retry import RetryOnConflict
 from server.routers import (
     account,
@@ -149,6 +150,8 @@ def create_app(ctx: AppContext, *, queue: JobQueue, warm: bool = True) -> FastAP
     app.add_middleware(
         HeadAsGet, routes=lambda: app.router.routes
     )  # every layer below sees the GET it answers (server/head.py)
+    # API answers are the caller's: not kept by caches unless a route says so (server/nostore.py)
+    app.add_middleware(NoStoreByDefault)
     # outermost: HSTS on every answer when APP_BASE_URL is https (server/hsts.py, docs/web.md#security)
     app.add_middleware(StrictTransportSecurity, base_url=lambda: ctx.settings.app_base_url)
 
