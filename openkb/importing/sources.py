@@ -12,8 +12,8 @@ Safety (docs/importing.md#bad-input):
   expands beyond a ratio: the whole archive is refused before anything is unpacked (the caps
   are the converters' ``MAX_ZIP_*``);
 * a file over the upload limit (``max_upload_bytes``) fails as oversize without being read;
-* hidden files and folders (``.obsidian``, ``.git``, ``.DS_Store``) and ``__MACOSX`` are skipped:
-  they are tool state, not content.
+* hidden files and folders (``.obsidian``, ``.git``, ``.DS_Store``), ``__MACOSX`` and Windows'
+  ``Thumbs.db`` and ``desktop.ini`` are skipped: they are tool state, not content.
 
 Names in a zip: only entries flagged UTF-8 say their encoding. Python reads every other name as
 code page 437, which turns ``会议.md`` from a Linux or macOS zip (UTF-8 without the flag) or from
@@ -96,8 +96,13 @@ def _nfc(s: str) -> str:
     return unicodedata.normalize("NFC", s)
 
 
+# What the operating systems leave in folders they showed (Windows' thumbnail caches and folder
+# settings; macOS's are dot files): tool state, never content.
+OS_LITTER = frozenset({"thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini"})
+
+
 def _hidden(part: str) -> bool:
-    return part.startswith(".") or part == "__MACOSX"
+    return part.startswith(".") or part == "__MACOSX" or part.casefold() in OS_LITTER
 
 
 def _read_file(path: Path) -> Callable[[], bytes]:

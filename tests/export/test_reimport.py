@@ -57,6 +57,9 @@ def test_an_unpacked_export_given_with_its_parent_folder_imports_as_an_export(wo
     root = tmp_path / "Downloads"
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         z.extractall(root / "wiki")
+    # left by Windows in folders it showed: skipped, not "not listed in the manifest"
+    (root / "wiki" / "Thumbs.db").write_bytes(b"\xd0\xcf\x11\xe0" + bytes(60))
+    (root / "wiki" / "desktop.ini").write_text("[.ShellClassInfo]\r\n")
     empty = world.new_kb()
     report = import_path(world.units, world.blobs, world.actor(), empty.id, root)
     assert not report.failed, [(f.path, f.error) for f in report.failed]

@@ -53,6 +53,9 @@ def vault(tmp_path_factory) -> Path:
     (root / "attachments" / "图片.png").write_bytes(png())
     (root / "attachments" / "unused.png").write_bytes(png("blue"))
     (root / "readme.txt").write_text("plain text 纯文本\n", encoding="utf-8")
+    # what Windows leaves in folders it showed: not content, skipped like .obsidian
+    (root / "attachments" / "Thumbs.db").write_bytes(b"\xd0\xcf\x11\xe0" + bytes(60))
+    (root / "笔记" / "desktop.ini").write_text("[.ShellClassInfo]\r\n", encoding="utf-8")
     return root
 
 
