@@ -51,6 +51,19 @@ def _text(content: str) -> Token:
     return t
 
 
+_SIZE = re.compile(r"\s*\d+(?:\s*x\s*\d+)?\s*")
+
+
+def _embed_alt(shown: str | None) -> str:
+    """The alternative text of ``![[image.png|…]]``. Obsidian reads a last part that is a size
+    (``|300``, ``|300x200``) as the width to show, not as text: the dialect has no image size,
+    so it is dropped (``![[a.png|300]]`` had the alt text "300"); what comes before it is the text."""
+    parts = (shown or "").split("|")
+    if parts and _SIZE.fullmatch(parts[-1]):
+        parts.pop()
+    return "|".join(parts).strip()
+
+
 def _wiki_tokens(content: str, wiki: ResolveWiki, unresolved: list[str]) -> list[Token] | None:
     if "[[" not in content:
         return None
@@ -68,8 +81,9 @@ def _wiki_tokens(content: str, wiki: ResolveWiki, unresolved: list[str]) -> list
             out.append(_text(content[pos : m.start()]))
         label = (shown if shown is not None else target + (anchor.replace("#", " > ", 1) if anchor else "")).strip()
         if embed:
+            alt = _embed_alt(shown)
             img = Token("image", "img", 0, attrs={"src": url, "alt": ""})
-            img.children = [_text(shown or "")] if shown else []
+            img.children = [_text(alt)] if alt else []
             out.append(img)
         else:
             out.append(Token("link_open", "a", 1, attrs={"href": url}))

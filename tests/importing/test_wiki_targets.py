@@ -71,3 +71,21 @@ def test_github_wiki_links_match_hyphenated_file_names(world, tmp_path):
     body = _body(world, files["Home.md"].document_id)
     assert f"[Getting Started](openkb://document/{files['Getting-Started.md'].document_id})" in body
     assert f"[Two Words](openkb://document/{files['Two-Words.md'].document_id})" in body
+
+
+def test_an_embeds_size_is_not_its_alternative_text(world, tmp_path):
+    """Obsidian's ``![[image.png|300]]`` shows the image 300 pixels wide: the size is dropped (the
+    dialect has none), it does not become the alternative text; text before a size is kept."""
+    root = tmp_path / f"vault-{uid()}"
+    root.mkdir()
+    (root / "a.png").write_bytes(png("red"))
+    (root / "b.png").write_bytes(png("blue"))
+    (root / "c.png").write_bytes(png("green"))
+    (root / "note.md").write_text(
+        "# Note\n\n![[a.png|300]]\n\n![[b.png|Blue square|120x80]]\n\n![[c.png|Green square]]\n", encoding="utf-8"
+    )
+    report = world.run(root, world.new_kb())
+    assert not report.failed, [(f.path, f.error) for f in report.failed]
+    body = _body(world, by_path(report)["note.md"].document_id)
+    alts = re.findall(r"!\[([^\]]*)\]\(asset://", body)
+    assert alts == ["", "Blue square", "Green square"], body
