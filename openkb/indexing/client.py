@@ -104,14 +104,25 @@ class DropHandledNotLoaded(logging.Filter):
     handled here (``ResilientMilvus._reload`` loads it and says so once, as a warning), so its
     ERROR line only alarmed: ``openkb index verify`` on a freshly restored home printed one.
     Registered by openkb/indexing/milvus.py ahead of its throttle, so a dropped line does not
-    use up the minute of the next real error."""
+    use up the minute of the next real error.
+
+    Also dropped: the ERROR line of a reload that ``_reload`` is about to try again (Milvus Lite
+    refuses a load now and then right after a flush, "Not an Arrow file", and takes the same
+    load a moment later); only the last attempt's failure keeps its line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             text = record.getMessage().lower()
         except Exception:  # noqa: BLE001 - a bad format string: keep the record
             return True
+        if getattr(_retried_load, "active", False) and "[load_collection]" in text:
+            return False
         return not any(m in text for m in _NOT_LOADED_MARKS)
+
+
+# Set by ``ResilientMilvus._reload`` around a load it will try again if refused: pymilvus logs
+# the refusal in the calling thread before raising it, so a thread-local tells the filter.
+_retried_load = threading.local()
 
 
 class ResilientMilvus:
@@ -235,8 +246,9 @@ class ResilientMilvus:
             collection,
         )
         failed: Exception | None = None
-        for pause in RELOAD_PAUSES_S:
+        for attempt, pause in enumerate(RELOAD_PAUSES_S, 1):
             time.sleep(pause)
+            _retried_load.active = attempt < len(RELOAD_PAUSES_S)  # its refusal is no error yet
             try:
                 client.load_collection(collection)
                 break
@@ -245,6 +257,8 @@ class ResilientMilvus:
                     self._drop(client, _short(exc))
                     raise self._unavailable(f"loading {collection}: {_short(exc)}") from None
                 failed = exc
+            finally:
+                _retried_load.active = False
         else:
             raise self._unavailable(f"loading {collection}: {_short(failed)}") from None
         with self._lock:

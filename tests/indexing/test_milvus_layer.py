@@ -470,14 +470,30 @@ def test_a_refused_reload_is_tried_again_before_the_caller_gets_503(mc: MilvusCl
     mc.flush(spec.collection_name)
     refusals = {"left": 0, "made": 0}
 
+    refusal = "RPC error: [load_collection], <MilvusException: (code=1, message=Not an Arrow file)>"
+
     class Refusing(MilvusClient):
         def load_collection(self, *args, **kwargs):
             if refusals["left"] > 0:
                 refusals["left"] -= 1
                 refusals["made"] += 1
+                # as pymilvus' decorator does: an ERROR line in the calling thread, then the raise
+                logging.getLogger("pymilvus.decorators").error(refusal)
                 raise MilvusException(message="Not an Arrow file")
             return super().load_collection(*args, **kwargs)
 
+    class Keep(logging.Handler):  # pymilvus' logger does not propagate: caplog cannot see it
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    pymilvus_log, kept = logging.getLogger("pymilvus"), Keep()
+    pymilvus_log.addHandler(kept)
+    quiet = pymilvus_log.level
+    pymilvus_log.setLevel(logging.WARNING)  # as configured by pymilvus (this module quiets it)
     client = ResilientMilvus(lambda: Refusing(uri=lite_uri), uri=lite_uri)
     try:
         mc.release_collection(spec.collection_name)
@@ -485,13 +501,17 @@ def test_a_refused_reload_is_tried_again_before_the_caller_gets_503(mc: MilvusCl
         rows = client.query(spec.collection_name, filter='id == "c-two"', output_fields=["id"])
         assert [r["id"] for r in rows] == ["c-two"]
         assert refusals == {"left": 0, "made": len(RELOAD_PAUSES_S) - 1}
+        assert kept.lines == []  # refusals tried again are no errors: no ERROR line for them
 
         mc.release_collection(spec.collection_name)
         refusals.update(left=len(RELOAD_PAUSES_S), made=0)  # refused every time
         with pytest.raises(IndexUnavailable, match="Not an Arrow file") as err:
             client.query(spec.collection_name, filter='id == "c-two"', output_fields=["id"])
         assert err.value.extra["retry_after"] > 0 and refusals["made"] == len(RELOAD_PAUSES_S)
+        assert kept.lines == [refusal]  # the last attempt's refusal keeps its line
     finally:
+        pymilvus_log.removeHandler(kept)
+        pymilvus_log.setLevel(quiet)
         client.close()
         mv.drop_collection(mc, spec.collection_name)
 
