@@ -35,7 +35,7 @@ from openkb.apps import reach as RC
 from openkb.apps import refs as R
 from openkb.apps.registry import AppCaller, check_source_uri
 from openkb.config import Settings
-from openkb.content import limits
+from openkb.content import limits, tree
 from openkb.content.actor import Actor, parse_run_id
 from openkb.content.documents import create_document, trash_document
 from openkb.content.knowledge_bases import create_knowledge_base
@@ -405,12 +405,7 @@ _UNKNOWN: Any = object()
 def _below_trash(session: Session, loc: RC.Loc) -> bool:
     """Whether a folder above the document is in the trash (its own status is ``loc.status``,
     which ``upsert_by_key`` answers for). Only asked for a document in a folder."""
-    return bool(
-        session.execute(
-            text("SELECT EXISTS (SELECT 1 FROM documents WHERE id = ANY(:ids) AND status = 'deleted')"),
-            {"ids": list(loc.ancestors)},
-        ).scalar()
-    )
+    return bool(tree.in_trash(session, list(loc.ancestors)))
 
 
 def _appeared(session: Session, caller: AppCaller, coll: Coll, key: str, status: str) -> None:

@@ -744,11 +744,7 @@ def _trashed_ancestor(session: Session, principal: Principal, doc: Document) -> 
     ids = [r["id"] for r in chain[1:]]
     if not ids:
         return None
-    binned = set(
-        session.execute(
-            text("SELECT id FROM documents WHERE id = ANY(:ids) AND status = 'deleted'"), {"ids": ids}
-        ).scalars()
-    )
+    binned = tree.in_trash(session, ids)
     row = next((r for r in chain[1:] if r["id"] in binned), None)
     if row is None:
         return None

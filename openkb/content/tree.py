@@ -99,6 +99,17 @@ def ancestors(session: Session, doc_id: uuid.UUID) -> list[dict[str, Any]]:
     return [dict(r) for r in session.execute(_ANCESTORS, {"id": doc_id}).mappings()]
 
 
+_IN_TRASH = text("SELECT id FROM documents WHERE id = ANY(:ids) AND status = 'deleted'").bindparams(
+    bindparam("ids", type_=ARRAY(UUID(as_uuid=True)))
+)
+
+
+def in_trash(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of ``ids`` are themselves in the trash (one statement): asked of a document's
+    ancestors, since trashing marks only the trashed document, not its subtree."""
+    return set(session.execute(_IN_TRASH, {"ids": list(ids)}).scalars()) if ids else set()
+
+
 def depth_of(session: Session, doc_id: uuid.UUID | None) -> int:
     """Levels from the root down to ``doc_id`` inclusive; 0 for the knowledge-base root."""
     if doc_id is None:
