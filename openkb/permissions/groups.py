@@ -1,8 +1,8 @@
 """User groups (docs/permissions.md#groups): named sets of one tenant's users that can be granted
 content roles as collaborators (``subject_type = 'group'``).
 
-Who may change them: tenant_admin or system_admin *of the group's tenant*, acting in that
-tenant (a PAT also needs the ``admin`` scope). Anyone else signed in gets PermissionDenied; a
+Who may change them: the group's tenant's tenant_admin, or a system_admin (of any tenant: they
+administer every tenant), acting in that tenant (a PAT also needs the ``admin`` scope). Anyone else signed in gets PermissionDenied; a
 group of another tenant is NotFound, as if it did not exist. The system principal (the ``openkb
 group`` CLI, run by whoever operates the appliance) may act on any tenant it names. Managing a
 group grants no content access by itself (docs/permissions.md#administrators).
@@ -52,17 +52,14 @@ def _admin_tenant(session: Session, principal: Principal, tenant_id: uuid.UUID |
         raise Unauthenticated("sign in as an administrator")
     if tenant_id is not None and tenant_id != principal.tenant_id:
         raise NotFound("tenant not found")
-    role = session.execute(
-        select(TenantMembership.role)
-        .join(User, User.id == TenantMembership.user_id)
-        .where(
-            TenantMembership.user_id == principal.user_id,
-            TenantMembership.tenant_id == principal.tenant_id,
-            User.status == "active",
-        )
-    ).scalar_one_or_none()
-    if role not in ADMIN_ROLES:
-        raise PermissionDenied("tenant administrators only")
+    # the same test as every admin route (a system_admin administers any tenant, acting in the one
+    # they are signed into: docs/permissions.md#administrators)
+    from openkb.accounts.users import access_admin
+
+    try:
+        access_admin(session, principal)
+    except PermissionDenied:
+        raise PermissionDenied("tenant administrators only") from None
     if principal.scopes is not None and ADMIN_SCOPE not in principal.scopes:
         raise PermissionDenied("this token lacks the admin scope")
     return principal.tenant_id

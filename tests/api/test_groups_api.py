@@ -181,6 +181,33 @@ def test_who_may_manage_groups(w):
     assert w.c["tadmin"].get(f"/api/admin/groups/{g['id']}").json()["name"] == "Team"  # untouched
 
 
+def test_a_system_admin_manages_the_groups_of_the_tenant_they_act_in(w, committed):
+    """docs/permissions.md#administrators: a system_admin administers any tenant, as on the other
+    admin routes; signed into a tenant where they are a plain member, its groups are theirs to
+    manage (they got 403 there while /api/admin/users answered them)."""
+    from openkb.models import TenantMembership
+
+    sysadmin, _ = make_user_with_pat(committed, w.other_tenant, scopes=ADMIN_SCOPES, role="system_admin")
+    with committed() as s:
+        s.add(TenantMembership(tenant_id=w.tenant.id, user_id=sysadmin.id, role="member"))
+        s.commit()
+    _, token = make_user_with_pat(committed, w.tenant, scopes=ADMIN_SCOPES, user=sysadmin)
+    c = w.client(token)
+    assert c.get("/api/admin/users").status_code == 200  # the other admin routes already did
+    r = c.post("/api/admin/groups", json={"name": "Ops"})
+    assert r.status_code == 201, r.text
+    g = r.json()
+    assert g["tenant_id"] == str(w.tenant.id)  # the tenant they act in
+    assert c.post(f"/api/admin/groups/{g['id']}/members", json={"user_id": str(w.users["member"])}).status_code in (
+        200,
+        201,
+    )
+    assert [x["name"] for x in w.c["tadmin"].get("/api/admin/groups").json()["items"]] == ["Ops"]
+    # the tenant's own admin sees the change; a group of a tenant they do not act in stays 404
+    other = w.c["other_admin"].post("/api/admin/groups", json={"name": "Elsewhere"}).json()
+    assert c.get(f"/api/admin/groups/{other['id']}").status_code == 404
+
+
 def test_group_routes_document_their_errors(http):
     spec = http.get("/api/openapi.json").json()
     ops = [
