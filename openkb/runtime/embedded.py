@@ -181,6 +181,16 @@ def stop_postgres_of(pg_dir: Path, timeout: float = 30.0) -> None:
         return
 
 
+# glibc's allocator in the Lite server (docs/operations.md#supervision): Lite copies its map of deleted
+# keys for every request (a dict of hundreds of kilobytes once saves have deleted thousands of
+# chunks), in any of its ten gRPC threads. By default each thread may get an allocator arena of
+# its own and a freed large block raises the size below which blocks come from those arenas, so
+# the copies stayed in them: its memory drifted up 12-16% in a 10-minute soak while its Python
+# heap was flat. Two arenas and a fixed 128 KiB threshold (larger blocks are mapped and given
+# back when freed) keep it level. An operator's own setting of either wins.
+LITE_MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+
+
 class EmbeddedServices:
     """Context manager resolving every component to a usable endpoint."""
 
@@ -390,6 +400,7 @@ class EmbeddedServices:
             "COHERE_API_KEY": os.environ.get("COHERE_API_KEY", "openkb-local-embedder"),
             # how it scores BM25, for doctor and /readyz (openkb/runtime/lite_server.py)
             RECORD_ENV: str(self.home.root),
+            **{k: os.environ.get(k, v) for k, v in LITE_MALLOC.items()},
         }
         self._launch["milvus"] = (cmd, log_path, env)
         proc = spawn(cmd, log_path, env)
