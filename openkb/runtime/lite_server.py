@@ -2,7 +2,9 @@
 server --data-dir ... --host ... --port ...`` (the arguments of Lite's own ``milvus-lite``).
 
 The same server, with BM25 scored on statistics of the whole collection instead of each segment's
-(``openkb.runtime.lite_bm25``, docs/retrieval.md#bm25-statistics). Installed before Lite loads
+(``openkb.runtime.lite_bm25``, docs/retrieval.md#bm25-statistics), and partial updates that keep
+the stored vector of a text they leave as it is (``openkb.runtime.lite_vectors``,
+docs/retrieval.md#partial-updates). Installed before Lite loads
 any collection; the log says whether it applied, and so does ``run/milvus-bm25.json`` when ``openkb
 up`` started it (``BM25_RECORD``), which ``openkb doctor`` and ``/readyz`` read (function
 ``bm25_scoring``). Its jieba is kept quiet, its cache in the home.
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openkb.runtime import lite_bm25
+from openkb.runtime import lite_bm25, lite_vectors
 from openkb.runtime.home import Home, cache_dir, read_record, write_record
 from openkb.runtime.python import module_command
 
@@ -60,13 +62,21 @@ def bm25_scoring(home: Home) -> dict[str, Any] | None:
     return rec
 
 
+def _install_patches() -> None:
+    """OpenKB's changes to Lite, before it loads any collection: BM25 on collection-wide
+    statistics (``lite_bm25``) and stored vectors kept on partial updates (``lite_vectors``)."""
+    if lite_bm25.install():
+        print("openkb: BM25 scores use collection-wide statistics", file=sys.stderr, flush=True)
+    if lite_vectors.install():
+        print("openkb: partial updates keep the stored vectors of unchanged texts", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_jieba()
     record = os.environ.get(RECORD_ENV)
     if record:
         lite_bm25.reporter = _recorder(Home(Path(record)))
-    if lite_bm25.install():
-        print("openkb: BM25 scores use collection-wide statistics", file=sys.stderr, flush=True)
+    _install_patches()
     from milvus_lite.cmdline import main as lite_main
 
     return lite_main(argv)
