@@ -2,15 +2,18 @@
 
 ``sync_documents`` is the whole index job: for a batch of documents it makes sure the current
 version's ``document_chunks`` exist (chunking it once; the rows and their ids are reused on
-every later run), computes each chunk's Milvus row (access fields from
+every later run, and a chunk a save left alone keeps its id: ``stable_chunk_ids``), computes each
+chunk's Milvus row (access fields from
 ``openkb.permissions.chunk_access_many`` and nowhere else), compares with what each target
 collection holds, and then writes only the difference:
 
 * a chunk missing from Milvus (or whose title changed: the title is part of the embedded text)
   -> full upsert, which makes Milvus call the TEXTEMBEDDING function;
-* a chunk whose scalar fields changed (move, permission mode, visibility, status, metadata)
-  -> partial upsert of the scalars only (less to send; Milvus still runs its functions on the
-  merged row, so the chunk is embedded again: docs/retrieval.md#what-a-change-costs);
+* a chunk whose scalar fields changed (move, permission mode, visibility, status, metadata, or
+  a save that left the chunk as it was: its version and ordinal) -> partial upsert of the
+  scalars only (less to send; a Milvus server still runs its functions on the merged row, so the
+  chunk is embedded again: docs/retrieval.md#what-a-change-costs; the embedded Lite keeps the
+  stored vector: docs/retrieval.md#partial-updates);
 * a Milvus row no longer wanted (an old version, a deleted document) -> delete.
 
 Running it twice changes nothing the second time, which is what makes the huey jobs idempotent
@@ -37,6 +40,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy.orm.util import identity_key
 from sqlmodel import Session, col, select
 
 from openkb.context import AppContext
@@ -310,6 +314,33 @@ def _lock_documents(session: Session, ids: Sequence[str]) -> None:
     )
 
 
+_CHUNK_IDS = uuid.UUID("6f70656e-6b62-4368-b56e-6b2d69647331")  # the namespace of stable chunk ids
+
+
+def stable_chunk_ids(document_id: str, chunks: Sequence[Any]) -> list[uuid.UUID]:
+    """The ids of a version's chunks: the same chunk of the same document gets the same id in
+    every version (its heading path, text and Markdown, the chunker's version, and which copy it
+    is when the page repeats it), so a save keeps the Milvus rows of the chunks it left alone.
+
+    Why: a save used to give every chunk a new row, and Milvus embeds every new row; a one-word
+    edit of a 50-chunk page sent 50 chunks to the embedding service. Now only the chunks the edit
+    changed are new rows; the others change their scalars (version, ordinal) in a partial update,
+    which the embedded Milvus Lite applies without embedding again
+    (docs/retrieval.md#partial-updates; a Milvus server merges and embeds the row again, as it did
+    the new one). The title is not part of the id: a rename rewrites every row whole, as before
+    (the title is in the embedded text)."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in chunks:
+        key = "\x1f".join(
+            (document_id, CHUNKER_VERSION, json.dumps(list(c.heading_path), ensure_ascii=False), c.content_text)
+        )
+        key += "\x1f" + c.content_markdown
+        n = seen[key] = seen.get(key, -1) + 1
+        out.append(uuid.uuid5(_CHUNK_IDS, f"{key}\x1f{n}"))
+    return out
+
+
 def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[DocumentChunk]]:
     """The current version's chunks per document, chunking (once) where they don't exist yet or
     were made by another chunker version; chunks of other versions are deleted."""
@@ -353,8 +384,15 @@ def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[D
     for i in redo:
         d = wanted[i]
         vid, md = md_of.get(i, (d.current_version_id, ""))
+        pieces = chunk_markdown(md or "")
+        ids = stable_chunk_ids(d.id, pieces)
+        for cid in ids:  # a row of an earlier version with this id was deleted above, by SQL
+            held = session.identity_map.get(identity_key(DocumentChunk, cid))
+            if held is not None:
+                session.expunge(held)
         rows = [
             DocumentChunk(
+                id=cid,
                 tenant_id=uuid.UUID(d.tenant_id),
                 workspace_id=uuid.UUID(d.workspace_id),
                 knowledge_base_id=uuid.UUID(d.knowledge_base_id),
@@ -367,7 +405,7 @@ def ensure_chunks(session: Session, docs: Iterable[DocInfo]) -> dict[str, list[D
                 token_count=c.token_count,
                 meta=c.metadata,
             )
-            for c in chunk_markdown(md or "")
+            for cid, c in zip(ids, pieces, strict=True)
         ]
         session.add_all(rows)
         by_doc[i] = rows

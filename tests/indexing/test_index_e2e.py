@@ -199,6 +199,44 @@ def test_new_version_replaces_rows_and_running_the_job_again_changes_nothing(env
     assert (rep["inserted"], rep["updated"], rep["deleted"]) == (0, 0, 0)
 
 
+def test_a_save_rewrites_only_the_chunks_it_changed(env):
+    """A chunk the save left alone keeps its id and its Milvus row (version and ordinal updated
+    in place); only the changed chunk is a new row, so only it is embedded
+    (docs/retrieval.md#partial-updates). Before, every chunk of the page became a new row."""
+    keep = [uniq(f"keep{i}") for i in range(4)]
+    body = "\n\n".join(f"## Part {i}\n\n{w} " + "steady words " * 60 for i, w in enumerate(keep))
+    doc = env.create(f"# Guide\n\n{body}\n")
+    with Session(env.engine) as s:
+        before = {
+            c.content_text: c.id for c in s.exec(select(DocumentChunk).where(DocumentChunk.document_id == doc.id))
+        }
+    assert len(before) >= 4
+    changed = uniq("changed")
+    md = f"# Guide\n\n{body.replace(keep[2], changed)}\n"
+
+    def go(s: Session):
+        d = s.get(Document, doc.id)
+        r = save_version(
+            s, env.actor(), doc.id, markdown=md, markdown_hash=sha256_hex(md), base_version_id=d.current_version_id
+        )
+        s.flush()
+        return r.version.id, service.sync_documents(env.ctx, s, [doc.id])
+
+    vid, rep = env.write(go)
+    assert (rep.inserted, rep.deleted) == (1, 1), rep
+    assert rep.updated == len(before) - 1
+    with Session(env.engine) as s:
+        after = {c.content_text: c.id for c in s.exec(select(DocumentChunk).where(DocumentChunk.document_id == doc.id))}
+    assert {t: i for t, i in after.items() if changed not in t} == {t: i for t, i in before.items() if keep[2] not in t}
+    rows = mv.query_rows(
+        env.ctx.milvus, env.alias, f'document_id == "{doc.id}"', output_fields=["id", "version_id"], limit=100
+    )
+    assert {r["id"] for r in rows} == {str(i) for i in after.values()}
+    assert {r["version_id"] for r in rows} == {str(vid)}
+    assert env.finds(env.p.member, changed, doc.id) and env.finds(env.p.member, keep[3], doc.id)
+    assert not any(keep[2] in r.content for r in env.search(env.p.member, keep[2]))
+
+
 def test_mixed_chinese_and_english(env):
     tag = uniq("")
     zh = env.create(
