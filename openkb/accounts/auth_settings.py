@@ -112,7 +112,8 @@ def update(
     with before/after. ``req`` is an ``accounts.admin.Request`` (principal, ip, user agent).
 
     A tenant_admin edits only their tenant's override (created from the instance default on
-    first write); only a system_admin edits the instance default.
+    first write), and never its ``first_user_becomes_admin``; only a system_admin edits the
+    instance default.
     """
     target = _target(session, scope, tenant_id)
     if target is None and not scope.is_system_admin:
@@ -133,6 +134,14 @@ def update(
             raise ValidationError(f"{f} must be true or false", field=f)
     if "allowed_email_domains" in changes:
         changes = {**changes, "allowed_email_domains": normalize_domains(changes["allowed_email_domains"])}
+    if (
+        "first_user_becomes_admin" in changes
+        and not scope.is_system_admin
+        and changes["first_user_becomes_admin"] != effective(session, target).row.first_user_becomes_admin
+    ):
+        # it hands out system_admin, a role above a tenant_admin's (docs/accounts.md#first-administrator);
+        # the same value sent back, as a settings form sends every field, changes nothing
+        raise PermissionDenied("only a system_admin decides whether the first sign-up becomes system_admin")
 
     if target is None:
         row = instance_row(session)

@@ -209,6 +209,23 @@ def test_tenant_admin_edits_own_tenant_settings(admin_c, org, committed):
     assert admin_c.get("/api/admin/auth-settings").json()["source"] == "instance"
 
 
+def test_only_a_system_admin_decides_whether_the_first_sign_up_becomes_system_admin(admin_c, org):
+    """``first_user_becomes_admin`` hands out system_admin, a role above a tenant_admin's: a
+    tenant_admin may not turn it on (or off) in their tenant's override (docs/accounts.md), while
+    sending it unchanged, as a settings form does with every field, stays accepted."""
+    current = admin_c.get("/api/admin/auth-settings").json()
+    for value in (True, False):
+        if value == current["first_user_becomes_admin"]:
+            continue
+        r = admin_c.put("/api/admin/auth-settings", json={"first_user_becomes_admin": value})
+        assert r.status_code == 403 and r.json()["error"] == "PERMISSION_DENIED", r.text
+    assert admin_c.get("/api/admin/auth-settings").json() == current  # nothing written, no override made
+    whole = {k: current[k] for k in ("first_user_becomes_admin", "invite_required", "registration_enabled")}
+    r = admin_c.put("/api/admin/auth-settings", json={**whole, "invite_required": not current["invite_required"]})
+    assert r.status_code == 200, r.text
+    assert admin_c.delete("/api/admin/auth-settings", params={"tenant_id": str(org["tenant"].id)}).status_code == 204
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -58,6 +58,25 @@ def test_the_console_routes_of_the_product_open_their_tabs(contexts, committed, 
         expect(page.get_by_role("heading", name="Rebuilds")).to_be_in_viewport()
 
 
+def test_only_a_system_admin_may_tick_first_user_becomes_admin(contexts, committed):
+    """The setting hands out system_admin: a tenant_admin sees it, greyed, with why; a
+    system_admin changes it (docs/accounts.md#registration-settings)."""
+    for role, enabled in (("tenant_admin", False), ("system_admin", True)):
+        admin = make_login_user(committed, role=role)
+        page = contexts.page()
+        sign_in(page, admin.email)
+        page.goto("/admin/auth-settings")
+        box = page.get_by_label("The first user becomes administrator")
+        expect(box).to_be_visible()
+        if enabled:
+            expect(box).to_be_enabled()
+        else:
+            expect(box).to_be_disabled()
+            expect(box).to_have_attribute("title", "Only a system administrator changes this")
+        expect(page.get_by_label("An invitation is required to register")).to_be_enabled()
+        page.close()
+
+
 def test_admin_activates_changes_registration_and_sees_the_audit_log(contexts, live_server, http, committed):
     admin = make_login_user(committed, role="tenant_admin")
     pending = make_login_user(committed, status="pending_activation")

@@ -188,6 +188,9 @@ const BOOL_SETTINGS = ['registration_enabled', 'email_verification_required', 'i
 
 function RegistrationTab() {
   const settings = useQuery('admin:auth-settings', () => api.authSettings())
+  // the first sign-up becoming system_admin is a system_admin's decision (docs/accounts.md#registration-settings)
+  const session = useSession()
+  const systemAdmin = session.status === 'signed-in' && session.me.tenant_roles.some((r) => r.role === 'system_admin')
   const [draft, setDraft] = useState<Settings | null>(null)
   const [domains, setDomains] = useState('')
   const [saved, setSaved] = useState(false)
@@ -236,7 +239,14 @@ function RegistrationTab() {
       >
         {BOOL_SETTINGS.map((k) => (
           <div class="field check" key={k}>
-            <input id={`set-${k}`} type="checkbox" checked={d[k]} onChange={(e) => set({ [k]: (e.target as HTMLInputElement).checked } as Partial<Settings>)} />
+            <input
+              id={`set-${k}`}
+              type="checkbox"
+              checked={d[k]}
+              disabled={k === 'first_user_becomes_admin' && !systemAdmin}
+              title={k === 'first_user_becomes_admin' && !systemAdmin ? t('settingSystemAdminOnly') : undefined}
+              onChange={(e) => set({ [k]: (e.target as HTMLInputElement).checked } as Partial<Settings>)}
+            />
             <label for={`set-${k}`}>{t(`setting_${k}` as MessageKey)}</label>
           </div>
         ))}
