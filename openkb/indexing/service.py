@@ -332,10 +332,8 @@ def stable_chunk_ids(document_id: str, chunks: Sequence[Any]) -> list[uuid.UUID]
     seen: dict[str, int] = {}
     out = []
     for c in chunks:
-        key = "\x1f".join(
-            (document_id, CHUNKER_VERSION, json.dumps(list(c.heading_path), ensure_ascii=False), c.content_text)
-        )
-        key += "\x1f" + c.content_markdown
+        heading = json.dumps(list(c.heading_path), ensure_ascii=False)
+        key = "\x1f".join((document_id, CHUNKER_VERSION, heading, c.content_text, c.content_markdown))
         n = seen[key] = seen.get(key, -1) + 1
         out.append(uuid.uuid5(_CHUNK_IDS, f"{key}\x1f{n}"))
     return out

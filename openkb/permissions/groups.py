@@ -2,10 +2,11 @@
 content roles as collaborators (``subject_type = 'group'``).
 
 Who may change them: the group's tenant's tenant_admin, or a system_admin (of any tenant: they
-administer every tenant), acting in that tenant (a PAT also needs the ``admin`` scope). Anyone else signed in gets PermissionDenied; a
-group of another tenant is NotFound, as if it did not exist. The system principal (the ``openkb
-group`` CLI, run by whoever operates the appliance) may act on any tenant it names. Managing a
-group grants no content access by itself (docs/permissions.md#administrators).
+administer every tenant), acting in that tenant (a PAT also needs the ``admin`` scope). Anyone
+else signed in gets PermissionDenied; a group of another tenant is NotFound, as if it did not
+exist. The system principal (the ``openkb group`` CLI, run by whoever operates the appliance) may
+act on any tenant it names. Managing a group grants no content access by itself
+(docs/permissions.md#administrators).
 
 Never across tenants: a member must belong to the group's tenant (``tenant_memberships``), the
 same rule ``collaborators.check_subject`` applies to grants.
