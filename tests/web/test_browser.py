@@ -305,23 +305,48 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
         assert c.get(f"/api/documents/{doc['id']}").json()["parent_id"] == folder["id"]
         second = new_page(c, owner["kb"]["id"], "Second inside", "y\n", parent_id=folder["id"])
 
-    # onto a page: placed before it, among its siblings
+    def inside() -> list[str]:
+        with api(live_server, owner) as c:
+            items = [
+                i
+                for i in c.get(f"/api/knowledge-bases/{owner['kb']['id']}/tree").json()["items"]
+                if i["parent_id"] == folder["id"]
+            ]
+        return [i["id"] for i in sorted(items, key=lambda i: i["sort_order"])]
+
+    # onto a page's top edge: placed before it, among its siblings
     page.reload()
     archive = tree.get_by_role("treeitem", name="Archive")
     # the reloaded tree lists both before the drag starts (a drag during its first render was lost)
     expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Loose page", "Second inside"])
     page.wait_for_load_state("networkidle")  # and the home page's own lists have rendered: no re-render mid-drag
+    row = archive.get_by_role("treeitem", name="Loose page").locator("> div")
+    height = row.bounding_box()["height"]
+    archive.get_by_role("treeitem", name="Second inside").locator("> div").drag_to(
+        row, target_position={"x": 30, "y": 2}
+    )
+    expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Second inside", "Loose page"])
+    assert inside() == [second["id"], doc["id"]]
+
+    # onto the next page's bottom edge: placed after it (a page moves down by one, which a drop
+    # that only placed before could not do)
+    archive.get_by_role("treeitem", name="Second inside").locator("> div").drag_to(
+        archive.get_by_role("treeitem", name="Loose page").locator("> div"),
+        target_position={"x": 30, "y": height - 2},
+    )
+    expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Loose page", "Second inside"])
+    assert inside() == [doc["id"], second["id"]]
+
+    # onto a page's middle: under it (a page holds pages too)
     archive.get_by_role("treeitem", name="Second inside").locator("> div").drag_to(
         archive.get_by_role("treeitem", name="Loose page").locator("> div")
     )
-    expect(archive.get_by_role("group").get_by_role("treeitem")).to_contain_text(["Second inside", "Loose page"])
+    expect(
+        archive.get_by_role("treeitem", name="Loose page").get_by_role("treeitem", name="Second inside")
+    ).to_be_visible()
+    assert inside() == [doc["id"]]
     with api(live_server, owner) as c:
-        items = [
-            i
-            for i in c.get(f"/api/knowledge-bases/{owner['kb']['id']}/tree").json()["items"]
-            if i["parent_id"] == folder["id"]
-        ]
-        assert [i["id"] for i in sorted(items, key=lambda i: i["sort_order"])] == [second["id"], doc["id"]]
+        assert c.get(f"/api/documents/{second['id']}").json()["parent_id"] == doc["id"]
 
 
 def test_a_page_opened_from_elsewhere_is_scrolled_into_the_tree(contexts, live_server, owner):

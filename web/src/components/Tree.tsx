@@ -46,6 +46,17 @@ export async function duplicatePage(kbId: string, id: string, withChildren = fal
   if (copy.type === 'page') navigate(paths.doc(kbId, copy.id)) // a folder's copy shows in the tree, right after it
 }
 
+/** Where a drag over a row would put the dragged document: its top quarter places it before
+ * the row, its bottom quarter after (docs/web.md#the-document-page), the middle moves it under
+ * the row (into a folder, or under a page: a page holds pages too). */
+type Zone = 'before' | 'into' | 'after'
+
+function zoneOf(e: DragEvent): Zone {
+  const r = (e.currentTarget as HTMLElement).getBoundingClientRect()
+  const y = e.clientY - r.top
+  return y < r.height / 4 ? 'before' : y > (r.height * 3) / 4 ? 'after' : 'into'
+}
+
 export function Tree(props: { kbId: string; currentId: string | null; canCreate: boolean; currentTitle?: string }) {
   const { kbId, currentId } = props
   const tree = useQuery(`tree:${kbId}`, () => api.tree(kbId))
@@ -56,7 +67,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
   // a ref, not state: the drag events that follow dragstart run before a re-render would hand
   // their handlers the new value, and a dragover that does not see it refuses the drop
   const dragRef = useRef<string | null>(null)
-  const [dropTarget, setDropTarget] = useState<string | null>(null)
+  const [dropTarget, setDropTarget] = useState<{ id: string; zone: Zone } | null>(null)
   const [menuFor, setMenuFor] = useState<string | null>(null)
   const [copying, setCopying] = useState(false)
   // Copy to… needs a knowledge base to create in: this one, or (asked when a menu opens, for a
@@ -207,21 +218,26 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     void droppedFiles(e.dataTransfer).then((files) => files.length && setImporting({ parentId, files }))
   }
 
-  function onDrop(e: DragEvent, target: TreeItem) {
+  function onDrop(e: DragEvent, n: TreeNode, open: boolean) {
+    const target = n.item
     if (props.canCreate && carriesFiles(e)) return dropFiles(e, target.type === 'folder' ? target.id : (target.parent_id ?? null))
     e.preventDefault()
     setDropTarget(null)
     const id = dragRef.current ?? e.dataTransfer?.getData('application/x-openkb-document')
     dragRef.current = null
     if (!id || id === target.id) return
-    if (descendants(items, id).has(target.id)) return // never into itself
-    if (target.type === 'folder') {
-      void move(id, target.id)
+    if (descendants(items, id).has(target.id)) return // never into itself, nor beside something under itself
+    const zone = zoneOf(e)
+    if (zone === 'into') {
+      void move(id, target.id) // last under it: a page holds pages as a folder does
+    } else if (zone === 'after' && open && n.children.length) {
+      void move(id, target.id, 0) // the line shows between it and its first child: first under it
     } else {
       const siblings = items
         .filter((x) => (x.parent_id ?? null) === (target.parent_id ?? null) && x.id !== id)
         .sort((a, b) => a.sort_order - b.sort_order)
-      void move(id, target.parent_id ?? null, Math.max(0, siblings.findIndex((x) => x.id === target.id)))
+      const at = Math.max(0, siblings.findIndex((x) => x.id === target.id))
+      void move(id, target.parent_id ?? null, zone === 'before' ? at : at + 1)
     }
   }
 
@@ -249,7 +265,7 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
           }}
         >
           <div
-            class={`row${it.id === currentId ? ' current' : ''}${dropTarget === it.id ? ' drop' : ''}`}
+            class={`row${it.id === currentId ? ' current' : ''}${dropTarget?.id === it.id ? ` drop${dropTarget.zone === 'into' ? '' : `-${dropTarget.zone}`}` : ''}`}
             style={{ paddingLeft: `${(level - 1) * 14 + 4}px` }}
             draggable={props.canCreate}
             onDragStart={(e) => {
@@ -264,15 +280,16 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
             onDragOver={(e) => {
               if (props.canCreate && carriesFiles(e)) {
                 e.preventDefault()
-                setDropTarget(it.id)
+                if (dropTarget?.id !== it.id || dropTarget.zone !== 'into') setDropTarget({ id: it.id, zone: 'into' })
                 return
               }
               if (!dragRef.current || dragRef.current === it.id) return
               e.preventDefault()
-              setDropTarget(it.id)
+              const zone = zoneOf(e)
+              if (dropTarget?.id !== it.id || dropTarget.zone !== zone) setDropTarget({ id: it.id, zone })
             }}
-            onDragLeave={() => setDropTarget((d) => (d === it.id ? null : d))}
-            onDrop={(e) => onDrop(e, it)}
+            onDragLeave={() => setDropTarget((d) => (d?.id === it.id ? null : d))}
+            onDrop={(e) => onDrop(e, n, isOpen)}
           >
             {canOpen ? (
               <button type="button" class="twisty" tabIndex={-1} aria-label={isOpen ? t('collapse') : t('expand')} onClick={() => toggle(it.id)}>
