@@ -518,7 +518,8 @@ def document_out(
 _EDIT_FIELDS = {"title", "status", "metadata", "tags"}
 _MOVE_FIELDS = {"parent_id", "sort_order"}
 _MANAGE_FIELDS = {"permission_mode", "visibility"}
-UPDATABLE = _EDIT_FIELDS | _MOVE_FIELDS | _MANAGE_FIELDS
+_BESIDE_FIELDS = ("before_id", "after_id")  # a place next to a sibling, instead of sort_order
+UPDATABLE = _EDIT_FIELDS | _MOVE_FIELDS | _MANAGE_FIELDS | set(_BESIDE_FIELDS)
 NULLABLE = {"parent_id", "visibility"}  # null = knowledge-base root / inherited visibility
 
 
@@ -559,7 +560,10 @@ def update_document(
         raise ValidationError("visibility must be private, workspace, public or null", field="visibility")
     if "sort_order" in fields and fields["sort_order"] is not None and int(fields["sort_order"]) < 0:
         raise ValidationError("sort_order must be >= 0", field="sort_order")
+    beside = _beside(session, p, doc, fields)
     changed = {k: v for k, v in fields.items() if _differs(doc, k, v)}
+    if beside is not None:
+        changed["sort_order"] = None  # placed under the tree's lock, below
     moving = "parent_id" in changed
     if moving:
         tree.target_parent(session, p, doc.knowledge_base_id, changed["parent_id"])
@@ -587,7 +591,7 @@ def update_document(
         session.add(doc)
         session.flush()
         position = fields.get("sort_order")
-        doc.sort_order = tree.place_at(session, doc.knowledge_base_id, new_parent, doc.id, position)
+        doc.sort_order = tree.place_at(session, doc.knowledge_base_id, new_parent, doc.id, position, beside=beside)
     if changed.keys() & _MANAGE_FIELDS:
         # the permission service changes (and audits) access settings
         access_settings.update_document_access(
@@ -622,6 +626,29 @@ def update_document(
     )
     _enqueue_for(session, doc, set(changed))
     return doc
+
+
+def _beside(session: Session, p: Principal, doc: Document, fields: dict[str, Any]) -> tuple[uuid.UUID, bool] | None:
+    """``before_id`` or ``after_id`` (taken out of ``fields``) as ``(sibling, after?)``, checked:
+    one of them and no ``sort_order``; the sibling readable (else 404, as any document the caller
+    cannot read), live, another document, and under the parent the document will have."""
+    given = {k: fields.pop(k) for k in _BESIDE_FIELDS if k in fields}
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return None
+    key, anchor_id = next(iter(given.items()))
+    if len(given) > 1 or fields.get("sort_order") is not None:
+        raise ValidationError("give one of sort_order, before_id and after_id", field=key)
+    anchor = access_document(session, p, anchor_id, Action.READ).document
+    parent = fields["parent_id"] if "parent_id" in fields else doc.parent_id
+    if (
+        anchor.id == doc.id
+        or anchor.knowledge_base_id != doc.knowledge_base_id
+        or anchor.status == "deleted"
+        or anchor.parent_id != parent
+    ):
+        raise ValidationError(f"{key} must name another document under the parent it is placed in", field=key)
+    return anchor.id, key == "after_id"
 
 
 def _differs(doc: Document, key: str, value: Any) -> bool:

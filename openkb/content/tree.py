@@ -136,11 +136,25 @@ def next_sort_order(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | N
 
 
 def place_at(
-    session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None, doc_id: uuid.UUID, position: int | None
+    session: Session,
+    kb_id: uuid.UUID,
+    parent_id: uuid.UUID | None,
+    doc_id: uuid.UUID,
+    position: int | None,
+    *,
+    beside: tuple[uuid.UUID, bool] | None = None,
 ) -> int:
     """Put ``doc_id`` at ``position`` (0-based, clamped; None = last) among the live children of
-    ``parent_id`` and renumber them 0..n-1. Returns the document's new sort_order."""
+    ``parent_id`` and renumber them 0..n-1. Returns the document's new sort_order.
+
+    ``beside`` = (sibling id, after?) places it just before or after that sibling instead: what
+    a reader who does not see every sibling can ask for (a position counts the siblings hidden
+    from them too, docs/api.md#moving-and-reordering). Found here, under the tree's lock, so a
+    concurrent move cannot shift it; a sibling that left meanwhile puts the document last."""
     ids = [r[0] for r in session.execute(_SIBLINGS, {"kb": kb_id, "parent": parent_id, "moved": doc_id})]
+    if beside is not None:
+        anchor, after = beside
+        position = ids.index(anchor) + int(after) if anchor in ids else None
     pos = len(ids) if position is None else max(0, min(int(position), len(ids)))
     ids.insert(pos, doc_id)
     session.execute(_RENUMBER, {"ids": ids, "ords": list(range(len(ids)))})

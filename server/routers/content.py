@@ -411,6 +411,12 @@ class DocumentUpdate(RequestModel):
     title: str | None = None
     parent_id: uuid.UUID | None = Field(None, description="new parent (null = knowledge-base root)")
     sort_order: int | None = Field(None, ge=0, le=MAX_SORT, description="0-based position among the siblings")
+    before_id: uuid.UUID | None = Field(
+        None, description="place just before this sibling (under the new parent), instead of sort_order"
+    )
+    after_id: uuid.UUID | None = Field(
+        None, description="place just after this sibling (under the new parent), instead of sort_order"
+    )
     status: Literal["draft", "published", "archived"] | None = None
     permission_mode: Literal["inherit", "custom"] | None = None
     visibility: Visibility | None = None
@@ -629,7 +635,7 @@ def get_document(doc_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
 def update_document(
     doc_id: uuid.UUID, body: DocumentUpdate, session: SessionDep, actor: DocWriterDep
 ) -> dict[str, Any]:
-    """Rename, move (``parent_id`` + ``sort_order``), reorder (``sort_order``), status, permission
+    """Rename, move (``parent_id`` + ``sort_order``, ``before_id`` or ``after_id``), reorder, status, permission
     mode/visibility (managers), metadata, tags. Moving under itself or a descendant is
     ``INVALID_MOVE``; too deep is ``FOLDER_DEPTH_EXCEEDED``. Body edits are versions (POST .../versions)."""
     fields = {k: getattr(body, k) for k in body.model_fields_set}

@@ -251,3 +251,65 @@ def test_trash_restore_purge(w):
     r = o.delete(f"/api/trash/{folder['id']}")
     assert r.status_code == 200 and set(r.json()["purged"]) == {folder["id"], child["id"]}
     assert o.get(f"/api/documents/{child['id']}").status_code == 404
+
+
+def test_place_before_or_after_a_sibling(w, committed):
+    """An editor who does not see every sibling places a page by a sibling they see: a position
+    counted in their tree would be off by the hidden one (docs/api.md#moving-and-reordering)."""
+    o = w.c["owner"]
+    kb = w.new_kb(visibility="private")
+    r = o.post(
+        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+        json={"subject_id": str(w.users["member"]), "role": "editor"},
+    )
+    assert r.status_code == 201, r.text
+    folder = w.doc("Shelf", type="folder", kb=kb)
+    a, hidden, b, c = (w.doc(t, kb=kb, parent_id=folder["id"], markdown=f"{t}\n") for t in ("A", "Hidden", "B", "C"))
+    r = o.put(f"/api/documents/{hidden['id']}", json={"permission_mode": "custom", "visibility": "private"})
+    assert r.status_code == 200, r.text
+    ed = w.c["member"]
+
+    def order(client) -> list[str]:
+        items = client.get(f"/api/knowledge-bases/{kb['id']}/tree").json()["items"]
+        by_id = {a["id"]: "A", hidden["id"]: "Hidden", b["id"]: "B", c["id"]: "C"}
+        return [by_id[i["id"]] for i in sorted(items, key=lambda i: i["sort_order"]) if i["id"] in by_id]
+
+    assert order(ed) == ["A", "B", "C"] and order(o) == ["A", "Hidden", "B", "C"]
+    # C before B: the editor's tree says position 1, which is before Hidden; before_id is exact
+    r = ed.put(f"/api/documents/{c['id']}", json={"before_id": b["id"]})
+    assert r.status_code == 200, r.text
+    assert order(o) == ["A", "Hidden", "C", "B"] and order(ed) == ["A", "C", "B"]
+    r = ed.put(f"/api/documents/{a['id']}", json={"after_id": b["id"]})
+    assert r.status_code == 200, r.text
+    assert order(o) == ["Hidden", "C", "B", "A"]
+    assert r.json()["sort_order"] == 3  # renumbered 0..n-1
+    # into another parent, beside a page there
+    other = w.doc("Other", type="folder", kb=kb)
+    inside = w.doc("Inside", kb=kb, parent_id=other["id"], markdown="i\n")
+    r = ed.put(f"/api/documents/{b['id']}", json={"parent_id": other["id"], "before_id": inside["id"]})
+    assert r.status_code == 200, r.text
+    kids = [i for i in o.get(f"/api/knowledge-bases/{kb['id']}/tree").json()["items"] if i["parent_id"] == other["id"]]
+    assert [i["id"] for i in sorted(kids, key=lambda i: i["sort_order"])] == [b["id"], inside["id"]]
+
+    # bad anchors: nothing moves
+    before = order(o)
+    for body, status, field in (
+        ({"before_id": hidden["id"]}, 404, None),  # one they cannot read: as any unreadable document
+        ({"after_id": inside["id"]}, 422, "after_id"),  # not under the parent it is placed in
+        ({"before_id": c["id"]}, 422, "before_id"),  # itself
+        ({"before_id": a["id"], "sort_order": 0}, 422, "before_id"),
+        ({"before_id": a["id"], "after_id": a["id"]}, 422, "before_id"),
+        ({"before_id": "00000000-0000-0000-0000-000000000000"}, 404, None),
+    ):
+        r = ed.put(f"/api/documents/{c['id']}", json=body)
+        assert r.status_code == status, (body, r.text)
+        if field:
+            assert r.json()["error"] == "VALIDATION_ERROR" and r.json()["field"] == field, r.text
+        assert "Hidden" not in r.text
+    assert o.delete(f"/api/documents/{a['id']}").status_code == 204
+    r = ed.put(f"/api/documents/{c['id']}", json={"after_id": a["id"]})
+    assert r.status_code in (404, 422) and "Hidden" not in r.text  # one in the trash
+    assert [x for x in order(o) if x != "A"] == [x for x in before if x != "A"]
+    # an outsider learns nothing either way
+    r = w.c["outsider"].put(f"/api/documents/{c['id']}", json={"before_id": b["id"]})
+    assert r.status_code == 404

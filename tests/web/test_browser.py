@@ -349,6 +349,43 @@ def test_drag_a_page_into_a_folder(contexts, live_server, owner):
         assert c.get(f"/api/documents/{second['id']}").json()["parent_id"] == doc["id"]
 
 
+def test_reorder_without_dragging(contexts, live_server, owner):
+    """Move up / Move down in an item's menu and Alt+Up/Down on a focused item reorder siblings:
+    dragging is not the only way (docs/web.md#the-document-page)."""
+    with api(live_server, owner) as c:
+        folder = c.post(
+            "/api/documents", json={"knowledge_base_id": owner["kb"]["id"], "type": "folder", "title": "Reorder shelf"}
+        ).json()
+        pages = [new_page(c, owner["kb"]["id"], f"Shelf {n}", "x\n", parent_id=folder["id"]) for n in ("one", "two", "three")]
+
+    def order() -> list[str]:
+        with api(live_server, owner) as c:
+            items = c.get(f"/api/knowledge-bases/{owner['kb']['id']}/tree").json()["items"]
+        titles = {p["id"]: p["title"] for p in pages}
+        return [titles[i["id"]] for i in sorted(items, key=lambda i: i["sort_order"]) if i["id"] in titles]
+
+    page = contexts.page()
+    sign_in(page, owner["email"], next_path=f"/app/kb/{owner['kb']['id']}")
+    shelf = page.get_by_role("tree").get_by_role("treeitem", name="Reorder shelf")
+    rows = shelf.get_by_role("group").get_by_role("treeitem")
+    expect(rows).to_contain_text(["Shelf one", "Shelf two", "Shelf three"])
+
+    shelf.get_by_role("treeitem", name="Shelf one").locator("> div").hover()
+    shelf.get_by_role("button", name="Actions for Shelf one").click()
+    expect(page.get_by_role("menuitem", name="Move up")).to_have_count(0)  # the first has none above
+    page.get_by_role("menuitem", name="Move down").click()
+    expect(rows).to_contain_text(["Shelf two", "Shelf one", "Shelf three"])
+    assert order() == ["Shelf two", "Shelf one", "Shelf three"]
+
+    shelf.get_by_role("treeitem", name="Shelf three").focus()
+    page.keyboard.press("Alt+ArrowUp")
+    expect(rows).to_contain_text(["Shelf two", "Shelf three", "Shelf one"])
+    expect(shelf.get_by_role("treeitem", name="Shelf three")).to_be_focused()  # focus stays on what moved
+    page.keyboard.press("Alt+ArrowUp")
+    expect(rows).to_contain_text(["Shelf three", "Shelf two", "Shelf one"])
+    assert order() == ["Shelf three", "Shelf two", "Shelf one"]
+
+
 def test_a_page_opened_from_elsewhere_is_scrolled_into_the_tree(contexts, live_server, owner):
     """Opened by its address (as from search or a link), a page far down a long tree is in the
     sidebar's view; a click on a page already in view does not move the tree."""

@@ -1843,7 +1843,7 @@ export interface paths {
         get: operations["get_document_api_documents__doc_id__get"];
         /**
          * Update Document
-         * @description Rename, move (``parent_id`` + ``sort_order``), reorder (``sort_order``), status, permission
+         * @description Rename, move (``parent_id`` + ``sort_order``, ``before_id`` or ``after_id``), reorder, status, permission
          *     mode/visibility (managers), metadata, tags. Moving under itself or a descendant is
          *     ``INVALID_MOVE``; too deep is ``FOLDER_DEPTH_EXCEEDED``. Body edits are versions (POST .../versions).
          */
@@ -4142,6 +4142,16 @@ export interface components {
          * @description Document properties; the body is not one of them (it is versioned, with a conflict check).
          */
         DocumentUpdate: {
+            /**
+             * After Id
+             * @description place just after this sibling (under the new parent), instead of sort_order
+             */
+            after_id?: string | null;
+            /**
+             * Before Id
+             * @description place just before this sibling (under the new parent), instead of sort_order
+             */
+            before_id?: string | null;
             /** Metadata */
             metadata?: {
                 [key: string]: unknown;

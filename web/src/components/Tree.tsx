@@ -147,6 +147,12 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
   function onKeyDown(e: KeyboardEvent, n: TreeNode) {
     const i = visible.findIndex((v) => v.item.id === n.item.id)
     const folderOpen = expandable(n) && !collapsed.has(n.item.id)
+    if (e.altKey && (e.key === 'ArrowUp' || e.key === 'ArrowDown')) {
+      if (props.canCreate) shift(n.item, e.key === 'ArrowUp' ? -1 : 1)
+      e.preventDefault()
+      e.stopPropagation()
+      return
+    }
     switch (e.key) {
       case 'ArrowDown':
         if (i + 1 < visible.length) focusItem(visible[i + 1].item.id)
@@ -184,10 +190,12 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     e.stopPropagation()
   }
 
-  async function move(id: string, parentId: string | null, sortOrder?: number) {
+  // placed beside a sibling by its id, not by a position counted in this tree: the tree leaves
+  // out what the reader cannot see, the server's positions count it (docs/api.md#moving-and-reordering)
+  async function move(id: string, parentId: string | null, beside: { before_id?: string; after_id?: string } = {}) {
     setError(null)
     try {
-      await api.updateDocument(id, sortOrder === undefined ? { parent_id: parentId } : { parent_id: parentId, sort_order: sortOrder })
+      await api.updateDocument(id, { parent_id: parentId, ...beside })
       if (parentId) {
         const next = new Set(collapsed)
         next.delete(parentId)
@@ -231,14 +239,26 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
     if (zone === 'into') {
       void move(id, target.id) // last under it: a page holds pages as a folder does
     } else if (zone === 'after' && open && n.children.length) {
-      void move(id, target.id, 0) // the line shows between it and its first child: first under it
+      // the line shows between it and its first child: first under it
+      const first = n.children[0].item.id
+      if (first !== id) void move(id, target.id, { before_id: first })
     } else {
-      const siblings = items
-        .filter((x) => (x.parent_id ?? null) === (target.parent_id ?? null) && x.id !== id)
-        .sort((a, b) => a.sort_order - b.sort_order)
-      const at = Math.max(0, siblings.findIndex((x) => x.id === target.id))
-      void move(id, target.parent_id ?? null, zone === 'before' ? at : at + 1)
+      void move(id, target.parent_id ?? null, zone === 'before' ? { before_id: target.id } : { after_id: target.id })
     }
+  }
+
+  /** The sibling before (-1) or after (1) ``item`` under its own parent, as this tree lists them. */
+  function neighbour(item: TreeItem, by: -1 | 1): TreeItem | undefined {
+    const siblings = items.filter((x) => (x.parent_id ?? null) === (item.parent_id ?? null)).sort((a, b) => a.sort_order - b.sort_order)
+    const i = siblings.findIndex((x) => x.id === item.id)
+    return i < 0 ? undefined : siblings[i + by]
+  }
+
+  /** Move up / Move down (the menu, Alt+Up/Down): dragging is not the only way to reorder. */
+  function shift(item: TreeItem, by: -1 | 1) {
+    const next = neighbour(item, by)
+    if (!next) return
+    void move(item.id, item.parent_id ?? null, by < 0 ? { before_id: next.id } : { after_id: next.id }).then(() => focusItem(item.id))
   }
 
   const renderNodes = (ns: TreeNode[], level: number) =>
@@ -363,6 +383,16 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
                         <button type="button" role="menuitem" onClick={() => { setMenuFor(null); setAction({ kind: 'move', item: it }) }}>
                           {t('move')}
                         </button>
+                        {neighbour(it, -1) ? (
+                          <button type="button" role="menuitem" aria-keyshortcuts="Alt+ArrowUp" onClick={() => { setMenuFor(null); shift(it, -1) }}>
+                            {t('moveUp')}
+                          </button>
+                        ) : null}
+                        {neighbour(it, 1) ? (
+                          <button type="button" role="menuitem" aria-keyshortcuts="Alt+ArrowDown" onClick={() => { setMenuFor(null); shift(it, 1) }}>
+                            {t('moveDown')}
+                          </button>
+                        ) : null}
                       </>
                     ) : null}
                     {/* a reader may copy what they can read to where they may create, and export it (docs/export.md) */}
