@@ -28,7 +28,8 @@ zip size, the plan's memory (metadata of every
 exported page, no bodies) and the peak resident memory growth while streaming after the plan
 (sampled at every chunk; it must stay flat, not grow with the export).
 Run: ``python bench/export.py`` or ``python bench/export.py --pages 1000 --images 200`` for a
-quick look; the last line is a JSON summary.
+quick look; the last line is a JSON summary. ``--split 5`` times each part of an export alone
+instead (best of 5): the plan, reading the forms, building the pages, reading the blobs.
 """
 
 from __future__ import annotations
@@ -234,11 +235,65 @@ def raw_read(
     return took, n, peak - base, took_cpu, pg
 
 
+def best_of(fn, rounds: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of the fastest of ``rounds`` calls."""
+    best = (float("inf"), float("inf"))
+    for _ in range(rounds):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        best = min(best, (time.perf_counter() - w, time.process_time() - c))
+    return best
+
+
+def split(engine, blobs: LocalBlobStore, principal: Principal, target: Target, raw, rounds: int) -> dict[str, float]:
+    """Each part of an export alone, one thread, best of ``rounds``: the plan, reading the pages'
+    forms (the reader thread's work), building the page members from rows already read (the
+    stream's thread), reading the blobs; beside the raw read and the whole export. What the
+    parts add up to, in this process's CPU, is what one Python thread cannot go below."""
+    from openkb.exporting import service as es
+
+    out: dict[str, float] = {}
+    out["raw_s"], out["raw_cpu_s"] = best_of(raw, rounds)
+    with session_scope(engine) as s:
+        out["plan_s"], out["plan_cpu_s"] = best_of(lambda: plan_export(s, principal, target, audit=False), rounds)
+        plan = plan_export(s, principal, target, audit=False)
+        conn = s.connection().connection.driver_connection
+        pages = [d for d in sorted(plan.docs, key=lambda d: d.path) if d.type == "page"]
+        batches = [pages[i : i + es._BATCH] for i in range(0, len(pages), es._BATCH)]
+        out["read_forms_s"], out["read_forms_cpu_s"] = best_of(lambda: [es._pages(conn, b) for b in batches], rounds)
+        rows = [es._pages(conn, b) for b in batches]
+        plan.key_refs()
+
+        def build() -> None:
+            for batch, got in zip(batches, rows, strict=True):
+                shown = [(d, ids) for d, (_b, form) in zip(batch, got, strict=True) if (ids := es._asset_ids(form))]
+                es._shown_assets(s, plan, shown)
+                for d, (body, form) in zip(batch, got, strict=True):
+                    es._page_entry(d, body, form, plan)
+
+        out["build_pages_s"], out["build_pages_cpu_s"] = best_of(build, rounds)
+        keys = [a.object_key for a in plan.assets.values()]
+        out["read_blobs_s"], out["read_blobs_cpu_s"] = best_of(lambda: [list(blobs.open(k)) for k in keys], rounds)
+
+        def whole() -> None:
+            for _chunk in iter_export(s, plan_export(s, principal, target, audit=False), blobs):
+                pass
+
+        out["export_s"], out["export_cpu_s"] = best_of(whole, rounds)
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--pages", type=int, default=5000)
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--profile", metavar="PATH", help="write a cProfile of the timed export (plan and stream) to PATH")
+    ap.add_argument(
+        "--split",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: time each part of an export alone (plan, reading forms, building pages, reading blobs), best of ROUNDS",
+    )
     args = ap.parse_args()
     settings = Settings()
     svc = EmbeddedServices(settings, components=("postgresql",))
@@ -263,6 +318,20 @@ def main() -> None:
         keys = [a.object_key for a in sorted(plan.assets.values(), key=lambda a: a.path)]
         raw_read(engine, blobs, version_ids, keys)  # warm-up: the OS cache and PostgreSQL's buffers
         freeze_startup_heap()  # as a started API server does before it serves an export (both sides run after it)
+        if args.split:
+            parts = split(
+                engine, blobs, principal, target, lambda: raw_read(engine, blobs, version_ids, keys), args.split
+            )
+            for k in ("raw", "plan", "read_forms", "build_pages", "read_blobs", "export"):
+                print(f"{k:12s} {parts[k + '_s']:.3f} s wall, {parts[k + '_cpu_s']:.3f} s CPU")
+            one_thread = sum(parts[k + "_cpu_s"] for k in ("plan", "read_forms", "build_pages", "read_blobs"))
+            print(
+                f"the parts' CPU add up to {one_thread:.3f} s; a ratio of 0.7 needs the export within "
+                f"{parts['raw_s'] / 0.7:.3f} s"
+            )
+            parts |= {"parts_cpu_s": round(one_thread, 3), "ratio": round(parts["raw_s"] / parts["export_s"], 3)}
+            print(json.dumps(parts | {"cpus": os.cpu_count() or 0, "loadavg_1m": round(os.getloadavg()[0], 2)}))
+            return
         raw_s, raw_bytes, raw_rss, raw_cpu, raw_pg = raw_read(engine, blobs, version_ids, keys)
 
         sink = Drop()
