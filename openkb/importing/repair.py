@@ -102,16 +102,26 @@ def _jsonable(v: Any) -> Any:
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str, list[str]]:
-    """``(fields, body, warnings)``; ``fields`` is None when there is no parseable header."""
+    """``(fields, body, warnings)``; ``fields`` is None when there is no parseable header.
+
+    A ``---`` line, a blank line, then anything but YAML fields is Markdown, not a header: two
+    thematic breaks around a paragraph (``---``, blank, text, blank, ``---``) read as a header
+    that is "not a mapping" became a YAML code block, and an empty pair of breaks vanished as an
+    empty header. A header's first line is never blank in practice; fields after one still count."""
     m = _FRONT.match(text)
     if not m:
         return None, text, []
     raw = m.group(2)
+    markdown_like = m.group(1) == "---" and (raw == "" or raw.startswith("\n"))
     try:
         data = tomllib.loads(raw) if m.group(1) == "+++" else yaml.safe_load(raw)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
+        if markdown_like:
+            return None, text, []
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return None, text, [f"line 1: front matter does not parse ({first}); kept as a code block"]
+    if markdown_like and not (isinstance(data, dict) and data):
+        return None, text, []
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -109,7 +109,7 @@ def _validate_tokens(
                 " flatten them; nothing deeper would be kept",
             )
         )
-    fm = _FRONT.match(markdown)
+    fm = _front_matter(markdown)
     if fm:
         body = markdown[fm.start(1) : fm.end()].split("\n")[1:-1]
         inner = "\n".join(body[:-1]) if body and body[-1].strip() in ("---", "+++", "...") else ""
@@ -130,6 +130,24 @@ def _validate_tokens(
         issues = [i if i.replacement is None else _as_warning(i) for i in issues]
     issues.sort(key=lambda i: (i.line, i.column))
     return issues
+
+
+def _front_matter(markdown: str) -> re.Match[str] | None:
+    """A leading header block the editor would not keep, or None.
+
+    Milkdown has no front matter: ``---``, fields, ``---`` becomes a divider and a heading (the
+    closing ``---`` underlines the line above it). When the line above the closing ``---`` is
+    blank (or there is none), that ``---`` is a divider of its own and the block is plain
+    Markdown the editor keeps as it is: a divider, what follows, a divider. Its own output for a
+    page that starts with a divider and has another further down is such a block, and was
+    refused as front matter on save. ``+++`` and a ``...`` closer stay refused: fields before
+    them run into one paragraph."""
+    fm = _FRONT.match(markdown)
+    if fm is None or fm.group(1) != "---" or fm.group(2) != "---":
+        return fm
+    lines = markdown[: fm.start(2)].split("\n")
+    above = lines[-2] if len(lines) >= 3 else ""  # the line just above the closing fence; none: ""
+    return fm if above.strip() and len(lines) > 2 else None
 
 
 def _as_warning(i: DialectIssue) -> DialectIssue:

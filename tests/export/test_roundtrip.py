@@ -184,6 +184,20 @@ def test_an_image_two_pages_show_is_one_blob_after_the_round_trip(world, tmp_pat
     ]
 
 
+def test_a_page_that_starts_with_a_divider_round_trips(world, tmp_path):
+    """A body that starts with a divider and has another further down (the editor's output for
+    such a page) saves, exports after its front matter, and comes back byte for byte."""
+    body = "---\n\nAbstract.\n\n---\n\n# Title\n\ntext\n"
+    kb = world.new_kb()
+    world.build(kb, [Node("d", "Dividers", body=body)])
+    data = world.export(kb_target(kb))
+    empty = world.new_kb()
+    report = world.import_zip(data, empty, tmp_path)
+    assert not report.failed, [(f.path, f.error) for f in report.failed]
+    before, after = snapshot(world.engine, kb.id), snapshot(world.engine, empty.id)
+    assert after == before and body in [r[5] for r in before], before
+
+
 def test_import_into_a_folder_and_dry_run(world, exported, tmp_path):
     kb = world.new_kb()
     dry = world.import_zip(exported, kb, tmp_path, dry_run=True)

@@ -53,3 +53,17 @@ def test_html_blocks_convert_or_stay_as_a_marked_block():
 def test_clean_markdown_needs_no_repair():
     r = import_markdown("# 标题\n\n正文 *em* and a [link](https://x.org).\n")
     assert r.warnings == [] and r.markdown == "# 标题\n\n正文 *em* and a [link](https://x.org).\n"
+
+
+def test_a_file_that_starts_with_a_divider_keeps_its_markdown():
+    """``---``, a blank line, text, ``---``: two dividers around a paragraph, not a header that
+    is "not a mapping" (a YAML code block) nor an empty header (both dividers gone)."""
+    r = import_markdown("---\n\nA paragraph.\n\n---\n\nBody text.\n")
+    assert r.markdown == "---\n\nA paragraph.\n\n---\n\nBody text.\n" and r.title is None and not r.warnings
+    r = import_markdown("---\n\n---\n\nx\n")
+    assert r.markdown == "---\n\n---\n\nx\n" and not r.warnings
+    # fields after a blank first line are still a header, and no blank line is still a header
+    r = import_markdown("---\n\ntitle: T\n---\nbody\n")
+    assert (r.title, r.markdown) == ("T", "body\n")
+    r = import_markdown("---\nSome paragraph\n---\n\nBody\n")
+    assert "```yaml\nSome paragraph\n```" in r.markdown and any("not a mapping" in w for w in r.warnings)

@@ -161,3 +161,15 @@ def test_render_html_resolves_and_escapes() -> None:
 def test_render_html_task_and_heading_ids() -> None:
     html = render_html("# 标题 A\n\n* [x] done\n")
     assert '<h1 id="标题-a">' in html and 'checked=""' in html and "[x]" not in html
+
+
+def test_a_page_that_starts_with_a_divider_is_not_front_matter() -> None:
+    """The editor's own output for a page that starts with a divider and has another one further
+    down: the closing ``---`` has a blank line above it, so it is a divider, not a heading's
+    underline, and nothing is lost (docs/markdown.md#refused-constructs)."""
+    for md in ("---\n\npara\n\n---\n\n", "---\n\n# H\n\ntext\n\n---\n\nmore\n", "---\n\n---\n\n", "---\n---\n"):
+        assert normalize(normalize(md)) == normalize(md)
+        ensure_valid(normalize(md))
+    # fields right above the closing fence still become a heading there: refused as before
+    for md in ("---\ntitle: x\n---\n", "---\n\ntitle: x\n---\n", "---\r\ntitle: x\r\n---\r\n", "---\na: 1\n...\n"):
+        assert _err(md).extra["feature"] == "front_matter", md
