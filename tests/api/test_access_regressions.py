@@ -106,11 +106,7 @@ def test_reverting_a_creation_needs_the_delete_right(w):
     needs: an editor of a knowledge base without editor_can_delete may not."""
     o = w.c["owner"]
     kb = w.new_kb(visibility="private")
-    r = o.post(
-        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-        json={"subject_id": str(w.users["member"]), "role": "editor"},
-    )
-    assert r.status_code == 201, r.text
+    w.grant(kb, "member", "editor")
     m = w.c["member"]
     page = w.doc("Mine", kb=kb, who="member", markdown="m\n")
     assert m.delete(f"/api/documents/{page['id']}").status_code == 403  # editor_can_delete is false

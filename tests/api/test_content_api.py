@@ -253,16 +253,12 @@ def test_trash_restore_purge(w):
     assert o.get(f"/api/documents/{child['id']}").status_code == 404
 
 
-def test_place_before_or_after_a_sibling(w, committed):
+def test_place_before_or_after_a_sibling(w):
     """An editor who does not see every sibling places a page by a sibling they see: a position
     counted in their tree would be off by the hidden one (docs/api.md#moving-and-reordering)."""
     o = w.c["owner"]
     kb = w.new_kb(visibility="private")
-    r = o.post(
-        f"/api/objects/knowledge_base/{kb['id']}/collaborators",
-        json={"subject_id": str(w.users["member"]), "role": "editor"},
-    )
-    assert r.status_code == 201, r.text
+    w.grant(kb, "member", "editor")
     folder = w.doc("Shelf", type="folder", kb=kb)
     a, hidden, b, c = (w.doc(t, kb=kb, parent_id=folder["id"], markdown=f"{t}\n") for t in ("A", "Hidden", "B", "C"))
     r = o.put(f"/api/documents/{hidden['id']}", json={"permission_mode": "custom", "visibility": "private"})

@@ -96,6 +96,15 @@ class HttpWorld:
         assert r.status_code == 201, r.text
         return r.json()
 
+    def grant(self, kb: dict[str, Any], name: str, role: str) -> dict[str, Any]:
+        """Make persona ``name`` a collaborator of ``kb`` with ``role`` (by its owner)."""
+        r = self.c["owner"].post(
+            f"/api/objects/knowledge_base/{kb['id']}/collaborators",
+            json={"subject_id": str(self.users[name]), "role": role},
+        )
+        assert r.status_code == 201, r.text
+        return r.json()
+
     def doc(
         self, title: str = "Page", *, who: str = "owner", kb: dict | None = None, expect: int = 201, **body: Any
     ) -> dict[str, Any]:
