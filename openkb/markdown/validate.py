@@ -147,7 +147,7 @@ def _front_matter(markdown: str) -> re.Match[str] | None:
         return fm
     lines = markdown[: fm.start(2)].split("\n")
     above = lines[-2] if len(lines) >= 3 else ""  # the line just above the closing fence; none: ""
-    return fm if above.strip() and len(lines) > 2 else None
+    return fm if above.strip() else None
 
 
 def _as_warning(i: DialectIssue) -> DialectIssue:
