@@ -562,7 +562,9 @@ def update_document(
         raise ValidationError("sort_order must be >= 0", field="sort_order")
     beside = _beside(session, p, doc, fields)
     changed = {k: v for k, v in fields.items() if _differs(doc, k, v)}
-    if beside is not None:
+    if beside is not None and (
+        "parent_id" in changed or not tree.already_beside(session, doc.knowledge_base_id, doc.parent_id, doc.id, beside)
+    ):
         changed["sort_order"] = None  # placed under the tree's lock, below
     moving = "parent_id" in changed
     if moving:

@@ -135,6 +135,18 @@ def next_sort_order(session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | N
     return int(session.execute(_NEXT_ORDER, {"kb": kb_id, "parent": parent_id}).scalar_one())
 
 
+def already_beside(
+    session: Session, kb_id: uuid.UUID, parent_id: uuid.UUID | None, doc_id: uuid.UUID, beside: tuple[uuid.UUID, bool]
+) -> bool:
+    """Whether ``doc_id`` already sits just before (or after) the sibling ``beside`` names under
+    ``parent_id``: a drop on its own place is then no move (no renumbering, no change recorded)."""
+    everyone = uuid.UUID(int=0)  # no document's id: the list keeps ``doc_id`` itself
+    ids = [r[0] for r in session.execute(_SIBLINGS, {"kb": kb_id, "parent": parent_id, "moved": everyone})]
+    if doc_id not in ids or beside[0] not in ids:
+        return False
+    return ids.index(beside[0]) - ids.index(doc_id) == (-1 if beside[1] else 1)
+
+
 def place_at(
     session: Session,
     kb_id: uuid.UUID,

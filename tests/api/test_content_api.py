@@ -279,6 +279,17 @@ def test_place_before_or_after_a_sibling(w):
     assert r.status_code == 200, r.text
     assert order(o) == ["Hidden", "C", "B", "A"]
     assert r.json()["sort_order"] == 3  # renumbered 0..n-1
+
+    # a drop on its own place moves nothing and records no change
+    def changes() -> int:
+        return sum(len(o.get("/api/changes", params={"object_id": x["id"]}).json()["items"]) for x in (a, b))
+
+    before = changes()
+    r = ed.put(f"/api/documents/{a['id']}", json={"after_id": b["id"]})
+    assert r.status_code == 200 and r.json()["sort_order"] == 3, r.text
+    r = ed.put(f"/api/documents/{b['id']}", json={"before_id": a["id"]})
+    assert r.status_code == 200 and order(o) == ["Hidden", "C", "B", "A"]
+    assert changes() == before
     # into another parent, beside a page there
     other = w.doc("Other", type="folder", kb=kb)
     inside = w.doc("Inside", kb=kb, parent_id=other["id"], markdown="i\n")
