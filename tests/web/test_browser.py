@@ -385,6 +385,15 @@ def test_reorder_without_dragging(contexts, live_server, owner):
     expect(rows).to_contain_text(["Shelf three", "Shelf two", "Shelf one"])
     assert order() == ["Shelf three", "Shelf two", "Shelf one"]
 
+    # dropped on the bottom edge of the open folder, where the line shows between it and its
+    # first child: first inside it
+    head = shelf.locator("> div")
+    shelf.get_by_role("treeitem", name="Shelf one").locator("> div").drag_to(
+        head, target_position={"x": 30, "y": head.bounding_box()["height"] - 2}
+    )
+    expect(rows).to_contain_text(["Shelf one", "Shelf three", "Shelf two"])
+    assert order() == ["Shelf one", "Shelf three", "Shelf two"]
+
 
 def test_a_page_opened_from_elsewhere_is_scrolled_into_the_tree(contexts, live_server, owner):
     """Opened by its address (as from search or a link), a page far down a long tree is in the
