@@ -634,14 +634,13 @@ def _beside(session: Session, p: Principal, doc: Document, fields: dict[str, Any
     """``before_id`` or ``after_id`` (taken out of ``fields``) as ``(sibling, after?)``, checked:
     one of them and no ``sort_order``; the sibling readable (else 404, as any document the caller
     cannot read), live, another document, and under the parent the document will have."""
-    given = {k: fields.pop(k) for k in _BESIDE_FIELDS if k in fields}
-    given = {k: v for k, v in given.items() if v is not None}
+    given = [k for k in _BESIDE_FIELDS if k in fields]  # a null one was refused with the others
     if not given:
         return None
-    key, anchor_id = next(iter(given.items()))
-    if len(given) > 1 or fields.get("sort_order") is not None:
+    key = given[0]
+    if len(given) > 1 or "sort_order" in fields:
         raise ValidationError("give one of sort_order, before_id and after_id", field=key)
-    anchor = access_document(session, p, anchor_id, Action.READ).document
+    anchor = access_document(session, p, fields.pop(key), Action.READ).document
     parent = fields["parent_id"] if "parent_id" in fields else doc.parent_id
     if (
         anchor.id == doc.id
