@@ -356,7 +356,9 @@ def test_reorder_without_dragging(contexts, live_server, owner):
         folder = c.post(
             "/api/documents", json={"knowledge_base_id": owner["kb"]["id"], "type": "folder", "title": "Reorder shelf"}
         ).json()
-        pages = [new_page(c, owner["kb"]["id"], f"Shelf {n}", "x\n", parent_id=folder["id"]) for n in ("one", "two", "three")]
+        pages = [
+            new_page(c, owner["kb"]["id"], f"Shelf {n}", "x\n", parent_id=folder["id"]) for n in ("one", "two", "three")
+        ]
 
     def order() -> list[str]:
         with api(live_server, owner) as c:
@@ -386,11 +388,30 @@ def test_reorder_without_dragging(contexts, live_server, owner):
     assert order() == ["Shelf three", "Shelf two", "Shelf one"]
 
     # dropped on the bottom edge of the open folder, where the line shows between it and its
-    # first child: first inside it
+    # first child, from the children's indentation: first inside it
     head = shelf.locator("> div")
-    shelf.get_by_role("treeitem", name="Shelf one").locator("> div").drag_to(
-        head, target_position={"x": 30, "y": head.bounding_box()["height"] - 2}
-    )
+    child = shelf.get_by_role("treeitem", name="Shelf three").locator("> div")
+    child_indent = child.evaluate("e => getComputedStyle(e).paddingLeft")
+    assert child_indent != head.evaluate("e => getComputedStyle(e).paddingLeft")
+
+    def hover_at(row, y: float) -> None:
+        # a few moves with pauses: a drag's dragover events follow the pointer's moves
+        box = row.bounding_box()
+        for dy in (4, 2, 0):
+            page.mouse.move(box["x"] + 30, box["y"] + y + (dy if y < box["height"] / 2 else -dy))
+            page.wait_for_timeout(60)
+
+    source = shelf.get_by_role("treeitem", name="Shelf one").locator("> div").bounding_box()
+    page.mouse.move(source["x"] + 30, source["y"] + source["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(source["x"] + 34, source["y"] + source["height"] / 2)  # starts the drag
+    hover_at(child, 2)  # first, a child's top edge: the line starts where that child does
+    expect(child).to_have_class(re.compile(r"\bdrop-before\b"))
+    assert child.evaluate("e => getComputedStyle(e, '::before').left") == child_indent
+    hover_at(head, head.bounding_box()["height"] - 2)
+    expect(head).to_have_class(re.compile(r"\bdrop-after\b"))
+    assert head.evaluate("e => getComputedStyle(e, '::after').left") == child_indent
+    page.mouse.up()
     expect(rows).to_contain_text(["Shelf one", "Shelf three", "Shelf two"])
     assert order() == ["Shelf one", "Shelf three", "Shelf two"]
 

@@ -286,7 +286,12 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
         >
           <div
             class={`row${it.id === currentId ? ' current' : ''}${dropTarget?.id === it.id ? ` drop${dropTarget.zone === 'into' ? '' : `-${dropTarget.zone}`}` : ''}`}
-            style={{ paddingLeft: `${(level - 1) * 14 + 4}px` }}
+            style={{
+              paddingLeft: `${(level - 1) * 14 + 4}px`,
+              // where a before/after line starts: at this row's level, or its children's when the
+              // line between an open row and its first child puts the item first inside
+              '--drop-indent': `${(dropTarget?.id === it.id && dropTarget.zone === 'after' && isOpen && n.children.length ? level : level - 1) * 14 + 4}px`,
+            }}
             draggable={props.canCreate}
             onDragStart={(e) => {
               dragRef.current = it.id
@@ -308,7 +313,13 @@ export function Tree(props: { kbId: string; currentId: string | null; canCreate:
               const zone = zoneOf(e)
               if (dropTarget?.id !== it.id || dropTarget.zone !== zone) setDropTarget({ id: it.id, zone })
             }}
-            onDragLeave={() => setDropTarget((d) => (d?.id === it.id ? null : d))}
+            onDragLeave={(e) => {
+              // a leave from the row into its own twisty or label (or back) is no leave: the line
+              // would flicker off until the next dragover
+              const to = e.relatedTarget
+              if (to instanceof Node && (e.currentTarget as HTMLElement).contains(to)) return
+              setDropTarget((d) => (d?.id === it.id ? null : d))
+            }}
             onDrop={(e) => onDrop(e, n, isOpen)}
           >
             {canOpen ? (
