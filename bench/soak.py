@@ -228,6 +228,7 @@ class Stack:
 
         from openkb.runtime.embedded import milvus_client
         from openkb.runtime.home import Home, read_record
+        from openkb.runtime.lite_files import lite_files
 
         home = Home(self.home)
         out: dict[str, Any] = {}
@@ -391,39 +392,6 @@ def cpu_seconds(pid: int, *, own_only: bool = False) -> float:
             continue  # ended meanwhile: its parent counts it from now on
         total += a + b
     return total
-
-
-def lite_files(collection_dir: Path) -> dict[str, Any]:
-    """One Milvus Lite collection's files, from its manifest: data segments (``data_files``),
-    delta files (a deletion's tombstones; Lite drops them only once no data file is older than
-    them), their bytes, the WAL's bytes and the manifest's own size (rewritten on every flush)."""
-    try:
-        manifest = json.loads((collection_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    parts = manifest.get("partitions", {})
-    data = [(p, f) for p, c in parts.items() for f in c.get("data_files", [])]
-    delta = [(p, f) for p, c in parts.items() for f in c.get("delta_files", [])]
-
-    def size(rows: list[tuple[str, str]]) -> int:
-        n = 0
-        for p, f in rows:
-            try:
-                n += (collection_dir / "partitions" / p / f).stat().st_size
-            except OSError:
-                pass
-        return n
-
-    wal = sum(f.stat().st_size for f in (collection_dir / "wal").glob("*") if f.is_file())
-    return {
-        "data_files": len(data),
-        "data_kb": size(data) // 1024,
-        "delta_files": len(delta),
-        "delta_kb": size(delta) // 1024,
-        "wal_kb": wal // 1024,
-        "manifest_kb": (collection_dir / "manifest.json").stat().st_size // 1024,
-        "current_seq": manifest.get("current_seq"),
-    }
 
 
 # Mappings of shared memory segments: PostgreSQL's (an anonymous shared mmap shown as

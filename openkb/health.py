@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import text
 
 from openkb.context import AppContext
+from openkb.runtime.lite_files import REBUILD_FIX, home_lite, home_lite_files
 
 
 @dataclass
@@ -83,10 +84,16 @@ def check_milvus(ctx: AppContext) -> Check:
         target = alias_target_quiet(client, alias)
         detail = f"{len(cols)} collections; {alias} -> {target or '(not set)'}"
         fix = ""
-        if mode == "embedded" or _home_lite(ctx):
+        if home_lite(ctx):
             detail += "; embedded Milvus Lite is for small knowledge bases, use Milvus 2.6 (MILVUS_URI) at scale"
             bm25, fix = _lite_bm25(ctx)
             detail += bm25
+            files = home_lite_files(ctx, target)
+            if files and files["piling_up"]:  # docs/retrieval.md#flushes
+                detail += (
+                    f"; {files['delta_files']} delta files of deletions: searches and saves slow down as they pile up"
+                )
+                fix = fix or REBUILD_FIX
         return Check("milvus", True, mode, f"{kind} {version}", detail, fix)
     except Exception as exc:  # noqa: BLE001
         fix = (
@@ -95,15 +102,6 @@ def check_milvus(ctx: AppContext) -> Check:
             else "run `openkb up`, or see $OPENKB_HOME/logs/milvus.log"
         )
         return Check("milvus", False, mode, "", str(exc).splitlines()[0][:200], fix)
-
-
-def _home_lite(ctx: AppContext) -> bool:
-    """Whether the Milvus in use is the embedded Lite of this home: the API and workers under
-    ``openkb up`` are handed its address in MILVUS_URI, so their settings alone say external."""
-    from openkb.runtime.home import Home, read_record
-
-    rec = read_record(Home(ctx.settings.openkb_home), "milvus")
-    return rec is not None and rec.get("uri") == ctx.endpoints.milvus_uri
 
 
 def _lite_bm25(ctx: AppContext) -> tuple[str, str]:

@@ -101,6 +101,20 @@ def _print_status(out: dict[str, Any], json_out: bool) -> None:
     console.print(
         f"  rows        Milvus {rows} / PostgreSQL chunks {out['pg_chunks']}  {sync}", markup=True, highlight=False
     )
+    lite = out.get("lite")
+    if lite:  # the embedded Lite's files (docs/retrieval.md#flushes)
+        from openkb.runtime.lite_files import REBUILD_FIX
+
+        console.print(
+            f"  lite files  {lite['data_files']} data file{'' if lite['data_files'] == 1 else 's'} "
+            f"({lite['data_kb']:,} KB), {lite['delta_files']} delta file{'' if lite['delta_files'] == 1 else 's'} "
+            f"of deletions ({lite['delta_kb']:,} KB)"
+            + (
+                f"  [yellow]searches and saves slow down as they pile up: {REBUILD_FIX}[/]" if lite["piling_up"] else ""
+            ),
+            markup=True,
+            highlight=False,
+        )
     docs = out.get("documents") or {}
     console.print(
         "  documents   "

@@ -896,6 +896,7 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
     """What ``openkb index status`` and ``GET /api/admin/milvus/status`` show. ``in_sync``: Milvus
     holds as many rows as PostgreSQL has chunks (None when Milvus cannot be asked)."""
     from openkb.indexing.profiles import describe
+    from openkb.runtime.lite_files import home_lite_files
 
     client, alias = ctx.milvus, ctx.settings.milvus_active_alias
     out: dict[str, Any] = {"alias": alias, "backend": backend_of(ctx), "milvus_uri": _mask(ctx.endpoints.milvus_uri)}
@@ -925,6 +926,8 @@ def index_status(ctx: AppContext, session: Session) -> dict[str, Any]:
         out["in_sync"] = out["pg_chunks"] == 0
     else:
         out["in_sync"] = out["milvus_rows"] == out["pg_chunks"]
+    # the embedded Lite's files: its tombstones pile up, and nothing else tells (docs/retrieval.md#flushes)
+    out["lite"] = home_lite_files(ctx, target) if out["milvus"] == "ok" else None
     out["embedder"] = ctx.endpoints.embedder_url
     out["search_mode"] = (
         None

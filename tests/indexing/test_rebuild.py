@@ -434,6 +434,40 @@ def test_cli_status_search_as_user_and_key_refusal(env):
     assert bad.returncode == 2 and "credential" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_status_and_doctor_show_the_embedded_lite_files(env, monkeypatch, capsys):
+    """The embedded Lite's data and delta files, from its manifest (Lite answers no RPC that
+    tells): in ``index status`` (JSON and table) and, once the delta files pile up, a rebuild
+    suggested there and by ``doctor`` (docs/retrieval.md#flushes)."""
+    from cli.commands.index import _print_status
+    from openkb.health import check_milvus
+    from openkb.runtime import lite_files
+
+    doc = env.create(f"# Lite files\n\n{uniq('first')} words.\n")
+    env.save(doc.id, f"# Lite files\n\n{uniq('second')} words.\n")  # replaces the chunk: a tombstone
+    env.ctx.milvus.flush(active(env))  # the tombstone goes into a delta file at a flush
+    st = _cli(["index", "status", "--json"])
+    assert st.returncode == 0, st.stderr
+    lite = json.loads(st.stdout)["lite"]
+    assert lite["data_files"] >= 1 and lite["delta_files"] >= 1 and lite["piling_up"] is False, lite
+    table = _cli(["index", "status"])
+    assert re.search(r"lite files +\d+ data files? \([\d,]+ KB\), \d+ delta files? of deletions", table.stdout), (
+        table.stdout
+    )
+    assert "pile up" not in table.stdout
+    assert "delta files" not in check_milvus(env.ctx).detail
+
+    monkeypatch.setattr(lite_files, "DELTA_FILES_WARN", lite["delta_files"])
+    with session_scope(env.ctx.engine) as s:
+        out = service.index_status(env.ctx, s)
+    assert out["lite"]["piling_up"] is True
+    capsys.readouterr()
+    _print_status(out, False)
+    assert "index rebuild --switch" in capsys.readouterr().out
+    check = check_milvus(env.ctx)
+    assert check.ok and f"{out['lite']['delta_files']} delta files of deletions" in check.detail
+    assert check.fix == lite_files.REBUILD_FIX
+
+
 def test_a_profile_like_the_active_one_takes_its_functions_and_the_latest_transform(env, http):
     """``openkb profile create NEW --like OLD`` / ``POST .../index-profiles {"like"}``: the same
     embedding service, rerank and analyzer without restating them, and what new profiles get

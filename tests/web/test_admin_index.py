@@ -17,6 +17,7 @@ from openkb.indexing.profiles import current_target, get_profile
 from openkb.indexing.rebuild import drop, rollback
 from openkb.permissions.principal import Principal
 from openkb.retrieval import forget_active_profile
+from openkb.runtime import lite_files
 from tests.api.helpers import make_login_user
 from tests.web.test_browser import sign_in
 
@@ -44,6 +45,13 @@ def test_tenant_admin_rebuilds_switches_and_rolls_back(contexts, app_ctx, commit
     sign_in(page, admin.email)
     page.goto("/admin/index")
     expect(page.get_by_test_id("active-collection")).to_have_text(original)
+    # the embedded Lite's files, read from its manifest (docs/retrieval.md#flushes)
+    lite = page.get_by_test_id("lite-files")
+    expect(lite).to_have_text(re.compile(r"^\d+ data files?, \d+ delta files? of deletions$"))
+    with pytest.MonkeyPatch.context() as mp:  # once they pile up, what to do about it
+        mp.setattr(lite_files, "DELTA_FILES_WARN", 0)
+        page.reload()
+        expect(lite).to_contain_text("rebuild the active profile with “Switch the alias when the rebuild is healthy”")
     try:
         page.get_by_label("Profile", exact=True).fill(name)
         page.get_by_role("button", name="New profile").click()

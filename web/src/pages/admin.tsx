@@ -531,6 +531,8 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
   const act = (p: Promise<unknown>) => p.then(refresh).catch(setError)
   const s = status.data as Json | undefined
   const docs = (s?.documents ?? {}) as Record<string, number>
+  // the embedded Lite's files, from its manifest (docs/retrieval.md#flushes)
+  const lite = s?.lite as { data_files: number; delta_files: number; piling_up: boolean } | null | undefined
   return (
     <section aria-labelledby="index-h">
       <h2 id="index-h">{t('indexTitle')}</h2>
@@ -551,6 +553,15 @@ function IndexTab({ atRebuilds = false }: { atRebuilds?: boolean }) {
           </dd>
           <dt>{t('documents')}</dt>
           <dd>{Object.entries(docs).map(([k, v]) => `${k}: ${v}`).join(', ') || '—'}</dd>
+          {lite ? (
+            <>
+              <dt>{t('liteFiles')}</dt>
+              <dd data-testid="lite-files">
+                {t('liteFilesValue', { data: lite.data_files, delta: lite.delta_files })}
+                {lite.piling_up ? <p class="warning">{t('litePilingUp')}</p> : null}
+              </dd>
+            </>
+          ) : null}
         </dl>
       ) : (
         <Loading />
