@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openkb.runtime import lite_bm25, lite_vectors
+from openkb.runtime import lite_bm25, lite_tombstones, lite_vectors
 from openkb.runtime.home import Home, cache_dir, read_record, write_record
 from openkb.runtime.python import module_command
 
@@ -64,11 +64,14 @@ def bm25_scoring(home: Home) -> dict[str, Any] | None:
 
 def _install_patches() -> None:
     """OpenKB's changes to Lite, before it loads any collection: BM25 on collection-wide
-    statistics (``lite_bm25``) and stored vectors kept on partial updates (``lite_vectors``)."""
+    statistics (``lite_bm25``), stored vectors kept on partial updates (``lite_vectors``) and one
+    copy of the tombstones shared by reads until they change (``lite_tombstones``)."""
     if lite_bm25.install():
         print("openkb: BM25 scores use collection-wide statistics", file=sys.stderr, flush=True)
     if lite_vectors.install():
         print("openkb: partial updates keep the stored vectors of unchanged texts", file=sys.stderr, flush=True)
+    if lite_tombstones.install():
+        print("openkb: reads share one copy of the tombstones until they change", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
