@@ -1,18 +1,13 @@
 """Reads of the embedded Milvus Lite share one copy of a collection's tombstones until a flush or
 a compaction changes them, instead of copying the whole map for every search and query
 (docs/retrieval.md#flushes); deleted rows stay hidden. Real Lite, in this process as its server
-runs it."""
+runs it (that the server installs it: tests/retrieval/test_lite_vectors.py)."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 DIM = 8
 
 
@@ -78,15 +73,3 @@ def test_reads_share_one_copy_until_the_tombstones_change(lite):
     col._delta_index.gc_below(0)  # compaction's garbage collection is a change too (here it drops none)
     assert col._delta_index.frozen_copy() is not second
     assert _ids(col) == set(ids[8:])
-
-
-def test_the_lite_server_installs_it():
-    """``openkb up``'s Lite (``openkb.runtime.lite_server``) shares the copy: checked in a fresh
-    interpreter, as the server does."""
-    code = (
-        "from openkb.runtime import lite_server, lite_tombstones\n"
-        "from milvus_lite.storage.delta_index import DeltaIndex\n"
-        "lite_server._install_patches()\n"
-        "assert lite_tombstones._INSTALLED and DeltaIndex.frozen_copy.__name__ == '_frozen_copy'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

@@ -108,12 +108,15 @@ def test_a_partial_update_that_leaves_the_text_embeds_nothing(lite):
 
 
 def test_the_lite_server_installs_it():
-    """``openkb up``'s Lite (``openkb.runtime.lite_server``) keeps vectors on partial updates: the
-    check runs in a fresh interpreter, as the server does."""
+    """``openkb up``'s Lite (``openkb.runtime.lite_server``) keeps vectors on partial updates, and
+    shares one copy of the tombstones among reads (``lite_tombstones``): the check runs in a fresh
+    interpreter, as the server does."""
     code = (
-        "from openkb.runtime import lite_server, lite_vectors\n"
+        "from openkb.runtime import lite_server, lite_tombstones, lite_vectors\n"
         "import milvus_lite.engine.collection as c\n"
+        "from milvus_lite.storage.delta_index import DeltaIndex\n"
         "lite_server._install_patches()\n"
         "assert lite_vectors._INSTALLED and c.Collection.upsert.__name__ == '_upsert'\n"
+        "assert lite_tombstones._INSTALLED and DeltaIndex.frozen_copy.__name__ == '_frozen_copy'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
