@@ -4,9 +4,9 @@
 Why an operator needs it: every save that replaces a chunk leaves a tombstone, and Lite writes
 them into a delta file at each flush. Lite drops a tombstone only once no data file is older
 than it, and a compacted file keeps its rows' sequence numbers, so chunks nobody edits keep the
-oldest tombstones alive; every search and query copies the whole map and every flush rewrites a
-manifest listing every delta file. Searches and saves slow down as they pile up (measured in the
-docs), and Lite answers no RPC that tells: ``openkb index status`` and ``openkb doctor`` read its
+oldest tombstones alive; the map grows in memory (its copy for reads is made once per change:
+``lite_tombstones``) and every flush rewrites a manifest listing every delta file. Searches and
+saves slow down as they pile up (measured in the docs), and Lite answers no RPC that tells: ``openkb index status`` and ``openkb doctor`` read its
 manifest instead, and say when ``openkb index rebuild --switch`` is due.
 """
 

@@ -63,15 +63,15 @@ def install() -> bool:
             copy = self.__dict__[_CACHE] = frozen_copy(self)
         return copy
 
+    # no read runs during a change (the maintenance lock), so forgetting the copy once it is made
+    # is enough; in ``finally``: a change that fails half-way has changed the map all the same
     def _add_batch(self: Any, batch: Any) -> None:
-        self.__dict__.pop(_CACHE, None)
         try:
             add_batch(self, batch)
-        finally:  # a read between the two pops cannot happen (the maintenance lock); kept exact anyway
+        finally:
             self.__dict__.pop(_CACHE, None)
 
     def _gc_below(self: Any, min_active_data_seq: int) -> int:
-        self.__dict__.pop(_CACHE, None)
         try:
             return gc_below(self, min_active_data_seq)
         finally:
