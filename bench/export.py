@@ -262,11 +262,17 @@ def split(engine, blobs: LocalBlobStore, principal: Principal, target: Target, r
     out["raw_s"], out["raw_cpu_s"] = best_of(raw, rounds)
     with session_scope(engine) as s:
         out["plan_s"], out["plan_cpu_s"] = best_of(lambda: plan_export(s, principal, target, audit=False), rounds)
-        plan = plan_export(s, principal, target, audit=False)
         conn = s.connection().connection.driver_connection
-        tree = sorted(plan.docs, key=lambda d: d.path)
-        pages = [d for d in tree if d.type == "page"]
-        batches = [pages[i : i + es._BATCH] for i in range(0, len(pages), es._BATCH)]
+
+        def fresh() -> tuple:
+            """A new plan, its documents in path order and its pages in the stream's batches."""
+            p = plan_export(s, principal, target, audit=False)
+            p.key_refs()
+            docs = sorted(p.docs, key=lambda d: d.path)
+            pages = [d for d in docs if d.type == "page"]
+            return p, docs, [pages[i : i + es._BATCH] for i in range(0, len(pages), es._BATCH)]
+
+        plan, _docs, batches = fresh()
 
         def read_forms() -> None:
             for b in batches:  # each batch dropped before the next, as the stream does
@@ -274,13 +280,6 @@ def split(engine, blobs: LocalBlobStore, principal: Principal, target: Target, r
 
         out["read_forms_s"], out["read_forms_cpu_s"] = best_of(read_forms, rounds)
         rows = [es._pages(conn, b) for b in batches]
-
-        def fresh() -> tuple:
-            p = plan_export(s, principal, target, audit=False)
-            p.key_refs()
-            docs = sorted(p.docs, key=lambda d: d.path)
-            pages = [d for d in docs if d.type == "page"]
-            return p, docs, [pages[i : i + es._BATCH] for i in range(0, len(pages), es._BATCH)]
 
         def build(arg: tuple) -> None:
             p, docs, batches = arg
